@@ -1,0 +1,192 @@
+//! Elementwise activations: ReLU and GELU (erf and tanh forms), as vector functions that other
+//! kernels fuse into their epilogues, and as in-place slice kernels.
+
+use crate::isa::Isa;
+use crate::math::exp;
+use pulp::Simd;
+
+/// An activation applied elementwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Activation {
+    /// `x` unchanged.
+    #[default]
+    Identity,
+    /// `max(x, 0)`.
+    Relu,
+    /// `x · Φ(x)` with the exact normal CDF through erf (PyTorch `gelu`, `approximate="none"`).
+    GeluErf,
+    /// `0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))` (PyTorch `approximate="tanh"`).
+    GeluTanh,
+}
+
+/// Largest absolute error of [`gelu_erf`] against the exact erf GELU, for `|x| <= 1`; beyond
+/// that the bound is this times `|x|`. Checked by a test at every level.
+pub const GELU_ERF_MAX_ERROR: f32 = 1.0e-6;
+
+/// Largest absolute error of [`gelu_tanh`] against the exact tanh-form GELU, for `|x| <= 1`;
+/// beyond that the bound is this times `|x|`. Checked by a test at every level.
+pub const GELU_TANH_MAX_ERROR: f32 = 1.0e-6;
+
+impl Activation {
+    /// Applies the activation to one vector.
+    #[inline(always)]
+    pub fn apply<S: Simd>(self, simd: S, x: S::f32s) -> S::f32s {
+        match self {
+            Activation::Identity => x,
+            Activation::Relu => relu(simd, x),
+            Activation::GeluErf => gelu_erf(simd, x),
+            Activation::GeluTanh => gelu_tanh(simd, x),
+        }
+    }
+
+    /// Applies the activation in place to every element of `values`.
+    pub fn apply_slice(self, isa: Isa, values: &mut [f32]) {
+        if self == Activation::Identity {
+            return;
+        }
+        struct ApplySlice<'a>(Activation, &'a mut [f32]);
+        impl pulp::WithSimd for ApplySlice<'_> {
+            type Output = ();
+            #[inline(always)]
+            fn with_simd<S: Simd>(self, simd: S) {
+                let ApplySlice(activation, values) = self;
+                let (head, tail) = S::as_mut_simd_f32s(values);
+                for v in head {
+                    *v = activation.apply(simd, *v);
+                }
+                if !tail.is_empty() {
+                    let v = simd.partial_load_f32s(tail);
+                    simd.partial_store_f32s(tail, activation.apply(simd, v));
+                }
+            }
+        }
+        isa.dispatch(ApplySlice(self, values));
+    }
+}
+
+/// `max(x, 0)`; NaN stays NaN.
+#[inline(always)]
+pub fn relu<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    let zero = simd.splat_f32s(0.0);
+    simd.select_f32s(simd.less_than_f32s(x, zero), zero, x)
+}
+
+/// GELU through erf: `x · Φ(x)`.
+///
+/// Uses the Abramowitz–Stegun 7.1.26 form of `erfc(z) = t·P(t)·e^{-z²}` with
+/// `t = 1/(1 + p z)` on `z = |x|/√2`, so negative inputs, where `Φ(x)` is tiny, keep their
+/// relative accuracy: `Φ(x) = erfc(z)/2` for `x < 0` and `1 - erfc(z)/2` otherwise.
+#[inline(always)]
+pub fn gelu_erf<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    const P: f32 = 0.327_591_1;
+    const A: [f32; 5] = [
+        0.254_829_6,
+        -0.284_496_74,
+        1.421_413_7,
+        -1.453_152_1,
+        1.061_405_4,
+    ];
+    let z = simd.mul_f32s(
+        simd.abs_f32s(x),
+        simd.splat_f32s(core::f32::consts::FRAC_1_SQRT_2),
+    );
+    let one = simd.splat_f32s(1.0);
+    let t = simd.div_f32s(one, simd.mul_add_f32s(simd.splat_f32s(P), z, one));
+    let mut poly = simd.splat_f32s(A[4]);
+    for a in [A[3], A[2], A[1], A[0]] {
+        poly = simd.mul_add_f32s(poly, t, simd.splat_f32s(a));
+    }
+    let gauss = exp(simd, simd.neg_f32s(simd.mul_f32s(z, z)));
+    let half_erfc = simd.mul_f32s(
+        simd.mul_f32s(simd.mul_f32s(poly, t), gauss),
+        simd.splat_f32s(0.5),
+    );
+    let cdf = simd.select_f32s(
+        simd.less_than_f32s(x, simd.splat_f32s(0.0)),
+        half_erfc,
+        simd.sub_f32s(one, half_erfc),
+    );
+    simd.mul_f32s(x, cdf)
+}
+
+/// GELU, tanh form, computed as `x / (1 + e^{-2u})` with `u = √(2/π)(x + 0.044715 x³)`, which
+/// equals `0.5 x (1 + tanh u)` and has no cancellation for negative `x`.
+#[inline(always)]
+pub fn gelu_tanh<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    const CUBIC: f32 = 0.044_715;
+    let x2 = simd.mul_f32s(x, x);
+    let inner = simd.mul_add_f32s(simd.splat_f32s(CUBIC), x2, simd.splat_f32s(1.0));
+    let minus_two_u = simd.mul_f32s(
+        simd.mul_f32s(x, inner),
+        simd.splat_f32s(-2.0 * SQRT_2_OVER_PI),
+    );
+    let denominator = simd.add_f32s(simd.splat_f32s(1.0), exp(simd, minus_two_u));
+    simd.div_f32s(x, denominator)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::activation as reference;
+
+    fn sweep(isa: Isa, activation: Activation, check: impl Fn(f32, f32, f64)) {
+        let mut values = [0.0f32; 4001];
+        let inputs: [f32; 4001] = core::array::from_fn(|i| (i as f32 - 2000.0) * 0.01);
+        for scale in [1.0f32, 3.0, 0.01] {
+            for (v, x) in values.iter_mut().zip(&inputs) {
+                *v = x * scale;
+            }
+            activation.apply_slice(isa, &mut values);
+            for (x, y) in inputs.iter().zip(&values) {
+                let x = x * scale;
+                check(x, *y, reference::apply(activation, x as f64));
+            }
+        }
+    }
+
+    #[test]
+    fn gelu_within_stated_error() {
+        for isa in Isa::supported() {
+            for (activation, max_error) in [
+                (Activation::GeluErf, GELU_ERF_MAX_ERROR),
+                (Activation::GeluTanh, GELU_TANH_MAX_ERROR),
+            ] {
+                sweep(isa, activation, |x, y, exact| {
+                    let bound = max_error as f64 * (x.abs() as f64).max(1.0);
+                    assert!(
+                        (y as f64 - exact).abs() <= bound,
+                        "{isa} {activation:?}({x}) = {y}, exact {exact}"
+                    );
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn relu_and_extremes() {
+        for isa in Isa::supported() {
+            sweep(isa, Activation::Relu, |_, y, exact| {
+                assert_eq!(y as f64, exact)
+            });
+            for activation in [Activation::GeluErf, Activation::GeluTanh] {
+                let mut v = [30.0f32, -30.0, 0.0, f32::NAN, 1e30, -1e30];
+                activation.apply_slice(isa, &mut v);
+                assert_eq!(v[0], 30.0, "{isa} {activation:?}");
+                assert!(
+                    v[1] == 0.0 && v[1].is_sign_negative() || v[1].abs() < 1e-30,
+                    "{isa} {activation:?}: {}",
+                    v[1]
+                );
+                assert_eq!(v[2], 0.0);
+                assert!(v[3].is_nan());
+                assert_eq!(v[4], 1e30);
+                assert!(
+                    v[5].abs() < 1e-30 || v[5] == 0.0,
+                    "{isa} {activation:?}: {}",
+                    v[5]
+                );
+            }
+        }
+    }
+}

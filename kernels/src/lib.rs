@@ -1,0 +1,19 @@
+//! tessel-kernels: the hot loops of the tessel inference engine.
+//!
+//! `#![no_std]` and without `alloc`: every kernel works on caller-provided slices and scratch
+//! and never allocates. Each kernel takes an [`Isa`] token and runs the AVX-512, AVX2+FMA, NEON
+//! or scalar instantiation of one generic body; [`reference`] holds plain scalar versions that
+//! accumulate in `f64`, the truth every test compares against.
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod activation;
+pub mod error;
+pub mod isa;
+pub mod math;
+pub mod reference;
+pub mod scratch;
+
+pub use error::KernelError;
+pub use isa::{cpu_features, CpuFeatures, Isa, IsaError, Level};
+pub use scratch::{Scratch, ScratchSpec};

@@ -1,0 +1,168 @@
+//! `exp` for `f32` vectors: Cody–Waite range reduction and a degree-6 polynomial.
+
+use crate::isa::Isa;
+use pulp::Simd;
+
+/// Largest relative error of [`exp`] against the exact `e^x`, for every `x` whose result is a
+/// normal `f32` (checked by a test that sweeps the whole range at every level).
+pub const EXP_MAX_RELATIVE_ERROR: f32 = 3.0e-7;
+
+const LOG2_E: f32 = core::f32::consts::LOG2_E;
+// ln 2 split so that n * LN2_HI is exact for |n| < 2^9.
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+// Adding 1.5 * 2^23 rounds a float in (-2^22, 2^22) to an integer held in the low mantissa bits.
+const ROUND_MAGIC: f32 = 12_582_912.0;
+// Above this e^x overflows to +inf; below MIN_INPUT it is below the smallest normal and flushes
+// to 0 (the kernels' consumers, softmax weights, do not need subnormals).
+const MAX_INPUT: f32 = 88.722_83;
+const MIN_INPUT: f32 = -87.336_55;
+// Minimax polynomial for (e^r - 1 - r) / r^2 on |r| <= ln(2)/2 (Cephes `expf`).
+const P0: f32 = 1.987_569_1e-4;
+const P1: f32 = 1.398_199_9e-3;
+const P2: f32 = 8.333_452e-3;
+const P3: f32 = 4.166_579_6e-2;
+const P4: f32 = 1.666_666_5e-1;
+const P5: f32 = 0.5;
+
+/// `e^x` lane by lane. `+inf` for `x > 88.72`, `0` for `x < -87.34` (including `-inf`), and NaN
+/// for NaN; otherwise within [`EXP_MAX_RELATIVE_ERROR`].
+#[inline(always)]
+pub fn exp<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    let clamped = simd.min_f32s(
+        simd.max_f32s(x, simd.splat_f32s(MIN_INPUT)),
+        simd.splat_f32s(MAX_INPUT),
+    );
+    // n = round(x / ln 2), both as a float and in the low bits of `shifted`.
+    let shifted = simd.mul_add_f32s(
+        clamped,
+        simd.splat_f32s(LOG2_E),
+        simd.splat_f32s(ROUND_MAGIC),
+    );
+    let n = simd.sub_f32s(shifted, simd.splat_f32s(ROUND_MAGIC));
+    // r = x - n ln 2, in two steps so the product's rounding error is not lost.
+    let r = simd.negate_mul_add_f32s(n, simd.splat_f32s(LN2_HI), clamped);
+    let r = simd.negate_mul_add_f32s(n, simd.splat_f32s(LN2_LO), r);
+
+    let mut p = simd.splat_f32s(P0);
+    for coefficient in [P1, P2, P3, P4, P5] {
+        p = simd.mul_add_f32s(p, r, simd.splat_f32s(coefficient));
+    }
+    let r2 = simd.mul_f32s(r, r);
+    let e_r = simd.add_f32s(simd.mul_add_f32s(p, r2, r), simd.splat_f32s(1.0));
+
+    // 2^n: n + 127 into the exponent field. n is in [-126, 128] after clamping; 2^128 is split
+    // as 2 * 2^127 by scaling e^r first so the exponent field never overflows.
+    let n_bits = simd.sub_u32s(
+        simd.transmute_u32s_f32s(shifted),
+        simd.transmute_u32s_f32s(simd.splat_f32s(ROUND_MAGIC)),
+    );
+    let too_big = simd.greater_than_u32s(
+        simd.add_u32s(n_bits, simd.splat_u32s(126)),
+        simd.splat_u32s(253),
+    );
+    let n_bits = simd.select_u32s(too_big, simd.sub_u32s(n_bits, simd.splat_u32s(1)), n_bits);
+    let e_r = simd.select_f32s(too_big, simd.add_f32s(e_r, e_r), e_r);
+    let two_n = simd.transmute_f32s_u32s(simd.wrapping_dyn_shl_u32s(
+        simd.add_u32s(n_bits, simd.splat_u32s(127)),
+        simd.splat_u32s(23),
+    ));
+    let y = simd.mul_f32s(e_r, two_n);
+
+    let y = simd.select_f32s(
+        simd.greater_than_f32s(x, simd.splat_f32s(MAX_INPUT)),
+        simd.splat_f32s(f32::INFINITY),
+        y,
+    );
+    let y = simd.select_f32s(
+        simd.less_than_f32s(x, simd.splat_f32s(MIN_INPUT)),
+        simd.splat_f32s(0.0),
+        y,
+    );
+    // NaN compares unequal to itself: pass it through.
+    simd.select_f32s(simd.equal_f32s(x, x), y, x)
+}
+
+/// Applies [`exp`] in place to every element of `values`.
+pub fn exp_slice(isa: Isa, values: &mut [f32]) {
+    struct ExpSlice<'a>(&'a mut [f32]);
+    impl pulp::WithSimd for ExpSlice<'_> {
+        type Output = ();
+        #[inline(always)]
+        fn with_simd<S: Simd>(self, simd: S) {
+            let (head, tail) = S::as_mut_simd_f32s(self.0);
+            for v in head {
+                *v = exp(simd, *v);
+            }
+            if !tail.is_empty() {
+                let v = simd.partial_load_f32s(tail);
+                simd.partial_store_f32s(tail, exp(simd, v));
+            }
+        }
+    }
+    isa.dispatch(ExpSlice(values));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_level(isa: Isa) {
+        // Sweep [-87.3, 88.7] densely, plus the special values.
+        let mut buf = [0.0f32; 1024];
+        let steps = 200_000usize;
+        let mut worst = 0.0f64;
+        let mut i = 0;
+        while i < steps {
+            let chunk = buf.len().min(steps - i);
+            for (j, v) in buf[..chunk].iter_mut().enumerate() {
+                *v = MIN_INPUT + (MAX_INPUT - MIN_INPUT) * ((i + j) as f32 / steps as f32);
+            }
+            let inputs = buf;
+            exp_slice(isa, &mut buf[..chunk]);
+            for (x, y) in inputs[..chunk].iter().zip(&buf[..chunk]) {
+                let exact = libm::exp(*x as f64);
+                let rel = ((*y as f64 - exact) / exact).abs();
+                worst = worst.max(rel);
+            }
+            i += chunk;
+        }
+        assert!(
+            worst <= EXP_MAX_RELATIVE_ERROR as f64,
+            "{isa}: worst relative error {worst:e}"
+        );
+
+        let mut special = [
+            0.0,
+            -0.0,
+            1.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            89.0,
+            -88.0,
+            -1e4,
+            1e4,
+            MAX_INPUT,
+        ];
+        exp_slice(isa, &mut special);
+        assert_eq!(special[0], 1.0);
+        assert_eq!(special[1], 1.0);
+        assert!((special[2] - core::f32::consts::E).abs() <= 1e-6);
+        assert_eq!(special[3], f32::INFINITY);
+        assert_eq!(special[4], 0.0);
+        assert!(special[5].is_nan());
+        assert_eq!(special[6], f32::INFINITY);
+        assert_eq!(special[7], 0.0);
+        assert_eq!(special[8], 0.0);
+        assert_eq!(special[9], f32::INFINITY);
+        assert!(special[10].is_finite() && special[10] > 3.4e38);
+    }
+
+    #[test]
+    fn exp_is_within_its_stated_error_at_every_level() {
+        for isa in Isa::supported() {
+            check_level(isa);
+        }
+    }
+}

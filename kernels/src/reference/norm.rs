@@ -1,0 +1,1 @@
+//! Reference norm kernels (being written).

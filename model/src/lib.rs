@@ -1,0 +1,3 @@
+//! tessel-model: assembles the tessel kernels into a transformer encoder-decoder.
+
+pub mod isa_env;
