@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# THE tessel test command. Run from anywhere: scripts/test.sh
+#
+# Sets up what it needs, then checks, in order:
+#   1. formatting (cargo fmt --check) and lints (cargo clippy -D warnings), workspace and nostd-check;
+#   2. the workspace tests once per ISA level this CPU runs (TESSEL_ISA=scalar, avx2, avx512),
+#      and the doc tests once;
+#   3. that tessel-kernels builds and runs with neither std nor alloc (nostd-check/);
+#   4. the kernel and integration tests at TESSEL_ISA=neon, cross-built for aarch64 with Debian's
+#      Rust and run under qemu-user (the toolchain is installed when missing; where it cannot be,
+#      the step is skipped loudly, except under CI=true where that is a failure).
+# Every step runs even after an earlier one failed; the exit status is non-zero if any failed.
+#
+# Environment:
+#   NEON_PROPTEST_CASES  proptest cases per property under qemu (default 16; qemu is 10-50x slower)
+#   PROPTEST_CASES       passed through to the x86-64 test runs when set
+#   CI                   when "true", a NEON toolchain that cannot be installed is a failure
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+neon_target=aarch64-unknown-linux-gnu
+neon_cases=${NEON_PROPTEST_CASES:-16}
+log=$(mktemp -t tessel-test.XXXXXX)
+neon_install_log=$(mktemp -t tessel-neon-install.XXXXXX)
+levels_file=$(mktemp -t tessel-levels.XXXXXX)
+trap 'rm -f "$log" "$neon_install_log" "$levels_file"' EXIT
+
+step_names=()
+step_results=()
+step_seconds=()
+failures=0
+neon_status="not run"
+levels=()
+
+banner() { printf '\n=== %s ===\n' "$*"; }
+
+loud() {
+    printf '\n'
+    printf '!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n'
+    printf '!!! %s\n' "$@"
+    printf '!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n'
+}
+
+# step NAME COMMAND...: runs COMMAND, tees its output into the log, records result and time.
+step() {
+    local name=$1 start status
+    shift
+    banner "$name"
+    start=$(date +%s)
+    "$@" 2>&1 | tee -a "$log"
+    status=${PIPESTATUS[0]}
+    record "$name" "$([ "$status" -eq 0 ] && echo ok || echo FAILED)" $(($(date +%s) - start))
+    return "$status"
+}
+
+record() {
+    step_names+=("$1")
+    step_results+=("$2")
+    step_seconds+=("$3")
+    if [ "$2" = FAILED ]; then
+        failures=$((failures + 1))
+    fi
+}
+
+# --- set-up -----------------------------------------------------------------------------------
+
+ensure_rust_components() {
+    if cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1; then
+        return 0
+    fi
+    echo "rustfmt or clippy missing from the rustup toolchain: trying rustup component add"
+    rustup component add rustfmt clippy
+}
+
+# The aarch64 toolchain is a ~300 MB download: start it now, in the background, so it overlaps
+# the x86-64 build; the NEON step waits for it.
+neon_install_pid=
+if [ -x scripts/neon-toolchain.sh ]; then
+    scripts/neon-toolchain.sh >"$neon_install_log" 2>&1 &
+    neon_install_pid=$!
+fi
+
+step "set-up: rustfmt and clippy" ensure_rust_components
+
+# --- formatting and lints -------------------------------------------------------------------
+
+nostd_manifest=(--manifest-path nostd-check/Cargo.toml --target-dir target/nostd-check)
+
+seed_nostd_lock() {
+    # nostd-check is its own workspace: start its lock from the workspace's so it resolves the
+    # same versions of tessel-kernels' dependencies (cargo prunes what it does not use).
+    cp Cargo.lock nostd-check/Cargo.lock
+}
+
+fmt_check() {
+    cargo fmt --all -- --check &&
+        cargo fmt --manifest-path nostd-check/Cargo.toml -- --check
+}
+
+clippy_check() {
+    seed_nostd_lock &&
+        cargo clippy --locked --workspace --all-targets -- -D warnings &&
+        cargo clippy "${nostd_manifest[@]}" -- -D warnings
+}
+
+step "cargo fmt --check" fmt_check
+step "cargo clippy -D warnings" clippy_check
+
+# --- x86-64 tests, once per ISA level -------------------------------------------------------
+
+detect_levels() {
+    # The test profile shares its build of tessel-kernels with the test runs.
+    cargo run --locked --profile test -p tessel-bench --bin isa >"$levels_file" || return 1
+    echo "ISA levels this CPU runs: $(tr '\n' ' ' <"$levels_file")"
+}
+
+build_tests() {
+    cargo test --locked --workspace --lib --bins --tests --no-run
+}
+
+run_tests_at() {
+    TESSEL_ISA=$1 cargo test --locked --workspace --lib --bins --tests
+}
+
+if step "build the workspace tests" build_tests && step "detect the ISA levels" detect_levels; then
+    mapfile -t levels <"$levels_file"
+    for level in "${levels[@]}"; do
+        step "tests at ISA level $level" run_tests_at "$level"
+    done
+fi
+step "doc tests" cargo test --locked --workspace --doc
+
+# --- no_std, no alloc -------------------------------------------------------------------------
+
+nostd_check() {
+    seed_nostd_lock &&
+        cargo build --release "${nostd_manifest[@]}" &&
+        target/nostd-check/release/tessel-nostd-check &&
+        echo "tessel-kernels links without std or alloc and its kernels ran correctly at every level"
+}
+
+step "no_std and no alloc: nostd-check" nostd_check
+
+# --- NEON under qemu --------------------------------------------------------------------------
+
+neon_tests() {
+    RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
+        CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
+        CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+        CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64-static \
+        TESSEL_ISA=neon PROPTEST_CASES=$neon_cases \
+        /usr/bin/cargo test --locked --target "$neon_target" --target-dir target/aarch64 \
+        -p tessel-kernels -p tessel-tests --lib --tests
+}
+
+banner "NEON toolchain (Debian rustc-web + aarch64 std + qemu-user)"
+neon_install_start=$(date +%s)
+neon_ready=false
+if [ -n "$neon_install_pid" ] && wait "$neon_install_pid"; then
+    neon_ready=true
+fi
+cat "$neon_install_log"
+record "NEON toolchain install/check" \
+    "$($neon_ready && echo ok || echo skipped)" $(($(date +%s) - neon_install_start))
+
+if $neon_ready; then
+    if step "tests at ISA level neon (aarch64 under qemu, PROPTEST_CASES=$neon_cases)" neon_tests; then
+        neon_status="ran: tessel-kernels and tessel-tests at TESSEL_ISA=neon under qemu-aarch64"
+    else
+        neon_status="FAILED"
+    fi
+elif [ "${CI:-}" = true ]; then
+    loud "NEON: the aarch64 toolchain could not be installed, and CI requires it." \
+        "See the install output above."
+    record "tests at ISA level neon" FAILED 0
+    neon_status="FAILED: toolchain could not be installed"
+else
+    loud "NEON TESTS SKIPPED: the aarch64 cross toolchain is missing and cannot be installed" \
+        "here (installing needs root and apt-get). The NEON code paths were NOT tested." \
+        "Run as root, or install what scripts/neon-toolchain.sh lists, to test them."
+    neon_status="SKIPPED (toolchain missing, not installable here)"
+fi
+
+# --- summary ----------------------------------------------------------------------------------
+
+banner "summary"
+total=0
+for i in "${!step_names[@]}"; do
+    printf '%-70s %-8s %5ss\n' "${step_names[$i]}" "${step_results[$i]}" "${step_seconds[$i]}"
+    total=$((total + step_seconds[i]))
+done
+printf '%-70s %-8s %5ss\n' "total" "" "$total"
+echo "x86-64 ISA levels tested: ${levels[*]:-none}"
+echo "NEON: $neon_status"
+read -r passed failed < <(
+    grep -E '^test result: ' "$log" |
+        sed -E 's/.* ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/' |
+        awk '{ p += $1; f += $2 } END { print p + 0, f + 0 }'
+)
+if [ "$failures" -gt 0 ]; then
+    echo "$failures step(s) FAILED"
+fi
+echo "tests: $passed passed, $failed failed"
+[ "$failures" -eq 0 ]
