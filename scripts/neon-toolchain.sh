@@ -21,9 +21,15 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
+# Wait for a dpkg lock another apt run holds rather than failing at once.
+apt=(apt-get -q -o DPkg::Lock::Timeout=600)
+install() {
+    "${apt[@]}" update &&
+        "${apt[@]}" install -y --no-install-recommends \
+            rustc-web cargo-web libstd-rust-web-dev:arm64 \
+            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
+}
 dpkg --add-architecture arm64
-apt-get update -q
-apt-get install -y -q --no-install-recommends \
-    rustc-web cargo-web libstd-rust-web-dev:arm64 \
-    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
+# One retry: a mirror hiccup should not cost the NEON tests.
+install || { sleep 15 && install; }
 neon_toolchain_present

@@ -17,6 +17,12 @@
 #   CI                   when "true", a NEON toolchain that cannot be installed is a failure
 set -uo pipefail
 
+# rustup's cargo, never Debian's /usr/bin/cargo (installed for the NEON step), for x86-64.
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+if [ -d "$cargo_home/bin" ]; then
+    PATH="$cargo_home/bin:$PATH"
+fi
+
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
@@ -111,8 +117,13 @@ step "cargo clippy -D warnings" clippy_check
 # --- x86-64 tests, once per ISA level -------------------------------------------------------
 
 detect_levels() {
-    # The test profile shares its build of tessel-kernels with the test runs.
-    cargo run --locked --profile test -p tessel-bench --bin isa >"$levels_file" || return 1
+    # The test build made target/debug/isa (bench's integration test runs it), with the same
+    # features as the tests; `cargo run` would resolve features apart and rebuild dependencies.
+    if [ -x target/debug/isa ]; then
+        target/debug/isa >"$levels_file" || return 1
+    else
+        cargo run --locked --profile test -p tessel-bench --bin isa >"$levels_file" || return 1
+    fi
     echo "ISA levels this CPU runs: $(tr '\n' ' ' <"$levels_file")"
 }
 
