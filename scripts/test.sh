@@ -28,6 +28,10 @@ cd "$root"
 
 neon_target=aarch64-unknown-linux-gnu
 neon_cases=${NEON_PROPTEST_CASES:-16}
+# Guards against a hung test eating CI's 90 minutes: one x86-64 level's test run (built
+# beforehand), and the NEON step including its aarch64 build (qemu runs 10-50x slower).
+x86_level_timeout=20m
+neon_timeout=40m
 log=$(mktemp -t tessel-test.XXXXXX)
 neon_install_log=$(mktemp -t tessel-neon-install.XXXXXX)
 levels_file=$(mktemp -t tessel-levels.XXXXXX)
@@ -132,7 +136,8 @@ build_tests() {
 }
 
 run_tests_at() {
-    TESSEL_ISA=$1 cargo test --locked --workspace --lib --bins --tests
+    TESSEL_ISA=$1 timeout --kill-after=30s "$x86_level_timeout" \
+        cargo test --locked --workspace --lib --bins --tests
 }
 
 if step "build the workspace tests" build_tests && step "detect the ISA levels" detect_levels; then
@@ -162,6 +167,7 @@ neon_tests() {
         CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
         CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64-static \
         TESSEL_ISA=neon PROPTEST_CASES=$neon_cases \
+        timeout --kill-after=30s "$neon_timeout" \
         /usr/bin/cargo test --locked --target "$neon_target" --target-dir target/aarch64 \
         -p tessel-kernels -p tessel-tests --lib --tests
 }
