@@ -26,6 +26,8 @@ fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
+# Honour CARGO_TARGET_DIR; the no-std and aarch64 builds get their own directories inside it.
+target_dir=${CARGO_TARGET_DIR:-$root/target}
 neon_target=aarch64-unknown-linux-gnu
 neon_cases=${NEON_PROPTEST_CASES:-16}
 # Guards against a hung test eating CI's 90 minutes: one x86-64 level's test run (built
@@ -96,7 +98,7 @@ step "set-up: rustfmt and clippy" ensure_rust_components
 
 # --- formatting and lints -------------------------------------------------------------------
 
-nostd_manifest=(--manifest-path nostd-check/Cargo.toml --target-dir target/nostd-check)
+nostd_manifest=(--manifest-path nostd-check/Cargo.toml --target-dir "$target_dir/nostd-check")
 
 seed_nostd_lock() {
     # nostd-check is its own workspace: start its lock from the workspace's so it resolves the
@@ -121,10 +123,10 @@ step "cargo clippy -D warnings" clippy_check
 # --- x86-64 tests, once per ISA level -------------------------------------------------------
 
 detect_levels() {
-    # The test build made target/debug/isa (bench's integration test runs it), with the same
-    # features as the tests; `cargo run` would resolve features apart and rebuild dependencies.
-    if [ -x target/debug/isa ]; then
-        target/debug/isa >"$levels_file" || return 1
+    # The test build made debug/isa (bench's integration test runs it), with the same features
+    # as the tests; `cargo run` would resolve features apart and rebuild dependencies.
+    if [ -x "$target_dir/debug/isa" ]; then
+        "$target_dir/debug/isa" >"$levels_file" || return 1
     else
         cargo run --locked --profile test -p tessel-bench --bin isa >"$levels_file" || return 1
     fi
@@ -153,7 +155,7 @@ step "doc tests" cargo test --locked --workspace --doc
 nostd_check() {
     seed_nostd_lock &&
         cargo build --release "${nostd_manifest[@]}" &&
-        target/nostd-check/release/tessel-nostd-check &&
+        "$target_dir/nostd-check/release/tessel-nostd-check" &&
         echo "tessel-kernels links without std or alloc and its kernels ran correctly at every level"
 }
 
@@ -168,7 +170,7 @@ neon_tests() {
         CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64-static \
         TESSEL_ISA=neon PROPTEST_CASES=$neon_cases \
         timeout --kill-after=30s "$neon_timeout" \
-        /usr/bin/cargo test --locked --target "$neon_target" --target-dir target/aarch64 \
+        /usr/bin/cargo test --locked --target "$neon_target" --target-dir "$target_dir/aarch64" \
         -p tessel-kernels -p tessel-tests --lib --tests
 }
 
