@@ -1,8 +1,12 @@
 //! Elementwise activations: ReLU and GELU (erf and tanh forms), as vector functions that other
-//! kernels fuse into their epilogues, and as in-place slice kernels.
+//! kernels fuse into their epilogues, as in-place slice kernels, and fused with a bias add over
+//! strided rows ([`bias_activation`]).
 
+use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::math::exp;
+use crate::norm::sweep::{sweep, Read, Reduce, RowIo, Update, Zeros, Zip};
+use crate::norm::{check_vector, RowShape, RowsMut};
 use pulp::Simd;
 
 /// An activation applied elementwise.
@@ -61,6 +65,123 @@ impl Activation {
             }
         }
         isa.dispatch(ApplySlice(self, values));
+    }
+
+    /// Applies the activation in place to every row of a strided batch.
+    ///
+    /// Errors when the view is too short for `shape` or its stride is below `width` (with more
+    /// than one row).
+    pub fn apply_rows(
+        self,
+        isa: Isa,
+        shape: RowShape,
+        values: RowsMut<'_>,
+    ) -> Result<(), KernelError> {
+        values.check("values", shape)?;
+        if shape.is_empty() || self == Activation::Identity {
+            return Ok(());
+        }
+        isa.dispatch(BiasActivation {
+            shape,
+            values,
+            bias: Zeros,
+            activation: self,
+        });
+        Ok(())
+    }
+}
+
+/// `values = activation(values + bias)` in place, row by row, with `bias` one value per column
+/// (a linear layer's bias and activation when the GEMM did not fuse them). With
+/// [`Activation::Identity`] this is the plain bias add.
+///
+/// Errors when the view is too short for `shape`, its stride is below `width` (with more than
+/// one row), or `bias` is not `width` long.
+pub fn bias_activation(
+    isa: Isa,
+    shape: RowShape,
+    values: RowsMut<'_>,
+    bias: &[f32],
+    activation: Activation,
+) -> Result<(), KernelError> {
+    values.check("values", shape)?;
+    check_vector("bias", bias, shape)?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    isa.dispatch(BiasActivationSlice {
+        shape,
+        values,
+        bias,
+        activation,
+    });
+    Ok(())
+}
+
+/// [`bias_activation`] with its bias as a slice; builds the per-level bias reader.
+struct BiasActivationSlice<'a> {
+    shape: RowShape,
+    values: RowsMut<'a>,
+    bias: &'a [f32],
+    activation: Activation,
+}
+
+impl pulp::WithSimd for BiasActivationSlice<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) {
+        BiasActivation {
+            shape: self.shape,
+            values: self.values,
+            bias: Read::<S>::new(self.bias),
+            activation: self.activation,
+        }
+        .run(simd)
+    }
+}
+
+/// The row loop shared by [`bias_activation`] and [`Activation::apply_rows`] (bias [`Zeros`]).
+struct BiasActivation<'a, B> {
+    shape: RowShape,
+    values: RowsMut<'a>,
+    bias: B,
+    activation: Activation,
+}
+
+impl<B: Copy> BiasActivation<'_, B> {
+    #[inline(always)]
+    fn run<S: Simd>(self, simd: S)
+    where
+        B: RowIo<S, Item = S::f32s>,
+    {
+        // One loop per activation, so no row loop branches on it per vector.
+        match self.activation {
+            Activation::Identity => self.run_with(simd, |v| v),
+            Activation::Relu => self.run_with(simd, |v| relu(simd, v)),
+            Activation::GeluErf => self.run_with(simd, |v| gelu_erf(simd, v)),
+            Activation::GeluTanh => self.run_with(simd, |v| gelu_tanh(simd, v)),
+        }
+    }
+
+    #[inline(always)]
+    fn run_with<S: Simd>(self, simd: S, activation: impl Fn(S::f32s) -> S::f32s)
+    where
+        B: RowIo<S, Item = S::f32s>,
+    {
+        for row in self.values.iter(self.shape) {
+            let mut io = Zip(Update::new(row), self.bias);
+            sweep(simd, &mut io, Reduce::Sum, |(v, b)| {
+                (activation(simd.add_f32s(v, b)), [])
+            });
+        }
+    }
+}
+
+impl pulp::WithSimd for BiasActivation<'_, Zeros> {
+    type Output = ();
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) {
+        self.run(simd)
     }
 }
 

@@ -1,0 +1,304 @@
+//! One pass over a row, vector by vector: the loop every row-wise kernel is built from.
+//!
+//! A pass reads one or more rows in lock step through a [`RowIo`], maps each vector to a value
+//! that is stored back (or dropped, for read-only passes) and to `N` terms that are reduced
+//! (summed or maxed). The reduction keeps four independent accumulators per term, so the loop
+//! is bound by throughput rather than by the add latency, and each accumulator lane sums only
+//! `width / (4 · lanes)` terms (blocked summation: the rounding error grows with that, not with
+//! `width`). The tail shorter than a vector is loaded and stored with masks, and its terms are
+//! masked out of the reduction.
+
+use pulp::Simd;
+
+/// How a pass reduces its terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reduce {
+    /// Sum (identity 0).
+    Sum,
+    /// Maximum (identity -inf).
+    Max,
+}
+
+/// Rows read (and maybe written) in lock step, vector by vector.
+///
+/// Every row of one `RowIo` has the same length: callers validate this before building one, so
+/// the indexing inside never fails.
+pub(crate) trait RowIo<S: Simd> {
+    /// What one load yields.
+    type Item: Copy;
+    /// Number of full vectors.
+    fn vectors(&self) -> usize;
+    /// Elements after the full vectors (`< lanes`).
+    fn tail_len(&self) -> usize;
+    /// Loads full vector `i < vectors()`.
+    fn load(&self, simd: S, i: usize) -> Self::Item;
+    /// Loads the tail, zero-padded.
+    fn load_tail(&self, simd: S) -> Self::Item;
+    /// Stores full vector `i` (a no-op for read-only rows).
+    fn store(&mut self, simd: S, i: usize, value: S::f32s);
+    /// Stores the tail's valid lanes (a no-op for read-only rows).
+    fn store_tail(&mut self, simd: S, value: S::f32s);
+}
+
+/// A read-only row; stores are dropped.
+pub(crate) struct Read<'a, S: Simd> {
+    head: &'a [S::f32s],
+    tail: &'a [f32],
+}
+
+impl<S: Simd> Clone for Read<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<S: Simd> Copy for Read<'_, S> {}
+
+impl<'a, S: Simd> Read<'a, S> {
+    #[inline(always)]
+    pub(crate) fn new(row: &'a [f32]) -> Self {
+        let (head, tail) = S::as_simd_f32s(row);
+        Read { head, tail }
+    }
+}
+
+impl<S: Simd> RowIo<S> for Read<'_, S> {
+    type Item = S::f32s;
+    #[inline(always)]
+    fn vectors(&self) -> usize {
+        self.head.len()
+    }
+    #[inline(always)]
+    fn tail_len(&self) -> usize {
+        self.tail.len()
+    }
+    #[inline(always)]
+    fn load(&self, _: S, i: usize) -> S::f32s {
+        self.head[i]
+    }
+    #[inline(always)]
+    fn load_tail(&self, simd: S) -> S::f32s {
+        simd.partial_load_f32s(self.tail)
+    }
+    #[inline(always)]
+    fn store(&mut self, _: S, _: usize, _: S::f32s) {}
+    #[inline(always)]
+    fn store_tail(&mut self, _: S, _: S::f32s) {}
+}
+
+/// A row updated in place: each vector is loaded, mapped and stored back.
+pub(crate) struct Update<'a, S: Simd> {
+    head: &'a mut [S::f32s],
+    tail: &'a mut [f32],
+}
+
+impl<'a, S: Simd> Update<'a, S> {
+    #[inline(always)]
+    pub(crate) fn new(row: &'a mut [f32]) -> Self {
+        let (head, tail) = S::as_mut_simd_f32s(row);
+        Update { head, tail }
+    }
+}
+
+impl<S: Simd> RowIo<S> for Update<'_, S> {
+    type Item = S::f32s;
+    #[inline(always)]
+    fn vectors(&self) -> usize {
+        self.head.len()
+    }
+    #[inline(always)]
+    fn tail_len(&self) -> usize {
+        self.tail.len()
+    }
+    #[inline(always)]
+    fn load(&self, _: S, i: usize) -> S::f32s {
+        self.head[i]
+    }
+    #[inline(always)]
+    fn load_tail(&self, simd: S) -> S::f32s {
+        simd.partial_load_f32s(self.tail)
+    }
+    #[inline(always)]
+    fn store(&mut self, _: S, i: usize, value: S::f32s) {
+        self.head[i] = value;
+    }
+    #[inline(always)]
+    fn store_tail(&mut self, simd: S, value: S::f32s) {
+        simd.partial_store_f32s(self.tail, value);
+    }
+}
+
+/// Reads through `source` and stores into a separate row of the same length.
+pub(crate) struct Write<'a, S: Simd, Src> {
+    source: Src,
+    head: &'a mut [S::f32s],
+    tail: &'a mut [f32],
+}
+
+impl<'a, S: Simd, Src: RowIo<S>> Write<'a, S, Src> {
+    #[inline(always)]
+    pub(crate) fn new(source: Src, destination: &'a mut [f32]) -> Self {
+        let (head, tail) = S::as_mut_simd_f32s(destination);
+        Write { source, head, tail }
+    }
+}
+
+impl<S: Simd, Src: RowIo<S>> RowIo<S> for Write<'_, S, Src> {
+    type Item = Src::Item;
+    #[inline(always)]
+    fn vectors(&self) -> usize {
+        self.source.vectors()
+    }
+    #[inline(always)]
+    fn tail_len(&self) -> usize {
+        self.source.tail_len()
+    }
+    #[inline(always)]
+    fn load(&self, simd: S, i: usize) -> Src::Item {
+        self.source.load(simd, i)
+    }
+    #[inline(always)]
+    fn load_tail(&self, simd: S) -> Src::Item {
+        self.source.load_tail(simd)
+    }
+    #[inline(always)]
+    fn store(&mut self, _: S, i: usize, value: S::f32s) {
+        self.head[i] = value;
+    }
+    #[inline(always)]
+    fn store_tail(&mut self, simd: S, value: S::f32s) {
+        simd.partial_store_f32s(self.tail, value);
+    }
+}
+
+/// Two rows in lock step; stores go to the first.
+#[derive(Clone, Copy)]
+pub(crate) struct Zip<A, B>(pub(crate) A, pub(crate) B);
+
+impl<S: Simd, A: RowIo<S>, B: RowIo<S>> RowIo<S> for Zip<A, B> {
+    type Item = (A::Item, B::Item);
+    #[inline(always)]
+    fn vectors(&self) -> usize {
+        self.0.vectors()
+    }
+    #[inline(always)]
+    fn tail_len(&self) -> usize {
+        self.0.tail_len()
+    }
+    #[inline(always)]
+    fn load(&self, simd: S, i: usize) -> Self::Item {
+        (self.0.load(simd, i), self.1.load(simd, i))
+    }
+    #[inline(always)]
+    fn load_tail(&self, simd: S) -> Self::Item {
+        (self.0.load_tail(simd), self.1.load_tail(simd))
+    }
+    #[inline(always)]
+    fn store(&mut self, simd: S, i: usize, value: S::f32s) {
+        self.0.store(simd, i, value);
+    }
+    #[inline(always)]
+    fn store_tail(&mut self, simd: S, value: S::f32s) {
+        self.0.store_tail(simd, value);
+    }
+}
+
+/// A row of zeros that is never stored: stands in for an absent `beta` or bias and costs
+/// nothing after inlining. Only ever zipped behind a real row, which sets the length.
+#[derive(Clone, Copy)]
+pub(crate) struct Zeros;
+
+impl<S: Simd> RowIo<S> for Zeros {
+    type Item = S::f32s;
+    #[inline(always)]
+    fn vectors(&self) -> usize {
+        0
+    }
+    #[inline(always)]
+    fn tail_len(&self) -> usize {
+        0
+    }
+    #[inline(always)]
+    fn load(&self, simd: S, _: usize) -> S::f32s {
+        simd.splat_f32s(0.0)
+    }
+    #[inline(always)]
+    fn load_tail(&self, simd: S) -> S::f32s {
+        simd.splat_f32s(0.0)
+    }
+    #[inline(always)]
+    fn store(&mut self, _: S, _: usize, _: S::f32s) {}
+    #[inline(always)]
+    fn store_tail(&mut self, _: S, _: S::f32s) {}
+}
+
+/// Lanes `< len` set.
+#[inline(always)]
+fn tail_mask<S: Simd>(simd: S, len: usize) -> S::m32s {
+    const IOTA: [f32; 64] = {
+        let mut iota = [0.0f32; 64];
+        let mut i = 0;
+        while i < 64 {
+            iota[i] = i as f32;
+            i += 1;
+        }
+        iota
+    };
+    let lanes = core::mem::size_of::<S::f32s>() / core::mem::size_of::<f32>();
+    let iota = simd.partial_load_f32s(&IOTA[..lanes.min(IOTA.len())]);
+    simd.less_than_f32s(iota, simd.splat_f32s(len as f32))
+}
+
+/// One pass over `io`: each vector's item goes through `map`, whose first result is stored
+/// back through `io` and whose `N` terms are reduced with `reduce`. Returns the reductions.
+#[inline(always)]
+pub(crate) fn sweep<S: Simd, Io: RowIo<S>, const N: usize>(
+    simd: S,
+    io: &mut Io,
+    reduce: Reduce,
+    map: impl Fn(Io::Item) -> (S::f32s, [S::f32s; N]),
+) -> [f32; N] {
+    let identity = simd.splat_f32s(match reduce {
+        Reduce::Sum => 0.0,
+        Reduce::Max => f32::NEG_INFINITY,
+    });
+    let combine = |a: S::f32s, b: S::f32s| match reduce {
+        Reduce::Sum => simd.add_f32s(a, b),
+        Reduce::Max => simd.max_f32s(a, b),
+    };
+    let mut acc = [[identity; N]; 4];
+    let vectors = io.vectors();
+    let mut i = 0;
+    while i + 4 <= vectors {
+        for (u, acc) in acc.iter_mut().enumerate() {
+            let (value, terms) = map(io.load(simd, i + u));
+            io.store(simd, i + u, value);
+            for (a, t) in acc.iter_mut().zip(terms) {
+                *a = combine(*a, t);
+            }
+        }
+        i += 4;
+    }
+    for (j, acc) in acc.iter_mut().enumerate().take(vectors - i) {
+        let (value, terms) = map(io.load(simd, i + j));
+        io.store(simd, i + j, value);
+        for (a, t) in acc.iter_mut().zip(terms) {
+            *a = combine(*a, t);
+        }
+    }
+    let tail = io.tail_len();
+    if tail > 0 {
+        let (value, terms) = map(io.load_tail(simd));
+        io.store_tail(simd, value);
+        let valid = tail_mask(simd, tail);
+        for (a, t) in acc[3].iter_mut().zip(terms) {
+            *a = combine(*a, simd.select_f32s(valid, t, identity));
+        }
+    }
+    core::array::from_fn(|j| {
+        let merged = combine(combine(acc[0][j], acc[1][j]), combine(acc[2][j], acc[3][j]));
+        match reduce {
+            Reduce::Sum => simd.reduce_sum_f32s(merged),
+            Reduce::Max => simd.reduce_max_f32s(merged),
+        }
+    })
+}
