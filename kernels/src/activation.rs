@@ -5,8 +5,8 @@
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::math::exp;
-use crate::norm::sweep::{sweep, Read, Reduce, RowIo, Update, Zeros, Zip};
-use crate::norm::{check_vector, RowShape, RowsMut};
+use crate::norm::sweep::{sweep, Read, Reduce, RowIo, Update, Write, Zeros, Zip};
+use crate::norm::{check_vector, RowShape, Rows, RowsMut};
 use pulp::Simd;
 
 /// An activation applied elementwise.
@@ -78,16 +78,17 @@ impl Activation {
         values: RowsMut<'_>,
     ) -> Result<(), KernelError> {
         values.check("values", shape)?;
-        if shape.is_empty() || self == Activation::Identity {
+        if self == Activation::Identity {
             return Ok(());
         }
-        isa.dispatch(BiasActivation {
+        ActivationRows {
             shape,
-            values,
-            bias: Zeros,
+            input: None,
+            bias: None,
             activation: self,
-        });
-        Ok(())
+            out: values,
+        }
+        .run(isa)
     }
 }
 
@@ -106,82 +107,131 @@ pub fn bias_activation(
 ) -> Result<(), KernelError> {
     values.check("values", shape)?;
     check_vector("bias", bias, shape)?;
-    if shape.is_empty() {
-        return Ok(());
-    }
-    isa.dispatch(BiasActivationSlice {
+    ActivationRows {
         shape,
-        values,
+        input: None,
+        bias: Some(bias),
+        activation,
+        out: values,
+    }
+    .run(isa)
+}
+
+/// `out = activation(x + bias)` row by row (`bias` optional, one value per column): the
+/// out-of-place form of [`bias_activation`], reading `x` once and writing `out` once.
+///
+/// Errors when a view is too short for `shape`, a stride is below `width` (with more than one
+/// row), or `bias` is not `width` long.
+pub fn bias_activation_into(
+    isa: Isa,
+    shape: RowShape,
+    x: Rows<'_>,
+    bias: Option<&[f32]>,
+    activation: Activation,
+    out: RowsMut<'_>,
+) -> Result<(), KernelError> {
+    x.check("x", shape)?;
+    if let Some(bias) = bias {
+        check_vector("bias", bias, shape)?;
+    }
+    out.check("out", shape)?;
+    ActivationRows {
+        shape,
+        input: Some(x),
         bias,
         activation,
-    });
-    Ok(())
+        out,
+    }
+    .run(isa)
 }
 
-/// [`bias_activation`] with its bias as a slice; builds the per-level bias reader.
-struct BiasActivationSlice<'a> {
+/// A validated activation call: `out = activation(input + bias)`, in place without `input`.
+struct ActivationRows<'a> {
     shape: RowShape,
-    values: RowsMut<'a>,
-    bias: &'a [f32],
+    input: Option<Rows<'a>>,
+    bias: Option<&'a [f32]>,
     activation: Activation,
+    out: RowsMut<'a>,
 }
 
-impl pulp::WithSimd for BiasActivationSlice<'_> {
-    type Output = ();
-    #[inline(always)]
-    fn with_simd<S: Simd>(self, simd: S) {
-        BiasActivation {
-            shape: self.shape,
-            values: self.values,
-            bias: Read::<S>::new(self.bias),
-            activation: self.activation,
+impl ActivationRows<'_> {
+    fn run(self, isa: Isa) -> Result<(), KernelError> {
+        if !self.shape.is_empty() {
+            isa.dispatch(self);
         }
-        .run(simd)
+        Ok(())
+    }
+
+    /// The row loop, with the bias read through `bias` ([`Read`] or [`Zeros`]).
+    #[inline(always)]
+    fn rows<S: Simd, B>(self, simd: S, bias: B, activation: impl Fn(S::f32s) -> S::f32s)
+    where
+        B: RowIo<S, Item = S::f32s> + Copy,
+    {
+        match self.input {
+            Some(input) => {
+                for (x, out) in input.iter(self.shape).zip(self.out.iter(self.shape)) {
+                    let mut io = Write::new(Zip(Read::new(x), bias), out);
+                    sweep(
+                        simd,
+                        &mut io,
+                        Reduce::Sum,
+                        #[inline(always)]
+                        |(v, b)| (activation(simd.add_f32s(v, b)), []),
+                    );
+                }
+            }
+            None => {
+                for row in self.out.iter(self.shape) {
+                    let mut io = Zip(Update::new(row), bias);
+                    sweep(
+                        simd,
+                        &mut io,
+                        Reduce::Sum,
+                        #[inline(always)]
+                        |(v, b)| (activation(simd.add_f32s(v, b)), []),
+                    );
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn with_bias<S: Simd>(self, simd: S, activation: impl Fn(S::f32s) -> S::f32s) {
+        match self.bias {
+            Some(bias) => self.rows(simd, Read::<S>::new(bias), activation),
+            None => self.rows(simd, Zeros, activation),
+        }
     }
 }
 
-/// The row loop shared by [`bias_activation`] and [`Activation::apply_rows`] (bias [`Zeros`]).
-struct BiasActivation<'a, B> {
-    shape: RowShape,
-    values: RowsMut<'a>,
-    bias: B,
-    activation: Activation,
-}
-
-impl<B: Copy> BiasActivation<'_, B> {
+impl pulp::WithSimd for ActivationRows<'_> {
+    type Output = ();
     #[inline(always)]
-    fn run<S: Simd>(self, simd: S)
-    where
-        B: RowIo<S, Item = S::f32s>,
-    {
+    fn with_simd<S: Simd>(self, simd: S) {
         // One loop per activation, so no row loop branches on it per vector.
         match self.activation {
-            Activation::Identity => self.run_with(simd, |v| v),
-            Activation::Relu => self.run_with(simd, |v| relu(simd, v)),
-            Activation::GeluErf => self.run_with(simd, |v| gelu_erf(simd, v)),
-            Activation::GeluTanh => self.run_with(simd, |v| gelu_tanh(simd, v)),
+            Activation::Identity => self.with_bias(
+                simd,
+                #[inline(always)]
+                |v| v,
+            ),
+            Activation::Relu => self.with_bias(
+                simd,
+                #[inline(always)]
+                |v| relu(simd, v),
+            ),
+            Activation::GeluErf => self.with_bias(
+                simd,
+                #[inline(always)]
+                |v| gelu_erf(simd, v),
+            ),
+            Activation::GeluTanh => self.with_bias(
+                simd,
+                #[inline(always)]
+                |v| gelu_tanh(simd, v),
+            ),
         }
-    }
-
-    #[inline(always)]
-    fn run_with<S: Simd>(self, simd: S, activation: impl Fn(S::f32s) -> S::f32s)
-    where
-        B: RowIo<S, Item = S::f32s>,
-    {
-        for row in self.values.iter(self.shape) {
-            let mut io = Zip(Update::new(row), self.bias);
-            sweep(simd, &mut io, Reduce::Sum, |(v, b)| {
-                (activation(simd.add_f32s(v, b)), [])
-            });
-        }
-    }
-}
-
-impl pulp::WithSimd for BiasActivation<'_, Zeros> {
-    type Output = ();
-    #[inline(always)]
-    fn with_simd<S: Simd>(self, simd: S) {
-        self.run(simd)
     }
 }
 

@@ -62,21 +62,35 @@ impl pulp::WithSimd for SoftmaxOp<'_> {
 
 #[inline(always)]
 fn softmax_row<S: Simd>(simd: S, scale: S::f32s, row: &mut [f32]) {
-    let [max] = sweep(simd, &mut Read::new(row), Reduce::Max, |v| {
-        (v, [simd.mul_f32s(v, scale)])
-    });
+    let [max] = sweep(
+        simd,
+        &mut Read::new(row),
+        Reduce::Max,
+        #[inline(always)]
+        |v| (v, [simd.mul_f32s(v, scale)]),
+    );
     if max == f32::NEG_INFINITY {
         return masked_row(simd, row);
     }
     let minus_max = simd.splat_f32s(-max);
-    let [sum] = sweep(simd, &mut Update::new(row), Reduce::Sum, |v| {
-        let e = exp(simd, simd.mul_add_f32s(v, scale, minus_max));
-        (e, [e])
-    });
+    let [sum] = sweep(
+        simd,
+        &mut Update::new(row),
+        Reduce::Sum,
+        #[inline(always)]
+        |v| {
+            let e = exp(simd, simd.mul_add_f32s(v, scale, minus_max));
+            (e, [e])
+        },
+    );
     let inverse = simd.splat_f32s(1.0 / sum);
-    sweep(simd, &mut Update::new(row), Reduce::Sum, |e| {
-        (simd.mul_f32s(e, inverse), [])
-    });
+    sweep(
+        simd,
+        &mut Update::new(row),
+        Reduce::Sum,
+        #[inline(always)]
+        |e| (simd.mul_f32s(e, inverse), []),
+    );
 }
 
 /// A row whose maximum is `-inf`: zeros, unless it holds a NaN (which the maximum may skip),
@@ -84,10 +98,16 @@ fn softmax_row<S: Simd>(simd: S, scale: S::f32s, row: &mut [f32]) {
 #[inline(always)]
 fn masked_row<S: Simd>(simd: S, row: &mut [f32]) {
     let (zero, one) = (simd.splat_f32s(0.0), simd.splat_f32s(1.0));
-    let [nans] = sweep(simd, &mut Update::new(row), Reduce::Sum, |v| {
-        let is_number = simd.equal_f32s(v, v);
-        (zero, [simd.select_f32s(is_number, zero, one)])
-    });
+    let [nans] = sweep(
+        simd,
+        &mut Update::new(row),
+        Reduce::Sum,
+        #[inline(always)]
+        |v| {
+            let is_number = simd.equal_f32s(v, v);
+            (zero, [simd.select_f32s(is_number, zero, one)])
+        },
+    );
     if nans > 0.0 {
         row.fill(f32::NAN);
     }

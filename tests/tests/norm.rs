@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use tessel_kernels::activation::{
-    bias_activation, Activation, GELU_ERF_MAX_ERROR, GELU_TANH_MAX_ERROR,
+    bias_activation, bias_activation_into, Activation, GELU_ERF_MAX_ERROR, GELU_TANH_MAX_ERROR,
 };
 use tessel_kernels::math::EXP_MAX_RELATIVE_ERROR;
 use tessel_kernels::norm::{
@@ -292,14 +292,27 @@ proptest! {
             } else {
                 activation.apply_rows(isa, case.shape(), view).unwrap();
             }
-            let what = format!("{isa} {activation:?} bias {with_bias} {case:?}");
-            values.assert_padding_intact(&what);
-            for r in 0..case.rows {
-                let pre: Vec<f32> = (0..case.width).map(|c| input.get(r, c) + used_bias[c]).collect();
-                let expected = pre.iter().map(|&v| ref_activation::apply(activation, v as f64));
-                assert_close(&what, row(&values, case.width, r), expected, |c| {
-                    max_error * (pre[c].abs() as f64).max(1.0)
-                });
+            let mut out = CanaryMatrix::new(case.rows, case.width, stride + 3);
+            bias_activation_into(
+                isa,
+                case.shape(),
+                Rows::new(input.view(), stride),
+                with_bias.then_some(&bias[..]),
+                activation,
+                RowsMut::new(out.view_mut(), stride + 3),
+            )
+            .unwrap();
+            for (form, values) in [("in place", &values), ("into", &out)] {
+                let what = format!("{isa} {activation:?} {form} bias {with_bias} {case:?}");
+                values.assert_padding_intact(&what);
+                for r in 0..case.rows {
+                    let pre: Vec<f32> =
+                        (0..case.width).map(|c| input.get(r, c) + used_bias[c]).collect();
+                    let expected = pre.iter().map(|&v| ref_activation::apply(activation, v as f64));
+                    assert_close(&what, row(values, case.width, r), expected, |c| {
+                        max_error * (pre[c].abs() as f64).max(1.0)
+                    });
+                }
             }
         });
     }

@@ -317,10 +317,16 @@ impl Kind for Layer {
         let n = row.len() as f64;
         let center = (first_sum as f64 / n) as f32;
         let (k, m) = (simd.splat_f32s(shift), simd.splat_f32s(center));
-        let [sum_d, sum_d2] = sweep(simd, &mut Read::new(row), Reduce::Sum, |s| {
-            let d = simd.sub_f32s(simd.sub_f32s(s, k), m);
-            (s, [d, simd.mul_f32s(d, d)])
-        });
+        let [sum_d, sum_d2] = sweep(
+            simd,
+            &mut Read::new(row),
+            Reduce::Sum,
+            #[inline(always)]
+            |s| {
+                let d = simd.sub_f32s(simd.sub_f32s(s, k), m);
+                (s, [d, simd.mul_f32s(d, d)])
+            },
+        );
         let (sum_d, sum_d2) = (sum_d as f64, sum_d2 as f64);
         let variance = ((sum_d2 - sum_d * sum_d / n) / n).max(0.0);
         Stats {
@@ -459,9 +465,13 @@ where
 fn reduce_row<S: Simd, K: Kind>(simd: S, kind: K, row: &[f32]) -> Stats {
     let shift = K::shift(row.first().copied().unwrap_or(0.0));
     let k = simd.splat_f32s(shift);
-    let [first_sum] = sweep(simd, &mut Read::new(row), Reduce::Sum, |s| {
-        (s, [K::term(simd, k, s)])
-    });
+    let [first_sum] = sweep(
+        simd,
+        &mut Read::new(row),
+        Reduce::Sum,
+        #[inline(always)]
+        |s| (s, [K::term(simd, k, s)]),
+    );
     kind.stats(simd, row, shift, first_sum)
 }
 
@@ -478,10 +488,16 @@ fn add_reduce_row<S: Simd, K: Kind>(
     let shift = K::shift(first);
     let k = simd.splat_f32s(shift);
     let mut io = Write::new(Zip(Read::new(x), Read::new(residual)), staged);
-    let [first_sum] = sweep(simd, &mut io, Reduce::Sum, |(a, b)| {
-        let s = simd.add_f32s(a, b);
-        (s, [K::term(simd, k, s)])
-    });
+    let [first_sum] = sweep(
+        simd,
+        &mut io,
+        Reduce::Sum,
+        #[inline(always)]
+        |(a, b)| {
+            let s = simd.add_f32s(a, b);
+            (s, [K::term(simd, k, s)])
+        },
+    );
     kind.stats(simd, staged, shift, first_sum)
 }
 
@@ -500,10 +516,16 @@ fn accumulate_reduce_row<S: Simd, K: Kind>(
     let shift = K::shift(first);
     let k = simd.splat_f32s(shift);
     let mut io = Zip(Update::new(target), Read::new(other));
-    let [first_sum] = sweep(simd, &mut io, Reduce::Sum, |(a, b)| {
-        let s = simd.add_f32s(a, b);
-        (s, [K::term(simd, k, s)])
-    });
+    let [first_sum] = sweep(
+        simd,
+        &mut io,
+        Reduce::Sum,
+        #[inline(always)]
+        |(a, b)| {
+            let s = simd.add_f32s(a, b);
+            (s, [K::term(simd, k, s)])
+        },
+    );
     kind.stats(simd, target, shift, first_sum)
 }
 

@@ -19,6 +19,16 @@ pub(crate) enum Reduce {
     Max,
 }
 
+impl Reduce {
+    #[inline(always)]
+    fn combine<S: Simd>(self, simd: S, a: S::f32s, b: S::f32s) -> S::f32s {
+        match self {
+            Reduce::Sum => simd.add_f32s(a, b),
+            Reduce::Max => simd.max_f32s(a, b),
+        }
+    }
+}
+
 /// Rows read (and maybe written) in lock step, vector by vector.
 ///
 /// Every row of one `RowIo` has the same length: callers validate this before building one, so
@@ -261,10 +271,7 @@ pub(crate) fn sweep<S: Simd, Io: RowIo<S>, const N: usize>(
         Reduce::Sum => 0.0,
         Reduce::Max => f32::NEG_INFINITY,
     });
-    let combine = |a: S::f32s, b: S::f32s| match reduce {
-        Reduce::Sum => simd.add_f32s(a, b),
-        Reduce::Max => simd.max_f32s(a, b),
-    };
+    let combine = |a, b| reduce.combine(simd, a, b);
     let mut acc = [[identity; N]; 4];
     let vectors = io.vectors();
     let mut i = 0;
@@ -294,11 +301,13 @@ pub(crate) fn sweep<S: Simd, Io: RowIo<S>, const N: usize>(
             *a = combine(*a, simd.select_f32s(valid, t, identity));
         }
     }
-    core::array::from_fn(|j| {
+    let mut result = [0.0; N];
+    for (j, r) in result.iter_mut().enumerate() {
         let merged = combine(combine(acc[0][j], acc[1][j]), combine(acc[2][j], acc[3][j]));
-        match reduce {
+        *r = match reduce {
             Reduce::Sum => simd.reduce_sum_f32s(merged),
             Reduce::Max => simd.reduce_max_f32s(merged),
-        }
-    })
+        };
+    }
+    result
 }
