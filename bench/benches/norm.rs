@@ -8,11 +8,7 @@ use tessel_bench::suites::norm::{Case, Op, ROWS, WIDTHS};
 
 fn bench(c: &mut Criterion) {
     let isa = tessel_model::isa_env::isa_from_env().expect("TESSEL_ISA names a supported level");
-    let selected = std::env::var("NORM_OPS").unwrap_or_default();
-    let ops = Op::ALL
-        .into_iter()
-        .filter(|op| selected.is_empty() || selected.split(',').any(|s| s == op.name()));
-    for op in ops {
+    for op in Op::selected() {
         for width in WIDTHS {
             for rows in ROWS {
                 let mut case = Case::new(op, rows, width);

@@ -7,7 +7,8 @@
 //! `libm::erff` / `f32::tanh` / `f32::exp` for the transcendentals)
 //! and `tessel` at the level `TESSEL_ISA` selects. Rates are GB/s of inputs read plus outputs
 //! written (the copy moves the same bytes); `tessel` is reported twice, against `copy` (ratio
-//! above 0.67 = within 1.5× of the copy time) and against `naive`.
+//! above 0.67 = within 1.5× of the copy time) and against `naive`. `NORM_OPS=softmax,rmsnorm`
+//! narrows the ops measured.
 
 use super::Suite;
 use crate::{median_ns, Budget, Record, Work};
@@ -53,6 +54,14 @@ impl Op {
         Op::GeluErf,
         Op::GeluTanh,
     ];
+
+    /// The ops named in `NORM_OPS` (comma-separated names), or all of them when it is unset.
+    pub fn selected() -> impl Iterator<Item = Op> {
+        let names = std::env::var("NORM_OPS").unwrap_or_default();
+        Op::ALL
+            .into_iter()
+            .filter(move |op| names.is_empty() || names.split(',').any(|n| n == op.name()))
+    }
 
     /// Short name used in case names.
     pub fn name(self) -> &'static str {
@@ -251,7 +260,7 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
         Ok(isa) => isa,
         Err(_) => return,
     };
-    for op in Op::ALL {
+    for op in Op::selected() {
         for width in WIDTHS {
             for rows in ROWS {
                 let mut case = Case::new(op, rows, width);

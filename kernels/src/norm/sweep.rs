@@ -31,8 +31,8 @@ impl Reduce {
 
 /// Rows read (and maybe written) in lock step, vector by vector.
 ///
-/// Every row of one `RowIo` has the same length: callers validate this before building one, so
-/// the indexing inside never fails.
+/// The rows of one `RowIo` must have the same length; [`sweep`] checks this once per pass
+/// ([`RowIo::consistent`]) and then accesses every row without bounds checks.
 pub(crate) trait RowIo<S: Simd> {
     /// What one load yields.
     type Item: Copy;
@@ -40,12 +40,25 @@ pub(crate) trait RowIo<S: Simd> {
     fn vectors(&self) -> usize;
     /// Elements after the full vectors (`< lanes`).
     fn tail_len(&self) -> usize;
-    /// Loads full vector `i < vectors()`.
-    fn load(&self, simd: S, i: usize) -> Self::Item;
+    /// Whether every row holds exactly `vectors` full vectors and a `tail`-long tail.
+    fn covers(&self, vectors: usize, tail: usize) -> bool;
+    /// Whether every row has the length of the first ([`RowIo::vectors`], [`RowIo::tail_len`]).
+    #[inline(always)]
+    fn consistent(&self) -> bool {
+        self.covers(self.vectors(), self.tail_len())
+    }
+    /// Loads full vector `i`.
+    ///
+    /// # Safety
+    /// `i < self.vectors()` and `self.consistent()`.
+    unsafe fn load(&self, simd: S, i: usize) -> Self::Item;
     /// Loads the tail, zero-padded.
     fn load_tail(&self, simd: S) -> Self::Item;
     /// Stores full vector `i` (a no-op for read-only rows).
-    fn store(&mut self, simd: S, i: usize, value: S::f32s);
+    ///
+    /// # Safety
+    /// `i < self.vectors()` and `self.consistent()`.
+    unsafe fn store(&mut self, simd: S, i: usize, value: S::f32s);
     /// Stores the tail's valid lanes (a no-op for read-only rows).
     fn store_tail(&mut self, simd: S, value: S::f32s);
 }
@@ -82,15 +95,21 @@ impl<S: Simd> RowIo<S> for Read<'_, S> {
         self.tail.len()
     }
     #[inline(always)]
-    fn load(&self, _: S, i: usize) -> S::f32s {
-        self.head[i]
+    fn covers(&self, vectors: usize, tail: usize) -> bool {
+        self.head.len() == vectors && self.tail.len() == tail
+    }
+    #[inline(always)]
+    unsafe fn load(&self, _: S, i: usize) -> S::f32s {
+        debug_assert!(i < self.head.len());
+        // SAFETY: the caller guarantees `i < vectors() = head.len()`.
+        unsafe { *self.head.get_unchecked(i) }
     }
     #[inline(always)]
     fn load_tail(&self, simd: S) -> S::f32s {
         simd.partial_load_f32s(self.tail)
     }
     #[inline(always)]
-    fn store(&mut self, _: S, _: usize, _: S::f32s) {}
+    unsafe fn store(&mut self, _: S, _: usize, _: S::f32s) {}
     #[inline(always)]
     fn store_tail(&mut self, _: S, _: S::f32s) {}
 }
@@ -120,16 +139,24 @@ impl<S: Simd> RowIo<S> for Update<'_, S> {
         self.tail.len()
     }
     #[inline(always)]
-    fn load(&self, _: S, i: usize) -> S::f32s {
-        self.head[i]
+    fn covers(&self, vectors: usize, tail: usize) -> bool {
+        self.head.len() == vectors && self.tail.len() == tail
+    }
+    #[inline(always)]
+    unsafe fn load(&self, _: S, i: usize) -> S::f32s {
+        debug_assert!(i < self.head.len());
+        // SAFETY: the caller guarantees `i < vectors() = head.len()`.
+        unsafe { *self.head.get_unchecked(i) }
     }
     #[inline(always)]
     fn load_tail(&self, simd: S) -> S::f32s {
         simd.partial_load_f32s(self.tail)
     }
     #[inline(always)]
-    fn store(&mut self, _: S, i: usize, value: S::f32s) {
-        self.head[i] = value;
+    unsafe fn store(&mut self, _: S, i: usize, value: S::f32s) {
+        debug_assert!(i < self.head.len());
+        // SAFETY: the caller guarantees `i < vectors() = head.len()`.
+        unsafe { *self.head.get_unchecked_mut(i) = value };
     }
     #[inline(always)]
     fn store_tail(&mut self, simd: S, value: S::f32s) {
@@ -163,16 +190,23 @@ impl<S: Simd, Src: RowIo<S>> RowIo<S> for Write<'_, S, Src> {
         self.source.tail_len()
     }
     #[inline(always)]
-    fn load(&self, simd: S, i: usize) -> Src::Item {
-        self.source.load(simd, i)
+    fn covers(&self, vectors: usize, tail: usize) -> bool {
+        self.source.covers(vectors, tail) && self.head.len() == vectors && self.tail.len() == tail
+    }
+    #[inline(always)]
+    unsafe fn load(&self, simd: S, i: usize) -> Src::Item {
+        // SAFETY: `consistent()` makes the source's length this io's length, which bounds `i`.
+        unsafe { self.source.load(simd, i) }
     }
     #[inline(always)]
     fn load_tail(&self, simd: S) -> Src::Item {
         self.source.load_tail(simd)
     }
     #[inline(always)]
-    fn store(&mut self, _: S, i: usize, value: S::f32s) {
-        self.head[i] = value;
+    unsafe fn store(&mut self, _: S, i: usize, value: S::f32s) {
+        debug_assert!(i < self.head.len());
+        // SAFETY: `consistent()` makes `head.len()` this io's `vectors()`, which bounds `i`.
+        unsafe { *self.head.get_unchecked_mut(i) = value };
     }
     #[inline(always)]
     fn store_tail(&mut self, simd: S, value: S::f32s) {
@@ -195,16 +229,22 @@ impl<S: Simd, A: RowIo<S>, B: RowIo<S>> RowIo<S> for Zip<A, B> {
         self.0.tail_len()
     }
     #[inline(always)]
-    fn load(&self, simd: S, i: usize) -> Self::Item {
-        (self.0.load(simd, i), self.1.load(simd, i))
+    fn covers(&self, vectors: usize, tail: usize) -> bool {
+        self.0.covers(vectors, tail) && self.1.covers(vectors, tail)
+    }
+    #[inline(always)]
+    unsafe fn load(&self, simd: S, i: usize) -> Self::Item {
+        // SAFETY: `consistent()` gives both rows this io's length, which bounds `i`.
+        unsafe { (self.0.load(simd, i), self.1.load(simd, i)) }
     }
     #[inline(always)]
     fn load_tail(&self, simd: S) -> Self::Item {
         (self.0.load_tail(simd), self.1.load_tail(simd))
     }
     #[inline(always)]
-    fn store(&mut self, simd: S, i: usize, value: S::f32s) {
-        self.0.store(simd, i, value);
+    unsafe fn store(&mut self, simd: S, i: usize, value: S::f32s) {
+        // SAFETY: as for `load`.
+        unsafe { self.0.store(simd, i, value) };
     }
     #[inline(always)]
     fn store_tail(&mut self, simd: S, value: S::f32s) {
@@ -228,7 +268,11 @@ impl<S: Simd> RowIo<S> for Zeros {
         0
     }
     #[inline(always)]
-    fn load(&self, simd: S, _: usize) -> S::f32s {
+    fn covers(&self, _: usize, _: usize) -> bool {
+        true
+    }
+    #[inline(always)]
+    unsafe fn load(&self, simd: S, _: usize) -> S::f32s {
         simd.splat_f32s(0.0)
     }
     #[inline(always)]
@@ -236,7 +280,7 @@ impl<S: Simd> RowIo<S> for Zeros {
         simd.splat_f32s(0.0)
     }
     #[inline(always)]
-    fn store(&mut self, _: S, _: usize, _: S::f32s) {}
+    unsafe fn store(&mut self, _: S, _: usize, _: S::f32s) {}
     #[inline(always)]
     fn store_tail(&mut self, _: S, _: S::f32s) {}
 }
@@ -258,6 +302,28 @@ fn tail_mask<S: Simd>(simd: S, len: usize) -> S::m32s {
     simd.less_than_f32s(iota, simd.splat_f32s(len as f32))
 }
 
+/// Maps full vector `i` of `io`, stores the value and folds the terms into `acc`.
+///
+/// # Safety
+/// `i < io.vectors()` and `io.consistent()`.
+#[inline(always)]
+unsafe fn step<S: Simd, Io: RowIo<S>, const N: usize>(
+    simd: S,
+    io: &mut Io,
+    map: &impl Fn(Io::Item) -> (S::f32s, [S::f32s; N]),
+    reduce: Reduce,
+    acc: &mut [S::f32s; N],
+    i: usize,
+) {
+    // SAFETY: forwarded from the caller.
+    let (value, terms) = map(unsafe { io.load(simd, i) });
+    // SAFETY: forwarded from the caller.
+    unsafe { io.store(simd, i, value) };
+    for (a, t) in acc.iter_mut().zip(terms) {
+        *a = reduce.combine(simd, *a, t);
+    }
+}
+
 /// One pass over `io`: each vector's item goes through `map`, whose first result is stored
 /// back through `io` and whose `N` terms are reduced with `reduce`. Returns the reductions.
 #[inline(always)]
@@ -273,24 +339,25 @@ pub(crate) fn sweep<S: Simd, Io: RowIo<S>, const N: usize>(
     });
     let combine = |a, b| reduce.combine(simd, a, b);
     let mut acc = [[identity; N]; 4];
-    let vectors = io.vectors();
+    // Rows of different lengths are a bug in this crate (every caller validated the shapes);
+    // refuse them rather than read out of bounds.
+    let consistent = io.consistent();
+    debug_assert!(consistent, "rows of one pass differ in length");
+    let vectors = if consistent { io.vectors() } else { 0 };
     let mut i = 0;
     while i + 4 <= vectors {
         for (u, acc) in acc.iter_mut().enumerate() {
-            let (value, terms) = map(io.load(simd, i + u));
-            io.store(simd, i + u, value);
-            for (a, t) in acc.iter_mut().zip(terms) {
-                *a = combine(*a, t);
-            }
+            // SAFETY: `i + u < vectors`, which is `io.vectors()` of a consistent io.
+            unsafe { step(simd, io, &map, reduce, acc, i + u) };
         }
         i += 4;
     }
     for (j, acc) in acc.iter_mut().enumerate().take(vectors - i) {
-        let (value, terms) = map(io.load(simd, i + j));
-        io.store(simd, i + j, value);
-        for (a, t) in acc.iter_mut().zip(terms) {
-            *a = combine(*a, t);
-        }
+        // SAFETY: `i + j < vectors`, as above.
+        unsafe { step(simd, io, &map, reduce, acc, i + j) };
+    }
+    if !consistent {
+        return [0.0; N];
     }
     let tail = io.tail_len();
     if tail > 0 {
