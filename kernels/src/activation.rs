@@ -171,26 +171,13 @@ impl ActivationRows<'_> {
         match self.input {
             Some(input) => {
                 for (x, out) in input.iter(self.shape).zip(self.out.iter(self.shape)) {
-                    let mut io = Write::new(Zip(Read::new(x), bias), out);
-                    sweep(
-                        simd,
-                        &mut io,
-                        Reduce::Sum,
-                        #[inline(always)]
-                        |(v, b)| (activation(simd.add_f32s(v, b)), []),
-                    );
+                    let io = Write::new(Zip(Read::new(x), bias), out);
+                    activate_row(simd, io, &activation);
                 }
             }
             None => {
                 for row in self.out.iter(self.shape) {
-                    let mut io = Zip(Update::new(row), bias);
-                    sweep(
-                        simd,
-                        &mut io,
-                        Reduce::Sum,
-                        #[inline(always)]
-                        |(v, b)| (activation(simd.add_f32s(v, b)), []),
-                    );
+                    activate_row(simd, Zip(Update::new(row), bias), &activation);
                 }
             }
         }
@@ -203,6 +190,21 @@ impl ActivationRows<'_> {
             None => self.rows(simd, Zeros, activation),
         }
     }
+}
+
+/// One row: every `(v, b)` read through `io` becomes `activation(v + b)`, stored through `io`.
+#[inline(always)]
+fn activate_row<S: Simd, Io>(simd: S, mut io: Io, activation: &impl Fn(S::f32s) -> S::f32s)
+where
+    Io: RowIo<S, Item = (S::f32s, S::f32s)>,
+{
+    sweep(
+        simd,
+        &mut io,
+        Reduce::Sum,
+        #[inline(always)]
+        |(v, b)| (activation(simd.add_f32s(v, b)), []),
+    );
 }
 
 impl pulp::WithSimd for ActivationRows<'_> {

@@ -484,20 +484,9 @@ fn add_reduce_row<S: Simd, K: Kind>(
     residual: &[f32],
     staged: &mut [f32],
 ) -> Stats {
-    let first = x.first().zip(residual.first()).map_or(0.0, |(a, b)| a + b);
-    let shift = K::shift(first);
-    let k = simd.splat_f32s(shift);
+    let shift = K::shift(first_sum_element(x, residual));
     let mut io = Write::new(Zip(Read::new(x), Read::new(residual)), staged);
-    let [first_sum] = sweep(
-        simd,
-        &mut io,
-        Reduce::Sum,
-        #[inline(always)]
-        |(a, b)| {
-            let s = simd.add_f32s(a, b);
-            (s, [K::term(simd, k, s)])
-        },
-    );
+    let first_sum = add_first_pass::<S, K, _>(simd, &mut io, shift);
     kind.stats(simd, staged, shift, first_sum)
 }
 
@@ -509,16 +498,28 @@ fn accumulate_reduce_row<S: Simd, K: Kind>(
     target: &mut [f32],
     other: &[f32],
 ) -> Stats {
-    let first = target
-        .first()
-        .zip(other.first())
-        .map_or(0.0, |(a, b)| a + b);
-    let shift = K::shift(first);
-    let k = simd.splat_f32s(shift);
+    let shift = K::shift(first_sum_element(target, other));
     let mut io = Zip(Update::new(target), Read::new(other));
+    let first_sum = add_first_pass::<S, K, _>(simd, &mut io, shift);
+    kind.stats(simd, target, shift, first_sum)
+}
+
+/// `a[0] + b[0]` (0 for empty rows): the shift of a summed row.
+fn first_sum_element(a: &[f32], b: &[f32]) -> f32 {
+    a.first().zip(b.first()).map_or(0.0, |(a, b)| a + b)
+}
+
+/// First pass of the residual forms: `s = a + b` stored through `io`; returns the sum of the
+/// first-pass terms of `s`.
+#[inline(always)]
+fn add_first_pass<S: Simd, K: Kind, Io>(simd: S, io: &mut Io, shift: f32) -> f32
+where
+    Io: RowIo<S, Item = (S::f32s, S::f32s)>,
+{
+    let k = simd.splat_f32s(shift);
     let [first_sum] = sweep(
         simd,
-        &mut io,
+        io,
         Reduce::Sum,
         #[inline(always)]
         |(a, b)| {
@@ -526,7 +527,7 @@ fn accumulate_reduce_row<S: Simd, K: Kind>(
             (s, [K::term(simd, k, s)])
         },
     );
-    kind.stats(simd, target, shift, first_sum)
+    first_sum
 }
 
 /// The output pass: every vector `s` read through `io` becomes `apply(s, gamma, beta)`,

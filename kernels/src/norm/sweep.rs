@@ -63,6 +63,34 @@ pub(crate) trait RowIo<S: Simd> {
     fn store_tail(&mut self, simd: S, value: S::f32s);
 }
 
+/// The reading half of [`RowIo`] for a row held as `head` vectors and a `tail`.
+macro_rules! row_reader_methods {
+    () => {
+        #[inline(always)]
+        fn vectors(&self) -> usize {
+            self.head.len()
+        }
+        #[inline(always)]
+        fn tail_len(&self) -> usize {
+            self.tail.len()
+        }
+        #[inline(always)]
+        fn covers(&self, vectors: usize, tail: usize) -> bool {
+            self.head.len() == vectors && self.tail.len() == tail
+        }
+        #[inline(always)]
+        unsafe fn load(&self, _: S, i: usize) -> S::f32s {
+            debug_assert!(i < self.head.len());
+            // SAFETY: the caller guarantees `i < vectors() = head.len()`.
+            unsafe { *self.head.get_unchecked(i) }
+        }
+        #[inline(always)]
+        fn load_tail(&self, simd: S) -> S::f32s {
+            simd.partial_load_f32s(self.tail)
+        }
+    };
+}
+
 /// A read-only row; stores are dropped.
 pub(crate) struct Read<'a, S: Simd> {
     head: &'a [S::f32s],
@@ -86,28 +114,7 @@ impl<'a, S: Simd> Read<'a, S> {
 
 impl<S: Simd> RowIo<S> for Read<'_, S> {
     type Item = S::f32s;
-    #[inline(always)]
-    fn vectors(&self) -> usize {
-        self.head.len()
-    }
-    #[inline(always)]
-    fn tail_len(&self) -> usize {
-        self.tail.len()
-    }
-    #[inline(always)]
-    fn covers(&self, vectors: usize, tail: usize) -> bool {
-        self.head.len() == vectors && self.tail.len() == tail
-    }
-    #[inline(always)]
-    unsafe fn load(&self, _: S, i: usize) -> S::f32s {
-        debug_assert!(i < self.head.len());
-        // SAFETY: the caller guarantees `i < vectors() = head.len()`.
-        unsafe { *self.head.get_unchecked(i) }
-    }
-    #[inline(always)]
-    fn load_tail(&self, simd: S) -> S::f32s {
-        simd.partial_load_f32s(self.tail)
-    }
+    row_reader_methods!();
     #[inline(always)]
     unsafe fn store(&mut self, _: S, _: usize, _: S::f32s) {}
     #[inline(always)]
@@ -130,28 +137,7 @@ impl<'a, S: Simd> Update<'a, S> {
 
 impl<S: Simd> RowIo<S> for Update<'_, S> {
     type Item = S::f32s;
-    #[inline(always)]
-    fn vectors(&self) -> usize {
-        self.head.len()
-    }
-    #[inline(always)]
-    fn tail_len(&self) -> usize {
-        self.tail.len()
-    }
-    #[inline(always)]
-    fn covers(&self, vectors: usize, tail: usize) -> bool {
-        self.head.len() == vectors && self.tail.len() == tail
-    }
-    #[inline(always)]
-    unsafe fn load(&self, _: S, i: usize) -> S::f32s {
-        debug_assert!(i < self.head.len());
-        // SAFETY: the caller guarantees `i < vectors() = head.len()`.
-        unsafe { *self.head.get_unchecked(i) }
-    }
-    #[inline(always)]
-    fn load_tail(&self, simd: S) -> S::f32s {
-        simd.partial_load_f32s(self.tail)
-    }
+    row_reader_methods!();
     #[inline(always)]
     unsafe fn store(&mut self, _: S, i: usize, value: S::f32s) {
         debug_assert!(i < self.head.len());
