@@ -604,3 +604,31 @@ fn bad_arguments_are_typed_errors_and_write_nothing() {
     .unwrap();
     softmax_in_place(isa, RowShape::new(4, 0), RowsMut::new(&mut [], 0), 1.0).unwrap();
 }
+
+#[test]
+fn a_nan_poisons_only_its_own_row() {
+    for_each_isa(|isa| {
+        let width = 37;
+        let gamma = vec![1.0f32; width];
+        let beta = vec![0.5f32; width];
+        let mut x: Vec<f32> = (0..2 * width).map(|i| (i % 11) as f32).collect();
+        x[3] = f32::NAN;
+        let residual = vec![1.0f32; 2 * width];
+        for norm in [Norm::layer(&gamma, &beta, 1e-5), Norm::rms(&gamma, 1e-5)] {
+            let mut out = vec![0.0f32; 2 * width];
+            let shape = RowShape::new(2, width);
+            add_normalize(
+                isa,
+                shape,
+                norm,
+                Rows::new(&x, width),
+                Rows::new(&residual, width),
+                None,
+                RowsMut::new(&mut out, width),
+            )
+            .unwrap();
+            assert!(out[..width].iter().all(|v| v.is_nan()), "{isa} {norm:?}");
+            assert!(out[width..].iter().all(|v| v.is_finite()), "{isa} {norm:?}");
+        }
+    });
+}

@@ -8,7 +8,8 @@
 //! and `tessel` at the level `TESSEL_ISA` selects. Rates are GB/s of inputs read plus outputs
 //! written (the copy moves the same bytes); `tessel` is reported twice, against `copy` (ratio
 //! above 0.67 = within 1.5× of the copy time) and against `naive`. `NORM_OPS=softmax,rmsnorm`
-//! narrows the ops measured.
+//! narrows the ops measured. Cases smaller than 256 KiB repeat within each timed sample and
+//! report the time per call.
 
 use super::Suite;
 use crate::{median_ns, Budget, Record, Work};
@@ -84,6 +85,9 @@ impl Op {
 }
 
 const EPSILON: f32 = 1e-5;
+
+/// Bytes one timed sample moves at least (small cases repeat within a sample).
+const SAMPLE_BYTES: usize = 256 * 1024;
 
 /// One benchmark case with its buffers.
 pub struct Case {
@@ -269,13 +273,15 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
                 let record = |implementation: &str, level: &str, ns: f64| {
                     Record::new("norm", &name, implementation, level, 1, ns, work)
                 };
-                let copy = record("copy", "memcpy", median_ns(budget, || case.copy()));
-                let naive = record("naive", "scalar", median_ns(budget, || case.naive()));
-                let tessel = record(
-                    "tessel",
-                    isa.level().name(),
-                    median_ns(budget, || case.tessel(isa)),
-                );
+                // Small cases repeat inside one timed sample, so the timer's own cost (tens
+                // of ns) does not swamp a call of ~100 ns.
+                let reps = (SAMPLE_BYTES / case.bytes() as usize).max(1);
+                let mut time = |run: &mut dyn FnMut(&mut Case)| {
+                    median_ns(budget, || (0..reps).for_each(|_| run(&mut case))) / reps as f64
+                };
+                let copy = record("copy", "memcpy", time(&mut |c| c.copy()));
+                let naive = record("naive", "scalar", time(&mut |c| c.naive()));
+                let tessel = record("tessel", isa.level().name(), time(&mut |c| c.tessel(isa)));
                 emit(naive.clone().against(&copy));
                 emit(tessel.clone().against(&naive));
                 emit(tessel.against(&copy));
