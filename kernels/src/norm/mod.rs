@@ -18,16 +18,20 @@
 //! A row is 2–16 KiB and stays in L1/L2 between passes, so main memory sees each input read
 //! once and each output written once. The residual forms first write `x + residual` into a
 //! destination row (the `sum` output when there is one, else the output itself), reducing it
-//! on the fly; the remaining passes read that row back from cache.
+//! on the fly; the output pass (and, rarely, LayerNorm's second statistics pass) reads that
+//! row back from cache.
 //!
 //! # Numerics
 //! All accumulation is `f32` in `4 × lanes` independent partial sums (blocked summation). The
-//! LayerNorm variance is two-pass and shifted: pass one sums `s - k` with `k` the row's first
-//! element (exact for rows whose spread is small against their magnitude, e.g. mean `1e9`),
-//! pass two sums `d = s - k - m` and `d²`, and the mean and variance are corrected with `Σd`
-//! (the corrected two-pass algorithm); the output is `((s - k) - m') · rstd · γ + β`, so the
-//! mean is never rounded to `f32` on its own. Never `Σs²/n - mean²`. A row containing NaN
-//! yields NaN; `ε = 0` on a constant row yields NaN, as in PyTorch.
+//! LayerNorm statistics are taken around a shift `k`, the mean of the row's first 16 elements
+//! (so `s - k` is exact for rows whose spread is small against their magnitude, e.g. mean
+//! `1e9`): pass one sums `s - k` and `(s - k)²`. When the shift lies within one standard
+//! deviation of the mean (the usual case), `E[(s-k)²] - (mean-k)²` loses at most a factor 2
+//! of accuracy against the two-pass variance and is used directly; otherwise a second pass
+//! sums `d = s - k - m` and `d²` and corrects mean and variance with `Σd` (the corrected
+//! two-pass algorithm). The unshifted `Σs²/n - mean²` is never used. The output is
+//! `((s - k) - m) · rstd · γ + β`, so the mean is never rounded to `f32` on its own. A row
+//! containing NaN yields NaN; `ε = 0` on a constant row yields NaN, as in PyTorch.
 
 mod rows;
 pub(crate) mod sweep;
@@ -280,12 +284,13 @@ struct Stats {
 
 /// What distinguishes LayerNorm from RMSNorm inside the shared passes.
 trait Kind: Copy {
-    /// The shift `k` of the first pass for a row starting with `first`.
-    fn shift(first: f32) -> f32;
-    /// First-pass term of one vector of the (summed) row.
-    fn term<S: Simd>(simd: S, shift: S::f32s, s: S::f32s) -> S::f32s;
-    /// The statistics, from the first-pass sum and (for LayerNorm) a second pass over `row`.
-    fn stats<S: Simd>(self, simd: S, row: &[f32], shift: f32, first_sum: f32) -> Stats;
+    /// The shift `k` of the first pass, given the mean of the row's first elements.
+    fn shift(prefix_mean: impl FnOnce() -> f32) -> f32;
+    /// First-pass terms of one vector of the (summed) row.
+    fn terms<S: Simd>(simd: S, shift: S::f32s, s: S::f32s) -> [S::f32s; 2];
+    /// The statistics, from the first-pass sums and, when they are not accurate enough, a
+    /// second pass over `row`.
+    fn stats<S: Simd>(self, simd: S, row: &[f32], shift: f32, first: [f32; 2]) -> Stats;
     /// The output for one vector `s` with its `gamma` and `beta`.
     fn apply<S: Simd>(
         simd: S,
@@ -303,19 +308,32 @@ struct Layer {
 
 impl Kind for Layer {
     #[inline(always)]
-    fn shift(first: f32) -> f32 {
-        first
+    fn shift(prefix_mean: impl FnOnce() -> f32) -> f32 {
+        prefix_mean()
     }
 
     #[inline(always)]
-    fn term<S: Simd>(simd: S, shift: S::f32s, s: S::f32s) -> S::f32s {
-        simd.sub_f32s(s, shift)
+    fn terms<S: Simd>(simd: S, shift: S::f32s, s: S::f32s) -> [S::f32s; 2] {
+        let d = simd.sub_f32s(s, shift);
+        [d, simd.mul_f32s(d, d)]
     }
 
     #[inline(always)]
-    fn stats<S: Simd>(self, simd: S, row: &[f32], shift: f32, first_sum: f32) -> Stats {
+    fn stats<S: Simd>(self, simd: S, row: &[f32], shift: f32, first: [f32; 2]) -> Stats {
         let n = row.len() as f64;
-        let center = (first_sum as f64 / n) as f32;
+        let rstd = |variance: f64| (1.0 / libm::sqrt(variance + self.epsilon as f64)) as f32;
+        let offset = first[0] as f64 / n;
+        let shifted_variance = first[1] as f64 / n - offset * offset;
+        // With the shift within one standard deviation of the mean, E[(s-k)²] - (mean-k)²
+        // loses at most one bit against the two-pass formula: take it and skip a pass.
+        if offset * offset <= shifted_variance {
+            return Stats {
+                shift,
+                center: offset as f32,
+                rstd: rstd(shifted_variance),
+            };
+        }
+        let center = offset as f32;
         let (k, m) = (simd.splat_f32s(shift), simd.splat_f32s(center));
         let [sum_d, sum_d2] = sweep(
             simd,
@@ -332,7 +350,7 @@ impl Kind for Layer {
         Stats {
             shift,
             center: (center as f64 + sum_d / n) as f32,
-            rstd: (1.0 / libm::sqrt(variance + self.epsilon as f64)) as f32,
+            rstd: rstd(variance),
         }
     }
 
@@ -356,18 +374,19 @@ struct Rms {
 
 impl Kind for Rms {
     #[inline(always)]
-    fn shift(_: f32) -> f32 {
+    fn shift(_: impl FnOnce() -> f32) -> f32 {
         0.0
     }
 
     #[inline(always)]
-    fn term<S: Simd>(simd: S, _: S::f32s, s: S::f32s) -> S::f32s {
-        simd.mul_f32s(s, s)
+    fn terms<S: Simd>(simd: S, _: S::f32s, s: S::f32s) -> [S::f32s; 2] {
+        // Adding -0.0 is the identity, so the unused second sum compiles to nothing.
+        [simd.mul_f32s(s, s), simd.splat_f32s(-0.0)]
     }
 
     #[inline(always)]
-    fn stats<S: Simd>(self, _: S, row: &[f32], _: f32, first_sum: f32) -> Stats {
-        let mean_square = first_sum as f64 / row.len() as f64;
+    fn stats<S: Simd>(self, _: S, row: &[f32], _: f32, first: [f32; 2]) -> Stats {
+        let mean_square = first[0] as f64 / row.len() as f64;
         Stats {
             shift: 0.0,
             center: 0.0,
@@ -463,16 +482,16 @@ where
 /// Statistics of a row read as is.
 #[inline(always)]
 fn reduce_row<S: Simd, K: Kind>(simd: S, kind: K, row: &[f32]) -> Stats {
-    let shift = K::shift(row.first().copied().unwrap_or(0.0));
+    let shift = K::shift(|| prefix_mean(row, &[]));
     let k = simd.splat_f32s(shift);
-    let [first_sum] = sweep(
+    let first = sweep(
         simd,
         &mut Read::new(row),
         Reduce::Sum,
         #[inline(always)]
-        |s| (s, [K::term(simd, k, s)]),
+        |s| (s, K::terms(simd, k, s)),
     );
-    kind.stats(simd, row, shift, first_sum)
+    kind.stats(simd, row, shift, first)
 }
 
 /// Writes `staged = x + residual` and returns the statistics of `staged`.
@@ -484,10 +503,10 @@ fn add_reduce_row<S: Simd, K: Kind>(
     residual: &[f32],
     staged: &mut [f32],
 ) -> Stats {
-    let shift = K::shift(first_sum_element(x, residual));
+    let shift = K::shift(|| prefix_mean(x, residual));
     let mut io = Write::new(Zip(Read::new(x), Read::new(residual)), staged);
-    let first_sum = add_first_pass::<S, K, _>(simd, &mut io, shift);
-    kind.stats(simd, staged, shift, first_sum)
+    let first = add_first_pass::<S, K, _>(simd, &mut io, shift);
+    kind.stats(simd, staged, shift, first)
 }
 
 /// `target += other` and the statistics of the new `target`.
@@ -498,36 +517,52 @@ fn accumulate_reduce_row<S: Simd, K: Kind>(
     target: &mut [f32],
     other: &[f32],
 ) -> Stats {
-    let shift = K::shift(first_sum_element(target, other));
+    let shift = K::shift(|| prefix_mean(target, other));
     let mut io = Zip(Update::new(target), Read::new(other));
-    let first_sum = add_first_pass::<S, K, _>(simd, &mut io, shift);
-    kind.stats(simd, target, shift, first_sum)
+    let first = add_first_pass::<S, K, _>(simd, &mut io, shift);
+    kind.stats(simd, target, shift, first)
 }
 
-/// `a[0] + b[0]` (0 for empty rows): the shift of a summed row.
-fn first_sum_element(a: &[f32], b: &[f32]) -> f32 {
-    a.first().zip(b.first()).map_or(0.0, |(a, b)| a + b)
+/// Mean of the first (up to 16) elements of `a + b` (of `a` alone when `b` is empty), each sum
+/// rounded to `f32` as the staged row is: the LayerNorm shift. Summed in `f64` so huge values
+/// cannot overflow; 0 for an empty row.
+fn prefix_mean(a: &[f32], b: &[f32]) -> f32 {
+    const PREFIX: usize = 16;
+    let len = a.len().min(PREFIX);
+    let sum: f64 = if b.is_empty() {
+        a[..len].iter().map(|&v| v as f64).sum()
+    } else {
+        a.iter()
+            .zip(b)
+            .take(len)
+            .map(|(&x, &y)| (x + y) as f64)
+            .sum()
+    };
+    if len == 0 {
+        0.0
+    } else {
+        (sum / len as f64) as f32
+    }
 }
 
-/// First pass of the residual forms: `s = a + b` stored through `io`; returns the sum of the
+/// First pass of the residual forms: `s = a + b` stored through `io`; returns the sums of the
 /// first-pass terms of `s`.
 #[inline(always)]
-fn add_first_pass<S: Simd, K: Kind, Io>(simd: S, io: &mut Io, shift: f32) -> f32
+fn add_first_pass<S: Simd, K: Kind, Io>(simd: S, io: &mut Io, shift: f32) -> [f32; 2]
 where
     Io: RowIo<S, Item = (S::f32s, S::f32s)>,
 {
     let k = simd.splat_f32s(shift);
-    let [first_sum] = sweep(
+    sweep(
         simd,
         io,
         Reduce::Sum,
         #[inline(always)]
         |(a, b)| {
             let s = simd.add_f32s(a, b);
-            (s, [K::term(simd, k, s)])
+            (s, K::terms(simd, k, s))
         },
-    );
-    first_sum
+    )
 }
 
 /// The output pass: every vector `s` read through `io` becomes `apply(s, gamma, beta)`,
