@@ -11,8 +11,10 @@ pub mod activation;
 pub mod error;
 pub mod isa;
 pub mod math;
+pub mod norm;
 pub mod reference;
 pub mod scratch;
+pub mod softmax;
 
 pub use error::KernelError;
 pub use isa::{cpu_features, CpuFeatures, Isa, IsaError, Level};

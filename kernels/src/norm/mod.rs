@@ -1,0 +1,583 @@
+//! LayerNorm and RMSNorm over strided rows, fused with the residual add.
+//!
+//! Every entry point normalises `rows × width` rows of a [`RowShape`] with a [`Norm`]:
+//!
+//! | function | computes |
+//! |---|---|
+//! | [`normalize`] | `out = N(x)` |
+//! | [`normalize_in_place`] | `x = N(x)` |
+//! | [`add_normalize`] | `out = N(x + residual)`, optionally `sum = x + residual` |
+//! | [`add_normalize_in_place`] | `x = N(x + residual)` (post-LN blocks) |
+//! | [`accumulate_normalize`] | `residual += x; out = N(residual)` (pre-LN blocks) |
+//!
+//! with `N` either `LayerNorm(s) = (s - mean(s)) / sqrt(var(s) + ε) · γ + β` or
+//! `RMSNorm(s) = s / sqrt(mean(s²) + ε) · γ`. The sum `x + residual` is rounded to `f32` once
+//! (as an unfused `x + residual` would be) and normalised from that.
+//!
+//! # Memory traffic
+//! A row is 2–16 KiB and stays in L1/L2 between passes, so main memory sees each input read
+//! once and each output written once. The residual forms first write `x + residual` into a
+//! destination row (the `sum` output when there is one, else the output itself), reducing it
+//! on the fly; the output pass (and, rarely, LayerNorm's second statistics pass) reads that
+//! row back from cache.
+//!
+//! # Numerics
+//! All accumulation is `f32` in `4 × lanes` independent partial sums (blocked summation). The
+//! LayerNorm statistics are taken around a shift `k`, the mean of the row's first 16 elements
+//! (so `s - k` is exact for rows whose spread is small against their magnitude, e.g. mean
+//! `1e9`): pass one sums `s - k` and `(s - k)²`. When the shift lies within one standard
+//! deviation of the mean (the usual case), `E[(s-k)²] - (mean-k)²` loses at most a factor 2
+//! of accuracy against the two-pass variance and is used directly; otherwise a second pass
+//! sums `d = s - k - m` and `d²` and corrects mean and variance with `Σd` (the corrected
+//! two-pass algorithm). The unshifted `Σs²/n - mean²` is never used. The output is
+//! `((s - k) - m) · rstd · γ + β`, so the mean is never rounded to `f32` on its own. A row
+//! containing NaN yields NaN; `ε = 0` on a constant row yields NaN, as in PyTorch.
+
+mod rows;
+pub(crate) mod sweep;
+
+pub use rows::{RowShape, Rows, RowsMut};
+
+pub(crate) use rows::check_vector;
+
+use crate::error::KernelError;
+use crate::isa::Isa;
+use pulp::Simd;
+use sweep::{sweep, Read, Reduce, RowIo, Update, Write, Zeros, Zip};
+
+/// Which normalisation, with its learned parameters.
+#[derive(Clone, Copy, Debug)]
+pub enum Norm<'a> {
+    /// `(s - mean) / sqrt(var + epsilon) · gamma + beta` (biased variance, as PyTorch).
+    Layer {
+        /// Per-column scale, `width` long.
+        gamma: &'a [f32],
+        /// Per-column shift, `width` long.
+        beta: &'a [f32],
+        /// Added to the variance; finite and `>= 0` (PyTorch's default is `1e-5`).
+        epsilon: f32,
+    },
+    /// `s / sqrt(mean(s²) + epsilon) · gamma` (T5 / LLaMA RMSNorm).
+    Rms {
+        /// Per-column scale, `width` long.
+        gamma: &'a [f32],
+        /// Added to the mean square; finite and `>= 0`.
+        epsilon: f32,
+    },
+}
+
+impl<'a> Norm<'a> {
+    /// LayerNorm with scale `gamma`, shift `beta` and `epsilon`.
+    pub const fn layer(gamma: &'a [f32], beta: &'a [f32], epsilon: f32) -> Norm<'a> {
+        Norm::Layer {
+            gamma,
+            beta,
+            epsilon,
+        }
+    }
+
+    /// RMSNorm with scale `gamma` and `epsilon`.
+    pub const fn rms(gamma: &'a [f32], epsilon: f32) -> Norm<'a> {
+        Norm::Rms { gamma, epsilon }
+    }
+
+    fn check(&self, shape: RowShape) -> Result<(), KernelError> {
+        let (gamma, epsilon) = match *self {
+            Norm::Layer {
+                gamma,
+                beta,
+                epsilon,
+            } => {
+                check_vector("beta", beta, shape)?;
+                (gamma, epsilon)
+            }
+            Norm::Rms { gamma, epsilon } => (gamma, epsilon),
+        };
+        check_vector("gamma", gamma, shape)?;
+        if !(epsilon.is_finite() && epsilon >= 0.0) {
+            return Err(KernelError::InvalidArgument(
+                "epsilon must be finite and >= 0",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `out = N(x)` row by row.
+///
+/// Errors when a view is too short for `shape`, a stride is below `width` (with more than one
+/// row), `gamma`/`beta` are not `width` long, or `epsilon` is negative or not finite.
+pub fn normalize(
+    isa: Isa,
+    shape: RowShape,
+    norm: Norm<'_>,
+    x: Rows<'_>,
+    out: RowsMut<'_>,
+) -> Result<(), KernelError> {
+    norm.check(shape)?;
+    x.check("x", shape)?;
+    out.check("out", shape)?;
+    run(isa, shape, norm, Form::Plain { x, out })
+}
+
+/// `x = N(x)` row by row. Errors as [`normalize`].
+pub fn normalize_in_place(
+    isa: Isa,
+    shape: RowShape,
+    norm: Norm<'_>,
+    x: RowsMut<'_>,
+) -> Result<(), KernelError> {
+    norm.check(shape)?;
+    x.check("x", shape)?;
+    run(isa, shape, norm, Form::InPlace { x })
+}
+
+/// `out = N(x + residual)` row by row, and `sum = x + residual` when `sum` is given (the new
+/// residual stream of a pre-LN block). Errors as [`normalize`].
+pub fn add_normalize(
+    isa: Isa,
+    shape: RowShape,
+    norm: Norm<'_>,
+    x: Rows<'_>,
+    residual: Rows<'_>,
+    sum: Option<RowsMut<'_>>,
+    out: RowsMut<'_>,
+) -> Result<(), KernelError> {
+    norm.check(shape)?;
+    x.check("x", shape)?;
+    residual.check("residual", shape)?;
+    if let Some(sum) = &sum {
+        sum.check("sum", shape)?;
+    }
+    out.check("out", shape)?;
+    run(
+        isa,
+        shape,
+        norm,
+        Form::Add {
+            x,
+            residual,
+            sum,
+            out,
+        },
+    )
+}
+
+/// `x = N(x + residual)` row by row: the post-LN block update, where `x` is the residual
+/// stream and `residual` the sublayer output (the add commutes). Errors as [`normalize`].
+pub fn add_normalize_in_place(
+    isa: Isa,
+    shape: RowShape,
+    norm: Norm<'_>,
+    x: RowsMut<'_>,
+    residual: Rows<'_>,
+) -> Result<(), KernelError> {
+    norm.check(shape)?;
+    x.check("x", shape)?;
+    residual.check("residual", shape)?;
+    run(
+        isa,
+        shape,
+        norm,
+        Form::Accumulate {
+            target: x,
+            other: residual,
+            out: None,
+        },
+    )
+}
+
+/// `residual = residual + x; out = N(residual)` row by row: the pre-LN block step that adds a
+/// sublayer output `x` into the residual stream and normalises the result for the next
+/// sublayer. Errors as [`normalize`].
+pub fn accumulate_normalize(
+    isa: Isa,
+    shape: RowShape,
+    norm: Norm<'_>,
+    residual: RowsMut<'_>,
+    x: Rows<'_>,
+    out: RowsMut<'_>,
+) -> Result<(), KernelError> {
+    norm.check(shape)?;
+    residual.check("residual", shape)?;
+    x.check("x", shape)?;
+    out.check("out", shape)?;
+    run(
+        isa,
+        shape,
+        norm,
+        Form::Accumulate {
+            target: residual,
+            other: x,
+            out: Some(out),
+        },
+    )
+}
+
+/// Where a call reads and writes (validated).
+enum Form<'a> {
+    Plain {
+        x: Rows<'a>,
+        out: RowsMut<'a>,
+    },
+    InPlace {
+        x: RowsMut<'a>,
+    },
+    Add {
+        x: Rows<'a>,
+        residual: Rows<'a>,
+        sum: Option<RowsMut<'a>>,
+        out: RowsMut<'a>,
+    },
+    /// `target += other`, then `out = N(target)`, or `target = N(target)` without `out`.
+    Accumulate {
+        target: RowsMut<'a>,
+        other: Rows<'a>,
+        out: Option<RowsMut<'a>>,
+    },
+}
+
+fn run(isa: Isa, shape: RowShape, norm: Norm<'_>, form: Form<'_>) -> Result<(), KernelError> {
+    if shape.is_empty() {
+        return Ok(());
+    }
+    isa.dispatch(NormOp { shape, norm, form });
+    Ok(())
+}
+
+struct NormOp<'a> {
+    shape: RowShape,
+    norm: Norm<'a>,
+    form: Form<'a>,
+}
+
+impl pulp::WithSimd for NormOp<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) {
+        let NormOp { shape, norm, form } = self;
+        match norm {
+            Norm::Layer {
+                gamma,
+                beta,
+                epsilon,
+            } => {
+                let params = Zip(Read::new(gamma), Read::new(beta));
+                run_rows(simd, shape, Layer { epsilon }, params, form);
+            }
+            Norm::Rms { gamma, epsilon } => {
+                let params = Zip(Read::new(gamma), Zeros);
+                run_rows(simd, shape, Rms { epsilon }, params, form);
+            }
+        }
+    }
+}
+
+/// Per-row statistics: `y = ((s - shift) - center) · rstd`, then the affine map.
+#[derive(Clone, Copy)]
+struct Stats {
+    shift: f32,
+    center: f32,
+    rstd: f32,
+}
+
+/// What distinguishes LayerNorm from RMSNorm inside the shared passes.
+trait Kind: Copy {
+    /// The shift `k` of the first pass, given the mean of the row's first elements.
+    fn shift(prefix_mean: impl FnOnce() -> f32) -> f32;
+    /// First-pass terms of one vector of the (summed) row.
+    fn terms<S: Simd>(simd: S, shift: S::f32s, s: S::f32s) -> [S::f32s; 2];
+    /// The statistics, from the first-pass sums and, when they are not accurate enough, a
+    /// second pass over `row`.
+    fn stats<S: Simd>(self, simd: S, row: &[f32], shift: f32, first: [f32; 2]) -> Stats;
+    /// The output for one vector `s` with its `gamma` and `beta`.
+    fn apply<S: Simd>(
+        simd: S,
+        stats: [S::f32s; 3],
+        s: S::f32s,
+        gamma: S::f32s,
+        beta: S::f32s,
+    ) -> S::f32s;
+}
+
+#[derive(Clone, Copy)]
+struct Layer {
+    epsilon: f32,
+}
+
+impl Kind for Layer {
+    #[inline(always)]
+    fn shift(prefix_mean: impl FnOnce() -> f32) -> f32 {
+        prefix_mean()
+    }
+
+    #[inline(always)]
+    fn terms<S: Simd>(simd: S, shift: S::f32s, s: S::f32s) -> [S::f32s; 2] {
+        let d = simd.sub_f32s(s, shift);
+        [d, simd.mul_f32s(d, d)]
+    }
+
+    #[inline(always)]
+    fn stats<S: Simd>(self, simd: S, row: &[f32], shift: f32, first: [f32; 2]) -> Stats {
+        let n = row.len() as f64;
+        let rstd = |variance: f64| (1.0 / libm::sqrt(variance + self.epsilon as f64)) as f32;
+        let offset = first[0] as f64 / n;
+        let shifted_variance = first[1] as f64 / n - offset * offset;
+        // With the shift within one standard deviation of the mean, E[(s-k)²] - (mean-k)²
+        // loses at most one bit against the two-pass formula: take it and skip a pass.
+        if offset * offset <= shifted_variance {
+            return Stats {
+                shift,
+                center: offset as f32,
+                rstd: rstd(shifted_variance),
+            };
+        }
+        let center = offset as f32;
+        let (k, m) = (simd.splat_f32s(shift), simd.splat_f32s(center));
+        let [sum_d, sum_d2] = sweep(
+            simd,
+            &mut Read::new(row),
+            Reduce::Sum,
+            #[inline(always)]
+            |s| {
+                let d = simd.sub_f32s(simd.sub_f32s(s, k), m);
+                (s, [d, simd.mul_f32s(d, d)])
+            },
+        );
+        let (sum_d, sum_d2) = (sum_d as f64, sum_d2 as f64);
+        let variance = ((sum_d2 - sum_d * sum_d / n) / n).max(0.0);
+        Stats {
+            shift,
+            center: (center as f64 + sum_d / n) as f32,
+            rstd: rstd(variance),
+        }
+    }
+
+    #[inline(always)]
+    fn apply<S: Simd>(
+        simd: S,
+        [k, m, rstd]: [S::f32s; 3],
+        s: S::f32s,
+        gamma: S::f32s,
+        beta: S::f32s,
+    ) -> S::f32s {
+        let centred = simd.sub_f32s(simd.sub_f32s(s, k), m);
+        simd.mul_add_f32s(simd.mul_f32s(centred, rstd), gamma, beta)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Rms {
+    epsilon: f32,
+}
+
+impl Kind for Rms {
+    #[inline(always)]
+    fn shift(_: impl FnOnce() -> f32) -> f32 {
+        0.0
+    }
+
+    #[inline(always)]
+    fn terms<S: Simd>(simd: S, _: S::f32s, s: S::f32s) -> [S::f32s; 2] {
+        // Adding -0.0 is the identity, so the unused second sum compiles to nothing.
+        [simd.mul_f32s(s, s), simd.splat_f32s(-0.0)]
+    }
+
+    #[inline(always)]
+    fn stats<S: Simd>(self, _: S, row: &[f32], _: f32, first: [f32; 2]) -> Stats {
+        let mean_square = first[0] as f64 / row.len() as f64;
+        Stats {
+            shift: 0.0,
+            center: 0.0,
+            rstd: (1.0 / libm::sqrt(mean_square + self.epsilon as f64)) as f32,
+        }
+    }
+
+    #[inline(always)]
+    fn apply<S: Simd>(
+        simd: S,
+        [_, _, rstd]: [S::f32s; 3],
+        s: S::f32s,
+        gamma: S::f32s,
+        _: S::f32s,
+    ) -> S::f32s {
+        simd.mul_f32s(simd.mul_f32s(s, rstd), gamma)
+    }
+}
+
+/// The row loop of every form. `params` yields `(gamma, beta)` vectors.
+#[inline(always)]
+fn run_rows<S: Simd, K: Kind, P>(simd: S, shape: RowShape, kind: K, params: P, form: Form<'_>)
+where
+    P: RowIo<S, Item = (S::f32s, S::f32s)> + Copy,
+{
+    match form {
+        Form::Plain { x, out } => {
+            for (x, out) in x.iter(shape).zip(out.iter(shape)) {
+                let stats = reduce_row(simd, kind, x);
+                finish(simd, stats, Write::new(Read::new(x), out), params, kind);
+            }
+        }
+        Form::InPlace { x } => {
+            for x in x.iter(shape) {
+                let stats = reduce_row(simd, kind, x);
+                finish(simd, stats, Update::new(x), params, kind);
+            }
+        }
+        Form::Add {
+            x,
+            residual,
+            sum: Some(sum),
+            out,
+        } => {
+            let rows = x.iter(shape).zip(residual.iter(shape));
+            for ((x, residual), (sum, out)) in rows.zip(sum.iter(shape).zip(out.iter(shape))) {
+                let stats = add_reduce_row(simd, kind, x, residual, sum);
+                finish(simd, stats, Write::new(Read::new(sum), out), params, kind);
+            }
+        }
+        Form::Add {
+            x,
+            residual,
+            sum: None,
+            out,
+        } => {
+            let rows = x.iter(shape).zip(residual.iter(shape));
+            for ((x, residual), out) in rows.zip(out.iter(shape)) {
+                let stats = add_reduce_row(simd, kind, x, residual, out);
+                finish(simd, stats, Update::new(out), params, kind);
+            }
+        }
+        Form::Accumulate {
+            target,
+            other,
+            out: Some(out),
+        } => {
+            let rows = target.iter(shape).zip(other.iter(shape));
+            for ((target, other), out) in rows.zip(out.iter(shape)) {
+                let stats = accumulate_reduce_row(simd, kind, target, other);
+                finish(
+                    simd,
+                    stats,
+                    Write::new(Read::new(target), out),
+                    params,
+                    kind,
+                );
+            }
+        }
+        Form::Accumulate {
+            target,
+            other,
+            out: None,
+        } => {
+            for (target, other) in target.iter(shape).zip(other.iter(shape)) {
+                let stats = accumulate_reduce_row(simd, kind, target, other);
+                finish(simd, stats, Update::new(target), params, kind);
+            }
+        }
+    }
+}
+
+/// Statistics of a row read as is.
+#[inline(always)]
+fn reduce_row<S: Simd, K: Kind>(simd: S, kind: K, row: &[f32]) -> Stats {
+    let shift = K::shift(|| prefix_mean(row, &[]));
+    let k = simd.splat_f32s(shift);
+    let first = sweep(
+        simd,
+        &mut Read::new(row),
+        Reduce::Sum,
+        #[inline(always)]
+        |s| (s, K::terms(simd, k, s)),
+    );
+    kind.stats(simd, row, shift, first)
+}
+
+/// Writes `staged = x + residual` and returns the statistics of `staged`.
+#[inline(always)]
+fn add_reduce_row<S: Simd, K: Kind>(
+    simd: S,
+    kind: K,
+    x: &[f32],
+    residual: &[f32],
+    staged: &mut [f32],
+) -> Stats {
+    let shift = K::shift(|| prefix_mean(x, residual));
+    let mut io = Write::new(Zip(Read::new(x), Read::new(residual)), staged);
+    let first = add_first_pass::<S, K, _>(simd, &mut io, shift);
+    kind.stats(simd, staged, shift, first)
+}
+
+/// `target += other` and the statistics of the new `target`.
+#[inline(always)]
+fn accumulate_reduce_row<S: Simd, K: Kind>(
+    simd: S,
+    kind: K,
+    target: &mut [f32],
+    other: &[f32],
+) -> Stats {
+    let shift = K::shift(|| prefix_mean(target, other));
+    let mut io = Zip(Update::new(target), Read::new(other));
+    let first = add_first_pass::<S, K, _>(simd, &mut io, shift);
+    kind.stats(simd, target, shift, first)
+}
+
+/// Mean of the first (up to 16) elements of `a + b` (of `a` alone when `b` is empty), each sum
+/// rounded to `f32` as the staged row is: the LayerNorm shift. Summed in `f64` so huge values
+/// cannot overflow; 0 for an empty row.
+fn prefix_mean(a: &[f32], b: &[f32]) -> f32 {
+    const PREFIX: usize = 16;
+    let len = a.len().min(PREFIX);
+    let sum: f64 = if b.is_empty() {
+        a[..len].iter().map(|&v| v as f64).sum()
+    } else {
+        a.iter()
+            .zip(b)
+            .take(len)
+            .map(|(&x, &y)| (x + y) as f64)
+            .sum()
+    };
+    if len == 0 {
+        0.0
+    } else {
+        (sum / len as f64) as f32
+    }
+}
+
+/// First pass of the residual forms: `s = a + b` stored through `io`; returns the sums of the
+/// first-pass terms of `s`.
+#[inline(always)]
+fn add_first_pass<S: Simd, K: Kind, Io>(simd: S, io: &mut Io, shift: f32) -> [f32; 2]
+where
+    Io: RowIo<S, Item = (S::f32s, S::f32s)>,
+{
+    let k = simd.splat_f32s(shift);
+    sweep(
+        simd,
+        io,
+        Reduce::Sum,
+        #[inline(always)]
+        |(a, b)| {
+            let s = simd.add_f32s(a, b);
+            (s, K::terms(simd, k, s))
+        },
+    )
+}
+
+/// The output pass: every vector `s` read through `io` becomes `apply(s, gamma, beta)`,
+/// stored through `io`.
+#[inline(always)]
+fn finish<S: Simd, K: Kind, Io, P>(simd: S, stats: Stats, io: Io, params: P, _: K)
+where
+    Io: RowIo<S, Item = S::f32s>,
+    P: RowIo<S, Item = (S::f32s, S::f32s)>,
+{
+    let splat = [stats.shift, stats.center, stats.rstd].map(|v| simd.splat_f32s(v));
+    sweep(
+        simd,
+        &mut Zip(io, params),
+        Reduce::Sum,
+        |(s, (gamma, beta))| (K::apply(simd, splat, s, gamma, beta), []),
+    );
+}

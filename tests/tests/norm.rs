@@ -1,0 +1,642 @@
+//! LayerNorm / RMSNorm (every fused form), softmax and bias + activation against the `f64`
+//! references at every ISA level: awkward widths up to ~5000, strides, NaN canaries around
+//! every output and in every stride gap of every input, plus regression rows (huge means,
+//! masked softmax rows, extreme GELU inputs) and argument validation.
+
+use proptest::prelude::*;
+use tessel_kernels::activation::{
+    bias_activation, bias_activation_into, Activation, GELU_ERF_MAX_ERROR, GELU_TANH_MAX_ERROR,
+};
+use tessel_kernels::math::EXP_MAX_RELATIVE_ERROR;
+use tessel_kernels::norm::{
+    accumulate_normalize, add_normalize, add_normalize_in_place, normalize, normalize_in_place,
+    Norm, RowShape, Rows, RowsMut,
+};
+use tessel_kernels::reference::{activation as ref_activation, norm as reference};
+use tessel_kernels::softmax::softmax_in_place;
+use tessel_kernels::{Isa, KernelError};
+use tessel_tests::{assert_close, awkward_dim, cases, dot_tolerance, for_each_isa, CanaryMatrix};
+
+/// Deterministic values in `[-1, 1)` (splitmix64), so cases stay small to shrink.
+struct Values(u64);
+
+impl Values {
+    fn next(&mut self) -> f32 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+/// One generated problem: inputs `x` and `residual` of `rows × width` (strides `width + gap`),
+/// and the per-column parameters.
+#[derive(Debug, Clone)]
+struct Case {
+    rows: usize,
+    width: usize,
+    gap: usize,
+    seed: u64,
+    offset: f32,
+    spread: f32,
+    /// Added (times `spread`) to the first 16 columns: rows whose start is not representative
+    /// of their mean take LayerNorm's second statistics pass.
+    head_skew: f32,
+    epsilon: f32,
+}
+
+impl Case {
+    fn shape(&self) -> RowShape {
+        RowShape::new(self.rows, self.width)
+    }
+    fn stride(&self) -> usize {
+        self.width + self.gap
+    }
+    /// An input matrix with canaries in the gaps; `salt` tells inputs apart.
+    fn input(&self, salt: u64) -> CanaryMatrix {
+        let mut values = Values(self.seed ^ salt.wrapping_mul(0xA076_1D64_78BD_642F));
+        let (offset, spread, skew) = (self.offset, self.spread, self.head_skew);
+        CanaryMatrix::filled(self.rows, self.width, self.stride(), |_, c| {
+            let skew = if c < 16 { skew } else { 0.0 };
+            offset + spread * (values.next() + skew)
+        })
+    }
+    fn params(&self) -> (Vec<f32>, Vec<f32>) {
+        let mut values = Values(self.seed.rotate_left(17));
+        let gamma = (0..self.width).map(|_| 1.0 + 0.5 * values.next()).collect();
+        let beta = (0..self.width).map(|_| values.next()).collect();
+        (gamma, beta)
+    }
+}
+
+fn case_strategy() -> impl Strategy<Value = Case> {
+    (
+        0usize..=3,
+        awkward_dim(5000),
+        0usize..=3,
+        any::<u64>(),
+        prop::sample::select(vec![0.0f32, 1.0, -3.0, 1e3, 1e6]),
+        prop::sample::select(vec![1e-3f32, 1.0, 100.0]),
+        prop::sample::select(vec![0.0f32, 0.0, 30.0]),
+        prop::sample::select(vec![1e-5f32, 1e-2, 1.0]),
+    )
+        .prop_map(
+            |(rows, width, gap, seed, offset, spread, head_skew, epsilon)| Case {
+                rows,
+                width,
+                gap,
+                seed,
+                offset,
+                spread,
+                head_skew,
+                epsilon,
+            },
+        )
+}
+
+fn row(m: &CanaryMatrix, width: usize, r: usize) -> Vec<f32> {
+    (0..width).map(|c| m.get(r, c)).collect()
+}
+
+/// Checks `out` row by row against `N(staged)`, with the bound derived in the norm module's
+/// docs: `2 (width + 2) ε` times the output's scale (`|γ| · max|s - mean| / σ + |β|`).
+fn check_norm(what: &str, norm: Norm<'_>, staged: &[Vec<f32>], out: &CanaryMatrix) {
+    out.assert_padding_intact(what);
+    for (r, s) in staged.iter().enumerate() {
+        let width = s.len();
+        let mut expected = vec![0.0f64; width];
+        reference::normalize_row(norm, s, &mut expected);
+        let actual = (0..width).map(|c| out.get(r, c));
+        match norm {
+            Norm::Layer {
+                gamma,
+                beta,
+                epsilon,
+            } => {
+                let (mean, variance) = reference::mean_variance(s);
+                let sigma = (variance + epsilon as f64).sqrt();
+                let spread = s
+                    .iter()
+                    .map(|&v| (v as f64 - mean).abs())
+                    .fold(0.0, f64::max);
+                assert_close(&format!("{what} row {r}"), actual, expected, |c| {
+                    let scale = gamma[c].abs() as f64 * spread / sigma + beta[c].abs() as f64;
+                    dot_tolerance(width, scale)
+                });
+            }
+            Norm::Rms { gamma, epsilon } => {
+                let rstd = 1.0 / (reference::mean_square(s) + epsilon as f64).sqrt();
+                assert_close(&format!("{what} row {r}"), actual, expected, |c| {
+                    dot_tolerance(width, (gamma[c] * s[c]).abs() as f64 * rstd)
+                });
+            }
+        }
+    }
+}
+
+/// The rows of `x + residual` as the kernels define it (rounded to `f32`).
+fn sums(case: &Case, x: &CanaryMatrix, residual: &CanaryMatrix) -> Vec<Vec<f32>> {
+    (0..case.rows)
+        .map(|r| {
+            let mut s = vec![0.0; case.width];
+            reference::add(
+                &row(x, case.width, r),
+                &row(residual, case.width, r),
+                &mut s,
+            );
+            s
+        })
+        .collect()
+}
+
+fn assert_sum_exact(what: &str, sum: &CanaryMatrix, expected: &[Vec<f32>]) {
+    sum.assert_padding_intact(what);
+    for (r, s) in expected.iter().enumerate() {
+        for (c, &v) in s.iter().enumerate() {
+            assert_eq!(sum.get(r, c).to_bits(), v.to_bits(), "{what} ({r}, {c})");
+        }
+    }
+}
+
+/// Every form of one norm on one case at one level.
+fn check_all_forms(isa: Isa, case: &Case, norm: Norm<'_>, name: &str) {
+    let (shape, stride) = (case.shape(), case.stride());
+    let (x, residual) = (case.input(1), case.input(2));
+    let plain: Vec<Vec<f32>> = (0..case.rows).map(|r| row(&x, case.width, r)).collect();
+    let summed = sums(case, &x, &residual);
+    let what = |form: &str| format!("{isa} {name} {form} {case:?}");
+
+    let mut out = CanaryMatrix::new(case.rows, case.width, stride + 1);
+    let out_view = RowsMut::new(out.view_mut(), stride + 1);
+    normalize(isa, shape, norm, Rows::new(x.view(), stride), out_view).unwrap();
+    check_norm(&what("normalize"), norm, &plain, &out);
+
+    let mut inplace = x.clone();
+    normalize_in_place(isa, shape, norm, RowsMut::new(inplace.view_mut(), stride)).unwrap();
+    check_norm(&what("normalize_in_place"), norm, &plain, &inplace);
+
+    for with_sum in [false, true] {
+        let mut out = CanaryMatrix::new(case.rows, case.width, stride);
+        let mut sum = CanaryMatrix::new(case.rows, case.width, stride + 2);
+        let sum_view = with_sum.then(|| RowsMut::new(sum.view_mut(), stride + 2));
+        add_normalize(
+            isa,
+            shape,
+            norm,
+            Rows::new(x.view(), stride),
+            Rows::new(residual.view(), stride),
+            sum_view,
+            RowsMut::new(out.view_mut(), stride),
+        )
+        .unwrap();
+        check_norm(&what("add_normalize"), norm, &summed, &out);
+        if with_sum {
+            assert_sum_exact(&what("add_normalize sum"), &sum, &summed);
+        } else {
+            sum.assert_padding_intact(&what("unused sum"));
+        }
+    }
+
+    let mut post = x.clone();
+    let post_view = RowsMut::new(post.view_mut(), stride);
+    add_normalize_in_place(
+        isa,
+        shape,
+        norm,
+        post_view,
+        Rows::new(residual.view(), stride),
+    )
+    .unwrap();
+    check_norm(&what("add_normalize_in_place"), norm, &summed, &post);
+
+    let mut stream = residual.clone();
+    let mut out = CanaryMatrix::new(case.rows, case.width, stride);
+    accumulate_normalize(
+        isa,
+        shape,
+        norm,
+        RowsMut::new(stream.view_mut(), stride),
+        Rows::new(x.view(), stride),
+        RowsMut::new(out.view_mut(), stride),
+    )
+    .unwrap();
+    check_norm(&what("accumulate_normalize"), norm, &summed, &out);
+    assert_sum_exact(&what("accumulate_normalize residual"), &stream, &summed);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(40)))]
+
+    #[test]
+    fn norms_match_reference_in_every_form(case in case_strategy()) {
+        let (gamma, beta) = case.params();
+        for_each_isa(|isa| {
+            check_all_forms(isa, &case, Norm::layer(&gamma, &beta, case.epsilon), "layer");
+            check_all_forms(isa, &case, Norm::rms(&gamma, case.epsilon), "rms");
+        });
+    }
+
+    #[test]
+    fn softmax_matches_reference(
+        case in case_strategy(),
+        scale in prop::sample::select(vec![1.0f32, 0.125, -0.5, 0.0, 30.0]),
+        masked_every in prop::sample::select(vec![0usize, 2, 7]),
+    ) {
+        let stride = case.stride();
+        let mut input = case.input(3);
+        for r in 0..case.rows {
+            for c in (0..case.width).filter(|c| masked_every > 0 && c % masked_every == 1) {
+                input.view_mut()[r * stride + c] = f32::NEG_INFINITY;
+            }
+        }
+        for_each_isa(|isa| {
+            let mut values = input.clone();
+            softmax_in_place(isa, case.shape(), RowsMut::new(values.view_mut(), stride), scale)
+                .unwrap();
+            let what = format!("{isa} softmax scale {scale} {case:?}");
+            values.assert_padding_intact(&what);
+            for r in 0..case.rows {
+                let x = row(&input, case.width, r);
+                let mut expected = vec![0.0f64; case.width];
+                reference::softmax_row(scale, &x, &mut expected);
+                let max = x.iter().map(|&v| scale as f64 * v as f64).fold(f64::NEG_INFINITY, f64::max);
+                let bound = |c: usize| {
+                    let y = expected[c];
+                    let z = (scale as f64 * x[c] as f64 - max).abs();
+                    let relative = 2.0 * EXP_MAX_RELATIVE_ERROR as f64 + 4.0 * f32::EPSILON as f64 * z;
+                    let relative = if y == 0.0 { 0.0 } else { y * relative };
+                    dot_tolerance(case.width, y) + relative + 1e-30
+                };
+                assert_close(&what, row(&values, case.width, r), expected.clone(), bound);
+            }
+        });
+    }
+
+    #[test]
+    fn bias_activation_matches_reference(
+        case in case_strategy(),
+        activation in prop::sample::select(vec![
+            Activation::Identity, Activation::Relu, Activation::GeluErf, Activation::GeluTanh,
+        ]),
+        with_bias in any::<bool>(),
+    ) {
+        let stride = case.stride();
+        let input = case.input(4);
+        let (bias, _) = case.params();
+        let zero = vec![0.0f32; case.width];
+        let used_bias = if with_bias { &bias } else { &zero };
+        let max_error = match activation {
+            Activation::GeluErf => GELU_ERF_MAX_ERROR as f64,
+            Activation::GeluTanh => GELU_TANH_MAX_ERROR as f64,
+            Activation::Identity | Activation::Relu => 0.0,
+        };
+        for_each_isa(|isa| {
+            let mut values = input.clone();
+            let view = RowsMut::new(values.view_mut(), stride);
+            if with_bias {
+                bias_activation(isa, case.shape(), view, &bias, activation).unwrap();
+            } else {
+                activation.apply_rows(isa, case.shape(), view).unwrap();
+            }
+            let mut out = CanaryMatrix::new(case.rows, case.width, stride + 3);
+            bias_activation_into(
+                isa,
+                case.shape(),
+                Rows::new(input.view(), stride),
+                with_bias.then_some(&bias[..]),
+                activation,
+                RowsMut::new(out.view_mut(), stride + 3),
+            )
+            .unwrap();
+            for (form, values) in [("in place", &values), ("into", &out)] {
+                let what = format!("{isa} {activation:?} {form} bias {with_bias} {case:?}");
+                values.assert_padding_intact(&what);
+                for r in 0..case.rows {
+                    let pre: Vec<f32> =
+                        (0..case.width).map(|c| input.get(r, c) + used_bias[c]).collect();
+                    let expected = pre.iter().map(|&v| ref_activation::apply(activation, v as f64));
+                    assert_close(&what, row(values, case.width, r), expected, |c| {
+                        max_error * (pre[c].abs() as f64).max(1.0)
+                    });
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn layer_norm_of_huge_mean_with_tiny_variance() {
+    for mean in [1e6f32, 3.3e7, 1e9] {
+        let ulp = f32::EPSILON * mean;
+        let width = 1031;
+        // Values a few ulps around the mean: the spread is ~1e-7 of the magnitude, where
+        // Σx²/n - mean² loses every digit.
+        let x: Vec<f32> = (0..width)
+            .map(|i| mean + ulp * ((i * 7 % 13) as f32 - 6.0))
+            .collect();
+        let gamma = vec![1.0f32; width];
+        let beta = vec![0.0f32; width];
+        let norm = Norm::layer(&gamma, &beta, 0.0);
+        let mut expected = vec![0.0f64; width];
+        reference::normalize_row(norm, &x, &mut expected);
+        for_each_isa(|isa| {
+            let mut out = vec![f32::NAN; width];
+            let shape = RowShape::new(1, width);
+            normalize(
+                isa,
+                shape,
+                norm,
+                Rows::new(&x, width),
+                RowsMut::new(&mut out, width),
+            )
+            .unwrap();
+            assert_close(
+                &format!("{isa} mean {mean}"),
+                out.iter().copied(),
+                expected.clone(),
+                |_| 1e-4,
+            );
+            let (m, v) = reference::mean_variance(&out);
+            assert!(
+                m.abs() < 1e-5 && (v - 1.0).abs() < 1e-4,
+                "{isa}: mean {m}, var {v}"
+            );
+        });
+    }
+}
+
+#[test]
+fn softmax_regressions() {
+    for_each_isa(|isa| {
+        let mut big = [1234.0f32, 0.0];
+        softmax_in_place(isa, RowShape::new(1, 2), RowsMut::new(&mut big, 2), 1.0).unwrap();
+        assert_eq!(big, [1.0, 0.0], "{isa}");
+
+        for width in [1usize, 5, 16, 37] {
+            let mut masked = vec![f32::NEG_INFINITY; 2 * width];
+            let shape = RowShape::new(2, width);
+            softmax_in_place(isa, shape, RowsMut::new(&mut masked, width), 0.5).unwrap();
+            assert!(
+                masked.iter().all(|&v| v == 0.0),
+                "{isa} width {width}: {masked:?}"
+            );
+
+            let mut poisoned = vec![f32::NEG_INFINITY; width];
+            poisoned[width / 2] = f32::NAN;
+            let shape = RowShape::new(1, width);
+            softmax_in_place(isa, shape, RowsMut::new(&mut poisoned, width), 1.0).unwrap();
+            assert!(
+                poisoned.iter().all(|v| v.is_nan()),
+                "{isa} width {width}: {poisoned:?}"
+            );
+
+            let mut with_nan: Vec<f32> = (0..width).map(|i| i as f32).collect();
+            with_nan[width - 1] = f32::NAN;
+            softmax_in_place(isa, shape, RowsMut::new(&mut with_nan, width), 1.0).unwrap();
+            assert!(
+                with_nan.iter().all(|v| v.is_nan()),
+                "{isa} width {width}: {with_nan:?}"
+            );
+        }
+    });
+}
+
+#[test]
+fn gelu_at_plus_minus_thirty_through_rows_and_bias() {
+    for_each_isa(|isa| {
+        for activation in [Activation::GeluErf, Activation::GeluTanh] {
+            let mut v = [29.0f32, -31.0, 30.0, -30.0];
+            let bias = [1.0f32, 1.0];
+            bias_activation(
+                isa,
+                RowShape::new(2, 2),
+                RowsMut::new(&mut v, 2),
+                &bias,
+                activation,
+            )
+            .unwrap();
+            assert_eq!(v[0], 30.0, "{isa} {activation:?}");
+            assert!(v[1].abs() < 1e-30, "{isa} {activation:?}: {}", v[1]);
+            assert_eq!(v[2], 31.0, "{isa} {activation:?}");
+            assert!(v[3].abs() < 1e-30, "{isa} {activation:?}: {}", v[3]);
+        }
+    });
+}
+
+#[test]
+fn norm_of_constant_row_is_beta_and_epsilon_matters() {
+    for_each_isa(|isa| {
+        let width = 19;
+        let x = vec![4.5f32; width];
+        let gamma = vec![2.0f32; width];
+        let beta: Vec<f32> = (0..width).map(|i| i as f32).collect();
+        let mut out = vec![0.0f32; width];
+        let shape = RowShape::new(1, width);
+        let norm = Norm::layer(&gamma, &beta, 1e-5);
+        normalize(
+            isa,
+            shape,
+            norm,
+            Rows::new(&x, width),
+            RowsMut::new(&mut out, width),
+        )
+        .unwrap();
+        assert_eq!(out, beta, "{isa}");
+
+        // RMSNorm of a row of 3s is gamma · 3 / sqrt(9 + eps).
+        let x = vec![3.0f32; width];
+        for epsilon in [0.0f32, 7.0] {
+            let norm = Norm::rms(&gamma, epsilon);
+            normalize(
+                isa,
+                shape,
+                norm,
+                Rows::new(&x, width),
+                RowsMut::new(&mut out, width),
+            )
+            .unwrap();
+            let expected = 2.0 * 3.0 / (9.0 + epsilon as f64).sqrt();
+            assert!(
+                out.iter().all(|&v| (v as f64 - expected).abs() < 1e-6),
+                "{isa} {out:?}"
+            );
+        }
+    });
+}
+
+#[test]
+fn bad_arguments_are_typed_errors_and_write_nothing() {
+    let isa = Isa::best();
+    let gamma = [1.0f32; 8];
+    let beta = [0.0f32; 8];
+    let x = [1.0f32; 24];
+    let mut out = [7.0f32; 24];
+    let shape = RowShape::new(3, 8);
+    let norm = Norm::layer(&gamma, &beta, 1e-5);
+    let run = |norm: Norm<'_>, x_len: usize, x_stride: usize, out: &mut [f32]| {
+        normalize(
+            isa,
+            shape,
+            norm,
+            Rows::new(&x[..x_len], x_stride),
+            RowsMut::new(out, 8),
+        )
+    };
+    assert!(matches!(
+        run(norm, 23, 8, &mut out),
+        Err(KernelError::BufferTooSmall { what: "x", .. })
+    ));
+    assert!(matches!(
+        run(norm, 24, 7, &mut out),
+        Err(KernelError::BadStride { what: "x", .. })
+    ));
+    assert!(matches!(
+        run(norm, 24, 8, &mut out[..20]),
+        Err(KernelError::BufferTooSmall { what: "out", .. })
+    ));
+    let short_gamma = Norm::layer(&gamma[..7], &beta, 1e-5);
+    assert!(matches!(
+        run(short_gamma, 24, 8, &mut out),
+        Err(KernelError::ShapeMismatch { what: "gamma", .. })
+    ));
+    let short_beta = Norm::layer(&gamma, &beta[..5], 1e-5);
+    assert!(matches!(
+        run(short_beta, 24, 8, &mut out),
+        Err(KernelError::ShapeMismatch { what: "beta", .. })
+    ));
+    for epsilon in [-1.0f32, f32::NAN, f32::INFINITY] {
+        let bad = Norm::rms(&gamma, epsilon);
+        assert!(matches!(
+            run(bad, 24, 8, &mut out),
+            Err(KernelError::InvalidArgument(_))
+        ));
+    }
+    assert!(
+        out.iter().all(|&v| v == 7.0),
+        "a refused call wrote its output"
+    );
+
+    let mut sum = [7.0f32; 24];
+    let result = add_normalize(
+        isa,
+        shape,
+        norm,
+        Rows::new(&x, 8),
+        Rows::new(&x[..16], 8),
+        Some(RowsMut::new(&mut sum, 8)),
+        RowsMut::new(&mut out, 8),
+    );
+    assert!(matches!(
+        result,
+        Err(KernelError::BufferTooSmall {
+            what: "residual",
+            ..
+        })
+    ));
+    let result = accumulate_normalize(
+        isa,
+        shape,
+        norm,
+        RowsMut::new(&mut sum[..10], 8),
+        Rows::new(&x, 8),
+        RowsMut::new(&mut out, 8),
+    );
+    assert!(matches!(
+        result,
+        Err(KernelError::BufferTooSmall {
+            what: "residual",
+            ..
+        })
+    ));
+    let result = add_normalize_in_place(
+        isa,
+        shape,
+        norm,
+        RowsMut::new(&mut sum, 8),
+        Rows::new(&x, 4),
+    );
+    assert!(matches!(
+        result,
+        Err(KernelError::BadStride {
+            what: "residual",
+            ..
+        })
+    ));
+    assert!(
+        sum.iter().chain(&out).all(|&v| v == 7.0),
+        "a refused call wrote"
+    );
+
+    let huge = RowShape::new(usize::MAX, 8);
+    assert!(matches!(
+        normalize_in_place(isa, huge, norm, RowsMut::new(&mut sum, usize::MAX)),
+        Err(KernelError::ShapeMismatch { .. })
+            | Err(KernelError::Overflow(_))
+            | Err(KernelError::BufferTooSmall { .. })
+    ));
+    assert!(matches!(
+        softmax_in_place(isa, shape, RowsMut::new(&mut sum, 8), f32::NAN),
+        Err(KernelError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        softmax_in_place(isa, shape, RowsMut::new(&mut sum[..23], 8), 1.0),
+        Err(KernelError::BufferTooSmall { .. })
+    ));
+    assert!(matches!(
+        bias_activation(
+            isa,
+            shape,
+            RowsMut::new(&mut sum, 8),
+            &gamma[..3],
+            Activation::Relu
+        ),
+        Err(KernelError::ShapeMismatch { what: "bias", .. })
+    ));
+    assert!(matches!(
+        Activation::GeluErf.apply_rows(isa, shape, RowsMut::new(&mut sum, 3)),
+        Err(KernelError::BadStride { .. })
+    ));
+    assert!(sum.iter().all(|&v| v == 7.0), "a refused call wrote");
+
+    // Empty shapes are fine with empty buffers and any stride.
+    let empty = RowShape::new(0, 8);
+    normalize(
+        isa,
+        empty,
+        norm,
+        Rows::new(&[], 0),
+        RowsMut::new(&mut [], 0),
+    )
+    .unwrap();
+    softmax_in_place(isa, RowShape::new(4, 0), RowsMut::new(&mut [], 0), 1.0).unwrap();
+}
+
+#[test]
+fn a_nan_poisons_only_its_own_row() {
+    for_each_isa(|isa| {
+        let width = 37;
+        let gamma = vec![1.0f32; width];
+        let beta = vec![0.5f32; width];
+        let mut x: Vec<f32> = (0..2 * width).map(|i| (i % 11) as f32).collect();
+        x[3] = f32::NAN;
+        let residual = vec![1.0f32; 2 * width];
+        for norm in [Norm::layer(&gamma, &beta, 1e-5), Norm::rms(&gamma, 1e-5)] {
+            let mut out = vec![0.0f32; 2 * width];
+            let shape = RowShape::new(2, width);
+            add_normalize(
+                isa,
+                shape,
+                norm,
+                Rows::new(&x, width),
+                Rows::new(&residual, width),
+                None,
+                RowsMut::new(&mut out, width),
+            )
+            .unwrap();
+            assert!(out[..width].iter().all(|v| v.is_nan()), "{isa} {norm:?}");
+            assert!(out[width..].iter().all(|v| v.is_finite()), "{isa} {norm:?}");
+        }
+    });
+}
