@@ -24,12 +24,12 @@ pub(crate) struct Blocking {
     pub kc: usize,
 }
 
-/// AVX-512: 14 × 32 tile, 28 accumulators of 32 registers.
+/// AVX-512: 12 × 32 tile, 24 accumulators of 32 registers.
 const AVX512: Blocking = Blocking {
-    mr: 14,
+    mr: 12,
     nv: 2,
-    mc: 14 * 12,
-    kc: 256,
+    mc: 12 * 14,
+    kc: 512,
 };
 /// AVX2: 6 × 16 tile, 12 accumulators of 16 registers.
 const AVX2: Blocking = Blocking {
@@ -199,16 +199,25 @@ fn pack_a<const MR: usize>(
         .chunks_exact_mut(MR * depth)
         .enumerate()
     {
-        for i in 0..MR {
-            let r = t * MR + i;
-            if r < rows {
-                let src = &a.data[(row0 + r) * a.stride + col0..][..depth];
-                for (p, &x) in src.iter().enumerate() {
-                    panel[p * MR + i] = x;
+        let first = row0 + t * MR;
+        let valid = MR.min(rows - t * MR);
+        if valid == MR {
+            // Write the panel in order, gathering one column of MR rows at a time: sequential
+            // stores and MR sequential read streams (no scatter).
+            let src = &a.data[first * a.stride + col0..];
+            for (p, out) in panel.chunks_exact_mut(MR).enumerate() {
+                for (i, x) in out.iter_mut().enumerate() {
+                    *x = src[i * a.stride + p];
                 }
-            } else {
-                for p in 0..depth {
-                    panel[p * MR + i] = 0.0;
+            }
+        } else {
+            for (p, out) in panel.chunks_exact_mut(MR).enumerate() {
+                for (i, x) in out.iter_mut().enumerate() {
+                    *x = if i < valid {
+                        a.data[(first + i) * a.stride + col0 + p]
+                    } else {
+                        0.0
+                    };
                 }
             }
         }
