@@ -12,7 +12,7 @@
 //!   runs at the speed of reading the packed weights. No scratch.
 //! - larger `m`: BLIS-style blocking; blocks of `A` (`mc × kc`, L2-sized) are packed into
 //!   caller scratch and multiplied against `kc × 32` micro-panels of `B` (L1-sized) by a
-//!   register-tile microkernel (14 × 32 on AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar).
+//!   register-tile microkernel (8 × 32 on AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar).
 //!
 //! Work is split over blocks of output columns through the host's [`Parallel`] runner; each
 //! output element is computed by the same instructions whatever the split, so any thread

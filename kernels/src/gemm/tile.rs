@@ -12,7 +12,7 @@ use pulp::Simd;
 
 /// Where a tile reads `A`: element `(i, p)` of the tile is at `ptr + i·row_step + p·k_step`.
 ///
-/// Packed A micro-panels have `row_step = 1, k_step = MR`; `A` read in place has
+/// Packed A blocks (row-major, `kc` wide) have `row_step = kc, k_step = 1`; `A` read in place has
 /// `row_step = lda, k_step = 1`.
 #[derive(Clone, Copy)]
 pub(crate) struct ATile {
@@ -47,6 +47,9 @@ pub(crate) unsafe fn accumulate<S: Simd, const MR: usize, const NV: usize>(
     let mut a_ptr = a.ptr;
     let mut b_ptr = b;
     for _ in 0..kc {
+        for &offset in &offsets {
+            prefetch(b_ptr.wrapping_add(offset + PREFETCH_ROWS * PANEL_COLS));
+        }
         // SAFETY: within `kc` rows of the tile, as the caller guarantees; `read_unaligned`
         // makes no alignment assumption about the packed storage.
         let bv: [S::f32s; NV] = core::array::from_fn(|v| unsafe {
@@ -65,6 +68,21 @@ pub(crate) unsafe fn accumulate<S: Simd, const MR: usize, const NV: usize>(
         b_ptr = b_ptr.wrapping_add(PANEL_COLS);
     }
     acc
+}
+
+/// Rows of a `B` panel fetched ahead of the microkernel.
+const PREFETCH_ROWS: usize = 12;
+
+/// Hints the cache line holding `ptr` into L1. Any address is allowed: a prefetch never faults.
+#[inline(always)]
+pub(crate) fn prefetch(ptr: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetcht0` is SSE (x86-64 baseline) and never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ptr;
 }
 
 /// The destination `C` of one call and its fused epilogue, shared by every task.
