@@ -10,9 +10,11 @@
 //! - `m <= 16` (decoding: batch 1 or a beam): `A` is read in place and the microkernel keeps
 //!   all rows' accumulators in registers while it streams each panel of `B` once, so the call
 //!   runs at the speed of reading the packed weights. No scratch.
-//! - larger `m`: BLIS-style blocking; blocks of `A` (`mc × kc`, L2-sized) are packed into
-//!   caller scratch and multiplied against `kc × 32` micro-panels of `B` (L1-sized) by a
-//!   register-tile microkernel (8 × 32 on AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar).
+//! - larger `m`: BLIS-style blocking. A block of `A` (`mc × kc`, L2-sized) is copied into
+//!   caller scratch (contiguous rows, zero-padded to whole tiles) and multiplied against the
+//!   `kc × 32` micro-panels of `B`, each reused by every tile of the block while it is hot, by
+//!   a register-tile microkernel (8 × 32 on AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar).
+//!   The epilogue is applied in registers as the last `k` block of a tile is stored.
 //!
 //! Work is split over blocks of output columns through the host's [`Parallel`] runner; each
 //! output element is computed by the same instructions whatever the split, so any thread
