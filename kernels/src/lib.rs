@@ -9,6 +9,7 @@
 
 pub mod activation;
 pub mod error;
+pub mod gemm;
 pub mod isa;
 pub mod math;
 pub mod norm;

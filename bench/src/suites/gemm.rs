@@ -1,10 +1,214 @@
-//! The `gemm` suite (its cases are being written).
+//! The `gemm` suite: tessel's packed GEMM against the `gemm` crate (same run, one thread), a
+//! naive i-k-j loop, and, for `m = 1`, the time to merely stream-read the packed weight bytes
+//! (the bound a batch-1 product cannot beat).
+//!
+//! Records per case (`m×k×n`): `gemm-crate`, `naive`, `stream-read` (GB/s, `m = 1` only), and
+//! `tessel` once against each of them (ratio = baseline time / tessel time).
 
 use super::Suite;
+use crate::{median_ns, Budget, Record, Work};
+use tessel_kernels::gemm::{
+    gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB, Sequential,
+};
+use tessel_kernels::Isa;
 
 /// The `gemm` suite.
 pub const SUITE: Suite = Suite {
     name: "gemm",
-    about: "not measured yet",
-    run: |_, _| {},
+    about: "f32 GEMM (m×k×n): tessel vs gemm crate, naive loop, and m=1 vs streaming the weights",
+    run,
 };
+
+/// The measured shapes, `(m, k, n)`.
+pub const CASES: [(usize, usize, usize); 11] = [
+    (512, 512, 512),
+    (1024, 1024, 1024),
+    (64, 512, 512),
+    (256, 512, 2048),
+    (1500, 384, 1536),
+    (1, 512, 512),
+    (1, 512, 2048),
+    (1, 512, 32000),
+    (4, 512, 2048),
+    (8, 512, 2048),
+    (16, 2048, 512),
+];
+
+/// Inputs and outputs of one case, allocated once and reused by every run.
+pub struct Case {
+    /// Rows of `A` and `C`.
+    pub m: usize,
+    /// Reduction length.
+    pub k: usize,
+    /// Columns of `B` and `C`.
+    pub n: usize,
+    a: Vec<f32>,
+    b: Vec<f32>,
+    packed: PackedB<Vec<f32>>,
+    c: Vec<f32>,
+    scratch: Vec<f32>,
+}
+
+impl Case {
+    /// Random-ish inputs for `m × k` by `k × n`.
+    pub fn new(m: usize, k: usize, n: usize) -> Case {
+        let fill = |len: usize, seed: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| ((i * 7919 + seed) % 1999) as f32 / 1999.0 - 0.5)
+                .collect()
+        };
+        let a = fill(m * k, 1);
+        let b = fill(k * n, 2);
+        let storage = vec![0.0; packed_len(k, n).expect("bench shapes fit")];
+        let packed = PackedB::from_kn(storage, MatRef::new(&b, k, n, n)).expect("valid shape");
+        Case {
+            m,
+            k,
+            n,
+            a,
+            b,
+            packed,
+            c: vec![0.0; m * n],
+            scratch: vec![0.0; gemm_scratch(m, k, n, 1).len()],
+        }
+    }
+
+    /// `m×k×n`.
+    pub fn name(&self) -> String {
+        format!("{}x{}x{}", self.m, self.k, self.n)
+    }
+
+    /// Floating-point operations of one product.
+    pub fn flops(&self) -> f64 {
+        2.0 * (self.m * self.k * self.n) as f64
+    }
+
+    /// Bytes of the packed weight.
+    pub fn packed_bytes(&self) -> usize {
+        self.packed.as_slice().len() * 4
+    }
+
+    /// One tessel product on one thread.
+    pub fn tessel(&mut self, isa: Isa) {
+        let (m, k, n) = (self.m, self.k, self.n);
+        gemm(
+            isa,
+            MatRef::new(&self.a, m, k, k),
+            &self.packed,
+            MatMut::new(&mut self.c, m, n, n),
+            &Epilogue::NONE,
+            &mut self.scratch,
+            &Sequential,
+        )
+        .expect("valid arguments");
+    }
+
+    /// One product by the `gemm` crate, `Parallelism::None`, `B` row-major `k × n`.
+    pub fn gemm_crate(&mut self) {
+        let (m, k, n) = (self.m, self.k, self.n);
+        // SAFETY: every pointer covers its row-major matrix with the strides given: `c` is
+        // `m × n` (row stride n), `a` is `m × k` (row stride k), `b` is `k × n` (row stride n).
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                self.c.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                self.a.as_ptr(),
+                1,
+                k as isize,
+                self.b.as_ptr(),
+                1,
+                n as isize,
+                0.0f32,
+                1.0f32,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            )
+        }
+    }
+
+    /// One product by the plain i-k-j loop.
+    pub fn naive(&mut self) {
+        let (k, n) = (self.k, self.n);
+        for (a_row, c_row) in self.a.chunks_exact(k).zip(self.c.chunks_exact_mut(n)) {
+            c_row.fill(0.0);
+            for (&a, b_row) in a_row.iter().zip(self.b.chunks_exact(n)) {
+                for (c, &b) in c_row.iter_mut().zip(b_row) {
+                    *c += a * b;
+                }
+            }
+        }
+    }
+
+    /// Reads every packed weight byte once (a vectorised sum): the floor for `m = 1`.
+    pub fn stream_read(&self, isa: Isa) -> f32 {
+        struct Sum<'a>(&'a [f32]);
+        impl pulp::WithSimd for Sum<'_> {
+            type Output = f32;
+            #[inline(always)]
+            fn with_simd<S: pulp::Simd>(self, simd: S) -> f32 {
+                let (head, tail) = S::as_simd_f32s(self.0);
+                let mut acc = [simd.splat_f32s(0.0); 8];
+                let chunks = head.chunks_exact(8);
+                let rest = chunks.remainder();
+                for chunk in chunks {
+                    for (acc, &v) in acc.iter_mut().zip(chunk) {
+                        *acc = simd.add_f32s(*acc, v);
+                    }
+                }
+                for &v in rest {
+                    acc[0] = simd.add_f32s(acc[0], v);
+                }
+                let total = acc
+                    .iter()
+                    .fold(simd.splat_f32s(0.0), |s, &v| simd.add_f32s(s, v));
+                simd.reduce_sum_f32s(total) + tail.iter().sum::<f32>()
+            }
+        }
+        isa.dispatch(Sum(self.packed.as_slice()))
+    }
+}
+
+fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
+    let isa = tessel_model::isa_env::isa_from_env().unwrap_or_else(|_| Isa::best());
+    let quick = budget.min_samples < Budget::FULL.min_samples;
+    for (m, k, n) in CASES {
+        let mut case = Case::new(m, k, n);
+        let name = case.name();
+        let record = |implementation: &str, isa: &str, ns: f64, work: Work| {
+            Record::new("gemm", &name, implementation, isa, 1, ns, work)
+        };
+        let flops = Work::flops(case.flops());
+        let tessel = record(
+            "tessel",
+            isa.level().name(),
+            median_ns(budget, || case.tessel(isa)),
+            flops,
+        );
+        let crate_ns = median_ns(budget, || case.gemm_crate());
+        let peer = record("gemm-crate", "auto", crate_ns, flops);
+        emit(tessel.clone().against(&peer));
+        emit(peer);
+        // The naive loop takes seconds on the largest shapes: skipped by --quick.
+        if !quick || case.flops() < 1e9 {
+            let naive = record("naive", "auto", median_ns(budget, || case.naive()), flops);
+            emit(tessel.clone().against(&naive));
+            emit(naive);
+        }
+        if m == 1 {
+            let bytes = Work::bytes(case.packed_bytes() as f64);
+            let ns = median_ns(budget, || {
+                std::hint::black_box(case.stream_read(isa));
+            });
+            let stream = record("stream-read", isa.level().name(), ns, bytes);
+            emit(tessel.clone().against(&stream));
+            emit(stream);
+        }
+    }
+}

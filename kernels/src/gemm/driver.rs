@@ -1,0 +1,369 @@
+//! The loops around the microkernel: cache blocking with packed `A` for large `m`, and the
+//! B-streaming path for small `m` (decoding), per task (a range of `B` panels).
+
+use crate::gemm::packed_b::PANEL_COLS;
+use crate::gemm::tile::{accumulate, ATile, Output, TileAt};
+use crate::gemm::MatRef;
+use pulp::Simd;
+
+/// Largest `m` served by the small-`m` path (rows of `A` read in place, `B` streamed once).
+pub(crate) const SMALL_M: usize = 16;
+
+/// Cache blocking of the packed path for one ISA level.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Blocking {
+    /// Rows of the microkernel tile.
+    pub mr: usize,
+    /// Vectors per tile row (the tile is `nv · lanes` columns wide).
+    pub nv: usize,
+    /// Rows of `A` packed per block (a multiple of `mr`): the packed block `mc × kc` stays in
+    /// L2 while the tiles sweep the columns.
+    pub mc: usize,
+    /// Depth of one block of `k`: the `kc × 32` micro-panel of `B` stays in L1/L2 while the
+    /// tiles sweep the rows of the packed `A` block; every extra block costs a pass over `C`.
+    pub kc: usize,
+}
+
+/// AVX-512: 8 × 32 tile, 16 accumulators of 32 registers: the row pointers of a wider tile
+/// exhaust the general-purpose registers (measured slower at 12 and 14 rows).
+///
+/// `kc = 512` (a 64 KB micro-panel, served from L2 with prefetch) measured faster here than
+/// L1-sized 128 or 256: it halves the passes over `C` for the usual `k` of 512.
+const AVX512: Blocking = Blocking {
+    mr: 8,
+    nv: 2,
+    mc: 8 * 21,
+    kc: 512,
+};
+/// AVX2: 6 × 16 tile, 12 accumulators of 16 registers.
+const AVX2: Blocking = Blocking {
+    mr: 6,
+    nv: 2,
+    mc: 6 * 24,
+    kc: 256,
+};
+/// NEON: 6 × 16 tile, 24 accumulators of 32 registers.
+const NEON: Blocking = Blocking {
+    mr: 6,
+    nv: 4,
+    mc: 6 * 24,
+    kc: 256,
+};
+/// Scalar: 4 × 4 tile.
+const SCALAR: Blocking = Blocking {
+    mr: 4,
+    nv: 4,
+    mc: 4 * 16,
+    kc: 256,
+};
+
+/// The blocking of the level whose vectors have `lanes` `f32` lanes.
+pub(crate) const fn blocking(lanes: usize) -> Blocking {
+    match lanes {
+        16 => AVX512,
+        8 => AVX2,
+        4 => NEON,
+        _ => SCALAR,
+    }
+}
+
+/// Every level's blocking, for sizing scratch independently of the level that will run.
+pub(crate) const ALL_BLOCKINGS: [Blocking; 4] = [AVX512, AVX2, NEON, SCALAR];
+
+/// Floats of the packed `A` block one task needs at `blocking` for an `m × k` `A`.
+pub(crate) fn packed_a_len(blocking: Blocking, m: usize, k: usize) -> usize {
+    let rows = m.min(blocking.mc).div_ceil(blocking.mr) * blocking.mr;
+    rows.saturating_mul(k.min(blocking.kc))
+}
+
+/// Everything one task reads: `A`, the packed `B` and its shape.
+#[derive(Clone, Copy)]
+pub(crate) struct Operands<'a> {
+    pub a: MatRef<'a>,
+    /// Packed panels of `B` (see `packed_b`).
+    pub b: &'a [f32],
+    pub k: usize,
+    pub n: usize,
+}
+
+/// One task's share: panels `[panel0, panel1)` of `B`, i.e. the columns
+/// `[panel0·32, min(panel1·32, n))` of `C`.
+#[derive(Clone, Copy)]
+pub(crate) struct Columns {
+    pub panel0: usize,
+    pub panel1: usize,
+}
+
+/// Computes the task's columns of `C` for every row, with the packed path.
+///
+/// # Safety
+/// The operands and output are validated for the call (`A` is `m × k`, `b` holds the packed
+/// `k × n` panels, `C`, bias and residual cover `m × n`), `cols` lies inside `0..panels(n)`, no
+/// other thread writes these columns of `C`, and `a_pack` holds at least `packed_a_len`.
+#[inline(always)]
+pub(crate) unsafe fn packed_path<S: Simd>(
+    simd: S,
+    ops: Operands<'_>,
+    out: &Output<'_>,
+    cols: Columns,
+    a_pack: &mut [f32],
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match S::F32_LANES {
+            16 => packed_blocks::<S, { AVX512.mr }, { AVX512.nv }>(simd, ops, out, cols, a_pack),
+            8 => packed_blocks::<S, { AVX2.mr }, { AVX2.nv }>(simd, ops, out, cols, a_pack),
+            4 => packed_blocks::<S, { NEON.mr }, { NEON.nv }>(simd, ops, out, cols, a_pack),
+            _ => packed_blocks::<S, { SCALAR.mr }, { SCALAR.nv }>(simd, ops, out, cols, a_pack),
+        }
+    }
+}
+
+/// `packed_path` for the tile `MR × NV` (which must be the level's `blocking`).
+///
+/// # Safety
+/// As `packed_path`.
+#[inline(always)]
+unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
+    simd: S,
+    ops: Operands<'_>,
+    out: &Output<'_>,
+    cols: Columns,
+    a_pack: &mut [f32],
+) {
+    let Blocking { mc, kc: kc_max, .. } = blocking(S::F32_LANES);
+    debug_assert_eq!(blocking(S::F32_LANES).mr, MR);
+    let (m, k, n) = (ops.a.rows, ops.k, ops.n);
+    let tile_cols = NV * S::F32_LANES;
+    let panel_stride = k * PANEL_COLS;
+    let col_end = n.min(cols.panel1 * PANEL_COLS);
+    // With k == 0 one pass of depth 0 still writes the epilogue of a zero product.
+    let k_blocks = k.div_ceil(kc_max).max(1);
+    for kb in 0..k_blocks {
+        let pc = kb * kc_max;
+        let kc = kc_max.min(k - pc);
+        let (first, last) = (kb == 0, kb + 1 == k_blocks);
+        let mut ic = 0;
+        while ic < m {
+            let mcb = mc.min(m - ic);
+            pack_a::<MR>(ops.a, ic, mcb, pc, kc, a_pack);
+            let mut col0 = cols.panel0 * PANEL_COLS;
+            while col0 < col_end {
+                let panel = col0 / PANEL_COLS;
+                let b = ops
+                    .b
+                    .as_ptr()
+                    .wrapping_add(panel * panel_stride + pc * PANEL_COLS + col0 % PANEL_COLS);
+                let width = tile_cols.min(col_end - col0);
+                let mut ir = 0;
+                while ir < mcb {
+                    let a = ATile {
+                        ptr: a_pack.as_ptr().wrapping_add(ir * kc),
+                        row_step: kc,
+                        k_step: 1,
+                    };
+                    // SAFETY: the packed A block has `MR` rows (zero padded) by `kc` for this
+                    // micro-panel; the tile's `tile_cols <= 32` columns stay inside the panel,
+                    // whose `kc` rows from `pc` exist in the packed B.
+                    let acc = unsafe { accumulate::<S, MR, NV>(simd, kc, a, b, panel_stride) };
+                    let at = TileAt {
+                        row0: ic + ir,
+                        rows: MR.min(mcb - ir),
+                        col0,
+                        cols: width,
+                        first,
+                        last,
+                    };
+                    // SAFETY: rows and columns inside `m × n` and in this task's columns.
+                    unsafe { out.store::<S, MR, NV>(simd, &acc, at) };
+                    ir += MR;
+                }
+                col0 += tile_cols;
+            }
+            ic += mcb;
+        }
+    }
+}
+
+/// Packs rows `[row0, row0 + rows)`, columns `[col0, col0 + depth)` of `A` into one
+/// contiguous row-major `round_up(rows, MR) × depth` block (rows past the end zero), so each
+/// micro-panel of `MR` rows is `MR` sequential streams inside a compact, TLB-friendly block.
+/// (A transposed `[depth][MR]` layout needs a scatter or a register transpose to build and is
+/// no faster to broadcast from.)
+fn pack_a<const MR: usize>(
+    a: MatRef<'_>,
+    row0: usize,
+    rows: usize,
+    col0: usize,
+    depth: usize,
+    dst: &mut [f32],
+) {
+    if depth == 0 {
+        return;
+    }
+    let padded = rows.div_ceil(MR) * MR;
+    for (r, out) in dst[..padded * depth].chunks_exact_mut(depth).enumerate() {
+        if r < rows {
+            let start = (row0 + r) * a.stride + col0;
+            out.copy_from_slice(&a.data[start..start + depth]);
+        } else {
+            out.fill(0.0);
+        }
+    }
+}
+
+/// Computes the task's columns of `C` for all `m <= SMALL_M` rows, reading `A` in place and
+/// each packed panel of `B` once from memory (then from L2 for further row blocks).
+///
+/// # Safety
+/// As `packed_path`, without the packed `A`.
+#[inline(always)]
+pub(crate) unsafe fn small_path<S: Simd>(
+    simd: S,
+    ops: Operands<'_>,
+    out: &Output<'_>,
+    cols: Columns,
+) {
+    let m = ops.a.rows;
+    let max_rows = small_max_rows(S::F32_LANES);
+    let blocks = m.div_ceil(max_rows);
+    if blocks == 0 {
+        return;
+    }
+    // Panels per span: a span of B stays in L2 while every row block reads it.
+    let span = if blocks == 1 {
+        cols.panel1 - cols.panel0
+    } else {
+        (SPAN_BYTES / (ops.k.max(1) * PANEL_COLS * 4)).max(1)
+    };
+    let mut p = cols.panel0;
+    while p < cols.panel1 {
+        let span_cols = Columns {
+            panel0: p,
+            panel1: cols.panel1.min(p + span),
+        };
+        let mut row0 = 0;
+        for block in 0..blocks {
+            // Balanced blocks: the first `m % blocks` get one extra row.
+            let rows = m / blocks + usize::from(block < m % blocks);
+            // SAFETY: forwarded contract; rows `[row0, row0 + rows)` are inside `A` and `C`.
+            unsafe { small_rows(simd, ops, out, span_cols, row0, rows) };
+            row0 += rows;
+        }
+        p = span_cols.panel1;
+    }
+}
+
+/// Bytes of packed `B` a span covers when `m` needs several row blocks (half of L2).
+const SPAN_BYTES: usize = 512 * 1024;
+
+/// Rows per block of the small path: as many as the accumulators of a full tile allow.
+const fn small_max_rows(lanes: usize) -> usize {
+    match lanes {
+        16 => 8,
+        8 | 4 => 6,
+        _ => 4,
+    }
+}
+
+/// Dispatches one row block of `rows` rows to the tile shape chosen for it: enough independent
+/// accumulators to hide the FMA latency, few enough to stay in registers.
+///
+/// # Safety
+/// As `small_path`, for rows `[row0, row0 + rows)` with `1 <= rows <= small_max_rows`.
+#[inline(always)]
+unsafe fn small_rows<S: Simd>(
+    simd: S,
+    ops: Operands<'_>,
+    out: &Output<'_>,
+    cols: Columns,
+    row0: usize,
+    rows: usize,
+) {
+    debug_assert!((1..=small_max_rows(S::F32_LANES)).contains(&rows));
+    let run = (simd, ops, out, cols, row0);
+    // SAFETY: forwarded contract; each arm's `MB` equals `rows`.
+    unsafe {
+        match (S::F32_LANES, rows) {
+            (16, 1) => small_tiles::<S, 1, 8, 2>(run),
+            (16, 2) => small_tiles::<S, 2, 4, 2>(run),
+            (16, 3) => small_tiles::<S, 3, 4, 2>(run),
+            (16, 4) => small_tiles::<S, 4, 4, 2>(run),
+            (16, 5) => small_tiles::<S, 5, 2, 2>(run),
+            (16, 6) => small_tiles::<S, 6, 2, 2>(run),
+            (16, 7) => small_tiles::<S, 7, 2, 2>(run),
+            (16, _) => small_tiles::<S, 8, 2, 2>(run),
+            (8, 1) => small_tiles::<S, 1, 8, 4>(run),
+            (8, 2) => small_tiles::<S, 2, 4, 4>(run),
+            (8, 3) => small_tiles::<S, 3, 4, 4>(run),
+            (8, 4) => small_tiles::<S, 4, 2, 2>(run),
+            (8, 5) => small_tiles::<S, 5, 2, 2>(run),
+            (8, _) => small_tiles::<S, 6, 2, 2>(run),
+            (4, 1) => small_tiles::<S, 1, 8, 8>(run),
+            (4, 2) => small_tiles::<S, 2, 8, 8>(run),
+            (4, 3) => small_tiles::<S, 3, 4, 4>(run),
+            (4, 4) => small_tiles::<S, 4, 4, 4>(run),
+            (4, 5) => small_tiles::<S, 5, 4, 4>(run),
+            (4, _) => small_tiles::<S, 6, 4, 4>(run),
+            (_, 1) => small_tiles::<S, 1, 4, 4>(run),
+            (_, 2) => small_tiles::<S, 2, 4, 4>(run),
+            (_, 3) => small_tiles::<S, 3, 4, 4>(run),
+            (_, _) => small_tiles::<S, 4, 4, 4>(run),
+        }
+    }
+}
+
+/// Sweeps the columns of `cols` with `MB × NV` tiles over the whole depth `k`, reading `A` in
+/// place; where fewer than `NV` vectors of panels are left, `MB × NV_TAIL` tiles finish
+/// (`NV_TAIL · lanes` divides 32).
+///
+/// # Safety
+/// As `small_rows` with `rows == MB`.
+#[inline(always)]
+unsafe fn small_tiles<S: Simd, const MB: usize, const NV: usize, const NV_TAIL: usize>(
+    (simd, ops, out, cols, row0): (S, Operands<'_>, &Output<'_>, Columns, usize),
+) {
+    let k = ops.k;
+    let panel_stride = k * PANEL_COLS;
+    let padded_end = cols.panel1 * PANEL_COLS;
+    let col_end = ops.n.min(padded_end);
+    let a = ATile {
+        // Not dereferenced when `k == 0` (then `A` may be empty).
+        ptr: ops.a.data.as_ptr().wrapping_add(row0 * ops.a.stride),
+        row_step: ops.a.stride,
+        k_step: 1,
+    };
+    let at = |col0: usize, width: usize| TileAt {
+        row0,
+        rows: MB,
+        col0,
+        cols: width.min(col_end - col0),
+        first: true,
+        last: true,
+    };
+    let mut col0 = cols.panel0 * PANEL_COLS;
+    while col0 < col_end {
+        let b = ops
+            .b
+            .as_ptr()
+            .wrapping_add((col0 / PANEL_COLS) * panel_stride + col0 % PANEL_COLS);
+        let wide = NV * S::F32_LANES;
+        let width = if col0 + wide <= padded_end {
+            // SAFETY: `MB` rows of `A` by `k` from `row0`; the tile's columns lie in this
+            // task's panels, all `k` rows of which are in the packed B.
+            let acc = unsafe { accumulate::<S, MB, NV>(simd, k, a, b, panel_stride) };
+            // SAFETY: rows inside `m`, columns inside this task's part of `n`.
+            unsafe { out.store::<S, MB, NV>(simd, &acc, at(col0, wide)) };
+            wide
+        } else {
+            let narrow = NV_TAIL * S::F32_LANES;
+            // SAFETY: as above; `narrow` divides the panel width so the tile ends inside the
+            // task's last panel.
+            let acc = unsafe { accumulate::<S, MB, NV_TAIL>(simd, k, a, b, panel_stride) };
+            // SAFETY: as above.
+            unsafe { out.store::<S, MB, NV_TAIL>(simd, &acc, at(col0, narrow)) };
+            narrow
+        };
+        col0 += width;
+    }
+}

@@ -1,0 +1,308 @@
+//! Single-precision GEMM with a packed weight operand and a fused epilogue:
+//! `C[m×n] = activation(A[m×k] · B[k×n] + bias[n]) + residual[m×n]`.
+//!
+//! This is what every linear layer of the model calls. `B` is a weight, packed once at load
+//! time into [`PackedB`] (from row-major `k × n` or PyTorch's `n × k` `nn.Linear` layout) in
+//! one layout valid at every ISA level; inference never repacks it. `A`, `C` and the residual
+//! are row-major strided views ([`MatRef`], [`MatMut`]).
+//!
+//! Two paths, chosen from `m` alone:
+//! - `m <= 16` (decoding: batch 1 or a beam): `A` is read in place and the microkernel keeps
+//!   all rows' accumulators in registers while it streams each panel of `B` once, so the call
+//!   runs at the speed of reading the packed weights. No scratch.
+//! - larger `m`: BLIS-style blocking. A block of `A` (`mc × kc`, L2-sized) is copied into
+//!   caller scratch (contiguous rows, zero-padded to whole tiles) and multiplied against the
+//!   `kc × 32` micro-panels of `B`, each reused by every tile of the block while it is hot, by
+//!   a register-tile microkernel (8 × 32 on AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar).
+//!   The epilogue is applied in registers as the last `k` block of a tile is stored.
+//!
+//! Work is split over blocks of output columns through the host's [`Parallel`] runner; each
+//! output element is computed by the same instructions whatever the split, so any thread
+//! count gives bit-identical results. Scratch is sized ahead by [`gemm_scratch`], per thread.
+//! Nothing allocates, and every length, stride and shape is validated into a [`KernelError`].
+//!
+//! # Example
+//! ```
+//! use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB, Sequential};
+//! use tessel_kernels::{activation::Activation, Isa};
+//!
+//! let (m, k, n) = (2, 3, 2);
+//! let weight = [1.0, 0.0, 2.0, 0.0, 1.0, 0.0]; // nn.Linear weight, n × k
+//! let mut storage = vec![0.0; packed_len(k, n).unwrap()];
+//! let b = PackedB::from_nk(&mut storage[..], MatRef::new(&weight, n, k, k)).unwrap();
+//! let a = [1.0, 2.0, 3.0, -4.0, 5.0, 6.0];
+//! let bias = [0.5, 0.5];
+//! let epilogue = Epilogue { bias: Some(&bias), activation: Activation::Relu, residual: None };
+//! let mut scratch = vec![0.0; gemm_scratch(m, k, n, 1).len()];
+//! let mut c = [0.0; 4];
+//! gemm(Isa::best(), MatRef::new(&a, m, k, k), &b, MatMut::new(&mut c, m, n, n), &epilogue,
+//!      &mut scratch, &Sequential).unwrap();
+//! assert_eq!(c, [7.5, 2.5, 8.5, 5.5]);
+//! ```
+
+mod driver;
+mod packed_b;
+mod parallel;
+mod tile;
+
+pub use packed_b::{packed_len, PackedB, PANEL_COLS};
+pub use parallel::{Parallel, Sequential, MAX_TASKS};
+
+use crate::activation::Activation;
+use crate::error::{check_dim, check_view, KernelError};
+use crate::isa::Isa;
+use crate::scratch::{Scratch, ScratchSpec};
+use driver::{Columns, Operands, SMALL_M};
+use parallel::Claims;
+use tile::Output;
+
+/// A read-only row-major strided matrix view: element `(i, j)` is `data[i · stride + j]`.
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a> {
+    /// The elements; must cover `(rows - 1) · stride + cols` (checked by the kernels).
+    pub data: &'a [f32],
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Distance between the starts of consecutive rows (`>= cols` when `rows > 1`).
+    pub stride: usize,
+}
+
+impl<'a> MatRef<'a> {
+    /// A view of `rows × cols` with row stride `stride` (validated where it is used).
+    pub const fn new(data: &'a [f32], rows: usize, cols: usize, stride: usize) -> MatRef<'a> {
+        MatRef {
+            data,
+            rows,
+            cols,
+            stride,
+        }
+    }
+
+    fn check(self, what: &'static str) -> Result<(), KernelError> {
+        check_view(what, self.data.len(), self.rows, self.cols, self.stride)
+    }
+}
+
+/// A mutable row-major strided matrix view: element `(i, j)` is `data[i · stride + j]`.
+#[derive(Debug)]
+pub struct MatMut<'a> {
+    /// The elements; must cover `(rows - 1) · stride + cols` (checked by the kernels).
+    pub data: &'a mut [f32],
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Distance between the starts of consecutive rows (`>= cols` when `rows > 1`).
+    pub stride: usize,
+}
+
+impl<'a> MatMut<'a> {
+    /// A view of `rows × cols` with row stride `stride` (validated where it is used).
+    pub fn new(data: &'a mut [f32], rows: usize, cols: usize, stride: usize) -> MatMut<'a> {
+        MatMut {
+            data,
+            rows,
+            cols,
+            stride,
+        }
+    }
+}
+
+/// What is applied to each element of `A · B` as it is stored, in this order:
+/// `+ bias[j]`, then `activation`, then `+ residual[i, j]`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Epilogue<'a> {
+    /// One value per output column (`n` of them), or none.
+    pub bias: Option<&'a [f32]>,
+    /// Applied after the bias.
+    pub activation: Activation,
+    /// An `m × n` view added last (a residual connection), or none.
+    pub residual: Option<MatRef<'a>>,
+}
+
+impl Epilogue<'_> {
+    /// Plain `C = A · B`.
+    pub const NONE: Epilogue<'static> = Epilogue {
+        bias: None,
+        activation: Activation::Identity,
+        residual: None,
+    };
+}
+
+/// Scratch [`gemm`] needs for an `m × k` by `k × n` product run by a [`Parallel`] runner with
+/// `threads` threads, valid at every ISA level. Empty for `m <= 16`.
+pub fn gemm_scratch(m: usize, k: usize, n: usize, threads: usize) -> ScratchSpec {
+    if m <= SMALL_M {
+        return ScratchSpec::EMPTY;
+    }
+    let per_task = driver::ALL_BLOCKINGS
+        .iter()
+        .map(|&blocking| driver::packed_a_len(blocking, m, k))
+        .max()
+        .unwrap_or(0);
+    let mut spec = ScratchSpec::EMPTY;
+    for _ in 0..task_count(threads, n) {
+        spec = spec.and(ScratchSpec::f32s(per_task));
+    }
+    spec
+}
+
+/// Tasks one call splits into: one per thread, at most one per panel and at most `MAX_TASKS`.
+fn task_count(threads: usize, n: usize) -> usize {
+    threads
+        .clamp(1, MAX_TASKS)
+        .min(n.div_ceil(PANEL_COLS).max(1))
+}
+
+/// `C = activation(A · B + bias) + residual` (see [`Epilogue`]), at the level `isa`.
+///
+/// - `a`: `m × k`; `b`: the packed `k × n` weight; `c`: `m × n`, only written (it may hold
+///   anything, NaN included, on entry), and nothing outside its view is touched.
+/// - `scratch`: at least [`gemm_scratch`]`(m, k, n, parallel.threads())` floats.
+/// - `parallel`: runs the column blocks; results are identical for any thread count.
+///
+/// Errors (nothing is written when the arguments are refused): `ShapeMismatch` when `a.cols`
+/// differs from `b.k()`, `c` is not `a.rows × b.n()` or the bias length is not `n`; `BadStride`
+/// or `BufferTooSmall` for a view its slice does not cover (`a`, `c`, residual, which must be
+/// `m × n`); `ScratchTooSmall`; `Overflow` for shapes beyond `usize`; `InvalidArgument` when
+/// the runner did not run every task (then `C` is partly written).
+pub fn gemm<W: AsRef<[f32]>>(
+    isa: Isa,
+    a: MatRef<'_>,
+    b: &PackedB<W>,
+    c: MatMut<'_>,
+    epilogue: &Epilogue<'_>,
+    scratch: &mut [f32],
+    parallel: &dyn Parallel,
+) -> Result<(), KernelError> {
+    let (m, k, n) = (a.rows, b.k(), b.n());
+    check_dim("a.cols (k)", k, a.cols)?;
+    check_dim("c.rows (m)", m, c.rows)?;
+    check_dim("c.cols (n)", n, c.cols)?;
+    a.check("a")?;
+    check_view("c", c.data.len(), m, n, c.stride)?;
+    if let Some(bias) = epilogue.bias {
+        check_dim("bias length (n)", n, bias.len())?;
+    }
+    if let Some(residual) = epilogue.residual {
+        check_dim("residual.rows (m)", m, residual.rows)?;
+        check_dim("residual.cols (n)", n, residual.cols)?;
+        residual.check("residual")?;
+    }
+    let threads = parallel.threads();
+    let mut scratch = Scratch::new(scratch, gemm_scratch(m, k, n, threads))?;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+
+    let tasks = task_count(threads, n);
+    let panels = n.div_ceil(PANEL_COLS);
+    let small = m <= SMALL_M;
+    let a_len = if small {
+        0
+    } else {
+        driver::packed_a_len(driver::blocking(isa.level().f32_lanes()), m, k)
+    };
+    // Each task's packed-A buffer, as raw parts: a task reconstructs only its own (claimed)
+    // part, so no two threads ever share one.
+    let mut slots = [(core::ptr::null_mut::<f32>(), 0usize); MAX_TASKS];
+    for slot in slots.iter_mut().take(tasks) {
+        let part = scratch.take(a_len)?;
+        *slot = (part.as_mut_ptr(), part.len());
+    }
+    let slots = SendSlots(slots);
+    let ops = Operands {
+        a,
+        b: b.as_slice(),
+        k,
+        n,
+    };
+    let out = Output {
+        c: c.data.as_mut_ptr(),
+        ldc: c.stride,
+        bias: epilogue.bias,
+        activation: epilogue.activation,
+        residual: epilogue.residual,
+    };
+    let claims = Claims::new();
+    let task = |t: usize| {
+        if t >= tasks || !claims.claim(t) {
+            return;
+        }
+        let cols = Columns {
+            panel0: t * panels / tasks,
+            panel1: (t + 1) * panels / tasks,
+        };
+        let (ptr, len) = slots.get(t);
+        let a_pack: &mut [f32] = if len == 0 {
+            &mut []
+        } else {
+            // SAFETY: slot `t` is a part of the caller's scratch taken above for this task
+            // alone, and `claim` let exactly one call of task `t` get here.
+            unsafe { core::slice::from_raw_parts_mut(ptr, len) }
+        };
+        isa.dispatch(Task {
+            ops,
+            out: &out,
+            cols,
+            a_pack,
+            small,
+        });
+    };
+    parallel.run(tasks, &task);
+    if claims.all_claimed(tasks) {
+        Ok(())
+    } else {
+        Err(KernelError::InvalidArgument(
+            "the Parallel runner did not run every task",
+        ))
+    }
+}
+
+/// Per-task scratch parts, shared with the tasks that each claim one.
+struct SendSlots([(*mut f32, usize); MAX_TASKS]);
+
+impl SendSlots {
+    fn get(&self, t: usize) -> (*mut f32, usize) {
+        self.0[t]
+    }
+}
+
+// SAFETY: slot `t` is dereferenced only by the single call that claimed task `t`.
+unsafe impl Sync for SendSlots {}
+
+/// One task at one ISA level.
+struct Task<'a, 'o> {
+    ops: Operands<'a>,
+    out: &'o Output<'a>,
+    cols: Columns,
+    a_pack: &'o mut [f32],
+    small: bool,
+}
+
+impl pulp::WithSimd for Task<'_, '_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let Task {
+            ops,
+            out,
+            cols,
+            a_pack,
+            small,
+        } = self;
+        // SAFETY: `gemm` validated every view against `m × k × n`; `cols` is this task's own
+        // panel range inside `0..panels`, claimed once, so its columns of C are written by no
+        // other thread; `a_pack` holds `packed_a_len` for this level on the packed path.
+        unsafe {
+            if small {
+                driver::small_path(simd, ops, out, cols);
+            } else {
+                driver::packed_path(simd, ops, out, cols, a_pack);
+            }
+        }
+    }
+}

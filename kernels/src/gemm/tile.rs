@@ -1,0 +1,190 @@
+//! The microkernel (an `MR × NV·LANES` tile of `C` accumulated in registers) and the fused
+//! store that applies the epilogue while writing the tile to `C`.
+//!
+//! One generic body serves every ISA level: `S::f32s` is one AVX-512, AVX2, NEON or scalar
+//! register, and the tile shape (`MR` rows, `NV` vectors per row) is chosen per level so the
+//! accumulators fill the register file without spilling.
+
+use crate::activation::Activation;
+use crate::gemm::packed_b::PANEL_COLS;
+use crate::gemm::MatRef;
+use pulp::Simd;
+
+/// Where a tile reads `A`: element `(i, p)` of the tile is at `ptr + i·row_step + p·k_step`.
+///
+/// Packed A blocks (row-major, `kc` wide) have `row_step = kc, k_step = 1`; `A` read in place has
+/// `row_step = lda, k_step = 1`.
+#[derive(Clone, Copy)]
+pub(crate) struct ATile {
+    pub ptr: *const f32,
+    pub row_step: usize,
+    pub k_step: usize,
+}
+
+/// Accumulates `A(MR × kc) · B(kc × NV·LANES)` from zero and returns the accumulators.
+///
+/// `b` points at row 0 of the tile's first column inside a packed panel; vector `v` of a row
+/// starts `v · LANES` columns further, in the next panel (`panel_stride` floats on) once the
+/// tile crosses a panel boundary.
+///
+/// # Safety
+/// For every `p < kc`, `i < MR` and `v < NV`, `a.ptr + i·a.row_step + p·a.k_step` and the
+/// `LANES` floats at `b + p·PANEL_COLS + offset(v)` must be readable.
+#[inline(always)]
+pub(crate) unsafe fn accumulate<S: Simd, const MR: usize, const NV: usize>(
+    simd: S,
+    kc: usize,
+    a: ATile,
+    b: *const f32,
+    panel_stride: usize,
+) -> [[S::f32s; NV]; MR] {
+    let lanes = S::F32_LANES;
+    let offsets: [usize; NV] = core::array::from_fn(|v| {
+        let col = v * lanes;
+        (col / PANEL_COLS) * panel_stride + col % PANEL_COLS
+    });
+    let mut acc = [[simd.splat_f32s(0.0); NV]; MR];
+    let mut a_ptr = a.ptr;
+    let mut b_ptr = b;
+    for _ in 0..kc {
+        for &offset in &offsets {
+            prefetch(b_ptr.wrapping_add(offset + PREFETCH_ROWS * PANEL_COLS));
+        }
+        // SAFETY: within `kc` rows of the tile, as the caller guarantees; `read_unaligned`
+        // makes no alignment assumption about the packed storage.
+        let bv: [S::f32s; NV] = core::array::from_fn(|v| unsafe {
+            core::ptr::read_unaligned(b_ptr.add(offsets[v]) as *const S::f32s)
+        });
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: element (i, p) of the A tile, readable by the caller's guarantee.
+            let ai = simd.splat_f32s(unsafe { *a_ptr.add(i * a.row_step) });
+            for (acc_iv, b_v) in row.iter_mut().zip(&bv) {
+                *acc_iv = simd.mul_add_e_f32s(ai, *b_v, *acc_iv);
+            }
+        }
+        // The pointers may step one past the tile after the last row; `wrapping_add` keeps
+        // that free of the in-bounds requirement of `add`.
+        a_ptr = a_ptr.wrapping_add(a.k_step);
+        b_ptr = b_ptr.wrapping_add(PANEL_COLS);
+    }
+    acc
+}
+
+/// Rows of a `B` panel fetched ahead of the microkernel.
+const PREFETCH_ROWS: usize = 12;
+
+/// Hints the cache line holding `ptr` into L1. Any address is allowed: a prefetch never faults.
+#[inline(always)]
+pub(crate) fn prefetch(ptr: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetcht0` is SSE (x86-64 baseline) and never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ptr;
+}
+
+/// The destination `C` of one call and its fused epilogue, shared by every task.
+#[derive(Clone, Copy)]
+pub(crate) struct Output<'a> {
+    /// `C`'s first element; tasks write disjoint column ranges through it.
+    pub c: *mut f32,
+    /// Row stride of `C`.
+    pub ldc: usize,
+    pub bias: Option<&'a [f32]>,
+    pub activation: Activation,
+    pub residual: Option<MatRef<'a>>,
+}
+
+// SAFETY: `Output` is only shared between the tasks of one `gemm` call, and each task writes a
+// column range of `C` no other task touches (see `gemm`); everything else in it is read-only.
+unsafe impl Sync for Output<'_> {}
+// SAFETY: as for `Sync`: the pointer is used only for the disjoint writes of one call.
+unsafe impl Send for Output<'_> {}
+
+/// Which part of `C` a tile covers and which pass over `k` it finishes.
+#[derive(Clone, Copy)]
+pub(crate) struct TileAt {
+    pub row0: usize,
+    /// Valid rows (`<= MR`); the accumulators of the rest are dropped.
+    pub rows: usize,
+    pub col0: usize,
+    /// Valid columns (`<= NV·LANES`).
+    pub cols: usize,
+    /// First block of `k`: overwrite `C` (never read it).
+    pub first: bool,
+    /// Last block of `k`: apply the epilogue.
+    pub last: bool,
+}
+
+impl Output<'_> {
+    /// Writes the valid part of a tile: `C = acc` (first block) or `C += acc`, and on the last
+    /// block `C = activation(C + bias) + residual`.
+    ///
+    /// # Safety
+    /// `[row0, row0 + rows) × [col0, col0 + cols)` lies inside `C`'s validated view (and so
+    /// inside the bias and residual, validated to the same shape), and no other thread
+    /// accesses those elements of `C` during the call.
+    #[inline(always)]
+    pub(crate) unsafe fn store<S: Simd, const MR: usize, const NV: usize>(
+        &self,
+        simd: S,
+        acc: &[[S::f32s; NV]; MR],
+        at: TileAt,
+    ) {
+        let lanes = S::F32_LANES;
+        for (i, acc_row) in acc.iter().enumerate() {
+            if i >= at.rows {
+                break;
+            }
+            let row = at.row0 + i;
+            // SAFETY: the caller guarantees this row segment is inside `C` and exclusively ours.
+            let c_row = unsafe {
+                core::slice::from_raw_parts_mut(self.c.add(row * self.ldc + at.col0), at.cols)
+            };
+            for (v, &acc_v) in acc_row.iter().enumerate() {
+                let lo = v * lanes;
+                if lo >= at.cols {
+                    break;
+                }
+                let hi = at.cols.min(lo + lanes);
+                let dst = &mut c_row[lo..hi];
+                let mut x = acc_v;
+                if !at.first {
+                    x = simd.add_f32s(x, load(simd, dst));
+                }
+                if at.last {
+                    let (c_lo, c_hi) = (at.col0 + lo, at.col0 + hi);
+                    if let Some(bias) = self.bias {
+                        x = simd.add_f32s(x, load(simd, &bias[c_lo..c_hi]));
+                    }
+                    x = self.activation.apply(simd, x);
+                    if let Some(r) = self.residual {
+                        let start = row * r.stride;
+                        x = simd.add_f32s(x, load(simd, &r.data[start + c_lo..start + c_hi]));
+                    }
+                }
+                store(simd, dst, x);
+            }
+        }
+    }
+}
+
+/// Loads up to one vector; lanes past the slice are zero.
+#[inline(always)]
+fn load<S: Simd>(simd: S, src: &[f32]) -> S::f32s {
+    match S::as_simd_f32s(src).0.first() {
+        Some(&v) => v,
+        None => simd.partial_load_f32s(src),
+    }
+}
+
+/// Stores the first `dst.len()` (at most one vector of) lanes.
+#[inline(always)]
+fn store<S: Simd>(simd: S, dst: &mut [f32], v: S::f32s) {
+    match S::as_mut_simd_f32s(dst).0.first_mut() {
+        Some(slot) => *slot = v,
+        None => simd.partial_store_f32s(dst, v),
+    }
+}

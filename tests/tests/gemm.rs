@@ -1,0 +1,576 @@
+//! GEMM against the f64 reference at every ISA level: random awkward shapes, strides,
+//! epilogues and both weight layouts, NaN canaries around C; exact small-integer and identity
+//! products; typed errors for bad arguments; bit-identical results for any thread count.
+
+use proptest::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tessel_kernels::activation::{Activation, GELU_ERF_MAX_ERROR, GELU_TANH_MAX_ERROR};
+use tessel_kernels::gemm::{
+    gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB, Parallel, Sequential,
+};
+use tessel_kernels::{reference, Isa, KernelError};
+use tessel_tests::{assert_close, awkward_dim, cases, dot_tolerance, for_each_isa, CanaryMatrix};
+
+/// A deterministic value stream (xorshift) for test matrices.
+struct Values(u64);
+
+impl Values {
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in [-1, 1).
+    fn uniform(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    /// A small integer in [-4, 4].
+    fn small_int(&mut self) -> f32 {
+        (self.next_u64() % 9) as f32 - 4.0
+    }
+
+    fn vec(&mut self, len: usize, mut f: impl FnMut(&mut Values) -> f32) -> Vec<f32> {
+        (0..len).map(|_| f(self)).collect()
+    }
+}
+
+/// How the weight is given to the packer.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// Row-major `k × n`.
+    Kn,
+    /// PyTorch `nn.Linear`: row-major `n × k`.
+    Nk,
+}
+
+/// One product to check, with its inputs.
+#[derive(Debug)]
+struct Problem {
+    m: usize,
+    k: usize,
+    n: usize,
+    a: Vec<f32>,
+    lda: usize,
+    /// Row-major `k × n` with stride `n` (the reference's view of B).
+    b: Vec<f32>,
+    bias: Option<Vec<f32>>,
+    activation: Activation,
+    residual: Option<(Vec<f32>, usize)>,
+    ldc: usize,
+}
+
+impl Problem {
+    fn a(&self) -> MatRef<'_> {
+        MatRef::new(&self.a, self.m, self.k, self.lda)
+    }
+
+    fn b(&self) -> MatRef<'_> {
+        MatRef::new(&self.b, self.k, self.n, self.n)
+    }
+
+    fn epilogue(&self) -> Epilogue<'_> {
+        Epilogue {
+            bias: self.bias.as_deref(),
+            activation: self.activation,
+            residual: self
+                .residual
+                .as_ref()
+                .map(|(r, stride)| MatRef::new(r, self.m, self.n, *stride)),
+        }
+    }
+
+    fn pack(&self, source: Source) -> PackedB<Vec<f32>> {
+        let storage = vec![f32::NAN; packed_len(self.k, self.n).unwrap()];
+        match source {
+            Source::Kn => PackedB::from_kn(storage, self.b()).unwrap(),
+            Source::Nk => {
+                let mut w = vec![0.0; self.n * self.k];
+                for p in 0..self.k {
+                    for j in 0..self.n {
+                        w[j * self.k + p] = self.b[p * self.n + j];
+                    }
+                }
+                PackedB::from_nk(storage, MatRef::new(&w, self.n, self.k, self.k)).unwrap()
+            }
+        }
+    }
+
+    /// The reference output (rounded to f32).
+    fn expected(&self) -> CanaryMatrix {
+        let mut c = CanaryMatrix::new(self.m, self.n, self.ldc);
+        let view = MatMut::new(c.view_mut(), self.m, self.n, self.ldc);
+        reference::gemm::gemm(self.a(), self.b(), view, &self.epilogue()).unwrap();
+        c
+    }
+
+    /// Runs the kernel into a canary-filled C.
+    fn run(&self, isa: Isa, b: &PackedB<Vec<f32>>, parallel: &dyn Parallel) -> CanaryMatrix {
+        let mut c = CanaryMatrix::new(self.m, self.n, self.ldc);
+        let mut scratch =
+            vec![f32::NAN; gemm_scratch(self.m, self.k, self.n, parallel.threads()).len()];
+        let view = MatMut::new(c.view_mut(), self.m, self.n, self.ldc);
+        gemm(
+            isa,
+            self.a(),
+            b,
+            view,
+            &self.epilogue(),
+            &mut scratch,
+            parallel,
+        )
+        .unwrap();
+        c.assert_padding_intact(&format!("{isa} C"));
+        c
+    }
+
+    /// Error bound of output `(i, j)`: the f32 dot product, the roundings of the bias,
+    /// activation and residual additions, and the activation's own error.
+    fn bound(&self, i: usize, j: usize, expected: f32) -> f64 {
+        let eps = f32::EPSILON as f64;
+        let mut abs_sum = 0.0f64;
+        let mut dot = 0.0f64;
+        for p in 0..self.k {
+            let t = self.a[i * self.lda + p] as f64 * self.b[p * self.n + j] as f64;
+            abs_sum += t.abs();
+            dot += t;
+        }
+        let bias = self.bias.as_ref().map_or(0.0, |b| b[j] as f64);
+        let pre = dot + bias;
+        let pre_error = dot_tolerance(self.k, abs_sum) + 2.0 * eps * (pre.abs() + bias.abs());
+        let (slope, own) = match self.activation {
+            Activation::Identity | Activation::Relu => (1.0, 0.0),
+            Activation::GeluErf => (1.2, GELU_ERF_MAX_ERROR as f64 * pre.abs().max(1.0)),
+            Activation::GeluTanh => (1.2, GELU_TANH_MAX_ERROR as f64 * pre.abs().max(1.0)),
+        };
+        slope * pre_error + own + 4.0 * eps * (expected.abs() as f64 + pre.abs())
+    }
+
+    fn check(&self, what: &str, actual: &CanaryMatrix, expected: &CanaryMatrix) {
+        let n = self.n.max(1);
+        let values: Vec<f32> = expected.elements().collect();
+        assert_close(
+            what,
+            actual.elements(),
+            values.iter().map(|&v| v as f64),
+            |idx| self.bound(idx / n, idx % n, values[idx]),
+        );
+    }
+}
+
+const ACTIVATIONS: [Activation; 4] = [
+    Activation::Identity,
+    Activation::Relu,
+    Activation::GeluErf,
+    Activation::GeluTanh,
+];
+
+#[derive(Clone, Debug)]
+struct Spec {
+    m: usize,
+    k: usize,
+    n: usize,
+    pads: (usize, usize, usize),
+    bias: bool,
+    activation: usize,
+    residual: bool,
+    source: bool,
+    seed: u64,
+}
+
+impl Spec {
+    fn problem(&self, mut value: impl FnMut(&mut Values) -> f32) -> Problem {
+        let Spec { m, k, n, .. } = *self;
+        let mut v = Values(self.seed | 1);
+        let lda = k + self.pads.0;
+        let ldc = n + self.pads.1;
+        let ldr = n + self.pads.2;
+        Problem {
+            m,
+            k,
+            n,
+            a: v.vec(m * lda, &mut value),
+            lda,
+            b: v.vec(k * n, &mut value),
+            bias: self.bias.then(|| v.vec(n, &mut value)),
+            activation: ACTIVATIONS[self.activation % 4],
+            residual: self.residual.then(|| (v.vec(m * ldr, &mut value), ldr)),
+            ldc,
+        }
+    }
+
+    fn source(&self) -> Source {
+        if self.source {
+            Source::Nk
+        } else {
+            Source::Kn
+        }
+    }
+}
+
+fn spec(m: BoxedStrategy<usize>, dim: usize) -> impl Strategy<Value = Spec> {
+    (
+        m,
+        awkward_dim(dim),
+        awkward_dim(dim),
+        (0usize..5, 0usize..5, 0usize..5),
+        any::<bool>(),
+        0usize..4,
+        any::<bool>(),
+        any::<bool>(),
+        any::<u64>(),
+    )
+        .prop_map(
+            |(m, k, n, pads, bias, activation, residual, source, seed)| Spec {
+                m,
+                k,
+                n,
+                pads,
+                bias,
+                activation,
+                residual,
+                source,
+                seed,
+            },
+        )
+}
+
+fn check_every_level(spec: &Spec) {
+    let problem = spec.problem(Values::uniform);
+    let expected = problem.expected();
+    let b = problem.pack(spec.source());
+    for_each_isa(|isa| {
+        let actual = problem.run(isa, &b, &Sequential);
+        problem.check(&format!("{isa} {spec:?}"), &actual, &expected);
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(24)))]
+
+    /// Every shape class (packed path for m > 16) against the reference.
+    #[test]
+    fn matches_reference(spec in spec(awkward_dim(600), 600)) {
+        check_every_level(&spec);
+    }
+
+    /// The small-m (decoding) path: m = 0..=16 with large k and n.
+    #[test]
+    fn small_m_matches_reference(spec in spec((0usize..=16).boxed(), 600)) {
+        check_every_level(&spec);
+    }
+}
+
+fn fixed(m: usize, k: usize, n: usize) -> Spec {
+    Spec {
+        m,
+        k,
+        n,
+        pads: (3, 1, 2),
+        bias: true,
+        activation: 1,
+        residual: true,
+        source: false,
+        seed: 0x5eed ^ (m * 1_000_003 + k * 1009 + n) as u64,
+    }
+}
+
+/// Shapes that cross every block boundary of every level (mc, kc, panel and tile edges).
+const EDGE_SHAPES: [(usize, usize, usize); 8] = [
+    (0, 5, 7),
+    (7, 0, 9),
+    (1, 1, 1),
+    (16, 300, 97),
+    (17, 257, 33),
+    (170, 513, 65),
+    (29, 31, 161),
+    (3, 1000, 200),
+];
+
+#[test]
+fn small_integers_are_exact() {
+    for (m, k, n) in EDGE_SHAPES {
+        let spec = fixed(m, k, n);
+        let problem = spec.problem(Values::small_int);
+        let expected = problem.expected();
+        for source in [Source::Kn, Source::Nk] {
+            let b = problem.pack(source);
+            for_each_isa(|isa| {
+                let actual = problem.run(isa, &b, &Sequential);
+                let same = actual
+                    .elements()
+                    .zip(expected.elements())
+                    .all(|(x, y)| x == y);
+                assert!(same, "{isa} {m}x{k}x{n} {source:?}: not exact");
+            });
+        }
+    }
+}
+
+#[test]
+fn identity_matrices_are_exact() {
+    for size in [1, 5, 16, 17, 40, 131] {
+        let mut v = Values(size as u64 + 7);
+        let x = v.vec(size * size, Values::uniform);
+        let eye: Vec<f32> = (0..size * size)
+            .map(|i| f32::from(u8::from(i / size == i % size)))
+            .collect();
+        let mut storage_eye = vec![0.0; packed_len(size, size).unwrap()];
+        let packed_eye =
+            PackedB::from_kn(&mut storage_eye[..], MatRef::new(&eye, size, size, size)).unwrap();
+        let mut storage_x = vec![0.0; packed_len(size, size).unwrap()];
+        let packed_x =
+            PackedB::from_kn(&mut storage_x[..], MatRef::new(&x, size, size, size)).unwrap();
+        for_each_isa(|isa| {
+            for (a, b) in [(&x, &packed_eye), (&eye, &packed_x)] {
+                let mut c = vec![f32::NAN; size * size];
+                let mut scratch = vec![0.0; gemm_scratch(size, size, size, 1).len()];
+                gemm(
+                    isa,
+                    MatRef::new(a, size, size, size),
+                    b,
+                    MatMut::new(&mut c, size, size, size),
+                    &Epilogue::NONE,
+                    &mut scratch,
+                    &Sequential,
+                )
+                .unwrap();
+                assert_eq!(c, x, "{isa} {size}: A·I and I·B must give back the matrix");
+            }
+        });
+    }
+}
+
+#[test]
+fn epilogue_order_is_bias_activation_residual() {
+    // A·B = [-2, 3]; plus bias [1, -5] = [-1, -2]; relu = [0, 0]; plus residual [10, 20].
+    let a = [1.0f32, 1.0];
+    let b = [-1.0f32, 1.0, -1.0, 2.0];
+    let mut storage = vec![0.0; packed_len(2, 2).unwrap()];
+    let packed = PackedB::from_kn(&mut storage[..], MatRef::new(&b, 2, 2, 2)).unwrap();
+    let bias = [1.0f32, -5.0];
+    let residual = [10.0f32, 20.0];
+    let epilogue = Epilogue {
+        bias: Some(&bias),
+        activation: Activation::Relu,
+        residual: Some(MatRef::new(&residual, 1, 2, 2)),
+    };
+    for_each_isa(|isa| {
+        let mut c = [f32::NAN; 2];
+        gemm(
+            isa,
+            MatRef::new(&a, 1, 2, 2),
+            &packed,
+            MatMut::new(&mut c, 1, 2, 2),
+            &epilogue,
+            &mut [],
+            &Sequential,
+        )
+        .unwrap();
+        assert_eq!(c, [10.0, 20.0], "{isa}");
+    });
+}
+
+/// Runs tasks on scoped std threads, each thread pulling task indices from a shared counter.
+struct ScopedThreads(usize);
+
+impl Parallel for ScopedThreads {
+    fn threads(&self) -> usize {
+        self.0
+    }
+
+    fn run(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..self.0 {
+                scope.spawn(|| loop {
+                    let t = next.fetch_add(1, Ordering::Relaxed);
+                    if t >= tasks {
+                        break;
+                    }
+                    task(t);
+                });
+            }
+        });
+    }
+}
+
+#[test]
+fn any_thread_count_is_bit_identical() {
+    for (m, k, n) in [
+        (1, 300, 1000),
+        (5, 77, 333),
+        (16, 64, 129),
+        (37, 300, 290),
+        (200, 40, 64),
+    ] {
+        let spec = Spec {
+            activation: 2,
+            ..fixed(m, k, n)
+        };
+        let problem = spec.problem(Values::uniform);
+        let b = problem.pack(Source::Nk);
+        for_each_isa(|isa| {
+            let one = problem.run(isa, &b, &Sequential);
+            for threads in [2, 3, 4, 7, 64, 100] {
+                let many = problem.run(isa, &b, &ScopedThreads(threads));
+                let same = one
+                    .elements()
+                    .zip(many.elements())
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same, "{isa} {m}x{k}x{n}: {threads} threads differ from one");
+            }
+        });
+    }
+}
+
+/// A runner that misbehaves: skips the last task, or runs every task twice.
+struct Faulty {
+    skip_last: bool,
+}
+
+impl Parallel for Faulty {
+    fn threads(&self) -> usize {
+        3
+    }
+
+    fn run(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+        let count = if self.skip_last { tasks - 1 } else { tasks };
+        for t in 0..count {
+            task(t);
+            if !self.skip_last {
+                task(t);
+            }
+        }
+    }
+}
+
+#[test]
+fn faulty_runners_are_detected_or_harmless() {
+    let problem = fixed(20, 50, 100).problem(Values::small_int);
+    let expected = problem.expected();
+    let b = problem.pack(Source::Kn);
+    let twice = problem.run(Isa::best(), &b, &Faulty { skip_last: false });
+    assert!(twice
+        .elements()
+        .zip(expected.elements())
+        .all(|(x, y)| x == y));
+    let mut c = vec![0.0; 20 * 100];
+    let mut scratch = vec![0.0; gemm_scratch(20, 50, 100, 3).len()];
+    let result = gemm(
+        Isa::best(),
+        problem.a(),
+        &b,
+        MatMut::new(&mut c, 20, 100, 100),
+        &problem.epilogue(),
+        &mut scratch,
+        &Faulty { skip_last: true },
+    );
+    assert!(
+        matches!(result, Err(KernelError::InvalidArgument(_))),
+        "{result:?}"
+    );
+}
+
+#[test]
+fn bad_arguments_are_typed_errors_and_write_nothing() {
+    let (m, k, n) = (20, 9, 40);
+    let a = vec![1.0f32; m * k];
+    let b = vec![1.0f32; k * n];
+    let mut storage = vec![0.0; packed_len(k, n).unwrap()];
+    let packed = PackedB::from_kn(&mut storage[..], MatRef::new(&b, k, n, n)).unwrap();
+    let bias = vec![0.0f32; n];
+    let residual = vec![0.0f32; m * n];
+    let spec_len = gemm_scratch(m, k, n, 1).len();
+    assert!(spec_len > 0);
+
+    let run = |a: MatRef<'_>, c_len: usize, ldc: usize, epilogue: Epilogue<'_>, scratch: usize| {
+        let mut c = vec![f32::NAN; c_len];
+        let mut scratch = vec![0.0; scratch];
+        let result = gemm(
+            Isa::best(),
+            a,
+            &packed,
+            MatMut::new(&mut c, m, n, ldc),
+            &epilogue,
+            &mut scratch,
+            &Sequential,
+        );
+        assert!(
+            c.iter().all(|x| x.is_nan()),
+            "C written on error {result:?}"
+        );
+        result.unwrap_err()
+    };
+    let good_a = MatRef::new(&a, m, k, k);
+    let none = Epilogue::NONE;
+    assert!(matches!(
+        run(MatRef::new(&a[1..], m, k, k), m * n, n, none, spec_len),
+        KernelError::BufferTooSmall { what: "a", .. }
+    ));
+    assert!(matches!(
+        run(MatRef::new(&a, m, k, k - 1), m * n, n, none, spec_len),
+        KernelError::BadStride { what: "a", .. }
+    ));
+    assert!(matches!(
+        run(MatRef::new(&a, m, k + 1, k + 1), m * n, n, none, spec_len),
+        KernelError::ShapeMismatch { .. }
+    ));
+    assert!(matches!(
+        run(good_a, m * n - 1, n, none, spec_len),
+        KernelError::BufferTooSmall { what: "c", .. }
+    ));
+    assert!(matches!(
+        run(good_a, m * n, n - 1, none, spec_len),
+        KernelError::BadStride { what: "c", .. }
+    ));
+    assert!(matches!(
+        run(good_a, m * n, n, none, spec_len - 1),
+        KernelError::ScratchTooSmall { .. }
+    ));
+    let short_bias = Epilogue {
+        bias: Some(&bias[1..]),
+        ..none
+    };
+    assert!(matches!(
+        run(good_a, m * n, n, short_bias, spec_len),
+        KernelError::ShapeMismatch { .. }
+    ));
+    let short_residual = Epilogue {
+        residual: Some(MatRef::new(&residual[1..], m, n, n)),
+        ..none
+    };
+    assert!(matches!(
+        run(good_a, m * n, n, short_residual, spec_len),
+        KernelError::BufferTooSmall {
+            what: "residual",
+            ..
+        }
+    ));
+    let wrong_residual = Epilogue {
+        residual: Some(MatRef::new(&residual, m - 1, n, n)),
+        ..none
+    };
+    assert!(matches!(
+        run(good_a, m * n, n, wrong_residual, spec_len),
+        KernelError::ShapeMismatch { .. }
+    ));
+    // A shape whose element count overflows is refused, not wrapped.
+    let huge = MatRef::new(&a, usize::MAX / 2, k, usize::MAX / 4);
+    let mut c = vec![0.0f32; 4];
+    let result = gemm(
+        Isa::best(),
+        huge,
+        &packed,
+        MatMut::new(&mut c, usize::MAX / 2, n, n),
+        &none,
+        &mut [],
+        &Sequential,
+    );
+    assert!(
+        matches!(result, Err(KernelError::Overflow(_))),
+        "{result:?}"
+    );
+}
