@@ -23,6 +23,7 @@
 
 mod band;
 mod decode;
+mod prefetch;
 mod prefill;
 mod tile;
 
