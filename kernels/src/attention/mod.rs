@@ -133,11 +133,11 @@ pub fn default_scale(d_head: usize) -> f32 {
 }
 
 /// The scratch [`attention`] needs for `shape` at `isa`: a few tiles, independent of `q_len` and
-/// `kv_len` (it grows with `d_head` only).
+/// `kv_len` (it grows with `d_head`, and for the few-query decode path with `heads`).
 pub fn attention_scratch(isa: Isa, shape: &AttentionShape) -> ScratchSpec {
     let lanes = isa.level().f32_lanes();
     if decode::handles(lanes, shape.q_len) {
-        decode::scratch(lanes, shape.d_head)
+        decode::scratch(lanes, shape.heads, shape.d_head)
     } else {
         prefill::scratch(lanes, shape.d_head)
     }
