@@ -265,7 +265,7 @@ fn case_strategy(max_q: usize, max_kv: usize) -> impl Strategy<Value = Case> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(64)))]
+    #![proptest_config(ProptestConfig::with_cases(cases(48)))]
 
     #[test]
     fn matches_the_reference(case in case_strategy(300, 300)) {

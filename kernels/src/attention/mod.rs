@@ -19,7 +19,12 @@
 //! Scores, running maxima and sums are `f32`; exponentials use [`crate::math::exp`]. A query that
 //! sees no key gets a zero output row, not NaN; scores of any finite magnitude (±1e4 and beyond)
 //! do not overflow, since every exponent is taken relative to the running maximum. NaN in an
-//! input propagates to the outputs it reaches.
+//! input propagates to the outputs it reaches (a NaN in the V row of a key masked inside a
+//! computed tile may reach the query too: its weight is 0, and 0 · NaN is NaN).
+//!
+//! Tile sizes per level (queries × register tile): AVX-512 48 queries, 8 × 3 zmm accumulators;
+//! AVX2 24 queries, 4 × 3 ymm; NEON 12 queries, 8 × 3; scalar 4 queries, 4 × 4. Calls with at
+//! most an eighth of a prefill tile of queries (AVX-512: 6) take the decode path.
 
 mod band;
 mod decode;
@@ -268,8 +273,8 @@ pub(crate) struct Operands<'a> {
 }
 
 impl Operands<'_> {
-    /// The bias of head `h`, query `i`, key `j`, or 0 without a bias. Indices must be in the
-    /// validated shape.
+    /// The bias row of head `h`, query `i` (from key 0 on), or `None` without a bias. Indices
+    /// must be in the validated shape.
     #[inline(always)]
     pub fn bias_row(&self, h: usize, i: usize) -> Option<&[f32]> {
         self.bias.as_ref().map(|b| {

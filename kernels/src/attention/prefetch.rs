@@ -9,6 +9,7 @@ use super::Strided;
 use core::ops::Range;
 
 /// Floats per 64-byte cache line.
+#[cfg(target_arch = "x86_64")]
 const LINE: usize = 16;
 
 /// Hints that the `d` elements at column `col` of rows `rows` of `src` will be read soon (into
