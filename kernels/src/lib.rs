@@ -8,6 +8,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod activation;
+pub mod attention;
 pub mod error;
 pub mod gemm;
 pub mod isa;

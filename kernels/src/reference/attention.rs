@@ -1,1 +1,93 @@
-//! Reference attention kernels (being written).
+//! Reference multi-head attention: plain loops, `f64` scores and sums, the same mask semantics
+//! as [`crate::attention::attention`] written out directly. Nothing large is materialised: each
+//! query takes two passes over its keys (max, then weights and weighted values) with a
+//! `d_head`-long `f64` accumulator supplied by the caller.
+
+use crate::attention::{check, AttentionShape, Mask, Strided, StridedMut};
+use crate::error::KernelError;
+
+/// Whether query `i` sees key `j` (ignoring the bias), as documented on [`Mask`].
+pub fn sees(mask: &Mask<'_>, kv_len: usize, i: usize, j: usize) -> bool {
+    if j >= mask.key_len.unwrap_or(kv_len) {
+        return false;
+    }
+    if let Some(past) = mask.causal_offset {
+        let position = past as u128 + i as u128;
+        if j as u128 > position {
+            return false;
+        }
+        if let Some(w) = mask.window {
+            if j as u128 + w as u128 <= position {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// `out = softmax(scale · Q Kᵀ + bias, masked) V` per head, exactly (then rounded to `f32`).
+///
+/// Same arguments and validation as the fast kernel, except the scratch: `acc` holds at least
+/// `d_head` `f64`. Queries that see no key (or only `-inf` biases) get zeros.
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    shape: &AttentionShape,
+    q: Strided<'_>,
+    k: Strided<'_>,
+    v: Strided<'_>,
+    out: StridedMut<'_>,
+    mask: &Mask<'_>,
+    scale: Option<f32>,
+    acc: &mut [f64],
+) -> Result<(), KernelError> {
+    let checked = check(shape, &q, &k, &v, &out, mask, scale)?;
+    let d = shape.d_head;
+    if acc.len() < d {
+        return Err(KernelError::BufferTooSmall {
+            what: "acc",
+            needed: d,
+            got: acc.len(),
+        });
+    }
+    let acc = &mut acc[..d];
+    let scale = checked.scale as f64;
+    let score = |h: usize, i: usize, j: usize| -> f64 {
+        let q_row = &q.data[i * q.stride + h * d..][..d];
+        let k_row = &k.data[j * k.stride + h * d..][..d];
+        let dot: f64 = q_row
+            .iter()
+            .zip(k_row)
+            .map(|(&a, &b)| a as f64 * b as f64)
+            .sum();
+        let bias = mask.bias.as_ref().map_or(0.0, |b| {
+            b.data[h * b.head_stride + i * b.row_stride + j] as f64
+        });
+        scale * dot + bias
+    };
+    for h in 0..shape.heads {
+        for i in 0..shape.q_len {
+            let visible = |j: &usize| sees(mask, shape.kv_len, i, *j);
+            let max = (0..shape.kv_len)
+                .filter(visible)
+                .map(|j| score(h, i, j))
+                .fold(f64::NEG_INFINITY, f64::max);
+            acc.fill(0.0);
+            let mut total = 0.0;
+            if max > f64::NEG_INFINITY {
+                for j in (0..shape.kv_len).filter(visible) {
+                    let weight = libm::exp(score(h, i, j) - max);
+                    total += weight;
+                    let v_row = &v.data[j * v.stride + h * d..][..d];
+                    for (a, &x) in acc.iter_mut().zip(v_row) {
+                        *a += weight * x as f64;
+                    }
+                }
+            }
+            let out_row = &mut out.data[i * out.stride + h * d..][..d];
+            for (y, a) in out_row.iter_mut().zip(acc.iter()) {
+                *y = if total > 0.0 { (a / total) as f32 } else { 0.0 };
+            }
+        }
+    }
+    Ok(())
+}

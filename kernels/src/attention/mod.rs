@@ -1,0 +1,285 @@
+//! Multi-head scaled dot-product attention, flash style: the `q_len × kv_len` score matrix is
+//! never materialised. Scores are computed a tile of keys at a time and folded into the output
+//! with an online softmax (running maximum and running sum per query), so the scratch is a few
+//! tiles whose size does not depend on the sequence lengths ([`attention_scratch`]).
+//!
+//! Layout, per position, heads side by side: Q `[q_len × heads × d_head]`, K and V
+//! `[kv_len × heads × d_head]`, the output like Q. Each has its own row (position) stride, so a
+//! slice of a KV cache or of a fused QKV projection output is passed without copying.
+//!
+//! Two paths, chosen per call:
+//! - **prefill** (many queries): queries are packed transposed (`d_head × tile`) so that SIMD
+//!   lanes run across queries; `QKᵀ` and `PV` are register-blocked microkernels (a tile of keys
+//!   or head dimensions × a tile of queries, accumulated over the reduction dimension), and the
+//!   softmax of a query is lane-wise (no horizontal reductions). Key tiles outside a query tile's
+//!   visible band (causal, key padding, sliding window) are skipped whole.
+//! - **decode** (a few queries, e.g. one per beam, over a long KV cache): lanes run along
+//!   `d_head`; each key block is read once from memory for all the queries of the call.
+//!
+//! Scores, running maxima and sums are `f32`; exponentials use [`crate::math::exp`]. A query that
+//! sees no key gets a zero output row, not NaN; scores of any finite magnitude (±1e4 and beyond)
+//! do not overflow, since every exponent is taken relative to the running maximum. NaN in an
+//! input propagates to the outputs it reaches (a NaN in the V row of a key masked inside a
+//! computed tile may reach the query too: its weight is 0, and 0 · NaN is NaN).
+//!
+//! Tile sizes per level (queries × register tile): AVX-512 48 queries, 8 × 3 zmm accumulators;
+//! AVX2 24 queries, 4 × 3 ymm; NEON 12 queries, 8 × 3; scalar 4 queries, 4 × 4. Calls with at
+//! most an eighth of a prefill tile of queries (AVX-512: 6) take the decode path.
+
+mod band;
+mod decode;
+mod prefetch;
+mod prefill;
+mod tile;
+
+use crate::error::{check_view, KernelError};
+use crate::isa::Isa;
+use crate::scratch::{Scratch, ScratchSpec};
+use band::Band;
+
+/// Sizes of one attention call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    /// Number of heads.
+    pub heads: usize,
+    /// Size of one head's query, key and value vectors.
+    pub d_head: usize,
+    /// Number of queries (positions of Q and of the output).
+    pub q_len: usize,
+    /// Number of keys and values (positions of K and V).
+    pub kv_len: usize,
+}
+
+impl AttentionShape {
+    /// `heads × d_head`, the number of elements of one position (row) of every operand.
+    pub fn row_width(&self) -> Result<usize, KernelError> {
+        self.heads
+            .checked_mul(self.d_head)
+            .ok_or(KernelError::Overflow("heads × d_head"))
+    }
+}
+
+/// A read-only operand: `rows` positions of `heads × d_head` elements, position `r` starting at
+/// `data[r * stride]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Strided<'a> {
+    /// The elements; must span `(rows - 1) * stride + heads * d_head`.
+    pub data: &'a [f32],
+    /// Elements from one position to the next (at least `heads * d_head` when `rows > 1`).
+    pub stride: usize,
+}
+
+/// The output operand: like [`Strided`], written. Elements in the stride gaps are not touched.
+#[derive(Debug)]
+pub struct StridedMut<'a> {
+    /// The elements; must span `(q_len - 1) * stride + heads * d_head`.
+    pub data: &'a mut [f32],
+    /// Elements from one position to the next (at least `heads * d_head` when `q_len > 1`).
+    pub stride: usize,
+}
+
+/// An additive bias on the scores, `[q_len × kv_len]` per head: the score of query `i`, key `j`,
+/// head `h` gets `data[h * head_stride + i * row_stride + j]` added after scaling.
+///
+/// `head_stride = 0` shares one matrix between all heads (an ALiBi-free padding or structure
+/// mask, the common case); a non-zero `head_stride` gives each head its own matrix. Entries may
+/// be `-inf` (the key is masked for that query); `+inf` and NaN are not meaningful and make the
+/// row NaN.
+#[derive(Clone, Copy, Debug)]
+pub struct Bias<'a> {
+    /// The bias elements.
+    pub data: &'a [f32],
+    /// Elements from one query row to the next (at least `kv_len` when `q_len > 1`).
+    pub row_stride: usize,
+    /// Elements from one head's matrix to the next; 0 shares one matrix between heads.
+    pub head_stride: usize,
+}
+
+/// Which keys each query sees, and an optional additive bias.
+///
+/// Query `i` sees key `j` when all of these hold:
+/// - `j < key_len` (key padding; `None` means `kv_len`),
+/// - with `causal_offset = Some(past)`: `j <= past + i` (decoder self-attention over a KV cache
+///   holding `past` earlier positions; `Some(0)` is the plain causal mask),
+/// - with `window = Some(w)` (needs `causal_offset`): `j + w > past + i`, i.e. the last `w`
+///   keys up to the query's own position (Mistral/Longformer-style local attention; `w = 0`
+///   sees nothing).
+///
+/// The bias is added to the scores of visible keys; a `-inf` bias entry hides that key.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mask<'a> {
+    /// `Some(past)`: causal masking with the queries at positions `past..past + q_len`.
+    pub causal_offset: Option<usize>,
+    /// Keys at or beyond this index are ignored; `None` means all `kv_len` keys.
+    pub key_len: Option<usize>,
+    /// Sliding window width in keys; requires `causal_offset`.
+    pub window: Option<usize>,
+    /// Additive bias on the scores.
+    pub bias: Option<Bias<'a>>,
+}
+
+impl Mask<'_> {
+    /// No mask: every query sees every key.
+    pub const NONE: Mask<'static> = Mask {
+        causal_offset: None,
+        key_len: None,
+        window: None,
+        bias: None,
+    };
+}
+
+/// The default score scale, `1 / sqrt(d_head)` (1 for `d_head = 0`).
+pub fn default_scale(d_head: usize) -> f32 {
+    if d_head == 0 {
+        1.0
+    } else {
+        (1.0 / libm::sqrt(d_head as f64)) as f32
+    }
+}
+
+/// The scratch [`attention`] needs for `shape` at `isa`: a few tiles, independent of `q_len` and
+/// `kv_len` (it grows with `d_head`, and for the few-query decode path with `heads`).
+pub fn attention_scratch(isa: Isa, shape: &AttentionShape) -> ScratchSpec {
+    let lanes = isa.level().f32_lanes();
+    if decode::handles(lanes, shape.q_len) {
+        decode::scratch(lanes, shape.heads, shape.d_head)
+    } else {
+        prefill::scratch(lanes, shape.d_head)
+    }
+}
+
+/// Every argument of an attention call, checked.
+pub(crate) struct Checked {
+    pub shape: AttentionShape,
+    pub width: usize,
+    pub band: Band,
+    pub scale: f32,
+}
+
+/// Validates every slice, stride, mask field and the scale; nothing is read or written yet.
+pub(crate) fn check(
+    shape: &AttentionShape,
+    q: &Strided<'_>,
+    k: &Strided<'_>,
+    v: &Strided<'_>,
+    out: &StridedMut<'_>,
+    mask: &Mask<'_>,
+    scale: Option<f32>,
+) -> Result<Checked, KernelError> {
+    let width = shape.row_width()?;
+    check_view("q", q.data.len(), shape.q_len, width, q.stride)?;
+    check_view("k", k.data.len(), shape.kv_len, width, k.stride)?;
+    check_view("v", v.data.len(), shape.kv_len, width, v.stride)?;
+    check_view("out", out.data.len(), shape.q_len, width, out.stride)?;
+    let key_len = mask.key_len.unwrap_or(shape.kv_len);
+    if key_len > shape.kv_len {
+        return Err(KernelError::InvalidArgument("mask.key_len exceeds kv_len"));
+    }
+    if let Some(past) = mask.causal_offset {
+        past.checked_add(shape.q_len)
+            .ok_or(KernelError::Overflow("causal_offset + q_len"))?;
+    }
+    if mask.window.is_some() && mask.causal_offset.is_none() {
+        return Err(KernelError::InvalidArgument(
+            "mask.window needs mask.causal_offset",
+        ));
+    }
+    if let Some(bias) = &mask.bias {
+        check_view(
+            "bias",
+            bias.data.len(),
+            shape.q_len,
+            shape.kv_len,
+            bias.row_stride,
+        )?;
+        if shape.heads > 1 && shape.q_len > 0 && shape.kv_len > 0 {
+            let per_head = (shape.q_len - 1)
+                .checked_mul(bias.row_stride)
+                .and_then(|n| n.checked_add(shape.kv_len))
+                .ok_or(KernelError::Overflow("bias"))?;
+            let needed = (shape.heads - 1)
+                .checked_mul(bias.head_stride)
+                .and_then(|n| n.checked_add(per_head))
+                .ok_or(KernelError::Overflow("bias"))?;
+            if bias.data.len() < needed {
+                return Err(KernelError::BufferTooSmall {
+                    what: "bias",
+                    needed,
+                    got: bias.data.len(),
+                });
+            }
+        }
+    }
+    let scale = scale.unwrap_or_else(|| default_scale(shape.d_head));
+    if !scale.is_finite() {
+        return Err(KernelError::InvalidArgument("scale is not finite"));
+    }
+    Ok(Checked {
+        shape: *shape,
+        width,
+        band: Band {
+            key_len,
+            causal_offset: mask.causal_offset,
+            window: mask.window,
+        },
+        scale,
+    })
+}
+
+/// Multi-head attention `out = softmax(scale · Q Kᵀ + bias, masked) V`, per head.
+///
+/// `scale` defaults to `1 / sqrt(d_head)`. `scratch` must hold [`attention_scratch`]`(isa,
+/// shape)` floats. Every slice, stride and mask field is validated first; on error nothing is
+/// written. Rows of the output whose query sees no key are zero. Deterministic: the same inputs
+/// give the same bits at a given ISA level.
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    isa: Isa,
+    shape: &AttentionShape,
+    q: Strided<'_>,
+    k: Strided<'_>,
+    v: Strided<'_>,
+    out: StridedMut<'_>,
+    mask: &Mask<'_>,
+    scale: Option<f32>,
+    scratch: &mut [f32],
+) -> Result<(), KernelError> {
+    let checked = check(shape, &q, &k, &v, &out, mask, scale)?;
+    let spec = attention_scratch(isa, shape);
+    let mut scratch = Scratch::new(scratch, spec)?;
+    if shape.q_len == 0 || checked.width == 0 {
+        return Ok(());
+    }
+    let operands = Operands {
+        q,
+        k,
+        v,
+        bias: mask.bias,
+    };
+    let lanes = isa.level().f32_lanes();
+    if decode::handles(lanes, shape.q_len) {
+        decode::run(isa, &checked, &operands, out, &mut scratch)
+    } else {
+        prefill::run(isa, &checked, &operands, out, &mut scratch)
+    }
+}
+
+/// The validated read-only operands of a call.
+pub(crate) struct Operands<'a> {
+    pub q: Strided<'a>,
+    pub k: Strided<'a>,
+    pub v: Strided<'a>,
+    pub bias: Option<Bias<'a>>,
+}
+
+impl Operands<'_> {
+    /// The bias row of head `h`, query `i` (from key 0 on), or `None` without a bias. Indices
+    /// must be in the validated shape.
+    #[inline(always)]
+    pub fn bias_row(&self, h: usize, i: usize) -> Option<&[f32]> {
+        self.bias.as_ref().map(|b| {
+            let start = h * b.head_stride + i * b.row_stride;
+            &b.data[start..]
+        })
+    }
+}

@@ -1,0 +1,478 @@
+//! The prefill path: many queries, SIMD lanes across queries.
+//!
+//! Per head and per block of [`BLOCK_TILES`] query tiles of `NR × lanes` queries:
+//! 1. pack each tile's scaled queries transposed, `Qᵀ` (`d_head × tile`);
+//! 2. for each tile of [`KEY_TILE`] keys inside the block's visible band, pack the K and V rows
+//!    contiguously once, then for each query tile that sees some of those keys:
+//!    `Sᵀ = K Qᵀ` (microkernel), add the bias, mask the band's edges, the online softmax lane by
+//!    lane (running max `m`, running sum `l`, rescale `alpha`), and `Oᵀ = alpha ⊙ Oᵀ + Vᵀ Pᵀ`
+//!    (microkernel, rescale fused into its store). Key tiles a query tile does not see at all
+//!    (above the causal diagonal, outside the sliding window) are skipped.
+//! 3. write `O / l` into the output (0 where `l = 0`).
+
+use super::band::Band;
+use super::prefetch::prefetch_rows;
+use super::tile::{tile, Lhs};
+use super::{Checked, Operands, StridedMut};
+use crate::error::KernelError;
+use crate::isa::Isa;
+use crate::math::exp;
+use crate::scratch::{Scratch, ScratchSpec};
+use core::ops::Range;
+use pulp::Simd;
+
+/// Keys per tile: `Sᵀ` is `KEY_TILE × query tile` floats (12 KiB on AVX-512).
+pub(crate) const KEY_TILE: usize = 64;
+
+/// Query tiles sharing each packed key tile: K and V are read from the caller's memory once per
+/// block of `BLOCK_TILES` query tiles.
+const BLOCK_TILES: usize = 4;
+
+/// Query vectors per tile (`NR`): AVX2 has 16 registers, room for 4 × 3 accumulators; AVX-512
+/// and NEON have 32, room for 8 × 3; scalar uses 4 × 4.
+const fn query_vectors(lanes: usize) -> usize {
+    if lanes == 1 {
+        4
+    } else {
+        3
+    }
+}
+
+/// Queries per tile at a level with `lanes` f32 lanes.
+pub(crate) const fn query_tile(lanes: usize) -> usize {
+    lanes * query_vectors(lanes)
+}
+
+/// Scratch of the prefill path: per query tile of a block `Qᵀ`, `Oᵀ`, running max and sum; a
+/// packed tile of K and of V, `Sᵀ`, and two per-query rows of mask bounds.
+pub(crate) fn scratch(lanes: usize, d_head: usize) -> ScratchSpec {
+    let tile = query_tile(lanes);
+    let packed = ScratchSpec::f32s(d_head.saturating_mul(tile).saturating_mul(BLOCK_TILES));
+    let kv_tile = ScratchSpec::f32s(d_head.saturating_mul(KEY_TILE));
+    packed
+        .and(packed)
+        .and(ScratchSpec::f32s(2 * tile * BLOCK_TILES))
+        .and(kv_tile)
+        .and(kv_tile)
+        .and(ScratchSpec::f32s(KEY_TILE * tile))
+        .and(ScratchSpec::f32s(tile))
+        .and(ScratchSpec::f32s(tile))
+}
+
+/// Runs the prefill path of a validated call.
+pub(crate) fn run(
+    isa: Isa,
+    checked: &Checked,
+    operands: &Operands<'_>,
+    out: StridedMut<'_>,
+    scratch: &mut Scratch<'_>,
+) -> Result<(), KernelError> {
+    struct Prefill<'a, 'b, 's> {
+        checked: &'a Checked,
+        operands: &'a Operands<'b>,
+        out: StridedMut<'b>,
+        scratch: &'a mut Scratch<'s>,
+    }
+    impl pulp::WithSimd for Prefill<'_, '_, '_> {
+        type Output = Result<(), KernelError>;
+        #[inline(always)]
+        fn with_simd<S: Simd>(self, simd: S) -> Self::Output {
+            let Prefill {
+                checked,
+                operands,
+                out,
+                scratch,
+            } = self;
+            match (S::F32_LANES, S::REGISTER_COUNT) {
+                (1, _) => run_blocks::<S, 4, 4>(simd, checked, operands, out, scratch),
+                (_, 32..) => run_blocks::<S, 8, 3>(simd, checked, operands, out, scratch),
+                _ => run_blocks::<S, 4, 3>(simd, checked, operands, out, scratch),
+            }
+        }
+    }
+    isa.dispatch(Prefill {
+        checked,
+        operands,
+        out,
+        scratch,
+    })
+}
+
+/// The scratch of the prefill path, as `f32`; viewed as vectors of `NR` per row where needed.
+struct Tiles<'s> {
+    /// Per query tile of the block: `Qᵀ · scale`, `d_head` rows of the query tile.
+    q_t: &'s mut [f32],
+    /// Per query tile: `Oᵀ`, unnormalised, `d_head` rows of the query tile.
+    o_t: &'s mut [f32],
+    /// Per query tile: running max then running sum, one row of the query tile each.
+    stats: &'s mut [f32],
+    /// The key tile's K rows, contiguous (`KEY_TILE × d_head`): no cache-set aliasing from the
+    /// caller's row stride, sequential reads in the microkernel.
+    k_tile: &'s mut [f32],
+    /// The key tile's V rows, contiguous.
+    v_tile: &'s mut [f32],
+    /// Scores then probabilities of one key tile, `KEY_TILE` rows of the query tile.
+    s_t: &'s mut [f32],
+    /// First and end of each query's visible keys relative to the key tile; then `1 / l`.
+    lo: &'s mut [f32],
+    hi: &'s mut [f32],
+}
+
+#[inline(always)]
+fn run_blocks<S: Simd, const MR: usize, const NR: usize>(
+    simd: S,
+    checked: &Checked,
+    operands: &Operands<'_>,
+    mut out: StridedMut<'_>,
+    scratch: &mut Scratch<'_>,
+) -> Result<(), KernelError> {
+    let lanes = S::F32_LANES;
+    let tile_len = NR * lanes;
+    if tile_len != query_tile(lanes) {
+        return Err(KernelError::InvalidArgument(
+            "prefill tile geometry mismatch",
+        ));
+    }
+    let d = checked.shape.d_head;
+    let mut tiles = Tiles {
+        q_t: scratch.take(BLOCK_TILES * d * tile_len)?,
+        o_t: scratch.take(BLOCK_TILES * d * tile_len)?,
+        stats: scratch.take(BLOCK_TILES * 2 * tile_len)?,
+        k_tile: scratch.take(d * KEY_TILE)?,
+        v_tile: scratch.take(d * KEY_TILE)?,
+        s_t: scratch.take(KEY_TILE * tile_len)?,
+        lo: scratch.take(tile_len)?,
+        hi: scratch.take(tile_len)?,
+    };
+    let block_len = BLOCK_TILES * tile_len;
+    for head in 0..checked.shape.heads {
+        let mut i0 = 0;
+        while i0 < checked.shape.q_len {
+            let rows = block_len.min(checked.shape.q_len - i0);
+            query_block::<S, MR, NR>(
+                simd,
+                checked,
+                operands,
+                &mut out,
+                &mut tiles,
+                head,
+                i0..i0 + rows,
+            );
+            i0 += rows;
+        }
+    }
+    Ok(())
+}
+
+/// Attention of the queries `queries` (at most one block) of head `head`.
+#[inline(always)]
+fn query_block<S: Simd, const MR: usize, const NR: usize>(
+    simd: S,
+    checked: &Checked,
+    operands: &Operands<'_>,
+    out: &mut StridedMut<'_>,
+    tiles: &mut Tiles<'_>,
+    head: usize,
+    queries: Range<usize>,
+) {
+    let tile_len = NR * S::F32_LANES;
+    let d = checked.shape.d_head;
+    let col = head * d;
+    let band = &checked.band;
+    let tile_count = queries.len().div_ceil(tile_len);
+    let tile_rows = |t: usize| {
+        let start = queries.start + t * tile_len;
+        start..(start + tile_len).min(queries.end)
+    };
+    let mut first = [true; BLOCK_TILES];
+
+    // Qᵀ · scale per tile, zero in the lanes past the last query; max = -inf, sum = 0.
+    for t in 0..tile_count {
+        // Rows copied contiguously first (whole-vector reads of the caller's memory), then
+        // transposed within L1 (the K tile is free until the key loop).
+        let rows = tile_rows(t);
+        let staged = &mut *tiles.k_tile;
+        pack_rows(
+            simd,
+            &operands.q,
+            rows.clone(),
+            col,
+            d,
+            checked.scale,
+            staged,
+        );
+        let q_t = &mut tiles.q_t[t * d * tile_len..][..d * tile_len];
+        for (c, q_t_row) in q_t.chunks_exact_mut(tile_len).enumerate() {
+            let (live, pad) = q_t_row.split_at_mut(rows.len());
+            for (r, y) in live.iter_mut().enumerate() {
+                *y = staged[r * d + c];
+            }
+            pad.fill(0.0);
+        }
+        let (max, sum) = tiles.stats[t * 2 * tile_len..][..2 * tile_len].split_at_mut(tile_len);
+        max.fill(f32::NEG_INFINITY);
+        sum.fill(0.0);
+    }
+
+    let one = opaque_one();
+    let (visible, _) = band.keys_of_rows(queries.clone());
+    // The next block's queries are prefetched a slice per key tile while this block computes
+    // (all at once would be evicted again before use).
+    let next_block = queries.end..(queries.end + queries.len()).min(checked.shape.q_len);
+    let q_rows_per_tile = next_block
+        .len()
+        .div_ceil(visible.len().div_ceil(KEY_TILE).max(1));
+    let mut next_q = next_block.start;
+    let mut j0 = visible.start;
+    while j0 < visible.end {
+        let keys = KEY_TILE.min(visible.end - j0);
+        // The next key tile's K and V rows, a slice before each query tile's step.
+        let next_tile = (j0 + keys)..(j0 + keys + KEY_TILE).min(visible.end);
+        let slice_len = KEY_TILE.div_ceil(tile_count);
+        let q_slice = next_q..(next_q + q_rows_per_tile).min(next_block.end);
+        next_q = q_slice.end;
+        prefetch_rows(&operands.q, q_slice, col, d);
+        let mut packed = false;
+        for (t, first) in first.iter_mut().enumerate().take(tile_count) {
+            let slice_start = (next_tile.start + t * slice_len).min(next_tile.end);
+            let slice = slice_start..(slice_start + slice_len).min(next_tile.end);
+            prefetch_rows(&operands.k, slice.clone(), col, d);
+            prefetch_rows(&operands.v, slice, col, d);
+            let (seen, unmasked) = band.keys_of_rows(tile_rows(t));
+            if seen.end <= j0 || seen.start >= j0 + keys {
+                continue;
+            }
+            if !packed {
+                pack_rows(simd, &operands.k, j0..j0 + keys, col, d, one, tiles.k_tile);
+                pack_rows(simd, &operands.v, j0..j0 + keys, col, d, one, tiles.v_tile);
+                packed = true;
+            }
+            let key_tile = KeyTile {
+                j0,
+                keys,
+                masked: !(unmasked.start <= j0 && j0 + keys <= unmasked.end),
+            };
+            tile_step::<S, MR, NR>(
+                simd,
+                checked,
+                operands,
+                tiles,
+                head,
+                t,
+                &tile_rows(t),
+                key_tile,
+                *first,
+            );
+            *first = false;
+        }
+        j0 += keys;
+    }
+
+    // out = Oᵀ / l, zero for queries that saw nothing.
+    for (t, &first) in first.iter().enumerate().take(tile_count) {
+        let sum = &tiles.stats[(2 * t + 1) * tile_len..][..tile_len];
+        for (slot, &l) in tiles.lo.iter_mut().zip(sum) {
+            *slot = if l > 0.0 { 1.0 / l } else { 0.0 };
+        }
+        let o_t = &tiles.o_t[t * d * tile_len..][..d * tile_len];
+        for (r, i) in tile_rows(t).enumerate() {
+            let out_row = &mut out.data[i * out.stride + col..][..d];
+            if first {
+                out_row.fill(0.0);
+                continue;
+            }
+            let inverse = tiles.lo[r];
+            for (c, y) in out_row.iter_mut().enumerate() {
+                *y = o_t[c * tile_len + r] * inverse;
+            }
+        }
+    }
+}
+
+/// The key tile a step works on.
+#[derive(Clone, Copy)]
+struct KeyTile {
+    /// First key.
+    j0: usize,
+    /// Keys in the tile.
+    keys: usize,
+    /// Whether some query of the query tile does not see some key of the tile.
+    masked: bool,
+}
+
+/// One query tile × one packed key tile: scores, bias, mask, online softmax, `Oᵀ` update.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn tile_step<S: Simd, const MR: usize, const NR: usize>(
+    simd: S,
+    checked: &Checked,
+    operands: &Operands<'_>,
+    tiles: &mut Tiles<'_>,
+    head: usize,
+    t: usize,
+    queries: &Range<usize>,
+    key_tile: KeyTile,
+    first: bool,
+) {
+    let tile_len = NR * S::F32_LANES;
+    let d = checked.shape.d_head;
+    let KeyTile { j0, keys, masked } = key_tile;
+    let q_t = S::as_simd_f32s(&tiles.q_t[t * d * tile_len..][..d * tile_len]).0;
+    // Sᵀ = K Qᵀ: MR keys × the query tile per microkernel call.
+    let mut jr = 0;
+    while jr < keys {
+        let n = MR.min(keys - jr);
+        let k_rows = Lhs {
+            data: &tiles.k_tile[jr * d..],
+            row_step: d,
+            depth_step: 1,
+        };
+        let s_t = &mut S::as_mut_simd_f32s(tiles.s_t).0[jr * NR..];
+        tile::<S, MR, NR>(simd, k_rows, n, d, q_t, s_t, None);
+        jr += n;
+    }
+    if let Some(bias) = &operands.bias {
+        for (r, i) in queries.clone().enumerate() {
+            let start = head * bias.head_stride + i * bias.row_stride + j0;
+            for (jj, &b) in bias.data[start..][..keys].iter().enumerate() {
+                tiles.s_t[jj * tile_len + r] += b;
+            }
+        }
+    }
+    if masked {
+        mask_edges::<S, NR>(simd, &checked.band, queries, j0, keys, tiles);
+    }
+    let (max, sum) = tiles.stats[t * 2 * tile_len..][..2 * tile_len].split_at_mut(tile_len);
+    let max = S::as_mut_simd_f32s(max).0;
+    let sum = S::as_mut_simd_f32s(sum).0;
+    let s_t = S::as_mut_simd_f32s(tiles.s_t).0;
+    let alpha = online_softmax::<S, NR>(simd, keys, s_t, max, sum);
+    // Oᵀ = alpha ⊙ Oᵀ + Vᵀ P: MR head dimensions × the query tile per call.
+    let p = S::as_simd_f32s(tiles.s_t).0;
+    let o_t = S::as_mut_simd_f32s(&mut tiles.o_t[t * d * tile_len..][..d * tile_len]).0;
+    let rescale = if first { None } else { Some(&alpha) };
+    let mut cr = 0;
+    while cr < d {
+        let n = MR.min(d - cr);
+        let v_cols = Lhs {
+            data: &tiles.v_tile[cr..],
+            row_step: 1,
+            depth_step: d,
+        };
+        tile::<S, MR, NR>(simd, v_cols, n, keys, p, &mut o_t[cr * NR..], rescale);
+        cr += n;
+    }
+}
+
+/// Copies the `d` elements at column `col` of the rows `rows` of `src`, times `factor`, into
+/// `dst` back to back. An inline vector loop: a `memcpy` call per row costs more than the copy.
+#[inline(always)]
+fn pack_rows<S: Simd>(
+    simd: S,
+    src: &super::Strided<'_>,
+    rows: Range<usize>,
+    col: usize,
+    d: usize,
+    factor: f32,
+    dst: &mut [f32],
+) {
+    if d == 0 {
+        return;
+    }
+    let factor = simd.splat_f32s(factor);
+    for (j, dst_row) in rows.zip(dst.chunks_exact_mut(d)) {
+        let src_row = &src.data[j * src.stride + col..][..d];
+        let (src_head, src_tail) = S::as_simd_f32s(src_row);
+        let (dst_head, dst_tail) = S::as_mut_simd_f32s(dst_row);
+        for (y, &x) in dst_head.iter_mut().zip(src_head) {
+            *y = simd.mul_f32s(x, factor);
+        }
+        if !src_tail.is_empty() {
+            let x = simd.partial_load_f32s(src_tail);
+            simd.partial_store_f32s(dst_tail, simd.mul_f32s(x, factor));
+        }
+    }
+}
+
+/// `1.0`, hidden from the optimiser so that a [`pack_rows`] by it stays an inline vector loop
+/// instead of being turned back into `memcpy` calls. Multiplying by 1 is exact.
+#[inline(always)]
+fn opaque_one() -> f32 {
+    core::hint::black_box(1.0)
+}
+
+/// Sets to `-inf` the scores of keys `j0..j0 + keys` a query of the tile does not see.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn mask_edges<S: Simd, const NR: usize>(
+    simd: S,
+    band: &Band,
+    queries: &Range<usize>,
+    j0: usize,
+    keys: usize,
+    state: &mut Tiles<'_>,
+) {
+    // Visible keys of each query relative to j0, clamped to 0..=KEY_TILE (exact in f32).
+    {
+        let lo = &mut *state.lo;
+        let hi = &mut *state.hi;
+        lo.fill(0.0);
+        hi.fill(0.0);
+        for (r, i) in queries.clone().enumerate() {
+            let range = band.keys(i);
+            lo[r] = range.start.saturating_sub(j0).min(KEY_TILE) as f32;
+            hi[r] = range.end.saturating_sub(j0).min(KEY_TILE) as f32;
+        }
+    }
+    let lo = S::as_simd_f32s(state.lo).0;
+    let hi = S::as_simd_f32s(state.hi).0;
+    let s_t = S::as_mut_simd_f32s(state.s_t).0;
+    let minus_inf = simd.splat_f32s(f32::NEG_INFINITY);
+    for (jj, s_row) in s_t.chunks_exact_mut(NR).take(keys).enumerate() {
+        let key = simd.splat_f32s(jj as f32);
+        for ((s, &lo), &hi) in s_row.iter_mut().zip(lo.iter()).zip(hi.iter()) {
+            let seen = simd.and_m32s(
+                simd.less_than_or_equal_f32s(lo, key),
+                simd.less_than_f32s(key, hi),
+            );
+            *s = simd.select_f32s(seen, *s, minus_inf);
+        }
+    }
+}
+
+/// Turns the scores of one key tile into probabilities relative to the updated running max,
+/// updates the running max and sum, and returns the factor that rescales the earlier output.
+#[inline(always)]
+fn online_softmax<S: Simd, const NR: usize>(
+    simd: S,
+    keys: usize,
+    s_t: &mut [S::f32s],
+    max: &mut [S::f32s],
+    sum: &mut [S::f32s],
+) -> [S::f32s; NR] {
+    let zero = simd.splat_f32s(0.0);
+    let minus_inf = simd.splat_f32s(f32::NEG_INFINITY);
+    let mut alpha = [zero; NR];
+    let scores = &mut s_t[..keys * NR];
+    for n in 0..NR.min(max.len()).min(sum.len()) {
+        let old = max[n];
+        let mut new = old;
+        for row in scores.chunks_exact(NR) {
+            new = simd.max_f32s(new, row[n]);
+        }
+        // A query that has seen only masked keys keeps max = -inf; subtract 0 instead so its
+        // probabilities are exp(-inf) = 0, not NaN.
+        let reference = simd.select_f32s(simd.equal_f32s(new, minus_inf), zero, new);
+        let rescale = exp(simd, simd.sub_f32s(old, reference));
+        let mut total = zero;
+        for row in scores.chunks_exact_mut(NR) {
+            let p = exp(simd, simd.sub_f32s(row[n], reference));
+            row[n] = p;
+            total = simd.add_f32s(total, p);
+        }
+        sum[n] = simd.mul_add_e_f32s(sum[n], rescale, total);
+        max[n] = new;
+        alpha[n] = rescale;
+    }
+    alpha
+}

@@ -1,0 +1,597 @@
+//! Flash attention against the f64 reference at every ISA level: random shapes (0, 1, primes,
+//! non-multiples of every tile), every mask kind and their combinations, random strides, NaN
+//! canaries around the output and NaN-filled scratch; plus regressions for huge scores, fully
+//! masked rows, `-inf` biases and argument validation.
+
+use proptest::prelude::*;
+use tessel_kernels::attention::{
+    attention, attention_scratch, default_scale, AttentionShape, Bias, Mask, Strided, StridedMut,
+};
+use tessel_kernels::math::EXP_MAX_RELATIVE_ERROR;
+use tessel_kernels::reference::attention as reference;
+use tessel_kernels::{Isa, KernelError};
+use tessel_tests::{awkward_dim, canary, cases, dot_tolerance, for_each_isa, CanaryMatrix};
+
+/// How the bias of a case is built.
+#[derive(Clone, Copy, Debug)]
+enum BiasKind {
+    /// One matrix for all heads.
+    Shared,
+    /// One matrix per head.
+    PerHead,
+}
+
+/// One attention call: shape, padding of every stride, mask, scale and the data seed.
+#[derive(Clone, Debug)]
+struct Case {
+    shape: AttentionShape,
+    pads: [usize; 5],
+    causal_offset: Option<usize>,
+    key_len: Option<usize>,
+    window: Option<usize>,
+    bias: Option<BiasKind>,
+    /// One in this many bias entries is `-inf` (0: none).
+    neg_inf_every: usize,
+    scale: Option<f32>,
+    magnitude: f32,
+    seed: u64,
+}
+
+/// Deterministic values in `[-magnitude, magnitude]` (SplitMix64).
+fn values(seed: u64, n: usize, magnitude: f32) -> Vec<f32> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            ((z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * magnitude
+        })
+        .collect()
+}
+
+fn strided_len(rows: usize, width: usize, stride: usize) -> usize {
+    if rows == 0 || width == 0 {
+        0
+    } else {
+        (rows - 1) * stride + width
+    }
+}
+
+/// The inputs of a case, built once and shared by the reference and the kernel.
+struct Inputs {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    bias: Vec<f32>,
+    strides: [usize; 5],
+    head_stride: usize,
+}
+
+impl Case {
+    fn inputs(&self) -> Inputs {
+        let s = &self.shape;
+        let width = s.heads * s.d_head;
+        let strides = [
+            width + self.pads[0],
+            width + self.pads[1],
+            width + self.pads[2],
+            width + self.pads[3],
+            s.kv_len + self.pads[4],
+        ];
+        let per_head = strided_len(s.q_len, s.kv_len, strides[4]);
+        let (head_stride, bias_len) = match self.bias {
+            None => (0, 0),
+            Some(BiasKind::Shared) => (0, per_head),
+            Some(BiasKind::PerHead) => (per_head + 3, (per_head + 3) * s.heads),
+        };
+        let mut bias = values(self.seed ^ 4, bias_len, 2.0);
+        if self.neg_inf_every > 0 {
+            for (n, b) in bias.iter_mut().enumerate() {
+                if n % self.neg_inf_every == 0 {
+                    *b = f32::NEG_INFINITY;
+                }
+            }
+        }
+        let m = self.magnitude;
+        Inputs {
+            q: values(self.seed, strided_len(s.q_len, width, strides[0]), m),
+            k: values(self.seed ^ 1, strided_len(s.kv_len, width, strides[1]), m),
+            v: values(self.seed ^ 2, strided_len(s.kv_len, width, strides[2]), 1.0),
+            bias,
+            strides,
+            head_stride,
+        }
+    }
+
+    fn mask<'a>(&self, inputs: &'a Inputs) -> Mask<'a> {
+        Mask {
+            causal_offset: self.causal_offset,
+            key_len: self.key_len,
+            window: self.window,
+            bias: self.bias.map(|_| Bias {
+                data: &inputs.bias,
+                row_stride: inputs.strides[4],
+                head_stride: inputs.head_stride,
+            }),
+        }
+    }
+}
+
+/// The exact result of a case (rounded to f32), rows of `heads × d_head`.
+fn expected(case: &Case, inputs: &Inputs) -> Vec<f32> {
+    let s = &case.shape;
+    let width = s.heads * s.d_head;
+    let mut out = vec![0.0; s.q_len * width];
+    let mut acc = vec![0.0f64; s.d_head];
+    reference::attention(
+        s,
+        Strided {
+            data: &inputs.q,
+            stride: inputs.strides[0],
+        },
+        Strided {
+            data: &inputs.k,
+            stride: inputs.strides[1],
+        },
+        Strided {
+            data: &inputs.v,
+            stride: inputs.strides[2],
+        },
+        StridedMut {
+            data: &mut out,
+            stride: width,
+        },
+        &case.mask(inputs),
+        case.scale,
+        &mut acc,
+    )
+    .expect("reference accepts every generated case");
+    out
+}
+
+/// Error bound of an output element: the scores are f32 dot products of length `d_head` (plus
+/// the scale and bias roundings), each score error `δ` perturbs the normalised weights by at
+/// most ~`4δ`; the exponentials add `2·EXP_MAX_RELATIVE_ERROR` and the f32 sums over keys and
+/// rescales `(kv_len + d_head + 8)·ε`, all relative to `max |v|`. Safety factor 2.
+fn bound(case: &Case, inputs: &Inputs) -> f64 {
+    let s = &case.shape;
+    let max_abs = |x: &[f32]| {
+        x.iter()
+            .filter(|v| v.is_finite())
+            .fold(0.0f64, |m, &v| m.max(v.abs() as f64))
+    };
+    let scale = case.scale.unwrap_or_else(|| default_scale(s.d_head)).abs() as f64;
+    let score_abs_sum =
+        scale * s.d_head as f64 * max_abs(&inputs.q) * max_abs(&inputs.k) + max_abs(&inputs.bias);
+    let delta = dot_tolerance(s.d_head + 2, score_abs_sum);
+    let eps = f32::EPSILON as f64;
+    let relative =
+        4.0 * delta + 2.0 * EXP_MAX_RELATIVE_ERROR as f64 + (s.kv_len + s.d_head + 8) as f64 * eps;
+    2.0 * max_abs(&inputs.v) * relative + 1e-30
+}
+
+/// Runs the kernel on `case` at `isa` and compares with the reference.
+fn check(isa: Isa, case: &Case) {
+    let inputs = case.inputs();
+    let s = &case.shape;
+    let width = s.heads * s.d_head;
+    let want = expected(case, &inputs);
+    let mut out = CanaryMatrix::new(s.q_len, width, inputs.strides[3]);
+    let mut scratch = vec![f32::NAN; attention_scratch(isa, s).len()];
+    attention(
+        isa,
+        s,
+        Strided {
+            data: &inputs.q,
+            stride: inputs.strides[0],
+        },
+        Strided {
+            data: &inputs.k,
+            stride: inputs.strides[1],
+        },
+        Strided {
+            data: &inputs.v,
+            stride: inputs.strides[2],
+        },
+        StridedMut {
+            data: out.view_mut(),
+            stride: inputs.strides[3],
+        },
+        &case.mask(&inputs),
+        case.scale,
+        &mut scratch,
+    )
+    .unwrap_or_else(|e| panic!("{isa}: {e} for {case:?}"));
+    let tolerance = bound(case, &inputs);
+    let what = format!("{isa} {case:?}");
+    tessel_tests::assert_close(
+        &what,
+        out.elements(),
+        want.iter().map(|&x| x as f64),
+        |_| tolerance + f32::EPSILON as f64,
+    );
+    out.assert_padding_intact(&what);
+}
+
+const D_HEADS: [usize; 6] = [1, 7, 32, 64, 80, 128];
+
+fn case_strategy(max_q: usize, max_kv: usize) -> impl Strategy<Value = Case> {
+    (
+        (1usize..=3, proptest::sample::select(D_HEADS.to_vec())),
+        (awkward_dim(max_q), awkward_dim(max_kv)),
+        proptest::array::uniform5(prop_oneof![3 => Just(0usize), 1 => 1usize..9]),
+        (any::<bool>(), any::<bool>(), 0usize..3, any::<u64>()),
+        (any::<bool>(), 0usize..4, any::<bool>()),
+    )
+        .prop_map(
+            |((heads, d_head), (q_len, kv_len), pads, (causal, padded, bias, seed), flags)| {
+                let (windowed, neg_inf, custom_scale) = flags;
+                let r = seed >> 8;
+                // Decoder-style offsets (queries at the end of the cache) most of the time.
+                let causal_offset = causal.then(|| {
+                    if r % 3 == 0 {
+                        (r as usize / 3) % 300
+                    } else {
+                        kv_len.saturating_sub(q_len)
+                    }
+                });
+                let window = (causal && windowed).then_some((r as usize / 7) % 70);
+                Case {
+                    shape: AttentionShape {
+                        heads,
+                        d_head,
+                        q_len,
+                        kv_len,
+                    },
+                    pads,
+                    causal_offset,
+                    key_len: padded.then(|| (r as usize / 11) % (kv_len + 1)),
+                    window,
+                    bias: match bias {
+                        0 => None,
+                        1 => Some(BiasKind::Shared),
+                        _ => Some(BiasKind::PerHead),
+                    },
+                    neg_inf_every: [0, 0, 7, 2][neg_inf],
+                    scale: custom_scale.then(|| 0.5 - (r % 100) as f32 / 50.0),
+                    magnitude: 1.0 + (r % 4) as f32,
+                    seed,
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(48)))]
+
+    #[test]
+    fn matches_the_reference(case in case_strategy(300, 300)) {
+        for_each_isa(|isa| check(isa, &case));
+    }
+
+    #[test]
+    fn decode_matches_the_reference(case in case_strategy(17, 2100)) {
+        for_each_isa(|isa| check(isa, &case));
+    }
+}
+
+fn plain_case(heads: usize, d_head: usize, q_len: usize, kv_len: usize) -> Case {
+    Case {
+        shape: AttentionShape {
+            heads,
+            d_head,
+            q_len,
+            kv_len,
+        },
+        pads: [0; 5],
+        causal_offset: None,
+        key_len: None,
+        window: None,
+        bias: None,
+        neg_inf_every: 0,
+        scale: None,
+        magnitude: 1.0,
+        seed: 7,
+    }
+}
+
+/// Runs `case` with explicit inputs and returns the output rows (canaries checked).
+fn run(isa: Isa, case: &Case, inputs: &Inputs) -> Vec<f32> {
+    let s = &case.shape;
+    let width = s.heads * s.d_head;
+    let mut out = CanaryMatrix::new(s.q_len, width, inputs.strides[3]);
+    let mut scratch = vec![f32::NAN; attention_scratch(isa, s).len()];
+    attention(
+        isa,
+        s,
+        Strided {
+            data: &inputs.q,
+            stride: inputs.strides[0],
+        },
+        Strided {
+            data: &inputs.k,
+            stride: inputs.strides[1],
+        },
+        Strided {
+            data: &inputs.v,
+            stride: inputs.strides[2],
+        },
+        StridedMut {
+            data: out.view_mut(),
+            stride: inputs.strides[3],
+        },
+        &case.mask(inputs),
+        case.scale,
+        &mut scratch,
+    )
+    .unwrap();
+    out.assert_padding_intact("run");
+    out.elements().collect()
+}
+
+#[test]
+fn scores_around_ten_thousand_do_not_overflow() {
+    // Scores are exact integers near ±1e4: q = (100, 0, ...), k_j = (±(100 - j % 3), ...).
+    for (q_len, kv_len) in [(1, 50), (3, 200), (70, 130)] {
+        let mut case = plain_case(2, 32, q_len, kv_len);
+        case.scale = Some(1.0);
+        let mut inputs = case.inputs();
+        let width = 64;
+        inputs.q.iter_mut().enumerate().for_each(|(n, x)| {
+            *x = if n % 32 == 0 {
+                if (n / width) % 2 == 0 {
+                    100.0
+                } else {
+                    -100.0
+                }
+            } else {
+                0.0
+            }
+        });
+        inputs.k.iter_mut().enumerate().for_each(|(n, x)| {
+            let j = n / width;
+            *x = if n % 32 == 0 {
+                let sign = if j % 5 == 0 { 1.0 } else { -1.0 };
+                sign * (100.0 - (j % 3) as f32)
+            } else {
+                0.0
+            }
+        });
+        let want = expected(&case, &inputs);
+        for_each_isa(|isa| {
+            let got = run(isa, &case, &inputs);
+            for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(g.is_finite(), "{isa}: element {n} is {g}");
+                assert!((g - w).abs() <= 1e-5, "{isa}: element {n}: {g} vs {w}");
+            }
+        });
+    }
+}
+
+#[test]
+fn fully_masked_rows_are_zero() {
+    let masks: [(Option<usize>, Option<usize>, Option<usize>); 3] = [
+        (None, Some(0), None),
+        (Some(0), None, Some(0)),
+        (Some(5), Some(0), None),
+    ];
+    for (q_len, kv_len) in [(1, 40), (5, 40), (100, 90)] {
+        for (causal_offset, key_len, window) in masks {
+            let mut case = plain_case(2, 7, q_len, kv_len);
+            case.causal_offset = causal_offset;
+            case.key_len = key_len;
+            case.window = window;
+            let inputs = case.inputs();
+            for_each_isa(|isa| {
+                let got = run(isa, &case, &inputs);
+                assert!(got.iter().all(|&x| x == 0.0), "{isa}: {case:?}");
+            });
+        }
+    }
+}
+
+#[test]
+fn minus_infinity_bias_hides_keys_and_whole_rows() {
+    for (q_len, kv_len) in [(1, 300), (4, 77), (130, 150)] {
+        let mut case = plain_case(3, 32, q_len, kv_len);
+        case.bias = Some(BiasKind::PerHead);
+        let mut inputs = case.inputs();
+        // Row 0 of every head fully -inf; elsewhere every third key.
+        let (row_stride, head_stride) = (inputs.strides[4], inputs.head_stride);
+        for h in 0..3 {
+            for i in 0..q_len {
+                for j in 0..kv_len {
+                    if i == 0 || j % 3 == 0 {
+                        inputs.bias[h * head_stride + i * row_stride + j] = f32::NEG_INFINITY;
+                    }
+                }
+            }
+        }
+        let want = expected(&case, &inputs);
+        let tolerance = bound(&case, &inputs);
+        for_each_isa(|isa| {
+            let got = run(isa, &case, &inputs);
+            assert!(
+                got[..96].iter().all(|&x| x == 0.0),
+                "{isa}: row 0 must be zero"
+            );
+            for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (*g as f64 - *w as f64).abs() <= tolerance,
+                    "{isa}: {n}: {g} vs {w}"
+                );
+            }
+        });
+    }
+}
+
+#[test]
+fn empty_shapes_write_nothing_or_zeros() {
+    for (heads, d, q_len, kv_len) in [(2, 8, 0, 5), (2, 8, 3, 0), (0, 8, 3, 3), (2, 0, 3, 3)] {
+        let case = plain_case(heads, d, q_len, kv_len);
+        let inputs = case.inputs();
+        for_each_isa(|isa| {
+            let got = run(isa, &case, &inputs);
+            assert!(got.iter().all(|&x| x == 0.0), "{isa}: {case:?}");
+        });
+    }
+}
+
+#[test]
+fn scratch_does_not_grow_with_sequence_length() {
+    for_each_isa(|isa| {
+        for d_head in D_HEADS {
+            let shape = |q_len, kv_len| AttentionShape {
+                heads: 8,
+                d_head,
+                q_len,
+                kv_len,
+            };
+            let long = attention_scratch(isa, &shape(1 << 20, 1 << 20));
+            assert_eq!(attention_scratch(isa, &shape(512, 3)), long);
+            let decode = attention_scratch(isa, &shape(1, 1 << 20));
+            assert_eq!(attention_scratch(isa, &shape(1, 5)), decode);
+            assert!(long.len() < 256 * 1024 && decode.len() < 256 * 1024);
+        }
+    });
+}
+
+#[test]
+fn bad_arguments_are_typed_errors() {
+    let isa = Isa::best();
+    let shape = AttentionShape {
+        heads: 2,
+        d_head: 4,
+        q_len: 3,
+        kv_len: 5,
+    };
+    let q = vec![0.5; 24];
+    let kv = vec![0.5; 40];
+    let bias = vec![0.0; 15];
+    let mut out = vec![canary(); 24];
+    let mut scratch = vec![0.0; attention_scratch(isa, &shape).len()];
+    let mut call = |q_stride: usize, kv_len_data: usize, mask: &Mask<'_>, scale, scratch_len| {
+        attention(
+            isa,
+            &shape,
+            Strided {
+                data: &q,
+                stride: q_stride,
+            },
+            Strided {
+                data: &kv[..kv_len_data],
+                stride: 8,
+            },
+            Strided {
+                data: &kv,
+                stride: 8,
+            },
+            StridedMut {
+                data: &mut out,
+                stride: 8,
+            },
+            mask,
+            scale,
+            &mut scratch[..scratch_len],
+        )
+    };
+    let full = attention_scratch(isa, &shape).len();
+    assert!(matches!(call(8, 40, &Mask::NONE, None, full), Ok(())));
+    assert!(matches!(
+        call(7, 40, &Mask::NONE, None, full),
+        Err(KernelError::BadStride { what: "q", .. })
+    ));
+    assert!(matches!(
+        call(8, 39, &Mask::NONE, None, full),
+        Err(KernelError::BufferTooSmall { what: "k", .. })
+    ));
+    assert!(matches!(
+        call(8, 40, &Mask::NONE, Some(f32::NAN), full),
+        Err(KernelError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        call(8, 40, &Mask::NONE, None, full - 1),
+        Err(KernelError::ScratchTooSmall { .. })
+    ));
+    let key_len = Mask {
+        key_len: Some(6),
+        ..Mask::NONE
+    };
+    assert!(matches!(
+        call(8, 40, &key_len, None, full),
+        Err(KernelError::InvalidArgument(_))
+    ));
+    let window = Mask {
+        window: Some(2),
+        ..Mask::NONE
+    };
+    assert!(matches!(
+        call(8, 40, &window, None, full),
+        Err(KernelError::InvalidArgument(_))
+    ));
+    let overflow = Mask {
+        causal_offset: Some(usize::MAX - 1),
+        ..Mask::NONE
+    };
+    assert!(matches!(
+        call(8, 40, &overflow, None, full),
+        Err(KernelError::Overflow(_))
+    ));
+    let short_bias = Mask {
+        bias: Some(Bias {
+            data: &bias[..14],
+            row_stride: 5,
+            head_stride: 0,
+        }),
+        ..Mask::NONE
+    };
+    assert!(matches!(
+        call(8, 40, &short_bias, None, full),
+        Err(KernelError::BufferTooSmall { what: "bias", .. })
+    ));
+    let per_head = Mask {
+        bias: Some(Bias {
+            data: &bias,
+            row_stride: 5,
+            head_stride: 15,
+        }),
+        ..Mask::NONE
+    };
+    assert!(matches!(
+        call(8, 40, &per_head, None, full),
+        Err(KernelError::BufferTooSmall { what: "bias", .. })
+    ));
+    let huge = AttentionShape {
+        heads: usize::MAX,
+        d_head: 2,
+        q_len: 1,
+        kv_len: 1,
+    };
+    let result = attention(
+        isa,
+        &huge,
+        Strided {
+            data: &q,
+            stride: 8,
+        },
+        Strided {
+            data: &kv,
+            stride: 8,
+        },
+        Strided {
+            data: &kv,
+            stride: 8,
+        },
+        StridedMut {
+            data: &mut out,
+            stride: 8,
+        },
+        &Mask::NONE,
+        None,
+        &mut scratch,
+    );
+    assert!(matches!(result, Err(KernelError::Overflow(_))));
+}
