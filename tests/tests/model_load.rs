@@ -1,0 +1,254 @@
+//! Loading: config validation and every way a weights file can be wrong, each a typed error
+//! naming the tensor; a round trip through `load_dir` equals `from_safetensors_bytes`.
+
+use std::path::{Path, PathBuf};
+
+use safetensors::tensor::TensorView;
+use safetensors::{Dtype, SafeTensors};
+use tessel_model::{Config, ConfigError, LoadError, Model, Session};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/post_relu")
+}
+
+fn config() -> Config {
+    let text = std::fs::read_to_string(fixture().join("config.json")).unwrap();
+    Config::from_json(&text).unwrap()
+}
+
+fn weights() -> Vec<u8> {
+    std::fs::read(fixture().join("model.safetensors")).unwrap()
+}
+
+/// Rewrites the fixture's tensors with `edit` and loads the result.
+fn load_edited<'a>(
+    bytes: &'a [u8],
+    edit: impl FnOnce(&mut Vec<(String, TensorView<'a>)>),
+) -> Result<Model, LoadError> {
+    let file = SafeTensors::deserialize(bytes).unwrap();
+    let mut tensors = file.tensors();
+    edit(&mut tensors);
+    let out = safetensors::serialize(tensors, &None).unwrap();
+    Model::from_safetensors_bytes(config(), &out)
+}
+
+#[test]
+fn the_fixture_loads_from_a_directory_and_from_bytes_alike() {
+    let a = Model::load_dir(&fixture()).unwrap();
+    let b = Model::from_safetensors_bytes(config(), &weights()).unwrap();
+    assert_eq!(a.weight_bytes(), b.weight_bytes());
+    let isa = tessel_kernels::Isa::scalar();
+    let (mut sa, mut sb) = (Session::new(&a, isa), Session::new(&b, isa));
+    sa.encode(&[3, 4, 5]).unwrap();
+    sb.encode(&[3, 4, 5]).unwrap();
+    assert_eq!(
+        sa.decode_step(&[1]).unwrap().to_vec(),
+        sb.decode_step(&[1]).unwrap().to_vec()
+    );
+}
+
+#[test]
+fn a_missing_tensor_is_named() {
+    let name = "decoder.layers.1.multihead_attn.in_proj_weight";
+    let bytes = weights();
+    let err = load_edited(&bytes, |t| t.retain(|(n, _)| n != name)).unwrap_err();
+    assert!(
+        matches!(&err, LoadError::Missing { name: n } if n == name),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_extra_tensor_is_named() {
+    let extra = vec![0u8; 16];
+    let bytes = weights();
+    let err = load_edited(&bytes, |t| {
+        t.push((
+            "decoder.layers.9.norm1.weight".to_owned(),
+            TensorView::new(Dtype::F32, vec![4], &extra).unwrap(),
+        ))
+    })
+    .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::Unexpected { name } if name == "decoder.layers.9.norm1.weight"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_misshaped_tensor_is_named_with_both_shapes() {
+    let name = "encoder.layers.0.linear1.weight";
+    let bytes = weights();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let original = file.tensor(name).unwrap();
+    let (rows, cols) = (original.shape()[0], original.shape()[1]);
+    let data = original.data().to_vec();
+    let err = load_edited(&bytes, |t| {
+        for (n, view) in t.iter_mut() {
+            if n == name {
+                *view = TensorView::new(Dtype::F32, vec![cols, rows], &data).unwrap();
+            }
+        }
+    })
+    .unwrap_err();
+    match err {
+        LoadError::Shape {
+            name: n,
+            expected,
+            got,
+        } => {
+            assert_eq!(n, name);
+            assert_eq!(expected, vec![rows, cols]);
+            assert_eq!(got, vec![cols, rows]);
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn a_wrong_dtype_is_named() {
+    let name = "generator.bias";
+    let bytes = weights();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let original = file.tensor(name).unwrap();
+    let shape = original.shape().to_vec();
+    let half = vec![0u8; shape[0] * 2];
+    let err = load_edited(&bytes, |t| {
+        for (n, view) in t.iter_mut() {
+            if n == name {
+                *view = TensorView::new(Dtype::F16, shape.clone(), &half).unwrap();
+            }
+        }
+    })
+    .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::Dtype { name: n, .. } if n == name),
+        "{err}"
+    );
+}
+
+#[test]
+fn non_finite_weights_are_refused() {
+    let name = "encoder.norm.bias";
+    let bytes = weights();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let mut data = file.tensor(name).unwrap().data().to_vec();
+    data[..4].copy_from_slice(&f32::NAN.to_le_bytes());
+    let err = load_edited(&bytes, |t| {
+        for (n, view) in t.iter_mut() {
+            if n == name {
+                *view = TensorView::new(Dtype::F32, view.shape().to_vec(), &data).unwrap();
+            }
+        }
+    })
+    .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::NonFinite { name: n } if n == name),
+        "{err}"
+    );
+}
+
+#[test]
+fn malformed_files_and_paths_are_typed_errors() {
+    for bytes in [
+        Vec::new(),
+        vec![0u8; 7],
+        vec![255u8; 64],
+        weights()[..100].to_vec(),
+    ] {
+        let err = Model::from_safetensors_bytes(config(), &bytes).unwrap_err();
+        assert!(matches!(err, LoadError::Malformed(_)), "{err}");
+    }
+    let err = Model::load_dir(Path::new("/nonexistent/tessel")).unwrap_err();
+    assert!(matches!(err, LoadError::Io { .. }), "{err}");
+    // Weights of one config do not load under another.
+    let wider = Config {
+        d_ff: config().d_ff + 1,
+        ..config()
+    };
+    let err = Model::from_safetensors_bytes(wider, &weights()).unwrap_err();
+    assert!(matches!(err, LoadError::Shape { .. }), "{err}");
+}
+
+#[test]
+fn invalid_configs_are_typed_errors() {
+    let base = Config::transformer_base();
+    assert_eq!(base.validate(), Ok(()));
+    let cases: Vec<(Config, ConfigError)> = vec![
+        (
+            Config {
+                d_model: 0,
+                ..base.clone()
+            },
+            ConfigError::Zero("d_model"),
+        ),
+        (
+            Config {
+                max_beam: 0,
+                ..base.clone()
+            },
+            ConfigError::Zero("max_beam"),
+        ),
+        (
+            Config {
+                heads: 7,
+                ..base.clone()
+            },
+            ConfigError::HeadsDoNotDivide {
+                d_model: 512,
+                heads: 7,
+            },
+        ),
+        (
+            Config {
+                eos_id: 32000,
+                ..base.clone()
+            },
+            ConfigError::SpecialIdOutOfRange {
+                which: "eos",
+                id: 32000,
+                vocab: 32000,
+            },
+        ),
+        (
+            Config {
+                share_embeddings: true,
+                src_vocab: 100,
+                ..base.clone()
+            },
+            ConfigError::SharedVocabMismatch {
+                src: 100,
+                tgt: 32000,
+            },
+        ),
+        (
+            Config {
+                layer_norm_eps: 0.0,
+                ..base.clone()
+            },
+            ConfigError::BadEps(0.0),
+        ),
+        (
+            Config {
+                d_model: 1 << 30,
+                heads: 1,
+                ..base.clone()
+            },
+            ConfigError::TooLarge("d_model"),
+        ),
+    ];
+    for (config, expected) in cases {
+        assert_eq!(config.validate(), Err(expected.clone()));
+        assert!(matches!(
+            Model::random(config.clone(), 0),
+            Err(LoadError::Config(e)) if e == expected
+        ));
+        assert!(tessel_model::ArenaPlan::new(&config).is_err());
+    }
+    assert!(matches!(Config::from_json("{"), Err(ConfigError::Parse(_))));
+    assert!(matches!(
+        Config::from_json(&base.to_json().replace("\"post\"", "\"sideways\"")),
+        Err(ConfigError::Parse(_))
+    ));
+    assert_eq!(Config::from_json(&base.to_json()), Ok(base));
+}
