@@ -514,10 +514,12 @@ pub fn logsumexp(isa: Isa, values: &[f32]) -> f32 {
 pub fn argmax(values: &[f32]) -> Option<(usize, f32)> {
     let mut best: Option<(usize, f32)> = None;
     for (i, &v) in values.iter().enumerate() {
-        match best {
-            Some((_, b)) if !(v > b) => {}
-            _ if v.is_nan() => {}
-            _ => best = Some((i, v)),
+        let better = match best {
+            Some((_, b)) => v > b,
+            None => !v.is_nan(),
+        };
+        if better {
+            best = Some((i, v));
         }
     }
     best

@@ -147,7 +147,8 @@ impl<'a> State<'a> {
 
     /// Inserts a candidate into the descending top-`k` list of `count` entries.
     fn offer(&mut self, count: &mut usize, k: usize, score: f32, beam: u32, token: u32) {
-        if *count == k && !(score > self.cand_score[k - 1]) {
+        let full = *count == k;
+        if score.is_nan() || (full && score <= self.cand_score[k - 1]) {
             return;
         }
         let mut at = (*count).min(k - 1);

@@ -238,6 +238,7 @@ impl Ctx {
 }
 
 /// `out[i] = table[tokens[i]] · scale + positions[first_position (+ i when advancing)]`.
+#[allow(clippy::too_many_arguments)]
 fn embed(
     table: &[f32],
     positions: &[f32],
