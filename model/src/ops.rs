@@ -187,10 +187,17 @@ pub fn linear(
             let weight = w.weight.as_slice();
             let bias = w.bias.as_ref().map(AlignedBuf::as_slice);
             let accumulate = matches!(epilogue.residual, Residual::Accumulate);
+            // At most one row block (decode): whole weight rows, so the weights stream
+            // sequentially from memory once. Otherwise column blocks keep accumulators in L1.
+            let col_block = if rows <= LINEAR_ROW_BLOCK {
+                n
+            } else {
+                LINEAR_COL_BLOCK
+            };
             for r0 in (0..rows).step_by(LINEAR_ROW_BLOCK) {
                 let r1 = (r0 + LINEAR_ROW_BLOCK).min(rows);
-                for c0 in (0..n).step_by(LINEAR_COL_BLOCK) {
-                    let c1 = (c0 + LINEAR_COL_BLOCK).min(n);
+                for c0 in (0..n).step_by(col_block) {
+                    let c1 = (c0 + col_block).min(n);
                     for r in r0..r1 {
                         let o = &mut out[r * out_stride + c0..r * out_stride + c1];
                         match (bias, accumulate) {
@@ -200,7 +207,21 @@ pub fn linear(
                             (None, false) => o.fill(0.0),
                         }
                     }
-                    for kk in 0..k {
+                    // Four weight rows per pass: one load and store of the accumulators per
+                    // four FMAs.
+                    let mut kk = 0;
+                    while kk + 4 <= k {
+                        let w4 =
+                            [0, 1, 2, 3].map(|i| &weight[(kk + i) * n + c0..(kk + i) * n + c1]);
+                        for r in r0..r1 {
+                            let xr = &x[r * x_stride + kk..r * x_stride + kk + 4];
+                            let a = [xr[0], xr[1], xr[2], xr[3]];
+                            let o = &mut out[r * out_stride + c0..r * out_stride + c1];
+                            axpy4(simd, a, w4, o);
+                        }
+                        kk += 4;
+                    }
+                    for kk in kk..k {
                         let wrow = &weight[kk * n + c0..kk * n + c1];
                         for r in r0..r1 {
                             let a = x[r * x_stride + kk];
@@ -595,6 +616,26 @@ fn axpy<S: Simd>(simd: S, alpha: f32, x: &[f32], y: &mut [f32]) {
     }
     for (yv, xv) in yt.iter_mut().zip(xt) {
         *yv += alpha * xv;
+    }
+}
+
+/// `y += a[0]·w[0] + a[1]·w[1] + a[2]·w[2] + a[3]·w[3]`.
+#[inline(always)]
+fn axpy4<S: Simd>(simd: S, a: [f32; 4], w: [&[f32]; 4], y: &mut [f32]) {
+    let av = a.map(|v| simd.splat_f32s(v));
+    let (w0, t0) = S::as_simd_f32s(w[0]);
+    let (w1, t1) = S::as_simd_f32s(w[1]);
+    let (w2, t2) = S::as_simd_f32s(w[2]);
+    let (w3, t3) = S::as_simd_f32s(w[3]);
+    let (yh, yt) = S::as_mut_simd_f32s(y);
+    for ((((yv, v0), v1), v2), v3) in yh.iter_mut().zip(w0).zip(w1).zip(w2).zip(w3) {
+        let mut acc = simd.mul_add_f32s(av[0], *v0, *yv);
+        acc = simd.mul_add_f32s(av[1], *v1, acc);
+        acc = simd.mul_add_f32s(av[2], *v2, acc);
+        *yv = simd.mul_add_f32s(av[3], *v3, acc);
+    }
+    for (i, yv) in yt.iter_mut().enumerate() {
+        *yv += a[0] * t0[i] + a[1] * t1[i] + a[2] * t2[i] + a[3] * t3[i];
     }
 }
 
