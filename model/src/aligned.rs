@@ -16,7 +16,19 @@ pub struct AlignedBuf {
 impl AlignedBuf {
     /// `len` zeros.
     pub fn zeros(len: usize) -> AlignedBuf {
-        let storage = vec![0.0f32; len + ALIGN_F32 - 1];
+        AlignedBuf::place(vec![0.0f32; len + ALIGN_F32 - 1], len)
+    }
+
+    /// `len` zeros, or `None` when the allocation fails (instead of aborting).
+    pub fn try_zeros(len: usize) -> Option<AlignedBuf> {
+        let total = len.checked_add(ALIGN_F32 - 1)?;
+        let mut storage = Vec::new();
+        storage.try_reserve_exact(total).ok()?;
+        storage.resize(total, 0.0);
+        Some(AlignedBuf::place(storage, len))
+    }
+
+    fn place(storage: Vec<f32>, len: usize) -> AlignedBuf {
         let misalignment = (storage.as_ptr() as usize / core::mem::size_of::<f32>()) % ALIGN_F32;
         let offset = (ALIGN_F32 - misalignment) % ALIGN_F32;
         AlignedBuf {

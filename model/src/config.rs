@@ -173,6 +173,16 @@ pub enum ConfigError {
     /// Sizes whose products overflow the address space.
     #[error("config sizes overflow: {0}")]
     TooLarge(&'static str),
+    /// A session limit above the config's maximum.
+    #[error("session limit {what} = {value} exceeds the config's {max}")]
+    LimitAboveConfig {
+        /// Which limit.
+        what: &'static str,
+        /// Requested.
+        value: usize,
+        /// The config's maximum.
+        max: usize,
+    },
     /// `config.json` could not be parsed.
     #[error("config.json: {0}")]
     Parse(String),

@@ -14,8 +14,8 @@ pub mod session;
 pub mod weights;
 
 pub use config::{Biases, Config, ConfigError, FfnActivation, NormPlacement, Positions};
-pub use plan::{ArenaPlan, Region};
+pub use plan::{ArenaPlan, Limits, Region};
 
 pub use search::{Hypotheses, Hypothesis, SearchOptions, StepView};
-pub use session::{RunError, Session};
+pub use session::{RunError, Session, SessionError};
 pub use weights::{LoadError, Model};

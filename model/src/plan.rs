@@ -25,6 +25,44 @@ impl Span {
     }
 }
 
+/// The sizes a session plans for: at most the config's maxima, possibly less (a smaller arena).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest source.
+    pub max_src_len: usize,
+    /// Most target positions.
+    pub max_tgt_len: usize,
+    /// Widest beam.
+    pub max_beam: usize,
+}
+
+impl Limits {
+    /// The config's own maxima.
+    pub fn of(config: &Config) -> Limits {
+        Limits {
+            max_src_len: config.max_src_len,
+            max_tgt_len: config.max_tgt_len,
+            max_beam: config.max_beam,
+        }
+    }
+
+    fn check(&self, config: &Config) -> Result<(), ConfigError> {
+        for (what, value, max) in [
+            ("max_src_len", self.max_src_len, config.max_src_len),
+            ("max_tgt_len", self.max_tgt_len, config.max_tgt_len),
+            ("max_beam", self.max_beam, config.max_beam),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Zero(what));
+            }
+            if value > max {
+                return Err(ConfigError::LimitAboveConfig { what, value, max });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One named region of the arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Region {
@@ -81,6 +119,7 @@ pub(crate) struct Layout {
 #[derive(Clone, Debug)]
 pub struct ArenaPlan {
     pub(crate) layout: Layout,
+    pub(crate) limits: Limits,
     regions: Vec<Region>,
     total_f32: usize,
 }
@@ -98,9 +137,15 @@ impl Cursor {
 impl ArenaPlan {
     /// Plans the arena for `config` (its max lengths and beam).
     pub fn new(config: &Config) -> Result<ArenaPlan, ConfigError> {
+        ArenaPlan::with_limits(config, Limits::of(config))
+    }
+
+    /// Plans the arena for `config` within `limits` (each at most the config's maximum).
+    pub fn with_limits(config: &Config, limits: Limits) -> Result<ArenaPlan, ConfigError> {
         config.validate()?;
+        limits.check(config)?;
         let d = config.d_model;
-        let (s, t, b) = (config.max_src_len, config.max_tgt_len, config.max_beam);
+        let (s, t, b) = (limits.max_src_len, limits.max_tgt_len, limits.max_beam);
         let f = config.d_ff;
         let layers = config.decoder_layers;
 
@@ -193,9 +238,15 @@ impl ArenaPlan {
             .collect();
         Ok(ArenaPlan {
             layout,
+            limits,
             regions,
             total_f32: rest.0,
         })
+    }
+
+    /// The lengths and beam width this plan holds.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// Every region, in arena order (`work.encoder.*` and `work.decoder.*` overlap by design).

@@ -208,23 +208,23 @@ fn normalise(score: f32, len: usize, alpha: f32) -> f32 {
 
 impl Session<'_> {
     fn check_search(&self, options: &SearchOptions) -> Result<(), RunError> {
-        let config = &self.model.config;
         if self.src_len.is_none() {
             return Err(RunError::NotEncoded);
         }
-        if options.beam == 0 || options.beam > config.max_beam {
+        let limits = self.plan.limits;
+        if options.beam == 0 || options.beam > limits.max_beam {
             return Err(RunError::BadBeam {
                 beam: options.beam,
-                max: config.max_beam,
+                max: limits.max_beam,
             });
         }
         if options.max_steps == 0 {
             return Err(RunError::BadOption("max_steps must be positive"));
         }
-        if options.max_steps > config.max_tgt_len {
+        if options.max_steps > limits.max_tgt_len {
             return Err(RunError::TargetTooLong {
                 len: options.max_steps,
-                max: config.max_tgt_len,
+                max: limits.max_tgt_len,
             });
         }
         if !options.length_penalty.is_finite() {
@@ -242,7 +242,8 @@ impl Session<'_> {
     ) -> Result<Hypotheses<'_>, RunError> {
         self.check_search(options)?;
         let config = &self.model.config;
-        let (vocab, tgt, max_beam) = (config.tgt_vocab, config.max_tgt_len, config.max_beam);
+        let limits = self.plan.limits;
+        let (vocab, tgt, max_beam) = (config.tgt_vocab, limits.max_tgt_len, limits.max_beam);
         let (bos, eos) = (config.bos_id, config.eos_id);
         let isa = self.isa;
         let beam = options.beam;

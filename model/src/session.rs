@@ -11,7 +11,7 @@ use crate::config::{Config, NormPlacement};
 use crate::ops::{
     attention, layer_norm, linear, AttentionShape, Epilogue, Linear, NormParams, Residual, Rows,
 };
-use crate::plan::{ArenaPlan, Span};
+use crate::plan::{ArenaPlan, Limits, Span};
 use crate::weights::{Model, Norm};
 
 /// Why a call on a session was refused. A refused call changes nothing: the session keeps its
@@ -80,6 +80,20 @@ pub enum RunError {
     /// A kernel refused its arguments (an internal inconsistency; never expected).
     #[error("kernel error: {0}")]
     Kernel(#[from] KernelError),
+}
+
+/// Why a session could not be created.
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum SessionError {
+    /// The limits exceed the model's config (or are zero).
+    #[error(transparent)]
+    Limits(#[from] crate::config::ConfigError),
+    /// The arena could not be allocated.
+    #[error("cannot allocate the {bytes}-byte arena")]
+    OutOfMemory {
+        /// Arena size.
+        bytes: usize,
+    },
 }
 
 /// One model's working state: the arena, the encoded source and the decoder caches.
@@ -263,14 +277,24 @@ fn embed(
 }
 
 impl<'m> Session<'m> {
-    /// A session over `model` running at `isa`: plans and allocates the whole arena, once.
-    pub fn new(model: &'m Model, isa: Isa) -> Session<'m> {
-        // The model's config was validated when the model was built, so planning succeeds.
-        let plan = ArenaPlan::new(&model.config).unwrap_or_else(|e| {
-            unreachable!("a built model has a valid config: {e}");
-        });
-        let arena = AlignedBuf::zeros(plan.total_f32());
-        Session {
+    /// A session over `model` running at `isa`, planned for the config's maximum lengths and
+    /// beam: plans and allocates the whole arena, once.
+    pub fn new(model: &'m Model, isa: Isa) -> Result<Session<'m>, SessionError> {
+        Session::with_limits(model, isa, Limits::of(&model.config))
+    }
+
+    /// A session planned for `limits` (each at most the config's maximum): a smaller arena for
+    /// hosts that know their lengths.
+    pub fn with_limits(
+        model: &'m Model,
+        isa: Isa,
+        limits: Limits,
+    ) -> Result<Session<'m>, SessionError> {
+        let plan = ArenaPlan::with_limits(&model.config, limits)?;
+        let arena = AlignedBuf::try_zeros(plan.total_f32()).ok_or(SessionError::OutOfMemory {
+            bytes: plan.total_bytes(),
+        })?;
+        Ok(Session {
             model,
             isa,
             plan,
@@ -278,7 +302,12 @@ impl<'m> Session<'m> {
             src_len: None,
             position: 0,
             active: 0,
-        }
+        })
+    }
+
+    /// The lengths and beam width this session holds.
+    pub fn limits(&self) -> Limits {
+        self.plan.limits
     }
 
     /// The arena plan (named regions and sizes).
@@ -344,10 +373,11 @@ impl<'m> Session<'m> {
         if src.is_empty() {
             return Err(RunError::EmptySource);
         }
-        if src.len() > config.max_src_len {
+        let limits = self.plan.limits;
+        if src.len() > limits.max_src_len {
             return Err(RunError::SourceTooLong {
                 len: src.len(),
-                max: config.max_src_len,
+                max: limits.max_src_len,
             });
         }
         if let Some(&token) = src.iter().find(|&&t| t as usize >= config.src_vocab) {
@@ -460,7 +490,7 @@ impl<'m> Session<'m> {
             }
             None => hidden,
         };
-        let per_layer = config.max_src_len * 2 * d;
+        let per_layer = self.plan.limits.max_src_len * 2 * d;
         for (layer, kv) in model
             .decoder
             .iter()
@@ -488,10 +518,11 @@ impl<'m> Session<'m> {
             return Err(RunError::NotEncoded);
         }
         let rows = tokens.len();
-        if rows == 0 || rows > config.max_beam {
+        let limits = self.plan.limits;
+        if rows == 0 || rows > limits.max_beam {
             return Err(RunError::BadBeam {
                 beam: rows,
-                max: config.max_beam,
+                max: limits.max_beam,
             });
         }
         if self.position > 0 && rows != self.active {
@@ -500,10 +531,10 @@ impl<'m> Session<'m> {
                 got: rows,
             });
         }
-        if self.position >= config.max_tgt_len {
+        if self.position >= limits.max_tgt_len {
             return Err(RunError::TargetTooLong {
                 len: self.position + 1,
-                max: config.max_tgt_len,
+                max: limits.max_tgt_len,
             });
         }
         if let Some(&token) = tokens.iter().find(|&&t| t as usize >= config.tgt_vocab) {
@@ -545,8 +576,9 @@ impl<'m> Session<'m> {
             return Err(RunError::NotEncoded);
         };
         let d = config.d_model;
+        let limits = self.plan.limits;
         let (max_beam, max_tgt, max_src) =
-            (config.max_beam, config.max_tgt_len, config.max_src_len);
+            (limits.max_beam, limits.max_tgt_len, limits.max_src_len);
         let position = self.position;
         let c = self.ctx(rows);
         let scale = self.embed_scale();
@@ -727,7 +759,7 @@ impl<'m> Session<'m> {
     /// Makes beam `i` continue the history of beam `parents[i]` (the number of beams becomes
     /// `parents.len()`), by copying cache rows within the arena.
     pub fn reorder_beams(&mut self, parents: &[u32]) -> Result<(), RunError> {
-        let max = self.model.config.max_beam;
+        let max = self.plan.limits.max_beam;
         if parents.is_empty() || parents.len() > max {
             return Err(RunError::BadBeam {
                 beam: parents.len(),
@@ -755,9 +787,10 @@ impl<'m> Session<'m> {
     pub(crate) fn run_reorder(&mut self, beams: usize) {
         let config = &self.model.config;
         let d = config.d_model;
-        let beam_stride = config.max_tgt_len * d;
+        let limits = self.plan.limits;
+        let beam_stride = limits.max_tgt_len * d;
         let used = self.position * d;
-        let layer_stride = config.max_beam * beam_stride;
+        let layer_stride = limits.max_beam * beam_stride;
         let l = &self.plan.layout;
         let [self_k, self_v, stage, parents] = carve(
             self.arena.as_mut_slice(),

@@ -66,7 +66,7 @@ fn check_fixture(name: &str) {
         .fold(1.0f64, |m, &v| m.max(f64::from(v.abs())));
     let bound = LOGIT_TOLERANCE * scale;
     for_each_isa(|isa| {
-        let mut session = Session::new(&model, isa);
+        let mut session = Session::new(&model, isa).expect("session");
         session.encode(&expected.src).expect("encode");
         let mut worst = 0.0f64;
         for (t, &token) in expected.tgt_in.iter().enumerate() {

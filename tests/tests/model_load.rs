@@ -38,7 +38,10 @@ fn the_fixture_loads_from_a_directory_and_from_bytes_alike() {
     let b = Model::from_safetensors_bytes(config(), &weights()).unwrap();
     assert_eq!(a.weight_bytes(), b.weight_bytes());
     let isa = tessel_kernels::Isa::scalar();
-    let (mut sa, mut sb) = (Session::new(&a, isa), Session::new(&b, isa));
+    let (mut sa, mut sb) = (
+        Session::new(&a, isa).expect("session"),
+        Session::new(&b, isa).expect("session"),
+    );
     sa.encode(&[3, 4, 5]).unwrap();
     sb.encode(&[3, 4, 5]).unwrap();
     assert_eq!(

@@ -4,7 +4,8 @@
 
 use tessel_model::ops::log_softmax;
 use tessel_model::{
-    Config, FfnActivation, Model, NormPlacement, Positions, RunError, SearchOptions, Session,
+    Config, ConfigError, FfnActivation, Limits, Model, NormPlacement, Positions, RunError,
+    SearchOptions, Session, SessionError,
 };
 use tessel_tests::for_each_isa;
 
@@ -36,7 +37,7 @@ fn teacher_forced(
     src: &[u32],
     tokens: &[u32],
 ) -> Vec<Vec<f32>> {
-    let mut session = Session::new(model, isa);
+    let mut session = Session::new(model, isa).expect("session");
     session.encode(src).expect("encode");
     tokens
         .iter()
@@ -80,7 +81,7 @@ fn reordered_beams_continue_their_parents_history() {
     for norm in [NormPlacement::Post, NormPlacement::Pre] {
         let model = Model::random(small(norm, Positions::Learned), 11).unwrap();
         for_each_isa(|isa| {
-            let mut session = Session::new(&model, isa);
+            let mut session = Session::new(&model, isa).expect("session");
             session.encode(&SRC).unwrap();
             session.decode_step(&[1]).unwrap();
             session.reorder_beams(&[0, 0, 0]).unwrap();
@@ -107,7 +108,7 @@ fn beam_scores_match_teacher_forced_log_probabilities() {
     let model = Model::random(small(NormPlacement::Pre, Positions::Sinusoidal), 5).unwrap();
     let config = model.config().clone();
     for_each_isa(|isa| {
-        let mut session = Session::new(&model, isa);
+        let mut session = Session::new(&model, isa).expect("session");
         session.encode(&SRC).unwrap();
         for (alpha, stop_at_eos) in [(0.0, false), (1.0, true), (0.6, true)] {
             let options = SearchOptions {
@@ -152,7 +153,7 @@ fn beam_scores_match_teacher_forced_log_probabilities() {
 fn greedy_follows_the_argmax_and_reports_every_step() {
     let model = Model::random(small(NormPlacement::Post, Positions::Sinusoidal), 9).unwrap();
     for_each_isa(|isa| {
-        let mut session = Session::new(&model, isa);
+        let mut session = Session::new(&model, isa).expect("session");
         session.encode(&SRC).unwrap();
         let mut steps = Vec::new();
         let options = SearchOptions {
@@ -185,7 +186,7 @@ fn refused_calls_change_nothing() {
     let isa = tessel_kernels::Isa::best();
     let reference = teacher_forced(&model, isa, &SRC, &[1, 6, 7]);
 
-    let mut session = Session::new(&model, isa);
+    let mut session = Session::new(&model, isa).expect("session");
     assert_eq!(session.decode_step(&[1]), Err(RunError::NotEncoded));
     assert!(matches!(
         session.generate(&SearchOptions::greedy(3), |_| {}),
@@ -272,7 +273,7 @@ fn many_sessions_share_one_model_across_threads() {
         .map(|i| SRC.iter().map(|&t| (t + i) % 31).collect())
         .collect();
     let run = |src: &[u32]| -> Vec<u32> {
-        let mut session = Session::new(&model, isa);
+        let mut session = Session::new(&model, isa).expect("session");
         session.encode(src).unwrap();
         let hyps = session
             .generate(&SearchOptions::beam(3, 9), |_| {})
@@ -291,7 +292,7 @@ fn many_sessions_share_one_model_across_threads() {
 fn arena_plan_is_known_up_front_and_consistent() {
     let config = small(NormPlacement::Post, Positions::Sinusoidal);
     let model = Model::random(config.clone(), 1).unwrap();
-    let session = Session::new(&model, tessel_kernels::Isa::scalar());
+    let session = Session::new(&model, tessel_kernels::Isa::scalar()).unwrap();
     let plan = session.plan();
     let f = 4;
     let (d, b, t, s, l) = (
@@ -342,4 +343,57 @@ fn arena_plan_is_known_up_front_and_consistent() {
     })
     .unwrap();
     assert!(wider.total_bytes() > plan.total_bytes());
+}
+
+#[test]
+fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
+    let model = Model::random(small(NormPlacement::Pre, Positions::Learned), 13).unwrap();
+    let isa = tessel_kernels::Isa::best();
+    let limits = Limits {
+        max_src_len: SRC.len(),
+        max_tgt_len: 6,
+        max_beam: 2,
+    };
+    let mut full = Session::new(&model, isa).unwrap();
+    let mut small_session = Session::with_limits(&model, isa, limits).unwrap();
+    assert_eq!(small_session.limits(), limits);
+    assert!(small_session.plan().total_bytes() < full.plan().total_bytes());
+    full.encode(&SRC).unwrap();
+    small_session.encode(&SRC).unwrap();
+    let options = SearchOptions::beam(2, 6);
+    let a: Vec<u32> = full
+        .generate(&options, |_| {})
+        .unwrap()
+        .best()
+        .unwrap()
+        .tokens
+        .to_vec();
+    let b: Vec<u32> = small_session
+        .generate(&options, |_| {})
+        .unwrap()
+        .best()
+        .unwrap()
+        .tokens
+        .to_vec();
+    assert_eq!(a, b);
+    assert!(matches!(
+        small_session.generate(&SearchOptions::beam(3, 6), |_| {}),
+        Err(RunError::BadBeam { beam: 3, max: 2 })
+    ));
+    assert!(matches!(
+        small_session.encode(&[3; 10]),
+        Err(RunError::SourceTooLong { len: 10, max: 9 })
+    ));
+    let too_big = Limits {
+        max_beam: 5,
+        ..limits
+    };
+    assert!(matches!(
+        Session::with_limits(&model, isa, too_big),
+        Err(SessionError::Limits(ConfigError::LimitAboveConfig {
+            what: "max_beam",
+            value: 5,
+            max: 4
+        }))
+    ));
 }

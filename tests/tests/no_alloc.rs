@@ -94,7 +94,7 @@ fn nothing_allocates_after_session_creation() {
     for norm in [NormPlacement::Post, NormPlacement::Pre] {
         let model = Model::random(config(norm), 7).expect("model");
         for_each_isa(|isa| {
-            let mut session = Session::new(&model, isa);
+            let mut session = Session::new(&model, isa).expect("session");
             let src: [u32; 17] = [5, 9, 3, 44, 12, 7, 7, 30, 2, 18, 25, 1, 40, 11, 6, 50, 8];
             let mut seen = 0usize;
             let mut checksum = 0.0f32;

@@ -49,7 +49,9 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     let record = |case: &str, implementation: &str, ns: f64, work: Work| {
         Record::new("e2e", case, implementation, &level, 1, ns, work)
     };
-    let mut session = Session::new(&model, isa);
+    let Ok(mut session) = Session::new(&model, isa) else {
+        return;
+    };
     let src: Vec<u32> = (0..SRC_LEN as u32)
         .map(|i| 3 + (i * 7919) % (config.src_vocab as u32 - 3))
         .collect();

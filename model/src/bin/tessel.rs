@@ -134,7 +134,7 @@ fn run(args: Args) -> Result<(), String> {
     let load = load_start.elapsed();
     let config = model.config().clone();
     let stop_at_eos = args.stop_at_eos.unwrap_or(args.model.is_some());
-    let mut session = Session::new(&model, isa);
+    let mut session = Session::new(&model, isa).map_err(|e| e.to_string())?;
     // A deterministic source avoiding the special ids.
     let span = config.src_vocab.saturating_sub(3).max(1) as u64;
     let src: Vec<u32> = (0..args.src_len as u64)
