@@ -94,6 +94,12 @@ pub(crate) struct Norm {
     pub beta: AlignedBuf,
 }
 
+impl Norm {
+    fn bytes(&self) -> usize {
+        self.gamma.bytes() + self.beta.bytes()
+    }
+}
+
 /// One encoder layer.
 #[derive(Clone, Debug)]
 pub(crate) struct EncoderLayer {
@@ -104,6 +110,17 @@ pub(crate) struct EncoderLayer {
     pub ff1: Linear,
     pub ff2: Linear,
     pub norm2: Norm,
+}
+
+impl EncoderLayer {
+    fn bytes(&self) -> usize {
+        [&self.qkv, &self.out, &self.ff1, &self.ff2]
+            .iter()
+            .map(|l| l.bytes())
+            .sum::<usize>()
+            + self.norm1.bytes()
+            + self.norm2.bytes()
+    }
 }
 
 /// One decoder layer.
@@ -121,6 +138,26 @@ pub(crate) struct DecoderLayer {
     pub ff1: Linear,
     pub ff2: Linear,
     pub norm3: Norm,
+}
+
+impl DecoderLayer {
+    /// Bytes read by one decoder step (all but the cross-attention K/V projection).
+    fn step_bytes(&self) -> usize {
+        [
+            &self.self_qkv,
+            &self.self_out,
+            &self.cross_q,
+            &self.cross_out,
+            &self.ff1,
+            &self.ff2,
+        ]
+        .iter()
+        .map(|l| l.bytes())
+        .sum::<usize>()
+            + self.norm1.bytes()
+            + self.norm2.bytes()
+            + self.norm3.bytes()
+    }
 }
 
 /// A loaded model: immutable, `Send + Sync`, shared by any number of [`crate::Session`]s.
@@ -279,66 +316,32 @@ impl Model {
 
     /// Bytes of all weights as laid out in memory.
     pub fn weight_bytes(&self) -> usize {
-        let norm = |n: &Norm| n.gamma.bytes() + n.beta.bytes();
-        let enc: usize = self
-            .encoder
-            .iter()
-            .map(|l| {
-                l.qkv.bytes()
-                    + l.out.bytes()
-                    + l.ff1.bytes()
-                    + l.ff2.bytes()
-                    + norm(&l.norm1)
-                    + norm(&l.norm2)
-            })
-            .sum();
-        let dec: usize = self
+        let encoder: usize = self.encoder.iter().map(EncoderLayer::bytes).sum();
+        let decoder: usize = self
             .decoder
             .iter()
-            .map(|l| {
-                l.self_qkv.bytes()
-                    + l.self_out.bytes()
-                    + l.cross_q.bytes()
-                    + l.cross_kv.bytes()
-                    + l.cross_out.bytes()
-                    + l.ff1.bytes()
-                    + l.ff2.bytes()
-                    + norm(&l.norm1)
-                    + norm(&l.norm2)
-                    + norm(&l.norm3)
-            })
+            .map(|l| l.step_bytes() + l.cross_kv.bytes())
             .sum();
-        enc + dec
+        encoder
+            + decoder
             + self.src_embed.as_ref().map_or(0, AlignedBuf::bytes)
             + self.tgt_embed.bytes()
             + self.src_pos.bytes()
             + self.tgt_pos.bytes()
-            + self.encoder_norm.as_ref().map_or(0, norm)
-            + self.decoder_norm.as_ref().map_or(0, norm)
-            + self.generator.bytes()
+            + self.encoder_norm.as_ref().map_or(0, Norm::bytes)
+            + self.generator_step_bytes()
     }
 
     /// Bytes of the weights one decoder step reads: every decoder layer's weights except the
-    /// cross-attention K/V projection (applied once per source), the generator, and one
-    /// embedding row.
+    /// cross-attention K/V projection (applied once per source), the final norm and the
+    /// generator (plus one embedding and position row per beam, not counted).
     pub fn decode_step_weight_bytes(&self) -> usize {
-        let norm = |n: &Norm| n.gamma.bytes() + n.beta.bytes();
-        let layers: usize = self
-            .decoder
-            .iter()
-            .map(|l| {
-                l.self_qkv.bytes()
-                    + l.self_out.bytes()
-                    + l.cross_q.bytes()
-                    + l.cross_out.bytes()
-                    + l.ff1.bytes()
-                    + l.ff2.bytes()
-                    + norm(&l.norm1)
-                    + norm(&l.norm2)
-                    + norm(&l.norm3)
-            })
-            .sum();
-        layers + self.generator.bytes() + self.decoder_norm.as_ref().map_or(0, norm)
+        let layers: usize = self.decoder.iter().map(DecoderLayer::step_bytes).sum();
+        layers + self.generator_step_bytes()
+    }
+
+    fn generator_step_bytes(&self) -> usize {
+        self.generator.bytes() + self.decoder_norm.as_ref().map_or(0, Norm::bytes)
     }
 
     fn build(config: Config, source: &mut dyn TensorSource) -> Result<Model, LoadError> {

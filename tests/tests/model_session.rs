@@ -361,21 +361,11 @@ fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
     full.encode(&SRC).unwrap();
     small_session.encode(&SRC).unwrap();
     let options = SearchOptions::beam(2, 6);
-    let a: Vec<u32> = full
-        .generate(&options, |_| {})
-        .unwrap()
-        .best()
-        .unwrap()
-        .tokens
-        .to_vec();
-    let b: Vec<u32> = small_session
-        .generate(&options, |_| {})
-        .unwrap()
-        .best()
-        .unwrap()
-        .tokens
-        .to_vec();
-    assert_eq!(a, b);
+    let best = |session: &mut Session| -> Vec<u32> {
+        let hyps = session.generate(&options, |_| {}).unwrap();
+        hyps.best().unwrap().tokens.to_vec()
+    };
+    assert_eq!(best(&mut full), best(&mut small_session));
     assert!(matches!(
         small_session.generate(&SearchOptions::beam(3, 6), |_| {}),
         Err(RunError::BadBeam { beam: 3, max: 2 })
