@@ -1,7 +1,8 @@
 //! Golden tests against PyTorch `nn.Transformer` (fixtures made by `tools/make_golden.py`,
 //! reference computed in float64 on the same float32 weights): teacher-forced logits through
-//! the incremental decoder within `LOGIT_TOLERANCE` of the logit scale, and identical greedy
-//! tokens, at every ISA level.
+//! the incremental decoder within `LOGIT_TOLERANCE` of the logit scale, identical greedy
+//! tokens, and identical beam-search hypotheses (scores within 1e-4) against a plain Python
+//! implementation of the same search, at every ISA level.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +19,8 @@ struct Expected {
     tgt_in: Vec<u32>,
     logits: Vec<f32>,
     greedy: Vec<u32>,
+    beam: Vec<(Vec<u32>, f32)>,
+    beam_options: (usize, usize, f32),
 }
 
 fn golden_dir(name: &str) -> PathBuf {
@@ -43,14 +46,30 @@ fn read_expected(dir: &Path) -> Expected {
             .map(|w| u32::try_from(i32::from_le_bytes(w)).expect("non-negative id"))
             .collect()
     };
+    let floats =
+        |name: &str| -> Vec<f32> { words(name).into_iter().map(f32::from_le_bytes).collect() };
+    let options = floats("beam_options");
+    let steps = options[1] as usize;
+    let scores = floats("beam_scores");
+    let padded: Vec<i32> = words("beam_tokens")
+        .into_iter()
+        .map(i32::from_le_bytes)
+        .collect();
+    let beam = padded
+        .chunks_exact(steps)
+        .zip(scores)
+        .map(|(row, score)| {
+            let tokens = row.iter().filter_map(|&t| u32::try_from(t).ok()).collect();
+            (tokens, score)
+        })
+        .collect();
     Expected {
         src: ints("src"),
         tgt_in: ints("tgt_in"),
-        logits: words("logits")
-            .into_iter()
-            .map(f32::from_le_bytes)
-            .collect(),
+        logits: floats("logits"),
         greedy: ints("greedy"),
+        beam,
+        beam_options: (options[0] as usize, steps, options[2]),
     }
 }
 
@@ -95,6 +114,24 @@ fn check_fixture(name: &str) {
             &best.tokens[..want.len().min(best.tokens.len())]
         };
         assert_eq!(got, want.as_slice(), "{name} {isa}: greedy tokens");
+
+        let (beam, max_steps, length_penalty) = expected.beam_options;
+        let options = SearchOptions {
+            beam,
+            max_steps,
+            length_penalty,
+            stop_at_eos: true,
+        };
+        let hyps = session.generate(&options, |_| {}).expect("beam search");
+        assert_eq!(hyps.len(), expected.beam.len(), "{name} {isa}: hypotheses");
+        for (got, (tokens, score)) in hyps.iter().zip(&expected.beam) {
+            assert_eq!(got.tokens, tokens.as_slice(), "{name} {isa}: beam tokens");
+            assert!(
+                (got.score - score).abs() <= 1e-4,
+                "{name} {isa}: beam score {} vs pytorch {score}",
+                got.score
+            );
+        }
     });
 }
 
