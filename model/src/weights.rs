@@ -253,6 +253,18 @@ impl TensorSource for RandomSource {
     }
 }
 
+/// Zeros of every requested shape, recording the names and shapes asked for.
+struct RecordingSource {
+    requested: Vec<(String, Vec<usize>)>,
+}
+
+impl TensorSource for RecordingSource {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
+        self.requested.push((name.to_owned(), shape.to_vec()));
+        Ok(Cow::Owned(vec![0.0; shape.iter().product()]))
+    }
+}
+
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LoadError + '_ {
     move |source| LoadError::Io {
         path: path.to_owned(),
@@ -307,6 +319,18 @@ impl Model {
             });
         }
         Ok(model)
+    }
+
+    /// The tensors (name and shape, in load order) a weights file for `config` must hold:
+    /// exactly these, all `F32`. Builds a zero model to find out, so it costs one model's memory
+    /// for the duration of the call.
+    pub fn expected_tensors(config: &Config) -> Result<Vec<(String, Vec<usize>)>, LoadError> {
+        config.validate()?;
+        let mut source = RecordingSource {
+            requested: Vec::new(),
+        };
+        Model::build(config.clone(), &mut source)?;
+        Ok(source.requested)
     }
 
     /// The configuration.

@@ -255,3 +255,117 @@ fn invalid_configs_are_typed_errors() {
     ));
     assert_eq!(Config::from_json(&base.to_json()), Ok(base));
 }
+
+/// Serialises seeded values for every tensor `config` expects.
+fn synthetic_file(config: &Config) -> Vec<u8> {
+    let expected = Model::expected_tensors(config).unwrap();
+    let data: Vec<(String, Vec<usize>, Vec<u8>)> = expected
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, shape))| {
+            let n: usize = shape.iter().product();
+            let bytes = (0..n)
+                .flat_map(|j| (((i * 31 + j * 7) % 13) as f32 * 0.01 - 0.06).to_le_bytes())
+                .collect();
+            (name, shape, bytes)
+        })
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = data
+        .iter()
+        .map(|(name, shape, bytes)| {
+            (
+                name.clone(),
+                TensorView::new(Dtype::F32, shape.clone(), bytes).unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize(views, &None).unwrap()
+}
+
+#[test]
+fn every_config_toggle_loads_exactly_its_tensors() {
+    let base = Config {
+        d_model: 24,
+        heads: 2,
+        encoder_layers: 1,
+        decoder_layers: 2,
+        d_ff: 40,
+        src_vocab: 19,
+        tgt_vocab: 23,
+        max_src_len: 8,
+        max_tgt_len: 8,
+        max_beam: 2,
+        ..Config::transformer_base()
+    };
+    let no_biases = tessel_model::Biases {
+        attention_in: false,
+        attention_out: false,
+        ffn: false,
+        generator: false,
+    };
+    let variants = [
+        base.clone(),
+        Config {
+            biases: no_biases,
+            ..base.clone()
+        },
+        Config {
+            final_norm: false,
+            scale_embeddings: false,
+            activation: tessel_model::FfnActivation::GeluTanh,
+            norm: tessel_model::NormPlacement::Pre,
+            ..base.clone()
+        },
+        Config {
+            share_embeddings: true,
+            tie_output: true,
+            src_vocab: 23,
+            positions: tessel_model::Positions::Learned,
+            ..base.clone()
+        },
+    ];
+    let names = |c: &Config| -> Vec<String> {
+        Model::expected_tensors(c)
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
+    };
+    let full = names(&variants[0]);
+    assert!(full.contains(&"decoder.layers.1.multihead_attn.in_proj_bias".to_owned()));
+    assert!(full.contains(&"encoder.norm.weight".to_owned()));
+    assert!(full.contains(&"generator.weight".to_owned()));
+    let bare = names(&variants[1]);
+    assert!(bare
+        .iter()
+        .all(|n| !n.ends_with("bias") || n.contains("norm")));
+    let unnormed = names(&variants[2]);
+    assert!(!unnormed
+        .iter()
+        .any(|n| n == "encoder.norm.weight" || n == "decoder.norm.bias"));
+    let shared = names(&variants[3]);
+    assert!(!shared
+        .iter()
+        .any(|n| n == "src_embed.weight" || n == "generator.weight"));
+    assert!(shared.contains(&"tgt_pos.weight".to_owned()));
+    for config in variants {
+        let bytes = synthetic_file(&config);
+        let model = Model::from_safetensors_bytes(config.clone(), &bytes)
+            .unwrap_or_else(|e| panic!("{config:?}: {e}"));
+        let mut session = Session::new(&model, tessel_kernels::Isa::best()).unwrap();
+        session.encode(&[3, 4, 5, 6]).unwrap();
+        let logits = session.decode_step(&[config.bos_id]).unwrap();
+        assert_eq!(logits.len(), config.tgt_vocab);
+        assert!(logits.iter().all(|v| v.is_finite()));
+        // The same file is refused by a config that expects other tensors.
+        let other = Config {
+            biases: if config.biases.ffn {
+                no_biases
+            } else {
+                tessel_model::Biases::default()
+            },
+            ..config
+        };
+        assert!(Model::from_safetensors_bytes(other, &bytes).is_err());
+    }
+}
