@@ -8,6 +8,22 @@
 //! log-softmax/argmax for search. The bodies here are plain but vectorised (one generic pulp
 //! body per ISA level) and never allocate; swapping them for the tuned kernels changes nothing
 //! else in the model.
+//!
+//! # Switching to the tuned kernels
+//! - [`Linear`]: hold the kernel's packed B instead of `weight`, built once in
+//!   [`Linear::from_out_in`] from PyTorch's `[out × in]` rows (that is Bᵀ row-major, so it can
+//!   be packed directly, without the transpose done here). Keep [`Linear::bytes`] exact: the
+//!   e2e suite's streaming baseline uses it.
+//! - [`linear`]: call the GEMM with `bias`, `epilogue.activation` and the residual
+//!   ([`Residual::Add`]: add a strided matrix; [`Residual::Accumulate`]: β = 1 into `out`).
+//!   [`linear_scratch`] returns the GEMM's scratch spec; the arena plan already reserves the
+//!   largest over the model's shapes.
+//! - [`attention`]: call the flash kernel with the same [`AttentionShape`] (causal offset,
+//!   key length) and strided [`Rows`]; [`attention_scratch`] returns its spec.
+//! - [`layer_norm`]: call the fused LayerNorm (residual in, optional sum out).
+//!
+//! The tests in `tests/tests/model_ops.rs`, `model_golden.rs` and `no_alloc.rs` hold any body
+//! to the same contract.
 
 use pulp::Simd;
 use tessel_kernels::activation::Activation;
@@ -121,8 +137,9 @@ impl Epilogue<'_> {
     }
 }
 
-/// Scratch [`linear`] needs for `rows` rows of `w` (none for this implementation).
-pub fn linear_scratch(_rows: usize, _w: &Linear) -> ScratchSpec {
+/// Scratch [`linear`] needs for `rows` rows of a `in_features → out_features` layer (none for
+/// this implementation; the tuned GEMM states its packing buffers here).
+pub fn linear_scratch(_rows: usize, _in_features: usize, _out_features: usize) -> ScratchSpec {
     ScratchSpec::EMPTY
 }
 
@@ -148,7 +165,7 @@ pub fn linear(
     let (k, n) = (w.in_features, w.out_features);
     check_view("x", x.len(), rows, k, x_stride)?;
     check_view("out", out.len(), rows, n, out_stride)?;
-    Scratch::new(scratch, linear_scratch(rows, w))?;
+    Scratch::new(scratch, linear_scratch(rows, k, n))?;
     match epilogue.residual {
         Residual::Add(r, stride) => check_view("residual", r.len(), rows, n, stride)?,
         Residual::Accumulate if epilogue.activation != Activation::Identity => {

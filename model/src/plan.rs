@@ -6,8 +6,7 @@
 //! else (the caches, scratch and search state) has its own region.
 
 use crate::config::{Config, ConfigError};
-use crate::ops::{attention_scratch, AttentionShape};
-use tessel_kernels::ScratchSpec;
+use crate::ops::{attention_scratch, linear_scratch, AttentionShape};
 
 /// Elements per alignment unit: every region starts on a 64-byte boundary.
 const ALIGN_F32: usize = 16;
@@ -171,14 +170,24 @@ impl ArenaPlan {
         let self_k = rest.take(layers * b * t * d);
         let self_v = rest.take(layers * b * t * d);
         let stage = rest.take(b * t * d);
-        let scratch_spec = attention_scratch(&AttentionShape {
+        let mut scratch_spec = attention_scratch(&AttentionShape {
             heads: config.heads,
             d_head: config.d_head(),
             q_rows: s.max(b),
             kv_len: s.max(t),
             causal_offset: None,
-        })
-        .or(ScratchSpec::EMPTY);
+        });
+        // Every linear shape of the model, at the most rows it runs with.
+        for (k, n) in [
+            (d, 3 * d),
+            (d, 2 * d),
+            (d, d),
+            (d, f),
+            (f, d),
+            (d, config.tgt_vocab),
+        ] {
+            scratch_spec = scratch_spec.or(linear_scratch(s.max(b), k, n));
+        }
         let scratch = rest.take(scratch_spec.len());
         let step_tokens = rest.take(b);
         let parents = rest.take(b);

@@ -73,7 +73,7 @@ proptest! {
                 0 => Residual::Add(&r, n + gap),
                 _ => Residual::None,
             };
-            let mut scratch = vec![0.0; linear_scratch(rows, &lin).len()];
+            let mut scratch = vec![0.0; linear_scratch(rows, k, n).len()];
             let stride = out.stride();
             linear(isa, rows, &x, k + gap, &lin, out.view_mut(), stride,
                 Epilogue { activation, residual }, &mut scratch).unwrap();
