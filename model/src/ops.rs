@@ -480,10 +480,21 @@ pub fn layer_norm<'a>(
                 if let Some((s, stride)) = self.sum_out.as_mut() {
                     s[r * *stride..r * *stride + cols].copy_from_slice(o);
                 }
-                let mean = sum(simd, o) / cols as f32;
-                let var = centered_square_sum(simd, o, mean) / cols as f32;
+                // Statistics of `x - x[0]`: exact differences keep a large common offset from
+                // costing the mean its low bits (two passes, never E[x²] - E[x]²).
+                let shift = o[0];
+                let mean = shifted_sum(simd, o, shift) / cols as f32;
+                let var = centered_square_sum(simd, o, shift, mean) / cols as f32;
                 let inv_std = 1.0 / (var + self.norm.eps).sqrt();
-                normalise(simd, o, mean, inv_std, self.norm.gamma, self.norm.beta);
+                normalise(
+                    simd,
+                    o,
+                    shift,
+                    mean,
+                    inv_std,
+                    self.norm.gamma,
+                    self.norm.beta,
+                );
             }
         }
     }
@@ -696,46 +707,57 @@ fn activate<S: Simd>(simd: S, activation: Activation, y: &mut [f32]) {
     }
 }
 
+/// `Σ (x - shift)`.
 #[inline(always)]
-fn sum<S: Simd>(simd: S, x: &[f32]) -> f32 {
+fn shifted_sum<S: Simd>(simd: S, x: &[f32], shift: f32) -> f32 {
+    let s = simd.splat_f32s(shift);
     let (xh, xt) = S::as_simd_f32s(x);
     let mut acc = simd.splat_f32s(0.0);
     for xv in xh {
-        acc = simd.add_f32s(acc, *xv);
+        acc = simd.add_f32s(acc, simd.sub_f32s(*xv, s));
     }
-    simd.reduce_sum_f32s(acc) + xt.iter().sum::<f32>()
+    simd.reduce_sum_f32s(acc) + xt.iter().map(|v| v - shift).sum::<f32>()
 }
 
+/// `Σ ((x - shift) - mean)²`.
 #[inline(always)]
-fn centered_square_sum<S: Simd>(simd: S, x: &[f32], mean: f32) -> f32 {
+fn centered_square_sum<S: Simd>(simd: S, x: &[f32], shift: f32, mean: f32) -> f32 {
+    let s = simd.splat_f32s(shift);
     let m = simd.splat_f32s(mean);
     let (xh, xt) = S::as_simd_f32s(x);
     let mut acc = simd.splat_f32s(0.0);
     for xv in xh {
-        let d = simd.sub_f32s(*xv, m);
+        let d = simd.sub_f32s(simd.sub_f32s(*xv, s), m);
         acc = simd.mul_add_f32s(d, d, acc);
     }
-    simd.reduce_sum_f32s(acc) + xt.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>()
+    simd.reduce_sum_f32s(acc)
+        + xt.iter()
+            .map(|v| (v - shift - mean) * (v - shift - mean))
+            .sum::<f32>()
 }
 
+/// `y = ((y - shift) - mean) · inv_std · gamma + beta`.
 #[inline(always)]
 fn normalise<S: Simd>(
     simd: S,
     y: &mut [f32],
+    shift: f32,
     mean: f32,
     inv_std: f32,
     gamma: &[f32],
     beta: &[f32],
 ) {
+    let sh = simd.splat_f32s(shift);
     let m = simd.splat_f32s(mean);
     let s = simd.splat_f32s(inv_std);
     let (yh, yt) = S::as_mut_simd_f32s(y);
     let (gh, gt) = S::as_simd_f32s(gamma);
     let (bh, bt) = S::as_simd_f32s(beta);
     for ((yv, gv), bv) in yh.iter_mut().zip(gh).zip(bh) {
-        *yv = simd.mul_add_f32s(simd.mul_f32s(simd.sub_f32s(*yv, m), s), *gv, *bv);
+        let centred = simd.sub_f32s(simd.sub_f32s(*yv, sh), m);
+        *yv = simd.mul_add_f32s(simd.mul_f32s(centred, s), *gv, *bv);
     }
     for ((yv, gv), bv) in yt.iter_mut().zip(gt).zip(bt) {
-        *yv = (*yv - mean) * inv_std * gv + bv;
+        *yv = (*yv - shift - mean) * inv_std * gv + bv;
     }
 }
