@@ -204,9 +204,10 @@ pub fn linear(
             let weight = w.weight.as_slice();
             let bias = w.bias.as_ref().map(AlignedBuf::as_slice);
             let accumulate = matches!(epilogue.residual, Residual::Accumulate);
-            // At most one row block (decode): whole weight rows, so the weights stream
-            // sequentially from memory once. Otherwise column blocks keep accumulators in L1.
-            let col_block = if rows <= LINEAR_ROW_BLOCK {
+            // One row (greedy decode): whole weight rows, so the weights stream sequentially
+            // from memory once. Otherwise column blocks keep the four weight-row segments and
+            // the accumulators of a row block in L1 while the rows of the block reuse them.
+            let col_block = if rows == 1 {
                 n
             } else {
                 LINEAR_COL_BLOCK
