@@ -16,9 +16,12 @@ none sits at its trivial initial value, and writes under tests/golden/<name>/:
 The reference forward passes run in float64 on the float32-rounded weights, so the fixtures
 hold the exact answer for the weights the Rust side loads.
 
-Setup (CPU only is fine; PyPI's torch wheel works on CPU once its CUDA deps are installed):
+Setup (runs on CPU; only PyPI is reachable, whose Linux torch wheel is the CUDA build: it runs
+on CPU but `import torch` needs its nvidia-* dependencies present, ~3 GB; installing it with
+`--no-deps` fails at import with "libcudart.so.13: cannot open shared object file"):
     python3 -m venv /tmp/tvenv && /tmp/tvenv/bin/pip install torch numpy safetensors
     /tmp/tvenv/bin/python tools/make_golden.py
+Checked with torch 2.15.0. The Rust tests never need torch: they read the committed fixtures.
 """
 
 import json

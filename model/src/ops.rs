@@ -207,11 +207,7 @@ pub fn linear(
             // One row (greedy decode): whole weight rows, so the weights stream sequentially
             // from memory once. Otherwise column blocks keep the four weight-row segments and
             // the accumulators of a row block in L1 while the rows of the block reuse them.
-            let col_block = if rows == 1 {
-                n
-            } else {
-                LINEAR_COL_BLOCK
-            };
+            let col_block = if rows == 1 { n } else { LINEAR_COL_BLOCK };
             for r0 in (0..rows).step_by(LINEAR_ROW_BLOCK) {
                 let r1 = (r0 + LINEAR_ROW_BLOCK).min(rows);
                 for c0 in (0..n).step_by(col_block) {
