@@ -1,10 +1,163 @@
-//! The `e2e` suite (its cases are being written).
+//! The `e2e` suite: Transformer-base (6+6, d_model 512, 8 heads, d_ff 2048, vocabulary 32000,
+//! seeded random weights) on a 32-token source, batch 1, one thread.
+//!
+//! Cases: `encode-src32`; `stream-read-step-weights` (summing a buffer of exactly the bytes one
+//! decode step reads: the memory-bound floor of a step); `decode-step` (median step of a 32-step
+//! greedy decode, compared with that streaming floor: ratio = stream time / step time, 1 is the
+//! floor); `greedy-32x32` and `beam4-32x32` (encode + 32 decoded tokens, EOS ignored so every
+//! run does the full work).
+
+use std::time::{Duration, Instant};
+
+use pulp::Simd;
+use tessel_kernels::Isa;
 
 use super::Suite;
+use crate::{median_ns, Budget, Record, Work};
+use tessel_model::isa_env::isa_from_env;
+use tessel_model::{Config, Model, SearchOptions, Session};
 
 /// The `e2e` suite.
 pub const SUITE: Suite = Suite {
     name: "e2e",
-    about: "not measured yet",
-    run: |_, _| {},
+    about:
+        "Transformer-base encode, decode step vs streaming its weights, greedy and beam-4 32->32",
+    run,
 };
+
+const SRC_LEN: usize = 32;
+const STEPS: usize = 32;
+
+/// Sum of `values` at `isa`'s full vector width with four independent accumulators, so it
+/// runs at memory speed: the floor of anything that reads these bytes once.
+fn stream_sum(isa: Isa, values: &[f32]) -> f32 {
+    struct Sum<'a>(&'a [f32]);
+    impl pulp::WithSimd for Sum<'_> {
+        type Output = f32;
+        #[inline(always)]
+        fn with_simd<S: Simd>(self, simd: S) -> f32 {
+            let (head, tail) = S::as_simd_f32s(self.0);
+            let mut acc = [simd.splat_f32s(0.0); 4];
+            let mut quads = head.chunks_exact(4);
+            for quad in &mut quads {
+                for (a, v) in acc.iter_mut().zip(quad) {
+                    *a = simd.add_f32s(*a, *v);
+                }
+            }
+            for v in quads.remainder() {
+                acc[0] = simd.add_f32s(acc[0], *v);
+            }
+            let total = simd.add_f32s(simd.add_f32s(acc[0], acc[1]), simd.add_f32s(acc[2], acc[3]));
+            simd.reduce_sum_f32s(total) + tail.iter().sum::<f32>()
+        }
+    }
+    isa.dispatch(Sum(values))
+}
+
+fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
+    let Ok(isa) = isa_from_env() else {
+        return;
+    };
+    let Ok(model) = Model::random(Config::transformer_base(), 42) else {
+        return;
+    };
+    let level = isa.level().to_string();
+    let config = model.config().clone();
+    let record = |case: &str, implementation: &str, ns: f64, work: Work| {
+        Record::new("e2e", case, implementation, &level, 1, ns, work)
+    };
+    let Ok(mut session) = Session::new(&model, isa) else {
+        return;
+    };
+    let src: Vec<u32> = (0..SRC_LEN as u32)
+        .map(|i| 3 + (i * 7919) % (config.src_vocab as u32 - 3))
+        .collect();
+
+    // Encoder: 2·params·tokens FLOP for the linears (attention adds ~2%).
+    let d = config.d_model as f64;
+    let encoder_flop = config.encoder_layers as f64
+        * SRC_LEN as f64
+        * 2.0
+        * (4.0 * d * d + 2.0 * d * config.d_ff as f64);
+    let encode_ns = median_ns(budget, || {
+        let _ = session.encode(&src);
+    });
+    emit(record(
+        "encode-src32",
+        "tessel",
+        encode_ns,
+        Work::flops(encoder_flop),
+    ));
+
+    // The streaming floor of one decode step.
+    let step_bytes = model.decode_step_weight_bytes();
+    let buffer: Vec<f32> = (0..step_bytes / 4).map(|i| (i % 7) as f32).collect();
+    let stream_ns = median_ns(budget, || {
+        std::hint::black_box(stream_sum(isa, std::hint::black_box(&buffer)));
+    });
+    drop(buffer);
+    let stream = record(
+        "stream-read-step-weights",
+        "stream-read",
+        stream_ns,
+        Work::bytes(step_bytes as f64),
+    );
+    emit(stream.clone());
+
+    // Decode steps: median over the steps of greedy decodes.
+    let greedy = SearchOptions {
+        stop_at_eos: false,
+        ..SearchOptions::greedy(STEPS)
+    };
+    let mut steps: Vec<Duration> = Vec::with_capacity(STEPS * 64);
+    let started = Instant::now();
+    while steps.len() < STEPS * budget.min_samples.max(1) || started.elapsed() < budget.time {
+        if session.encode(&src).is_err() {
+            return;
+        }
+        let mut last = Instant::now();
+        let result = session.generate(&greedy, |_| {
+            let now = Instant::now();
+            steps.push(now - last);
+            last = now;
+        });
+        if result.is_err() || steps.len() >= STEPS * 64 {
+            break;
+        }
+    }
+    steps.sort();
+    let step_ns = steps
+        .get(steps.len() / 2)
+        .map_or(f64::NAN, |s| s.as_nanos() as f64);
+    emit(
+        record(
+            "decode-step",
+            "tessel",
+            step_ns,
+            Work::bytes(step_bytes as f64),
+        )
+        .against(&stream),
+    );
+
+    for (case, options) in [
+        ("greedy-32x32", greedy),
+        (
+            "beam4-32x32",
+            SearchOptions {
+                stop_at_eos: false,
+                ..SearchOptions::beam(4, STEPS)
+            },
+        ),
+    ] {
+        let ns = median_ns(budget, || {
+            let _ = session.encode(&src);
+            let _ = session.generate(&options, |_| {});
+        });
+        emit(record(
+            case,
+            "tessel",
+            ns,
+            Work::bytes(step_bytes as f64 * STEPS as f64),
+        ));
+    }
+}

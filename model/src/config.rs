@@ -1,0 +1,319 @@
+//! The model configuration (`config.json`) and its validation.
+
+use serde::{Deserialize, Serialize};
+use tessel_kernels::activation::Activation;
+use thiserror::Error;
+
+/// Where the LayerNorms sit in each layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NormPlacement {
+    /// `x = LN(x + sublayer(x))`: the 2017 paper and `nn.Transformer(norm_first=False)`.
+    Post,
+    /// `x = x + sublayer(LN(x))`: Whisper and most modern models (`norm_first=True`).
+    Pre,
+}
+
+/// The feed-forward activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FfnActivation {
+    /// `max(x, 0)`.
+    Relu,
+    /// Exact (erf) GELU, PyTorch `F.gelu`.
+    Gelu,
+    /// tanh-approximated GELU.
+    GeluTanh,
+}
+
+impl FfnActivation {
+    /// The kernel activation.
+    pub fn kernel(self) -> Activation {
+        match self {
+            FfnActivation::Relu => Activation::Relu,
+            FfnActivation::Gelu => Activation::GeluErf,
+            FfnActivation::GeluTanh => Activation::GeluTanh,
+        }
+    }
+}
+
+/// How positions are encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Positions {
+    /// Fixed table: `pe[p, 2i] = sin(p / 10000^(2i/d))`, `pe[p, 2i+1] = cos(p / 10000^(2i/d))`.
+    Sinusoidal,
+    /// Learned tables `src_pos.weight` `[max_src_len × d]` and `tgt_pos.weight`
+    /// `[max_tgt_len × d]`.
+    Learned,
+}
+
+/// Which projections carry a bias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Biases {
+    /// Q/K/V input projections (`in_proj_bias`).
+    pub attention_in: bool,
+    /// Attention output projections (`out_proj.bias`).
+    pub attention_out: bool,
+    /// Both feed-forward linears (`linear1.bias`, `linear2.bias`).
+    pub ffn: bool,
+    /// Output projection (`generator.bias`).
+    pub generator: bool,
+}
+
+impl Default for Biases {
+    fn default() -> Biases {
+        Biases {
+            attention_in: true,
+            attention_out: true,
+            ffn: true,
+            generator: true,
+        }
+    }
+}
+
+fn default_eps() -> f32 {
+    1e-5
+}
+fn default_true() -> bool {
+    true
+}
+
+/// Everything that shapes a model, serialised as `config.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// Width of the residual stream.
+    pub d_model: usize,
+    /// Attention heads; `d_model` must be a multiple.
+    pub heads: usize,
+    /// Encoder layers.
+    pub encoder_layers: usize,
+    /// Decoder layers.
+    pub decoder_layers: usize,
+    /// Inner width of the feed-forward block.
+    pub d_ff: usize,
+    /// Source vocabulary size.
+    pub src_vocab: usize,
+    /// Target vocabulary size.
+    pub tgt_vocab: usize,
+    /// One embedding table (`tgt_embed.weight`) for source and target; needs equal vocabularies.
+    #[serde(default)]
+    pub share_embeddings: bool,
+    /// The output projection is the target embedding (transposed); no `generator.weight`.
+    #[serde(default)]
+    pub tie_output: bool,
+    /// Longest source a session accepts.
+    pub max_src_len: usize,
+    /// Longest target (positions decoded, BOS included) a session accepts.
+    pub max_tgt_len: usize,
+    /// Widest beam a session plans for.
+    pub max_beam: usize,
+    /// LayerNorm placement.
+    pub norm: NormPlacement,
+    /// Final LayerNorms after the encoder and decoder stacks (`encoder.norm`, `decoder.norm`);
+    /// `nn.Transformer` always has them.
+    #[serde(default = "default_true")]
+    pub final_norm: bool,
+    /// Feed-forward activation.
+    pub activation: FfnActivation,
+    /// Position encoding.
+    pub positions: Positions,
+    /// Which projections carry biases.
+    #[serde(default)]
+    pub biases: Biases,
+    /// Multiply embeddings by `√d_model` before adding positions.
+    #[serde(default = "default_true")]
+    pub scale_embeddings: bool,
+    /// LayerNorm epsilon.
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f32,
+    /// Beginning-of-sequence id: the first decoder input.
+    pub bos_id: u32,
+    /// End-of-sequence id.
+    pub eos_id: u32,
+    /// Padding id (never produced by search; kept for hosts).
+    pub pad_id: u32,
+}
+
+/// Why a configuration is rejected.
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum ConfigError {
+    /// A size that must be positive is zero.
+    #[error("config field `{0}` must be positive")]
+    Zero(&'static str),
+    /// `d_model` is not a multiple of `heads`.
+    #[error("d_model {d_model} is not a multiple of heads {heads}")]
+    HeadsDoNotDivide {
+        /// Model width.
+        d_model: usize,
+        /// Heads.
+        heads: usize,
+    },
+    /// A special token id is not in the target vocabulary.
+    #[error("{which} id {id} is outside the target vocabulary of {vocab}")]
+    SpecialIdOutOfRange {
+        /// `bos_id`, `eos_id` or `pad_id`.
+        which: &'static str,
+        /// The id.
+        id: u32,
+        /// Target vocabulary size.
+        vocab: usize,
+    },
+    /// Shared embeddings with different vocabulary sizes.
+    #[error("share_embeddings needs src_vocab ({src}) == tgt_vocab ({tgt})")]
+    SharedVocabMismatch {
+        /// Source vocabulary.
+        src: usize,
+        /// Target vocabulary.
+        tgt: usize,
+    },
+    /// Epsilon not finite and positive.
+    #[error("layer_norm_eps {0} must be finite and positive")]
+    BadEps(f32),
+    /// Sizes whose products overflow the address space.
+    #[error("config sizes overflow: {0}")]
+    TooLarge(&'static str),
+    /// A session limit above the config's maximum.
+    #[error("session limit {what} = {value} exceeds the config's {max}")]
+    LimitAboveConfig {
+        /// Which limit.
+        what: &'static str,
+        /// Requested.
+        value: usize,
+        /// The config's maximum.
+        max: usize,
+    },
+    /// `config.json` could not be parsed.
+    #[error("config.json: {0}")]
+    Parse(String),
+}
+
+/// Largest value any single dimension may take: keeps every product of a few of them far from
+/// `usize` overflow and ids within `u32`.
+pub const MAX_DIM: usize = 1 << 24;
+
+impl Config {
+    /// Transformer-base ("Attention Is All You Need", table 3): 6+6 layers, d_model 512,
+    /// 8 heads, d_ff 2048, shared 32000 vocabulary with separate tables, post-LN, ReLU,
+    /// sinusoidal positions; limits 256 source and target positions, beam 4.
+    pub fn transformer_base() -> Config {
+        Config {
+            d_model: 512,
+            heads: 8,
+            encoder_layers: 6,
+            decoder_layers: 6,
+            d_ff: 2048,
+            src_vocab: 32000,
+            tgt_vocab: 32000,
+            share_embeddings: false,
+            tie_output: false,
+            max_src_len: 256,
+            max_tgt_len: 256,
+            max_beam: 4,
+            norm: NormPlacement::Post,
+            final_norm: true,
+            activation: FfnActivation::Relu,
+            positions: Positions::Sinusoidal,
+            biases: Biases::default(),
+            scale_embeddings: true,
+            layer_norm_eps: 1e-5,
+            bos_id: 1,
+            eos_id: 2,
+            pad_id: 0,
+        }
+    }
+
+    /// Parses and validates `config.json` text.
+    pub fn from_json(text: &str) -> Result<Config, ConfigError> {
+        let config: Config =
+            serde_json::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The JSON text of this config.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Width of one head.
+    pub fn d_head(&self) -> usize {
+        self.d_model / self.heads.max(1)
+    }
+
+    /// Checks every invariant the model and the arena plan rely on.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("d_model", self.d_model),
+            ("heads", self.heads),
+            ("d_ff", self.d_ff),
+            ("src_vocab", self.src_vocab),
+            ("tgt_vocab", self.tgt_vocab),
+            ("max_src_len", self.max_src_len),
+            ("max_tgt_len", self.max_tgt_len),
+            ("max_beam", self.max_beam),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                return Err(ConfigError::Zero(name));
+            }
+            if value > MAX_DIM {
+                return Err(ConfigError::TooLarge(name));
+            }
+        }
+        if self.encoder_layers > 1024 {
+            return Err(ConfigError::TooLarge("encoder_layers"));
+        }
+        if self.decoder_layers > 1024 {
+            return Err(ConfigError::TooLarge("decoder_layers"));
+        }
+        if self.d_model % self.heads != 0 {
+            return Err(ConfigError::HeadsDoNotDivide {
+                d_model: self.d_model,
+                heads: self.heads,
+            });
+        }
+        if self.share_embeddings && self.src_vocab != self.tgt_vocab {
+            return Err(ConfigError::SharedVocabMismatch {
+                src: self.src_vocab,
+                tgt: self.tgt_vocab,
+            });
+        }
+        for (which, id) in [
+            ("bos", self.bos_id),
+            ("eos", self.eos_id),
+            ("pad", self.pad_id),
+        ] {
+            if id as usize >= self.tgt_vocab {
+                return Err(ConfigError::SpecialIdOutOfRange {
+                    which,
+                    id,
+                    vocab: self.tgt_vocab,
+                });
+            }
+        }
+        if !(self.layer_norm_eps.is_finite() && self.layer_norm_eps > 0.0) {
+            return Err(ConfigError::BadEps(self.layer_norm_eps));
+        }
+        // Largest single buffers: the KV cache and the embedding tables, in f32 elements.
+        let cache = self
+            .decoder_layers
+            .checked_mul(self.max_beam)
+            .and_then(|x| x.checked_mul(self.max_tgt_len))
+            .and_then(|x| x.checked_mul(self.d_model))
+            .and_then(|x| x.checked_mul(8));
+        let table = self
+            .tgt_vocab
+            .max(self.src_vocab)
+            .checked_mul(self.d_model.max(self.d_ff))
+            .and_then(|x| x.checked_mul(8));
+        if cache.is_none_or(|x| x > isize::MAX as usize)
+            || table.is_none_or(|x| x > isize::MAX as usize)
+        {
+            return Err(ConfigError::TooLarge(
+                "cache or tables exceed the address space",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,280 @@
+//! The arena plan: every buffer a session needs, sized from the config before anything runs.
+//!
+//! The arena is one 64-byte aligned block of `f32`. Encoder activations and decoder
+//! activations are never live at once (the encoder's output is consumed by the cross-attention
+//! K/V projection before encode returns), so they share the same bytes (`work.*`). Everything
+//! else (the caches, scratch and search state) has its own region.
+
+use crate::config::{Config, ConfigError};
+use crate::ops::{attention_scratch, linear_scratch, AttentionShape};
+
+/// Elements per alignment unit: every region starts on a 64-byte boundary.
+const ALIGN_F32: usize = 16;
+
+/// A run of arena elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct Span {
+    pub start: usize,
+    pub len: usize,
+}
+
+impl Span {
+    pub fn range(self) -> std::ops::Range<usize> {
+        self.start..self.start + self.len
+    }
+}
+
+/// The sizes a session plans for: at most the config's maxima, possibly less (a smaller arena).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest source.
+    pub max_src_len: usize,
+    /// Most target positions.
+    pub max_tgt_len: usize,
+    /// Widest beam.
+    pub max_beam: usize,
+}
+
+impl Limits {
+    /// The config's own maxima.
+    pub fn of(config: &Config) -> Limits {
+        Limits {
+            max_src_len: config.max_src_len,
+            max_tgt_len: config.max_tgt_len,
+            max_beam: config.max_beam,
+        }
+    }
+
+    fn check(&self, config: &Config) -> Result<(), ConfigError> {
+        for (what, value, max) in [
+            ("max_src_len", self.max_src_len, config.max_src_len),
+            ("max_tgt_len", self.max_tgt_len, config.max_tgt_len),
+            ("max_beam", self.max_beam, config.max_beam),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Zero(what));
+            }
+            if value > max {
+                return Err(ConfigError::LimitAboveConfig { what, value, max });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One named region of the arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    /// What the region holds.
+    pub name: &'static str,
+    /// Byte offset from the start of the arena.
+    pub offset_bytes: usize,
+    /// Size in bytes.
+    pub bytes: usize,
+}
+
+/// Sizes of the search state parts, in the order they are carved (u32 parts are stored as
+/// `f32` bit patterns of the same size).
+pub(crate) fn search_parts(beam: usize, tgt: usize) -> [usize; 9] {
+    [
+        beam * tgt, // history, even steps
+        beam * tgt, // history, odd steps
+        beam * tgt, // finished tokens
+        beam,       // finished lengths
+        beam,       // finished scores
+        beam,       // beam scores
+        2 * beam,   // candidate scores
+        2 * beam,   // candidate beams
+        2 * beam,   // candidate tokens
+    ]
+}
+
+/// Where every buffer of a session lives.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Layout {
+    pub enc_hidden: Span,
+    pub enc_normed: Span,
+    pub enc_qkv: Span,
+    pub enc_attn: Span,
+    pub enc_ffn: Span,
+    pub dec_hidden: Span,
+    pub dec_normed: Span,
+    pub dec_qkv: Span,
+    pub dec_q: Span,
+    pub dec_attn: Span,
+    pub dec_ffn: Span,
+    pub logits: Span,
+    pub cross_kv: Span,
+    pub self_k: Span,
+    pub self_v: Span,
+    pub stage: Span,
+    pub scratch: Span,
+    pub step_tokens: Span,
+    pub parents: Span,
+    pub search: Span,
+}
+
+/// The memory plan of a session: named regions and the total, known before anything runs.
+#[derive(Clone, Debug)]
+pub struct ArenaPlan {
+    pub(crate) layout: Layout,
+    pub(crate) limits: Limits,
+    regions: Vec<Region>,
+    total_f32: usize,
+}
+
+struct Cursor(usize);
+
+impl Cursor {
+    fn take(&mut self, len: usize) -> Span {
+        let span = Span { start: self.0, len };
+        self.0 += len.div_ceil(ALIGN_F32) * ALIGN_F32;
+        span
+    }
+}
+
+impl ArenaPlan {
+    /// Plans the arena for `config` (its max lengths and beam).
+    pub fn new(config: &Config) -> Result<ArenaPlan, ConfigError> {
+        ArenaPlan::with_limits(config, Limits::of(config))
+    }
+
+    /// Plans the arena for `config` within `limits` (each at most the config's maximum).
+    pub fn with_limits(config: &Config, limits: Limits) -> Result<ArenaPlan, ConfigError> {
+        config.validate()?;
+        limits.check(config)?;
+        let d = config.d_model;
+        let (s, t, b) = (limits.max_src_len, limits.max_tgt_len, limits.max_beam);
+        let f = config.d_ff;
+        let layers = config.decoder_layers;
+
+        let mut enc = Cursor(0);
+        let enc_hidden = enc.take(s * d);
+        let enc_normed = enc.take(s * d);
+        let enc_qkv = enc.take(s * 3 * d);
+        let enc_attn = enc.take(s * d);
+        let enc_ffn = enc.take(s * f);
+
+        let mut dec = Cursor(0);
+        let dec_hidden = dec.take(b * d);
+        let dec_normed = dec.take(b * d);
+        let dec_qkv = dec.take(b * 3 * d);
+        let dec_q = dec.take(b * d);
+        let dec_attn = dec.take(b * d);
+        let dec_ffn = dec.take(b * f);
+        let logits = dec.take(b * config.tgt_vocab);
+
+        let work = enc.0.max(dec.0);
+        let mut rest = Cursor(work);
+        let cross_kv = rest.take(layers * s * 2 * d);
+        let self_k = rest.take(layers * b * t * d);
+        let self_v = rest.take(layers * b * t * d);
+        let stage = rest.take(b * t * d);
+        let mut scratch_spec = attention_scratch(&AttentionShape {
+            heads: config.heads,
+            d_head: config.d_head(),
+            q_rows: s.max(b),
+            kv_len: s.max(t),
+            causal_offset: None,
+        });
+        // Every linear shape of the model, at the most rows it runs with.
+        for (k, n) in [
+            (d, 3 * d),
+            (d, 2 * d),
+            (d, d),
+            (d, f),
+            (f, d),
+            (d, config.tgt_vocab),
+        ] {
+            scratch_spec = scratch_spec.or(linear_scratch(s.max(b), k, n));
+        }
+        let scratch = rest.take(scratch_spec.len());
+        let step_tokens = rest.take(b);
+        let parents = rest.take(b);
+        let search = rest.take(search_parts(b, t).iter().sum());
+
+        let layout = Layout {
+            enc_hidden,
+            enc_normed,
+            enc_qkv,
+            enc_attn,
+            enc_ffn,
+            dec_hidden,
+            dec_normed,
+            dec_qkv,
+            dec_q,
+            dec_attn,
+            dec_ffn,
+            logits,
+            cross_kv,
+            self_k,
+            self_v,
+            stage,
+            scratch,
+            step_tokens,
+            parents,
+            search,
+        };
+        let named = [
+            ("work.encoder.hidden", enc_hidden),
+            ("work.encoder.normed", enc_normed),
+            ("work.encoder.qkv", enc_qkv),
+            ("work.encoder.attention", enc_attn),
+            ("work.encoder.ffn", enc_ffn),
+            ("work.decoder.hidden", dec_hidden),
+            ("work.decoder.normed", dec_normed),
+            ("work.decoder.qkv", dec_qkv),
+            ("work.decoder.cross_q", dec_q),
+            ("work.decoder.attention", dec_attn),
+            ("work.decoder.ffn", dec_ffn),
+            ("work.decoder.logits", logits),
+            ("cross_attention.kv", cross_kv),
+            ("self_attention.k_cache", self_k),
+            ("self_attention.v_cache", self_v),
+            ("beam_reorder.stage", stage),
+            ("scratch", scratch),
+            ("step_tokens", step_tokens),
+            ("beam_parents", parents),
+            ("search", search),
+        ];
+        let regions = named
+            .iter()
+            .map(|&(name, span)| Region {
+                name,
+                offset_bytes: span.start * 4,
+                bytes: span.len * 4,
+            })
+            .collect();
+        Ok(ArenaPlan {
+            layout,
+            limits,
+            regions,
+            total_f32: rest.0,
+        })
+    }
+
+    /// The lengths and beam width this plan holds.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Every region, in arena order (`work.encoder.*` and `work.decoder.*` overlap by design).
+    pub fn regions(&self) -> &[Region] {
+        &self.regions
+    }
+
+    /// The region called `name`.
+    pub fn region(&self, name: &str) -> Option<&Region> {
+        self.regions.iter().find(|r| r.name == name)
+    }
+
+    /// Size of the whole arena in bytes.
+    pub fn total_bytes(&self) -> usize {
+        self.total_f32 * 4
+    }
+
+    /// Size of the whole arena in `f32` elements.
+    pub fn total_f32(&self) -> usize {
+        self.total_f32
+    }
+}

@@ -1,0 +1,365 @@
+//! Greedy and beam search over a session's decoder, with all state in the arena.
+//!
+//! Beam search keeps `beam` live hypotheses; at each step it takes the best `2·beam`
+//! continuations (summed log-probabilities), moves those ending in EOS to the finished set
+//! (score divided by `length^length_penalty`, length counting EOS) and keeps the best `beam`
+//! others, reordering the self-attention cache rows in place. It stops when `beam` hypotheses
+//! have finished or after `max_steps` tokens (live beams are then finished as they are).
+//! Greedy search is the one-beam case without the log-softmax over the whole vocabulary.
+
+use crate::ops::{argmax, log_softmax, logsumexp};
+use crate::plan::search_parts;
+use crate::session::{carve, RunError, Session};
+
+/// How to search.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SearchOptions {
+    /// Beam width; 1 is greedy.
+    pub beam: usize,
+    /// Tokens to generate at most (decoder positions, the BOS input included).
+    pub max_steps: usize,
+    /// Exponent α of the length normalisation `score / length^α` (0: raw sum).
+    pub length_penalty: f32,
+    /// Finish a hypothesis when it produces EOS; `false` treats EOS as an ordinary token, so
+    /// every search runs exactly `max_steps` steps (benchmarks).
+    pub stop_at_eos: bool,
+}
+
+impl SearchOptions {
+    /// Greedy search of at most `max_steps` tokens, stopping at EOS.
+    pub fn greedy(max_steps: usize) -> SearchOptions {
+        SearchOptions {
+            beam: 1,
+            max_steps,
+            length_penalty: 1.0,
+            stop_at_eos: true,
+        }
+    }
+
+    /// Beam search of width `beam`, at most `max_steps` tokens, length penalty 1.
+    pub fn beam(beam: usize, max_steps: usize) -> SearchOptions {
+        SearchOptions {
+            beam,
+            ..SearchOptions::greedy(max_steps)
+        }
+    }
+}
+
+/// What the host sees after each decoder step.
+#[derive(Clone, Copy, Debug)]
+pub struct StepView<'a> {
+    /// Step index (0 for the step whose input is BOS).
+    pub step: usize,
+    /// Raw logits, `beams × vocab`, row `i` for live hypothesis `i`.
+    pub logits: &'a [f32],
+    /// Live hypotheses.
+    pub beams: usize,
+    /// Target vocabulary size.
+    pub vocab: usize,
+}
+
+/// One finished hypothesis.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hypothesis<'a> {
+    /// Generated tokens (BOS excluded, EOS included when produced).
+    pub tokens: &'a [u32],
+    /// Sum of log-probabilities divided by `len^length_penalty`.
+    pub score: f32,
+}
+
+/// The finished hypotheses of a search, best first, borrowed from the session's arena.
+#[derive(Clone, Copy, Debug)]
+pub struct Hypotheses<'a> {
+    tokens: &'a [u32],
+    lens: &'a [u32],
+    scores: &'a [f32],
+    count: usize,
+    stride: usize,
+}
+
+impl<'a> Hypotheses<'a> {
+    /// Number of hypotheses.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Hypothesis `i` (0 is the best).
+    pub fn get(&self, i: usize) -> Option<Hypothesis<'a>> {
+        if i >= self.count {
+            return None;
+        }
+        let len = self.lens[i] as usize;
+        Some(Hypothesis {
+            tokens: &self.tokens[i * self.stride..i * self.stride + len],
+            score: self.scores[i],
+        })
+    }
+
+    /// The best hypothesis.
+    pub fn best(&self) -> Option<Hypothesis<'a>> {
+        self.get(0)
+    }
+
+    /// All hypotheses, best first.
+    pub fn iter(&self) -> impl Iterator<Item = Hypothesis<'a>> + '_ {
+        (0..self.count).filter_map(|i| self.get(i))
+    }
+}
+
+/// The search state carved from the arena.
+struct State<'a> {
+    history: [&'a mut [u32]; 2],
+    finished: &'a mut [u32],
+    finished_len: &'a mut [u32],
+    finished_score: &'a mut [f32],
+    beam_score: &'a mut [f32],
+    cand_score: &'a mut [f32],
+    cand_beam: &'a mut [u32],
+    cand_token: &'a mut [u32],
+}
+
+impl<'a> State<'a> {
+    fn new(search: &'a mut [f32], beam: usize, tgt: usize) -> State<'a> {
+        let mut rest = search;
+        let mut parts = search_parts(beam, tgt).map(|n| {
+            let (head, tail) = core::mem::take(&mut rest).split_at_mut(n);
+            rest = tail;
+            Some(head)
+        });
+        let mut take = |i: usize| parts[i].take().unwrap_or_default();
+        let u32s = |p: &'a mut [f32]| -> &'a mut [u32] { bytemuck::cast_slice_mut(p) };
+        State {
+            history: [u32s(take(0)), u32s(take(1))],
+            finished: u32s(take(2)),
+            finished_len: u32s(take(3)),
+            finished_score: take(4),
+            beam_score: take(5),
+            cand_score: take(6),
+            cand_beam: u32s(take(7)),
+            cand_token: u32s(take(8)),
+        }
+    }
+
+    /// Inserts a candidate into the descending top-`k` list of `count` entries.
+    fn offer(&mut self, count: &mut usize, k: usize, score: f32, beam: u32, token: u32) {
+        let full = *count == k;
+        if score.is_nan() || (full && score <= self.cand_score[k - 1]) {
+            return;
+        }
+        let mut at = (*count).min(k - 1);
+        while at > 0 && self.cand_score[at - 1] < score {
+            self.cand_score[at] = self.cand_score[at - 1];
+            self.cand_beam[at] = self.cand_beam[at - 1];
+            self.cand_token[at] = self.cand_token[at - 1];
+            at -= 1;
+        }
+        self.cand_score[at] = score;
+        self.cand_beam[at] = beam;
+        self.cand_token[at] = token;
+        *count = (*count + 1).min(k);
+    }
+
+    /// Records a finished hypothesis: `history[cur]` row `beam` up to `len - 1`, then `last`.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &mut self,
+        slot: usize,
+        cur: usize,
+        beam: usize,
+        len: usize,
+        last: u32,
+        score: f32,
+        tgt: usize,
+    ) {
+        let (src, dst) = (beam * tgt, slot * tgt);
+        self.finished[dst..dst + len - 1].copy_from_slice(&self.history[cur][src..src + len - 1]);
+        self.finished[dst + len - 1] = last;
+        self.finished_len[slot] = len as u32;
+        self.finished_score[slot] = score;
+    }
+
+    /// Sorts the first `count` finished hypotheses by score, best first (insertion sort).
+    fn sort_finished(&mut self, count: usize, tgt: usize) {
+        for i in 1..count {
+            let mut j = i;
+            while j > 0 && self.finished_score[j - 1] < self.finished_score[j] {
+                self.finished_score.swap(j - 1, j);
+                self.finished_len.swap(j - 1, j);
+                let (a, b) = self.finished.split_at_mut(j * tgt);
+                a[(j - 1) * tgt..].swap_with_slice(&mut b[..tgt]);
+                j -= 1;
+            }
+        }
+    }
+}
+
+fn normalise(score: f32, len: usize, alpha: f32) -> f32 {
+    if alpha == 0.0 {
+        score
+    } else {
+        score / (len as f32).powf(alpha)
+    }
+}
+
+impl Session<'_> {
+    fn check_search(&self, options: &SearchOptions) -> Result<(), RunError> {
+        if self.src_len.is_none() {
+            return Err(RunError::NotEncoded);
+        }
+        let limits = self.plan.limits;
+        if options.beam == 0 || options.beam > limits.max_beam {
+            return Err(RunError::BadBeam {
+                beam: options.beam,
+                max: limits.max_beam,
+            });
+        }
+        if options.max_steps == 0 {
+            return Err(RunError::BadOption("max_steps must be positive"));
+        }
+        if options.max_steps > limits.max_tgt_len {
+            return Err(RunError::TargetTooLong {
+                len: options.max_steps,
+                max: limits.max_tgt_len,
+            });
+        }
+        if !options.length_penalty.is_finite() {
+            return Err(RunError::BadOption("length_penalty must be finite"));
+        }
+        Ok(())
+    }
+
+    /// Greedy or beam search from BOS over the encoded source; `on_step` sees the raw logits of
+    /// every step. Returns the finished hypotheses, best first (at most `beam`).
+    pub fn generate(
+        &mut self,
+        options: &SearchOptions,
+        mut on_step: impl FnMut(StepView<'_>),
+    ) -> Result<Hypotheses<'_>, RunError> {
+        self.check_search(options)?;
+        let config = &self.model.config;
+        let limits = self.plan.limits;
+        let (vocab, tgt, max_beam) = (config.tgt_vocab, limits.max_tgt_len, limits.max_beam);
+        let (bos, eos) = (config.bos_id, config.eos_id);
+        let isa = self.isa;
+        let beam = options.beam;
+        let k = 2 * beam;
+        self.reset_decoder();
+        let layout = self.plan.layout.clone();
+        {
+            let staged: &mut [u32] = bytemuck::cast_slice_mut(
+                &mut self.arena.as_mut_slice()[layout.step_tokens.range()],
+            );
+            staged[0] = bos;
+        }
+        let mut live = 1;
+        let mut finished = 0;
+        let mut cur = 0;
+        for step in 0..options.max_steps {
+            self.run_step(live)?;
+            let [logits, step_tokens, parents, search] = carve(
+                self.arena.as_mut_slice(),
+                [
+                    layout.logits,
+                    layout.step_tokens,
+                    layout.parents,
+                    layout.search,
+                ],
+            );
+            let logits = &mut logits[..live * vocab];
+            let step_tokens: &mut [u32] = bytemuck::cast_slice_mut(step_tokens);
+            let parents: &mut [u32] = bytemuck::cast_slice_mut(parents);
+            let mut st = State::new(search, max_beam, tgt);
+            if step == 0 {
+                st.beam_score[0] = 0.0;
+            }
+            on_step(StepView {
+                step,
+                logits,
+                beams: live,
+                vocab,
+            });
+            let len = step + 1;
+            let last_step = len == options.max_steps;
+            if beam == 1 {
+                let (token, value) = argmax(logits).map_or((eos, 0.0), |(i, v)| (i as u32, v));
+                st.beam_score[0] += value - logsumexp(isa, logits);
+                st.history[cur][step] = token;
+                if (options.stop_at_eos && token == eos) || last_step {
+                    let score = normalise(st.beam_score[0], len, options.length_penalty);
+                    st.finish(0, cur, 0, len, token, score, tgt);
+                    finished = 1;
+                    break;
+                }
+                step_tokens[0] = token;
+                continue;
+            }
+            let mut count = 0;
+            for (b, row) in logits.chunks_exact_mut(vocab).enumerate() {
+                log_softmax(isa, row);
+                let base = st.beam_score[b];
+                for (token, &lp) in row.iter().enumerate() {
+                    st.offer(&mut count, k, base + lp, b as u32, token as u32);
+                }
+            }
+            let next = 1 - cur;
+            let mut kept = 0;
+            for c in 0..count {
+                let (score, from, token) =
+                    (st.cand_score[c], st.cand_beam[c] as usize, st.cand_token[c]);
+                if options.stop_at_eos && token == eos {
+                    if finished < beam {
+                        let norm = normalise(score, len, options.length_penalty);
+                        st.finish(finished, cur, from, len, token, norm, tgt);
+                        finished += 1;
+                    }
+                } else if kept < beam {
+                    let (src, dst) = (from * tgt, kept * tgt);
+                    let [a, b] = &mut st.history;
+                    let (old, new) = if cur == 0 { (&*a, b) } else { (&*b, a) };
+                    new[dst..dst + step].copy_from_slice(&old[src..src + step]);
+                    new[dst + step] = token;
+                    st.beam_score[kept] = score;
+                    parents[kept] = from as u32;
+                    step_tokens[kept] = token;
+                    kept += 1;
+                }
+            }
+            cur = next;
+            if finished >= beam || kept == 0 {
+                break;
+            }
+            if last_step {
+                for b in 0..kept.min(beam - finished) {
+                    let last = st.history[cur][b * tgt + step];
+                    let norm = normalise(st.beam_score[b], len, options.length_penalty);
+                    st.finish(finished, cur, b, len, last, norm, tgt);
+                    finished += 1;
+                }
+                break;
+            }
+            self.run_reorder(kept);
+            live = kept;
+        }
+        let search = &mut self.arena.as_mut_slice()[layout.search.range()];
+        let mut st = State::new(search, max_beam, tgt);
+        st.sort_finished(finished, tgt);
+        let State {
+            finished: tokens,
+            finished_len: lens,
+            finished_score: scores,
+            ..
+        } = st;
+        Ok(Hypotheses {
+            tokens,
+            lens,
+            scores,
+            count: finished,
+            stride: tgt,
+        })
+    }
+}

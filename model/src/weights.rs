@@ -1,0 +1,580 @@
+//! The immutable, shareable model: weights laid out once (from safetensors or seeded random).
+//!
+//! # Tensor names (PyTorch `nn.Transformer` state_dict, plus embeddings and generator)
+//!
+//! | name | shape |
+//! |---|---|
+//! | `src_embed.weight` (absent when `share_embeddings`) | `[src_vocab, d]` |
+//! | `tgt_embed.weight` | `[tgt_vocab, d]` |
+//! | `src_pos.weight`, `tgt_pos.weight` (learned positions only) | `[max_src_len, d]`, `[max_tgt_len, d]` |
+//! | `encoder.layers.{i}.self_attn.in_proj_weight` / `in_proj_bias` | `[3d, d]` / `[3d]` |
+//! | `encoder.layers.{i}.self_attn.out_proj.weight` / `.bias` | `[d, d]` / `[d]` |
+//! | `encoder.layers.{i}.linear1.weight` / `.bias` | `[d_ff, d]` / `[d_ff]` |
+//! | `encoder.layers.{i}.linear2.weight` / `.bias` | `[d, d_ff]` / `[d]` |
+//! | `encoder.layers.{i}.norm1`, `norm2` `.weight` / `.bias` | `[d]` |
+//! | `decoder.layers.{i}.self_attn.*`, `multihead_attn.*` (same as above) | |
+//! | `decoder.layers.{i}.linear1/linear2/norm1/norm2/norm3.*` | |
+//! | `encoder.norm.*`, `decoder.norm.*` (when `final_norm`) | `[d]` |
+//! | `generator.weight` (absent when `tie_output`) / `generator.bias` | `[tgt_vocab, d]` / `[tgt_vocab]` |
+//!
+//! Biases are present exactly when the config's `biases` says so. Every tensor is `F32`.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use safetensors::{Dtype, SafeTensors};
+use thiserror::Error;
+
+use crate::aligned::AlignedBuf;
+use crate::config::{Config, ConfigError, Positions};
+use crate::ops::Linear;
+
+/// Why a model could not be built.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The safetensors file is malformed.
+    #[error("malformed safetensors file: {0}")]
+    Malformed(String),
+    /// A tensor the config requires is absent.
+    #[error("tensor `{name}` is missing")]
+    Missing {
+        /// Tensor name.
+        name: String,
+    },
+    /// A tensor has the wrong shape.
+    #[error("tensor `{name}` has shape {got:?}, expected {expected:?}")]
+    Shape {
+        /// Tensor name.
+        name: String,
+        /// Shape the config implies.
+        expected: Vec<usize>,
+        /// Shape in the file.
+        got: Vec<usize>,
+    },
+    /// A tensor is not `F32`.
+    #[error("tensor `{name}` has dtype {dtype}, expected F32")]
+    Dtype {
+        /// Tensor name.
+        name: String,
+        /// Its dtype.
+        dtype: String,
+    },
+    /// The file holds a tensor this config does not use.
+    #[error("tensor `{name}` is not used by this config")]
+    Unexpected {
+        /// Tensor name.
+        name: String,
+    },
+    /// A tensor holds a NaN or infinity.
+    #[error("tensor `{name}` holds a non-finite value")]
+    NonFinite {
+        /// Tensor name.
+        name: String,
+    },
+}
+
+/// LayerNorm scale and shift.
+#[derive(Clone, Debug)]
+pub(crate) struct Norm {
+    pub gamma: AlignedBuf,
+    pub beta: AlignedBuf,
+}
+
+impl Norm {
+    fn bytes(&self) -> usize {
+        self.gamma.bytes() + self.beta.bytes()
+    }
+}
+
+/// One encoder layer.
+#[derive(Clone, Debug)]
+pub(crate) struct EncoderLayer {
+    /// Fused Q/K/V projection, `d → 3d`.
+    pub qkv: Linear,
+    pub out: Linear,
+    pub norm1: Norm,
+    pub ff1: Linear,
+    pub ff2: Linear,
+    pub norm2: Norm,
+}
+
+impl EncoderLayer {
+    fn bytes(&self) -> usize {
+        [&self.qkv, &self.out, &self.ff1, &self.ff2]
+            .iter()
+            .map(|l| l.bytes())
+            .sum::<usize>()
+            + self.norm1.bytes()
+            + self.norm2.bytes()
+    }
+}
+
+/// One decoder layer.
+#[derive(Clone, Debug)]
+pub(crate) struct DecoderLayer {
+    pub self_qkv: Linear,
+    pub self_out: Linear,
+    pub norm1: Norm,
+    /// Cross-attention query projection, `d → d`.
+    pub cross_q: Linear,
+    /// Cross-attention fused K/V projection of the encoder output, `d → 2d`.
+    pub cross_kv: Linear,
+    pub cross_out: Linear,
+    pub norm2: Norm,
+    pub ff1: Linear,
+    pub ff2: Linear,
+    pub norm3: Norm,
+}
+
+impl DecoderLayer {
+    /// Bytes read by one decoder step (all but the cross-attention K/V projection).
+    fn step_bytes(&self) -> usize {
+        [
+            &self.self_qkv,
+            &self.self_out,
+            &self.cross_q,
+            &self.cross_out,
+            &self.ff1,
+            &self.ff2,
+        ]
+        .iter()
+        .map(|l| l.bytes())
+        .sum::<usize>()
+            + self.norm1.bytes()
+            + self.norm2.bytes()
+            + self.norm3.bytes()
+    }
+}
+
+/// A loaded model: immutable, `Send + Sync`, shared by any number of [`crate::Session`]s.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub(crate) config: Config,
+    pub(crate) src_embed: Option<AlignedBuf>,
+    pub(crate) tgt_embed: AlignedBuf,
+    pub(crate) src_pos: AlignedBuf,
+    pub(crate) tgt_pos: AlignedBuf,
+    pub(crate) encoder: Vec<EncoderLayer>,
+    pub(crate) decoder: Vec<DecoderLayer>,
+    pub(crate) encoder_norm: Option<Norm>,
+    pub(crate) decoder_norm: Option<Norm>,
+    pub(crate) generator: Linear,
+}
+
+/// Supplies tensors by name and shape.
+trait TensorSource {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError>;
+}
+
+struct SafetensorsSource<'a> {
+    file: SafeTensors<'a>,
+    used: HashSet<String>,
+}
+
+impl TensorSource for SafetensorsSource<'_> {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
+        let view = self.file.tensor(name).map_err(|_| LoadError::Missing {
+            name: name.to_owned(),
+        })?;
+        self.used.insert(name.to_owned());
+        if view.dtype() != Dtype::F32 {
+            return Err(LoadError::Dtype {
+                name: name.to_owned(),
+                dtype: format!("{:?}", view.dtype()),
+            });
+        }
+        if view.shape() != shape {
+            return Err(LoadError::Shape {
+                name: name.to_owned(),
+                expected: shape.to_vec(),
+                got: view.shape().to_vec(),
+            });
+        }
+        let bytes = view.data();
+        let values: Cow<'_, [f32]> = match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+            Ok(values) if cfg!(target_endian = "little") => Cow::Borrowed(values),
+            _ => Cow::Owned(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
+        };
+        if values.iter().any(|v| !v.is_finite()) {
+            return Err(LoadError::NonFinite {
+                name: name.to_owned(),
+            });
+        }
+        Ok(values)
+    }
+}
+
+/// Seeded weights in the style of PyTorch's initialisers: Xavier-uniform matrices, biases
+/// uniform in `±1/√fan_in`, LayerNorm at identity, embeddings uniform with variance `1/d`.
+struct RandomSource {
+    rng: ChaCha8Rng,
+    d_model: usize,
+}
+
+impl TensorSource for RandomSource {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
+        let len: usize = shape.iter().product();
+        let is_norm = name.contains("norm");
+        if is_norm {
+            let value = if name.ends_with("weight") { 1.0 } else { 0.0 };
+            return Ok(Cow::Owned(vec![value; len]));
+        }
+        let bound = if name.contains("embed") || name.contains("_pos") {
+            (3.0 / self.d_model as f32).sqrt()
+        } else if shape.len() == 2 {
+            (6.0 / (shape[0] + shape[1]) as f32).sqrt()
+        } else {
+            // A bias: fan_in is d_model or d_ff; d_model is the common case and keeps it small.
+            1.0 / (self.d_model as f32).sqrt()
+        };
+        let rng = &mut self.rng;
+        Ok(Cow::Owned(
+            (0..len).map(|_| rng.gen_range(-bound..bound)).collect(),
+        ))
+    }
+}
+
+/// Zeros of every requested shape, recording the names and shapes asked for.
+struct RecordingSource {
+    requested: Vec<(String, Vec<usize>)>,
+}
+
+impl TensorSource for RecordingSource {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
+        self.requested.push((name.to_owned(), shape.to_vec()));
+        Ok(Cow::Owned(vec![0.0; shape.iter().product()]))
+    }
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LoadError + '_ {
+    move |source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+impl Model {
+    /// Builds a model with seeded random weights (same seed, same weights).
+    pub fn random(config: Config, seed: u64) -> Result<Model, LoadError> {
+        config.validate()?;
+        let mut source = RandomSource {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            d_model: config.d_model,
+        };
+        Model::build(config, &mut source)
+    }
+
+    /// Loads `config.json` and `model.safetensors` from `dir`.
+    pub fn load_dir(dir: &Path) -> Result<Model, LoadError> {
+        let config_path = dir.join("config.json");
+        let text = std::fs::read_to_string(&config_path).map_err(io_error(&config_path))?;
+        let config = Config::from_json(&text)?;
+        Model::load_safetensors(config, &dir.join("model.safetensors"))
+    }
+
+    /// Memory-maps a safetensors file and lays its tensors out for `config`.
+    pub fn load_safetensors(config: Config, path: &Path) -> Result<Model, LoadError> {
+        let file = std::fs::File::open(path).map_err(io_error(path))?;
+        // SAFETY: the map is read-only and lives only for this call; the weights are copied into
+        // the model's own buffers before it is dropped. As with every mmap, a concurrent
+        // truncation of the file by another process is outside what this can guard against.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_error(path))?;
+        Model::from_safetensors_bytes(config, &map)
+    }
+
+    /// Lays out the tensors of an in-memory safetensors file for `config`.
+    pub fn from_safetensors_bytes(config: Config, bytes: &[u8]) -> Result<Model, LoadError> {
+        config.validate()?;
+        let file =
+            SafeTensors::deserialize(bytes).map_err(|e| LoadError::Malformed(e.to_string()))?;
+        let mut source = SafetensorsSource {
+            file,
+            used: HashSet::new(),
+        };
+        let model = Model::build(config, &mut source)?;
+        let mut names = source.file.names();
+        names.sort();
+        if let Some(extra) = names.into_iter().find(|n| !source.used.contains(*n)) {
+            return Err(LoadError::Unexpected {
+                name: extra.clone(),
+            });
+        }
+        Ok(model)
+    }
+
+    /// The tensors (name and shape, in load order) a weights file for `config` must hold:
+    /// exactly these, all `F32`. Builds a zero model to find out, so it costs one model's memory
+    /// for the duration of the call.
+    pub fn expected_tensors(config: &Config) -> Result<Vec<(String, Vec<usize>)>, LoadError> {
+        config.validate()?;
+        let mut source = RecordingSource {
+            requested: Vec::new(),
+        };
+        Model::build(config.clone(), &mut source)?;
+        Ok(source.requested)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Bytes of all weights as laid out in memory.
+    pub fn weight_bytes(&self) -> usize {
+        let encoder: usize = self.encoder.iter().map(EncoderLayer::bytes).sum();
+        let decoder: usize = self
+            .decoder
+            .iter()
+            .map(|l| l.step_bytes() + l.cross_kv.bytes())
+            .sum();
+        encoder
+            + decoder
+            + self.src_embed.as_ref().map_or(0, AlignedBuf::bytes)
+            + self.tgt_embed.bytes()
+            + self.src_pos.bytes()
+            + self.tgt_pos.bytes()
+            + self.encoder_norm.as_ref().map_or(0, Norm::bytes)
+            + self.generator_step_bytes()
+    }
+
+    /// Bytes of the weights one decoder step reads: every decoder layer's weights except the
+    /// cross-attention K/V projection (applied once per source), the final norm and the
+    /// generator (plus one embedding and position row per beam, not counted).
+    pub fn decode_step_weight_bytes(&self) -> usize {
+        let layers: usize = self.decoder.iter().map(DecoderLayer::step_bytes).sum();
+        layers + self.generator_step_bytes()
+    }
+
+    fn generator_step_bytes(&self) -> usize {
+        self.generator.bytes() + self.decoder_norm.as_ref().map_or(0, Norm::bytes)
+    }
+
+    fn build(config: Config, source: &mut dyn TensorSource) -> Result<Model, LoadError> {
+        let d = config.d_model;
+        let b = config.biases;
+        let mut loader = Loader {
+            source,
+            config: &config,
+        };
+        let tgt_embed = loader.table("tgt_embed.weight", config.tgt_vocab)?;
+        let src_embed = if config.share_embeddings {
+            None
+        } else {
+            Some(loader.table("src_embed.weight", config.src_vocab)?)
+        };
+        let (src_pos, tgt_pos) = match config.positions {
+            Positions::Learned => (
+                loader.table("src_pos.weight", config.max_src_len)?,
+                loader.table("tgt_pos.weight", config.max_tgt_len)?,
+            ),
+            Positions::Sinusoidal => (
+                sinusoidal_table(config.max_src_len, d),
+                sinusoidal_table(config.max_tgt_len, d),
+            ),
+        };
+        let mut encoder = Vec::with_capacity(config.encoder_layers);
+        for i in 0..config.encoder_layers {
+            let p = format!("encoder.layers.{i}");
+            let (qkv, out) = loader.self_attention(&format!("{p}.self_attn"))?;
+            encoder.push(EncoderLayer {
+                qkv,
+                out,
+                norm1: loader.norm(&format!("{p}.norm1"))?,
+                ff1: loader.linear(&format!("{p}.linear1"), config.d_ff, d, b.ffn)?,
+                ff2: loader.linear(&format!("{p}.linear2"), d, config.d_ff, b.ffn)?,
+                norm2: loader.norm(&format!("{p}.norm2"))?,
+            });
+        }
+        let mut decoder = Vec::with_capacity(config.decoder_layers);
+        for i in 0..config.decoder_layers {
+            let p = format!("decoder.layers.{i}");
+            let (self_qkv, self_out) = loader.self_attention(&format!("{p}.self_attn"))?;
+            let (cross_q, cross_kv, cross_out) =
+                loader.cross_attention(&format!("{p}.multihead_attn"))?;
+            decoder.push(DecoderLayer {
+                self_qkv,
+                self_out,
+                norm1: loader.norm(&format!("{p}.norm1"))?,
+                cross_q,
+                cross_kv,
+                cross_out,
+                norm2: loader.norm(&format!("{p}.norm2"))?,
+                ff1: loader.linear(&format!("{p}.linear1"), config.d_ff, d, b.ffn)?,
+                ff2: loader.linear(&format!("{p}.linear2"), d, config.d_ff, b.ffn)?,
+                norm3: loader.norm(&format!("{p}.norm3"))?,
+            });
+        }
+        let (encoder_norm, decoder_norm) = if config.final_norm {
+            (
+                Some(loader.norm("encoder.norm")?),
+                Some(loader.norm("decoder.norm")?),
+            )
+        } else {
+            (None, None)
+        };
+        let generator_bias = if b.generator {
+            Some(loader.vector("generator.bias", config.tgt_vocab)?)
+        } else {
+            None
+        };
+        let generator = if config.tie_output {
+            Linear::from_out_in(
+                config.tgt_vocab,
+                d,
+                tgt_embed.as_slice(),
+                generator_bias.as_deref(),
+            )
+        } else {
+            let w = loader
+                .source
+                .tensor("generator.weight", &[config.tgt_vocab, d])?;
+            Linear::from_out_in(config.tgt_vocab, d, &w, generator_bias.as_deref())
+        }
+        .map_err(|e| LoadError::Malformed(format!("generator: {e}")))?;
+        Ok(Model {
+            config,
+            src_embed,
+            tgt_embed,
+            src_pos,
+            tgt_pos,
+            encoder,
+            decoder,
+            encoder_norm,
+            decoder_norm,
+            generator,
+        })
+    }
+}
+
+struct Loader<'a> {
+    source: &'a mut dyn TensorSource,
+    config: &'a Config,
+}
+
+impl Loader<'_> {
+    fn table(&mut self, name: &str, rows: usize) -> Result<AlignedBuf, LoadError> {
+        let values = self.source.tensor(name, &[rows, self.config.d_model])?;
+        Ok(AlignedBuf::from_slice(&values))
+    }
+
+    fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LoadError> {
+        Ok(self.source.tensor(name, &[len])?.into_owned())
+    }
+
+    fn norm(&mut self, prefix: &str) -> Result<Norm, LoadError> {
+        let d = self.config.d_model;
+        let gamma = AlignedBuf::from_slice(&self.source.tensor(&format!("{prefix}.weight"), &[d])?);
+        let beta = AlignedBuf::from_slice(&self.source.tensor(&format!("{prefix}.bias"), &[d])?);
+        Ok(Norm { gamma, beta })
+    }
+
+    fn linear(
+        &mut self,
+        prefix: &str,
+        out: usize,
+        inp: usize,
+        bias: bool,
+    ) -> Result<Linear, LoadError> {
+        self.linear_named(
+            &format!("{prefix}.weight"),
+            &format!("{prefix}.bias"),
+            out,
+            inp,
+            bias,
+        )
+    }
+
+    fn linear_named(
+        &mut self,
+        weight: &str,
+        bias_name: &str,
+        out: usize,
+        inp: usize,
+        bias: bool,
+    ) -> Result<Linear, LoadError> {
+        let b = if bias {
+            Some(self.vector(bias_name, out)?)
+        } else {
+            None
+        };
+        let w = self.source.tensor(weight, &[out, inp])?;
+        Linear::from_out_in(out, inp, &w, b.as_deref())
+            .map_err(|e| LoadError::Malformed(format!("{weight}: {e}")))
+    }
+
+    /// `in_proj_weight [3d, d]`, `in_proj_bias`, `out_proj.*`: the fused Q/K/V projection and
+    /// the output projection.
+    fn self_attention(&mut self, prefix: &str) -> Result<(Linear, Linear), LoadError> {
+        let d = self.config.d_model;
+        let qkv = self.linear_named(
+            &format!("{prefix}.in_proj_weight"),
+            &format!("{prefix}.in_proj_bias"),
+            3 * d,
+            d,
+            self.config.biases.attention_in,
+        )?;
+        let out = self.linear(
+            &format!("{prefix}.out_proj"),
+            d,
+            d,
+            self.config.biases.attention_out,
+        )?;
+        Ok((qkv, out))
+    }
+
+    fn cross_attention(&mut self, prefix: &str) -> Result<(Linear, Linear, Linear), LoadError> {
+        let d = self.config.d_model;
+        let b = self.config.biases;
+        let w = self
+            .source
+            .tensor(&format!("{prefix}.in_proj_weight"), &[3 * d, d])?
+            .into_owned();
+        let bias = if b.attention_in {
+            Some(self.vector(&format!("{prefix}.in_proj_bias"), 3 * d)?)
+        } else {
+            None
+        };
+        let err = |e| LoadError::Malformed(format!("{prefix}.in_proj_weight: {e}"));
+        let q =
+            Linear::from_out_in(d, d, &w[..d * d], bias.as_ref().map(|b| &b[..d])).map_err(err)?;
+        let kv = Linear::from_out_in(2 * d, d, &w[d * d..], bias.as_ref().map(|b| &b[d..]))
+            .map_err(err)?;
+        let out = self.linear(&format!("{prefix}.out_proj"), d, d, b.attention_out)?;
+        Ok((q, kv, out))
+    }
+}
+
+/// The sinusoidal table of "Attention Is All You Need", computed in `f64`.
+fn sinusoidal_table(rows: usize, d: usize) -> AlignedBuf {
+    let mut table = AlignedBuf::zeros(rows * d);
+    let t = table.as_mut_slice();
+    for pos in 0..rows {
+        for i in (0..d).step_by(2) {
+            let angle = pos as f64 / 10000f64.powf(i as f64 / d as f64);
+            t[pos * d + i] = angle.sin() as f32;
+            if i + 1 < d {
+                t[pos * d + i + 1] = angle.cos() as f32;
+            }
+        }
+    }
+    table
+}

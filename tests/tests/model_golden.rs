@@ -1,0 +1,151 @@
+//! Golden tests against PyTorch `nn.Transformer` (fixtures made by `tools/make_golden.py`,
+//! reference computed in float64 on the same float32 weights): teacher-forced logits through
+//! the incremental decoder within `LOGIT_TOLERANCE` of the logit scale, identical greedy
+//! tokens, and identical beam-search hypotheses (scores within 1e-4) against a plain Python
+//! implementation of the same search, at every ISA level.
+
+use std::path::{Path, PathBuf};
+
+use safetensors::SafeTensors;
+use tessel_model::{Model, SearchOptions, Session};
+use tessel_tests::for_each_isa;
+
+/// Largest allowed `|tessel - pytorch|` of any logit, relative to the largest `|logit|` of the
+/// fixture (and at least that times 1).
+const LOGIT_TOLERANCE: f64 = 2e-5;
+
+struct Expected {
+    src: Vec<u32>,
+    tgt_in: Vec<u32>,
+    logits: Vec<f32>,
+    greedy: Vec<u32>,
+    beam: Vec<(Vec<u32>, f32)>,
+    beam_options: (usize, usize, f32),
+}
+
+fn golden_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("golden")
+        .join(name)
+}
+
+fn read_expected(dir: &Path) -> Expected {
+    let bytes = std::fs::read(dir.join("expected.safetensors")).expect("expected.safetensors");
+    let file = SafeTensors::deserialize(&bytes).expect("valid safetensors");
+    let words = |name: &str| -> Vec<[u8; 4]> {
+        file.tensor(name)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .data()
+            .chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect()
+    };
+    let ints = |name: &str| -> Vec<u32> {
+        words(name)
+            .into_iter()
+            .map(|w| u32::try_from(i32::from_le_bytes(w)).expect("non-negative id"))
+            .collect()
+    };
+    let floats =
+        |name: &str| -> Vec<f32> { words(name).into_iter().map(f32::from_le_bytes).collect() };
+    let options = floats("beam_options");
+    let steps = options[1] as usize;
+    let scores = floats("beam_scores");
+    let padded: Vec<i32> = words("beam_tokens")
+        .into_iter()
+        .map(i32::from_le_bytes)
+        .collect();
+    let beam = padded
+        .chunks_exact(steps)
+        .zip(scores)
+        .map(|(row, score)| {
+            let tokens = row.iter().filter_map(|&t| u32::try_from(t).ok()).collect();
+            (tokens, score)
+        })
+        .collect();
+    Expected {
+        src: ints("src"),
+        tgt_in: ints("tgt_in"),
+        logits: floats("logits"),
+        greedy: ints("greedy"),
+        beam,
+        beam_options: (options[0] as usize, steps, options[2]),
+    }
+}
+
+fn check_fixture(name: &str) {
+    let dir = golden_dir(name);
+    let model = Model::load_dir(&dir).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let expected = read_expected(&dir);
+    let vocab = model.config().tgt_vocab;
+    assert_eq!(expected.logits.len(), expected.tgt_in.len() * vocab);
+    let scale = expected
+        .logits
+        .iter()
+        .fold(1.0f64, |m, &v| m.max(f64::from(v.abs())));
+    let bound = LOGIT_TOLERANCE * scale;
+    for_each_isa(|isa| {
+        let mut session = Session::new(&model, isa).expect("session");
+        session.encode(&expected.src).expect("encode");
+        let mut worst = 0.0f64;
+        for (t, &token) in expected.tgt_in.iter().enumerate() {
+            let logits = session.decode_step(&[token]).expect("decode step");
+            let want = &expected.logits[t * vocab..(t + 1) * vocab];
+            for (i, (&a, &e)) in logits.iter().zip(want).enumerate() {
+                let err = (f64::from(a) - f64::from(e)).abs();
+                worst = worst.max(err);
+                assert!(
+                    err <= bound,
+                    "{name} {isa}: logit [{t}, {i}] = {a}, pytorch {e} (bound {bound:e})"
+                );
+            }
+        }
+        eprintln!("{name} {isa}: worst logit error {worst:e} (scale {scale:.3})");
+
+        let steps = expected.greedy.len().max(1) + 2;
+        let options = SearchOptions::greedy(steps);
+        let hyps = session.generate(&options, |_| {}).expect("greedy");
+        let best = hyps.best().expect("one hypothesis");
+        let want: Vec<u32> = expected.greedy.clone();
+        let stops_at_eos = want.last() == Some(&model.config().eos_id);
+        let got = if stops_at_eos {
+            best.tokens
+        } else {
+            &best.tokens[..want.len().min(best.tokens.len())]
+        };
+        assert_eq!(got, want.as_slice(), "{name} {isa}: greedy tokens");
+
+        let (beam, max_steps, length_penalty) = expected.beam_options;
+        let options = SearchOptions {
+            beam,
+            max_steps,
+            length_penalty,
+            stop_at_eos: true,
+        };
+        let hyps = session.generate(&options, |_| {}).expect("beam search");
+        assert_eq!(hyps.len(), expected.beam.len(), "{name} {isa}: hypotheses");
+        for (got, (tokens, score)) in hyps.iter().zip(&expected.beam) {
+            assert_eq!(got.tokens, tokens.as_slice(), "{name} {isa}: beam tokens");
+            assert!(
+                (got.score - score).abs() <= 1e-4,
+                "{name} {isa}: beam score {} vs pytorch {score}",
+                got.score
+            );
+        }
+    });
+}
+
+#[test]
+fn post_ln_relu_matches_pytorch() {
+    check_fixture("post_relu");
+}
+
+#[test]
+fn pre_ln_gelu_three_layers_matches_pytorch() {
+    check_fixture("pre_gelu");
+}
+
+#[test]
+fn odd_width_three_heads_shared_tied_learned_matches_pytorch() {
+    check_fixture("odd_72x3");
+}

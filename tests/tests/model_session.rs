@@ -1,0 +1,389 @@
+//! Session behaviour on seeded random models: determinism, beam reordering against fresh
+//! decodes, beam scores against teacher-forced recomputation, refused calls that leave the
+//! session intact, and many sessions over one shared model on several threads.
+
+use tessel_model::ops::log_softmax;
+use tessel_model::{
+    Config, ConfigError, FfnActivation, Limits, Model, NormPlacement, Positions, RunError,
+    SearchOptions, Session, SessionError,
+};
+use tessel_tests::for_each_isa;
+
+fn small(norm: NormPlacement, positions: Positions) -> Config {
+    Config {
+        d_model: 40,
+        heads: 5,
+        encoder_layers: 2,
+        decoder_layers: 3,
+        d_ff: 72,
+        src_vocab: 31,
+        tgt_vocab: 37,
+        max_src_len: 12,
+        max_tgt_len: 10,
+        max_beam: 4,
+        norm,
+        activation: FfnActivation::Relu,
+        positions,
+        ..Config::transformer_base()
+    }
+}
+
+const SRC: [u32; 9] = [4, 17, 3, 30, 8, 8, 21, 5, 12];
+
+/// Logits of every step of teacher-forcing `tokens` (BOS first) from a fresh session.
+fn teacher_forced(
+    model: &Model,
+    isa: tessel_kernels::Isa,
+    src: &[u32],
+    tokens: &[u32],
+) -> Vec<Vec<f32>> {
+    let mut session = Session::new(model, isa).expect("session");
+    session.encode(src).expect("encode");
+    tokens
+        .iter()
+        .map(|&t| session.decode_step(&[t]).expect("step").to_vec())
+        .collect()
+}
+
+fn assert_rows_close(what: &str, a: &[f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
+            "{what}[{i}]: {x} vs {y}"
+        );
+    }
+}
+
+#[test]
+fn same_seed_same_model_and_different_seed_differs() {
+    let config = small(NormPlacement::Post, Positions::Sinusoidal);
+    let isa = tessel_kernels::Isa::scalar();
+    let a = teacher_forced(
+        &Model::random(config.clone(), 3).unwrap(),
+        isa,
+        &SRC,
+        &[1, 5],
+    );
+    let b = teacher_forced(
+        &Model::random(config.clone(), 3).unwrap(),
+        isa,
+        &SRC,
+        &[1, 5],
+    );
+    let c = teacher_forced(&Model::random(config, 4).unwrap(), isa, &SRC, &[1, 5]);
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn reordered_beams_continue_their_parents_history() {
+    for norm in [NormPlacement::Post, NormPlacement::Pre] {
+        let model = Model::random(small(norm, Positions::Learned), 11).unwrap();
+        for_each_isa(|isa| {
+            let mut session = Session::new(&model, isa).expect("session");
+            session.encode(&SRC).unwrap();
+            session.decode_step(&[1]).unwrap();
+            session.reorder_beams(&[0, 0, 0]).unwrap();
+            session.decode_step(&[7, 9, 11]).unwrap();
+            // Beam 0 ← old 2, beam 1 ← old 0, beam 2 ← old 2, beam 3 ← old 1.
+            session.reorder_beams(&[2, 0, 2, 1]).unwrap();
+            let logits = session.decode_step(&[3, 4, 5, 6]).unwrap().to_vec();
+            let vocab = model.config().tgt_vocab;
+            let histories = [[1, 11, 3], [1, 7, 4], [1, 11, 5], [1, 9, 6]];
+            for (b, history) in histories.iter().enumerate() {
+                let fresh = teacher_forced(&model, isa, &SRC, history);
+                assert_rows_close(
+                    &format!("{norm:?} {isa} beam {b}"),
+                    &logits[b * vocab..(b + 1) * vocab],
+                    &fresh[2],
+                );
+            }
+        });
+    }
+}
+
+#[test]
+fn beam_scores_match_teacher_forced_log_probabilities() {
+    let model = Model::random(small(NormPlacement::Pre, Positions::Sinusoidal), 5).unwrap();
+    let config = model.config().clone();
+    for_each_isa(|isa| {
+        let mut session = Session::new(&model, isa).expect("session");
+        session.encode(&SRC).unwrap();
+        for (alpha, stop_at_eos) in [(0.0, false), (1.0, true), (0.6, true)] {
+            let options = SearchOptions {
+                length_penalty: alpha,
+                stop_at_eos,
+                ..SearchOptions::beam(4, 8)
+            };
+            let hyps = session.generate(&options, |_| {}).unwrap();
+            assert!(!hyps.is_empty() && hyps.len() <= 4);
+            let found: Vec<(Vec<u32>, f32)> =
+                hyps.iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
+            for pair in found.windows(2) {
+                assert!(pair[0].1 >= pair[1].1, "sorted best first");
+            }
+            for (tokens, score) in &found {
+                let mut inputs = vec![config.bos_id];
+                inputs.extend_from_slice(&tokens[..tokens.len() - 1]);
+                let steps = teacher_forced(&model, isa, &SRC, &inputs);
+                let mut total = 0.0f32;
+                for (row, &token) in steps.into_iter().zip(tokens) {
+                    let mut row = row;
+                    log_softmax(isa, &mut row);
+                    total += row[token as usize];
+                }
+                let expected = total / (tokens.len() as f32).powf(alpha);
+                assert!(
+                    (expected - score).abs() <= 1e-4 * (1.0 + expected.abs()),
+                    "{isa} α={alpha}: {tokens:?} scored {score}, recomputed {expected}"
+                );
+                if stop_at_eos {
+                    let eos_at = tokens.iter().position(|&t| t == config.eos_id);
+                    assert!(eos_at.is_none_or(|i| i == tokens.len() - 1));
+                } else {
+                    assert_eq!(tokens.len(), 8);
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn greedy_follows_the_argmax_and_reports_every_step() {
+    let model = Model::random(small(NormPlacement::Post, Positions::Sinusoidal), 9).unwrap();
+    for_each_isa(|isa| {
+        let mut session = Session::new(&model, isa).expect("session");
+        session.encode(&SRC).unwrap();
+        let mut steps = Vec::new();
+        let options = SearchOptions {
+            stop_at_eos: false,
+            ..SearchOptions::greedy(10)
+        };
+        let tokens = session
+            .generate(&options, |view| {
+                assert_eq!(view.beams, 1);
+                steps.push(view.logits.to_vec());
+            })
+            .unwrap()
+            .best()
+            .unwrap()
+            .tokens
+            .to_vec();
+        assert_eq!(tokens.len(), 10);
+        assert_eq!(steps.len(), 10);
+        for (row, &token) in steps.iter().zip(&tokens) {
+            let best = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(row[token as usize], best);
+        }
+    });
+}
+
+#[test]
+fn refused_calls_change_nothing() {
+    let model = Model::random(small(NormPlacement::Post, Positions::Learned), 2).unwrap();
+    let config = model.config().clone();
+    let isa = tessel_kernels::Isa::best();
+    let reference = teacher_forced(&model, isa, &SRC, &[1, 6, 7]);
+
+    let mut session = Session::new(&model, isa).expect("session");
+    assert_eq!(session.decode_step(&[1]), Err(RunError::NotEncoded));
+    assert!(matches!(
+        session.generate(&SearchOptions::greedy(3), |_| {}),
+        Err(RunError::NotEncoded)
+    ));
+    assert_eq!(session.reorder_beams(&[0]), Err(RunError::NotEncoded));
+    session.encode(&SRC).unwrap();
+    session.decode_step(&[1]).unwrap();
+    session.decode_step(&[6]).unwrap();
+
+    let too_long = vec![3u32; config.max_src_len + 1];
+    let refusals = [
+        session.encode(&too_long).err(),
+        session.encode(&[]).err(),
+        session.encode(&[3, config.src_vocab as u32]).err(),
+        session.decode_step(&[config.tgt_vocab as u32]).err(),
+        session.decode_step(&[1, 2]).err(),
+        session.decode_step(&[1; 5]).err(),
+        session.decode_step(&[]).err(),
+        session.reorder_beams(&[1]).err(),
+        session.reorder_beams(&[0; 5]).err(),
+    ];
+    let kinds: Vec<String> = refusals
+        .iter()
+        .map(|e| format!("{:?}", e.as_ref().expect("refused")))
+        .collect();
+    for (kind, prefix) in kinds.iter().zip([
+        "SourceTooLong",
+        "EmptySource",
+        "TokenOutOfRange",
+        "TokenOutOfRange",
+        "BeamCountMismatch",
+        "BadBeam",
+        "BadBeam",
+        "BadParent",
+        "BadBeam",
+    ]) {
+        assert!(kind.starts_with(prefix), "{kind} should be {prefix}");
+    }
+    for bad in [
+        SearchOptions::beam(0, 3),
+        SearchOptions::beam(5, 3),
+        SearchOptions::greedy(0),
+        SearchOptions::greedy(config.max_tgt_len + 1),
+        SearchOptions {
+            length_penalty: f32::NAN,
+            ..SearchOptions::greedy(3)
+        },
+    ] {
+        // Refused searches happen before the decoder is reset.
+        assert!(session.generate(&bad, |_| {}).is_err(), "{bad:?}");
+    }
+    assert_eq!(session.position(), 2);
+    assert_eq!(session.source_len(), Some(SRC.len()));
+    let third = session.decode_step(&[7]).unwrap().to_vec();
+    assert_rows_close("after refusals", &third, &reference[2]);
+
+    // Filling the target to its maximum, then one more.
+    for _ in 3..config.max_tgt_len {
+        session.decode_step(&[4]).unwrap();
+    }
+    assert_eq!(
+        session.decode_step(&[4]),
+        Err(RunError::TargetTooLong {
+            len: config.max_tgt_len + 1,
+            max: config.max_tgt_len
+        })
+    );
+    // Still usable: a new source starts over.
+    session.encode(&SRC).unwrap();
+    for (t, &token) in [1u32, 6, 7].iter().enumerate() {
+        let row = session.decode_step(&[token]).unwrap().to_vec();
+        assert_rows_close("after re-encode", &row, &reference[t]);
+    }
+}
+
+#[test]
+fn many_sessions_share_one_model_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Model>();
+    let model = Model::random(small(NormPlacement::Pre, Positions::Learned), 21).unwrap();
+    let isa = tessel_kernels::Isa::best();
+    let sources: Vec<Vec<u32>> = (0..4u32)
+        .map(|i| SRC.iter().map(|&t| (t + i) % 31).collect())
+        .collect();
+    let run = |src: &[u32]| -> Vec<u32> {
+        let mut session = Session::new(&model, isa).expect("session");
+        session.encode(src).unwrap();
+        let hyps = session
+            .generate(&SearchOptions::beam(3, 9), |_| {})
+            .unwrap();
+        hyps.best().unwrap().tokens.to_vec()
+    };
+    let serial: Vec<Vec<u32>> = sources.iter().map(|s| run(s)).collect();
+    let parallel: Vec<Vec<u32>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = sources.iter().map(|s| scope.spawn(|| run(s))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(serial, parallel);
+}
+
+#[test]
+fn arena_plan_is_known_up_front_and_consistent() {
+    let config = small(NormPlacement::Post, Positions::Sinusoidal);
+    let model = Model::random(config.clone(), 1).unwrap();
+    let session = Session::new(&model, tessel_kernels::Isa::scalar()).unwrap();
+    let plan = session.plan();
+    let f = 4;
+    let (d, b, t, s, l) = (
+        config.d_model,
+        config.max_beam,
+        config.max_tgt_len,
+        config.max_src_len,
+        config.decoder_layers,
+    );
+    assert_eq!(
+        plan.region("self_attention.k_cache").unwrap().bytes,
+        l * b * t * d * f
+    );
+    assert_eq!(
+        plan.region("self_attention.v_cache").unwrap().bytes,
+        l * b * t * d * f
+    );
+    assert_eq!(
+        plan.region("cross_attention.kv").unwrap().bytes,
+        l * s * 2 * d * f
+    );
+    assert_eq!(
+        plan.region("work.decoder.logits").unwrap().bytes,
+        b * config.tgt_vocab * f
+    );
+    let mut regions = plan.regions().to_vec();
+    regions.sort_by_key(|r| r.offset_bytes);
+    for r in &regions {
+        assert_eq!(r.offset_bytes % 64, 0, "{} aligned", r.name);
+        assert!(r.offset_bytes + r.bytes <= plan.total_bytes());
+    }
+    for pair in regions.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        let overlap = a.offset_bytes + a.bytes > b.offset_bytes;
+        let both_work = a.name.starts_with("work.") && b.name.starts_with("work.");
+        let same_phase = a.name.split('.').nth(1) == b.name.split('.').nth(1);
+        assert!(
+            !overlap || (both_work && !same_phase),
+            "{} overlaps {}",
+            a.name,
+            b.name
+        );
+    }
+    // A wider beam or longer target only grows the plan.
+    let wider = tessel_model::ArenaPlan::new(&Config {
+        max_beam: 8,
+        ..config.clone()
+    })
+    .unwrap();
+    assert!(wider.total_bytes() > plan.total_bytes());
+}
+
+#[test]
+fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
+    let model = Model::random(small(NormPlacement::Pre, Positions::Learned), 13).unwrap();
+    let isa = tessel_kernels::Isa::best();
+    let limits = Limits {
+        max_src_len: SRC.len(),
+        max_tgt_len: 6,
+        max_beam: 2,
+    };
+    let mut full = Session::new(&model, isa).unwrap();
+    let mut small_session = Session::with_limits(&model, isa, limits).unwrap();
+    assert_eq!(small_session.limits(), limits);
+    assert!(small_session.plan().total_bytes() < full.plan().total_bytes());
+    full.encode(&SRC).unwrap();
+    small_session.encode(&SRC).unwrap();
+    let options = SearchOptions::beam(2, 6);
+    let best = |session: &mut Session| -> Vec<u32> {
+        let hyps = session.generate(&options, |_| {}).unwrap();
+        hyps.best().unwrap().tokens.to_vec()
+    };
+    assert_eq!(best(&mut full), best(&mut small_session));
+    assert!(matches!(
+        small_session.generate(&SearchOptions::beam(3, 6), |_| {}),
+        Err(RunError::BadBeam { beam: 3, max: 2 })
+    ));
+    assert!(matches!(
+        small_session.encode(&[3; 10]),
+        Err(RunError::SourceTooLong { len: 10, max: 9 })
+    ));
+    let too_big = Limits {
+        max_beam: 5,
+        ..limits
+    };
+    assert!(matches!(
+        Session::with_limits(&model, isa, too_big),
+        Err(SessionError::Limits(ConfigError::LimitAboveConfig {
+            what: "max_beam",
+            value: 5,
+            max: 4
+        }))
+    ));
+}

@@ -1,0 +1,139 @@
+//! Proves that nothing allocates after `Session::new`: encode, greedy search, beam search,
+//! single steps, beam reordering and refused calls, counted by a global allocator that counts
+//! the allocations of the measuring thread only (the test harness's threads do not interfere).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use tessel_model::{
+    Config, FfnActivation, Model, NormPlacement, Positions, SearchOptions, Session,
+};
+use tessel_tests::for_each_isa;
+
+struct Counting;
+
+thread_local! {
+    static ACTIVE: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note() {
+    // `try_with` never allocates and tolerates thread teardown.
+    let _ = ACTIVE.try_with(|active| {
+        if active.get() {
+            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        }
+    });
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by `run` on this thread.
+fn allocations(run: impl FnOnce()) -> usize {
+    COUNT.with(|c| c.set(0));
+    ACTIVE.with(|a| a.set(true));
+    run();
+    ACTIVE.with(|a| a.set(false));
+    COUNT.with(|c| c.get())
+}
+
+fn config(norm: NormPlacement) -> Config {
+    Config {
+        d_model: 48,
+        heads: 3,
+        encoder_layers: 2,
+        decoder_layers: 2,
+        d_ff: 80,
+        src_vocab: 53,
+        tgt_vocab: 59,
+        max_src_len: 20,
+        max_tgt_len: 16,
+        max_beam: 4,
+        norm,
+        activation: FfnActivation::Gelu,
+        positions: Positions::Sinusoidal,
+        ..Config::transformer_base()
+    }
+}
+
+#[test]
+fn the_counter_sees_allocations() {
+    let n = allocations(|| {
+        let v = vec![1u8; 100];
+        std::hint::black_box(&v);
+    });
+    assert!(n >= 1);
+}
+
+#[test]
+fn nothing_allocates_after_session_creation() {
+    for norm in [NormPlacement::Post, NormPlacement::Pre] {
+        let model = Model::random(config(norm), 7).expect("model");
+        for_each_isa(|isa| {
+            let mut session = Session::new(&model, isa).expect("session");
+            let src: [u32; 17] = [5, 9, 3, 44, 12, 7, 7, 30, 2, 18, 25, 1, 40, 11, 6, 50, 8];
+            let mut seen = 0usize;
+            let mut checksum = 0.0f32;
+            let count = allocations(|| {
+                session.encode(&src).expect("encode");
+                let greedy = SearchOptions {
+                    stop_at_eos: false,
+                    ..SearchOptions::greedy(16)
+                };
+                let hyps = session
+                    .generate(&greedy, |view| {
+                        seen += 1;
+                        checksum += view.logits[0];
+                    })
+                    .expect("greedy");
+                assert_eq!(hyps.best().map(|h| h.tokens.len()), Some(16));
+                session.encode(&src[..9]).expect("encode again");
+                let beam = SearchOptions {
+                    length_penalty: 0.6,
+                    ..SearchOptions::beam(4, 16)
+                };
+                let hyps = session.generate(&beam, |_| seen += 1).expect("beam");
+                assert!(!hyps.is_empty());
+                session.reset_decoder();
+                session.decode_step(&[1]).expect("step");
+                session.reorder_beams(&[0, 0, 0]).expect("reorder");
+                session.decode_step(&[3, 4, 5]).expect("step");
+                session.reorder_beams(&[2, 0]).expect("reorder");
+                assert!(session.decode_step(&[1, 2, 3]).is_err());
+                assert!(session.encode(&[999]).is_err());
+                assert!(session
+                    .generate(&SearchOptions::beam(9, 4), |_| {})
+                    .is_err());
+            });
+            assert!(seen > 16 && checksum.is_finite());
+            assert_eq!(
+                count, 0,
+                "{norm:?} {isa}: heap allocations during inference"
+            );
+        });
+    }
+}
