@@ -6,7 +6,7 @@ pub const ALIGN_BYTES: usize = 64;
 const ALIGN_F32: usize = ALIGN_BYTES / core::mem::size_of::<f32>();
 
 /// A fixed-length, zero-initialised, 64-byte aligned run of `f32`.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct AlignedBuf {
     storage: Vec<f32>,
     offset: usize,
@@ -68,6 +68,25 @@ impl AlignedBuf {
     /// Bytes of the elements (excluding alignment slack).
     pub fn bytes(&self) -> usize {
         self.len * core::mem::size_of::<f32>()
+    }
+}
+
+impl Clone for AlignedBuf {
+    /// A copy placed on its own 64-byte boundary (a cloned `Vec` may land elsewhere).
+    fn clone(&self) -> AlignedBuf {
+        AlignedBuf::from_slice(self.as_slice())
+    }
+}
+
+impl AsRef<[f32]> for AlignedBuf {
+    fn as_ref(&self) -> &[f32] {
+        self.as_slice()
+    }
+}
+
+impl AsMut<[f32]> for AlignedBuf {
+    fn as_mut(&mut self) -> &mut [f32] {
+        self.as_mut_slice()
     }
 }
 

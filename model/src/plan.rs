@@ -8,6 +8,9 @@
 use crate::config::{Config, ConfigError};
 use crate::ops::{attention_scratch, linear_scratch, AttentionShape};
 
+/// Threads the GEMMs of a session run on; the scratch is planned per thread.
+pub const GEMM_THREADS: usize = 1;
+
 /// Elements per alignment unit: every region starts on a 64-byte boundary.
 const ALIGN_F32: usize = 16;
 
@@ -186,7 +189,7 @@ impl ArenaPlan {
             (f, d),
             (d, config.tgt_vocab),
         ] {
-            scratch_spec = scratch_spec.or(linear_scratch(s.max(b), k, n));
+            scratch_spec = scratch_spec.or(linear_scratch(s.max(b), k, n, GEMM_THREADS));
         }
         let scratch = rest.take(scratch_spec.len());
         let step_tokens = rest.take(b);

@@ -10,6 +10,7 @@ use crate::aligned::AlignedBuf;
 use crate::config::{Config, NormPlacement};
 use crate::ops::{
     attention, layer_norm, linear, AttentionShape, Epilogue, Linear, NormParams, Residual, Rows,
+    Sequential,
 };
 use crate::plan::{ArenaPlan, Limits, Span};
 use crate::weights::{Model, Norm};
@@ -122,6 +123,10 @@ pub(crate) fn carve<const N: usize>(arena: &mut [f32], spans: [Span; N]) -> [&mu
     parts
 }
 
+/// Runs the GEMMs' column blocks: on the calling thread (one thread is what the
+/// arena's scratch is planned for: `crate::plan::GEMM_THREADS`).
+const PARALLEL: &Sequential = &Sequential;
+
 /// Shared per-call constants of a stack.
 struct Ctx {
     isa: Isa,
@@ -188,20 +193,29 @@ impl Ctx {
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
         match self.placement {
-            NormPlacement::Pre => linear(
-                self.isa,
-                self.rows,
-                inner,
-                inner_stride,
-                projection,
-                hidden,
-                self.d,
-                Epilogue {
-                    activation: tessel_kernels::activation::Activation::Identity,
-                    residual: Residual::Accumulate,
-                },
-                scratch,
-            ),
+            NormPlacement::Pre => {
+                // The GEMM writes C without reading it: add the residual stream through the
+                // epilogue into `normed` (free once the sublayer has consumed it), then make
+                // that the new stream.
+                linear(
+                    self.isa,
+                    self.rows,
+                    inner,
+                    inner_stride,
+                    projection,
+                    normed,
+                    self.d,
+                    Epilogue {
+                        activation: tessel_kernels::activation::Activation::Identity,
+                        residual: Residual::Add(hidden, self.d),
+                    },
+                    scratch,
+                    PARALLEL,
+                )?;
+                let len = self.rows * self.d;
+                hidden[..len].copy_from_slice(&normed[..len]);
+                Ok(())
+            }
             NormPlacement::Post => {
                 linear(
                     self.isa,
@@ -216,6 +230,7 @@ impl Ctx {
                         residual: Residual::Add(hidden, self.d),
                     },
                     scratch,
+                    PARALLEL,
                 )?;
                 self.layer_norm(normed, norm, hidden)
             }
@@ -246,6 +261,7 @@ impl Ctx {
             config.d_ff,
             Epilogue::activation(config.activation.kernel()),
             scratch,
+            PARALLEL,
         )?;
         self.sublayer_output(ffn, config.d_ff, ff2, hidden, normed, norm, scratch)
     }
@@ -444,6 +460,7 @@ impl<'m> Session<'m> {
                 3 * d,
                 Epilogue::PLAIN,
                 scratch,
+                PARALLEL,
             )?;
             attention(
                 c.isa,
@@ -506,6 +523,7 @@ impl<'m> Session<'m> {
                 2 * d,
                 Epilogue::PLAIN,
                 scratch,
+                PARALLEL,
             )?;
         }
         Ok(())
@@ -628,6 +646,7 @@ impl<'m> Session<'m> {
                 3 * d,
                 Epilogue::PLAIN,
                 scratch,
+                PARALLEL,
             )?;
             for b in 0..rows {
                 let at = index * cache_layer + b * cache_beam + position * d;
@@ -687,6 +706,7 @@ impl<'m> Session<'m> {
                 d,
                 Epilogue::PLAIN,
                 scratch,
+                PARALLEL,
             )?;
             let kv = &cross_kv[index * max_src * 2 * d..(index + 1) * max_src * 2 * d];
             attention(
@@ -750,6 +770,7 @@ impl<'m> Session<'m> {
             config.tgt_vocab,
             Epilogue::PLAIN,
             scratch,
+            PARALLEL,
         )?;
         self.position += 1;
         self.active = rows;
