@@ -234,7 +234,9 @@ impl Session<'_> {
     }
 
     /// Greedy or beam search from BOS over the encoded source; `on_step` sees the raw logits of
-    /// every step. Returns the finished hypotheses, best first (at most `beam`).
+    /// every step (afterwards, beam search turns them into log-probabilities in place). Returns
+    /// the finished hypotheses, best first (at most `beam`), borrowed from the arena until the
+    /// next call on the session.
     pub fn generate(
         &mut self,
         options: &SearchOptions,

@@ -105,6 +105,8 @@ pub struct Session<'m> {
     pub(crate) src_len: Option<usize>,
     pub(crate) position: usize,
     pub(crate) active: usize,
+    /// Rows of valid logits from the last step (0 after encode or reset).
+    pub(crate) logits_rows: usize,
 }
 
 /// Splits `arena` into the given spans, which must be in increasing, non-overlapping order.
@@ -302,6 +304,7 @@ impl<'m> Session<'m> {
             src_len: None,
             position: 0,
             active: 0,
+            logits_rows: 0,
         })
     }
 
@@ -344,6 +347,7 @@ impl<'m> Session<'m> {
     pub fn reset_decoder(&mut self) {
         self.position = 0;
         self.active = 0;
+        self.logits_rows = 0;
     }
 
     fn ctx(&self, rows: usize) -> Ctx {
@@ -561,11 +565,11 @@ impl<'m> Session<'m> {
         Ok(self.logits())
     }
 
-    /// Logits of the last decoder step, `active_beams × tgt_vocab` (empty before any step).
+    /// Logits of the last decoder step, one row per beam of that step (empty before any step
+    /// since the last encode or reset; a later [`Session::reorder_beams`] does not move them).
     pub fn logits(&self) -> &[f32] {
         let vocab = self.model.config.tgt_vocab;
-        let rows = if self.position == 0 { 0 } else { self.active };
-        &self.arena.as_slice()[self.plan.layout.logits.range()][..rows * vocab]
+        &self.arena.as_slice()[self.plan.layout.logits.range()][..self.logits_rows * vocab]
     }
 
     /// Runs one decoder step over the `rows` tokens staged in the arena.
@@ -753,6 +757,7 @@ impl<'m> Session<'m> {
         )?;
         self.position += 1;
         self.active = rows;
+        self.logits_rows = rows;
         Ok(())
     }
 

@@ -88,7 +88,9 @@ fn reordered_beams_continue_their_parents_history() {
             session.decode_step(&[7, 9, 11]).unwrap();
             // Beam 0 ← old 2, beam 1 ← old 0, beam 2 ← old 2, beam 3 ← old 1.
             session.reorder_beams(&[2, 0, 2, 1]).unwrap();
+            assert_eq!(session.logits().len(), 3 * model.config().tgt_vocab);
             let logits = session.decode_step(&[3, 4, 5, 6]).unwrap().to_vec();
+            assert_eq!(session.logits(), logits.as_slice());
             let vocab = model.config().tgt_vocab;
             let histories = [[1, 11, 3], [1, 7, 4], [1, 11, 5], [1, 9, 6]];
             for (b, history) in histories.iter().enumerate() {
