@@ -389,3 +389,86 @@ fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
         }))
     ));
 }
+
+/// One call on a session, with arguments that may be invalid.
+#[derive(Clone, Debug)]
+enum Call {
+    Encode(Vec<u32>),
+    Step(Vec<u32>),
+    Reorder(Vec<u32>),
+    Generate {
+        beam: usize,
+        steps: usize,
+        eos: bool,
+    },
+    Reset,
+}
+
+fn call() -> impl proptest::strategy::Strategy<Value = Call> {
+    use proptest::prelude::*;
+    prop_oneof![
+        proptest::collection::vec(0u32..34, 0..15).prop_map(Call::Encode),
+        proptest::collection::vec(0u32..40, 0..6).prop_map(Call::Step),
+        proptest::collection::vec(0u32..6, 0..6).prop_map(Call::Reorder),
+        (0usize..6, 0usize..12, any::<bool>()).prop_map(|(beam, steps, eos)| Call::Generate {
+            beam,
+            steps,
+            eos
+        }),
+        Just(Call::Reset),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(tessel_tests::cases(48)))]
+
+    /// Any sequence of calls, valid or not, never panics, returns typed errors, and leaves a
+    /// session that then computes exactly what a fresh one does.
+    #[test]
+    fn any_call_sequence_leaves_a_usable_session(calls in proptest::collection::vec(call(), 1..25)) {
+        use std::sync::OnceLock;
+        static MODEL: OnceLock<Model> = OnceLock::new();
+        let model = MODEL.get_or_init(|| {
+            Model::random(small(NormPlacement::Pre, Positions::Sinusoidal), 17).unwrap()
+        });
+        let isa = tessel_kernels::Isa::best();
+        let mut session = Session::new(model, isa).unwrap();
+        for c in &calls {
+            let vocab = model.config().tgt_vocab;
+            match c {
+                Call::Encode(src) => {
+                    let _ = session.encode(src);
+                }
+                Call::Step(tokens) => {
+                    if let Ok(logits) = session.decode_step(tokens) {
+                        proptest::prop_assert_eq!(logits.len(), tokens.len() * vocab);
+                        proptest::prop_assert!(logits.iter().all(|v| v.is_finite()));
+                    }
+                }
+                Call::Reorder(parents) => {
+                    let _ = session.reorder_beams(parents);
+                }
+                Call::Generate { beam, steps, eos } => {
+                    let options = SearchOptions { beam: *beam, max_steps: *steps, length_penalty: 1.0, stop_at_eos: *eos };
+                    if let Ok(hyps) = session.generate(&options, |_| {}) {
+                        proptest::prop_assert!(!hyps.is_empty() && hyps.len() <= *beam);
+                        for h in hyps.iter() {
+                            proptest::prop_assert!(!h.tokens.is_empty() && h.tokens.len() <= *steps);
+                            proptest::prop_assert!(h.tokens.iter().all(|&t| (t as usize) < vocab));
+                        }
+                    }
+                }
+                Call::Reset => session.reset_decoder(),
+            }
+            proptest::prop_assert!(session.active_beams() <= 4);
+            proptest::prop_assert!(session.position() <= model.config().max_tgt_len);
+        }
+        let mut fresh = Session::new(model, isa).unwrap();
+        let options = SearchOptions::beam(3, 7);
+        session.encode(&SRC).unwrap();
+        fresh.encode(&SRC).unwrap();
+        let a: Vec<(Vec<u32>, f32)> = session.generate(&options, |_| {}).unwrap().iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
+        let b: Vec<(Vec<u32>, f32)> = fresh.generate(&options, |_| {}).unwrap().iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
+        proptest::prop_assert_eq!(a, b);
+    }
+}
