@@ -317,7 +317,7 @@ fn arena_plan_is_known_up_front_and_consistent() {
         l * s * 2 * d * f
     );
     assert_eq!(
-        plan.region("work.decoder.logits").unwrap().bytes,
+        plan.region("logits").unwrap().bytes,
         b * config.tgt_vocab * f
     );
     let mut regions = plan.regions().to_vec();
@@ -395,6 +395,7 @@ fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
 enum Call {
     Encode(Vec<u32>),
     Step(Vec<u32>),
+    Prefill(Vec<u32>),
     Reorder(Vec<u32>),
     Generate {
         beam: usize,
@@ -409,6 +410,7 @@ fn call() -> impl proptest::strategy::Strategy<Value = Call> {
     prop_oneof![
         proptest::collection::vec(0u32..34, 0..15).prop_map(Call::Encode),
         proptest::collection::vec(0u32..40, 0..6).prop_map(Call::Step),
+        proptest::collection::vec(0u32..40, 0..14).prop_map(Call::Prefill),
         proptest::collection::vec(0u32..6, 0..6).prop_map(Call::Reorder),
         (0usize..6, 0usize..12, any::<bool>()).prop_map(|(beam, steps, eos)| Call::Generate {
             beam,
@@ -445,6 +447,12 @@ proptest::proptest! {
                         proptest::prop_assert!(logits.iter().all(|v| v.is_finite()));
                     }
                 }
+                Call::Prefill(tokens) => {
+                    if let Ok(logits) = session.prefill(tokens) {
+                        proptest::prop_assert_eq!(logits.len(), vocab);
+                        proptest::prop_assert!(logits.iter().all(|v| v.is_finite()));
+                    }
+                }
                 Call::Reorder(parents) => {
                     let _ = session.reorder_beams(parents);
                 }
@@ -471,4 +479,75 @@ proptest::proptest! {
         let b: Vec<(Vec<u32>, f32)> = fresh.generate(&options, |_| {}).unwrap().iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
         proptest::prop_assert_eq!(a, b);
     }
+}
+
+#[test]
+fn prefill_in_chunks_matches_step_by_step_decoding() {
+    for norm in [NormPlacement::Post, NormPlacement::Pre] {
+        let model = Model::random(small(norm, Positions::Learned), 23).unwrap();
+        let vocab = model.config().tgt_vocab;
+        let prefix = [1u32, 8, 30, 2, 17, 5, 5, 11];
+        for_each_isa(|isa| {
+            // One pass of 8 rows, and chunks of 3 + 3 + 2 rows (max_src_len 3 bounds a chunk).
+            for (src, max_src_len) in [(&SRC[..], 12), (&SRC[..3], 3)] {
+                let steps = teacher_forced(&model, isa, src, &prefix);
+                let limits = Limits {
+                    max_src_len,
+                    max_tgt_len: 10,
+                    max_beam: 4,
+                };
+                let mut session = Session::with_limits(&model, isa, limits).unwrap();
+                session.encode(src).unwrap();
+                let last = session.prefill(&prefix).unwrap().to_vec();
+                assert_rows_close(&format!("{norm:?} {isa} prefill"), &last, &steps[7]);
+                assert_eq!(session.position(), prefix.len());
+                // Decoding continues from the prefilled cache.
+                let next = session.decode_step(&[9]).unwrap().to_vec();
+                let mut longer = prefix.to_vec();
+                longer.push(9);
+                let fresh = teacher_forced(&model, isa, src, &longer);
+                assert_rows_close("after prefill", &next, &fresh[8]);
+                assert_eq!(next.len(), vocab);
+            }
+            let steps = teacher_forced(&model, isa, &SRC, &prefix);
+            // Prefix in two calls, the first ending mid-way.
+            let mut session = Session::new(&model, isa).unwrap();
+            session.encode(&SRC).unwrap();
+            session.prefill(&prefix[..3]).unwrap();
+            let last = session.prefill(&prefix[3..]).unwrap().to_vec();
+            assert_rows_close("two prefills", &last, &steps[7]);
+        });
+    }
+}
+
+#[test]
+fn prefill_refusals_change_nothing() {
+    let model = Model::random(small(NormPlacement::Post, Positions::Sinusoidal), 29).unwrap();
+    let isa = tessel_kernels::Isa::best();
+    let mut session = Session::new(&model, isa).unwrap();
+    assert_eq!(session.prefill(&[1]), Err(RunError::NotEncoded));
+    session.encode(&SRC).unwrap();
+    assert!(matches!(session.prefill(&[]), Err(RunError::BadOption(_))));
+    assert!(matches!(
+        session.prefill(&[1; 11]),
+        Err(RunError::TargetTooLong { len: 11, max: 10 })
+    ));
+    assert!(matches!(
+        session.prefill(&[1, 99]),
+        Err(RunError::TokenOutOfRange { token: 99, .. })
+    ));
+    session.decode_step(&[1]).unwrap();
+    session.reorder_beams(&[0, 0]).unwrap();
+    assert!(matches!(
+        session.prefill(&[4]),
+        Err(RunError::BeamCountMismatch {
+            expected: 2,
+            got: 1
+        })
+    ));
+    assert_eq!(session.position(), 1);
+    session.reorder_beams(&[1]).unwrap();
+    let got = session.prefill(&[4, 6]).unwrap().to_vec();
+    let want = teacher_forced(&model, isa, &SRC, &[1, 4, 6]);
+    assert_rows_close("prefill after refusals", &got, &want[2]);
 }
