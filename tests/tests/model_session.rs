@@ -551,3 +551,73 @@ fn prefill_refusals_change_nothing() {
     let want = teacher_forced(&model, isa, &SRC, &[1, 4, 6]);
     assert_rows_close("prefill after refusals", &got, &want[2]);
 }
+
+#[test]
+fn search_from_a_forced_prefix_continues_it() {
+    let model = Model::random(small(NormPlacement::Post, Positions::Learned), 31).unwrap();
+    let config = model.config().clone();
+    let prefix = [config.bos_id, 7, 12];
+    for_each_isa(|isa| {
+        let mut session = Session::new(&model, isa).unwrap();
+        session.encode(&SRC).unwrap();
+        let options = SearchOptions {
+            stop_at_eos: false,
+            ..SearchOptions::greedy(5)
+        };
+        let greedy: Vec<u32> = session
+            .generate_from(&prefix, &options, |_| {})
+            .unwrap()
+            .best()
+            .unwrap()
+            .tokens
+            .to_vec();
+        assert_eq!(greedy.len(), 5);
+        // The argmax chain, by hand.
+        let mut inputs = prefix.to_vec();
+        for &token in &greedy {
+            let rows = teacher_forced(&model, isa, &SRC, &inputs);
+            let last = rows.last().unwrap();
+            let best = last.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(last[token as usize], best, "{isa}: greedy after prefix");
+            inputs.push(token);
+        }
+        // Beam scores are the log-probabilities of the continuation given the prefix.
+        let beam = SearchOptions {
+            length_penalty: 0.0,
+            ..SearchOptions::beam(3, 4)
+        };
+        let found: Vec<(Vec<u32>, f32)> = session
+            .generate_from(&prefix, &beam, |_| {})
+            .unwrap()
+            .iter()
+            .map(|h| (h.tokens.to_vec(), h.score))
+            .collect();
+        for (tokens, score) in found {
+            let mut inputs = prefix.to_vec();
+            inputs.extend_from_slice(&tokens[..tokens.len() - 1]);
+            let rows = teacher_forced(&model, isa, &SRC, &inputs);
+            let mut total = 0.0f32;
+            for (row, &token) in rows[prefix.len() - 1..].iter().zip(&tokens) {
+                let mut row = row.clone();
+                log_softmax(isa, &mut row);
+                total += row[token as usize];
+            }
+            assert!(
+                (total - score).abs() <= 1e-4 * (1.0 + total.abs()),
+                "{isa}: {tokens:?}"
+            );
+        }
+        assert!(matches!(
+            session.generate_from(&[], &options, |_| {}),
+            Err(RunError::BadOption(_))
+        ));
+        assert!(matches!(
+            session.generate_from(&prefix, &SearchOptions::greedy(9), |_| {}),
+            Err(RunError::TargetTooLong { len: 11, max: 10 })
+        ));
+        assert!(matches!(
+            session.generate_from(&[1, 99], &options, |_| {}),
+            Err(RunError::TokenOutOfRange { token: 99, .. })
+        ));
+    });
+}
