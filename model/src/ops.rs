@@ -305,11 +305,6 @@ pub fn layer_norm<'a>(
     }
 }
 
-/// Applies `activation` in place.
-pub fn activate_slice(isa: Isa, activation: Activation, values: &mut [f32]) {
-    activation.apply_slice(isa, values);
-}
-
 /// Replaces `values` by their log-softmax; returns the log of the normaliser
 /// (`max + ln Σ exp(x - max)`). Empty input returns negative infinity.
 pub fn log_softmax(isa: Isa, values: &mut [f32]) -> f32 {

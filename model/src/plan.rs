@@ -1,9 +1,10 @@
 //! The arena plan: every buffer a session needs, sized from the config before anything runs.
 //!
-//! The arena is one 64-byte aligned block of `f32`. Encoder activations and decoder
-//! activations are never live at once (the encoder's output is consumed by the cross-attention
-//! K/V projection before encode returns), so they share the same bytes (`work.*`). Everything
-//! else (the caches, scratch and search state) has its own region.
+//! The arena is one 64-byte aligned block of `f32`. Two sets of activation buffers share the
+//! same bytes, never being live at once: `work.wide.*` (up to `max_src_len` rows: the encoder,
+//! whose output is consumed by the cross-attention K/V projection before encode returns, and
+//! decoder prefixes) and `work.narrow.*` (one row per beam: decoder steps). Everything else
+//! (logits, the caches, scratch and search state) has its own region.
 
 use crate::config::{Config, ConfigError};
 use crate::ops::{attention_scratch, linear_scratch, AttentionShape};
@@ -92,20 +93,49 @@ pub(crate) fn search_parts(beam: usize, tgt: usize) -> [usize; 9] {
     ]
 }
 
+/// The activation buffers of one decoder or encoder pass over up to some number of rows.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WorkSpans {
+    pub hidden: Span,
+    pub normed: Span,
+    pub qkv: Span,
+    pub q: Span,
+    pub attn: Span,
+    pub ffn: Span,
+}
+
+impl WorkSpans {
+    /// Lays out the buffers for `rows` rows from `cursor`.
+    fn plan(cursor: &mut Cursor, rows: usize, d: usize, d_ff: usize) -> WorkSpans {
+        WorkSpans {
+            hidden: cursor.take(rows * d),
+            normed: cursor.take(rows * d),
+            qkv: cursor.take(rows * 3 * d),
+            q: cursor.take(rows * d),
+            attn: cursor.take(rows * d),
+            ffn: cursor.take(rows * d_ff),
+        }
+    }
+
+    fn named(&self, names: [&'static str; 6]) -> [(&'static str, Span); 6] {
+        [
+            (names[0], self.hidden),
+            (names[1], self.normed),
+            (names[2], self.qkv),
+            (names[3], self.q),
+            (names[4], self.attn),
+            (names[5], self.ffn),
+        ]
+    }
+}
+
 /// Where every buffer of a session lives.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Layout {
-    pub enc_hidden: Span,
-    pub enc_normed: Span,
-    pub enc_qkv: Span,
-    pub enc_attn: Span,
-    pub enc_ffn: Span,
-    pub dec_hidden: Span,
-    pub dec_normed: Span,
-    pub dec_qkv: Span,
-    pub dec_q: Span,
-    pub dec_attn: Span,
-    pub dec_ffn: Span,
+    /// Up to `max_src_len` rows: the encoder, and decoder prefixes fed in chunks.
+    pub wide: WorkSpans,
+    /// Up to `max_beam` rows: one decoder step per beam. Overlays `wide`.
+    pub narrow: WorkSpans,
     pub logits: Span,
     pub cross_kv: Span,
     pub self_k: Span,
@@ -151,24 +181,12 @@ impl ArenaPlan {
         let f = config.d_ff;
         let layers = config.decoder_layers;
 
-        let mut enc = Cursor(0);
-        let enc_hidden = enc.take(s * d);
-        let enc_normed = enc.take(s * d);
-        let enc_qkv = enc.take(s * 3 * d);
-        let enc_attn = enc.take(s * d);
-        let enc_ffn = enc.take(s * f);
-
-        let mut dec = Cursor(0);
-        let dec_hidden = dec.take(b * d);
-        let dec_normed = dec.take(b * d);
-        let dec_qkv = dec.take(b * 3 * d);
-        let dec_q = dec.take(b * d);
-        let dec_attn = dec.take(b * d);
-        let dec_ffn = dec.take(b * f);
-        let logits = dec.take(b * config.tgt_vocab);
-
-        let work = enc.0.max(dec.0);
-        let mut rest = Cursor(work);
+        let mut wide_cursor = Cursor(0);
+        let wide = WorkSpans::plan(&mut wide_cursor, s, d, f);
+        let mut narrow_cursor = Cursor(0);
+        let narrow = WorkSpans::plan(&mut narrow_cursor, b, d, f);
+        let mut rest = Cursor(wide_cursor.0.max(narrow_cursor.0));
+        let logits = rest.take(b * config.tgt_vocab);
         let cross_kv = rest.take(layers * s * 2 * d);
         let self_k = rest.take(layers * b * t * d);
         let self_v = rest.take(layers * b * t * d);
@@ -197,17 +215,8 @@ impl ArenaPlan {
         let search = rest.take(search_parts(b, t).iter().sum());
 
         let layout = Layout {
-            enc_hidden,
-            enc_normed,
-            enc_qkv,
-            enc_attn,
-            enc_ffn,
-            dec_hidden,
-            dec_normed,
-            dec_qkv,
-            dec_q,
-            dec_attn,
-            dec_ffn,
+            wide,
+            narrow,
             logits,
             cross_kv,
             self_k,
@@ -218,19 +227,25 @@ impl ArenaPlan {
             parents,
             search,
         };
-        let named = [
-            ("work.encoder.hidden", enc_hidden),
-            ("work.encoder.normed", enc_normed),
-            ("work.encoder.qkv", enc_qkv),
-            ("work.encoder.attention", enc_attn),
-            ("work.encoder.ffn", enc_ffn),
-            ("work.decoder.hidden", dec_hidden),
-            ("work.decoder.normed", dec_normed),
-            ("work.decoder.qkv", dec_qkv),
-            ("work.decoder.cross_q", dec_q),
-            ("work.decoder.attention", dec_attn),
-            ("work.decoder.ffn", dec_ffn),
-            ("work.decoder.logits", logits),
+        let mut named: Vec<(&'static str, Span)> = Vec::new();
+        named.extend(wide.named([
+            "work.wide.hidden",
+            "work.wide.normed",
+            "work.wide.qkv",
+            "work.wide.cross_q",
+            "work.wide.attention",
+            "work.wide.ffn",
+        ]));
+        named.extend(narrow.named([
+            "work.narrow.hidden",
+            "work.narrow.normed",
+            "work.narrow.qkv",
+            "work.narrow.cross_q",
+            "work.narrow.attention",
+            "work.narrow.ffn",
+        ]));
+        named.extend([
+            ("logits", logits),
             ("cross_attention.kv", cross_kv),
             ("self_attention.k_cache", self_k),
             ("self_attention.v_cache", self_v),
@@ -239,7 +254,7 @@ impl ArenaPlan {
             ("step_tokens", step_tokens),
             ("beam_parents", parents),
             ("search", search),
-        ];
+        ]);
         let regions = named
             .iter()
             .map(|&(name, span)| Region {
@@ -261,7 +276,7 @@ impl ArenaPlan {
         self.limits
     }
 
-    /// Every region, in arena order (`work.encoder.*` and `work.decoder.*` overlap by design).
+    /// Every region, in arena order (`work.wide.*` and `work.narrow.*` overlap by design).
     pub fn regions(&self) -> &[Region] {
         &self.regions
     }

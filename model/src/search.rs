@@ -234,33 +234,64 @@ impl Session<'_> {
     }
 
     /// Greedy or beam search from BOS over the encoded source; `on_step` sees the raw logits of
-    /// every step. Returns the finished hypotheses, best first (at most `beam`).
+    /// every step (afterwards, beam search turns them into log-probabilities in place). Returns
+    /// the finished hypotheses, best first (at most `beam`), borrowed from the arena until the
+    /// next call on the session.
     pub fn generate(
         &mut self,
+        options: &SearchOptions,
+        on_step: impl FnMut(StepView<'_>),
+    ) -> Result<Hypotheses<'_>, RunError> {
+        let bos = self.model.config.bos_id;
+        self.generate_from(&[bos], options, on_step)
+    }
+
+    /// [`Session::generate`] after a forced start: `prefix` (BOS first, then e.g. language or
+    /// task tokens) is fed in one batched [`Session::prefill`], and the search continues from
+    /// its last token. Hypotheses hold only the tokens generated after the prefix; the prefix
+    /// and `max_steps` together take `prefix.len() - 1 + max_steps` target positions.
+    pub fn generate_from(
+        &mut self,
+        prefix: &[u32],
         options: &SearchOptions,
         mut on_step: impl FnMut(StepView<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
         self.check_search(options)?;
         let config = &self.model.config;
         let limits = self.plan.limits;
+        if prefix.is_empty() {
+            return Err(RunError::BadOption("the prefix needs at least one token"));
+        }
+        let positions = prefix.len() - 1 + options.max_steps;
+        if positions > limits.max_tgt_len {
+            return Err(RunError::TargetTooLong {
+                len: positions,
+                max: limits.max_tgt_len,
+            });
+        }
+        if let Some(&token) = prefix.iter().find(|&&t| t as usize >= config.tgt_vocab) {
+            return Err(RunError::TokenOutOfRange {
+                side: "target",
+                token,
+                vocab: config.tgt_vocab,
+            });
+        }
         let (vocab, tgt, max_beam) = (config.tgt_vocab, limits.max_tgt_len, limits.max_beam);
-        let (bos, eos) = (config.bos_id, config.eos_id);
+        let eos = config.eos_id;
         let isa = self.isa;
         let beam = options.beam;
         let k = 2 * beam;
         self.reset_decoder();
         let layout = self.plan.layout.clone();
-        {
-            let staged: &mut [u32] = bytemuck::cast_slice_mut(
-                &mut self.arena.as_mut_slice()[layout.step_tokens.range()],
-            );
-            staged[0] = bos;
-        }
         let mut live = 1;
         let mut finished = 0;
         let mut cur = 0;
         for step in 0..options.max_steps {
-            self.run_step(live)?;
+            if step == 0 {
+                self.prefill(prefix)?;
+            } else {
+                self.run_step(live)?;
+            }
             let [logits, step_tokens, parents, search] = carve(
                 self.arena.as_mut_slice(),
                 [

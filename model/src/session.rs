@@ -106,6 +106,8 @@ pub struct Session<'m> {
     pub(crate) src_len: Option<usize>,
     pub(crate) position: usize,
     pub(crate) active: usize,
+    /// Rows of valid logits from the last step (0 after encode or reset).
+    pub(crate) logits_rows: usize,
 }
 
 /// Splits `arena` into the given spans, which must be in increasing, non-overlapping order.
@@ -318,6 +320,7 @@ impl<'m> Session<'m> {
             src_len: None,
             position: 0,
             active: 0,
+            logits_rows: 0,
         })
     }
 
@@ -360,6 +363,7 @@ impl<'m> Session<'m> {
     pub fn reset_decoder(&mut self) {
         self.position = 0;
         self.active = 0;
+        self.logits_rows = 0;
     }
 
     fn ctx(&self, rows: usize) -> Ctx {
@@ -424,11 +428,11 @@ impl<'m> Session<'m> {
         let [hidden, normed, qkv, attn, ffn, cross_kv, scratch] = carve(
             self.arena.as_mut_slice(),
             [
-                l.enc_hidden,
-                l.enc_normed,
-                l.enc_qkv,
-                l.enc_attn,
-                l.enc_ffn,
+                l.wide.hidden,
+                l.wide.normed,
+                l.wide.qkv,
+                l.wide.attn,
+                l.wide.ffn,
                 l.cross_kv,
                 l.scratch,
             ],
@@ -579,15 +583,68 @@ impl<'m> Session<'m> {
         Ok(self.logits())
     }
 
-    /// Logits of the last decoder step, `active_beams × tgt_vocab` (empty before any step).
+    /// Logits of the last decoder step, one row per beam of that step (empty before any step
+    /// since the last encode or reset; a later [`Session::reorder_beams`] does not move them).
     pub fn logits(&self) -> &[f32] {
         let vocab = self.model.config.tgt_vocab;
-        let rows = if self.position == 0 { 0 } else { self.active };
-        &self.arena.as_slice()[self.plan.layout.logits.range()][..rows * vocab]
+        &self.arena.as_slice()[self.plan.layout.logits.range()][..self.logits_rows * vocab]
     }
 
-    /// Runs one decoder step over the `rows` tokens staged in the arena.
+    /// Runs one decoder step over the `rows` tokens staged in the arena, one per beam.
     pub(crate) fn run_step(&mut self, rows: usize) -> Result<(), RunError> {
+        self.run_decoder(rows, None)?;
+        self.position += 1;
+        self.active = rows;
+        self.logits_rows = rows;
+        Ok(())
+    }
+
+    /// Feeds a forced target prefix as one beam (BOS first when starting from scratch), in
+    /// chunks of up to `max_src_len` rows: each chunk reads every weight once for all its
+    /// tokens, with causal self-attention over the cache. Returns the logits after the last
+    /// token (`1 × tgt_vocab`); decoding then continues with [`Session::decode_step`].
+    pub fn prefill(&mut self, tokens: &[u32]) -> Result<&[f32], RunError> {
+        let config = &self.model.config;
+        let limits = self.plan.limits;
+        if self.src_len.is_none() {
+            return Err(RunError::NotEncoded);
+        }
+        if tokens.is_empty() {
+            return Err(RunError::BadOption("prefill needs at least one token"));
+        }
+        if self.position > 0 && self.active != 1 {
+            return Err(RunError::BeamCountMismatch {
+                expected: self.active,
+                got: 1,
+            });
+        }
+        let len = self.position.saturating_add(tokens.len());
+        if len > limits.max_tgt_len {
+            return Err(RunError::TargetTooLong {
+                len,
+                max: limits.max_tgt_len,
+            });
+        }
+        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= config.tgt_vocab) {
+            return Err(RunError::TokenOutOfRange {
+                side: "target",
+                token,
+                vocab: config.tgt_vocab,
+            });
+        }
+        for chunk in tokens.chunks(limits.max_src_len) {
+            self.run_decoder(chunk.len(), Some(chunk))?;
+            self.position += chunk.len();
+            self.active = 1;
+            self.logits_rows = 1;
+        }
+        Ok(self.logits())
+    }
+
+    /// One decoder pass over `rows` rows at `self.position`: with `prefix`, the rows are
+    /// consecutive positions of beam 0 (causal attention among them, logits of the last row
+    /// only); without, they are one new position per beam (tokens staged in the arena).
+    fn run_decoder(&mut self, rows: usize, prefix: Option<&[u32]>) -> Result<(), RunError> {
         let model = self.model;
         let config = &model.config;
         let Some(src_len) = self.src_len else {
@@ -599,19 +656,25 @@ impl<'m> Session<'m> {
             (limits.max_beam, limits.max_tgt_len, limits.max_src_len);
         let position = self.position;
         let c = self.ctx(rows);
+        let (first, out_rows) = match prefix {
+            Some(_) => (rows.saturating_sub(1), 1),
+            None => (0, rows),
+        };
+        let c_out = self.ctx(out_rows);
         let scale = self.embed_scale();
         let attention_scale = 1.0 / (config.d_head() as f32).sqrt();
         let l = &self.plan.layout;
+        let work = if prefix.is_some() { l.wide } else { l.narrow };
         let [hidden, normed, qkv, q, attn, ffn, logits, cross_kv, self_k, self_v, scratch, staged] =
             carve(
                 self.arena.as_mut_slice(),
                 [
-                    l.dec_hidden,
-                    l.dec_normed,
-                    l.dec_qkv,
-                    l.dec_q,
-                    l.dec_attn,
-                    l.dec_ffn,
+                    work.hidden,
+                    work.normed,
+                    work.qkv,
+                    work.q,
+                    work.attn,
+                    work.ffn,
                     l.logits,
                     l.cross_kv,
                     l.self_k,
@@ -620,21 +683,26 @@ impl<'m> Session<'m> {
                     l.step_tokens,
                 ],
             );
-        let tokens: &[u32] = bytemuck::cast_slice(&staged[..rows]);
+        let tokens: &[u32] = match prefix {
+            Some(tokens) => tokens,
+            None => bytemuck::cast_slice(&staged[..rows]),
+        };
         embed(
             model.tgt_embed.as_slice(),
             model.tgt_pos.as_slice(),
             tokens,
             position,
-            false,
+            prefix.is_some(),
             scale,
             d,
             hidden,
         );
         let cache_layer = max_beam * max_tgt * d;
         let cache_beam = max_tgt * d;
+        let heads = config.heads;
+        let d_head = config.d_head();
         for (index, layer) in model.decoder.iter().enumerate() {
-            // Masked self-attention: one new row per beam, appended to the cache in place.
+            // Masked self-attention: the new rows are appended to the cache in place.
             let input = c.sublayer_input(hidden, normed, &layer.norm1)?;
             linear(
                 c.isa,
@@ -648,25 +716,34 @@ impl<'m> Session<'m> {
                 scratch,
                 PARALLEL,
             )?;
-            for b in 0..rows {
-                let at = index * cache_layer + b * cache_beam + position * d;
-                let row = &qkv[b * 3 * d..(b + 1) * 3 * d];
+            for r in 0..rows {
+                let (beam, pos) = match prefix {
+                    Some(_) => (0, position + r),
+                    None => (r, position),
+                };
+                let at = index * cache_layer + beam * cache_beam + pos * d;
+                let row = &qkv[r * 3 * d..(r + 1) * 3 * d];
                 self_k[at..at + d].copy_from_slice(&row[d..2 * d]);
                 self_v[at..at + d].copy_from_slice(&row[2 * d..]);
             }
-            for b in 0..rows {
-                let base = index * cache_layer + b * cache_beam;
+            // Prefix: all rows at once over beam 0, causally. Steps: one query per beam.
+            let (groups, q_rows, kv_len, causal_offset) = match prefix {
+                Some(_) => (1, rows, position + rows, Some(position)),
+                None => (rows, 1, position + 1, None),
+            };
+            for g in 0..groups {
+                let base = index * cache_layer + g * cache_beam;
                 attention(
                     c.isa,
                     AttentionShape {
-                        heads: config.heads,
-                        d_head: config.d_head(),
-                        q_rows: 1,
-                        kv_len: position + 1,
-                        causal_offset: None,
+                        heads,
+                        d_head,
+                        q_rows,
+                        kv_len,
+                        causal_offset,
                     },
                     Rows {
-                        data: &qkv[b * 3 * d..],
+                        data: &qkv[g * 3 * d..],
                         stride: 3 * d,
                     },
                     Rows {
@@ -677,7 +754,7 @@ impl<'m> Session<'m> {
                         data: &self_v[base..base + cache_beam],
                         stride: d,
                     },
-                    &mut attn[b * d..],
+                    &mut attn[g * d..],
                     d,
                     attention_scale,
                     scratch,
@@ -712,8 +789,8 @@ impl<'m> Session<'m> {
             attention(
                 c.isa,
                 AttentionShape {
-                    heads: config.heads,
-                    d_head: config.d_head(),
+                    heads,
+                    d_head,
                     q_rows: rows,
                     kv_len: src_len,
                     causal_offset: None,
@@ -753,6 +830,9 @@ impl<'m> Session<'m> {
                 scratch,
             )?;
         }
+        // Logits of every beam, or of the last prefix row only.
+        let c = c_out;
+        let hidden = &hidden[first * d..];
         let output: &[f32] = match &model.decoder_norm {
             Some(norm) => {
                 c.layer_norm(hidden, norm, normed)?;
@@ -762,7 +842,7 @@ impl<'m> Session<'m> {
         };
         linear(
             c.isa,
-            rows,
+            out_rows,
             output,
             d,
             &model.generator,
@@ -772,8 +852,6 @@ impl<'m> Session<'m> {
             scratch,
             PARALLEL,
         )?;
-        self.position += 1;
-        self.active = rows;
         Ok(())
     }
 

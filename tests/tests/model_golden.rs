@@ -102,6 +102,30 @@ fn check_fixture(name: &str) {
         }
         eprintln!("{name} {isa}: worst logit error {worst:e} (scale {scale:.3})");
 
+        // The same teacher forcing as one batched prefix, then half prefix and half steps.
+        let n = expected.tgt_in.len();
+        let check_row = |what: &str, got: &[f32], t: usize| {
+            let want = &expected.logits[t * vocab..(t + 1) * vocab];
+            for (i, (&a, &e)) in got.iter().zip(want).enumerate() {
+                let err = (f64::from(a) - f64::from(e)).abs();
+                assert!(
+                    err <= bound,
+                    "{name} {isa} {what}: logit [{t}, {i}] = {a}, pytorch {e}"
+                );
+            }
+        };
+        session.encode(&expected.src).expect("encode");
+        let last = session.prefill(&expected.tgt_in).expect("prefill");
+        check_row("prefill", last, n - 1);
+        session.reset_decoder();
+        let half = n / 2;
+        let last = session.prefill(&expected.tgt_in[..half]).expect("prefill");
+        check_row("half prefill", last, half - 1);
+        for (t, &token) in expected.tgt_in.iter().enumerate().skip(half) {
+            let logits = session.decode_step(&[token]).expect("step");
+            check_row("steps after prefill", logits, t);
+        }
+
         let steps = expected.greedy.len().max(1) + 2;
         let options = SearchOptions::greedy(steps);
         let hyps = session.generate(&options, |_| {}).expect("greedy");

@@ -88,7 +88,9 @@ fn reordered_beams_continue_their_parents_history() {
             session.decode_step(&[7, 9, 11]).unwrap();
             // Beam 0 ← old 2, beam 1 ← old 0, beam 2 ← old 2, beam 3 ← old 1.
             session.reorder_beams(&[2, 0, 2, 1]).unwrap();
+            assert_eq!(session.logits().len(), 3 * model.config().tgt_vocab);
             let logits = session.decode_step(&[3, 4, 5, 6]).unwrap().to_vec();
+            assert_eq!(session.logits(), logits.as_slice());
             let vocab = model.config().tgt_vocab;
             let histories = [[1, 11, 3], [1, 7, 4], [1, 11, 5], [1, 9, 6]];
             for (b, history) in histories.iter().enumerate() {
@@ -315,7 +317,7 @@ fn arena_plan_is_known_up_front_and_consistent() {
         l * s * 2 * d * f
     );
     assert_eq!(
-        plan.region("work.decoder.logits").unwrap().bytes,
+        plan.region("logits").unwrap().bytes,
         b * config.tgt_vocab * f
     );
     let mut regions = plan.regions().to_vec();
@@ -386,4 +388,236 @@ fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
             max: 4
         }))
     ));
+}
+
+/// One call on a session, with arguments that may be invalid.
+#[derive(Clone, Debug)]
+enum Call {
+    Encode(Vec<u32>),
+    Step(Vec<u32>),
+    Prefill(Vec<u32>),
+    Reorder(Vec<u32>),
+    Generate {
+        beam: usize,
+        steps: usize,
+        eos: bool,
+    },
+    Reset,
+}
+
+fn call() -> impl proptest::strategy::Strategy<Value = Call> {
+    use proptest::prelude::*;
+    prop_oneof![
+        proptest::collection::vec(0u32..34, 0..15).prop_map(Call::Encode),
+        proptest::collection::vec(0u32..40, 0..6).prop_map(Call::Step),
+        proptest::collection::vec(0u32..40, 0..14).prop_map(Call::Prefill),
+        proptest::collection::vec(0u32..6, 0..6).prop_map(Call::Reorder),
+        (0usize..6, 0usize..12, any::<bool>()).prop_map(|(beam, steps, eos)| Call::Generate {
+            beam,
+            steps,
+            eos
+        }),
+        Just(Call::Reset),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(tessel_tests::cases(48)))]
+
+    /// Any sequence of calls, valid or not, never panics, returns typed errors, and leaves a
+    /// session that then computes exactly what a fresh one does.
+    #[test]
+    fn any_call_sequence_leaves_a_usable_session(calls in proptest::collection::vec(call(), 1..25)) {
+        use std::sync::OnceLock;
+        static MODEL: OnceLock<Model> = OnceLock::new();
+        let model = MODEL.get_or_init(|| {
+            Model::random(small(NormPlacement::Pre, Positions::Sinusoidal), 17).unwrap()
+        });
+        let isa = tessel_kernels::Isa::best();
+        let mut session = Session::new(model, isa).unwrap();
+        for c in &calls {
+            let vocab = model.config().tgt_vocab;
+            match c {
+                Call::Encode(src) => {
+                    let _ = session.encode(src);
+                }
+                Call::Step(tokens) => {
+                    if let Ok(logits) = session.decode_step(tokens) {
+                        proptest::prop_assert_eq!(logits.len(), tokens.len() * vocab);
+                        proptest::prop_assert!(logits.iter().all(|v| v.is_finite()));
+                    }
+                }
+                Call::Prefill(tokens) => {
+                    if let Ok(logits) = session.prefill(tokens) {
+                        proptest::prop_assert_eq!(logits.len(), vocab);
+                        proptest::prop_assert!(logits.iter().all(|v| v.is_finite()));
+                    }
+                }
+                Call::Reorder(parents) => {
+                    let _ = session.reorder_beams(parents);
+                }
+                Call::Generate { beam, steps, eos } => {
+                    let options = SearchOptions { beam: *beam, max_steps: *steps, length_penalty: 1.0, stop_at_eos: *eos };
+                    if let Ok(hyps) = session.generate(&options, |_| {}) {
+                        proptest::prop_assert!(!hyps.is_empty() && hyps.len() <= *beam);
+                        for h in hyps.iter() {
+                            proptest::prop_assert!(!h.tokens.is_empty() && h.tokens.len() <= *steps);
+                            proptest::prop_assert!(h.tokens.iter().all(|&t| (t as usize) < vocab));
+                        }
+                    }
+                }
+                Call::Reset => session.reset_decoder(),
+            }
+            proptest::prop_assert!(session.active_beams() <= 4);
+            proptest::prop_assert!(session.position() <= model.config().max_tgt_len);
+        }
+        let mut fresh = Session::new(model, isa).unwrap();
+        let options = SearchOptions::beam(3, 7);
+        session.encode(&SRC).unwrap();
+        fresh.encode(&SRC).unwrap();
+        let a: Vec<(Vec<u32>, f32)> = session.generate(&options, |_| {}).unwrap().iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
+        let b: Vec<(Vec<u32>, f32)> = fresh.generate(&options, |_| {}).unwrap().iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
+        proptest::prop_assert_eq!(a, b);
+    }
+}
+
+#[test]
+fn prefill_in_chunks_matches_step_by_step_decoding() {
+    for norm in [NormPlacement::Post, NormPlacement::Pre] {
+        let model = Model::random(small(norm, Positions::Learned), 23).unwrap();
+        let vocab = model.config().tgt_vocab;
+        let prefix = [1u32, 8, 30, 2, 17, 5, 5, 11];
+        for_each_isa(|isa| {
+            // One pass of 8 rows, and chunks of 3 + 3 + 2 rows (max_src_len 3 bounds a chunk).
+            for (src, max_src_len) in [(&SRC[..], 12), (&SRC[..3], 3)] {
+                let steps = teacher_forced(&model, isa, src, &prefix);
+                let limits = Limits {
+                    max_src_len,
+                    max_tgt_len: 10,
+                    max_beam: 4,
+                };
+                let mut session = Session::with_limits(&model, isa, limits).unwrap();
+                session.encode(src).unwrap();
+                let last = session.prefill(&prefix).unwrap().to_vec();
+                assert_rows_close(&format!("{norm:?} {isa} prefill"), &last, &steps[7]);
+                assert_eq!(session.position(), prefix.len());
+                // Decoding continues from the prefilled cache.
+                let next = session.decode_step(&[9]).unwrap().to_vec();
+                let mut longer = prefix.to_vec();
+                longer.push(9);
+                let fresh = teacher_forced(&model, isa, src, &longer);
+                assert_rows_close("after prefill", &next, &fresh[8]);
+                assert_eq!(next.len(), vocab);
+            }
+            let steps = teacher_forced(&model, isa, &SRC, &prefix);
+            // Prefix in two calls, the first ending mid-way.
+            let mut session = Session::new(&model, isa).unwrap();
+            session.encode(&SRC).unwrap();
+            session.prefill(&prefix[..3]).unwrap();
+            let last = session.prefill(&prefix[3..]).unwrap().to_vec();
+            assert_rows_close("two prefills", &last, &steps[7]);
+        });
+    }
+}
+
+#[test]
+fn prefill_refusals_change_nothing() {
+    let model = Model::random(small(NormPlacement::Post, Positions::Sinusoidal), 29).unwrap();
+    let isa = tessel_kernels::Isa::best();
+    let mut session = Session::new(&model, isa).unwrap();
+    assert_eq!(session.prefill(&[1]), Err(RunError::NotEncoded));
+    session.encode(&SRC).unwrap();
+    assert!(matches!(session.prefill(&[]), Err(RunError::BadOption(_))));
+    assert!(matches!(
+        session.prefill(&[1; 11]),
+        Err(RunError::TargetTooLong { len: 11, max: 10 })
+    ));
+    assert!(matches!(
+        session.prefill(&[1, 99]),
+        Err(RunError::TokenOutOfRange { token: 99, .. })
+    ));
+    session.decode_step(&[1]).unwrap();
+    session.reorder_beams(&[0, 0]).unwrap();
+    assert!(matches!(
+        session.prefill(&[4]),
+        Err(RunError::BeamCountMismatch {
+            expected: 2,
+            got: 1
+        })
+    ));
+    assert_eq!(session.position(), 1);
+    session.reorder_beams(&[1]).unwrap();
+    let got = session.prefill(&[4, 6]).unwrap().to_vec();
+    let want = teacher_forced(&model, isa, &SRC, &[1, 4, 6]);
+    assert_rows_close("prefill after refusals", &got, &want[2]);
+}
+
+#[test]
+fn search_from_a_forced_prefix_continues_it() {
+    let model = Model::random(small(NormPlacement::Post, Positions::Learned), 31).unwrap();
+    let config = model.config().clone();
+    let prefix = [config.bos_id, 7, 12];
+    for_each_isa(|isa| {
+        let mut session = Session::new(&model, isa).unwrap();
+        session.encode(&SRC).unwrap();
+        let options = SearchOptions {
+            stop_at_eos: false,
+            ..SearchOptions::greedy(5)
+        };
+        let greedy: Vec<u32> = session
+            .generate_from(&prefix, &options, |_| {})
+            .unwrap()
+            .best()
+            .unwrap()
+            .tokens
+            .to_vec();
+        assert_eq!(greedy.len(), 5);
+        // The argmax chain, by hand.
+        let mut inputs = prefix.to_vec();
+        for &token in &greedy {
+            let rows = teacher_forced(&model, isa, &SRC, &inputs);
+            let last = rows.last().unwrap();
+            let best = last.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(last[token as usize], best, "{isa}: greedy after prefix");
+            inputs.push(token);
+        }
+        // Beam scores are the log-probabilities of the continuation given the prefix.
+        let beam = SearchOptions {
+            length_penalty: 0.0,
+            ..SearchOptions::beam(3, 4)
+        };
+        let found: Vec<(Vec<u32>, f32)> = session
+            .generate_from(&prefix, &beam, |_| {})
+            .unwrap()
+            .iter()
+            .map(|h| (h.tokens.to_vec(), h.score))
+            .collect();
+        for (tokens, score) in found {
+            let mut inputs = prefix.to_vec();
+            inputs.extend_from_slice(&tokens[..tokens.len() - 1]);
+            let rows = teacher_forced(&model, isa, &SRC, &inputs);
+            let mut total = 0.0f32;
+            for (row, &token) in rows[prefix.len() - 1..].iter().zip(&tokens) {
+                let mut row = row.clone();
+                log_softmax(isa, &mut row);
+                total += row[token as usize];
+            }
+            assert!(
+                (total - score).abs() <= 1e-4 * (1.0 + total.abs()),
+                "{isa}: {tokens:?}"
+            );
+        }
+        assert!(matches!(
+            session.generate_from(&[], &options, |_| {}),
+            Err(RunError::BadOption(_))
+        ));
+        assert!(matches!(
+            session.generate_from(&prefix, &SearchOptions::greedy(9), |_| {}),
+            Err(RunError::TargetTooLong { len: 11, max: 10 })
+        ));
+        assert!(matches!(
+            session.generate_from(&[1, 99], &options, |_| {}),
+            Err(RunError::TokenOutOfRange { token: 99, .. })
+        ));
+    });
 }

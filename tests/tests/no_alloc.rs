@@ -124,6 +124,13 @@ fn nothing_allocates_after_session_creation() {
                 session.decode_step(&[3, 4, 5]).expect("step");
                 session.reorder_beams(&[2, 0]).expect("reorder");
                 assert!(session.decode_step(&[1, 2, 3]).is_err());
+                session.encode(&src).expect("encode");
+                session.prefill(&[1, 5, 9, 4, 4, 7]).expect("prefill");
+                session.decode_step(&[3]).expect("step after prefill");
+                let hyps = session
+                    .generate_from(&[1, 9, 4], &SearchOptions::beam(3, 6), |_| {})
+                    .expect("beam from a prefix");
+                assert!(!hyps.is_empty());
                 assert!(session.encode(&[999]).is_err());
                 assert!(session
                     .generate(&SearchOptions::beam(9, 4), |_| {})
