@@ -17,6 +17,10 @@ use crate::math::exp;
 use crate::scratch::{Scratch, ScratchSpec};
 use pulp::Simd;
 
+/// Keys whose dot products and value updates are computed together (ILP, fewer accumulator
+/// loads and stores).
+const KEY_GROUP: usize = 2;
+
 /// Keys per block: 64 rows of K and V (256 KiB at 8 heads × 64) stay in L2 for every query.
 const KEY_BLOCK: usize = 64;
 
@@ -134,14 +138,27 @@ fn run_blocks<S: Simd, const VECS: usize>(
             }
             let n = b - a;
             let q_row = &q.data[i * q.stride..][..width];
-            for (t, j) in (a..b).enumerate() {
-                let k_row = &k.data[j * k.stride..][..width];
-                for ((q_head, k_head), slot) in q_row
-                    .chunks_exact(d)
-                    .zip(k_row.chunks_exact(d))
-                    .zip(scores[t..].iter_mut().step_by(KEY_BLOCK))
-                {
-                    *slot = dot::<S, VECS>(simd, q_head, k_head) * checked.scale;
+            // Scores KEY_GROUP keys at a time: the query vectors are loaded once for the group
+            // and KEY_GROUP independent dot products are in flight.
+            let mut t = 0;
+            while t < n {
+                if t + KEY_GROUP <= n {
+                    let rows: [&[f32]; KEY_GROUP] =
+                        core::array::from_fn(|g| &k.data[(a + t + g) * k.stride..][..width]);
+                    score_group::<S, VECS, KEY_GROUP>(
+                        simd,
+                        q_row,
+                        rows,
+                        d,
+                        checked.scale,
+                        t,
+                        scores,
+                    );
+                    t += KEY_GROUP;
+                } else {
+                    let rows = [&k.data[(a + t) * k.stride..][..width]];
+                    score_group::<S, VECS, 1>(simd, q_row, rows, d, checked.scale, t, scores);
+                    t += 1;
                 }
             }
             let states = i * heads..(i + 1) * heads;
@@ -178,14 +195,26 @@ fn run_blocks<S: Simd, const VECS: usize>(
                     }
                 }
             }
-            for (t, j) in (a..b).enumerate() {
-                let v_row = &v.data[j * v.stride..][..width];
-                for ((o_head, v_head), &p) in o_query
-                    .chunks_exact_mut(padded)
-                    .zip(v_row.chunks_exact(d))
-                    .zip(scores[t..].iter().step_by(KEY_BLOCK))
-                {
-                    axpy::<S, VECS>(simd, p, v_head, S::as_mut_simd_f32s(o_head).0);
+            // o += p_j v_j, KEY_GROUP keys at a time: each accumulator is loaded and stored
+            // once per group.
+            let mut t = 0;
+            while t < n {
+                if t + KEY_GROUP <= n {
+                    let rows: [&[f32]; KEY_GROUP] =
+                        core::array::from_fn(|g| &v.data[(a + t + g) * v.stride..][..width]);
+                    accumulate_group::<S, VECS, KEY_GROUP>(
+                        simd,
+                        rows,
+                        (d, padded),
+                        t,
+                        scores,
+                        o_query,
+                    );
+                    t += KEY_GROUP;
+                } else {
+                    let rows = [&v.data[(a + t) * v.stride..][..width]];
+                    accumulate_group::<S, VECS, 1>(simd, rows, (d, padded), t, scores, o_query);
+                    t += 1;
                 }
             }
         }
@@ -274,6 +303,112 @@ fn dot<S: Simd, const VECS: usize>(simd: S, a: &[f32], b: &[f32]) -> f32 {
         odd = simd.mul_add_e_f32s(x, y, odd);
     }
     simd.reduce_sum_f32s(simd.add_f32s(even, odd))
+}
+
+/// Scores of the `N` keys whose rows (all heads) are `rows`, for every head, into
+/// `scores[h · KEY_BLOCK + t ..][..N]`.
+#[inline(always)]
+fn score_group<S: Simd, const VECS: usize, const N: usize>(
+    simd: S,
+    q_row: &[f32],
+    rows: [&[f32]; N],
+    d: usize,
+    scale: f32,
+    t: usize,
+    scores: &mut [f32],
+) {
+    for (h, (q_head, block)) in q_row
+        .chunks_exact(d)
+        .zip(scores.chunks_exact_mut(KEY_BLOCK))
+        .enumerate()
+    {
+        let heads = rows.map(|row| row.get(h * d..(h + 1) * d).unwrap_or(&[]));
+        let dots = dot_n::<S, VECS, N>(simd, q_head, heads);
+        for (slot, s) in block.iter_mut().skip(t).zip(dots) {
+            *slot = s * scale;
+        }
+    }
+}
+
+/// `o_h += Σ_n p_h[t + n] · v_n[h]` for every head `h`, the `N` value rows (all heads) `rows`;
+/// each head's accumulator is `padded` floats (`d` rounded up to whole vectors).
+#[inline(always)]
+fn accumulate_group<S: Simd, const VECS: usize, const N: usize>(
+    simd: S,
+    rows: [&[f32]; N],
+    (d, padded): (usize, usize),
+    t: usize,
+    scores: &[f32],
+    o_query: &mut [f32],
+) {
+    if padded == 0 {
+        return;
+    }
+    for (h, (o_head, block)) in o_query
+        .chunks_exact_mut(padded)
+        .zip(scores.chunks_exact(KEY_BLOCK))
+        .enumerate()
+    {
+        let heads = rows.map(|row| row.get(h * d..(h + 1) * d).unwrap_or(&[]));
+        let p: [f32; N] = core::array::from_fn(|n| block.get(t + n).copied().unwrap_or(0.0));
+        axpy_n::<S, VECS, N>(simd, p, heads, S::as_mut_simd_f32s(o_head).0);
+    }
+}
+
+/// `N` dot products sharing the left row, `a · b[n]`; unrolled when the rows are exactly
+/// `VECS > 0` vectors.
+#[inline(always)]
+fn dot_n<S: Simd, const VECS: usize, const N: usize>(
+    simd: S,
+    a: &[f32],
+    b: [&[f32]; N],
+) -> [f32; N] {
+    if VECS > 0 {
+        let x = <&[S::f32s; VECS]>::try_from(S::as_simd_f32s(a).0);
+        let y = b.map(|row| <&[S::f32s; VECS]>::try_from(S::as_simd_f32s(row).0).ok());
+        if let (Ok(x), true) = (x, y.iter().all(Option::is_some)) {
+            let y = y.map(|row| row.map_or([simd.splat_f32s(0.0); VECS], |r| *r));
+            let mut acc = y.map(|row| simd.mul_f32s(x[0], row[0]));
+            for t in 1..VECS {
+                for (acc, row) in acc.iter_mut().zip(&y) {
+                    *acc = simd.mul_add_e_f32s(x[t], row[t], *acc);
+                }
+            }
+            return acc.map(|acc| simd.reduce_sum_f32s(acc));
+        }
+    }
+    b.map(|row| dot::<S, VECS>(simd, a, row))
+}
+
+/// `o += Σ_n p[n] · x[n]`, `o` holding the rows' length rounded up to whole vectors: each
+/// accumulator is loaded and stored once for the `N` rows.
+#[inline(always)]
+fn axpy_n<S: Simd, const VECS: usize, const N: usize>(
+    simd: S,
+    p: [f32; N],
+    x: [&[f32]; N],
+    o: &mut [S::f32s],
+) {
+    if VECS > 0 {
+        let rows = x.map(|row| <&[S::f32s; VECS]>::try_from(S::as_simd_f32s(row).0).ok());
+        if rows.iter().all(Option::is_some) {
+            if let Some(Ok(o)) = o.get_mut(..VECS).map(<&mut [S::f32s; VECS]>::try_from) {
+                let rows = rows.map(|row| row.map_or([simd.splat_f32s(0.0); VECS], |r| *r));
+                let p = p.map(|p| simd.splat_f32s(p));
+                for (v, slot) in o.iter_mut().enumerate() {
+                    let mut acc = *slot;
+                    for (p, row) in p.iter().zip(&rows) {
+                        acc = simd.mul_add_e_f32s(*p, row[v], acc);
+                    }
+                    *slot = acc;
+                }
+                return;
+            }
+        }
+    }
+    for (p, row) in p.into_iter().zip(x) {
+        axpy::<S, VECS>(simd, p, row, o);
+    }
 }
 
 /// The largest element (`-inf` for an empty slice).

@@ -43,12 +43,23 @@ pub(crate) const fn query_tile(lanes: usize) -> usize {
     lanes * query_vectors(lanes)
 }
 
+/// Rows of the packed K and V tiles: a key tile, or a query tile staged before transposition.
+const fn staging_rows(lanes: usize) -> usize {
+    let tile = query_tile(lanes);
+    if tile > KEY_TILE {
+        tile
+    } else {
+        KEY_TILE
+    }
+}
+
 /// Scratch of the prefill path: per query tile of a block `Qᵀ`, `Oᵀ`, running max and sum; a
 /// packed tile of K and of V, `Sᵀ`, and two per-query rows of mask bounds.
 pub(crate) fn scratch(lanes: usize, d_head: usize) -> ScratchSpec {
     let tile = query_tile(lanes);
     let packed = ScratchSpec::f32s(d_head.saturating_mul(tile).saturating_mul(BLOCK_TILES));
-    let kv_tile = ScratchSpec::f32s(d_head.saturating_mul(KEY_TILE));
+    // The K tile also stages a query tile's rows before their transposition.
+    let kv_tile = ScratchSpec::f32s(d_head.saturating_mul(staging_rows(lanes)));
     packed
         .and(packed)
         .and(ScratchSpec::f32s(2 * tile * BLOCK_TILES))
@@ -138,8 +149,8 @@ fn run_blocks<S: Simd, const MR: usize, const NR: usize>(
         q_t: scratch.take(BLOCK_TILES * d * tile_len)?,
         o_t: scratch.take(BLOCK_TILES * d * tile_len)?,
         stats: scratch.take(BLOCK_TILES * 2 * tile_len)?,
-        k_tile: scratch.take(d * KEY_TILE)?,
-        v_tile: scratch.take(d * KEY_TILE)?,
+        k_tile: scratch.take(d * staging_rows(lanes))?,
+        v_tile: scratch.take(d * staging_rows(lanes))?,
         s_t: scratch.take(KEY_TILE * tile_len)?,
         lo: scratch.take(tile_len)?,
         hi: scratch.take(tile_len)?,
