@@ -137,15 +137,18 @@ unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
     let tile_cols = NV * S::F32_LANES;
     let panel_stride = k * PANEL_COLS;
     let col_end = n.min(cols.panel1 * PANEL_COLS);
-    // With k == 0 one pass of depth 0 still writes the epilogue of a zero product.
+    // With k == 0 one pass of depth 0 still writes the epilogue of a zero product. Blocks of
+    // k and of rows are balanced (no thin last block that re-streams B for a few rows).
     let k_blocks = k.div_ceil(kc_max).max(1);
-    for kb in 0..k_blocks {
-        let pc = kb * kc_max;
-        let kc = kc_max.min(k - pc);
-        let (first, last) = (kb == 0, kb + 1 == k_blocks);
+    let kc_step = k.div_ceil(k_blocks);
+    let mc_step = m.div_ceil(m.div_ceil(mc)).div_ceil(MR) * MR;
+    let mut pc = 0;
+    loop {
+        let kc = kc_step.min(k - pc);
+        let (first, last) = (pc == 0, pc + kc >= k);
         let mut ic = 0;
         while ic < m {
-            let mcb = mc.min(m - ic);
+            let mcb = mc_step.min(m - ic);
             pack_a::<MR>(ops.a, ic, mcb, pc, kc, a_pack);
             let mut col0 = cols.panel0 * PANEL_COLS;
             while col0 < col_end {
@@ -182,6 +185,10 @@ unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
             }
             ic += mcb;
         }
+        if last {
+            break;
+        }
+        pc += kc;
     }
 }
 
