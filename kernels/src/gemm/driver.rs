@@ -27,13 +27,15 @@ pub(crate) struct Blocking {
 /// AVX-512: 8 × 32 tile, 16 accumulators of 32 registers: the row pointers of a wider tile
 /// exhaust the general-purpose registers (measured slower at 12 and 14 rows).
 ///
-/// `kc = 512` (a 64 KB micro-panel, served from L2 with prefetch) measured faster here than
-/// L1-sized 128 or 256: it halves the passes over `C` for the usual `k` of 512.
+/// `kc = 1024` (a micro-panel of up to 128 KB, served from L2 with prefetch) measured faster
+/// here than L1-sized 128 or 256 and than 512: one pass over `C` for `k` up to 1024 (on this
+/// shared-L3 machine the extra passes over `C` cost more than the L1 misses on `B`). The
+/// `128 × 1024` packed `A` block (512 KB) and the `B` micro-panel together fit the 1 MB L2.
 const AVX512: Blocking = Blocking {
     mr: 8,
     nv: 2,
-    mc: 8 * 21,
-    kc: 512,
+    mc: 8 * 16,
+    kc: 1024,
 };
 /// AVX2: 6 × 16 tile, 12 accumulators of 16 registers.
 const AVX2: Blocking = Blocking {
