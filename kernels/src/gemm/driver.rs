@@ -1,4 +1,4 @@
-//! The loops around the microkernel: cache blocking with packed `A` for large `m`, and the
+//! The loops around the microkernel: cache blocking over a prepacked `B` for large `m`, and the
 //! B-streaming path for small `m` (decoding), per task (a range of `B` panels).
 
 use crate::gemm::packed_b::PANEL_COLS;
@@ -16,11 +16,11 @@ pub(crate) struct Blocking {
     pub mr: usize,
     /// Vectors per tile row (the tile is `nv · lanes` columns wide).
     pub nv: usize,
-    /// Rows of `A` packed per block (a multiple of `mr`): the packed block `mc × kc` stays in
+    /// Rows of `A` per block (a multiple of `mr`): the block's `mc × kc` part of `A` stays in
     /// L2 while the tiles sweep the columns.
     pub mc: usize,
     /// Depth of one block of `k`: the `kc × 32` micro-panel of `B` stays in L1/L2 while the
-    /// tiles sweep the rows of the packed `A` block; every extra block costs a pass over `C`.
+    /// tiles sweep the rows of the `A` block; every extra block costs a pass over `C`.
     pub kc: usize,
 }
 
@@ -30,7 +30,7 @@ pub(crate) struct Blocking {
 /// `kc = 1024` (a micro-panel of up to 128 KB, served from L2 with prefetch) measured faster
 /// here than L1-sized 128 or 256 and than 512: one pass over `C` for `k` up to 1024 (on this
 /// shared-L3 machine the extra passes over `C` cost more than the L1 misses on `B`). The
-/// `128 × 1024` packed `A` block (512 KB) and the `B` micro-panel together fit the 1 MB L2.
+/// `128 × 1024` block of `A` (512 KB) and the `B` micro-panel together fit the 1 MB L2.
 const AVX512: Blocking = Blocking {
     mr: 8,
     nv: 2,
@@ -72,10 +72,13 @@ pub(crate) const fn blocking(lanes: usize) -> Blocking {
 /// Every level's blocking, for sizing scratch independently of the level that will run.
 pub(crate) const ALL_BLOCKINGS: [Blocking; 4] = [AVX512, AVX2, NEON, SCALAR];
 
-/// Floats of the packed `A` block one task needs at `blocking` for an `m × k` `A`.
+/// Floats of the packed edge tile of `A` one task needs at `blocking` for an `m × k` `A`.
 pub(crate) fn packed_a_len(blocking: Blocking, m: usize, k: usize) -> usize {
-    let rows = m.min(blocking.mc).div_ceil(blocking.mr) * blocking.mr;
-    rows.saturating_mul(k.min(blocking.kc))
+    // Balanced row blocks are whole tiles except the last, whose height is `m mod mr`.
+    if m % blocking.mr == 0 {
+        return 0;
+    }
+    blocking.mr.saturating_mul(k.min(blocking.kc))
 }
 
 /// Everything one task reads: `A`, the packed `B` and its shape.
@@ -102,6 +105,10 @@ pub(crate) struct Columns {
 /// The operands and output are validated for the call (`A` is `m × k`, `b` holds the packed
 /// `k × n` panels, `C`, bias and residual cover `m × n`), `cols` lies inside `0..panels(n)`, no
 /// other thread writes these columns of `C`, and `a_pack` holds at least `packed_a_len`.
+///
+/// Measured here: copying whole blocks of `A` into scratch (BLIS's packing) cost more than it
+/// saved (each row of `A` is already one sequential stream in `k`), so only the ragged last
+/// tile of rows is copied, zero-padded so every tile runs the full-height microkernel.
 #[inline(always)]
 pub(crate) unsafe fn packed_path<S: Simd>(
     simd: S,
@@ -151,7 +158,13 @@ unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
         let mut ic = 0;
         while ic < m {
             let mcb = mc_step.min(m - ic);
-            pack_a::<MR>(ops.a, ic, mcb, pc, kc, a_pack);
+            // Whole tiles read A in place (each row is already a sequential stream in k); the
+            // ragged last tile is copied, zero-padded to MR rows, so the microkernel never
+            // reads past A.
+            let full = mcb / MR * MR;
+            if full < mcb {
+                pack_edge::<MR>(ops.a, ic + full, mcb - full, pc, kc, a_pack);
+            }
             let mut col0 = cols.panel0 * PANEL_COLS;
             while col0 < col_end {
                 let panel = col0 / PANEL_COLS;
@@ -162,14 +175,27 @@ unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
                 let width = tile_cols.min(col_end - col0);
                 let mut ir = 0;
                 while ir < mcb {
-                    let a = ATile {
-                        ptr: a_pack.as_ptr().wrapping_add(ir * kc),
-                        row_step: kc,
-                        k_step: 1,
+                    let a = if ir < full {
+                        ATile {
+                            ptr: ops
+                                .a
+                                .data
+                                .as_ptr()
+                                .wrapping_add((ic + ir) * ops.a.stride + pc),
+                            row_step: ops.a.stride,
+                            k_step: 1,
+                        }
+                    } else {
+                        ATile {
+                            ptr: a_pack.as_ptr(),
+                            row_step: kc,
+                            k_step: 1,
+                        }
                     };
-                    // SAFETY: the packed A block has `MR` rows (zero padded) by `kc` for this
-                    // micro-panel; the tile's `tile_cols <= 32` columns stay inside the panel,
-                    // whose `kc` rows from `pc` exist in the packed B.
+                    // SAFETY: a whole tile's `MR` rows from `ic + ir` and columns
+                    // `[pc, pc + kc)` lie inside the validated `A`; the edge tile is the packed
+                    // `MR × kc` copy. The tile's `tile_cols <= 32` columns stay inside the
+                    // panel, whose `kc` rows from `pc` exist in the packed B.
                     let acc = unsafe { accumulate::<S, MR, NV>(simd, kc, a, b, panel_stride) };
                     let at = TileAt {
                         row0: ic + ir,
@@ -194,12 +220,9 @@ unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
     }
 }
 
-/// Packs rows `[row0, row0 + rows)`, columns `[col0, col0 + depth)` of `A` into one
-/// contiguous row-major `round_up(rows, MR) × depth` block (rows past the end zero), so each
-/// micro-panel of `MR` rows is `MR` sequential streams inside a compact, TLB-friendly block.
-/// (A transposed `[depth][MR]` layout needs a scatter or a register transpose to build and is
-/// no faster to broadcast from.)
-fn pack_a<const MR: usize>(
+/// Copies rows `[row0, row0 + rows)` (`rows < MR`), columns `[col0, col0 + depth)` of `A`
+/// into a row-major `MR × depth` tile, the rows past `rows` zero.
+fn pack_edge<const MR: usize>(
     a: MatRef<'_>,
     row0: usize,
     rows: usize,
@@ -210,8 +233,7 @@ fn pack_a<const MR: usize>(
     if depth == 0 {
         return;
     }
-    let padded = rows.div_ceil(MR) * MR;
-    for (r, out) in dst[..padded * depth].chunks_exact_mut(depth).enumerate() {
+    for (r, out) in dst[..MR * depth].chunks_exact_mut(depth).enumerate() {
         if r < rows {
             let start = (row0 + r) * a.stride + col0;
             out.copy_from_slice(&a.data[start..start + depth]);

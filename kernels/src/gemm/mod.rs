@@ -10,11 +10,12 @@
 //! - `m <= 16` (decoding: batch 1 or a beam): `A` is read in place and the microkernel keeps
 //!   all rows' accumulators in registers while it streams each panel of `B` once, so the call
 //!   runs at the speed of reading the packed weights. No scratch.
-//! - larger `m`: BLIS-style blocking. A block of `A` (`mc × kc`, L2-sized) is copied into
-//!   caller scratch (contiguous rows, zero-padded to whole tiles) and multiplied against the
-//!   `kc × 32` micro-panels of `B`, each reused by every tile of the block while it is hot, by
-//!   a register-tile microkernel (8 × 32 on AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar).
-//!   The epilogue is applied in registers as the last `k` block of a tile is stored.
+//! - larger `m`: BLIS-style blocking over the prepacked `B`: a block of rows of `A`
+//!   (`mc × kc`, L2-sized) is multiplied against each `kc × 32` micro-panel of `B`, reused by
+//!   every tile of the block while it is hot, by a register-tile microkernel (8 × 32 on
+//!   AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar). Whole tiles read `A` in place; only the
+//!   ragged last tile of rows is copied, zero-padded, into caller scratch. The epilogue is
+//!   applied in registers as the last `k` block of a tile is stored.
 //!
 //! Work is split over blocks of output columns through the host's [`Parallel`] runner; each
 //! output element is computed by the same instructions whatever the split, so any thread
@@ -132,7 +133,8 @@ impl Epilogue<'_> {
 }
 
 /// Scratch [`gemm`] needs for an `m × k` by `k × n` product run by a [`Parallel`] runner with
-/// `threads` threads, valid at every ISA level. Empty for `m <= 16`.
+/// `threads` threads, valid at every ISA level: at most one zero-padded tile of `A`
+/// (`8 × min(k, 1024)` floats) per thread, and nothing for `m <= 16`.
 pub fn gemm_scratch(m: usize, k: usize, n: usize, threads: usize) -> ScratchSpec {
     if m <= SMALL_M {
         return ScratchSpec::EMPTY;
