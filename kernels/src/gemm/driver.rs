@@ -9,7 +9,7 @@ use pulp::Simd;
 /// Largest `m` served by the small-`m` path (rows of `A` read in place, `B` streamed once).
 pub(crate) const SMALL_M: usize = 16;
 
-/// Cache blocking of the packed path for one ISA level.
+/// Cache blocking of the blocked (large-`m`) path for one ISA level.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Blocking {
     /// Rows of the microkernel tile.
@@ -72,8 +72,8 @@ pub(crate) const fn blocking(lanes: usize) -> Blocking {
 /// Every level's blocking, for sizing scratch independently of the level that will run.
 pub(crate) const ALL_BLOCKINGS: [Blocking; 4] = [AVX512, AVX2, NEON, SCALAR];
 
-/// Floats of the packed edge tile of `A` one task needs at `blocking` for an `m × k` `A`.
-pub(crate) fn packed_a_len(blocking: Blocking, m: usize, k: usize) -> usize {
+/// Floats of the zero-padded edge tile of `A` one task needs at `blocking` for an `m × k` `A`.
+pub(crate) fn edge_tile_len(blocking: Blocking, m: usize, k: usize) -> usize {
     // Balanced row blocks are whole tiles except the last, whose height is `m mod mr`.
     if m % blocking.mr == 0 {
         return 0;
@@ -99,46 +99,46 @@ pub(crate) struct Columns {
     pub panel1: usize,
 }
 
-/// Computes the task's columns of `C` for every row, with the packed path.
+/// Computes the task's columns of `C` for every row, with the cache-blocked path.
 ///
 /// # Safety
 /// The operands and output are validated for the call (`A` is `m × k`, `b` holds the packed
 /// `k × n` panels, `C`, bias and residual cover `m × n`), `cols` lies inside `0..panels(n)`, no
-/// other thread writes these columns of `C`, and `a_pack` holds at least `packed_a_len`.
+/// other thread writes these columns of `C`, and `a_edge` holds at least `edge_tile_len`.
 ///
 /// Measured here: copying whole blocks of `A` into scratch (BLIS's packing) cost more than it
 /// saved (each row of `A` is already one sequential stream in `k`), so only the ragged last
 /// tile of rows is copied, zero-padded so every tile runs the full-height microkernel.
 #[inline(always)]
-pub(crate) unsafe fn packed_path<S: Simd>(
+pub(crate) unsafe fn blocked_path<S: Simd>(
     simd: S,
     ops: Operands<'_>,
     out: &Output<'_>,
     cols: Columns,
-    a_pack: &mut [f32],
+    a_edge: &mut [f32],
 ) {
     // SAFETY: forwarded contract.
     unsafe {
         match S::F32_LANES {
-            16 => packed_blocks::<S, { AVX512.mr }, { AVX512.nv }>(simd, ops, out, cols, a_pack),
-            8 => packed_blocks::<S, { AVX2.mr }, { AVX2.nv }>(simd, ops, out, cols, a_pack),
-            4 => packed_blocks::<S, { NEON.mr }, { NEON.nv }>(simd, ops, out, cols, a_pack),
-            _ => packed_blocks::<S, { SCALAR.mr }, { SCALAR.nv }>(simd, ops, out, cols, a_pack),
+            16 => blocked_tiles::<S, { AVX512.mr }, { AVX512.nv }>(simd, ops, out, cols, a_edge),
+            8 => blocked_tiles::<S, { AVX2.mr }, { AVX2.nv }>(simd, ops, out, cols, a_edge),
+            4 => blocked_tiles::<S, { NEON.mr }, { NEON.nv }>(simd, ops, out, cols, a_edge),
+            _ => blocked_tiles::<S, { SCALAR.mr }, { SCALAR.nv }>(simd, ops, out, cols, a_edge),
         }
     }
 }
 
-/// `packed_path` for the tile `MR × NV` (which must be the level's `blocking`).
+/// `blocked_path` for the tile `MR × NV` (which must be the level's `blocking`).
 ///
 /// # Safety
-/// As `packed_path`.
+/// As `blocked_path`.
 #[inline(always)]
-unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
+unsafe fn blocked_tiles<S: Simd, const MR: usize, const NV: usize>(
     simd: S,
     ops: Operands<'_>,
     out: &Output<'_>,
     cols: Columns,
-    a_pack: &mut [f32],
+    a_edge: &mut [f32],
 ) {
     let Blocking { mc, kc: kc_max, .. } = blocking(S::F32_LANES);
     debug_assert_eq!(blocking(S::F32_LANES).mr, MR);
@@ -163,7 +163,7 @@ unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
             // reads past A.
             let full = mcb / MR * MR;
             if full < mcb {
-                pack_edge::<MR>(ops.a, ic + full, mcb - full, pc, kc, a_pack);
+                pack_edge::<MR>(ops.a, ic + full, mcb - full, pc, kc, a_edge);
             }
             let mut col0 = cols.panel0 * PANEL_COLS;
             while col0 < col_end {
@@ -187,7 +187,7 @@ unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
                         }
                     } else {
                         ATile {
-                            ptr: a_pack.as_ptr(),
+                            ptr: a_edge.as_ptr(),
                             row_step: kc,
                             k_step: 1,
                         }
@@ -247,7 +247,7 @@ fn pack_edge<const MR: usize>(
 /// each packed panel of `B` once from memory (then from L2 for further row blocks).
 ///
 /// # Safety
-/// As `packed_path`, without the packed `A`.
+/// As `blocked_path`, without the edge tile.
 #[inline(always)]
 pub(crate) unsafe fn small_path<S: Simd>(
     simd: S,

@@ -141,7 +141,7 @@ pub fn gemm_scratch(m: usize, k: usize, n: usize, threads: usize) -> ScratchSpec
     }
     let per_task = driver::ALL_BLOCKINGS
         .iter()
-        .map(|&blocking| driver::packed_a_len(blocking, m, k))
+        .map(|&blocking| driver::edge_tile_len(blocking, m, k))
         .max()
         .unwrap_or(0);
     let mut spec = ScratchSpec::EMPTY;
@@ -205,9 +205,9 @@ pub fn gemm<W: AsRef<[f32]>>(
     let a_len = if small {
         0
     } else {
-        driver::packed_a_len(driver::blocking(isa.level().f32_lanes()), m, k)
+        driver::edge_tile_len(driver::blocking(isa.level().f32_lanes()), m, k)
     };
-    // Each task's packed-A buffer, as raw parts: a task reconstructs only its own (claimed)
+    // Each task's edge-tile buffer, as raw parts: a task reconstructs only its own (claimed)
     // part, so no two threads ever share one.
     let mut slots = [(core::ptr::null_mut::<f32>(), 0usize); MAX_TASKS];
     for slot in slots.iter_mut().take(tasks) {
@@ -238,7 +238,7 @@ pub fn gemm<W: AsRef<[f32]>>(
             panel1: (t + 1) * panels / tasks,
         };
         let (ptr, len) = slots.get(t);
-        let a_pack: &mut [f32] = if len == 0 {
+        let a_edge: &mut [f32] = if len == 0 {
             &mut []
         } else {
             // SAFETY: slot `t` is a part of the caller's scratch taken above for this task
@@ -249,7 +249,7 @@ pub fn gemm<W: AsRef<[f32]>>(
             ops,
             out: &out,
             cols,
-            a_pack,
+            a_edge,
             small,
         });
     };
@@ -280,7 +280,7 @@ struct Task<'a, 'o> {
     ops: Operands<'a>,
     out: &'o Output<'a>,
     cols: Columns,
-    a_pack: &'o mut [f32],
+    a_edge: &'o mut [f32],
     small: bool,
 }
 
@@ -293,17 +293,17 @@ impl pulp::WithSimd for Task<'_, '_> {
             ops,
             out,
             cols,
-            a_pack,
+            a_edge,
             small,
         } = self;
         // SAFETY: `gemm` validated every view against `m × k × n`; `cols` is this task's own
         // panel range inside `0..panels`, claimed once, so its columns of C are written by no
-        // other thread; `a_pack` holds `packed_a_len` for this level on the packed path.
+        // other thread; `a_edge` holds `edge_tile_len` for this level on the blocked path.
         unsafe {
             if small {
                 driver::small_path(simd, ops, out, cols);
             } else {
-                driver::packed_path(simd, ops, out, cols, a_pack);
+                driver::blocked_path(simd, ops, out, cols, a_edge);
             }
         }
     }
