@@ -146,7 +146,8 @@ impl Case {
         }
     }
 
-    /// Reads every packed weight byte once (a vectorised sum): the floor for `m = 1`.
+    /// Reads every packed weight byte once (a vectorised sum over four interleaved streams,
+    /// as many as the `m = 1` kernel reads at once): the floor for `m = 1`.
     pub fn stream_read(&self, isa: Isa) -> f32 {
         struct Sum<'a>(&'a [f32]);
         impl pulp::WithSimd for Sum<'_> {
@@ -154,20 +155,23 @@ impl Case {
             #[inline(always)]
             fn with_simd<S: pulp::Simd>(self, simd: S) -> f32 {
                 let (head, tail) = S::as_simd_f32s(self.0);
-                let mut acc = [simd.splat_f32s(0.0); 8];
-                let chunks = head.chunks_exact(8);
-                let rest = chunks.remainder();
-                for chunk in chunks {
-                    for (acc, &v) in acc.iter_mut().zip(chunk) {
-                        *acc = simd.add_f32s(*acc, v);
+                let quarter = head.len() / 4;
+                let zero = simd.splat_f32s(0.0);
+                let mut acc = [zero; 8];
+                let mut i = 0;
+                while i + 2 <= quarter {
+                    for (s, pair) in acc.chunks_exact_mut(2).enumerate() {
+                        let at = s * quarter + i;
+                        pair[0] = simd.add_f32s(pair[0], head[at]);
+                        pair[1] = simd.add_f32s(pair[1], head[at + 1]);
                     }
+                    i += 2;
                 }
-                for &v in rest {
-                    acc[0] = simd.add_f32s(acc[0], v);
-                }
-                let total = acc
-                    .iter()
-                    .fold(simd.splat_f32s(0.0), |s, &v| simd.add_f32s(s, v));
+                let rest = (0..4)
+                    .flat_map(|s| s * quarter + i..(s + 1) * quarter)
+                    .chain(4 * quarter..head.len())
+                    .map(|at| head[at]);
+                let total = rest.chain(acc).fold(zero, |s, v| simd.add_f32s(s, v));
                 simd.reduce_sum_f32s(total) + tail.iter().sum::<f32>()
             }
         }

@@ -1,4 +1,4 @@
-//! The loops around the microkernel: cache blocking with packed `A` for large `m`, and the
+//! The loops around the microkernel: cache blocking over a prepacked `B` for large `m`, and the
 //! B-streaming path for small `m` (decoding), per task (a range of `B` panels).
 
 use crate::gemm::packed_b::PANEL_COLS;
@@ -9,31 +9,33 @@ use pulp::Simd;
 /// Largest `m` served by the small-`m` path (rows of `A` read in place, `B` streamed once).
 pub(crate) const SMALL_M: usize = 16;
 
-/// Cache blocking of the packed path for one ISA level.
+/// Cache blocking of the blocked (large-`m`) path for one ISA level.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Blocking {
     /// Rows of the microkernel tile.
     pub mr: usize,
     /// Vectors per tile row (the tile is `nv · lanes` columns wide).
     pub nv: usize,
-    /// Rows of `A` packed per block (a multiple of `mr`): the packed block `mc × kc` stays in
+    /// Rows of `A` per block (a multiple of `mr`): the block's `mc × kc` part of `A` stays in
     /// L2 while the tiles sweep the columns.
     pub mc: usize,
     /// Depth of one block of `k`: the `kc × 32` micro-panel of `B` stays in L1/L2 while the
-    /// tiles sweep the rows of the packed `A` block; every extra block costs a pass over `C`.
+    /// tiles sweep the rows of the `A` block; every extra block costs a pass over `C`.
     pub kc: usize,
 }
 
 /// AVX-512: 8 × 32 tile, 16 accumulators of 32 registers: the row pointers of a wider tile
 /// exhaust the general-purpose registers (measured slower at 12 and 14 rows).
 ///
-/// `kc = 512` (a 64 KB micro-panel, served from L2 with prefetch) measured faster here than
-/// L1-sized 128 or 256: it halves the passes over `C` for the usual `k` of 512.
+/// `kc = 1024` (a micro-panel of up to 128 KB, served from L2 with prefetch) measured faster
+/// here than L1-sized 128 or 256 and than 512: one pass over `C` for `k` up to 1024 (on this
+/// shared-L3 machine the extra passes over `C` cost more than the L1 misses on `B`). The
+/// `128 × 1024` block of `A` (512 KB) and the `B` micro-panel together fit the 1 MB L2.
 const AVX512: Blocking = Blocking {
     mr: 8,
     nv: 2,
-    mc: 8 * 21,
-    kc: 512,
+    mc: 8 * 16,
+    kc: 1024,
 };
 /// AVX2: 6 × 16 tile, 12 accumulators of 16 registers.
 const AVX2: Blocking = Blocking {
@@ -70,10 +72,13 @@ pub(crate) const fn blocking(lanes: usize) -> Blocking {
 /// Every level's blocking, for sizing scratch independently of the level that will run.
 pub(crate) const ALL_BLOCKINGS: [Blocking; 4] = [AVX512, AVX2, NEON, SCALAR];
 
-/// Floats of the packed `A` block one task needs at `blocking` for an `m × k` `A`.
-pub(crate) fn packed_a_len(blocking: Blocking, m: usize, k: usize) -> usize {
-    let rows = m.min(blocking.mc).div_ceil(blocking.mr) * blocking.mr;
-    rows.saturating_mul(k.min(blocking.kc))
+/// Floats of the zero-padded edge tile of `A` one task needs at `blocking` for an `m × k` `A`.
+pub(crate) fn edge_tile_len(blocking: Blocking, m: usize, k: usize) -> usize {
+    // Balanced row blocks are whole tiles except the last, whose height is `m mod mr`.
+    if m % blocking.mr == 0 {
+        return 0;
+    }
+    blocking.mr.saturating_mul(k.min(blocking.kc))
 }
 
 /// Everything one task reads: `A`, the packed `B` and its shape.
@@ -94,42 +99,46 @@ pub(crate) struct Columns {
     pub panel1: usize,
 }
 
-/// Computes the task's columns of `C` for every row, with the packed path.
+/// Computes the task's columns of `C` for every row, with the cache-blocked path.
 ///
 /// # Safety
 /// The operands and output are validated for the call (`A` is `m × k`, `b` holds the packed
 /// `k × n` panels, `C`, bias and residual cover `m × n`), `cols` lies inside `0..panels(n)`, no
-/// other thread writes these columns of `C`, and `a_pack` holds at least `packed_a_len`.
+/// other thread writes these columns of `C`, and `a_edge` holds at least `edge_tile_len`.
+///
+/// Measured here: copying whole blocks of `A` into scratch (BLIS's packing) cost more than it
+/// saved (each row of `A` is already one sequential stream in `k`), so only the ragged last
+/// tile of rows is copied, zero-padded so every tile runs the full-height microkernel.
 #[inline(always)]
-pub(crate) unsafe fn packed_path<S: Simd>(
+pub(crate) unsafe fn blocked_path<S: Simd>(
     simd: S,
     ops: Operands<'_>,
     out: &Output<'_>,
     cols: Columns,
-    a_pack: &mut [f32],
+    a_edge: &mut [f32],
 ) {
     // SAFETY: forwarded contract.
     unsafe {
         match S::F32_LANES {
-            16 => packed_blocks::<S, { AVX512.mr }, { AVX512.nv }>(simd, ops, out, cols, a_pack),
-            8 => packed_blocks::<S, { AVX2.mr }, { AVX2.nv }>(simd, ops, out, cols, a_pack),
-            4 => packed_blocks::<S, { NEON.mr }, { NEON.nv }>(simd, ops, out, cols, a_pack),
-            _ => packed_blocks::<S, { SCALAR.mr }, { SCALAR.nv }>(simd, ops, out, cols, a_pack),
+            16 => blocked_tiles::<S, { AVX512.mr }, { AVX512.nv }>(simd, ops, out, cols, a_edge),
+            8 => blocked_tiles::<S, { AVX2.mr }, { AVX2.nv }>(simd, ops, out, cols, a_edge),
+            4 => blocked_tiles::<S, { NEON.mr }, { NEON.nv }>(simd, ops, out, cols, a_edge),
+            _ => blocked_tiles::<S, { SCALAR.mr }, { SCALAR.nv }>(simd, ops, out, cols, a_edge),
         }
     }
 }
 
-/// `packed_path` for the tile `MR × NV` (which must be the level's `blocking`).
+/// `blocked_path` for the tile `MR × NV` (which must be the level's `blocking`).
 ///
 /// # Safety
-/// As `packed_path`.
+/// As `blocked_path`.
 #[inline(always)]
-unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
+unsafe fn blocked_tiles<S: Simd, const MR: usize, const NV: usize>(
     simd: S,
     ops: Operands<'_>,
     out: &Output<'_>,
     cols: Columns,
-    a_pack: &mut [f32],
+    a_edge: &mut [f32],
 ) {
     let Blocking { mc, kc: kc_max, .. } = blocking(S::F32_LANES);
     debug_assert_eq!(blocking(S::F32_LANES).mr, MR);
@@ -137,16 +146,25 @@ unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
     let tile_cols = NV * S::F32_LANES;
     let panel_stride = k * PANEL_COLS;
     let col_end = n.min(cols.panel1 * PANEL_COLS);
-    // With k == 0 one pass of depth 0 still writes the epilogue of a zero product.
+    // With k == 0 one pass of depth 0 still writes the epilogue of a zero product. Blocks of
+    // k and of rows are balanced (no thin last block that re-streams B for a few rows).
     let k_blocks = k.div_ceil(kc_max).max(1);
-    for kb in 0..k_blocks {
-        let pc = kb * kc_max;
-        let kc = kc_max.min(k - pc);
-        let (first, last) = (kb == 0, kb + 1 == k_blocks);
+    let kc_step = k.div_ceil(k_blocks);
+    let mc_step = m.div_ceil(m.div_ceil(mc)).div_ceil(MR) * MR;
+    let mut pc = 0;
+    loop {
+        let kc = kc_step.min(k - pc);
+        let (first, last) = (pc == 0, pc + kc >= k);
         let mut ic = 0;
         while ic < m {
-            let mcb = mc.min(m - ic);
-            pack_a::<MR>(ops.a, ic, mcb, pc, kc, a_pack);
+            let mcb = mc_step.min(m - ic);
+            // Whole tiles read A in place (each row is already a sequential stream in k); the
+            // ragged last tile is copied, zero-padded to MR rows, so the microkernel never
+            // reads past A.
+            let full = mcb / MR * MR;
+            if full < mcb {
+                pack_edge::<MR>(ops.a, ic + full, mcb - full, pc, kc, a_edge);
+            }
             let mut col0 = cols.panel0 * PANEL_COLS;
             while col0 < col_end {
                 let panel = col0 / PANEL_COLS;
@@ -157,14 +175,27 @@ unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
                 let width = tile_cols.min(col_end - col0);
                 let mut ir = 0;
                 while ir < mcb {
-                    let a = ATile {
-                        ptr: a_pack.as_ptr().wrapping_add(ir * kc),
-                        row_step: kc,
-                        k_step: 1,
+                    let a = if ir < full {
+                        ATile {
+                            ptr: ops
+                                .a
+                                .data
+                                .as_ptr()
+                                .wrapping_add((ic + ir) * ops.a.stride + pc),
+                            row_step: ops.a.stride,
+                            k_step: 1,
+                        }
+                    } else {
+                        ATile {
+                            ptr: a_edge.as_ptr(),
+                            row_step: kc,
+                            k_step: 1,
+                        }
                     };
-                    // SAFETY: the packed A block has `MR` rows (zero padded) by `kc` for this
-                    // micro-panel; the tile's `tile_cols <= 32` columns stay inside the panel,
-                    // whose `kc` rows from `pc` exist in the packed B.
+                    // SAFETY: a whole tile's `MR` rows from `ic + ir` and columns
+                    // `[pc, pc + kc)` lie inside the validated `A`; the edge tile is the packed
+                    // `MR × kc` copy. The tile's `tile_cols <= 32` columns stay inside the
+                    // panel, whose `kc` rows from `pc` exist in the packed B.
                     let acc = unsafe { accumulate::<S, MR, NV>(simd, kc, a, b, panel_stride) };
                     let at = TileAt {
                         row0: ic + ir,
@@ -182,15 +213,16 @@ unsafe fn packed_blocks<S: Simd, const MR: usize, const NV: usize>(
             }
             ic += mcb;
         }
+        if last {
+            break;
+        }
+        pc += kc;
     }
 }
 
-/// Packs rows `[row0, row0 + rows)`, columns `[col0, col0 + depth)` of `A` into one
-/// contiguous row-major `round_up(rows, MR) × depth` block (rows past the end zero), so each
-/// micro-panel of `MR` rows is `MR` sequential streams inside a compact, TLB-friendly block.
-/// (A transposed `[depth][MR]` layout needs a scatter or a register transpose to build and is
-/// no faster to broadcast from.)
-fn pack_a<const MR: usize>(
+/// Copies rows `[row0, row0 + rows)` (`rows < MR`), columns `[col0, col0 + depth)` of `A`
+/// into a row-major `MR × depth` tile, the rows past `rows` zero.
+fn pack_edge<const MR: usize>(
     a: MatRef<'_>,
     row0: usize,
     rows: usize,
@@ -201,8 +233,7 @@ fn pack_a<const MR: usize>(
     if depth == 0 {
         return;
     }
-    let padded = rows.div_ceil(MR) * MR;
-    for (r, out) in dst[..padded * depth].chunks_exact_mut(depth).enumerate() {
+    for (r, out) in dst[..MR * depth].chunks_exact_mut(depth).enumerate() {
         if r < rows {
             let start = (row0 + r) * a.stride + col0;
             out.copy_from_slice(&a.data[start..start + depth]);
@@ -216,7 +247,7 @@ fn pack_a<const MR: usize>(
 /// each packed panel of `B` once from memory (then from L2 for further row blocks).
 ///
 /// # Safety
-/// As `packed_path`, without the packed `A`.
+/// As `blocked_path`, without the edge tile.
 #[inline(always)]
 pub(crate) unsafe fn small_path<S: Simd>(
     simd: S,

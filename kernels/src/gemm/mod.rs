@@ -10,11 +10,12 @@
 //! - `m <= 16` (decoding: batch 1 or a beam): `A` is read in place and the microkernel keeps
 //!   all rows' accumulators in registers while it streams each panel of `B` once, so the call
 //!   runs at the speed of reading the packed weights. No scratch.
-//! - larger `m`: BLIS-style blocking. A block of `A` (`mc × kc`, L2-sized) is copied into
-//!   caller scratch (contiguous rows, zero-padded to whole tiles) and multiplied against the
-//!   `kc × 32` micro-panels of `B`, each reused by every tile of the block while it is hot, by
-//!   a register-tile microkernel (8 × 32 on AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar).
-//!   The epilogue is applied in registers as the last `k` block of a tile is stored.
+//! - larger `m`: BLIS-style blocking over the prepacked `B`: a block of rows of `A`
+//!   (`mc × kc`, L2-sized) is multiplied against each `kc × 32` micro-panel of `B`, reused by
+//!   every tile of the block while it is hot, by a register-tile microkernel (8 × 32 on
+//!   AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar). Whole tiles read `A` in place; only the
+//!   ragged last tile of rows is copied, zero-padded, into caller scratch. The epilogue is
+//!   applied in registers as the last `k` block of a tile is stored.
 //!
 //! Work is split over blocks of output columns through the host's [`Parallel`] runner; each
 //! output element is computed by the same instructions whatever the split, so any thread
@@ -132,14 +133,15 @@ impl Epilogue<'_> {
 }
 
 /// Scratch [`gemm`] needs for an `m × k` by `k × n` product run by a [`Parallel`] runner with
-/// `threads` threads, valid at every ISA level. Empty for `m <= 16`.
+/// `threads` threads, valid at every ISA level: at most one zero-padded tile of `A`
+/// (`8 × min(k, 1024)` floats) per thread, and nothing for `m <= 16`.
 pub fn gemm_scratch(m: usize, k: usize, n: usize, threads: usize) -> ScratchSpec {
     if m <= SMALL_M {
         return ScratchSpec::EMPTY;
     }
     let per_task = driver::ALL_BLOCKINGS
         .iter()
-        .map(|&blocking| driver::packed_a_len(blocking, m, k))
+        .map(|&blocking| driver::edge_tile_len(blocking, m, k))
         .max()
         .unwrap_or(0);
     let mut spec = ScratchSpec::EMPTY;
@@ -203,9 +205,9 @@ pub fn gemm<W: AsRef<[f32]>>(
     let a_len = if small {
         0
     } else {
-        driver::packed_a_len(driver::blocking(isa.level().f32_lanes()), m, k)
+        driver::edge_tile_len(driver::blocking(isa.level().f32_lanes()), m, k)
     };
-    // Each task's packed-A buffer, as raw parts: a task reconstructs only its own (claimed)
+    // Each task's edge-tile buffer, as raw parts: a task reconstructs only its own (claimed)
     // part, so no two threads ever share one.
     let mut slots = [(core::ptr::null_mut::<f32>(), 0usize); MAX_TASKS];
     for slot in slots.iter_mut().take(tasks) {
@@ -236,7 +238,7 @@ pub fn gemm<W: AsRef<[f32]>>(
             panel1: (t + 1) * panels / tasks,
         };
         let (ptr, len) = slots.get(t);
-        let a_pack: &mut [f32] = if len == 0 {
+        let a_edge: &mut [f32] = if len == 0 {
             &mut []
         } else {
             // SAFETY: slot `t` is a part of the caller's scratch taken above for this task
@@ -247,7 +249,7 @@ pub fn gemm<W: AsRef<[f32]>>(
             ops,
             out: &out,
             cols,
-            a_pack,
+            a_edge,
             small,
         });
     };
@@ -278,7 +280,7 @@ struct Task<'a, 'o> {
     ops: Operands<'a>,
     out: &'o Output<'a>,
     cols: Columns,
-    a_pack: &'o mut [f32],
+    a_edge: &'o mut [f32],
     small: bool,
 }
 
@@ -291,17 +293,17 @@ impl pulp::WithSimd for Task<'_, '_> {
             ops,
             out,
             cols,
-            a_pack,
+            a_edge,
             small,
         } = self;
         // SAFETY: `gemm` validated every view against `m × k × n`; `cols` is this task's own
         // panel range inside `0..panels`, claimed once, so its columns of C are written by no
-        // other thread; `a_pack` holds `packed_a_len` for this level on the packed path.
+        // other thread; `a_edge` holds `edge_tile_len` for this level on the blocked path.
         unsafe {
             if small {
                 driver::small_path(simd, ops, out, cols);
             } else {
-                driver::packed_path(simd, ops, out, cols, a_pack);
+                driver::blocked_path(simd, ops, out, cols, a_edge);
             }
         }
     }
