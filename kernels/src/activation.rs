@@ -45,26 +45,15 @@ impl Activation {
 
     /// Applies the activation in place to every element of `values`.
     pub fn apply_slice(self, isa: Isa, values: &mut [f32]) {
-        if self == Activation::Identity {
-            return;
+        let width = values.len();
+        ActivationRows {
+            shape: RowShape::new(1, width),
+            input: None,
+            bias: None,
+            activation: self,
+            out: RowsMut::new(values, width),
         }
-        struct ApplySlice<'a>(Activation, &'a mut [f32]);
-        impl pulp::WithSimd for ApplySlice<'_> {
-            type Output = ();
-            #[inline(always)]
-            fn with_simd<S: Simd>(self, simd: S) {
-                let ApplySlice(activation, values) = self;
-                let (head, tail) = S::as_mut_simd_f32s(values);
-                for v in head {
-                    *v = activation.apply(simd, *v);
-                }
-                if !tail.is_empty() {
-                    let v = simd.partial_load_f32s(tail);
-                    simd.partial_store_f32s(tail, activation.apply(simd, v));
-                }
-            }
-        }
-        isa.dispatch(ApplySlice(self, values));
+        .run(isa);
     }
 
     /// Applies the activation in place to every row of a strided batch.
@@ -78,9 +67,6 @@ impl Activation {
         values: RowsMut<'_>,
     ) -> Result<(), KernelError> {
         values.check("values", shape)?;
-        if self == Activation::Identity {
-            return Ok(());
-        }
         ActivationRows {
             shape,
             input: None,
@@ -88,7 +74,8 @@ impl Activation {
             activation: self,
             out: values,
         }
-        .run(isa)
+        .run(isa);
+        Ok(())
     }
 }
 
@@ -114,7 +101,8 @@ pub fn bias_activation(
         activation,
         out: values,
     }
-    .run(isa)
+    .run(isa);
+    Ok(())
 }
 
 /// `out = activation(x + bias)` row by row (`bias` optional, one value per column): the
@@ -142,7 +130,8 @@ pub fn bias_activation_into(
         activation,
         out,
     }
-    .run(isa)
+    .run(isa);
+    Ok(())
 }
 
 /// A validated activation call: `out = activation(input + bias)`, in place without `input`.
@@ -155,11 +144,15 @@ struct ActivationRows<'a> {
 }
 
 impl ActivationRows<'_> {
-    fn run(self, isa: Isa) -> Result<(), KernelError> {
-        if !self.shape.is_empty() {
+    fn run(self, isa: Isa) {
+        if !self.shape.is_empty() && self.activation_changes_values() {
             isa.dispatch(self);
         }
-        Ok(())
+    }
+
+    /// False only for the identity without a bias (nothing to do).
+    fn activation_changes_values(&self) -> bool {
+        self.activation != Activation::Identity || self.bias.is_some() || self.input.is_some()
     }
 
     /// The row loop, with the bias read through `bias` ([`Read`] or [`Zeros`]).
