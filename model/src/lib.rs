@@ -11,6 +11,7 @@ pub mod ops;
 pub mod plan;
 pub mod search;
 pub mod session;
+pub mod threads;
 pub mod weights;
 
 pub use config::{Biases, Config, ConfigError, FfnActivation, NormPlacement, Positions};
@@ -18,4 +19,5 @@ pub use plan::{ArenaPlan, Limits, Region};
 
 pub use search::{Hypotheses, Hypothesis, SearchOptions, StepView};
 pub use session::{RunError, Session, SessionError};
+pub use threads::{PoolError, ThreadPool};
 pub use weights::{LoadError, Model};

@@ -9,9 +9,6 @@
 use crate::config::{Config, ConfigError};
 use crate::ops::{attention_scratch, linear_scratch, AttentionShape};
 
-/// Threads the GEMMs of a session run on; the scratch is planned per thread.
-pub const GEMM_THREADS: usize = 1;
-
 /// Elements per alignment unit: every region starts on a 64-byte boundary.
 const ALIGN_F32: usize = 16;
 
@@ -37,6 +34,9 @@ pub struct Limits {
     pub max_tgt_len: usize,
     /// Widest beam.
     pub max_beam: usize,
+    /// Threads the session's GEMMs run on, the caller's included (scratch is planned per
+    /// thread; workers are started once with the session).
+    pub threads: usize,
 }
 
 impl Limits {
@@ -46,7 +46,13 @@ impl Limits {
             max_src_len: config.max_src_len,
             max_tgt_len: config.max_tgt_len,
             max_beam: config.max_beam,
+            threads: 1,
         }
+    }
+
+    /// The same limits, running on `threads` threads.
+    pub fn with_threads(self, threads: usize) -> Limits {
+        Limits { threads, ..self }
     }
 
     fn check(&self, config: &Config) -> Result<(), ConfigError> {
@@ -207,7 +213,7 @@ impl ArenaPlan {
             (f, d),
             (d, config.tgt_vocab),
         ] {
-            scratch_spec = scratch_spec.or(linear_scratch(s.max(b), k, n, GEMM_THREADS));
+            scratch_spec = scratch_spec.or(linear_scratch(s.max(b), k, n, limits.threads));
         }
         let scratch = rest.take(scratch_spec.len());
         let step_tokens = rest.take(b);

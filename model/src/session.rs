@@ -10,10 +10,11 @@ use crate::aligned::AlignedBuf;
 use crate::config::{Config, NormPlacement};
 use crate::ops::{
     attention, layer_norm, linear, AttentionShape, Epilogue, Linear, NormParams, Residual, Rows,
-    Sequential,
 };
 use crate::plan::{ArenaPlan, Limits, Span};
+use crate::threads::{PoolError, ThreadPool};
 use crate::weights::{Model, Norm};
+use std::sync::Arc;
 
 /// Why a call on a session was refused. A refused call changes nothing: the session keeps its
 /// state and stays usable.
@@ -95,6 +96,9 @@ pub enum SessionError {
         /// Arena size.
         bytes: usize,
     },
+    /// The worker threads could not be started (or the count is out of range).
+    #[error(transparent)]
+    Threads(#[from] PoolError),
 }
 
 /// One model's working state: the arena, the encoded source and the decoder caches.
@@ -103,6 +107,7 @@ pub struct Session<'m> {
     pub(crate) isa: Isa,
     pub(crate) plan: ArenaPlan,
     pub(crate) arena: AlignedBuf,
+    pub(crate) pool: Arc<ThreadPool>,
     pub(crate) src_len: Option<usize>,
     pub(crate) position: usize,
     pub(crate) active: usize,
@@ -125,13 +130,11 @@ pub(crate) fn carve<const N: usize>(arena: &mut [f32], spans: [Span; N]) -> [&mu
     parts
 }
 
-/// Runs the GEMMs' column blocks: on the calling thread (one thread is what the
-/// arena's scratch is planned for: `crate::plan::GEMM_THREADS`).
-const PARALLEL: &Sequential = &Sequential;
-
 /// Shared per-call constants of a stack.
 struct Ctx {
     isa: Isa,
+    /// Runs the GEMMs' column blocks (shared with the session; cloning it allocates nothing).
+    pool: Arc<ThreadPool>,
     placement: NormPlacement,
     eps: f32,
     rows: usize,
@@ -212,7 +215,7 @@ impl Ctx {
                         residual: Residual::Add(hidden, self.d),
                     },
                     scratch,
-                    PARALLEL,
+                    &*self.pool,
                 )?;
                 let len = self.rows * self.d;
                 hidden[..len].copy_from_slice(&normed[..len]);
@@ -232,7 +235,7 @@ impl Ctx {
                         residual: Residual::Add(hidden, self.d),
                     },
                     scratch,
-                    PARALLEL,
+                    &*self.pool,
                 )?;
                 self.layer_norm(normed, norm, hidden)
             }
@@ -263,7 +266,7 @@ impl Ctx {
             config.d_ff,
             Epilogue::activation(config.activation.kernel()),
             scratch,
-            PARALLEL,
+            &*self.pool,
         )?;
         self.sublayer_output(ffn, config.d_ff, ff2, hidden, normed, norm, scratch)
     }
@@ -309,6 +312,7 @@ impl<'m> Session<'m> {
         limits: Limits,
     ) -> Result<Session<'m>, SessionError> {
         let plan = ArenaPlan::with_limits(&model.config, limits)?;
+        let pool = ThreadPool::new(limits.threads)?;
         let arena = AlignedBuf::try_zeros(plan.total_f32()).ok_or(SessionError::OutOfMemory {
             bytes: plan.total_bytes(),
         })?;
@@ -317,6 +321,7 @@ impl<'m> Session<'m> {
             isa,
             plan,
             arena,
+            pool: Arc::new(pool),
             src_len: None,
             position: 0,
             active: 0,
@@ -370,6 +375,7 @@ impl<'m> Session<'m> {
         let c = &self.model.config;
         Ctx {
             isa: self.isa,
+            pool: Arc::clone(&self.pool),
             placement: c.norm,
             eps: c.layer_norm_eps,
             rows,
@@ -464,7 +470,7 @@ impl<'m> Session<'m> {
                 3 * d,
                 Epilogue::PLAIN,
                 scratch,
-                PARALLEL,
+                &*c.pool,
             )?;
             attention(
                 c.isa,
@@ -527,7 +533,7 @@ impl<'m> Session<'m> {
                 2 * d,
                 Epilogue::PLAIN,
                 scratch,
-                PARALLEL,
+                &*c.pool,
             )?;
         }
         Ok(())
@@ -714,7 +720,7 @@ impl<'m> Session<'m> {
                 3 * d,
                 Epilogue::PLAIN,
                 scratch,
-                PARALLEL,
+                &*c.pool,
             )?;
             for r in 0..rows {
                 let (beam, pos) = match prefix {
@@ -783,7 +789,7 @@ impl<'m> Session<'m> {
                 d,
                 Epilogue::PLAIN,
                 scratch,
-                PARALLEL,
+                &*c.pool,
             )?;
             let kv = &cross_kv[index * max_src * 2 * d..(index + 1) * max_src * 2 * d];
             attention(
@@ -850,7 +856,7 @@ impl<'m> Session<'m> {
             config.tgt_vocab,
             Epilogue::PLAIN,
             scratch,
-            PARALLEL,
+            &*c.pool,
         )?;
         Ok(())
     }

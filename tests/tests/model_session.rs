@@ -355,6 +355,8 @@ fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
         max_src_len: SRC.len(),
         max_tgt_len: 6,
         max_beam: 2,
+        // Worker threads too: the GEMMs split their columns over them, bit-identically.
+        threads: 3,
     };
     let mut full = Session::new(&model, isa).unwrap();
     let mut small_session = Session::with_limits(&model, isa, limits).unwrap();
@@ -495,6 +497,7 @@ fn prefill_in_chunks_matches_step_by_step_decoding() {
                     max_src_len,
                     max_tgt_len: 10,
                     max_beam: 4,
+                    threads: 1,
                 };
                 let mut session = Session::with_limits(&model, isa, limits).unwrap();
                 session.encode(src).unwrap();
@@ -619,5 +622,37 @@ fn search_from_a_forced_prefix_continues_it() {
             session.generate_from(&[1, 99], &options, |_| {}),
             Err(RunError::TokenOutOfRange { token: 99, .. })
         ));
+    });
+}
+
+#[test]
+fn threaded_sessions_give_bit_identical_logits() {
+    // A source longer than the GEMM's small-m path, so the packed path splits over threads too;
+    // d_ff and the vocabulary span several 32-column panels.
+    let config = Config {
+        max_src_len: 40,
+        d_ff: 200,
+        tgt_vocab: 101,
+        ..small(NormPlacement::Pre, Positions::Sinusoidal)
+    };
+    let model = Model::random(config, 21).unwrap();
+    let src: Vec<u32> = (0..37).map(|i| (i * 7 + 3) % 31).collect();
+    let bits = |logits: &[f32]| logits.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for_each_isa(|isa| {
+        let mut one = Session::new(&model, isa).unwrap();
+        for threads in [2, 3] {
+            let limits = Limits::of(model.config()).with_threads(threads);
+            let mut many = Session::with_limits(&model, isa, limits).unwrap();
+            one.encode(&src).unwrap();
+            many.encode(&src).unwrap();
+            for token in [1u32, 9, 33, 2] {
+                let expected = bits(one.decode_step(&[token]).unwrap());
+                assert_eq!(
+                    bits(many.decode_step(&[token]).unwrap()),
+                    expected,
+                    "{isa} x{threads}"
+                );
+            }
+        }
     });
 }

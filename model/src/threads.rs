@@ -1,0 +1,301 @@
+//! A fixed pool of worker threads that runs the GEMMs' column blocks, allocation-free per call.
+//!
+//! The kernels crate has no threads ([`tessel_kernels::gemm::Parallel`] is its interface); this
+//! is the std implementation a [`crate::Session`] owns. Workers are spawned once; each call
+//! publishes the task under a mutex, bumps a generation counter and wakes them. Workers spin
+//! briefly before sleeping, because a decode step issues ~40 small GEMMs back to back and a
+//! futex wake-up per call would cost more than the work it splits. The calling thread takes
+//! tasks too, and returns only when every worker has finished with the call, which is what lets
+//! a borrowed task be shared with them. Per call nothing is allocated: `Mutex`/`Condvar` are
+//! futex-based, task indices are handed out by an atomic counter.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use tessel_kernels::gemm::Parallel;
+
+/// Polls a waiting thread makes before it blocks: the first [`BUSY_SPINS`] busy-wait (a
+/// fraction of a microsecond each), the rest yield the core (so an oversubscribed machine
+/// still runs the thread being waited for).
+const SPIN_LIMIT: u32 = 1 << 11;
+/// Polls that busy-wait before the waiting thread starts yielding.
+const BUSY_SPINS: u32 = 1 << 8;
+
+/// One poll of a waiting thread: busy-wait at first, then yield.
+fn backoff(poll: u32) {
+    if poll < BUSY_SPINS {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Why a pool could not be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PoolError {
+    /// Zero threads, or more than the GEMM splits a call into.
+    #[error("thread count must be between 1 and {max}, got {got}")]
+    BadCount {
+        /// Requested.
+        got: usize,
+        /// Largest supported.
+        max: usize,
+    },
+    /// The OS refused to start a worker.
+    #[error("could not start a worker thread: {0}")]
+    Spawn(std::io::ErrorKind),
+}
+
+/// The task of the current call, its lifetime erased (see [`ThreadPool::run`]).
+#[derive(Clone, Copy)]
+struct Job {
+    task: *const (dyn Fn(usize) + Sync),
+    tasks: usize,
+}
+
+// SAFETY: the pointee is `Sync`, and `run` keeps it alive until every worker is done with it.
+unsafe impl Send for Job {}
+
+struct Shared {
+    job: Mutex<Option<Job>>,
+    shutdown: AtomicBool,
+    generation: AtomicU64,
+    next_task: AtomicUsize,
+    pending_workers: AtomicUsize,
+    panicked: AtomicBool,
+    wake: Condvar,
+    finished: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Option<Job>> {
+        // A poisoned lock only means a thread panicked while holding it; the `Option<Job>` is
+        // always in a valid state, so keep going.
+        self.job
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes task indices until none are left.
+    fn work(&self, job: Job) {
+        // SAFETY: `job.task` points to the task of the call in progress; the caller of `run`
+        // does not return (so the task stays alive) before every worker has finished.
+        let task = unsafe { &*job.task };
+        loop {
+            let index = self.next_task.fetch_add(1, Ordering::Relaxed);
+            if index >= job.tasks {
+                return;
+            }
+            if catch_unwind(AssertUnwindSafe(|| task(index))).is_err() {
+                self.panicked.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A pool of `threads - 1` workers plus the calling thread.
+pub struct ThreadPool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl ThreadPool {
+    /// A pool running calls on `threads` threads in all (the caller included).
+    pub fn new(threads: usize) -> Result<ThreadPool, PoolError> {
+        let max = tessel_kernels::gemm::MAX_TASKS;
+        if threads == 0 || threads > max {
+            return Err(PoolError::BadCount { got: threads, max });
+        }
+        let shared = Arc::new(Shared {
+            job: Mutex::new(None),
+            shutdown: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            next_task: AtomicUsize::new(0),
+            pending_workers: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            wake: Condvar::new(),
+            finished: Condvar::new(),
+        });
+        let mut pool = ThreadPool {
+            shared,
+            workers: Vec::with_capacity(threads - 1),
+        };
+        for i in 1..threads {
+            let shared = Arc::clone(&pool.shared);
+            let handle = std::thread::Builder::new()
+                .name(format!("tessel-worker-{i}"))
+                .spawn(move || worker(&shared))
+                .map_err(|err| PoolError::Spawn(err.kind()))?;
+            pool.workers.push(handle);
+        }
+        Ok(pool)
+    }
+
+    fn wait_for_workers(&self) {
+        let shared = &*self.shared;
+        for poll in 0..SPIN_LIMIT {
+            if shared.pending_workers.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            backoff(poll);
+        }
+        let mut guard = shared.lock();
+        while shared.pending_workers.load(Ordering::Acquire) != 0 {
+            guard = shared
+                .finished
+                .wait(guard)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+}
+
+impl Parallel for ThreadPool {
+    fn threads(&self) -> usize {
+        self.workers.len() + 1
+    }
+
+    fn run(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+        if self.workers.is_empty() || tasks <= 1 {
+            (0..tasks).for_each(task);
+            return;
+        }
+        let shared = &*self.shared;
+        // SAFETY (lifetime erasure): this function does not return before `pending_workers`
+        // is back to 0, i.e. before every worker has finished calling `task` for this
+        // generation and stopped using the pointer (a worker only reads the job again after
+        // the next generation is published). So the erased borrow never outlives `task`.
+        let task: *const (dyn Fn(usize) + Sync + '_) = task;
+        // SAFETY: only the lifetime changes; see above.
+        let task: *const (dyn Fn(usize) + Sync + 'static) = unsafe { core::mem::transmute(task) };
+        let job = Job { task, tasks };
+        {
+            let mut slot = shared.lock();
+            *slot = Some(job);
+            shared.next_task.store(0, Ordering::Relaxed);
+            shared
+                .pending_workers
+                .store(self.workers.len(), Ordering::Relaxed);
+            shared.generation.fetch_add(1, Ordering::Release);
+            shared.wake.notify_all();
+        }
+        shared.work(job);
+        self.wait_for_workers();
+        *shared.lock() = None;
+        if shared.panicked.swap(false, Ordering::Relaxed) {
+            panic!("a task of the tessel thread pool panicked");
+        }
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        {
+            let _guard = self.shared.lock();
+            self.shared.shutdown.store(true, Ordering::Release);
+            self.shared.wake.notify_all();
+        }
+        for handle in self.workers.drain(..) {
+            // A worker never panics outside `catch_unwind`; nothing useful to do if it did.
+            let _ = handle.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for ThreadPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadPool")
+            .field("threads", &self.threads())
+            .finish()
+    }
+}
+
+fn worker(shared: &Shared) {
+    let mut seen = 0u64;
+    loop {
+        let mut spins = 0;
+        while shared.generation.load(Ordering::Acquire) == seen
+            && !shared.shutdown.load(Ordering::Acquire)
+            && spins < SPIN_LIMIT
+        {
+            backoff(spins);
+            spins += 1;
+        }
+        let job = {
+            let mut guard = shared.lock();
+            while shared.generation.load(Ordering::Acquire) == seen
+                && !shared.shutdown.load(Ordering::Acquire)
+            {
+                guard = shared
+                    .wake
+                    .wait(guard)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+            if shared.shutdown.load(Ordering::Acquire) {
+                return;
+            }
+            seen = shared.generation.load(Ordering::Acquire);
+            *guard
+        };
+        if let Some(job) = job {
+            shared.work(job);
+        }
+        if shared.pending_workers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _guard = shared.lock();
+            shared.finished.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_index_runs_exactly_once() {
+        for threads in 1..=4 {
+            let pool = ThreadPool::new(threads).unwrap();
+            assert_eq!(pool.threads(), threads);
+            for tasks in [0, 1, 2, 3, 7, 64] {
+                let counts: Vec<AtomicUsize> = (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+                for _ in 0..50 {
+                    pool.run(tasks, &|i| {
+                        counts[i].fetch_add(1, Ordering::Relaxed);
+                    });
+                }
+                assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 50));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_counts_are_refused() {
+        assert!(matches!(
+            ThreadPool::new(0),
+            Err(PoolError::BadCount { .. })
+        ));
+        assert!(matches!(
+            ThreadPool::new(65),
+            Err(PoolError::BadCount { .. })
+        ));
+    }
+
+    #[test]
+    fn a_panicking_task_is_reported_and_the_pool_survives() {
+        let pool = ThreadPool::new(2).unwrap();
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            pool.run(8, &|i| {
+                if i == 5 {
+                    panic!("task 5");
+                }
+            })
+        }));
+        assert!(result.is_err());
+        let total = AtomicUsize::new(0);
+        pool.run(8, &|i| {
+            total.fetch_add(i, Ordering::Relaxed);
+        });
+        assert_eq!(total.load(Ordering::Relaxed), 28);
+    }
+}
