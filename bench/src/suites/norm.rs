@@ -89,14 +89,53 @@ const EPSILON: f32 = 1e-5;
 /// Bytes one timed sample moves at least (small cases repeat within a sample).
 const SAMPLE_BYTES: usize = 256 * 1024;
 
+/// A buffer whose first element is 64-byte aligned, as the model's arena lays tensors out (a
+/// plain `Vec<f32>` of a few MiB starts 16 bytes past a page, which splits every AVX-512
+/// access across two cache lines).
+pub struct Aligned {
+    storage: Vec<f32>,
+    start: usize,
+    len: usize,
+}
+
+impl Aligned {
+    fn new(values: impl ExactSizeIterator<Item = f32>) -> Aligned {
+        let len = values.len();
+        let mut storage = vec![0.0f32; len + 16];
+        let start = storage.as_ptr().align_offset(64).min(16);
+        storage[start..start + len]
+            .iter_mut()
+            .zip(values)
+            .for_each(|(s, v)| *s = v);
+        Aligned {
+            storage,
+            start,
+            len,
+        }
+    }
+}
+
+impl std::ops::Deref for Aligned {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        &self.storage[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for Aligned {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
 /// One benchmark case with its buffers.
 pub struct Case {
     op: Op,
     shape: RowShape,
     /// Inputs (`x`, then `residual`).
-    inputs: Vec<Vec<f32>>,
+    inputs: Vec<Aligned>,
     /// Outputs (`sum`, then `out`); for in-place ops the one buffer the kernel updates.
-    outputs: Vec<Vec<f32>>,
+    outputs: Vec<Aligned>,
     gamma: Vec<f32>,
     beta: Vec<f32>,
 }
@@ -106,10 +145,8 @@ impl Case {
     pub fn new(op: Op, rows: usize, width: usize) -> Case {
         let n = rows * width;
         let (ins, outs) = op.tensors();
-        let input = |salt: usize| -> Vec<f32> {
-            (0..n)
-                .map(|i| ((i * 7919 + salt * 104_729) % 2003) as f32 / 500.0 - 2.0)
-                .collect()
+        let input = |salt: usize| {
+            Aligned::new((0..n).map(|i| ((i * 7919 + salt * 104_729) % 2003) as f32 / 500.0 - 2.0))
         };
         Case {
             op,
@@ -244,12 +281,12 @@ impl Case {
                 }
             }
             Op::GeluErf => {
-                for (o, &x) in self.outputs[0].iter_mut().zip(&self.inputs[0]) {
+                for (o, &x) in self.outputs[0].iter_mut().zip(self.inputs[0].iter()) {
                     *o = 0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2));
                 }
             }
             Op::GeluTanh => {
-                for (o, &x) in self.outputs[0].iter_mut().zip(&self.inputs[0]) {
+                for (o, &x) in self.outputs[0].iter_mut().zip(self.inputs[0].iter()) {
                     let u = 0.797_884_6 * (x + 0.044_715 * x * x * x);
                     *o = 0.5 * x * (1.0 + u.tanh());
                 }
