@@ -3,10 +3,13 @@
 //! (the bound a batch-1 product cannot beat).
 //!
 //! Records per case (`m×k×n`): `gemm-crate`, `naive`, `stream-read` (GB/s, `m = 1` only), and
-//! `tessel` once against each of them (ratio = baseline time / tessel time).
+//! `tessel` once against each of them (ratio = baseline time / tessel time). Tessel and the
+//! `gemm` crate (and tessel and the stream read) are timed alternately, call by call, so both
+//! sides of a ratio see the same load on a shared machine.
 
 use super::Suite;
 use crate::{median_ns, Budget, Record, Work};
+use std::time::Instant;
 use tessel_kernels::gemm::{
     gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB, Sequential,
 };
@@ -189,13 +192,10 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
             Record::new("gemm", &name, implementation, isa, 1, ns, work)
         };
         let flops = Work::flops(case.flops());
-        let tessel = record(
-            "tessel",
-            isa.level().name(),
-            median_ns(budget, || case.tessel(isa)),
-            flops,
-        );
-        let crate_ns = median_ns(budget, || case.gemm_crate());
+        // Interleaved, so both see the same load on this shared machine.
+        let (tessel_ns, crate_ns) =
+            paired_median_ns(budget, &mut case, |c| c.tessel(isa), |c| c.gemm_crate());
+        let tessel = record("tessel", isa.level().name(), tessel_ns, flops);
         let peer = record("gemm-crate", "auto", crate_ns, flops);
         emit(tessel.clone().against(&peer));
         emit(peer);
@@ -207,12 +207,46 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
         }
         if m == 1 {
             let bytes = Work::bytes(case.packed_bytes() as f64);
-            let ns = median_ns(budget, || {
-                std::hint::black_box(case.stream_read(isa));
-            });
-            let stream = record("stream-read", isa.level().name(), ns, bytes);
-            emit(tessel.clone().against(&stream));
+            let (tessel_ns, stream_ns) = paired_median_ns(
+                budget,
+                &mut case,
+                |c| c.tessel(isa),
+                |c| {
+                    std::hint::black_box(c.stream_read(isa));
+                },
+            );
+            let tessel = record("tessel", isa.level().name(), tessel_ns, flops);
+            let stream = record("stream-read", isa.level().name(), stream_ns, bytes);
+            emit(tessel.against(&stream));
             emit(stream);
         }
     }
+}
+
+/// Median times of `first` and `second` measured alternately (one warm-up call each), so a
+/// change of load on the machine affects both alike.
+fn paired_median_ns(
+    budget: Budget,
+    case: &mut Case,
+    mut first: impl FnMut(&mut Case),
+    mut second: impl FnMut(&mut Case),
+) -> (f64, f64) {
+    first(case);
+    second(case);
+    let start = Instant::now();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    while a.len() < budget.min_samples || (start.elapsed() < 2 * budget.time && a.len() < 10_000) {
+        let t = Instant::now();
+        first(case);
+        a.push(t.elapsed().as_nanos() as f64);
+        let t = Instant::now();
+        second(case);
+        b.push(t.elapsed().as_nanos() as f64);
+    }
+    (median(&mut a), median(&mut b))
+}
+
+fn median(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
 }

@@ -47,8 +47,12 @@ pub(crate) unsafe fn accumulate<S: Simd, const MR: usize, const NV: usize>(
     let mut a_ptr = a.ptr;
     let mut b_ptr = b;
     for _ in 0..kc {
-        for &offset in &offsets {
-            prefetch(b_ptr.wrapping_add(offset + PREFETCH_ROWS * PANEL_COLS));
+        for (v, &offset) in offsets.iter().enumerate() {
+            // One prefetch per panel row (its first line; the adjacent-line prefetcher
+            // brings the second), so the hints do not crowd the load ports.
+            if (v * lanes) % PANEL_COLS == 0 {
+                prefetch(b_ptr.wrapping_add(offset + PREFETCH_ROWS * PANEL_COLS));
+            }
         }
         // SAFETY: within `kc` rows of the tile, as the caller guarantees; `read_unaligned`
         // makes no alignment assumption about the packed storage.
