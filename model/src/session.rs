@@ -197,48 +197,30 @@ impl Ctx {
         norm: &Norm,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
+        // The GEMM writes C without reading it: the residual stream comes in through the
+        // epilogue, into `normed` (free once the sublayer has consumed it).
+        linear(
+            self.isa,
+            self.rows,
+            inner,
+            inner_stride,
+            projection,
+            normed,
+            self.d,
+            Epilogue {
+                activation: tessel_kernels::activation::Activation::Identity,
+                residual: Residual::Add(hidden, self.d),
+            },
+            scratch,
+            &*self.pool,
+        )?;
         match self.placement {
             NormPlacement::Pre => {
-                // The GEMM writes C without reading it: add the residual stream through the
-                // epilogue into `normed` (free once the sublayer has consumed it), then make
-                // that the new stream.
-                linear(
-                    self.isa,
-                    self.rows,
-                    inner,
-                    inner_stride,
-                    projection,
-                    normed,
-                    self.d,
-                    Epilogue {
-                        activation: tessel_kernels::activation::Activation::Identity,
-                        residual: Residual::Add(hidden, self.d),
-                    },
-                    scratch,
-                    &*self.pool,
-                )?;
                 let len = self.rows * self.d;
                 hidden[..len].copy_from_slice(&normed[..len]);
                 Ok(())
             }
-            NormPlacement::Post => {
-                linear(
-                    self.isa,
-                    self.rows,
-                    inner,
-                    inner_stride,
-                    projection,
-                    normed,
-                    self.d,
-                    Epilogue {
-                        activation: tessel_kernels::activation::Activation::Identity,
-                        residual: Residual::Add(hidden, self.d),
-                    },
-                    scratch,
-                    &*self.pool,
-                )?;
-                self.layer_norm(normed, norm, hidden)
-            }
+            NormPlacement::Post => self.layer_norm(normed, norm, hidden),
         }
     }
 

@@ -176,44 +176,15 @@ fn bound(case: &Case, inputs: &Inputs) -> f64 {
 /// Runs the kernel on `case` at `isa` and compares with the reference.
 fn check(isa: Isa, case: &Case) {
     let inputs = case.inputs();
-    let s = &case.shape;
-    let width = s.heads * s.d_head;
     let want = expected(case, &inputs);
-    let mut out = CanaryMatrix::new(s.q_len, width, inputs.strides[3]);
-    let mut scratch = vec![f32::NAN; attention_scratch(isa, s).len()];
-    attention(
-        isa,
-        s,
-        Strided {
-            data: &inputs.q,
-            stride: inputs.strides[0],
-        },
-        Strided {
-            data: &inputs.k,
-            stride: inputs.strides[1],
-        },
-        Strided {
-            data: &inputs.v,
-            stride: inputs.strides[2],
-        },
-        StridedMut {
-            data: out.view_mut(),
-            stride: inputs.strides[3],
-        },
-        &case.mask(&inputs),
-        case.scale,
-        &mut scratch,
-    )
-    .unwrap_or_else(|e| panic!("{isa}: {e} for {case:?}"));
+    let got = run(isa, case, &inputs);
     let tolerance = bound(case, &inputs);
-    let what = format!("{isa} {case:?}");
     tessel_tests::assert_close(
-        &what,
-        out.elements(),
+        &format!("{isa} {case:?}"),
+        got,
         want.iter().map(|&x| x as f64),
         |_| tolerance + f32::EPSILON as f64,
     );
-    out.assert_padding_intact(&what);
 }
 
 const D_HEADS: [usize; 6] = [1, 7, 32, 64, 80, 128];
@@ -327,8 +298,8 @@ fn run(isa: Isa, case: &Case, inputs: &Inputs) -> Vec<f32> {
         case.scale,
         &mut scratch,
     )
-    .unwrap();
-    out.assert_padding_intact("run");
+    .unwrap_or_else(|e| panic!("{isa}: {e} for {case:?}"));
+    out.assert_padding_intact(&format!("{isa} {case:?}"));
     out.elements().collect()
 }
 
