@@ -3,6 +3,30 @@
 //! [`Config`] → [`ArenaPlan`] → [`Model`] (weights laid out once, shared) → [`Session`] (one
 //! preallocated arena per concurrent user): [`Session::encode`], [`Session::decode_step`],
 //! [`Session::generate`] (greedy and beam search). Nothing allocates after `Session::new`.
+//!
+//! ```
+//! use tessel_model::{Config, Limits, Model, SearchOptions, Session};
+//! use tessel_kernels::Isa;
+//!
+//! // A small model with seeded weights (`Model::load_dir` reads config.json +
+//! // model.safetensors in PyTorch `nn.Transformer` naming).
+//! let config = Config {
+//!     d_model: 64, heads: 4, encoder_layers: 2, decoder_layers: 2, d_ff: 128,
+//!     src_vocab: 100, tgt_vocab: 100, max_src_len: 16, max_tgt_len: 16, max_beam: 2,
+//!     ..Config::transformer_base()
+//! };
+//! let model = Model::random(config, 7)?;
+//! // The arena is planned and allocated here, once; two threads run the GEMMs.
+//! let limits = Limits::of(model.config()).with_threads(2);
+//! let mut session = Session::with_limits(&model, Isa::best(), limits)?;
+//! println!("arena: {} bytes", session.plan().total_bytes());
+//!
+//! session.encode(&[5, 17, 42, 9])?;
+//! let hypotheses = session.generate(&SearchOptions::beam(2, 8), |_step| {})?;
+//! let best = hypotheses.best().expect("a beam search returns hypotheses");
+//! assert!(!best.tokens.is_empty() && best.tokens.len() <= 8);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod aligned;
 pub mod config;
