@@ -277,7 +277,8 @@ fn fixed(m: usize, k: usize, n: usize) -> Spec {
     }
 }
 
-/// Shapes that cross every block boundary of every level (mc, kc, panel and tile edges).
+/// Shapes that cross every block boundary of every level (row, depth and column blocks, panel
+/// and tile edges).
 const EDGE_SHAPES: [(usize, usize, usize); 9] = [
     (0, 5, 7),
     (7, 0, 9),
@@ -287,7 +288,7 @@ const EDGE_SHAPES: [(usize, usize, usize); 9] = [
     (170, 513, 65),
     (29, 31, 161),
     (3, 1000, 200),
-    (40, 1100, 50),
+    (41, 1100, 700),
 ];
 
 #[test]

@@ -142,15 +142,50 @@ unsafe fn blocked_tiles<S: Simd, const MR: usize, const NV: usize>(
 ) {
     let Blocking { mc, kc: kc_max, .. } = blocking(S::F32_LANES);
     debug_assert_eq!(blocking(S::F32_LANES).mr, MR);
-    let (m, k, n) = (ops.a.rows, ops.k, ops.n);
-    let tile_cols = NV * S::F32_LANES;
-    let panel_stride = k * PANEL_COLS;
-    let col_end = n.min(cols.panel1 * PANEL_COLS);
+    let (m, k) = (ops.a.rows, ops.k);
     // With k == 0 one pass of depth 0 still writes the epilogue of a zero product. Blocks of
     // k and of rows are balanced (no thin last block that re-streams B for a few rows).
     let k_blocks = k.div_ceil(kc_max).max(1);
     let kc_step = k.div_ceil(k_blocks);
     let mc_step = m.div_ceil(m.div_ceil(mc)).div_ceil(MR) * MR;
+    // Column blocks whose `kc`-deep slice of B fits half of L2: each stays there while every
+    // row block of A streams past it.
+    let nc_panels = (B_BLOCK_BYTES / (kc_step.max(1) * PANEL_COLS * 4)).max(1);
+    let mut jc = cols.panel0;
+    while jc < cols.panel1 {
+        let block = Columns {
+            panel0: jc,
+            panel1: cols.panel1.min(jc + nc_panels),
+        };
+        // SAFETY: forwarded contract, for a sub-range of this task's panels.
+        unsafe {
+            blocked_columns::<S, MR, NV>(simd, ops, out, block, a_edge, kc_step, mc_step);
+        }
+        jc = block.panel1;
+    }
+}
+
+/// Bytes of packed B one column block of the blocked path spans (half of L2).
+const B_BLOCK_BYTES: usize = 512 * 1024;
+
+/// `blocked_tiles` for one column block, with the balanced depth and row steps.
+///
+/// # Safety
+/// As `blocked_path`.
+#[inline(always)]
+unsafe fn blocked_columns<S: Simd, const MR: usize, const NV: usize>(
+    simd: S,
+    ops: Operands<'_>,
+    out: &Output<'_>,
+    cols: Columns,
+    a_edge: &mut [f32],
+    kc_step: usize,
+    mc_step: usize,
+) {
+    let (m, k, n) = (ops.a.rows, ops.k, ops.n);
+    let tile_cols = NV * S::F32_LANES;
+    let panel_stride = k * PANEL_COLS;
+    let col_end = n.min(cols.panel1 * PANEL_COLS);
     let mut pc = 0;
     loop {
         let kc = kc_step.min(k - pc);
