@@ -1,5 +1,6 @@
 //! The `e2e` suite: Transformer-base (6+6, d_model 512, 8 heads, d_ff 2048, vocabulary 32000,
-//! seeded random weights) on a 32-token source, batch 1, one thread.
+//! seeded random weights) on a 32-token source, batch 1, on one thread and then on two (the
+//! GEMMs' columns split over the session's thread pool; the `threads` field says which).
 //!
 //! Cases: `encode-src32`; `stream-read-step-weights` (summing a buffer of exactly the bytes one
 //! decode step reads: the memory-bound floor of a step); `decode-step` (median step of a 32-step
@@ -15,7 +16,7 @@ use tessel_kernels::Isa;
 use super::Suite;
 use crate::{median_ns, Budget, Record, Work};
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::{Config, Model, SearchOptions, Session};
+use tessel_model::{Config, Limits, Model, SearchOptions, Session};
 
 /// The `e2e` suite.
 pub const SUITE: Suite = Suite {
@@ -63,31 +64,9 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     };
     let level = isa.level().to_string();
     let config = model.config().clone();
-    let record = |case: &str, implementation: &str, ns: f64, work: Work| {
-        Record::new("e2e", case, implementation, &level, 1, ns, work)
-    };
-    let Ok(mut session) = Session::new(&model, isa) else {
-        return;
-    };
     let src: Vec<u32> = (0..SRC_LEN as u32)
         .map(|i| 3 + (i * 7919) % (config.src_vocab as u32 - 3))
         .collect();
-
-    // Encoder: 2·params·tokens FLOP for the linears (attention adds ~2%).
-    let d = config.d_model as f64;
-    let encoder_flop = config.encoder_layers as f64
-        * SRC_LEN as f64
-        * 2.0
-        * (4.0 * d * d + 2.0 * d * config.d_ff as f64);
-    let encode_ns = median_ns(budget, || {
-        let _ = session.encode(&src);
-    });
-    emit(record(
-        "encode-src32",
-        "tessel",
-        encode_ns,
-        Work::flops(encoder_flop),
-    ));
 
     // The streaming floor of one decode step.
     let step_bytes = model.decode_step_weight_bytes();
@@ -96,13 +75,51 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
         std::hint::black_box(stream_sum(isa, std::hint::black_box(&buffer)));
     });
     drop(buffer);
-    let stream = record(
+    let stream = Record::new(
+        "e2e",
         "stream-read-step-weights",
         "stream-read",
+        &level,
+        1,
         stream_ns,
         Work::bytes(step_bytes as f64),
     );
     emit(stream.clone());
+
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for threads in [1, 2].into_iter().filter(|&t| t <= cores) {
+        let limits = Limits::of(&config).with_threads(threads);
+        let Ok(mut session) = Session::with_limits(&model, isa, limits) else {
+            return;
+        };
+        let record = |case: &str, ns: f64, work: Work| {
+            Record::new("e2e", case, "tessel", &level, threads, ns, work)
+        };
+        measure_session(budget, &mut session, &src, &stream, &record, emit);
+    }
+}
+
+/// Emits the encode, decode-step, greedy and beam-4 cases of one session.
+fn measure_session(
+    budget: Budget,
+    session: &mut Session<'_>,
+    src: &[u32],
+    stream: &Record,
+    record: &dyn Fn(&str, f64, Work) -> Record,
+    emit: &mut dyn FnMut(Record),
+) {
+    let config = session.model().config().clone();
+    let step_bytes = session.model().decode_step_weight_bytes();
+    // Encoder: 2·params·tokens FLOP for the linears (attention adds ~2%).
+    let d = config.d_model as f64;
+    let encoder_flop = config.encoder_layers as f64
+        * SRC_LEN as f64
+        * 2.0
+        * (4.0 * d * d + 2.0 * d * config.d_ff as f64);
+    let encode_ns = median_ns(budget, || {
+        let _ = session.encode(src);
+    });
+    emit(record("encode-src32", encode_ns, Work::flops(encoder_flop)));
 
     // Decode steps: median over the steps of greedy decodes.
     let greedy = SearchOptions {
@@ -112,7 +129,7 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     let mut steps: Vec<Duration> = Vec::with_capacity(STEPS * 64);
     let started = Instant::now();
     while steps.len() < STEPS * budget.min_samples.max(1) || started.elapsed() < budget.time {
-        if session.encode(&src).is_err() {
+        if session.encode(src).is_err() {
             return;
         }
         let mut last = Instant::now();
@@ -129,15 +146,7 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     let step_ns = steps
         .get(steps.len() / 2)
         .map_or(f64::NAN, |s| s.as_nanos() as f64);
-    emit(
-        record(
-            "decode-step",
-            "tessel",
-            step_ns,
-            Work::bytes(step_bytes as f64),
-        )
-        .against(&stream),
-    );
+    emit(record("decode-step", step_ns, Work::bytes(step_bytes as f64)).against(stream));
 
     for (case, options) in [
         ("greedy-32x32", greedy),
@@ -150,12 +159,11 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
         ),
     ] {
         let ns = median_ns(budget, || {
-            let _ = session.encode(&src);
+            let _ = session.encode(src);
             let _ = session.generate(&options, |_| {});
         });
         emit(record(
             case,
-            "tessel",
             ns,
             Work::bytes(step_bytes as f64 * STEPS as f64),
         ));
