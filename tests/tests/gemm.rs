@@ -576,3 +576,49 @@ fn bad_arguments_are_typed_errors_and_write_nothing() {
         "{result:?}"
     );
 }
+
+#[test]
+fn scratch_planned_for_m_rows_serves_every_smaller_product() {
+    // A host plans once for its largest batch (the model: the longest source) and then runs
+    // every shorter one in the same buffer, at any level and thread count.
+    let (k, n) = (1100, 70);
+    let b: Vec<f32> = (0..k * n).map(|i| ((i % 13) as f32 - 6.0) / 8.0).collect();
+    let mut storage = vec![0.0; packed_len(k, n).unwrap()];
+    let packed = PackedB::from_kn(&mut storage[..], MatRef::new(&b, k, n, n)).unwrap();
+    for threads in [1, 3] {
+        let plan = gemm_scratch(64, k, n, threads);
+        for m in 0..=64 {
+            assert!(
+                gemm_scratch(m, k, n, threads).len() <= plan.len(),
+                "m = {m}"
+            );
+        }
+        let mut scratch = vec![f32::NAN; plan.len()];
+        for_each_isa(|isa| {
+            for m in [17, 23, 37, 40, 63, 64] {
+                let a: Vec<f32> = (0..m * k).map(|i| ((i % 7) as f32 - 3.0) / 4.0).collect();
+                let mut c = vec![0.0; m * n];
+                gemm(
+                    isa,
+                    MatRef::new(&a, m, k, k),
+                    &packed,
+                    MatMut::new(&mut c, m, n, n),
+                    &Epilogue::NONE,
+                    &mut scratch,
+                    &Sequential,
+                )
+                .unwrap_or_else(|e| panic!("{isa} m = {m} threads = {threads}: {e}"));
+                // Eighths times quarters summed over k: exact in f32, so equal to the reference.
+                let mut expected = vec![0.0; m * n];
+                reference::gemm::gemm(
+                    MatRef::new(&a, m, k, k),
+                    MatRef::new(&b, k, n, n),
+                    MatMut::new(&mut expected, m, n, n),
+                    &Epilogue::NONE,
+                )
+                .unwrap();
+                assert_eq!(c, expected, "{isa} m = {m}");
+            }
+        });
+    }
+}

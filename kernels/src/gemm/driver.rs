@@ -78,6 +78,11 @@ pub(crate) fn edge_tile_len(blocking: Blocking, m: usize, k: usize) -> usize {
     if m % blocking.mr == 0 {
         return 0;
     }
+    max_edge_tile_len(blocking, k)
+}
+
+/// The largest [`edge_tile_len`] over every `m`: one full `mr`-row tile of a `k`-block.
+pub(crate) fn max_edge_tile_len(blocking: Blocking, k: usize) -> usize {
     blocking.mr.saturating_mul(k.min(blocking.kc))
 }
 

@@ -132,16 +132,17 @@ impl Epilogue<'_> {
     };
 }
 
-/// Scratch [`gemm`] needs for an `m × k` by `k × n` product run by a [`Parallel`] runner with
-/// `threads` threads, valid at every ISA level: at most one zero-padded tile of `A`
-/// (`8 × min(k, 1024)` floats) per thread, and nothing for `m <= 16`.
+/// Scratch [`gemm`] needs for an `m' × k` by `k × n` product, for every `m' <= m`, run by a
+/// [`Parallel`] runner with `threads` threads, valid at every ISA level: one zero-padded tile of
+/// `A` (`8 × min(k, 1024)` floats) per thread, and nothing for `m <= 16`. Bounding every
+/// smaller `m'` too lets a host plan once for its largest batch.
 pub fn gemm_scratch(m: usize, k: usize, n: usize, threads: usize) -> ScratchSpec {
     if m <= SMALL_M {
         return ScratchSpec::EMPTY;
     }
     let per_task = driver::ALL_BLOCKINGS
         .iter()
-        .map(|&blocking| driver::edge_tile_len(blocking, m, k))
+        .map(|&blocking| driver::max_edge_tile_len(blocking, k))
         .max()
         .unwrap_or(0);
     let mut spec = ScratchSpec::EMPTY;
