@@ -4,8 +4,10 @@ Usage: make_model.py OUT_DIR [--layers N] [--d-model N] [--heads N] [--d-ff N] [
        [--pre-norm] [--shared] [--learned-positions N] [--activation relu|gelu]
        [--quantization float32|float16|bfloat16|int8|int16] [--seed N]
 
-Weights are Gaussian with standard deviation `gain / sqrt(fan_in)` (gain 1.5 on the linears,
-embeddings with standard deviation 1, LayerNorm gamma around 1 and beta around 0, biases with
+Weights are Gaussian with standard deviation `gain / sqrt(fan_in)` (`--gain`, 1.5 for the tiny
+test fixtures, 0.5 for Transformer-base, whose 18 post-norm sublayers would otherwise wash out the
+previous token; the output projection keeps `3 / sqrt(d_model)`), embeddings with standard
+deviation 1, LayerNorm gamma around 1 and beta around 0, biases with
 standard deviation 0.1): large enough that the decoder's output depends strongly on its input, so
 greedy decoding does not collapse onto one repeated token. The output bias of EOS is set to -1e4
 so that neither engine ever emits EOS: every search runs to its maximum length on both sides.
@@ -33,12 +35,13 @@ def main():
     p.add_argument("--activation", default="relu")
     p.add_argument("--quantization", default="float32")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gain", type=float, default=1.5)
     a = p.parse_args()
     rng = np.random.default_rng(a.seed)
     d, ff, v = a.d_model, a.d_ff, a.vocab
 
-    def mat(out, inp, gain=1.5):
-        return (rng.standard_normal((out, inp)) * gain / np.sqrt(inp)).astype(np.float32)
+    def mat(out, inp):
+        return (rng.standard_normal((out, inp)) * a.gain / np.sqrt(inp)).astype(np.float32)
 
     def vec(n, mean=0.0, std=0.1):
         return (mean + rng.standard_normal(n) * std).astype(np.float32)
@@ -93,7 +96,7 @@ def main():
         norm(enc.layer_norm)
         norm(dec.layer_norm)
     linear(dec.projection, v, d)
-    dec.projection.weight *= 2.0
+    dec.projection.weight *= 2.0 * 1.5 / a.gain
     dec.projection.bias[2] = -1e4  # EOS is never the best token (see the module doc).
     tokens = ["<blank>", "<s>", "</s>"] + ["t%d" % i for i in range(3, v)]
     spec.register_source_vocabulary(tokens)
