@@ -144,6 +144,34 @@ fn binary_version_3_with_item_sizes_loads_the_same_model() {
 }
 
 #[test]
+fn bfloat16_variables_load_as_their_exact_f32_values() {
+    // Every f32 variable rewritten as bf16 (its upper half), and as f32 with the lower half
+    // cleared: the same numbers, so the same model.
+    let rewrite = |as_bf16: bool| {
+        edited(POST, |v, _| {
+            for e in v.iter_mut().filter(|e| e.2 == Dtype::F32) {
+                let halves = e.3.chunks_exact(4).map(|c| [c[2], c[3]]);
+                e.3 = if as_bf16 {
+                    halves.flatten().collect()
+                } else {
+                    halves.flat_map(|[a, b]| [0, 0, a, b]).collect()
+                };
+                if as_bf16 {
+                    e.2 = Dtype::Bf16;
+                }
+            }
+        })
+    };
+    let bf16 = load(&rewrite(true), POST).unwrap();
+    let f32 = load(&rewrite(false), POST).unwrap();
+    assert_eq!(logits_of(&bf16), logits_of(&f32));
+    assert_eq!(
+        ct2::Ct2Tokens::from_json("{}").unwrap(),
+        Ct2Tokens::default()
+    );
+}
+
+#[test]
 fn header_errors_are_typed() {
     let mut b = bytes(POST);
     b[0] = 7;

@@ -245,8 +245,17 @@ impl Ct2Tokens {
 }
 
 impl Default for Ct2Tokens {
+    /// CTranslate2's defaults (what an empty `config.json` means).
     fn default() -> Ct2Tokens {
-        Ct2Tokens::from_json("{}").unwrap_or_else(|_| unreachable!("`{{}}` is valid JSON"))
+        Ct2Tokens {
+            decoder_start_token: "<s>".to_owned(),
+            eos_token: "</s>".to_owned(),
+            bos_token: "<s>".to_owned(),
+            unk_token: "<unk>".to_owned(),
+            add_source_bos: false,
+            add_source_eos: false,
+            layer_norm_epsilon: None,
+        }
     }
 }
 
