@@ -1,10 +1,10 @@
 //! `ct2_peer`: runs one CTranslate2 model directory through tessel, for the side-by-side
 //! comparison of `bench/peers/run.sh`.
 //!
-//! `ct2_peer MODEL_DIR --src 5,17,3,... --steps N [--beam N] [--runs N]` loads the directory
-//! with `tessel_model::ct2`, then encodes the source and searches exactly `--steps` tokens
-//! (EOS treated as an ordinary token) `--runs` times after one warm-up run, and prints one JSON
-//! line: `{"tokens": [...], "median_ms": x, "min_ms": x, "runs": n, "isa": "..."}`, the time
+//! `ct2_peer MODEL_DIR --src 5,17,3,... --steps N [--beam N] [--runs N] [--threads N]` loads
+//! the directory with `tessel_model::ct2`, then encodes the source and searches exactly
+//! `--steps` tokens (EOS treated as an ordinary token) `--runs` times after one warm-up run,
+//! and prints one JSON line: `{"tokens": [...], "median_ms": x, "min_ms": x, "runs": n, "isa": "..."}`, the time
 //! covering encode + search. `TESSEL_ISA` forces an ISA level.
 
 use std::path::PathBuf;
@@ -21,6 +21,7 @@ struct Args {
     steps: usize,
     beam: usize,
     runs: usize,
+    threads: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -29,7 +30,7 @@ fn parse_args() -> Result<Args, String> {
         it.next()
             .ok_or("usage: ct2_peer MODEL_DIR --src IDS --steps N [--beam N] [--runs N]")?,
     );
-    let (mut src, mut steps, mut beam, mut runs) = (Vec::new(), 32, 1, 5);
+    let (mut src, mut steps, mut beam, mut runs, mut threads) = (Vec::new(), 32, 1, 5, 1);
     while let Some(flag) = it.next() {
         let value = it.next().ok_or(format!("{flag} needs a value"))?;
         let number = |v: &str| {
@@ -49,6 +50,7 @@ fn parse_args() -> Result<Args, String> {
             "--steps" => steps = number(&value)?,
             "--beam" => beam = number(&value)?,
             "--runs" => runs = number(&value)?.max(1),
+            "--threads" => threads = number(&value)?,
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -58,11 +60,20 @@ fn parse_args() -> Result<Args, String> {
         steps,
         beam,
         runs,
+        threads,
     })
 }
 
 fn run(args: Args) -> Result<(), String> {
     let isa = isa_from_env().map_err(|e| e.to_string())?;
+    if args.threads != 1 {
+        // Sessions run on the calling thread until the thread pool lands; then this becomes
+        // `Session::with_limits(&model, isa, Limits::of(config).with_threads(args.threads))`.
+        return Err(format!(
+            "--threads {}: this build runs one thread",
+            args.threads
+        ));
+    }
     let options = Ct2Options {
         max_src_len: args.src.len().max(1),
         max_tgt_len: args.steps + 1,
