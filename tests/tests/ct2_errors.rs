@@ -172,6 +172,37 @@ fn bfloat16_variables_load_as_their_exact_f32_values() {
 }
 
 #[test]
+fn root_level_attributes_of_older_files_are_read() {
+    // Older TransformerSpec files kept `num_heads` (and other attributes) at the root.
+    let b = edited(POST, |v, _| {
+        v.retain(|e| e.0 != "decoder/num_heads");
+        v.iter_mut().find(|e| e.0 == "encoder/num_heads").unwrap().0 = "num_heads".into();
+    });
+    let old = load(&b, POST).unwrap();
+    assert_eq!(old.model.config().heads, 2);
+    assert_eq!(
+        logits_of(&old),
+        logits_of(&load(&bytes(POST), POST).unwrap())
+    );
+}
+
+#[test]
+fn separate_source_and_target_vocabularies_are_read() {
+    let dir = std::env::temp_dir().join(format!("tessel-ct2-vocab-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("model.bin"), bytes(POST)).unwrap();
+    let shared = std::fs::read(fixture(POST).join("shared_vocabulary.json")).unwrap();
+    std::fs::write(dir.join("source_vocabulary.json"), &shared).unwrap();
+    std::fs::write(dir.join("target_vocabulary.json"), &shared).unwrap();
+    let loaded = ct2::load_dir(&dir, Ct2Options::default()).unwrap();
+    assert_eq!(loaded.target_vocabulary.token(2), Some("</s>"));
+    std::fs::write(dir.join("source_vocabulary.json"), r#"["<s>"]"#).unwrap();
+    let err = ct2::load_dir(&dir, Ct2Options::default());
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(matches!(err, Err(Ct2Error::Vocabulary { .. })));
+}
+
+#[test]
 fn header_errors_are_typed() {
     let mut b = bytes(POST);
     b[0] = 7;
