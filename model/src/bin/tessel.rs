@@ -4,10 +4,10 @@
 //! d_ff 2048, vocabulary 32000) with seeded random weights encodes a 32-token source and
 //! greedy-decodes 32 tokens. EOS is ignored by default for random weights so every run decodes
 //! the full number of steps (`--stop-at-eos` to honour it); with `--model` EOS is honoured
-//! unless `--ignore-eos` is given.
+//! unless `--ignore-eos` is given. A `--model` directory holding a CTranslate2 `model.bin` is
+//! loaded through `tessel_model::ct2`.
 //!
-//! Options: `--model DIR` (config.json + model.safetensors, or a CTranslate2 directory with
-//! model.bin, detected automatically), `--beam N`, `--src-len N`,
+//! Options: `--model DIR` (config.json + model.safetensors), `--beam N`, `--src-len N`,
 //! `--steps N`, `--runs N`, `--seed N`, `--threads N` (accepted; decoding runs on the calling
 //! thread until the multi-threaded GEMM runner lands), `--plan` (print the arena regions).
 //! `TESSEL_ISA` forces an ISA level.
@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::{ct2, Config, Model, SearchOptions, Session};
+use tessel_model::{Config, Model, SearchOptions, Session};
 
 struct Counting;
 
@@ -120,13 +120,13 @@ fn run(args: Args) -> Result<(), String> {
     let isa = isa_from_env().map_err(|e| e.to_string())?;
     let load_start = Instant::now();
     let (model, what) = match &args.model {
-        Some(dir) if ct2::is_ct2_dir(dir) => {
-            let options = ct2::Ct2Options {
+        Some(dir) if tessel_model::ct2::is_ct2_dir(dir) => {
+            let options = tessel_model::ct2::Ct2Options {
                 max_src_len: args.src_len.max(1),
                 max_tgt_len: args.steps + 1,
                 max_beam: args.beam.max(1),
             };
-            let loaded = ct2::load_dir(dir, options).map_err(|e| e.to_string())?;
+            let loaded = tessel_model::ct2::load_dir(dir, options).map_err(|e| e.to_string())?;
             (loaded.model, format!("{} (CTranslate2)", dir.display()))
         }
         Some(dir) => (
