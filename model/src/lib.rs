@@ -30,6 +30,7 @@
 
 pub mod aligned;
 pub mod config;
+pub mod ct2;
 pub mod isa_env;
 pub mod ops;
 pub mod plan;

@@ -223,6 +223,35 @@ impl TensorSource for SafetensorsSource<'_> {
     }
 }
 
+/// Tensors already converted to `f32`, by tessel name (built by format readers such as
+/// [`crate::ct2`]).
+struct NamedSource {
+    tensors: std::collections::HashMap<String, (Vec<usize>, Vec<f32>)>,
+    used: HashSet<String>,
+}
+
+impl TensorSource for NamedSource {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
+        let (got, values) = self.tensors.get(name).ok_or_else(|| LoadError::Missing {
+            name: name.to_owned(),
+        })?;
+        self.used.insert(name.to_owned());
+        if got.as_slice() != shape {
+            return Err(LoadError::Shape {
+                name: name.to_owned(),
+                expected: shape.to_vec(),
+                got: got.clone(),
+            });
+        }
+        if values.iter().any(|v| !v.is_finite()) {
+            return Err(LoadError::NonFinite {
+                name: name.to_owned(),
+            });
+        }
+        Ok(Cow::Borrowed(values))
+    }
+}
+
 /// Seeded weights in the style of PyTorch's initialisers: Xavier-uniform matrices, biases
 /// uniform in `±1/√fan_in`, LayerNorm at identity, embeddings uniform with variance `1/d`.
 struct RandomSource {
@@ -312,6 +341,28 @@ impl Model {
         };
         let model = Model::build(config, &mut source)?;
         let mut names = source.file.names();
+        names.sort();
+        if let Some(extra) = names.into_iter().find(|n| !source.used.contains(*n)) {
+            return Err(LoadError::Unexpected {
+                name: extra.clone(),
+            });
+        }
+        Ok(model)
+    }
+
+    /// Lays out `f32` tensors given by tessel name (see the module table) and shape for
+    /// `config`; every tensor must be used. The constructor behind the format readers.
+    pub(crate) fn from_named_tensors(
+        config: Config,
+        tensors: std::collections::HashMap<String, (Vec<usize>, Vec<f32>)>,
+    ) -> Result<Model, LoadError> {
+        config.validate()?;
+        let mut source = NamedSource {
+            tensors,
+            used: HashSet::new(),
+        };
+        let model = Model::build(config, &mut source)?;
+        let mut names: Vec<&String> = source.tensors.keys().collect();
         names.sort();
         if let Some(extra) = names.into_iter().find(|n| !source.used.contains(*n)) {
             return Err(LoadError::Unexpected {

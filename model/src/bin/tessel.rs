@@ -4,7 +4,8 @@
 //! d_ff 2048, vocabulary 32000) with seeded random weights encodes a 32-token source and
 //! greedy-decodes 32 tokens. EOS is ignored by default for random weights so every run decodes
 //! the full number of steps (`--stop-at-eos` to honour it); with `--model` EOS is honoured
-//! unless `--ignore-eos` is given.
+//! unless `--ignore-eos` is given. A `--model` directory holding a CTranslate2 `model.bin` is
+//! loaded through `tessel_model::ct2`.
 //!
 //! Options: `--model DIR` (config.json + model.safetensors), `--beam N`, `--src-len N`,
 //! `--steps N`, `--runs N`, `--seed N`, `--threads N` (the GEMMs split their columns over N
@@ -119,6 +120,15 @@ fn run(args: Args) -> Result<(), String> {
     let isa = isa_from_env().map_err(|e| e.to_string())?;
     let load_start = Instant::now();
     let (model, what) = match &args.model {
+        Some(dir) if tessel_model::ct2::is_ct2_dir(dir) => {
+            let options = tessel_model::ct2::Ct2Options {
+                max_src_len: args.src_len.max(1),
+                max_tgt_len: args.steps + 1,
+                max_beam: args.beam.max(1),
+            };
+            let loaded = tessel_model::ct2::load_dir(dir, options).map_err(|e| e.to_string())?;
+            (loaded.model, format!("{} (CTranslate2)", dir.display()))
+        }
         Some(dir) => (
             Model::load_dir(dir).map_err(|e| e.to_string())?,
             dir.display().to_string(),

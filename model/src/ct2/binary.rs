@@ -1,0 +1,275 @@
+//! CTranslate2's `model.bin`: a little-endian container of named, typed, shaped variables.
+//!
+//! Layout (binary versions 1 to 6), every integer little-endian:
+//!
+//! | field | encoding | versions |
+//! |---|---|---|
+//! | binary version | `u32` | all |
+//! | spec name, spec revision | string, `u32` | ≥ 2 |
+//! | variable count | `u32` | all |
+//! | per variable: name | string | all |
+//! | rank, dims | `u8`, `rank × u32` | all |
+//! | dtype | `u8` id: 0 f32, 1 i8, 2 i16, 3 i32, 4 f16, 5 bf16 | ≥ 4 |
+//! | item size | `u8` (1 i8, 2 i16, 4 f32) | < 4 |
+//! | byte count, bytes | `u32`, the raw little-endian values | all |
+//! | alias count, per alias: alias name, target name | `u32`, string, string | ≥ 3 |
+//!
+//! A string is a `u16` length counting a terminating NUL, then that many bytes (UTF-8, NUL
+//! last). Every length is checked against the input before it is used: any byte string either
+//! parses or yields a [`Ct2Error`], never a panic.
+
+use std::collections::BTreeMap;
+
+use super::Ct2Error;
+
+/// Newest binary version this reader understands.
+pub const MAX_BINARY_VERSION: u32 = 6;
+
+/// Element type of a variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    /// IEEE binary32.
+    F32,
+    /// Signed 8-bit integer (quantised weights with a `weight_scale`, or attributes).
+    I8,
+    /// Signed 16-bit integer (quantised weights with a `weight_scale`, or attributes).
+    I16,
+    /// Signed 32-bit integer (attributes).
+    I32,
+    /// IEEE binary16.
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+impl Dtype {
+    fn from_id(id: u8) -> Option<Dtype> {
+        Some(match id {
+            0 => Dtype::F32,
+            1 => Dtype::I8,
+            2 => Dtype::I16,
+            3 => Dtype::I32,
+            4 => Dtype::F16,
+            5 => Dtype::Bf16,
+            _ => return None,
+        })
+    }
+
+    fn from_item_size(size: u8) -> Option<Dtype> {
+        Some(match size {
+            1 => Dtype::I8,
+            2 => Dtype::I16,
+            4 => Dtype::F32,
+            _ => return None,
+        })
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::I8 => 1,
+            Dtype::I16 | Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::F32 | Dtype::I32 => 4,
+        }
+    }
+}
+
+/// One variable, borrowing its bytes from the file.
+#[derive(Clone, Debug)]
+pub struct Variable<'a> {
+    /// Dimensions (empty for a scalar attribute).
+    pub shape: Vec<usize>,
+    /// Element type.
+    pub dtype: Dtype,
+    /// Raw little-endian values, `shape.product() × dtype.size()` bytes.
+    pub data: &'a [u8],
+    /// The stored name this variable's bytes belong to (differs from its own name for an alias).
+    pub canonical: String,
+}
+
+impl Variable<'_> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.data.len() / self.dtype.size()
+    }
+
+    /// Whether it holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The values as `f32`: floats converted exactly, integers as their value (unscaled).
+    pub fn to_f32(&self) -> Vec<f32> {
+        let d = self.data;
+        match self.dtype {
+            Dtype::F32 => d
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            Dtype::I32 => d
+                .chunks_exact(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32)
+                .collect(),
+            Dtype::I16 => d
+                .chunks_exact(2)
+                .map(|c| f32::from(i16::from_le_bytes([c[0], c[1]])))
+                .collect(),
+            Dtype::F16 => d
+                .chunks_exact(2)
+                .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+                .collect(),
+            Dtype::Bf16 => d
+                .chunks_exact(2)
+                .map(|c| half::bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+                .collect(),
+            Dtype::I8 => d.iter().map(|&b| f32::from(b as i8)).collect(),
+        }
+    }
+}
+
+/// A parsed `model.bin`.
+#[derive(Clone, Debug)]
+pub struct ModelBin<'a> {
+    /// Binary format version.
+    pub version: u32,
+    /// Spec name (`TransformerSpec`, …; empty before version 2).
+    pub spec: String,
+    /// Spec revision (1 before version 2).
+    pub revision: u32,
+    /// Every variable and alias by name.
+    pub variables: BTreeMap<String, Variable<'a>>,
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    offset: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], Ct2Error> {
+        let end = self
+            .offset
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(Ct2Error::Truncated {
+                what: what.to_owned(),
+                offset: self.offset,
+            });
+        };
+        let out = &self.bytes[self.offset..end];
+        self.offset = end;
+        Ok(out)
+    }
+
+    fn u8(&mut self, what: &str) -> Result<u8, Ct2Error> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn u16(&mut self, what: &str) -> Result<u16, Ct2Error> {
+        let b = self.take(2, what)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32, Ct2Error> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn string(&mut self, what: &str) -> Result<String, Ct2Error> {
+        let offset = self.offset;
+        let len = usize::from(self.u16(what)?);
+        let raw = self.take(len, what)?;
+        let text = match raw.split_last() {
+            Some((0, text)) => std::str::from_utf8(text).ok(),
+            _ => None,
+        };
+        text.map(str::to_owned).ok_or_else(|| Ct2Error::BadString {
+            what: what.to_owned(),
+            offset,
+        })
+    }
+}
+
+/// Parses a whole `model.bin`; aliases are resolved into [`ModelBin::variables`].
+pub fn parse(bytes: &[u8]) -> Result<ModelBin<'_>, Ct2Error> {
+    let mut r = Reader { bytes, offset: 0 };
+    let version = r.u32("binary version")?;
+    if version == 0 || version > MAX_BINARY_VERSION {
+        return Err(Ct2Error::UnsupportedVersion(version));
+    }
+    let (spec, revision) = if version >= 2 {
+        (r.string("spec name")?, r.u32("spec revision")?)
+    } else {
+        (String::new(), 1)
+    };
+    let count = r.u32("variable count")?;
+    let mut variables = BTreeMap::new();
+    for _ in 0..count {
+        let name = r.string("variable name")?;
+        let rank = r.u8(&name)?;
+        let mut shape = Vec::with_capacity(usize::from(rank));
+        for _ in 0..rank {
+            shape.push(r.u32(&name)? as usize);
+        }
+        let dtype = if version >= 4 {
+            let id = r.u8(&name)?;
+            Dtype::from_id(id).ok_or_else(|| Ct2Error::UnknownDtype {
+                name: name.clone(),
+                id,
+            })?
+        } else {
+            let size = r.u8(&name)?;
+            Dtype::from_item_size(size).ok_or_else(|| Ct2Error::UnknownDtype {
+                name: name.clone(),
+                id: size,
+            })?
+        };
+        let byte_count = r.u32(&name)? as usize;
+        let expected = shape
+            .iter()
+            .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
+        if expected != Some(byte_count) {
+            return Err(Ct2Error::ByteCount {
+                name,
+                shape,
+                bytes: byte_count,
+            });
+        }
+        let data = r.take(byte_count, &name)?;
+        let variable = Variable {
+            shape,
+            dtype,
+            data,
+            canonical: name.clone(),
+        };
+        if variables.insert(name.clone(), variable).is_some() {
+            return Err(Ct2Error::Duplicate(name));
+        }
+    }
+    if version >= 3 {
+        let aliases = r.u32("alias count")?;
+        for _ in 0..aliases {
+            let alias = r.string("alias name")?;
+            let target = r.string("alias target")?;
+            let Some(variable) = variables.get(&target).cloned() else {
+                return Err(Ct2Error::DanglingAlias { alias, target });
+            };
+            if variables.insert(alias.clone(), variable).is_some() {
+                return Err(Ct2Error::Duplicate(alias));
+            }
+        }
+    }
+    if r.offset != bytes.len() {
+        return Err(Ct2Error::TrailingBytes {
+            offset: r.offset,
+            len: bytes.len(),
+        });
+    }
+    Ok(ModelBin {
+        version,
+        spec,
+        revision,
+        variables,
+    })
+}
