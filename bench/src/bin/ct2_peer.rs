@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use tessel_model::ct2::{self, Ct2Options};
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::{SearchOptions, Session};
+use tessel_model::{Limits, SearchOptions, Session};
 
 struct Args {
     dir: PathBuf,
@@ -66,21 +66,15 @@ fn parse_args() -> Result<Args, String> {
 
 fn run(args: Args) -> Result<(), String> {
     let isa = isa_from_env().map_err(|e| e.to_string())?;
-    if args.threads != 1 {
-        // Sessions run on the calling thread until the thread pool lands; then this becomes
-        // `Session::with_limits(&model, isa, Limits::of(config).with_threads(args.threads))`.
-        return Err(format!(
-            "--threads {}: this build runs one thread",
-            args.threads
-        ));
-    }
     let options = Ct2Options {
         max_src_len: args.src.len().max(1),
         max_tgt_len: args.steps + 1,
         max_beam: args.beam.max(1),
     };
     let loaded = ct2::load_dir(&args.dir, options).map_err(|e| e.to_string())?;
-    let mut session = Session::new(&loaded.model, isa).map_err(|e| e.to_string())?;
+    let limits = Limits::of(loaded.model.config()).with_threads(args.threads);
+    let mut session =
+        Session::with_limits(&loaded.model, isa, limits).map_err(|e| e.to_string())?;
     let search = SearchOptions {
         beam: args.beam,
         max_steps: args.steps,
