@@ -70,6 +70,17 @@ struct Inputs {
     head_stride: usize,
 }
 
+impl Inputs {
+    /// Q, K or V (`which` = 0, 1, 2) as the kernel takes it.
+    fn operand(&self, which: usize) -> Strided<'_> {
+        let data = [&self.q, &self.k, &self.v][which];
+        Strided {
+            data,
+            stride: self.strides[which],
+        }
+    }
+}
+
 impl Case {
     fn inputs(&self) -> Inputs {
         let s = &self.shape;
@@ -128,18 +139,9 @@ fn expected(case: &Case, inputs: &Inputs) -> Vec<f32> {
     let mut acc = vec![0.0f64; s.d_head];
     reference::attention(
         s,
-        Strided {
-            data: &inputs.q,
-            stride: inputs.strides[0],
-        },
-        Strided {
-            data: &inputs.k,
-            stride: inputs.strides[1],
-        },
-        Strided {
-            data: &inputs.v,
-            stride: inputs.strides[2],
-        },
+        inputs.operand(0),
+        inputs.operand(1),
+        inputs.operand(2),
         StridedMut {
             data: &mut out,
             stride: width,
@@ -278,18 +280,9 @@ fn run(isa: Isa, case: &Case, inputs: &Inputs) -> Vec<f32> {
     attention(
         isa,
         s,
-        Strided {
-            data: &inputs.q,
-            stride: inputs.strides[0],
-        },
-        Strided {
-            data: &inputs.k,
-            stride: inputs.strides[1],
-        },
-        Strided {
-            data: &inputs.v,
-            stride: inputs.strides[2],
-        },
+        inputs.operand(0),
+        inputs.operand(1),
+        inputs.operand(2),
         StridedMut {
             data: out.view_mut(),
             stride: inputs.strides[3],
