@@ -9,7 +9,7 @@
 
 use crate::ops::{argmax, log_softmax, logsumexp};
 use crate::plan::search_parts;
-use crate::session::{carve, RunError, Session};
+use crate::session::{carve, check_tokens, RunError, Session};
 
 /// How to search.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -269,13 +269,7 @@ impl Session<'_> {
                 max: limits.max_tgt_len,
             });
         }
-        if let Some(&token) = prefix.iter().find(|&&t| t as usize >= config.tgt_vocab) {
-            return Err(RunError::TokenOutOfRange {
-                side: "target",
-                token,
-                vocab: config.tgt_vocab,
-            });
-        }
+        check_tokens("target", prefix, config.tgt_vocab)?;
         let (vocab, tgt, max_beam) = (config.tgt_vocab, limits.max_tgt_len, limits.max_beam);
         let eos = config.eos_id;
         let isa = self.isa;

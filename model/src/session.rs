@@ -130,6 +130,18 @@ pub(crate) fn carve<const N: usize>(arena: &mut [f32], spans: [Span; N]) -> [&mu
     parts
 }
 
+/// `TokenOutOfRange` for the first id of `tokens` at or above `vocab`.
+pub(crate) fn check_tokens(
+    side: &'static str,
+    tokens: &[u32],
+    vocab: usize,
+) -> Result<(), RunError> {
+    match tokens.iter().find(|&&t| t as usize >= vocab) {
+        Some(&token) => Err(RunError::TokenOutOfRange { side, token, vocab }),
+        None => Ok(()),
+    }
+}
+
 /// Shared per-call constants of a stack.
 struct Ctx {
     isa: Isa,
@@ -388,13 +400,7 @@ impl<'m> Session<'m> {
                 max: limits.max_src_len,
             });
         }
-        if let Some(&token) = src.iter().find(|&&t| t as usize >= config.src_vocab) {
-            return Err(RunError::TokenOutOfRange {
-                side: "source",
-                token,
-                vocab: config.src_vocab,
-            });
-        }
+        check_tokens("source", src, config.src_vocab)?;
         self.src_len = None;
         self.reset_decoder();
         let result = self.run_encoder(src);
@@ -547,13 +553,7 @@ impl<'m> Session<'m> {
                 max: limits.max_tgt_len,
             });
         }
-        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= config.tgt_vocab) {
-            return Err(RunError::TokenOutOfRange {
-                side: "target",
-                token,
-                vocab: config.tgt_vocab,
-            });
-        }
+        check_tokens("target", tokens, config.tgt_vocab)?;
         Ok(())
     }
 
@@ -613,13 +613,7 @@ impl<'m> Session<'m> {
                 max: limits.max_tgt_len,
             });
         }
-        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= config.tgt_vocab) {
-            return Err(RunError::TokenOutOfRange {
-                side: "target",
-                token,
-                vocab: config.tgt_vocab,
-            });
-        }
+        check_tokens("target", tokens, config.tgt_vocab)?;
         for chunk in tokens.chunks(limits.max_src_len) {
             self.run_decoder(chunk.len(), Some(chunk))?;
             self.position += chunk.len();
