@@ -12,7 +12,8 @@
 # loudly and the script exits 3 (0 = all targets ran clean, 1 = a crash or build failure).
 #
 # Environment:
-#   FUZZ_RSS_LIMIT_MB     libFuzzer -rss_limit_mb (default 2048; ASan's quarantine needs room)
+#   FUZZ_RSS_LIMIT_MB     libFuzzer -rss_limit_mb (default 4096: ASan quarantine and allocator caches
+#                         reach ~1 GB on the kernel targets within minutes)
 #   FUZZ_MALLOC_LIMIT_MB  libFuzzer -malloc_limit_mb: any single allocation above it is a crash
 #                         (default 256; the targets' inputs and models are tiny, so a bigger
 #                         allocation means a size taken from the input before validation)
@@ -27,7 +28,7 @@ cd "$root/fuzz"
 
 seconds=${1:-60}
 shift $(($# > 0 ? 1 : 0))
-rss_limit=${FUZZ_RSS_LIMIT_MB:-2048}
+rss_limit=${FUZZ_RSS_LIMIT_MB:-4096}
 malloc_limit=${FUZZ_MALLOC_LIMIT_MB:-256}
 
 loud() {
