@@ -8,13 +8,16 @@
 #   3. that tessel-kernels builds and runs with neither std nor alloc (nostd-check/);
 #   4. the kernel and integration tests at TESSEL_ISA=neon, cross-built for aarch64 with Debian's
 #      Rust and run under qemu-user (the toolchain is installed when missing; where it cannot be,
-#      the step is skipped loudly, except under CI=true where that is a failure).
+#      the step is skipped loudly, except under CI=true where that is a failure);
+#   5. a short bounded pass over every cargo-fuzz target (scripts/fuzz.sh, FUZZ_SECONDS each)
+#      and Miri over the scalar kernels (both need nightly: skipped loudly when it is missing).
 # Every step runs even after an earlier one failed; the exit status is non-zero if any failed.
 #
 # Environment:
 #   NEON_PROPTEST_CASES  proptest cases per property under qemu (default 16; qemu is 10-50x slower)
 #   PROPTEST_CASES       passed through to the x86-64 test runs when set
 #   CI                   when "true", a NEON toolchain that cannot be installed is a failure
+#   FUZZ_SECONDS         seconds per fuzz target in step 5 (default 8; six targets)
 set -uo pipefail
 
 # rustup's cargo, never Debian's /usr/bin/cargo (installed for the NEON step), for x86-64.
@@ -200,6 +203,43 @@ else
         "here (installing needs root and apt-get). The NEON code paths were NOT tested." \
         "Run as root, or install what scripts/neon-toolchain.sh lists, to test them."
     neon_status="SKIPPED (toolchain missing, not installable here)"
+fi
+
+# --- fuzzing and Miri (nightly) ---------------------------------------------------------------
+
+# A short bounded pass over every cargo-fuzz target (scripts/fuzz.sh; the long run is documented
+# in fuzz/README.md). Exit 3 from fuzz.sh means nightly or cargo-fuzz is missing: a loud skip.
+fuzz_seconds=${FUZZ_SECONDS:-8}
+banner "fuzz: every target for ${fuzz_seconds}s (scripts/fuzz.sh)"
+fuzz_start=$(date +%s)
+scripts/fuzz.sh "$fuzz_seconds" 2>&1 | tee -a "$log"
+case ${PIPESTATUS[0]} in
+    0) record "fuzz: every target for ${fuzz_seconds}s" ok $(($(date +%s) - fuzz_start)) ;;
+    3) record "fuzz: every target for ${fuzz_seconds}s" skipped $(($(date +%s) - fuzz_start)) ;;
+    *) record "fuzz: every target for ${fuzz_seconds}s" FAILED $(($(date +%s) - fuzz_start)) ;;
+esac
+
+# Miri over the kernels at the scalar level: the harness in fuzz/miri (every kernel, awkward
+# shapes) and the kernel unit tests that do not detect the CPU (Miri cannot run CPUID).
+miri_ready() {
+    cargo +nightly --version >/dev/null 2>&1 || return 1
+    cargo +nightly miri --version >/dev/null 2>&1 ||
+        rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1
+}
+
+miri_tests() {
+    cargo +nightly miri test --manifest-path fuzz/miri/Cargo.toml &&
+        TESSEL_ISA=scalar cargo +nightly miri test -p tessel-kernels --lib \
+            --target-dir "$target_dir/miri" -- \
+            attention::band error:: gemm:: scratch:: isa::tests::names_round_trip
+}
+
+if miri_ready; then
+    step "Miri: scalar kernels (fuzz/miri) and CPU-independent kernel unit tests" miri_tests
+else
+    loud "MIRI SKIPPED: nightly or its miri component is missing and cannot be installed here." \
+        "Install: rustup toolchain install nightly && rustup +nightly component add miri rust-src"
+    record "Miri" skipped 0
 fi
 
 # --- summary ----------------------------------------------------------------------------------

@@ -1,0 +1,109 @@
+//! `Model::from_safetensors_bytes` on arbitrary bytes and on edited valid files (header bytes,
+//! data bytes, truncation, a forged header length, another config): `Ok` or a typed
+//! `LoadError`, never a panic, and (under `-malloc_limit_mb`) never an allocation the file's
+//! size does not justify.
+#![no_main]
+
+use std::sync::OnceLock;
+
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+use tessel_fuzz::tiny_config;
+use tessel_model::{Model, Session};
+
+#[derive(Arbitrary, Debug)]
+enum Input {
+    /// The bytes as they are.
+    Raw { config: u8, bytes: Vec<u8> },
+    /// A valid file for one config, edited, loaded with possibly another config.
+    Edited {
+        file_config: u8,
+        load_config: u8,
+        header_length: Option<u64>,
+        edits: Vec<(u16, u8)>,
+        truncate: Option<u16>,
+        /// A value written over one f32 of the data (NaN, inf, ...).
+        poison: Option<(u16, u32)>,
+    },
+}
+
+/// A valid file for every tiny config variant: the tensors `expected_tensors` lists, each
+/// filled with a small ramp.
+fn valid_files() -> &'static Vec<Vec<u8>> {
+    static FILES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    FILES.get_or_init(|| (0..8).map(valid_file).collect())
+}
+
+fn valid_file(variant: u8) -> Vec<u8> {
+    let tensors = Model::expected_tensors(&tiny_config(variant)).expect("tiny config is valid");
+    let mut header = String::from("{");
+    let mut data: Vec<u8> = Vec::new();
+    for (i, (name, shape)) in tensors.iter().enumerate() {
+        let count: usize = shape.iter().product();
+        let start = data.len();
+        for e in 0..count {
+            let x = ((e * 7 + i) % 13) as f32 / 13.0 - 0.5;
+            data.extend_from_slice(&x.to_le_bytes());
+        }
+        if i > 0 {
+            header.push(',');
+        }
+        header.push_str(&format!(
+            "\"{name}\":{{\"dtype\":\"F32\",\"shape\":{shape:?},\"data_offsets\":[{start},{}]}}",
+            data.len()
+        ));
+    }
+    header.push('}');
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(&data);
+    file
+}
+
+fuzz_target!(|input: Input| {
+    let (config, bytes) = match input {
+        Input::Raw { config, bytes } => (tiny_config(config), bytes),
+        Input::Edited {
+            file_config,
+            load_config,
+            header_length,
+            edits,
+            truncate,
+            poison,
+        } => {
+            let mut file = valid_files()[file_config as usize % 8].clone();
+            let header_len = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
+            if let Some((at, bits)) = poison {
+                let floats = (file.len() - 8 - header_len) / 4;
+                if floats > 0 {
+                    let at = 8 + header_len + (at as usize % floats) * 4;
+                    file[at..at + 4].copy_from_slice(&bits.to_le_bytes());
+                }
+            }
+            for (at, byte) in edits {
+                let at = at as usize % file.len();
+                file[at] = byte;
+            }
+            if let Some(h) = header_length {
+                file[..8].copy_from_slice(&h.to_le_bytes());
+            }
+            if let Some(t) = truncate {
+                file.truncate(t as usize % (file.len() + 1));
+            }
+            let load = if load_config % 4 == 0 {
+                load_config / 4
+            } else {
+                file_config
+            };
+            (tiny_config(load), file)
+        }
+    };
+    if let Ok(model) = Model::from_safetensors_bytes(config, &bytes) {
+        // What loads must run: one encode and one step.
+        let isa = tessel_kernels::Isa::scalar();
+        let mut session = Session::new(&model, isa).expect("tiny arena");
+        session.encode(&[3, 4, 5]).expect("valid source");
+        let logits = session.decode_step(&[1]).expect("valid step");
+        assert_eq!(logits.len(), model.config().tgt_vocab);
+    }
+});

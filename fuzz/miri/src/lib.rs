@@ -1,0 +1,1 @@
+//! Empty: the Miri harness is `tests/scalar.rs`.
