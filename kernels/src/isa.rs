@@ -260,7 +260,8 @@ impl fmt::Display for Isa {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+// Under Miri, CPUID (inline assembly) cannot run: only the scalar level is reported there.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
 mod detect {
     use super::CpuFeatures;
     use core::arch::x86_64::{__cpuid_count, CpuidResult};
@@ -310,7 +311,7 @@ mod detect {
     }
 }
 
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(not(any(all(target_arch = "x86_64", not(miri)), target_arch = "aarch64")))]
 mod detect {
     use super::CpuFeatures;
 

@@ -559,3 +559,55 @@ fn bad_arguments_are_typed_errors() {
     );
     assert!(matches!(result, Err(KernelError::Overflow(_))));
 }
+
+#[test]
+fn empty_heads_are_accepted_by_kernel_and_reference() {
+    // d_head = 0 with several queries and a non-zero stride (a fuzzer finding: the reference
+    // sliced past its empty views).
+    let shape = AttentionShape {
+        heads: 2,
+        d_head: 0,
+        q_len: 3,
+        kv_len: 4,
+    };
+    let empty = Strided {
+        data: &[],
+        stride: 5,
+    };
+    let mut acc = [0.0f64; 0];
+    let mut out: [f32; 0] = [];
+    let out_view = || StridedMut {
+        data: &mut [],
+        stride: 5,
+    };
+    assert!(reference::attention(
+        &shape,
+        empty,
+        empty,
+        empty,
+        out_view(),
+        &Mask::NONE,
+        None,
+        &mut acc
+    )
+    .is_ok());
+    for_each_isa(|isa| {
+        let mut scratch = vec![0.0; attention_scratch(isa, &shape).len()];
+        let out = StridedMut {
+            data: &mut out,
+            stride: 5,
+        };
+        assert!(attention(
+            isa,
+            &shape,
+            empty,
+            empty,
+            empty,
+            out,
+            &Mask::NONE,
+            None,
+            &mut scratch
+        )
+        .is_ok());
+    });
+}

@@ -50,6 +50,10 @@ pub fn attention(
         });
     }
     let acc = &mut acc[..d];
+    if checked.width == 0 {
+        // Empty rows: nothing to read or write (the views may be empty slices).
+        return Ok(());
+    }
     let scale = checked.scale as f64;
     let score = |h: usize, i: usize, j: usize| -> f64 {
         let q_row = &q.data[i * q.stride + h * d..][..d];
