@@ -156,6 +156,8 @@ fuzz_target!(|input: Input| {
                 max_src_len: s as usize % 9,
                 max_tgt_len: t as usize % 8,
                 max_beam: b as usize % 5,
+                // 0 is refused (a typed error); 2 runs the GEMMs on the session's pool.
+                threads: (b as usize / 5) % 3,
             };
             Session::with_limits(model, isa, limits)
         }
