@@ -85,6 +85,14 @@ pub enum LoadError {
         /// Tensor name.
         name: String,
     },
+    /// A table the config asks for could not be allocated.
+    #[error("cannot allocate {bytes} bytes for `{what}`")]
+    OutOfMemory {
+        /// Which table.
+        what: &'static str,
+        /// Its size.
+        bytes: usize,
+    },
 }
 
 /// LayerNorm scale and shift.
@@ -438,8 +446,8 @@ impl Model {
                 loader.table("tgt_pos.weight", config.max_tgt_len)?,
             ),
             Positions::Sinusoidal => (
-                sinusoidal_table(config.max_src_len, d),
-                sinusoidal_table(config.max_tgt_len, d),
+                sinusoidal_table("source positions", config.max_src_len, d)?,
+                sinusoidal_table("target positions", config.max_tgt_len, d)?,
             ),
         };
         let mut encoder = Vec::with_capacity(config.encoder_layers);
@@ -615,8 +623,13 @@ impl Loader<'_> {
 }
 
 /// The sinusoidal table of "Attention Is All You Need", computed in `f64`.
-fn sinusoidal_table(rows: usize, d: usize) -> AlignedBuf {
-    let mut table = AlignedBuf::zeros(rows * d);
+/// The sinusoidal position table, allocated fallibly: its size comes from config.json alone.
+fn sinusoidal_table(what: &'static str, rows: usize, d: usize) -> Result<AlignedBuf, LoadError> {
+    let len = rows.saturating_mul(d);
+    let mut table = AlignedBuf::try_zeros(len).ok_or(LoadError::OutOfMemory {
+        what,
+        bytes: len.saturating_mul(core::mem::size_of::<f32>()),
+    })?;
     let t = table.as_mut_slice();
     for pos in 0..rows {
         for i in (0..d).step_by(2) {
@@ -627,5 +640,5 @@ fn sinusoidal_table(rows: usize, d: usize) -> AlignedBuf {
             }
         }
     }
-    table
+    Ok(table)
 }
