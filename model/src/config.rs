@@ -192,6 +192,14 @@ pub enum ConfigError {
 /// `usize` overflow and ids within `u32`.
 pub const MAX_DIM: usize = 1 << 24;
 
+/// Largest `max_src_len` / `max_tgt_len`: position tables (computed at load time for sinusoidal
+/// positions, whatever the file holds) stay proportionate to a model.
+pub const MAX_POSITIONS: usize = 1 << 16;
+
+/// Largest model, in bytes of `f32` parameters and tables, a config may describe (256 GiB):
+/// every size the loader computes from a config then fits `usize` with room to spare.
+pub const MAX_MODEL_BYTES: usize = 1 << 38;
+
 impl Config {
     /// Transformer-base ("Attention Is All You Need", table 3): 6+6 layers, d_model 512,
     /// 8 heads, d_ff 2048, shared 32000 vocabulary with separate tables, post-LN, ReLU,
@@ -239,6 +247,30 @@ impl Config {
     /// Width of one head.
     pub fn d_head(&self) -> usize {
         self.d_model / self.heads.max(1)
+    }
+
+    /// Number of `f32` parameters and tables of the model this config describes (embeddings,
+    /// position tables, every layer's projections, norms and biases, the generator), or `None`
+    /// when the count overflows `usize`. Only meaningful for positive sizes; `validate` bounds it
+    /// by [`MAX_MODEL_BYTES`].
+    pub fn model_f32s(&self) -> Option<usize> {
+        let (d, ff) = (self.d_model, self.d_ff);
+        let mul = |a: usize, b: usize| a.checked_mul(b);
+        // Per layer: Q, K, V, output projections (+ biases), FFN, norms.
+        let attention = mul(4 * d, d)?.checked_add(4 * d)?;
+        let ffn = mul(2 * d, ff)?.checked_add(d + ff)?;
+        let norm = 2 * d;
+        let encoder_layer = attention.checked_add(ffn)?.checked_add(2 * norm)?;
+        let decoder_layer = mul(attention, 2)?.checked_add(ffn)?.checked_add(3 * norm)?;
+        let embeddings = mul(self.src_vocab, d)?.checked_add(mul(self.tgt_vocab, d)?)?;
+        let positions = mul(self.max_src_len.checked_add(self.max_tgt_len)?, d)?;
+        let generator = mul(self.tgt_vocab, d)?.checked_add(self.tgt_vocab)?;
+        mul(encoder_layer, self.encoder_layers)?
+            .checked_add(mul(decoder_layer, self.decoder_layers)?)?
+            .checked_add(embeddings)?
+            .checked_add(positions)?
+            .checked_add(generator)?
+            .checked_add(2 * norm)
     }
 
     /// Checks every invariant the model and the arena plan rely on.
@@ -295,23 +327,26 @@ impl Config {
         if !(self.layer_norm_eps.is_finite() && self.layer_norm_eps > 0.0) {
             return Err(ConfigError::BadEps(self.layer_norm_eps));
         }
-        // Largest single buffers: the KV cache and the embedding tables, in f32 elements.
+        if self.max_src_len > MAX_POSITIONS || self.max_tgt_len > MAX_POSITIONS {
+            return Err(ConfigError::TooLarge(
+                "max_src_len and max_tgt_len are limited to MAX_POSITIONS",
+            ));
+        }
+        match self.model_f32s() {
+            Some(n) if n <= MAX_MODEL_BYTES / core::mem::size_of::<f32>() => {}
+            _ => return Err(ConfigError::TooLarge("the model exceeds MAX_MODEL_BYTES")),
+        }
+        // The largest session buffer, the KV cache at the config's own limits (sessions may
+        // plan smaller ones; every other arena region is smaller or checked by the plan).
         let cache = self
             .decoder_layers
             .checked_mul(self.max_beam)
             .and_then(|x| x.checked_mul(self.max_tgt_len))
             .and_then(|x| x.checked_mul(self.d_model))
             .and_then(|x| x.checked_mul(8));
-        let table = self
-            .tgt_vocab
-            .max(self.src_vocab)
-            .checked_mul(self.d_model.max(self.d_ff))
-            .and_then(|x| x.checked_mul(8));
-        if cache.is_none_or(|x| x > isize::MAX as usize)
-            || table.is_none_or(|x| x > isize::MAX as usize)
-        {
+        if cache.is_none_or(|x| x > isize::MAX as usize) {
             return Err(ConfigError::TooLarge(
-                "cache or tables exceed the address space",
+                "the KV cache exceeds the address space",
             ));
         }
         Ok(())

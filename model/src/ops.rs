@@ -15,7 +15,7 @@ use tessel_kernels::math::exp;
 use tessel_kernels::norm::{self, RowShape, RowsMut};
 use tessel_kernels::{Isa, KernelError, ScratchSpec};
 
-use crate::aligned::AlignedBuf;
+use crate::aligned::{AlignedBuf, AllocError};
 
 pub use tessel_kernels::gemm::Sequential;
 
@@ -34,7 +34,7 @@ impl Linear {
         in_features: usize,
         weight: &[f32],
         bias: Option<&[f32]>,
-    ) -> Result<Linear, KernelError> {
+    ) -> Result<Linear, LinearError> {
         let len = out_features
             .checked_mul(in_features)
             .ok_or(KernelError::Overflow("linear weight"))?;
@@ -42,11 +42,11 @@ impl Linear {
         if let Some(b) = bias {
             check_dim("linear bias elements", out_features, b.len())?;
         }
-        let storage = AlignedBuf::zeros(gemm::packed_len(in_features, out_features)?);
+        let storage = AlignedBuf::zeros(gemm::packed_len(in_features, out_features)?)?;
         let source = MatRef::new(weight, out_features, in_features, in_features);
         Ok(Linear {
             weight: PackedB::from_nk(storage, source)?,
-            bias: bias.map(AlignedBuf::from_slice),
+            bias: bias.map(AlignedBuf::from_slice).transpose()?,
         })
     }
 
@@ -70,6 +70,17 @@ impl Linear {
         core::mem::size_of_val(self.weight.as_slice())
             + self.bias.as_ref().map_or(0, AlignedBuf::bytes)
     }
+}
+
+/// Why a [`Linear`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum LinearError {
+    /// The weight or bias does not have the stated shape.
+    #[error(transparent)]
+    Shape(#[from] KernelError),
+    /// The packed weight could not be allocated.
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
 }
 
 /// What is added after the activation of a linear layer.

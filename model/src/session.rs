@@ -307,9 +307,8 @@ impl<'m> Session<'m> {
     ) -> Result<Session<'m>, SessionError> {
         let plan = ArenaPlan::with_limits(&model.config, limits)?;
         let pool = ThreadPool::new(limits.threads)?;
-        let arena = AlignedBuf::try_zeros(plan.total_f32()).ok_or(SessionError::OutOfMemory {
-            bytes: plan.total_bytes(),
-        })?;
+        let arena = AlignedBuf::zeros(plan.total_f32())
+            .map_err(|e| SessionError::OutOfMemory { bytes: e.bytes })?;
         Ok(Session {
             model,
             isa,

@@ -28,9 +28,9 @@ use rand_chacha::ChaCha8Rng;
 use safetensors::{Dtype, SafeTensors};
 use thiserror::Error;
 
-use crate::aligned::AlignedBuf;
+use crate::aligned::{AlignedBuf, AllocError};
 use crate::config::{Config, ConfigError, Positions};
-use crate::ops::Linear;
+use crate::ops::{Linear, LinearError};
 
 /// Why a model could not be built.
 #[derive(Debug, Error)]
@@ -85,11 +85,11 @@ pub enum LoadError {
         /// Tensor name.
         name: String,
     },
-    /// A table the config asks for could not be allocated.
+    /// A tensor or table the config asks for could not be allocated.
     #[error("cannot allocate {bytes} bytes for `{what}`")]
     OutOfMemory {
-        /// Which table.
-        what: &'static str,
+        /// Which tensor or table.
+        what: String,
         /// Its size.
         bytes: usize,
     },
@@ -302,6 +302,22 @@ impl TensorSource for RecordingSource {
     }
 }
 
+/// Maps a refused allocation for `what` to [`LoadError::OutOfMemory`].
+fn out_of_memory(what: &str) -> impl Fn(AllocError) -> LoadError + '_ {
+    move |e| LoadError::OutOfMemory {
+        what: what.to_owned(),
+        bytes: e.bytes,
+    }
+}
+
+/// Maps a [`LinearError`] of the layer whose weight is `name` to a [`LoadError`].
+fn linear_error(name: &str) -> impl Fn(LinearError) -> LoadError + '_ {
+    move |e| match e {
+        LinearError::Shape(e) => LoadError::Malformed(format!("{name}: {e}")),
+        LinearError::Alloc(e) => out_of_memory(name)(e),
+    }
+}
+
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LoadError + '_ {
     move |source| LoadError::Io {
         path: path.to_owned(),
@@ -508,7 +524,7 @@ impl Model {
                 .tensor("generator.weight", &[config.tgt_vocab, d])?;
             Linear::from_out_in(config.tgt_vocab, d, &w, generator_bias.as_deref())
         }
-        .map_err(|e| LoadError::Malformed(format!("generator: {e}")))?;
+        .map_err(linear_error("generator.weight"))?;
         Ok(Model {
             config,
             src_embed,
@@ -532,7 +548,7 @@ struct Loader<'a> {
 impl Loader<'_> {
     fn table(&mut self, name: &str, rows: usize) -> Result<AlignedBuf, LoadError> {
         let values = self.source.tensor(name, &[rows, self.config.d_model])?;
-        Ok(AlignedBuf::from_slice(&values))
+        AlignedBuf::from_slice(&values).map_err(out_of_memory(name))
     }
 
     fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LoadError> {
@@ -541,9 +557,14 @@ impl Loader<'_> {
 
     fn norm(&mut self, prefix: &str) -> Result<Norm, LoadError> {
         let d = self.config.d_model;
-        let gamma = AlignedBuf::from_slice(&self.source.tensor(&format!("{prefix}.weight"), &[d])?);
-        let beta = AlignedBuf::from_slice(&self.source.tensor(&format!("{prefix}.bias"), &[d])?);
-        Ok(Norm { gamma, beta })
+        let mut vector = |name: String| {
+            let values = self.source.tensor(&name, &[d])?;
+            AlignedBuf::from_slice(&values).map_err(out_of_memory(&name))
+        };
+        Ok(Norm {
+            gamma: vector(format!("{prefix}.weight"))?,
+            beta: vector(format!("{prefix}.bias"))?,
+        })
     }
 
     fn linear(
@@ -576,8 +597,7 @@ impl Loader<'_> {
             None
         };
         let w = self.source.tensor(weight, &[out, inp])?;
-        Linear::from_out_in(out, inp, &w, b.as_deref())
-            .map_err(|e| LoadError::Malformed(format!("{weight}: {e}")))
+        Linear::from_out_in(out, inp, &w, b.as_deref()).map_err(linear_error(weight))
     }
 
     /// `in_proj_weight [3d, d]`, `in_proj_bias`, `out_proj.*`: the fused Q/K/V projection and
@@ -612,11 +632,12 @@ impl Loader<'_> {
         } else {
             None
         };
-        let err = |e| LoadError::Malformed(format!("{prefix}.in_proj_weight: {e}"));
+        let name = format!("{prefix}.in_proj_weight");
+        let err = linear_error(&name);
         let q =
-            Linear::from_out_in(d, d, &w[..d * d], bias.as_ref().map(|b| &b[..d])).map_err(err)?;
+            Linear::from_out_in(d, d, &w[..d * d], bias.as_ref().map(|b| &b[..d])).map_err(&err)?;
         let kv = Linear::from_out_in(2 * d, d, &w[d * d..], bias.as_ref().map(|b| &b[d..]))
-            .map_err(err)?;
+            .map_err(&err)?;
         let out = self.linear(&format!("{prefix}.out_proj"), d, d, b.attention_out)?;
         Ok((q, kv, out))
     }
@@ -624,12 +645,8 @@ impl Loader<'_> {
 
 /// The sinusoidal table of "Attention Is All You Need", computed in `f64`.
 /// The sinusoidal position table, allocated fallibly: its size comes from config.json alone.
-fn sinusoidal_table(what: &'static str, rows: usize, d: usize) -> Result<AlignedBuf, LoadError> {
-    let len = rows.saturating_mul(d);
-    let mut table = AlignedBuf::try_zeros(len).ok_or(LoadError::OutOfMemory {
-        what,
-        bytes: len.saturating_mul(core::mem::size_of::<f32>()),
-    })?;
+fn sinusoidal_table(what: &str, rows: usize, d: usize) -> Result<AlignedBuf, LoadError> {
+    let mut table = AlignedBuf::zeros(rows.saturating_mul(d)).map_err(out_of_memory(what))?;
     let t = table.as_mut_slice();
     for pos in 0..rows {
         for i in (0..d).step_by(2) {

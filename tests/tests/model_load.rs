@@ -239,6 +239,36 @@ fn invalid_configs_are_typed_errors() {
             },
             ConfigError::TooLarge("d_model"),
         ),
+        (
+            // fuzz/findings: a few-KB weights file whose config asked for 2 × 512 MB of
+            // sinusoidal position tables.
+            Config {
+                d_model: 8,
+                heads: 1,
+                d_ff: 8,
+                encoder_layers: 1,
+                decoder_layers: 1,
+                src_vocab: 3,
+                tgt_vocab: 3,
+                max_src_len: 1 << 24,
+                max_tgt_len: 1 << 24,
+                bos_id: 0,
+                eos_id: 1,
+                pad_id: 2,
+                ..base.clone()
+            },
+            ConfigError::TooLarge("max_src_len and max_tgt_len are limited to MAX_POSITIONS"),
+        ),
+        (
+            // Every dimension within MAX_DIM, but the model itself is terabytes.
+            Config {
+                d_model: 1 << 16,
+                heads: 1,
+                d_ff: 1 << 20,
+                ..base.clone()
+            },
+            ConfigError::TooLarge("the model exceeds MAX_MODEL_BYTES"),
+        ),
     ];
     for (config, expected) in cases {
         assert_eq!(config.validate(), Err(expected.clone()));
