@@ -3,7 +3,8 @@
 //! parents, generate with odd options. Every call returns `Ok` or a typed `RunError` (never
 //! `RunError::Kernel`, an internal inconsistency), and never panics. A second session that
 //! replays only the accepted calls must give bit-identical results and state after every
-//! call: a refused call changes nothing.
+//! call: a refused call changes nothing. The models' linear layers are stored as every
+//! `WeightType` in turn.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -11,7 +12,7 @@ use std::sync::OnceLock;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tessel_fuzz::{isa, tiny_config};
-use tessel_model::{Limits, Model, RunError, SearchOptions, Session};
+use tessel_model::{Limits, LoadOptions, Model, RunError, SearchOptions, Session, WeightType};
 
 #[derive(Arbitrary, Debug)]
 enum Call {
@@ -42,7 +43,12 @@ fn models() -> &'static Vec<Model> {
     static MODELS: OnceLock<Vec<Model>> = OnceLock::new();
     MODELS.get_or_init(|| {
         (0..8)
-            .map(|v| Model::random(tiny_config(v), 7 + v as u64).expect("tiny model"))
+            .map(|v| {
+                // Every weight type in turn: each config variant gets one.
+                let weights = WeightType::ALL[v as usize % WeightType::ALL.len()];
+                let options = LoadOptions::weights(weights);
+                Model::random_with(tiny_config(v), 7 + v as u64, &options).expect("tiny model")
+            })
             .collect()
     })
 }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
-use tessel_model::{Model, SearchOptions, Session};
+use tessel_model::{LoadOptions, Model, SearchOptions, Session, WeightType};
 use tessel_tests::for_each_isa;
 
 /// Largest allowed `|tessel - pytorch|` of any logit, relative to the largest `|logit|` of the
@@ -73,6 +73,24 @@ fn read_expected(dir: &Path) -> Expected {
     }
 }
 
+/// Greedy search from the encoded source gives the fixture's tokens (up to its length when it
+/// did not stop at EOS).
+fn assert_greedy(session: &mut Session<'_>, expected: &Expected, what: &str) {
+    let steps = expected.greedy.len().max(1) + 2;
+    let hyps = session
+        .generate(&SearchOptions::greedy(steps), |_| {})
+        .expect("greedy");
+    let best = hyps.best().expect("one hypothesis");
+    let want = expected.greedy.as_slice();
+    let stops_at_eos = want.last() == Some(&session.model().config().eos_id);
+    let got = if stops_at_eos {
+        best.tokens
+    } else {
+        &best.tokens[..want.len().min(best.tokens.len())]
+    };
+    assert_eq!(got, want, "{what}: greedy tokens");
+}
+
 fn check_fixture(name: &str) {
     let dir = golden_dir(name);
     let model = Model::load_dir(&dir).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -126,18 +144,7 @@ fn check_fixture(name: &str) {
             check_row("steps after prefill", logits, t);
         }
 
-        let steps = expected.greedy.len().max(1) + 2;
-        let options = SearchOptions::greedy(steps);
-        let hyps = session.generate(&options, |_| {}).expect("greedy");
-        let best = hyps.best().expect("one hypothesis");
-        let want: Vec<u32> = expected.greedy.clone();
-        let stops_at_eos = want.last() == Some(&model.config().eos_id);
-        let got = if stops_at_eos {
-            best.tokens
-        } else {
-            &best.tokens[..want.len().min(best.tokens.len())]
-        };
-        assert_eq!(got, want.as_slice(), "{name} {isa}: greedy tokens");
+        assert_greedy(&mut session, &expected, &format!("{name} {isa}"));
 
         let (beam, max_steps, length_penalty) = expected.beam_options;
         let options = SearchOptions {
@@ -172,4 +179,63 @@ fn pre_ln_gelu_three_layers_matches_pytorch() {
 #[test]
 fn odd_width_three_heads_shared_tied_learned_matches_pytorch() {
     check_fixture("odd_72x3");
+}
+
+/// Largest allowed `|tessel - pytorch|` of any teacher-forced logit, relative to the logit scale
+/// of the fixture, with the linear layers' weights stored in 16 bits (PyTorch keeps float32):
+/// the drift of rounding every weight once (relative 2^-9 for bf16, 2^-12 for f16) through the
+/// layers of these fixtures, with margin. `bf16-dot` also rounds the activations inside each
+/// product (AVX-512 BF16 only; elsewhere it runs as `bf16`).
+fn logit_drift_bound(weights: WeightType) -> f64 {
+    match weights {
+        WeightType::F32 => LOGIT_TOLERANCE,
+        WeightType::F16 => 2e-3,
+        WeightType::Bf16 => 2e-2,
+        WeightType::Bf16Dot => 3e-2,
+    }
+}
+
+/// Teacher-forced logits within [`logit_drift_bound`] of PyTorch's and greedy tokens unchanged,
+/// for every 16-bit weight type at every ISA level.
+fn check_fixture_16_bit(name: &str) {
+    let dir = golden_dir(name);
+    let expected = read_expected(&dir);
+    for weights in [WeightType::F16, WeightType::Bf16, WeightType::Bf16Dot] {
+        let model = Model::load_dir_with(&dir, &LoadOptions::weights(weights))
+            .unwrap_or_else(|e| panic!("{name} {weights}: {e}"));
+        let vocab = model.config().tgt_vocab;
+        let scale = expected
+            .logits
+            .iter()
+            .fold(1.0f64, |m, &v| m.max(f64::from(v.abs())));
+        let bound = logit_drift_bound(weights) * scale;
+        for_each_isa(|isa| {
+            let mut session = Session::new(&model, isa).expect("session");
+            session.encode(&expected.src).expect("encode");
+            let mut worst = 0.0f64;
+            for (t, &token) in expected.tgt_in.iter().enumerate() {
+                let logits = session.decode_step(&[token]).expect("decode step");
+                let want = &expected.logits[t * vocab..(t + 1) * vocab];
+                for (&a, &e) in logits.iter().zip(want) {
+                    worst = worst.max((f64::from(a) - f64::from(e)).abs());
+                }
+            }
+            eprintln!(
+                "{name} {weights} {isa}: worst logit drift {:.2e} of scale {scale:.3}",
+                worst / scale
+            );
+            assert!(
+                worst <= bound,
+                "{name} {weights} {isa}: logit drift {worst:e} over the bound {bound:e}"
+            );
+            assert_greedy(&mut session, &expected, &format!("{name} {weights} {isa}"));
+        });
+    }
+}
+
+#[test]
+fn sixteen_bit_weights_stay_within_the_stated_drift_of_pytorch() {
+    for name in ["post_relu", "pre_gelu", "odd_72x3"] {
+        check_fixture_16_bit(name);
+    }
 }

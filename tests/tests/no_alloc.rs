@@ -6,7 +6,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use tessel_model::{
-    Config, FfnActivation, Model, NormPlacement, Positions, SearchOptions, Session,
+    Config, FfnActivation, LoadOptions, Model, NormPlacement, Positions, SearchOptions, Session,
+    WeightType,
 };
 use tessel_tests::for_each_isa;
 
@@ -91,8 +92,16 @@ fn the_counter_sees_allocations() {
 
 #[test]
 fn nothing_allocates_after_session_creation() {
-    for norm in [NormPlacement::Post, NormPlacement::Pre] {
-        let model = Model::random(config(norm), 7).expect("model");
+    let cases = [
+        (NormPlacement::Post, WeightType::F32),
+        (NormPlacement::Pre, WeightType::F32),
+        (NormPlacement::Pre, WeightType::F16),
+        (NormPlacement::Post, WeightType::Bf16),
+        (NormPlacement::Post, WeightType::Bf16Dot),
+    ];
+    for (norm, weights) in cases {
+        let model =
+            Model::random_with(config(norm), 7, &LoadOptions::weights(weights)).expect("model");
         for_each_isa(|isa| {
             let mut session = Session::new(&model, isa).expect("session");
             let src: [u32; 17] = [5, 9, 3, 44, 12, 7, 7, 30, 2, 18, 25, 1, 40, 11, 6, 50, 8];

@@ -1,7 +1,8 @@
 //! `ct2_peer`: runs one CTranslate2 model directory through tessel, for the side-by-side
 //! comparison of `bench/peers/run.sh`.
 //!
-//! `ct2_peer MODEL_DIR --src 5,17,3,... --steps N [--beam N] [--runs N] [--threads N]` loads
+//! `ct2_peer MODEL_DIR --src 5,17,3,... --steps N [--beam N] [--runs N] [--threads N]
+//! [--weights f32|f16|bf16|bf16-dot]` loads
 //! the directory with `tessel_model::ct2`, then encodes the source and searches exactly
 //! `--steps` tokens (EOS treated as an ordinary token) `--runs` times after one warm-up run,
 //! and prints one JSON line: `{"tokens": [...], "median_ms": x, "min_ms": x, "runs": n, "isa": "..."}`, the time
@@ -13,7 +14,7 @@ use std::time::Instant;
 
 use tessel_model::ct2::{self, Ct2Options};
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::{Limits, SearchOptions, Session};
+use tessel_model::{Limits, SearchOptions, Session, WeightType};
 
 struct Args {
     dir: PathBuf,
@@ -22,6 +23,7 @@ struct Args {
     beam: usize,
     runs: usize,
     threads: usize,
+    weights: WeightType,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -31,6 +33,7 @@ fn parse_args() -> Result<Args, String> {
             .ok_or("usage: ct2_peer MODEL_DIR --src IDS --steps N [--beam N] [--runs N]")?,
     );
     let (mut src, mut steps, mut beam, mut runs, mut threads) = (Vec::new(), 32, 1, 5, 1);
+    let mut weights = WeightType::F32;
     while let Some(flag) = it.next() {
         let value = it.next().ok_or(format!("{flag} needs a value"))?;
         let number = |v: &str| {
@@ -51,6 +54,7 @@ fn parse_args() -> Result<Args, String> {
             "--beam" => beam = number(&value)?,
             "--runs" => runs = number(&value)?.max(1),
             "--threads" => threads = number(&value)?,
+            "--weights" => weights = value.parse().map_err(|e| format!("{e}"))?,
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -61,6 +65,7 @@ fn parse_args() -> Result<Args, String> {
         beam,
         runs,
         threads,
+        weights,
     })
 }
 
@@ -70,6 +75,7 @@ fn run(args: Args) -> Result<(), String> {
         max_src_len: args.src.len().max(1),
         max_tgt_len: args.steps + 1,
         max_beam: args.beam.max(1),
+        weights: args.weights,
     };
     let loaded = ct2::load_dir(&args.dir, options).map_err(|e| e.to_string())?;
     let limits = Limits::of(loaded.model.config()).with_threads(args.threads);

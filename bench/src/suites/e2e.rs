@@ -6,7 +6,9 @@
 //! decode step reads: the memory-bound floor of a step); `decode-step` (median step of a 32-step
 //! greedy decode, compared with that streaming floor: ratio = stream time / step time, 1 is the
 //! floor); `greedy-32x32` and `beam4-32x32` (encode + 32 decoded tokens, EOS ignored so every
-//! run does the full work).
+//! run does the full work). Then, on one thread, `decode-step` with the linear layers' weights
+//! stored as f32, f16, bf16 and bf16-dot (impl `tessel-<type>`), measured round-robin in the
+//! same run, each against the f32 step (ratio = f32 step time / this step time).
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +18,7 @@ use tessel_kernels::Isa;
 use super::Suite;
 use crate::{median_ns, Budget, Record, Work};
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::{Config, Limits, Model, SearchOptions, Session};
+use tessel_model::{Config, Limits, LoadOptions, Model, SearchOptions, Session, WeightType};
 
 /// The `e2e` suite.
 pub const SUITE: Suite = Suite {
@@ -97,7 +99,87 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
         };
         measure_session(budget, &mut session, &src, &stream, &record, emit);
     }
+    drop(model);
+    weight_types(budget, isa, &src, emit);
 }
+
+/// Median decode step of 32-step greedy decodes (EOS ignored) of `src`, repeated for the
+/// budget's time and samples.
+fn median_step_ns(budget: Budget, session: &mut Session<'_>, src: &[u32]) -> f64 {
+    let greedy = SearchOptions {
+        stop_at_eos: false,
+        ..SearchOptions::greedy(STEPS)
+    };
+    let mut steps: Vec<Duration> = Vec::with_capacity(STEPS * 64);
+    let started = Instant::now();
+    while steps.len() < STEPS * budget.min_samples.max(1) || started.elapsed() < budget.time {
+        if session.encode(src).is_err() {
+            break;
+        }
+        let mut last = Instant::now();
+        let result = session.generate(&greedy, |_| {
+            let now = Instant::now();
+            steps.push(now - last);
+            last = now;
+        });
+        if result.is_err() || steps.len() >= STEPS * 64 {
+            break;
+        }
+    }
+    steps.sort();
+    steps
+        .get(steps.len() / 2)
+        .map_or(f64::NAN, |s| s.as_nanos() as f64)
+}
+
+/// The decode step with each weight type, one thread, round-robin over the types so load from
+/// other processes falls on all alike; each record against the f32 step.
+fn weight_types(budget: Budget, isa: Isa, src: &[u32], emit: &mut dyn FnMut(Record)) {
+    let level = isa.level().to_string();
+    let mut models = Vec::new();
+    for weights in WeightType::ALL {
+        let options = LoadOptions::weights(weights);
+        match Model::random_with(Config::transformer_base(), 42, &options) {
+            Ok(model) => models.push((weights, model)),
+            Err(_) => return,
+        }
+    }
+    let mut sessions = Vec::new();
+    for (weights, model) in &models {
+        let limits = Limits::of(model.config()).with_threads(1);
+        let Ok(session) = Session::with_limits(model, isa, limits) else {
+            return;
+        };
+        sessions.push((*weights, session, Vec::new()));
+    }
+    let round = Budget {
+        time: budget.time / ROUNDS as u32,
+        min_samples: budget.min_samples.div_ceil(ROUNDS),
+    };
+    for _ in 0..ROUNDS {
+        for (_, session, medians) in sessions.iter_mut() {
+            medians.push(median_step_ns(round, session, src));
+        }
+    }
+    let mut f32_step: Option<Record> = None;
+    for (weights, session, mut medians) in sessions {
+        medians.sort_by(f64::total_cmp);
+        let ns = medians[medians.len() / 2];
+        let bytes = session.model().decode_step_weight_bytes() as f64;
+        let impl_name = format!("tessel-{weights}");
+        let record = Record::new("e2e", "decode-step", &impl_name, &level, 1, ns, Work::bytes(bytes));
+        match &f32_step {
+            None => {
+                f32_step = Some(record.clone());
+                emit(record);
+            }
+            Some(base) => emit(record.against(base)),
+        }
+    }
+}
+
+/// Rounds of the weight-type comparison (the median of the rounds' medians is reported).
+const ROUNDS: usize = 5;
 
 /// Emits the encode, decode-step, greedy and beam-4 cases of one session.
 fn measure_session(
@@ -121,31 +203,11 @@ fn measure_session(
     });
     emit(record("encode-src32", encode_ns, Work::flops(encoder_flop)));
 
-    // Decode steps: median over the steps of greedy decodes.
     let greedy = SearchOptions {
         stop_at_eos: false,
         ..SearchOptions::greedy(STEPS)
     };
-    let mut steps: Vec<Duration> = Vec::with_capacity(STEPS * 64);
-    let started = Instant::now();
-    while steps.len() < STEPS * budget.min_samples.max(1) || started.elapsed() < budget.time {
-        if session.encode(src).is_err() {
-            return;
-        }
-        let mut last = Instant::now();
-        let result = session.generate(&greedy, |_| {
-            let now = Instant::now();
-            steps.push(now - last);
-            last = now;
-        });
-        if result.is_err() || steps.len() >= STEPS * 64 {
-            break;
-        }
-    }
-    steps.sort();
-    let step_ns = steps
-        .get(steps.len() / 2)
-        .map_or(f64::NAN, |s| s.as_nanos() as f64);
+    let step_ns = median_step_ns(budget, session, src);
     emit(record("decode-step", step_ns, Work::bytes(step_bytes as f64)).against(stream));
 
     for (case, options) in [

@@ -9,7 +9,9 @@
 //!
 //! Options: `--model DIR` (config.json + model.safetensors), `--beam N`, `--src-len N`,
 //! `--steps N`, `--runs N`, `--seed N`, `--threads N` (the GEMMs split their columns over N
-//! threads, the calling one included; results are bit-identical), `--plan` (print the arena regions).
+//! threads, the calling one included; results are bit-identical), `--weights f32|f16|bf16|bf16-dot`
+//! (how the linear layers' weights are stored; activations stay `f32` except inside `bf16-dot`
+//! products), `--plan` (print the arena regions).
 //! `TESSEL_ISA` forces an ISA level.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -19,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::{Config, Model, SearchOptions, Session};
+use tessel_model::{Config, LoadOptions, Model, SearchOptions, Session, WeightType};
 
 struct Counting;
 
@@ -59,6 +61,7 @@ struct Args {
     runs: usize,
     seed: u64,
     threads: usize,
+    weights: WeightType,
     plan: bool,
     stop_at_eos: Option<bool>,
 }
@@ -72,6 +75,7 @@ fn parse_args() -> Result<Args, String> {
         runs: 5,
         seed: 42,
         threads: 1,
+        weights: WeightType::F32,
         plan: false,
         stop_at_eos: None,
     };
@@ -90,12 +94,15 @@ fn parse_args() -> Result<Args, String> {
             "--runs" => args.runs = number(value("--runs")?, "--runs")?.max(1),
             "--seed" => args.seed = number(value("--seed")?, "--seed")? as u64,
             "--threads" => args.threads = number(value("--threads")?, "--threads")?,
+            "--weights" => {
+                args.weights = value("--weights")?.parse().map_err(|e| format!("{e}"))?
+            }
             "--plan" => args.plan = true,
             "--ignore-eos" => args.stop_at_eos = Some(false),
             "--stop-at-eos" => args.stop_at_eos = Some(true),
             "-h" | "--help" => {
                 return Err("usage: tessel [--model DIR] [--beam N] [--src-len N] [--steps N] \
-                            [--runs N] [--seed N] [--threads N] [--plan] [--ignore-eos|--stop-at-eos]"
+                            [--runs N] [--seed N] [--threads N] [--weights f32|f16|bf16|bf16-dot] [--plan] [--ignore-eos|--stop-at-eos]"
                     .to_owned())
             }
             other => return Err(format!("unknown argument `{other}` (try --help)")),
@@ -119,22 +126,25 @@ fn mb(bytes: usize) -> f64 {
 fn run(args: Args) -> Result<(), String> {
     let isa = isa_from_env().map_err(|e| e.to_string())?;
     let load_start = Instant::now();
+    let load_options = LoadOptions::weights(args.weights);
     let (model, what) = match &args.model {
         Some(dir) if tessel_model::ct2::is_ct2_dir(dir) => {
             let options = tessel_model::ct2::Ct2Options {
                 max_src_len: args.src_len.max(1),
                 max_tgt_len: args.steps + 1,
                 max_beam: args.beam.max(1),
+                weights: args.weights,
             };
             let loaded = tessel_model::ct2::load_dir(dir, options).map_err(|e| e.to_string())?;
             (loaded.model, format!("{} (CTranslate2)", dir.display()))
         }
         Some(dir) => (
-            Model::load_dir(dir).map_err(|e| e.to_string())?,
+            Model::load_dir_with(dir, &load_options).map_err(|e| e.to_string())?,
             dir.display().to_string(),
         ),
         None => (
-            Model::random(Config::transformer_base(), args.seed).map_err(|e| e.to_string())?,
+            Model::random_with(Config::transformer_base(), args.seed, &load_options)
+                .map_err(|e| e.to_string())?,
             format!(
                 "transformer-base, seeded random weights (seed {})",
                 args.seed
@@ -209,8 +219,9 @@ fn run(args: Args) -> Result<(), String> {
     println!("  isa           {}", isa.level());
     println!("  threads       {} (GEMM column blocks)", args.threads);
     println!(
-        "  weights       {:.1} MB (decode step reads {:.1} MB), built in {:.0} ms",
+        "  weights       {:.1} MB, linear layers {} (decode step reads {:.1} MB), built in {:.0} ms",
         mb(model.weight_bytes()),
+        args.weights,
         mb(model.decode_step_weight_bytes()),
         load.as_secs_f64() * 1e3
     );

@@ -171,6 +171,8 @@ pub struct Ct2Options {
     pub max_tgt_len: usize,
     /// Widest beam.
     pub max_beam: usize,
+    /// Storage of the linear layers' weights (whatever `model.bin` holds).
+    pub weights: crate::WeightType,
 }
 
 impl Default for Ct2Options {
@@ -179,6 +181,7 @@ impl Default for Ct2Options {
             max_src_len: 512,
             max_tgt_len: 512,
             max_beam: 4,
+            weights: crate::WeightType::F32,
         }
     }
 }

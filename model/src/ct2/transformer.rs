@@ -543,7 +543,8 @@ pub fn build(
             variable: unused.clone(),
         });
     }
-    Ok(Model::from_named_tensors(config, out)?)
+    let load = crate::LoadOptions::weights(options.weights);
+    Ok(Model::from_named_tensors(config, out, &load)?)
 }
 
 fn self_attention(m: &mut Mapper<'_, '_, '_>, f: &str, t: &str, d: usize) -> Result<(), Ct2Error> {

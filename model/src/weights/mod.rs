@@ -17,20 +17,23 @@
 //! | `encoder.norm.*`, `decoder.norm.*` (when `final_norm`) | `[d]` |
 //! | `generator.weight` (absent when `tie_output`) / `generator.bias` | `[tgt_vocab, d]` / `[tgt_vocab]` |
 //!
-//! Biases are present exactly when the config's `biases` says so. Every tensor is `F32`.
+//! Biases are present exactly when the config's `biases` says so. Tensors may be `F32`, `F16`
+//! or `BF16` (each independently).
+
+mod source;
 
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use safetensors::{Dtype, SafeTensors};
+use safetensors::SafeTensors;
 use thiserror::Error;
+
+use source::{NamedSource, RandomSource, RecordingSource, SafetensorsSource, Tensor, TensorSource};
 
 use crate::aligned::{AlignedBuf, AllocError};
 use crate::config::{Config, ConfigError, Positions};
-use crate::ops::{Linear, LinearError};
+use crate::linear::{Linear, LinearError, WeightType};
 
 /// Why a model could not be built.
 #[derive(Debug, Error)]
@@ -183,125 +186,6 @@ pub struct Model {
     pub(crate) generator: Linear,
 }
 
-/// Supplies tensors by name and shape.
-trait TensorSource {
-    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError>;
-}
-
-struct SafetensorsSource<'a> {
-    file: SafeTensors<'a>,
-    used: HashSet<String>,
-}
-
-impl TensorSource for SafetensorsSource<'_> {
-    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
-        let view = self.file.tensor(name).map_err(|_| LoadError::Missing {
-            name: name.to_owned(),
-        })?;
-        self.used.insert(name.to_owned());
-        if view.dtype() != Dtype::F32 {
-            return Err(LoadError::Dtype {
-                name: name.to_owned(),
-                dtype: format!("{:?}", view.dtype()),
-            });
-        }
-        if view.shape() != shape {
-            return Err(LoadError::Shape {
-                name: name.to_owned(),
-                expected: shape.to_vec(),
-                got: view.shape().to_vec(),
-            });
-        }
-        let bytes = view.data();
-        let values: Cow<'_, [f32]> = match bytemuck::try_cast_slice::<u8, f32>(bytes) {
-            Ok(values) if cfg!(target_endian = "little") => Cow::Borrowed(values),
-            _ => Cow::Owned(
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect(),
-            ),
-        };
-        if values.iter().any(|v| !v.is_finite()) {
-            return Err(LoadError::NonFinite {
-                name: name.to_owned(),
-            });
-        }
-        Ok(values)
-    }
-}
-
-/// Tensors already converted to `f32`, by tessel name (built by format readers such as
-/// [`crate::ct2`]).
-struct NamedSource {
-    tensors: std::collections::HashMap<String, (Vec<usize>, Vec<f32>)>,
-    used: HashSet<String>,
-}
-
-impl TensorSource for NamedSource {
-    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
-        let (got, values) = self.tensors.get(name).ok_or_else(|| LoadError::Missing {
-            name: name.to_owned(),
-        })?;
-        self.used.insert(name.to_owned());
-        if got.as_slice() != shape {
-            return Err(LoadError::Shape {
-                name: name.to_owned(),
-                expected: shape.to_vec(),
-                got: got.clone(),
-            });
-        }
-        if values.iter().any(|v| !v.is_finite()) {
-            return Err(LoadError::NonFinite {
-                name: name.to_owned(),
-            });
-        }
-        Ok(Cow::Borrowed(values))
-    }
-}
-
-/// Seeded weights in the style of PyTorch's initialisers: Xavier-uniform matrices, biases
-/// uniform in `±1/√fan_in`, LayerNorm at identity, embeddings uniform with variance `1/d`.
-struct RandomSource {
-    rng: ChaCha8Rng,
-    d_model: usize,
-}
-
-impl TensorSource for RandomSource {
-    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
-        let len: usize = shape.iter().product();
-        let is_norm = name.contains("norm");
-        if is_norm {
-            let value = if name.ends_with("weight") { 1.0 } else { 0.0 };
-            return Ok(Cow::Owned(vec![value; len]));
-        }
-        let bound = if name.contains("embed") || name.contains("_pos") {
-            (3.0 / self.d_model as f32).sqrt()
-        } else if shape.len() == 2 {
-            (6.0 / (shape[0] + shape[1]) as f32).sqrt()
-        } else {
-            // A bias: fan_in is d_model or d_ff; d_model is the common case and keeps it small.
-            1.0 / (self.d_model as f32).sqrt()
-        };
-        let rng = &mut self.rng;
-        Ok(Cow::Owned(
-            (0..len).map(|_| rng.gen_range(-bound..bound)).collect(),
-        ))
-    }
-}
-
-/// Zeros of every requested shape, recording the names and shapes asked for.
-struct RecordingSource {
-    requested: Vec<(String, Vec<usize>)>,
-}
-
-impl TensorSource for RecordingSource {
-    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
-        self.requested.push((name.to_owned(), shape.to_vec()));
-        Ok(Cow::Owned(vec![0.0; shape.iter().product()]))
-    }
-}
-
 /// Maps a refused allocation for `what` to [`LoadError::OutOfMemory`].
 fn out_of_memory(what: &str) -> impl Fn(AllocError) -> LoadError + '_ {
     move |e| LoadError::OutOfMemory {
@@ -325,37 +209,80 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LoadError + '_ {
     }
 }
 
+/// How a model is laid out as it is loaded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Storage of the linear layers' weights, whatever the file holds (embeddings, position
+    /// tables, norms and biases stay `f32`).
+    pub weights: WeightType,
+}
+
+impl LoadOptions {
+    /// Linear weights stored as `weights`.
+    pub fn weights(weights: WeightType) -> LoadOptions {
+        LoadOptions { weights }
+    }
+}
+
 impl Model {
     /// Builds a model with seeded random weights (same seed, same weights).
     pub fn random(config: Config, seed: u64) -> Result<Model, LoadError> {
-        config.validate()?;
-        let mut source = RandomSource {
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            d_model: config.d_model,
-        };
-        Model::build(config, &mut source)
+        Model::random_with(config, seed, &LoadOptions::default())
+    }
+
+    /// [`Model::random`], laid out as `options` say.
+    pub fn random_with(
+        config: Config,
+        seed: u64,
+        options: &LoadOptions,
+    ) -> Result<Model, LoadError> {
+        let mut source = RandomSource::new(seed, config.d_model);
+        Model::build_from(config, &mut source, options)
     }
 
     /// Loads `config.json` and `model.safetensors` from `dir`.
     pub fn load_dir(dir: &Path) -> Result<Model, LoadError> {
+        Model::load_dir_with(dir, &LoadOptions::default())
+    }
+
+    /// [`Model::load_dir`], laid out as `options` say.
+    pub fn load_dir_with(dir: &Path, options: &LoadOptions) -> Result<Model, LoadError> {
         let config_path = dir.join("config.json");
         let text = std::fs::read_to_string(&config_path).map_err(io_error(&config_path))?;
         let config = Config::from_json(&text)?;
-        Model::load_safetensors(config, &dir.join("model.safetensors"))
+        Model::load_safetensors_with(config, &dir.join("model.safetensors"), options)
     }
 
     /// Memory-maps a safetensors file and lays its tensors out for `config`.
     pub fn load_safetensors(config: Config, path: &Path) -> Result<Model, LoadError> {
+        Model::load_safetensors_with(config, path, &LoadOptions::default())
+    }
+
+    /// [`Model::load_safetensors`], laid out as `options` say.
+    pub fn load_safetensors_with(
+        config: Config,
+        path: &Path,
+        options: &LoadOptions,
+    ) -> Result<Model, LoadError> {
         let file = std::fs::File::open(path).map_err(io_error(path))?;
         // SAFETY: the map is read-only and lives only for this call; the weights are copied into
         // the model's own buffers before it is dropped. As with every mmap, a concurrent
         // truncation of the file by another process is outside what this can guard against.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_error(path))?;
-        Model::from_safetensors_bytes(config, &map)
+        Model::from_safetensors_bytes_with(config, &map, options)
     }
 
     /// Lays out the tensors of an in-memory safetensors file for `config`.
     pub fn from_safetensors_bytes(config: Config, bytes: &[u8]) -> Result<Model, LoadError> {
+        Model::from_safetensors_bytes_with(config, bytes, &LoadOptions::default())
+    }
+
+    /// [`Model::from_safetensors_bytes`], laid out as `options` say.
+    pub fn from_safetensors_bytes_with(
+        config: Config,
+        bytes: &[u8],
+        options: &LoadOptions,
+    ) -> Result<Model, LoadError> {
         config.validate()?;
         let file =
             SafeTensors::deserialize(bytes).map_err(|e| LoadError::Malformed(e.to_string()))?;
@@ -363,15 +290,7 @@ impl Model {
             file,
             used: HashSet::new(),
         };
-        let model = Model::build(config, &mut source)?;
-        let mut names = source.file.names();
-        names.sort();
-        if let Some(extra) = names.into_iter().find(|n| !source.used.contains(*n)) {
-            return Err(LoadError::Unexpected {
-                name: extra.clone(),
-            });
-        }
-        Ok(model)
+        Model::build_from(config, &mut source, options)
     }
 
     /// Lays out `f32` tensors given by tessel name (see the module table) and shape for
@@ -379,32 +298,36 @@ impl Model {
     pub(crate) fn from_named_tensors(
         config: Config,
         tensors: std::collections::HashMap<String, (Vec<usize>, Vec<f32>)>,
+        options: &LoadOptions,
     ) -> Result<Model, LoadError> {
-        config.validate()?;
         let mut source = NamedSource {
             tensors,
             used: HashSet::new(),
         };
-        let model = Model::build(config, &mut source)?;
-        let mut names: Vec<&String> = source.tensors.keys().collect();
-        names.sort();
-        if let Some(extra) = names.into_iter().find(|n| !source.used.contains(*n)) {
-            return Err(LoadError::Unexpected {
-                name: extra.clone(),
-            });
+        Model::build_from(config, &mut source, options)
+    }
+
+    /// Validates `config`, builds the model from `source` and checks every tensor was used.
+    fn build_from(
+        config: Config,
+        source: &mut dyn TensorSource,
+        options: &LoadOptions,
+    ) -> Result<Model, LoadError> {
+        config.validate()?;
+        let model = Model::build(config, source, options)?;
+        match source.first_unused() {
+            Some(name) => Err(LoadError::Unexpected { name }),
+            None => Ok(model),
         }
-        Ok(model)
     }
 
     /// The tensors (name and shape, in load order) a weights file for `config` must hold:
-    /// exactly these, all `F32`. Builds a zero model to find out, so it costs one model's memory
+    /// exactly these. Builds a zero model to find out, so it costs one model's memory
     /// for the duration of the call.
     pub fn expected_tensors(config: &Config) -> Result<Vec<(String, Vec<usize>)>, LoadError> {
         config.validate()?;
-        let mut source = RecordingSource {
-            requested: Vec::new(),
-        };
-        Model::build(config.clone(), &mut source)?;
+        let mut source = RecordingSource::default();
+        Model::build(config.clone(), &mut source, &LoadOptions::default())?;
         Ok(source.requested)
     }
 
@@ -443,12 +366,17 @@ impl Model {
         self.generator.bytes() + self.decoder_norm.as_ref().map_or(0, Norm::bytes)
     }
 
-    fn build(config: Config, source: &mut dyn TensorSource) -> Result<Model, LoadError> {
+    fn build(
+        config: Config,
+        source: &mut dyn TensorSource,
+        options: &LoadOptions,
+    ) -> Result<Model, LoadError> {
         let d = config.d_model;
         let b = config.biases;
         let mut loader = Loader {
             source,
             config: &config,
+            options,
         };
         let tgt_embed = loader.table("tgt_embed.weight", config.tgt_vocab)?;
         let src_embed = if config.share_embeddings {
@@ -506,25 +434,25 @@ impl Model {
         } else {
             (None, None)
         };
-        let generator_bias = if b.generator {
-            Some(loader.vector("generator.bias", config.tgt_vocab)?)
-        } else {
-            None
-        };
         let generator = if config.tie_output {
-            Linear::from_out_in(
-                config.tgt_vocab,
-                d,
-                tgt_embed.as_slice(),
-                generator_bias.as_deref(),
-            )
+            let bias = if b.generator {
+                Some(loader.vector("generator.bias", config.tgt_vocab)?)
+            } else {
+                None
+            };
+            let storage = loader.options.weights;
+            Linear::packed(storage, config.tgt_vocab, d, tgt_embed.as_slice(), bias.as_deref())
+                .map_err(linear_error("tgt_embed.weight"))?
         } else {
-            let w = loader
-                .source
-                .tensor("generator.weight", &[config.tgt_vocab, d])?;
-            Linear::from_out_in(config.tgt_vocab, d, &w, generator_bias.as_deref())
-        }
-        .map_err(linear_error("generator.weight"))?;
+            let [generator] = loader.linears(
+                "generator.weight",
+                "generator.bias",
+                [config.tgt_vocab],
+                d,
+                b.generator,
+            )?;
+            generator
+        };
         Ok(Model {
             config,
             src_embed,
@@ -543,22 +471,39 @@ impl Model {
 struct Loader<'a> {
     source: &'a mut dyn TensorSource,
     config: &'a Config,
+    options: &'a LoadOptions,
 }
 
 impl Loader<'_> {
+    /// The tensor `name` of exactly `shape`, as stored, checked finite.
+    fn stored(&mut self, name: &str, shape: &[usize]) -> Result<Tensor<'_>, LoadError> {
+        let tensor = self.source.stored(name, shape)?;
+        if !tensor.all_finite() {
+            return Err(LoadError::NonFinite {
+                name: name.to_owned(),
+            });
+        }
+        Ok(tensor)
+    }
+
+    /// The tensor `name` of exactly `shape`, as `f32`, checked finite.
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
+        Ok(self.stored(name, shape)?.into_f32())
+    }
+
     fn table(&mut self, name: &str, rows: usize) -> Result<AlignedBuf, LoadError> {
-        let values = self.source.tensor(name, &[rows, self.config.d_model])?;
+        let values = self.tensor(name, &[rows, self.config.d_model])?;
         AlignedBuf::from_slice(&values).map_err(out_of_memory(name))
     }
 
     fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LoadError> {
-        Ok(self.source.tensor(name, &[len])?.into_owned())
+        Ok(self.tensor(name, &[len])?.into_owned())
     }
 
     fn norm(&mut self, prefix: &str) -> Result<Norm, LoadError> {
         let d = self.config.d_model;
         let mut vector = |name: String| {
-            let values = self.source.tensor(&name, &[d])?;
+            let values = self.tensor(&name, &[d])?;
             AlignedBuf::from_slice(&values).map_err(out_of_memory(&name))
         };
         Ok(Norm {
@@ -574,70 +519,81 @@ impl Loader<'_> {
         inp: usize,
         bias: bool,
     ) -> Result<Linear, LoadError> {
-        self.linear_named(
+        let [linear] = self.linears(
             &format!("{prefix}.weight"),
             &format!("{prefix}.bias"),
-            out,
+            [out],
             inp,
             bias,
-        )
+        )?;
+        Ok(linear)
     }
 
-    fn linear_named(
+    /// The `[Σ parts × inp]` weight `weight` (and bias `bias_name` when `bias`) cut into layers
+    /// of `parts[i]` output features each, packed as the load options say, straight from the
+    /// stored element type.
+    fn linears<const N: usize>(
         &mut self,
         weight: &str,
         bias_name: &str,
-        out: usize,
+        parts: [usize; N],
         inp: usize,
         bias: bool,
-    ) -> Result<Linear, LoadError> {
+    ) -> Result<[Linear; N], LoadError> {
+        let out = parts.iter().sum();
         let b = if bias {
             Some(self.vector(bias_name, out)?)
         } else {
             None
         };
-        let w = self.source.tensor(weight, &[out, inp])?;
-        Linear::from_out_in(out, inp, &w, b.as_deref()).map_err(linear_error(weight))
+        let storage = self.options.weights;
+        let tensor = self.stored(weight, &[out, inp])?;
+        let mut layers = Vec::with_capacity(N);
+        let mut row0 = 0;
+        for rows in parts {
+            let bias = b.as_ref().map(|b| &b[row0..row0 + rows]);
+            let elements = row0 * inp..(row0 + rows) * inp;
+            row0 += rows;
+            let layer = match &tensor {
+                Tensor::F32(w) => Linear::packed(storage, rows, inp, &w[elements], bias),
+                Tensor::F16(w) => Linear::packed(storage, rows, inp, &w[elements], bias),
+                Tensor::Bf16(w) => Linear::packed(storage, rows, inp, &w[elements], bias),
+            };
+            layers.push(layer.map_err(linear_error(weight))?);
+        }
+        layers
+            .try_into()
+            .map_err(|_| LoadError::Malformed(format!("{weight}: split into {N} layers")))
     }
 
     /// `in_proj_weight [3d, d]`, `in_proj_bias`, `out_proj.*`: the fused Q/K/V projection and
     /// the output projection.
     fn self_attention(&mut self, prefix: &str) -> Result<(Linear, Linear), LoadError> {
         let d = self.config.d_model;
-        let qkv = self.linear_named(
+        let b = self.config.biases;
+        let [qkv] = self.linears(
             &format!("{prefix}.in_proj_weight"),
             &format!("{prefix}.in_proj_bias"),
-            3 * d,
+            [3 * d],
             d,
-            self.config.biases.attention_in,
+            b.attention_in,
         )?;
-        let out = self.linear(
-            &format!("{prefix}.out_proj"),
-            d,
-            d,
-            self.config.biases.attention_out,
-        )?;
+        let out = self.linear(&format!("{prefix}.out_proj"), d, d, b.attention_out)?;
         Ok((qkv, out))
     }
 
+    /// As [`Loader::self_attention`], the input projection cut into the query projection (of
+    /// the decoder state) and the fused K/V projection (of the encoder output).
     fn cross_attention(&mut self, prefix: &str) -> Result<(Linear, Linear, Linear), LoadError> {
         let d = self.config.d_model;
         let b = self.config.biases;
-        let w = self
-            .source
-            .tensor(&format!("{prefix}.in_proj_weight"), &[3 * d, d])?
-            .into_owned();
-        let bias = if b.attention_in {
-            Some(self.vector(&format!("{prefix}.in_proj_bias"), 3 * d)?)
-        } else {
-            None
-        };
-        let name = format!("{prefix}.in_proj_weight");
-        let err = linear_error(&name);
-        let q =
-            Linear::from_out_in(d, d, &w[..d * d], bias.as_ref().map(|b| &b[..d])).map_err(&err)?;
-        let kv = Linear::from_out_in(2 * d, d, &w[d * d..], bias.as_ref().map(|b| &b[d..]))
-            .map_err(&err)?;
+        let [q, kv] = self.linears(
+            &format!("{prefix}.in_proj_weight"),
+            &format!("{prefix}.in_proj_bias"),
+            [d, 2 * d],
+            d,
+            b.attention_in,
+        )?;
         let out = self.linear(&format!("{prefix}.out_proj"), d, d, b.attention_out)?;
         Ok((q, kv, out))
     }

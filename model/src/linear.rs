@@ -1,0 +1,279 @@
+//! Linear layers: a weight packed once at load into the GEMM's panel layout, stored as `f32`,
+//! `f16` or `bf16` ([`WeightType`]), and the fused bias/activation/residual epilogue.
+//!
+//! Activations and accumulation are `f32` whatever the weight type: 16-bit weights halve the
+//! bytes a decode step reads (decoding at batch 1 is bound by reading the weights) and are
+//! widened exactly in registers. With [`WeightType::Bf16Dot`] the activations are also rounded
+//! to `bf16` so AVX-512 BF16's dot-product instruction can run (where the CPU has it; elsewhere
+//! it behaves as [`WeightType::Bf16`]).
+
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use tessel_kernels::activation::Activation;
+use tessel_kernels::error::check_dim;
+use tessel_kernels::gemm::{self, bf16, f16, Element, MatMut, MatRef, PackedB, Parallel};
+use tessel_kernels::{Isa, KernelError, ScratchSpec};
+
+use crate::aligned::{AlignedBuf, AllocError};
+
+/// How the weights of the linear layers are stored in memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WeightType {
+    /// 32-bit floats (the default): the file's values exactly.
+    #[default]
+    F32,
+    /// IEEE half precision (values rounded to nearest even on load unless stored so).
+    F16,
+    /// bfloat16 (values rounded to nearest even on load unless stored so).
+    Bf16,
+    /// bfloat16 weights, and activations rounded to bfloat16 inside each product so AVX-512
+    /// BF16 `vdpbf16ps` can run where the CPU has it.
+    Bf16Dot,
+}
+
+impl WeightType {
+    /// Every weight type, in the order of their names.
+    pub const ALL: [WeightType; 4] = [
+        WeightType::F32,
+        WeightType::F16,
+        WeightType::Bf16,
+        WeightType::Bf16Dot,
+    ];
+
+    /// The name used on the command line and in reports: `f32`, `f16`, `bf16`, `bf16-dot`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            WeightType::F32 => "f32",
+            WeightType::F16 => "f16",
+            WeightType::Bf16 => "bf16",
+            WeightType::Bf16Dot => "bf16-dot",
+        }
+    }
+}
+
+impl std::fmt::Display for WeightType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not a [`WeightType`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown weight type `{0}` (expected f32, f16, bf16 or bf16-dot)")]
+pub struct UnknownWeightType(pub String);
+
+impl FromStr for WeightType {
+    type Err = UnknownWeightType;
+
+    fn from_str(name: &str) -> Result<WeightType, UnknownWeightType> {
+        WeightType::ALL
+            .into_iter()
+            .find(|t| t.name() == name)
+            .ok_or_else(|| UnknownWeightType(name.to_owned()))
+    }
+}
+
+/// A packed weight in one of the storage types.
+#[derive(Clone, Debug)]
+enum PackedWeight {
+    F32(PackedB<AlignedBuf<f32>>),
+    F16(PackedB<AlignedBuf<f16>, f16>),
+    Bf16(PackedB<AlignedBuf<bf16>, bf16>),
+}
+
+/// A linear layer `y = x·W + b`, its weight packed once at load into the GEMM's panel layout
+/// (valid at every ISA level), 64-byte aligned.
+#[derive(Clone, Debug)]
+pub struct Linear {
+    weight: PackedWeight,
+    bias: Option<AlignedBuf>,
+}
+
+impl Linear {
+    /// From PyTorch's layout: `weight` is `[out × in]` row-major, `bias` has `out` elements;
+    /// stored as `f32`.
+    pub fn from_out_in(
+        out_features: usize,
+        in_features: usize,
+        weight: &[f32],
+        bias: Option<&[f32]>,
+    ) -> Result<Linear, LinearError> {
+        Linear::packed(WeightType::F32, out_features, in_features, weight, bias)
+    }
+
+    /// From PyTorch's layout, `weight` given in any element type (`f32`, `f16`, `bf16`: for
+    /// example a 16-bit tensor straight from a file) and stored as `storage` (converted
+    /// exactly when it widens, rounded to nearest even when it narrows).
+    pub fn packed<S: Element>(
+        storage: WeightType,
+        out_features: usize,
+        in_features: usize,
+        weight: &[S],
+        bias: Option<&[f32]>,
+    ) -> Result<Linear, LinearError> {
+        let len = out_features
+            .checked_mul(in_features)
+            .ok_or(KernelError::Overflow("linear weight"))?;
+        check_dim("linear weight elements", len, weight.len())?;
+        if let Some(b) = bias {
+            check_dim("linear bias elements", out_features, b.len())?;
+        }
+        let (n, k) = (out_features, in_features);
+        let weight = match storage {
+            WeightType::F32 => PackedWeight::F32(pack(weight, n, k)?),
+            WeightType::F16 => PackedWeight::F16(pack(weight, n, k)?),
+            WeightType::Bf16 => PackedWeight::Bf16(pack(weight, n, k)?),
+            WeightType::Bf16Dot => PackedWeight::Bf16(pack(weight, n, k)?.with_bf16_dot(true)),
+        };
+        Ok(Linear {
+            weight,
+            bias: bias.map(AlignedBuf::from_slice).transpose()?,
+        })
+    }
+
+    /// How the weight is stored.
+    pub fn weight_type(&self) -> WeightType {
+        match &self.weight {
+            PackedWeight::F32(_) => WeightType::F32,
+            PackedWeight::F16(_) => WeightType::F16,
+            PackedWeight::Bf16(b) if b.bf16_dot() => WeightType::Bf16Dot,
+            PackedWeight::Bf16(_) => WeightType::Bf16,
+        }
+    }
+
+    /// Input width `k`.
+    pub fn in_features(&self) -> usize {
+        match &self.weight {
+            PackedWeight::F32(b) => b.k(),
+            PackedWeight::F16(b) => b.k(),
+            PackedWeight::Bf16(b) => b.k(),
+        }
+    }
+
+    /// Output width `n`.
+    pub fn out_features(&self) -> usize {
+        match &self.weight {
+            PackedWeight::F32(b) => b.n(),
+            PackedWeight::F16(b) => b.n(),
+            PackedWeight::Bf16(b) => b.n(),
+        }
+    }
+
+    /// Whether a bias is added.
+    pub fn has_bias(&self) -> bool {
+        self.bias.is_some()
+    }
+
+    /// Bytes of packed weight and bias: what one pass over the layer reads.
+    pub fn bytes(&self) -> usize {
+        let weight = match &self.weight {
+            PackedWeight::F32(b) => core::mem::size_of_val(b.as_slice()),
+            PackedWeight::F16(b) => core::mem::size_of_val(b.as_slice()),
+            PackedWeight::Bf16(b) => core::mem::size_of_val(b.as_slice()),
+        };
+        weight + self.bias.as_ref().map_or(0, AlignedBuf::bytes)
+    }
+}
+
+/// Packs an `n × k` (`nn.Linear`) weight of element type `S` as `T`, in fresh aligned storage.
+fn pack<S: Element, T: Element + bytemuck::Pod>(
+    weight: &[S],
+    n: usize,
+    k: usize,
+) -> Result<PackedB<AlignedBuf<T>, T>, LinearError> {
+    let storage = AlignedBuf::zeros(gemm::packed_len_of::<T>(k, n)?)?;
+    Ok(PackedB::from_nk_elems(storage, weight, n, k, k)?)
+}
+
+/// Why a [`Linear`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum LinearError {
+    /// The weight or bias does not have the stated shape.
+    #[error(transparent)]
+    Shape(#[from] KernelError),
+    /// The packed weight could not be allocated.
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
+}
+
+/// What is added after the activation of a linear layer.
+#[derive(Clone, Copy, Debug)]
+pub enum Residual<'a> {
+    /// Nothing.
+    None,
+    /// `out = act(x·W + b) + r`, `r` strided by the given row stride.
+    Add(&'a [f32], usize),
+}
+
+/// The fused epilogue of [`linear`].
+#[derive(Clone, Copy, Debug)]
+pub struct Epilogue<'a> {
+    /// Applied to `x·W + b`.
+    pub activation: Activation,
+    /// Added after the activation.
+    pub residual: Residual<'a>,
+}
+
+impl Epilogue<'_> {
+    /// Bias only.
+    pub const PLAIN: Epilogue<'static> = Epilogue {
+        activation: Activation::Identity,
+        residual: Residual::None,
+    };
+
+    /// Bias then `activation`.
+    pub fn activation(activation: Activation) -> Epilogue<'static> {
+        Epilogue {
+            activation,
+            residual: Residual::None,
+        }
+    }
+}
+
+/// Scratch [`linear`] needs for `rows` rows of a `in_features → out_features` layer run on
+/// `threads` threads, whatever its weight type (the GEMM's packing buffers; none for up to 16
+/// rows).
+pub fn linear_scratch(
+    rows: usize,
+    in_features: usize,
+    out_features: usize,
+    threads: usize,
+) -> ScratchSpec {
+    gemm::gemm_scratch(rows, in_features, out_features, threads)
+}
+
+/// `out[r] = act(x[r]·W + b) (+ residual)` for `rows` rows; `x` rows are `w.in_features()`
+/// wide at stride `x_stride`, `out` rows `w.out_features()` wide at stride `out_stride`.
+#[allow(clippy::too_many_arguments)]
+pub fn linear(
+    isa: Isa,
+    rows: usize,
+    x: &[f32],
+    x_stride: usize,
+    w: &Linear,
+    out: &mut [f32],
+    out_stride: usize,
+    epilogue: Epilogue<'_>,
+    scratch: &mut [f32],
+    parallel: &dyn Parallel,
+) -> Result<(), KernelError> {
+    let n = w.out_features();
+    let residual = match epilogue.residual {
+        Residual::None => None,
+        Residual::Add(r, stride) => Some(MatRef::new(r, rows, n, stride)),
+    };
+    let a = MatRef::new(x, rows, w.in_features(), x_stride);
+    let c = MatMut::new(out, rows, n, out_stride);
+    let epilogue = gemm::Epilogue {
+        bias: w.bias.as_ref().map(AlignedBuf::as_slice),
+        activation: epilogue.activation,
+        residual,
+    };
+    match &w.weight {
+        PackedWeight::F32(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
+        PackedWeight::F16(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
+        PackedWeight::Bf16(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
+    }
+}
