@@ -2,245 +2,22 @@
 //! epilogues and both weight layouts, NaN canaries around C; exact small-integer and identity
 //! products; typed errors for bad arguments; bit-identical results for any thread count.
 
+mod gemm_support;
+
+use gemm_support::{spec, Source, Spec, Values};
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tessel_kernels::activation::{Activation, GELU_ERF_MAX_ERROR, GELU_TANH_MAX_ERROR};
+use tessel_kernels::activation::Activation;
 use tessel_kernels::gemm::{
     gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB, Parallel, Sequential,
 };
 use tessel_kernels::{reference, Isa, KernelError};
-use tessel_tests::{assert_close, awkward_dim, cases, dot_tolerance, for_each_isa, CanaryMatrix};
-
-/// A deterministic value stream (xorshift) for test matrices.
-struct Values(u64);
-
-impl Values {
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Uniform in [-1, 1).
-    fn uniform(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    /// A small integer in [-4, 4].
-    fn small_int(&mut self) -> f32 {
-        (self.next_u64() % 9) as f32 - 4.0
-    }
-
-    fn vec(&mut self, len: usize, mut f: impl FnMut(&mut Values) -> f32) -> Vec<f32> {
-        (0..len).map(|_| f(self)).collect()
-    }
-}
-
-/// How the weight is given to the packer.
-#[derive(Clone, Copy, Debug)]
-enum Source {
-    /// Row-major `k × n`.
-    Kn,
-    /// PyTorch `nn.Linear`: row-major `n × k`.
-    Nk,
-}
-
-/// One product to check, with its inputs.
-#[derive(Debug)]
-struct Problem {
-    m: usize,
-    k: usize,
-    n: usize,
-    a: Vec<f32>,
-    lda: usize,
-    /// Row-major `k × n` with stride `n` (the reference's view of B).
-    b: Vec<f32>,
-    bias: Option<Vec<f32>>,
-    activation: Activation,
-    residual: Option<(Vec<f32>, usize)>,
-    ldc: usize,
-}
-
-impl Problem {
-    fn a(&self) -> MatRef<'_> {
-        MatRef::new(&self.a, self.m, self.k, self.lda)
-    }
-
-    fn b(&self) -> MatRef<'_> {
-        MatRef::new(&self.b, self.k, self.n, self.n)
-    }
-
-    fn epilogue(&self) -> Epilogue<'_> {
-        Epilogue {
-            bias: self.bias.as_deref(),
-            activation: self.activation,
-            residual: self
-                .residual
-                .as_ref()
-                .map(|(r, stride)| MatRef::new(r, self.m, self.n, *stride)),
-        }
-    }
-
-    fn pack(&self, source: Source) -> PackedB<Vec<f32>> {
-        let storage = vec![f32::NAN; packed_len(self.k, self.n).unwrap()];
-        match source {
-            Source::Kn => PackedB::from_kn(storage, self.b()).unwrap(),
-            Source::Nk => {
-                let mut w = vec![0.0; self.n * self.k];
-                for p in 0..self.k {
-                    for j in 0..self.n {
-                        w[j * self.k + p] = self.b[p * self.n + j];
-                    }
-                }
-                PackedB::from_nk(storage, MatRef::new(&w, self.n, self.k, self.k)).unwrap()
-            }
-        }
-    }
-
-    /// The reference output (rounded to f32).
-    fn expected(&self) -> CanaryMatrix {
-        let mut c = CanaryMatrix::new(self.m, self.n, self.ldc);
-        let view = MatMut::new(c.view_mut(), self.m, self.n, self.ldc);
-        reference::gemm::gemm(self.a(), self.b(), view, &self.epilogue()).unwrap();
-        c
-    }
-
-    /// Runs the kernel into a canary-filled C.
-    fn run(&self, isa: Isa, b: &PackedB<Vec<f32>>, parallel: &dyn Parallel) -> CanaryMatrix {
-        let mut c = CanaryMatrix::new(self.m, self.n, self.ldc);
-        let mut scratch =
-            vec![f32::NAN; gemm_scratch(self.m, self.k, self.n, parallel.threads()).len()];
-        let view = MatMut::new(c.view_mut(), self.m, self.n, self.ldc);
-        gemm(
-            isa,
-            self.a(),
-            b,
-            view,
-            &self.epilogue(),
-            &mut scratch,
-            parallel,
-        )
-        .unwrap();
-        c.assert_padding_intact(&format!("{isa} C"));
-        c
-    }
-
-    /// Error bound of output `(i, j)`: the f32 dot product, the roundings of the bias,
-    /// activation and residual additions, and the activation's own error.
-    fn bound(&self, i: usize, j: usize, expected: f32) -> f64 {
-        let eps = f32::EPSILON as f64;
-        let mut abs_sum = 0.0f64;
-        let mut dot = 0.0f64;
-        for p in 0..self.k {
-            let t = self.a[i * self.lda + p] as f64 * self.b[p * self.n + j] as f64;
-            abs_sum += t.abs();
-            dot += t;
-        }
-        let bias = self.bias.as_ref().map_or(0.0, |b| b[j] as f64);
-        let pre = dot + bias;
-        let pre_error = dot_tolerance(self.k, abs_sum) + 2.0 * eps * (pre.abs() + bias.abs());
-        let (slope, own) = match self.activation {
-            Activation::Identity | Activation::Relu => (1.0, 0.0),
-            Activation::GeluErf => (1.2, GELU_ERF_MAX_ERROR as f64 * pre.abs().max(1.0)),
-            Activation::GeluTanh => (1.2, GELU_TANH_MAX_ERROR as f64 * pre.abs().max(1.0)),
-        };
-        slope * pre_error + own + 4.0 * eps * (expected.abs() as f64 + pre.abs())
-    }
-
-    fn check(&self, what: &str, actual: &CanaryMatrix, expected: &CanaryMatrix) {
-        let n = self.n.max(1);
-        let values: Vec<f32> = expected.elements().collect();
-        assert_close(
-            what,
-            actual.elements(),
-            values.iter().map(|&v| v as f64),
-            |idx| self.bound(idx / n, idx % n, values[idx]),
-        );
-    }
-}
-
-const ACTIVATIONS: [Activation; 4] = [
-    Activation::Identity,
-    Activation::Relu,
-    Activation::GeluErf,
-    Activation::GeluTanh,
-];
-
-#[derive(Clone, Debug)]
-struct Spec {
-    m: usize,
-    k: usize,
-    n: usize,
-    pads: (usize, usize, usize),
-    bias: bool,
-    activation: usize,
-    residual: bool,
-    source: bool,
-    seed: u64,
-}
-
-impl Spec {
-    fn problem(&self, mut value: impl FnMut(&mut Values) -> f32) -> Problem {
-        let Spec { m, k, n, .. } = *self;
-        let mut v = Values(self.seed | 1);
-        let lda = k + self.pads.0;
-        let ldc = n + self.pads.1;
-        let ldr = n + self.pads.2;
-        Problem {
-            m,
-            k,
-            n,
-            a: v.vec(m * lda, &mut value),
-            lda,
-            b: v.vec(k * n, &mut value),
-            bias: self.bias.then(|| v.vec(n, &mut value)),
-            activation: ACTIVATIONS[self.activation % 4],
-            residual: self.residual.then(|| (v.vec(m * ldr, &mut value), ldr)),
-            ldc,
-        }
-    }
-
-    fn source(&self) -> Source {
-        if self.source {
-            Source::Nk
-        } else {
-            Source::Kn
-        }
-    }
-}
-
-fn spec(m: BoxedStrategy<usize>, dim: usize) -> impl Strategy<Value = Spec> {
-    (
-        m,
-        awkward_dim(dim),
-        awkward_dim(dim),
-        (0usize..5, 0usize..5, 0usize..5),
-        any::<bool>(),
-        0usize..4,
-        any::<bool>(),
-        any::<bool>(),
-        any::<u64>(),
-    )
-        .prop_map(
-            |(m, k, n, pads, bias, activation, residual, source, seed)| Spec {
-                m,
-                k,
-                n,
-                pads,
-                bias,
-                activation,
-                residual,
-                source,
-                seed,
-            },
-        )
-}
+use tessel_tests::{awkward_dim, cases, for_each_isa};
 
 fn check_every_level(spec: &Spec) {
     let problem = spec.problem(Values::uniform);
     let expected = problem.expected();
-    let b = problem.pack(spec.source());
+    let b = problem.pack::<f32>(spec.source());
     for_each_isa(|isa| {
         let actual = problem.run(isa, &b, &Sequential);
         problem.check(&format!("{isa} {spec:?}"), &actual, &expected);
@@ -298,7 +75,7 @@ fn small_integers_are_exact() {
         let problem = spec.problem(Values::small_int);
         let expected = problem.expected();
         for source in [Source::Kn, Source::Nk] {
-            let b = problem.pack(source);
+            let b = problem.pack::<f32>(source);
             for_each_isa(|isa| {
                 let actual = problem.run(isa, &b, &Sequential);
                 let same = actual
@@ -413,7 +190,7 @@ fn any_thread_count_is_bit_identical() {
             ..fixed(m, k, n)
         };
         let problem = spec.problem(Values::uniform);
-        let b = problem.pack(Source::Nk);
+        let b = problem.pack::<f32>(Source::Nk);
         for_each_isa(|isa| {
             let one = problem.run(isa, &b, &Sequential);
             for threads in [2, 3, 4, 7, 64, 100] {
@@ -453,7 +230,7 @@ impl Parallel for Faulty {
 fn faulty_runners_are_detected_or_harmless() {
     let problem = fixed(20, 50, 100).problem(Values::small_int);
     let expected = problem.expected();
-    let b = problem.pack(Source::Kn);
+    let b = problem.pack::<f32>(Source::Kn);
     let twice = problem.run(Isa::best(), &b, &Faulty { skip_last: false });
     assert!(twice
         .elements()

@@ -1,7 +1,8 @@
 //! The loops around the microkernel: cache blocking over a prepacked `B` for large `m`, and the
 //! B-streaming path for small `m` (decoding), per task (a range of `B` panels).
 
-use crate::gemm::packed_b::PANEL_COLS;
+use crate::gemm::element::Element;
+use crate::gemm::packed_b::{padded_k, PANEL_COLS};
 use crate::gemm::tile::{accumulate, ATile, Output, TileAt};
 use crate::gemm::MatRef;
 use pulp::Simd;
@@ -87,13 +88,35 @@ pub(crate) fn max_edge_tile_len(blocking: Blocking, k: usize) -> usize {
 }
 
 /// Everything one task reads: `A`, the packed `B` and its shape.
-#[derive(Clone, Copy)]
-pub(crate) struct Operands<'a> {
+pub(crate) struct Operands<'a, T> {
     pub a: MatRef<'a>,
     /// Packed panels of `B` (see `packed_b`).
-    pub b: &'a [f32],
+    pub b: &'a [T],
     pub k: usize,
     pub n: usize,
+}
+
+impl<T> Clone for Operands<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Operands<'_, T> {}
+
+impl<T: Element> Operands<'_, T> {
+    /// Elements between the starts of consecutive panels of `B`.
+    fn panel_stride(&self) -> usize {
+        padded_k::<T>(self.k) * PANEL_COLS
+    }
+
+    /// Where row `kk` (a multiple of `T::K_GROUP`) of column `col` lives in the packed `B`.
+    fn b_at(&self, kk: usize, col: usize) -> *const T {
+        let offset = (col / PANEL_COLS) * self.panel_stride()
+            + kk * PANEL_COLS
+            + (col % PANEL_COLS) * T::K_GROUP;
+        self.b.as_ptr().wrapping_add(offset)
+    }
 }
 
 /// One task's share: panels `[panel0, panel1)` of `B`, i.e. the columns
@@ -115,9 +138,9 @@ pub(crate) struct Columns {
 /// saved (each row of `A` is already one sequential stream in `k`), so only the ragged last
 /// tile of rows is copied, zero-padded so every tile runs the full-height microkernel.
 #[inline(always)]
-pub(crate) unsafe fn blocked_path<S: Simd>(
+pub(crate) unsafe fn blocked_path<S: Simd, T: Element>(
     simd: S,
-    ops: Operands<'_>,
+    ops: Operands<'_, T>,
     out: &Output<'_>,
     cols: Columns,
     a_edge: &mut [f32],
@@ -125,10 +148,10 @@ pub(crate) unsafe fn blocked_path<S: Simd>(
     // SAFETY: forwarded contract.
     unsafe {
         match S::F32_LANES {
-            16 => blocked_tiles::<S, { AVX512.mr }, { AVX512.nv }>(simd, ops, out, cols, a_edge),
-            8 => blocked_tiles::<S, { AVX2.mr }, { AVX2.nv }>(simd, ops, out, cols, a_edge),
-            4 => blocked_tiles::<S, { NEON.mr }, { NEON.nv }>(simd, ops, out, cols, a_edge),
-            _ => blocked_tiles::<S, { SCALAR.mr }, { SCALAR.nv }>(simd, ops, out, cols, a_edge),
+            16 => blocked_tiles::<S, T, { AVX512.mr }, { AVX512.nv }>(simd, ops, out, cols, a_edge),
+            8 => blocked_tiles::<S, T, { AVX2.mr }, { AVX2.nv }>(simd, ops, out, cols, a_edge),
+            4 => blocked_tiles::<S, T, { NEON.mr }, { NEON.nv }>(simd, ops, out, cols, a_edge),
+            _ => blocked_tiles::<S, T, { SCALAR.mr }, { SCALAR.nv }>(simd, ops, out, cols, a_edge),
         }
     }
 }
@@ -138,9 +161,9 @@ pub(crate) unsafe fn blocked_path<S: Simd>(
 /// # Safety
 /// As `blocked_path`.
 #[inline(always)]
-unsafe fn blocked_tiles<S: Simd, const MR: usize, const NV: usize>(
+unsafe fn blocked_tiles<S: Simd, T: Element, const MR: usize, const NV: usize>(
     simd: S,
-    ops: Operands<'_>,
+    ops: Operands<'_, T>,
     out: &Output<'_>,
     cols: Columns,
     a_edge: &mut [f32],
@@ -150,12 +173,14 @@ unsafe fn blocked_tiles<S: Simd, const MR: usize, const NV: usize>(
     let (m, k) = (ops.a.rows, ops.k);
     // With k == 0 one pass of depth 0 still writes the epilogue of a zero product. Blocks of
     // k and of rows are balanced (no thin last block that re-streams B for a few rows).
+    // Blocks start on whole row groups of the packed B.
     let k_blocks = k.div_ceil(kc_max).max(1);
-    let kc_step = k.div_ceil(k_blocks);
+    let kc_step = padded_k::<T>(k.div_ceil(k_blocks));
     let mc_step = m.div_ceil(m.div_ceil(mc)).div_ceil(MR) * MR;
     // Column blocks whose `kc`-deep slice of B fits half of L2: each stays there while every
     // row block of A streams past it.
-    let nc_panels = (B_BLOCK_BYTES / (kc_step.max(1) * PANEL_COLS * 4)).max(1);
+    let nc_panels =
+        (B_BLOCK_BYTES / (kc_step.max(1) * PANEL_COLS * core::mem::size_of::<T>())).max(1);
     let mut jc = cols.panel0;
     while jc < cols.panel1 {
         let block = Columns {
@@ -164,7 +189,7 @@ unsafe fn blocked_tiles<S: Simd, const MR: usize, const NV: usize>(
         };
         // SAFETY: forwarded contract, for a sub-range of this task's panels.
         unsafe {
-            blocked_columns::<S, MR, NV>(simd, ops, out, block, a_edge, kc_step, mc_step);
+            blocked_columns::<S, T, MR, NV>(simd, ops, out, block, a_edge, kc_step, mc_step);
         }
         jc = block.panel1;
     }
@@ -178,9 +203,9 @@ const B_BLOCK_BYTES: usize = 512 * 1024;
 /// # Safety
 /// As `blocked_path`.
 #[inline(always)]
-unsafe fn blocked_columns<S: Simd, const MR: usize, const NV: usize>(
+unsafe fn blocked_columns<S: Simd, T: Element, const MR: usize, const NV: usize>(
     simd: S,
-    ops: Operands<'_>,
+    ops: Operands<'_, T>,
     out: &Output<'_>,
     cols: Columns,
     a_edge: &mut [f32],
@@ -189,7 +214,7 @@ unsafe fn blocked_columns<S: Simd, const MR: usize, const NV: usize>(
 ) {
     let (m, k, n) = (ops.a.rows, ops.k, ops.n);
     let tile_cols = NV * S::F32_LANES;
-    let panel_stride = k * PANEL_COLS;
+    let panel_stride = ops.panel_stride();
     let col_end = n.min(cols.panel1 * PANEL_COLS);
     let mut pc = 0;
     loop {
@@ -207,11 +232,7 @@ unsafe fn blocked_columns<S: Simd, const MR: usize, const NV: usize>(
             }
             let mut col0 = cols.panel0 * PANEL_COLS;
             while col0 < col_end {
-                let panel = col0 / PANEL_COLS;
-                let b = ops
-                    .b
-                    .as_ptr()
-                    .wrapping_add(panel * panel_stride + pc * PANEL_COLS + col0 % PANEL_COLS);
+                let b = ops.b_at(pc, col0);
                 let width = tile_cols.min(col_end - col0);
                 let mut ir = 0;
                 while ir < mcb {
@@ -236,7 +257,7 @@ unsafe fn blocked_columns<S: Simd, const MR: usize, const NV: usize>(
                     // `[pc, pc + kc)` lie inside the validated `A`; the edge tile is the packed
                     // `MR × kc` copy. The tile's `tile_cols <= 32` columns stay inside the
                     // panel, whose `kc` rows from `pc` exist in the packed B.
-                    let acc = unsafe { accumulate::<S, MR, NV>(simd, kc, a, b, panel_stride) };
+                    let acc = unsafe { accumulate::<S, T, MR, NV>(simd, kc, a, b, panel_stride) };
                     let at = TileAt {
                         row0: ic + ir,
                         rows: MR.min(mcb - ir),
@@ -289,9 +310,9 @@ fn pack_edge<const MR: usize>(
 /// # Safety
 /// As `blocked_path`, without the edge tile.
 #[inline(always)]
-pub(crate) unsafe fn small_path<S: Simd>(
+pub(crate) unsafe fn small_path<S: Simd, T: Element>(
     simd: S,
-    ops: Operands<'_>,
+    ops: Operands<'_, T>,
     out: &Output<'_>,
     cols: Columns,
 ) {
@@ -305,7 +326,7 @@ pub(crate) unsafe fn small_path<S: Simd>(
     let span = if blocks == 1 {
         cols.panel1 - cols.panel0
     } else {
-        (SPAN_BYTES / (ops.k.max(1) * PANEL_COLS * 4)).max(1)
+        (SPAN_BYTES / (ops.k.max(1) * PANEL_COLS * core::mem::size_of::<T>())).max(1)
     };
     let mut p = cols.panel0;
     while p < cols.panel1 {
@@ -343,9 +364,9 @@ const fn small_max_rows(lanes: usize) -> usize {
 /// # Safety
 /// As `small_path`, for rows `[row0, row0 + rows)` with `1 <= rows <= small_max_rows`.
 #[inline(always)]
-unsafe fn small_rows<S: Simd>(
+unsafe fn small_rows<S: Simd, T: Element>(
     simd: S,
-    ops: Operands<'_>,
+    ops: Operands<'_, T>,
     out: &Output<'_>,
     cols: Columns,
     row0: usize,
@@ -356,30 +377,30 @@ unsafe fn small_rows<S: Simd>(
     // SAFETY: forwarded contract; each arm's `MB` equals `rows`.
     unsafe {
         match (S::F32_LANES, rows) {
-            (16, 1) => small_tiles::<S, 1, 8, 2>(run),
-            (16, 2) => small_tiles::<S, 2, 4, 2>(run),
-            (16, 3) => small_tiles::<S, 3, 4, 2>(run),
-            (16, 4) => small_tiles::<S, 4, 4, 2>(run),
-            (16, 5) => small_tiles::<S, 5, 2, 2>(run),
-            (16, 6) => small_tiles::<S, 6, 2, 2>(run),
-            (16, 7) => small_tiles::<S, 7, 2, 2>(run),
-            (16, _) => small_tiles::<S, 8, 2, 2>(run),
-            (8, 1) => small_tiles::<S, 1, 8, 4>(run),
-            (8, 2) => small_tiles::<S, 2, 4, 4>(run),
-            (8, 3) => small_tiles::<S, 3, 4, 4>(run),
-            (8, 4) => small_tiles::<S, 4, 2, 2>(run),
-            (8, 5) => small_tiles::<S, 5, 2, 2>(run),
-            (8, _) => small_tiles::<S, 6, 2, 2>(run),
-            (4, 1) => small_tiles::<S, 1, 8, 8>(run),
-            (4, 2) => small_tiles::<S, 2, 8, 8>(run),
-            (4, 3) => small_tiles::<S, 3, 4, 4>(run),
-            (4, 4) => small_tiles::<S, 4, 4, 4>(run),
-            (4, 5) => small_tiles::<S, 5, 4, 4>(run),
-            (4, _) => small_tiles::<S, 6, 4, 4>(run),
-            (_, 1) => small_tiles::<S, 1, 4, 4>(run),
-            (_, 2) => small_tiles::<S, 2, 4, 4>(run),
-            (_, 3) => small_tiles::<S, 3, 4, 4>(run),
-            (_, _) => small_tiles::<S, 4, 4, 4>(run),
+            (16, 1) => small_tiles::<S, T, 1, 8, 2>(run),
+            (16, 2) => small_tiles::<S, T, 2, 4, 2>(run),
+            (16, 3) => small_tiles::<S, T, 3, 4, 2>(run),
+            (16, 4) => small_tiles::<S, T, 4, 4, 2>(run),
+            (16, 5) => small_tiles::<S, T, 5, 2, 2>(run),
+            (16, 6) => small_tiles::<S, T, 6, 2, 2>(run),
+            (16, 7) => small_tiles::<S, T, 7, 2, 2>(run),
+            (16, _) => small_tiles::<S, T, 8, 2, 2>(run),
+            (8, 1) => small_tiles::<S, T, 1, 8, 4>(run),
+            (8, 2) => small_tiles::<S, T, 2, 4, 4>(run),
+            (8, 3) => small_tiles::<S, T, 3, 4, 4>(run),
+            (8, 4) => small_tiles::<S, T, 4, 2, 2>(run),
+            (8, 5) => small_tiles::<S, T, 5, 2, 2>(run),
+            (8, _) => small_tiles::<S, T, 6, 2, 2>(run),
+            (4, 1) => small_tiles::<S, T, 1, 8, 8>(run),
+            (4, 2) => small_tiles::<S, T, 2, 8, 8>(run),
+            (4, 3) => small_tiles::<S, T, 3, 4, 4>(run),
+            (4, 4) => small_tiles::<S, T, 4, 4, 4>(run),
+            (4, 5) => small_tiles::<S, T, 5, 4, 4>(run),
+            (4, _) => small_tiles::<S, T, 6, 4, 4>(run),
+            (_, 1) => small_tiles::<S, T, 1, 4, 4>(run),
+            (_, 2) => small_tiles::<S, T, 2, 4, 4>(run),
+            (_, 3) => small_tiles::<S, T, 3, 4, 4>(run),
+            (_, _) => small_tiles::<S, T, 4, 4, 4>(run),
         }
     }
 }
@@ -391,11 +412,17 @@ unsafe fn small_rows<S: Simd>(
 /// # Safety
 /// As `small_rows` with `rows == MB`.
 #[inline(always)]
-unsafe fn small_tiles<S: Simd, const MB: usize, const NV: usize, const NV_TAIL: usize>(
-    (simd, ops, out, cols, row0): (S, Operands<'_>, &Output<'_>, Columns, usize),
+unsafe fn small_tiles<
+    S: Simd,
+    T: Element,
+    const MB: usize,
+    const NV: usize,
+    const NV_TAIL: usize,
+>(
+    (simd, ops, out, cols, row0): (S, Operands<'_, T>, &Output<'_>, Columns, usize),
 ) {
     let k = ops.k;
-    let panel_stride = k * PANEL_COLS;
+    let panel_stride = ops.panel_stride();
     let padded_end = cols.panel1 * PANEL_COLS;
     let col_end = ops.n.min(padded_end);
     let a = ATile {
@@ -414,15 +441,12 @@ unsafe fn small_tiles<S: Simd, const MB: usize, const NV: usize, const NV_TAIL: 
     };
     let mut col0 = cols.panel0 * PANEL_COLS;
     while col0 < col_end {
-        let b = ops
-            .b
-            .as_ptr()
-            .wrapping_add((col0 / PANEL_COLS) * panel_stride + col0 % PANEL_COLS);
+        let b = ops.b_at(0, col0);
         let wide = NV * S::F32_LANES;
         let width = if col0 + wide <= padded_end {
             // SAFETY: `MB` rows of `A` by `k` from `row0`; the tile's columns lie in this
             // task's panels, all `k` rows of which are in the packed B.
-            let acc = unsafe { accumulate::<S, MB, NV>(simd, k, a, b, panel_stride) };
+            let acc = unsafe { accumulate::<S, T, MB, NV>(simd, k, a, b, panel_stride) };
             // SAFETY: rows inside `m`, columns inside this task's part of `n`.
             unsafe { out.store::<S, MB, NV>(simd, &acc, at(col0, wide)) };
             wide
@@ -430,7 +454,7 @@ unsafe fn small_tiles<S: Simd, const MB: usize, const NV: usize, const NV_TAIL: 
             let narrow = NV_TAIL * S::F32_LANES;
             // SAFETY: as above; `narrow` divides the panel width so the tile ends inside the
             // task's last panel.
-            let acc = unsafe { accumulate::<S, MB, NV_TAIL>(simd, k, a, b, panel_stride) };
+            let acc = unsafe { accumulate::<S, T, MB, NV_TAIL>(simd, k, a, b, panel_stride) };
             // SAFETY: as above.
             unsafe { out.store::<S, MB, NV_TAIL>(simd, &acc, at(col0, narrow)) };
             narrow

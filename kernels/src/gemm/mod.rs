@@ -42,11 +42,15 @@
 //! ```
 
 mod driver;
+mod element;
 mod packed_b;
 mod parallel;
 mod tile;
 
-pub use packed_b::{packed_len, PackedB, PANEL_COLS};
+pub use element::Element;
+/// The 16-bit weight types (the `half` crate's), re-exported so callers name the same version.
+pub use half::{bf16, f16};
+pub use packed_b::{packed_len, packed_len_of, PackedB, PANEL_COLS};
 pub use parallel::{Parallel, Sequential, MAX_TASKS};
 
 use crate::activation::Activation;
@@ -171,10 +175,10 @@ fn task_count(threads: usize, n: usize) -> usize {
 /// or `BufferTooSmall` for a view its slice does not cover (`a`, `c`, residual, which must be
 /// `m × n`); `ScratchTooSmall`; `Overflow` for shapes beyond `usize`; `InvalidArgument` when
 /// the runner did not run every task (then `C` is partly written).
-pub fn gemm<W: AsRef<[f32]>>(
+pub fn gemm<W: AsRef<[T]>, T: Element>(
     isa: Isa,
     a: MatRef<'_>,
-    b: &PackedB<W>,
+    b: &PackedB<W, T>,
     c: MatMut<'_>,
     epilogue: &Epilogue<'_>,
     scratch: &mut [f32],
@@ -277,15 +281,15 @@ impl SendSlots {
 unsafe impl Sync for SendSlots {}
 
 /// One task at one ISA level.
-struct Task<'a, 'o> {
-    ops: Operands<'a>,
+struct Task<'a, 'o, T: Element> {
+    ops: Operands<'a, T>,
     out: &'o Output<'a>,
     cols: Columns,
     a_edge: &'o mut [f32],
     small: bool,
 }
 
-impl pulp::WithSimd for Task<'_, '_> {
+impl<T: Element> pulp::WithSimd for Task<'_, '_, T> {
     type Output = ();
 
     #[inline(always)]

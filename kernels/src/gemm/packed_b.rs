@@ -3,46 +3,109 @@
 //! # Layout
 //!
 //! `B` (`k × n`) is cut into panels of [`PANEL_COLS`] columns; the last panel is padded with
-//! zeros up to the full width. Panel `p` occupies `k · PANEL_COLS` consecutive floats, row `kk`
-//! of the panel at `p · k · PANEL_COLS + kk · PANEL_COLS`. The layout is the same at every ISA
-//! level (each microkernel reads a panel as whole vectors of its own width), so weights packed
-//! once run at any forced level and the levels can be compared on the same packed data.
+//! zeros up to the full width. The layout is the same at every ISA level (each microkernel reads
+//! a panel as whole vectors of its own width), so weights packed once run at any forced level
+//! and the levels can be compared on the same packed data.
+//!
+//! - `f32`: panel `p` occupies `k · PANEL_COLS` consecutive floats, row `kk` of the panel at
+//!   `p · k · PANEL_COLS + kk · PANEL_COLS`.
+//! - `f16` and `bf16`: rows are interleaved in pairs. A panel occupies
+//!   `round_up(k, 2) · PANEL_COLS` elements; its row pair `kk / 2` is `2 · PANEL_COLS` elements
+//!   holding, for each column `j`, one native-endian `u32` word: row `kk` even in the low half,
+//!   row `kk + 1` in the high half (a zero row pads an odd `k`). So element `(kk, j)` of a panel
+//!   is at `(kk / 2) · 2 · PANEL_COLS + 2 · j + kk % 2` on little-endian targets. One vector load
+//!   of words yields two rows of columns; a shift and a mask widen them (`bf16`) or set up the
+//!   exact integer rebasing (`f16`), with the same code at every level. It is also the operand
+//!   layout of AVX-512 BF16's `vdpbf16ps` (see [`PackedB::with_bf16_dot`]).
 
 use crate::error::{check_view, KernelError};
+use crate::gemm::element::Element;
 use crate::gemm::MatRef;
+use core::marker::PhantomData;
+use half::bf16;
 
 /// Columns per packed panel: two AVX-512 vectors, four AVX2 vectors, eight NEON vectors.
 pub const PANEL_COLS: usize = 32;
 
 /// Number of `f32` a packed `k × n` operand occupies: `k · round_up(n, PANEL_COLS)`.
 pub fn packed_len(k: usize, n: usize) -> Result<usize, KernelError> {
+    packed_len_of::<f32>(k, n)
+}
+
+/// Number of `T` elements a packed `k × n` operand of element type `T` occupies:
+/// `k · round_up(n, PANEL_COLS)` for `f32`, `round_up(k, 2) · round_up(n, PANEL_COLS)` for
+/// `f16` and `bf16`.
+pub fn packed_len_of<T: Element>(k: usize, n: usize) -> Result<usize, KernelError> {
     let panels = n.div_ceil(PANEL_COLS);
     panels
         .checked_mul(PANEL_COLS)
-        .and_then(|cols| cols.checked_mul(k))
+        .zip(k.checked_next_multiple_of(T::K_GROUP))
+        .and_then(|(cols, rows)| cols.checked_mul(rows))
         .ok_or(KernelError::Overflow("packed b"))
 }
 
-/// A `k × n` weight matrix in the panel layout the microkernels read (see the module docs).
+/// Rows a packed panel of `T` holds for depth `k`: `k` rounded up to whole row groups (`k` of
+/// a validated `PackedB`, whose packed length did not overflow).
+pub(crate) const fn padded_k<T: Element>(k: usize) -> usize {
+    k.div_ceil(T::K_GROUP) * T::K_GROUP
+}
+
+/// Index of element `(kk, j)` (row `kk`, column `j < PANEL_COLS`) inside one packed panel.
+fn panel_index<T: Element>(kk: usize, j: usize) -> usize {
+    let g = T::K_GROUP;
+    // The low half of a word comes first in memory on little-endian targets only.
+    let half = if cfg!(target_endian = "little") {
+        kk % g
+    } else {
+        g - 1 - kk % g
+    };
+    (kk / g) * g * PANEL_COLS + j * g + half
+}
+
+/// How the products of a 16-bit weight are computed (see [`PackedB::with_bf16_dot`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum DotMode {
+    /// Widen the weights to `f32` and multiply by the `f32` activations (the default).
+    #[default]
+    Widen,
+    /// Round the activations to `bf16` and use AVX-512 BF16 dot products where the CPU has them.
+    Bf16Dot,
+}
+
+/// A `k × n` weight matrix in the panel layout the microkernels read (see the module docs),
+/// stored as `T`: `f32` (the default), `half::f16` or `half::bf16`.
 ///
-/// Generic over its storage `W` (anything that derefs to `[f32]`: `Vec<f32>`, `&[f32]`, an
-/// aligned arena slice), so the allocation-free kernels never own memory. Storage aligned to 64
-/// bytes makes every panel row one cache line, though any alignment is correct.
+/// Generic over its storage `W` (anything that derefs to `[T]`: `Vec<T>`, `&[T]`, an aligned
+/// arena slice), so the allocation-free kernels never own memory. Storage aligned to 64 bytes
+/// makes every panel row one cache line, though any alignment is correct.
 #[derive(Clone, Debug)]
-pub struct PackedB<W> {
+pub struct PackedB<W, T = f32> {
     data: W,
     k: usize,
     n: usize,
+    dot: DotMode,
+    element: PhantomData<T>,
 }
 
-impl<W: AsRef<[f32]>> PackedB<W> {
+impl<W: AsRef<[T]>, T: Element> PackedB<W, T> {
     /// Wraps data already in the packed layout (for example a `PackedB` saved earlier).
     ///
-    /// Fails unless `data` holds exactly [`packed_len`]`(k, n)` floats. Padding columns should
-    /// be zero; if they are not, only padded (never stored) output columns are affected.
-    pub fn from_packed(data: W, k: usize, n: usize) -> Result<PackedB<W>, KernelError> {
-        check_storage(data.as_ref().len(), k, n)?;
-        Ok(PackedB { data, k, n })
+    /// Fails unless `data` holds exactly [`packed_len_of`]`::<T>(k, n)` elements. Padding
+    /// should be zero; if it is not, only padded (never stored) output columns are affected
+    /// (and, for 16-bit types with odd `k`, nothing: the padding row is never multiplied).
+    pub fn from_packed(data: W, k: usize, n: usize) -> Result<PackedB<W, T>, KernelError> {
+        check_storage::<T>(data.as_ref().len(), k, n)?;
+        Ok(PackedB::new(data, k, n))
+    }
+
+    fn new(data: W, k: usize, n: usize) -> PackedB<W, T> {
+        PackedB {
+            data,
+            k,
+            n,
+            dot: DotMode::Widen,
+            element: PhantomData,
+        }
     }
 
     /// Reduction length: the rows of `B`, the columns of `A`.
@@ -55,8 +118,8 @@ impl<W: AsRef<[f32]>> PackedB<W> {
         self.n
     }
 
-    /// The packed floats.
-    pub fn as_slice(&self) -> &[f32] {
+    /// The packed elements.
+    pub fn as_slice(&self) -> &[T] {
         self.data.as_ref()
     }
 
@@ -64,68 +127,134 @@ impl<W: AsRef<[f32]>> PackedB<W> {
     pub fn into_inner(self) -> W {
         self.data
     }
-}
 
-impl<W: AsRef<[f32]> + AsMut<[f32]>> PackedB<W> {
-    /// Packs a row-major `k × n` matrix (`b.rows = k`, `b.cols = n`) into `storage`, which must
-    /// hold exactly [`packed_len`]`(k, n)` floats.
-    pub fn from_kn(mut storage: W, b: MatRef<'_>) -> Result<PackedB<W>, KernelError> {
-        let (k, n) = (b.rows, b.cols);
-        check_view("b", b.data.len(), k, n, b.stride)?;
-        check_storage(storage.as_ref().len(), k, n)?;
-        let dst = storage.as_mut();
-        // `k == 0` packs nothing (and must not ask for chunks of length 0).
-        for (panel, block) in dst.chunks_exact_mut((k * PANEL_COLS).max(1)).enumerate() {
-            let col0 = panel * PANEL_COLS;
-            let width = PANEL_COLS.min(n - col0);
-            for (kk, row) in block.chunks_exact_mut(PANEL_COLS).enumerate() {
-                let src = &b.data[kk * b.stride + col0..][..width];
-                row[..width].copy_from_slice(src);
-                row[width..].fill(0.0);
-            }
+    /// Element `(kk, j)` of `B` (`kk < k`, `j < n`) as stored, or `None` outside the matrix.
+    pub fn get(&self, kk: usize, j: usize) -> Option<T> {
+        if kk >= self.k || j >= self.n {
+            return None;
         }
-        Ok(PackedB {
-            data: storage,
-            k,
-            n,
-        })
+        let panel = j / PANEL_COLS * padded_k::<T>(self.k) * PANEL_COLS;
+        self.as_slice()
+            .get(panel + panel_index::<T>(kk, j % PANEL_COLS))
+            .copied()
     }
 
-    /// Packs PyTorch's `nn.Linear` weight layout: a row-major `n × k` matrix (`w.rows = n`
-    /// output features, `w.cols = k` input features), used as `B = wᵀ`. `storage` must hold
-    /// exactly [`packed_len`]`(k, n)` floats.
-    pub fn from_nk(mut storage: W, w: MatRef<'_>) -> Result<PackedB<W>, KernelError> {
-        let (n, k) = (w.rows, w.cols);
-        check_view("w", w.data.len(), n, k, w.stride)?;
-        check_storage(storage.as_ref().len(), k, n)?;
-        let dst = storage.as_mut();
-        // `k == 0` packs nothing (and must not ask for chunks of length 0).
-        for (panel, block) in dst.chunks_exact_mut((k * PANEL_COLS).max(1)).enumerate() {
-            let col0 = panel * PANEL_COLS;
-            for j in 0..PANEL_COLS {
-                let col = col0 + j;
-                if col < n {
-                    let src = &w.data[col * w.stride..][..k];
-                    for (kk, &x) in src.iter().enumerate() {
-                        block[kk * PANEL_COLS + j] = x;
-                    }
-                } else {
-                    for kk in 0..k {
-                        block[kk * PANEL_COLS + j] = 0.0;
-                    }
+    #[allow(dead_code)] // Read by the BF16 dot-product path.
+    pub(crate) fn dot_mode(&self) -> DotMode {
+        self.dot
+    }
+}
+
+impl<W: AsRef<[bf16]>> PackedB<W, bf16> {
+    /// Opts in to (or out of) AVX-512 BF16 dot products (`vdpbf16ps`) for this weight.
+    ///
+    /// They multiply `bf16` by `bf16`, so [`gemm`](super::gemm) then rounds each activation to
+    /// `bf16` (nearest, ties to even) before multiplying: every product carries a relative error
+    /// up to `2^-8` on top of the weight's own rounding, and the pairs of products are summed in
+    /// `f32` (`vdpbf16ps` flushes subnormal inputs and outputs to zero). In exchange the
+    /// widening disappears. Levels or CPUs without AVX-512 BF16 ignore the flag and widen as
+    /// usual (exact `f32` activations), so results then differ by at most that bound.
+    pub fn with_bf16_dot(mut self, enabled: bool) -> PackedB<W, bf16> {
+        self.dot = if enabled {
+            DotMode::Bf16Dot
+        } else {
+            DotMode::Widen
+        };
+        self
+    }
+
+    /// Whether [`with_bf16_dot`](PackedB::with_bf16_dot) is on.
+    pub fn bf16_dot(&self) -> bool {
+        self.dot == DotMode::Bf16Dot
+    }
+}
+
+impl<W: AsRef<[T]> + AsMut<[T]>, T: Element> PackedB<W, T> {
+    /// Packs a row-major `k × n` `f32` matrix (`b.rows = k`, `b.cols = n`) into `storage`,
+    /// which must hold exactly [`packed_len_of`]`::<T>(k, n)` elements, rounding each value to
+    /// `T` (nearest, ties to even).
+    pub fn from_kn(storage: W, b: MatRef<'_>) -> Result<PackedB<W, T>, KernelError> {
+        PackedB::from_kn_elems(storage, b.data, b.rows, b.cols, b.stride)
+    }
+
+    /// Packs PyTorch's `nn.Linear` weight layout: a row-major `n × k` `f32` matrix (`w.rows = n`
+    /// output features, `w.cols = k` input features), used as `B = wᵀ`, rounding each value to
+    /// `T`. `storage` must hold exactly [`packed_len_of`]`::<T>(k, n)` elements.
+    pub fn from_nk(storage: W, w: MatRef<'_>) -> Result<PackedB<W, T>, KernelError> {
+        PackedB::from_nk_elems(storage, w.data, w.rows, w.cols, w.stride)
+    }
+
+    /// [`from_kn`](PackedB::from_kn) from elements of any [`Element`] type `S` (for example
+    /// `bf16` tensors read straight from a file): row-major `k × n` with row stride `stride`.
+    /// Values are converted exactly when `S` converts exactly to `T`, else rounded to nearest.
+    pub fn from_kn_elems<S: Element>(
+        mut storage: W,
+        data: &[S],
+        k: usize,
+        n: usize,
+        stride: usize,
+    ) -> Result<PackedB<W, T>, KernelError> {
+        check_view("b", data.len(), k, n, stride)?;
+        check_storage::<T>(storage.as_ref().len(), k, n)?;
+        pack(storage.as_mut(), k, n, |block, col0, width| {
+            for kk in 0..k {
+                let src = &data[kk * stride + col0..][..width];
+                for (j, &x) in src.iter().enumerate() {
+                    block[panel_index::<T>(kk, j)] = convert(x);
                 }
             }
-        }
-        Ok(PackedB {
-            data: storage,
-            k,
-            n,
-        })
+        });
+        Ok(PackedB::new(storage, k, n))
+    }
+
+    /// [`from_nk`](PackedB::from_nk) from elements of any [`Element`] type `S`: row-major
+    /// `n × k` with row stride `stride`, used as `B = wᵀ`.
+    pub fn from_nk_elems<S: Element>(
+        mut storage: W,
+        data: &[S],
+        n: usize,
+        k: usize,
+        stride: usize,
+    ) -> Result<PackedB<W, T>, KernelError> {
+        check_view("w", data.len(), n, k, stride)?;
+        check_storage::<T>(storage.as_ref().len(), k, n)?;
+        pack(storage.as_mut(), k, n, |block, col0, width| {
+            for j in 0..width {
+                let src = &data[(col0 + j) * stride..][..k];
+                for (kk, &x) in src.iter().enumerate() {
+                    block[panel_index::<T>(kk, j)] = convert(x);
+                }
+            }
+        });
+        Ok(PackedB::new(storage, k, n))
     }
 }
 
-fn check_storage(len: usize, k: usize, n: usize) -> Result<(), KernelError> {
-    let needed = packed_len(k, n)?;
+/// Converts between element types through `f32` (exact for every widening, one rounding for
+/// every narrowing).
+fn convert<S: Element, T: Element>(x: S) -> T {
+    T::from_f32(x.to_f32())
+}
+
+/// Zeroes `dst` (the padding) and lets `fill(block, col0, width)` write the `width` valid
+/// columns from `col0` of each panel's block.
+fn pack<T: Element>(
+    dst: &mut [T],
+    k: usize,
+    n: usize,
+    mut fill: impl FnMut(&mut [T], usize, usize),
+) {
+    dst.fill(T::ZERO);
+    // `k == 0` packs nothing (and must not ask for chunks of length 0).
+    let panel_len = (padded_k::<T>(k) * PANEL_COLS).max(1);
+    for (panel, block) in dst.chunks_exact_mut(panel_len).enumerate() {
+        let col0 = panel * PANEL_COLS;
+        fill(block, col0, PANEL_COLS.min(n - col0));
+    }
+}
+
+fn check_storage<T: Element>(len: usize, k: usize, n: usize) -> Result<(), KernelError> {
+    let needed = packed_len_of::<T>(k, n)?;
     if len < needed {
         return Err(KernelError::BufferTooSmall {
             what: "packed b storage",

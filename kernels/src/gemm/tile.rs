@@ -6,6 +6,7 @@
 //! accumulators fill the register file without spilling.
 
 use crate::activation::Activation;
+use crate::gemm::element::Element;
 use crate::gemm::packed_b::PANEL_COLS;
 use crate::gemm::MatRef;
 use pulp::Simd;
@@ -23,53 +24,75 @@ pub(crate) struct ATile {
 
 /// Accumulates `A(MR × kc) · B(kc × NV·LANES)` from zero and returns the accumulators.
 ///
-/// `b` points at row 0 of the tile's first column inside a packed panel; vector `v` of a row
-/// starts `v · LANES` columns further, in the next panel (`panel_stride` floats on) once the
-/// tile crosses a panel boundary.
+/// `b` points at row 0 of the tile's first column inside a packed panel of `T`; vector `v` of a
+/// row starts `v · LANES` columns further, in the next panel (`panel_stride` elements on) once
+/// the tile crosses a panel boundary. Rows are consumed in pairs (the 16-bit layouts interleave
+/// them; for `f32` it is plain unrolling), each accumulator still adding its products in `k`
+/// order, so the result does not depend on the element type's grouping.
 ///
 /// # Safety
 /// For every `p < kc`, `i < MR` and `v < NV`, `a.ptr + i·a.row_step + p·a.k_step` and the
-/// `LANES` floats at `b + p·PANEL_COLS + offset(v)` must be readable.
+/// `LANES` columns of row `p` at `b + offset(v)` (for 16-bit types the whole words of its row
+/// pair) must be readable.
 #[inline(always)]
-pub(crate) unsafe fn accumulate<S: Simd, const MR: usize, const NV: usize>(
+pub(crate) unsafe fn accumulate<S: Simd, T: Element, const MR: usize, const NV: usize>(
     simd: S,
     kc: usize,
     a: ATile,
-    b: *const f32,
+    b: *const T,
     panel_stride: usize,
 ) -> [[S::f32s; NV]; MR] {
     let lanes = S::F32_LANES;
     let offsets: [usize; NV] = core::array::from_fn(|v| {
         let col = v * lanes;
-        (col / PANEL_COLS) * panel_stride + col % PANEL_COLS
+        (col / PANEL_COLS) * panel_stride + (col % PANEL_COLS) * T::K_GROUP
     });
     let mut acc = [[simd.splat_f32s(0.0); NV]; MR];
     let mut a_ptr = a.ptr;
     let mut b_ptr = b;
-    for _ in 0..kc {
+    for _ in 0..kc / 2 {
         for (v, &offset) in offsets.iter().enumerate() {
-            // One prefetch per panel row (its first line; the adjacent-line prefetcher
-            // brings the second), so the hints do not crowd the load ports.
+            // One prefetch per 128-byte panel row (its first line; the adjacent-line
+            // prefetcher brings the second), so the hints do not crowd the load ports: two rows
+            // of f32, one row pair of a 16-bit type.
             if (v * lanes) % PANEL_COLS == 0 {
-                prefetch(b_ptr.wrapping_add(offset + PREFETCH_ROWS * PANEL_COLS));
+                for r in (0..2).step_by(T::K_GROUP) {
+                    prefetch(b_ptr.wrapping_add(offset + (PREFETCH_ROWS + r) * PANEL_COLS));
+                }
             }
         }
-        // SAFETY: within `kc` rows of the tile, as the caller guarantees; `read_unaligned`
-        // makes no alignment assumption about the packed storage.
-        let bv: [S::f32s; NV] = core::array::from_fn(|v| unsafe {
-            core::ptr::read_unaligned(b_ptr.add(offsets[v]) as *const S::f32s)
-        });
+        // SAFETY: rows `p` and `p + 1 < kc` of the tile, readable by the caller's guarantee.
+        let bv: [(S::f32s, S::f32s); NV] =
+            core::array::from_fn(|v| unsafe { T::load_pair(simd, b_ptr.add(offsets[v])) });
         for (i, row) in acc.iter_mut().enumerate() {
-            // SAFETY: element (i, p) of the A tile, readable by the caller's guarantee.
+            // SAFETY: elements (i, p) and (i, p + 1) of the A tile, readable by the caller's
+            // guarantee.
+            let (a0, a1) = unsafe {
+                let at = a_ptr.add(i * a.row_step);
+                (*at, *at.add(a.k_step))
+            };
+            let (a0, a1) = (simd.splat_f32s(a0), simd.splat_f32s(a1));
+            for (acc_iv, b_v) in row.iter_mut().zip(&bv) {
+                *acc_iv = simd.mul_add_e_f32s(a0, b_v.0, *acc_iv);
+                *acc_iv = simd.mul_add_e_f32s(a1, b_v.1, *acc_iv);
+            }
+        }
+        // The pointers may step one past the tile after the last rows; `wrapping_add` keeps
+        // that free of the in-bounds requirement of `add`.
+        a_ptr = a_ptr.wrapping_add(2 * a.k_step);
+        b_ptr = b_ptr.wrapping_add(2 * PANEL_COLS);
+    }
+    if kc % 2 == 1 {
+        // SAFETY: the last row `p = kc - 1` of the tile, as above.
+        let bv: [S::f32s; NV] =
+            core::array::from_fn(|v| unsafe { T::load_row(simd, b_ptr.add(offsets[v])) });
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: element (i, kc - 1) of the A tile.
             let ai = simd.splat_f32s(unsafe { *a_ptr.add(i * a.row_step) });
             for (acc_iv, b_v) in row.iter_mut().zip(&bv) {
                 *acc_iv = simd.mul_add_e_f32s(ai, *b_v, *acc_iv);
             }
         }
-        // The pointers may step one past the tile after the last row; `wrapping_add` keeps
-        // that free of the in-bounds requirement of `add`.
-        a_ptr = a_ptr.wrapping_add(a.k_step);
-        b_ptr = b_ptr.wrapping_add(PANEL_COLS);
     }
     acc
 }
@@ -79,7 +102,7 @@ const PREFETCH_ROWS: usize = 12;
 
 /// Hints the cache line holding `ptr` into L1. Any address is allowed: a prefetch never faults.
 #[inline(always)]
-pub(crate) fn prefetch(ptr: *const f32) {
+pub(crate) fn prefetch<T>(ptr: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `prefetcht0` is SSE (x86-64 baseline) and never faults, whatever the address.
     unsafe {

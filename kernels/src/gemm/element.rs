@@ -1,0 +1,216 @@
+//! The element types a packed weight can be stored in, and how a microkernel widens them to
+//! `f32` vectors.
+//!
+//! `f32` panels are read as they are. `f16` and `bf16` panels interleave pairs of rows of `B`
+//! (see [`packed_b`](super::packed_b)): one `u32` word per column holds row `2p` in its low
+//! half and row `2p + 1` in its high half, so one vector load of words yields two rows of
+//! `LANES` columns and two integer operations per row put each 16-bit value in the high half of
+//! its lane. From there `bf16` is an `f32` already; `f16` is rebased exactly (zero, subnormal,
+//! infinity and NaN included) with integer operations and one multiply. The same generic body
+//! runs at every ISA level.
+
+use core::fmt::Debug;
+use half::{bf16, f16};
+use pulp::Simd;
+
+/// A type a [`PackedB`](super::PackedB) weight can be stored in: `f32`, `half::f16` or
+/// `half::bf16`. Activations and accumulation are `f32` whatever the weight type.
+///
+/// Sealed: the microkernels know how to widen exactly these three.
+pub trait Element: sealed::Widen + Copy + Debug + PartialEq + Send + Sync + 'static {
+    /// The type's name in reports (`"f32"`, `"f16"`, `"bf16"`).
+    const NAME: &'static str;
+    /// Rows of `B` interleaved per packed column word: 1 for `f32`, 2 for the 16-bit types.
+    const K_GROUP: usize;
+    /// Zero (the padding value).
+    const ZERO: Self;
+
+    /// `value` rounded to this type, to nearest, ties to even (NaN stays NaN).
+    fn from_f32(value: f32) -> Self;
+
+    /// The exact `f32` value.
+    fn to_f32(self) -> f32;
+}
+
+impl Element for f32 {
+    const NAME: &'static str = "f32";
+    const K_GROUP: usize = 1;
+    const ZERO: f32 = 0.0;
+
+    fn from_f32(value: f32) -> f32 {
+        value
+    }
+
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+
+impl Element for f16 {
+    const NAME: &'static str = "f16";
+    const K_GROUP: usize = 2;
+    const ZERO: f16 = f16::ZERO;
+
+    fn from_f32(value: f32) -> f16 {
+        f16::from_f32(value)
+    }
+
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+}
+
+impl Element for bf16 {
+    const NAME: &'static str = "bf16";
+    const K_GROUP: usize = 2;
+    const ZERO: bf16 = bf16::ZERO;
+
+    fn from_f32(value: f32) -> bf16 {
+        bf16::from_f32(value)
+    }
+
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+}
+
+pub(crate) mod sealed {
+    use super::*;
+
+    /// How a microkernel reads packed rows of this type as `f32` vectors.
+    pub trait Widen: Sized {
+        /// Rows `p` and `p + 1` (`p` even) of `LANES` consecutive columns. `ptr` is where
+        /// element `(p, first column)` lives: for `f32` row `p + 1` is `PANEL_COLS` further; for
+        /// the 16-bit types `ptr` starts `LANES` column words.
+        ///
+        /// # Safety
+        /// Both rows' `LANES` columns (`2 · LANES` elements for 16-bit types) must be readable.
+        unsafe fn load_pair<S: Simd>(simd: S, ptr: *const Self) -> (S::f32s, S::f32s);
+
+        /// Row `p` (`p` even, the last row of an odd `k`) of `LANES` consecutive columns.
+        ///
+        /// # Safety
+        /// As [`Widen::load_pair`] for row `p` (16-bit panels pad the missing row `p + 1`, so
+        /// their words are whole).
+        unsafe fn load_row<S: Simd>(simd: S, ptr: *const Self) -> S::f32s;
+    }
+
+    impl Widen for f32 {
+        #[inline(always)]
+        unsafe fn load_pair<S: Simd>(_: S, ptr: *const f32) -> (S::f32s, S::f32s) {
+            use crate::gemm::packed_b::PANEL_COLS;
+            // SAFETY: the caller guarantees both rows are readable; `read_unaligned` assumes
+            // no alignment of the packed storage.
+            unsafe {
+                (
+                    core::ptr::read_unaligned(ptr as *const S::f32s),
+                    core::ptr::read_unaligned(ptr.add(PANEL_COLS) as *const S::f32s),
+                )
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn load_row<S: Simd>(_: S, ptr: *const f32) -> S::f32s {
+            // SAFETY: the caller guarantees the row is readable.
+            unsafe { core::ptr::read_unaligned(ptr as *const S::f32s) }
+        }
+    }
+
+    impl Widen for bf16 {
+        #[inline(always)]
+        unsafe fn load_pair<S: Simd>(simd: S, ptr: *const bf16) -> (S::f32s, S::f32s) {
+            // SAFETY: forwarded contract.
+            let (even, odd) = unsafe { high_halves(simd, ptr as *const u16) };
+            (
+                simd.transmute_f32s_u32s(even),
+                simd.transmute_f32s_u32s(odd),
+            )
+        }
+
+        #[inline(always)]
+        unsafe fn load_row<S: Simd>(simd: S, ptr: *const bf16) -> S::f32s {
+            // SAFETY: forwarded contract.
+            let even = unsafe { high_halves(simd, ptr as *const u16) }.0;
+            simd.transmute_f32s_u32s(even)
+        }
+    }
+
+    impl Widen for f16 {
+        #[inline(always)]
+        unsafe fn load_pair<S: Simd>(simd: S, ptr: *const f16) -> (S::f32s, S::f32s) {
+            // SAFETY: forwarded contract.
+            let (even, odd) = unsafe { high_halves(simd, ptr as *const u16) };
+            (f16_high_to_f32(simd, even), f16_high_to_f32(simd, odd))
+        }
+
+        #[inline(always)]
+        unsafe fn load_row<S: Simd>(simd: S, ptr: *const f16) -> S::f32s {
+            // SAFETY: forwarded contract.
+            let even = unsafe { high_halves(simd, ptr as *const u16) }.0;
+            f16_high_to_f32(simd, even)
+        }
+    }
+}
+
+/// Loads `LANES` column words of a 16-bit row pair and returns, per column, the even row's and
+/// the odd row's 16 bits in the high half of a `u32` lane (low half zero).
+///
+/// # Safety
+/// `2 · LANES` `u16` at `ptr` must be readable.
+#[inline(always)]
+unsafe fn high_halves<S: Simd>(simd: S, ptr: *const u16) -> (S::u32s, S::u32s) {
+    // SAFETY: the caller guarantees the words are readable; no alignment is assumed. The words
+    // are native-endian: the packer stores the even row in the low half of each word.
+    let words = unsafe { core::ptr::read_unaligned(ptr as *const S::u32s) };
+    let even = simd.wrapping_dyn_shl_u32s(words, simd.splat_u32s(16));
+    let odd = simd.and_u32s(words, simd.splat_u32s(0xFFFF_0000));
+    (even, odd)
+}
+
+/// Exact `f16 → f32` for f16 bits held in the high half of each lane (low half zero).
+///
+/// The magnitude shifted right by 3 lines the f16 exponent and mantissa up with f32's; read as
+/// an f32 that is the value scaled by `2^-112` (subnormal f16 become subnormal f32 exactly), so
+/// one multiply by `2^112` rebases every finite value. Infinity and NaN (exponent all ones)
+/// get the f32 all-ones exponent instead, keeping the NaN payload.
+#[inline(always)]
+pub(crate) fn f16_high_to_f32<S: Simd>(simd: S, x: S::u32s) -> S::f32s {
+    /// `2^112` (biased exponent `112 + 127`).
+    const REBASE: u32 = (112 + 127) << 23;
+    /// The f16 infinity's magnitude after the shift.
+    const INF_SHIFTED: i32 = 0x7C00_0000 >> 3;
+    let sign = simd.and_u32s(x, simd.splat_u32s(0x8000_0000));
+    let magnitude = simd.wrapping_dyn_shr_u32s(simd.xor_u32s(x, sign), simd.splat_u32s(3));
+    let finite = simd.mul_f32s(
+        simd.transmute_f32s_u32s(magnitude),
+        simd.splat_f32s(f32::from_bits(REBASE)),
+    );
+    // Magnitudes are below 2^31, so the signed compare is exact (and cheaper on AVX2).
+    let special = simd.greater_than_i32s(
+        simd.transmute_i32s_u32s(magnitude),
+        simd.splat_i32s(INF_SHIFTED - 1),
+    );
+    let inf_nan = simd.or_u32s(magnitude, simd.splat_u32s(0x7F80_0000));
+    let bits = simd.select_u32s(special, inf_nan, simd.transmute_u32s_f32s(finite));
+    simd.transmute_f32s_u32s(simd.or_u32s(bits, sign))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The widening agrees bit for bit with `half` on every f16 (NaN: any NaN).
+    #[test]
+    fn f16_widening_is_exact_for_every_value() {
+        let simd = pulp::Scalar::new();
+        for bits in 0..=u16::MAX {
+            let got = f16_high_to_f32(simd, (bits as u32) << 16);
+            let want = f16::from_bits(bits).to_f32();
+            if want.is_nan() {
+                assert!(got.is_nan(), "{bits:#06x}");
+            } else {
+                assert_eq!(got.to_bits(), want.to_bits(), "{bits:#06x}");
+            }
+        }
+    }
+}
