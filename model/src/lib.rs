@@ -43,8 +43,8 @@ pub mod weights;
 pub use config::{Biases, Config, ConfigError, FfnActivation, NormPlacement, Positions};
 pub use plan::{ArenaPlan, Limits, Region};
 
+pub use linear::WeightType;
 pub use search::{Hypotheses, Hypothesis, SearchOptions, StepView};
 pub use session::{RunError, Session, SessionError};
 pub use threads::{PoolError, ThreadPool};
-pub use linear::WeightType;
 pub use weights::{LoadError, LoadOptions, Model};

@@ -13,7 +13,6 @@ use tessel_kernels::math::exp;
 use tessel_kernels::norm::{self, RowShape, RowsMut};
 use tessel_kernels::{Isa, KernelError, ScratchSpec};
 
-
 pub use crate::linear::{linear, linear_scratch, Epilogue, Linear, LinearError, Residual};
 pub use tessel_kernels::gemm::Sequential;
 

@@ -76,13 +76,14 @@ fn read_expected(dir: &Path) -> Expected {
 /// Greedy search from the encoded source gives the fixture's tokens (up to its length when it
 /// did not stop at EOS).
 fn assert_greedy(session: &mut Session<'_>, expected: &Expected, what: &str) {
+    let eos = session.model().config().eos_id;
     let steps = expected.greedy.len().max(1) + 2;
     let hyps = session
         .generate(&SearchOptions::greedy(steps), |_| {})
         .expect("greedy");
     let best = hyps.best().expect("one hypothesis");
     let want = expected.greedy.as_slice();
-    let stops_at_eos = want.last() == Some(&session.model().config().eos_id);
+    let stops_at_eos = want.last() == Some(&eos);
     let got = if stops_at_eos {
         best.tokens
     } else {
@@ -190,13 +191,17 @@ fn logit_drift_bound(weights: WeightType) -> f64 {
     match weights {
         WeightType::F32 => LOGIT_TOLERANCE,
         WeightType::F16 => 2e-3,
-        WeightType::Bf16 => 2e-2,
+        WeightType::Bf16 => 1e-2,
         WeightType::Bf16Dot => 3e-2,
     }
 }
 
-/// Teacher-forced logits within [`logit_drift_bound`] of PyTorch's and greedy tokens unchanged,
-/// for every 16-bit weight type at every ISA level.
+/// For every 16-bit weight type at every ISA level: teacher-forced logits within
+/// [`logit_drift_bound`] of PyTorch's, and the same argmax wherever PyTorch's top two logits are
+/// further apart than twice the bound (so the drift cannot reorder them). Greedy tokens must be
+/// unchanged with f16 weights; with bf16 the random-weight fixtures have near-ties (pre_gelu's
+/// step 10 is decided by less than the bf16 drift), so a whole greedy sequence is not a bound
+/// the rounding can promise.
 fn check_fixture_16_bit(name: &str) {
     let dir = golden_dir(name);
     let expected = read_expected(&dir);
@@ -219,6 +224,14 @@ fn check_fixture_16_bit(name: &str) {
                 for (&a, &e) in logits.iter().zip(want) {
                     worst = worst.max((f64::from(a) - f64::from(e)).abs());
                 }
+                let (top, margin) = top_and_margin(want);
+                if margin > 2.0 * bound {
+                    assert_eq!(
+                        top_and_margin(logits).0,
+                        top,
+                        "{name} {weights} {isa}: argmax at step {t} (margin {margin:e})"
+                    );
+                }
             }
             eprintln!(
                 "{name} {weights} {isa}: worst logit drift {:.2e} of scale {scale:.3}",
@@ -228,9 +241,27 @@ fn check_fixture_16_bit(name: &str) {
                 worst <= bound,
                 "{name} {weights} {isa}: logit drift {worst:e} over the bound {bound:e}"
             );
-            assert_greedy(&mut session, &expected, &format!("{name} {weights} {isa}"));
+            if weights == WeightType::F16 {
+                assert_greedy(&mut session, &expected, &format!("{name} {weights} {isa}"));
+            }
         });
     }
+}
+
+/// Index of the largest value and how far it is above the second largest.
+fn top_and_margin(values: &[f32]) -> (usize, f64) {
+    let mut top = 0;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[top] {
+            top = i;
+        }
+    }
+    let second = values
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != top)
+        .fold(f64::NEG_INFINITY, |m, (_, &v)| m.max(f64::from(v)));
+    (top, f64::from(values[top]) - second)
 }
 
 #[test]

@@ -167,7 +167,15 @@ fn weight_types(budget: Budget, isa: Isa, src: &[u32], emit: &mut dyn FnMut(Reco
         let ns = medians[medians.len() / 2];
         let bytes = session.model().decode_step_weight_bytes() as f64;
         let impl_name = format!("tessel-{weights}");
-        let record = Record::new("e2e", "decode-step", &impl_name, &level, 1, ns, Work::bytes(bytes));
+        let record = Record::new(
+            "e2e",
+            "decode-step",
+            &impl_name,
+            &level,
+            1,
+            ns,
+            Work::bytes(bytes),
+        );
         match &f32_step {
             None => {
                 f32_step = Some(record.clone());

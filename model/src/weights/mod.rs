@@ -441,8 +441,14 @@ impl Model {
                 None
             };
             let storage = loader.options.weights;
-            Linear::packed(storage, config.tgt_vocab, d, tgt_embed.as_slice(), bias.as_deref())
-                .map_err(linear_error("tgt_embed.weight"))?
+            Linear::packed(
+                storage,
+                config.tgt_vocab,
+                d,
+                tgt_embed.as_slice(),
+                bias.as_deref(),
+            )
+            .map_err(linear_error("tgt_embed.weight"))?
         } else {
             let [generator] = loader.linears(
                 "generator.weight",

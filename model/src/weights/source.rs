@@ -54,7 +54,10 @@ pub(crate) trait TensorSource {
 }
 
 /// The first of `names`, in sorted order, not in `used`.
-fn first_unused<'a>(names: impl Iterator<Item = &'a String>, used: &HashSet<String>) -> Option<String> {
+fn first_unused<'a>(
+    names: impl Iterator<Item = &'a String>,
+    used: &HashSet<String>,
+) -> Option<String> {
     names.filter(|n| !used.contains(*n)).min().cloned()
 }
 
