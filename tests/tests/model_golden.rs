@@ -23,6 +23,15 @@ struct Expected {
     beam_options: (usize, usize, f32),
 }
 
+impl Expected {
+    /// The largest `|logit|` of the fixture, at least 1: what logit errors are relative to.
+    fn logit_scale(&self) -> f64 {
+        self.logits
+            .iter()
+            .fold(1.0f64, |m, &v| m.max(f64::from(v.abs())))
+    }
+}
+
 fn golden_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("golden")
@@ -98,10 +107,7 @@ fn check_fixture(name: &str) {
     let expected = read_expected(&dir);
     let vocab = model.config().tgt_vocab;
     assert_eq!(expected.logits.len(), expected.tgt_in.len() * vocab);
-    let scale = expected
-        .logits
-        .iter()
-        .fold(1.0f64, |m, &v| m.max(f64::from(v.abs())));
+    let scale = expected.logit_scale();
     let bound = LOGIT_TOLERANCE * scale;
     for_each_isa(|isa| {
         let mut session = Session::new(&model, isa).expect("session");
@@ -209,10 +215,7 @@ fn check_fixture_16_bit(name: &str) {
         let model = Model::load_dir_with(&dir, &LoadOptions::weights(weights))
             .unwrap_or_else(|e| panic!("{name} {weights}: {e}"));
         let vocab = model.config().tgt_vocab;
-        let scale = expected
-            .logits
-            .iter()
-            .fold(1.0f64, |m, &v| m.max(f64::from(v.abs())));
+        let scale = expected.logit_scale();
         let bound = logit_drift_bound(weights) * scale;
         for_each_isa(|isa| {
             let mut session = Session::new(&model, isa).expect("session");
