@@ -78,8 +78,65 @@ fn check_type<T: Element>(spec: &Spec) {
     });
 }
 
+/// The BF16-dot opt-in: where the level has AVX-512 BF16 the kernel rounds A to bf16, so it
+/// must match the reference fed the rounded A and B (f32 sums of exact bf16 products), and stay
+/// within the documented `2^-8` relative bound per product of the exact-A reference; elsewhere
+/// the flag is ignored and the exact-A result is required.
+fn check_bf16_dot(spec: &Spec) {
+    let problem = spec.problem(Values::uniform);
+    let rounded_b = rounded::<bf16>(&problem);
+    let mut rounded_ab = rounded_b.clone();
+    for x in &mut rounded_ab.a {
+        *x = bf16::from_f32(*x).to_f32();
+    }
+    let exact_a = rounded_b.expected();
+    let bf16_a = rounded_ab.expected();
+    let b = problem.pack::<bf16>(spec.source()).with_bf16_dot(true);
+    assert!(b.bf16_dot());
+    for_each_isa(|isa| {
+        let actual = rounded_b.run(isa, &b, &Sequential);
+        let what = format!("{isa} bf16-dot {spec:?}");
+        if isa.has_avx512_bf16() {
+            rounded_ab.check(&what, &actual, &bf16_a);
+            let n = spec.n.max(1);
+            let expected: Vec<f32> = exact_a.elements().collect();
+            tessel_tests::assert_close(
+                &what,
+                actual.elements(),
+                expected.iter().map(|&v| v as f64),
+                |idx| {
+                    let (i, j) = (idx / n, idx % n);
+                    let abs_sum: f64 = (0..spec.k)
+                        .map(|p| {
+                            let a = rounded_b.a[i * rounded_b.lda + p] as f64;
+                            (a * rounded_b.b[p * spec.n + j] as f64).abs()
+                        })
+                        .sum();
+                    // Activations rounded to bf16 (`2^-8` relative per product), then the
+                    // GELU slope and the usual f32 bound.
+                    1.2 * abs_sum * 2f64.powi(-8) + rounded_b.bound(i, j, expected[idx])
+                },
+            );
+        } else {
+            rounded_b.check(&what, &actual, &exact_a);
+        }
+    });
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases(12)))]
+
+    /// The BF16-dot opt-in, every path (m up to 300).
+    #[test]
+    fn bf16_dot_matches_reference(spec in spec(awkward_dim(300), 600)) {
+        check_bf16_dot(&spec);
+    }
+
+    /// The BF16-dot opt-in, decoding shapes.
+    #[test]
+    fn bf16_dot_small_m_matches_reference(spec in spec((0usize..=16).boxed(), 600)) {
+        check_bf16_dot(&spec);
+    }
 
     /// Every shape class (blocked path for m > 16), f16 weights.
     #[test]

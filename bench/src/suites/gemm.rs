@@ -2,6 +2,11 @@
 //! naive i-k-j loop, and, for `m = 1`, the time to merely stream-read the packed weight bytes
 //! (the bound a batch-1 product cannot beat).
 //!
+//! First, 16-bit weights ([`HALF_SHAPES`] × [`HALF_ROWS`]): `f16`, `bf16` and, where the CPU
+//! has AVX-512 BF16, `bf16-dot` (activations rounded to bf16, `vdpbf16ps`), each timed
+//! alternately with the `f32` weight (ratio = f32 time / its time) and with a stream read of
+//! as many bytes as its packed weight (`stream-read-16`, GB/s: the floor at small `m`).
+//!
 //! Records per case (`m×k×n`): `gemm-crate`, `naive`, `stream-read` (GB/s, `m = 1` only), and
 //! `tessel` once against each of them (ratio = baseline time / tessel time). Tessel and the
 //! `gemm` crate (and tessel and the stream read) are timed alternately, call by call, so both
@@ -11,14 +16,15 @@ use super::Suite;
 use crate::{median_ns, Budget, Record, Work};
 use std::time::Instant;
 use tessel_kernels::gemm::{
-    gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB, Sequential,
+    bf16, f16, gemm, gemm_scratch, packed_len, packed_len_of, Element, Epilogue, MatMut, MatRef,
+    PackedB, Sequential,
 };
 use tessel_kernels::Isa;
 
 /// The `gemm` suite.
 pub const SUITE: Suite = Suite {
     name: "gemm",
-    about: "f32 GEMM (m×k×n): tessel vs gemm crate, naive loop, and m=1 vs streaming the weights",
+    about: "GEMM (m×k×n): f16/bf16 weights vs f32 and the 16-bit stream; f32 vs gemm crate, naive",
     run,
 };
 
@@ -149,41 +155,205 @@ impl Case {
         }
     }
 
-    /// Reads every packed weight byte once (a vectorised sum over four interleaved streams,
-    /// as many as the `m = 1` kernel reads at once): the floor for `m = 1`.
+    /// Reads every packed weight byte once: the floor for `m = 1`.
     pub fn stream_read(&self, isa: Isa) -> f32 {
-        struct Sum<'a>(&'a [f32]);
-        impl pulp::WithSimd for Sum<'_> {
-            type Output = f32;
-            #[inline(always)]
-            fn with_simd<S: pulp::Simd>(self, simd: S) -> f32 {
-                let (head, tail) = S::as_simd_f32s(self.0);
-                let quarter = head.len() / 4;
-                let zero = simd.splat_f32s(0.0);
-                let mut acc = [zero; 8];
-                let mut i = 0;
-                while i + 2 <= quarter {
-                    for (s, pair) in acc.chunks_exact_mut(2).enumerate() {
-                        let at = s * quarter + i;
-                        pair[0] = simd.add_f32s(pair[0], head[at]);
-                        pair[1] = simd.add_f32s(pair[1], head[at + 1]);
-                    }
-                    i += 2;
+        stream_read(isa, self.packed.as_slice())
+    }
+}
+
+/// Reads `data` once (a vectorised sum over four interleaved streams, as many as the `m = 1`
+/// kernel reads at once).
+pub fn stream_read(isa: Isa, data: &[f32]) -> f32 {
+    struct Sum<'a>(&'a [f32]);
+    impl pulp::WithSimd for Sum<'_> {
+        type Output = f32;
+        #[inline(always)]
+        fn with_simd<S: pulp::Simd>(self, simd: S) -> f32 {
+            let (head, tail) = S::as_simd_f32s(self.0);
+            let quarter = head.len() / 4;
+            let zero = simd.splat_f32s(0.0);
+            let mut acc = [zero; 8];
+            let mut i = 0;
+            while i + 2 <= quarter {
+                for (s, pair) in acc.chunks_exact_mut(2).enumerate() {
+                    let at = s * quarter + i;
+                    pair[0] = simd.add_f32s(pair[0], head[at]);
+                    pair[1] = simd.add_f32s(pair[1], head[at + 1]);
                 }
-                let rest = (0..4)
-                    .flat_map(|s| s * quarter + i..(s + 1) * quarter)
-                    .chain(4 * quarter..head.len())
-                    .map(|at| head[at]);
-                let total = rest.chain(acc).fold(zero, |s, v| simd.add_f32s(s, v));
-                simd.reduce_sum_f32s(total) + tail.iter().sum::<f32>()
+                i += 2;
+            }
+            let rest = (0..4)
+                .flat_map(|s| s * quarter + i..(s + 1) * quarter)
+                .chain(4 * quarter..head.len())
+                .map(|at| head[at]);
+            let total = rest.chain(acc).fold(zero, |s, v| simd.add_f32s(s, v));
+            simd.reduce_sum_f32s(total) + tail.iter().sum::<f32>()
+        }
+    }
+    isa.dispatch(Sum(data))
+}
+
+/// `(k, n)` of the 16-bit weight comparison: the decoder's projections and its vocabulary.
+pub const HALF_SHAPES: [(usize, usize); 3] = [(512, 2048), (2048, 512), (512, 32000)];
+
+/// Rows `m` of the 16-bit weight comparison: decoding (beams) and one encoder-sized batch.
+pub const HALF_ROWS: [usize; 4] = [1, 4, 8, 256];
+
+/// The weight variants of the 16-bit comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    /// `f32` (the baseline).
+    F32,
+    /// `f16`, widened in registers.
+    F16,
+    /// `bf16`, widened in registers.
+    Bf16,
+    /// `bf16` with activations rounded to bf16 and AVX-512 BF16 dot products.
+    Bf16Dot,
+}
+
+impl Weights {
+    /// The name used as `impl` in the records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Weights::F32 => "f32",
+            Weights::F16 => "f16",
+            Weights::Bf16 => "bf16",
+            Weights::Bf16Dot => "bf16-dot",
+        }
+    }
+}
+
+/// One `m × k × n` product with the same weight packed as `f32`, `f16` and `bf16`.
+pub struct HalfCase {
+    /// Rows of `A` and `C`.
+    pub m: usize,
+    /// Reduction length.
+    pub k: usize,
+    /// Columns of `B` and `C`.
+    pub n: usize,
+    a: Vec<f32>,
+    c: Vec<f32>,
+    scratch: Vec<f32>,
+    f32: PackedB<Vec<f32>>,
+    f16: PackedB<Vec<f16>, f16>,
+    bf16: PackedB<Vec<bf16>, bf16>,
+    bf16_dot: PackedB<Vec<bf16>, bf16>,
+    /// As many bytes as a 16-bit packed weight, for the stream-read floor.
+    stream: Vec<f32>,
+}
+
+impl HalfCase {
+    /// Random-ish inputs for `m × k` by `k × n`.
+    pub fn new(m: usize, k: usize, n: usize) -> HalfCase {
+        let base = Case::new(m, k, n);
+        let b = MatRef::new(&base.b, k, n, n);
+        let bf16 = pack::<bf16>(b);
+        HalfCase {
+            m,
+            k,
+            n,
+            f16: pack(b),
+            bf16_dot: bf16.clone().with_bf16_dot(true),
+            bf16,
+            stream: vec![0.5; packed_len_of::<f16>(k, n).expect("bench shapes fit") / 2],
+            f32: base.packed,
+            a: base.a,
+            c: base.c,
+            scratch: base.scratch,
+        }
+    }
+
+    /// `m×k×n`.
+    pub fn name(&self) -> String {
+        format!("{}x{}x{}", self.m, self.k, self.n)
+    }
+
+    /// One tessel product on one thread with the weight stored as `weights`.
+    pub fn run(&mut self, isa: Isa, weights: Weights) {
+        let (m, k, n) = (self.m, self.k, self.n);
+        let a = MatRef::new(&self.a, m, k, k);
+        let c = MatMut::new(&mut self.c, m, n, n);
+        let (epilogue, scratch) = (&Epilogue::NONE, &mut self.scratch[..]);
+        match weights {
+            Weights::F32 => gemm(isa, a, &self.f32, c, epilogue, scratch, &Sequential),
+            Weights::F16 => gemm(isa, a, &self.f16, c, epilogue, scratch, &Sequential),
+            Weights::Bf16 => gemm(isa, a, &self.bf16, c, epilogue, scratch, &Sequential),
+            Weights::Bf16Dot => gemm(isa, a, &self.bf16_dot, c, epilogue, scratch, &Sequential),
+        }
+        .expect("valid arguments");
+    }
+
+    /// Reads as many bytes as a 16-bit packed weight once.
+    pub fn stream_read(&self, isa: Isa) -> f32 {
+        stream_read(isa, &self.stream)
+    }
+
+    /// Bytes of a 16-bit packed weight.
+    pub fn half_bytes(&self) -> usize {
+        self.stream.len() * 4
+    }
+}
+
+fn pack<T: Element>(b: MatRef<'_>) -> PackedB<Vec<T>, T> {
+    let len = packed_len_of::<T>(b.rows, b.cols).expect("bench shapes fit");
+    PackedB::from_kn(vec![T::ZERO; len], b).expect("valid shape")
+}
+
+/// The 16-bit weight records of [`HALF_SHAPES`] × [`HALF_ROWS`].
+fn run_half(budget: Budget, isa: Isa, emit: &mut dyn FnMut(Record)) {
+    let mut variants = vec![Weights::F16, Weights::Bf16];
+    if isa.has_avx512_bf16() {
+        variants.push(Weights::Bf16Dot);
+    }
+    for (k, n) in HALF_SHAPES {
+        for m in HALF_ROWS {
+            let mut case = HalfCase::new(m, k, n);
+            let name = case.name();
+            let flops = Work::flops(2.0 * (m * k * n) as f64);
+            let record = |implementation: &str, ns: f64, work: Work| {
+                Record::new(
+                    "gemm",
+                    &name,
+                    implementation,
+                    isa.level().name(),
+                    1,
+                    ns,
+                    work,
+                )
+            };
+            for &weights in &variants {
+                let (ns, f32_ns) = paired_median_ns(
+                    budget,
+                    &mut case,
+                    |c| c.run(isa, weights),
+                    |c| c.run(isa, Weights::F32),
+                );
+                let baseline = record(Weights::F32.name(), f32_ns, flops);
+                emit(record(weights.name(), ns, flops).against(&baseline));
+                emit(baseline);
+            }
+            if m <= 8 {
+                let bytes = Work::bytes(case.half_bytes() as f64);
+                let (ns, stream_ns) = paired_median_ns(
+                    budget,
+                    &mut case,
+                    |c| c.run(isa, Weights::Bf16),
+                    |c| {
+                        std::hint::black_box(c.stream_read(isa));
+                    },
+                );
+                let stream = record("stream-read-16", stream_ns, bytes);
+                emit(record(Weights::Bf16.name(), ns, bytes).against(&stream));
+                emit(stream);
             }
         }
-        isa.dispatch(Sum(self.packed.as_slice()))
     }
 }
 
 fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     let isa = tessel_model::isa_env::isa_from_env().unwrap_or_else(|_| Isa::best());
+    run_half(budget, isa, emit);
     let quick = budget.min_samples < Budget::FULL.min_samples;
     for (m, k, n) in CASES {
         let mut case = Case::new(m, k, n);
@@ -225,11 +395,11 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
 
 /// Median times of `first` and `second` measured alternately (one warm-up call each), so a
 /// change of load on the machine affects both alike.
-fn paired_median_ns(
+fn paired_median_ns<C>(
     budget: Budget,
-    case: &mut Case,
-    mut first: impl FnMut(&mut Case),
-    mut second: impl FnMut(&mut Case),
+    case: &mut C,
+    mut first: impl FnMut(&mut C),
+    mut second: impl FnMut(&mut C),
 ) -> (f64, f64) {
     first(case);
     second(case);

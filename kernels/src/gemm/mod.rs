@@ -41,6 +41,7 @@
 //! assert_eq!(c, [7.5, 2.5, 8.5, 5.5]);
 //! ```
 
+mod bf16_dot;
 mod driver;
 mod element;
 mod packed_b;
@@ -141,6 +142,11 @@ impl Epilogue<'_> {
 /// `A` (`8 × min(k, 1024)` floats) per thread, and nothing for `m <= 16`. Bounding every
 /// smaller `m'` too lets a host plan once for its largest batch.
 pub fn gemm_scratch(m: usize, k: usize, n: usize, threads: usize) -> ScratchSpec {
+    widening_scratch(m, k, n, threads).or(bf16_dot::scratch(m, k))
+}
+
+/// What [`gemm`] needs when it widens the weights (every call but the BF16-dot opt-in).
+fn widening_scratch(m: usize, k: usize, n: usize, threads: usize) -> ScratchSpec {
     if m <= SMALL_M {
         return ScratchSpec::EMPTY;
     }
@@ -199,15 +205,31 @@ pub fn gemm<W: AsRef<[T]>, T: Element>(
         residual.check("residual")?;
     }
     let threads = parallel.threads();
-    let mut scratch = Scratch::new(scratch, gemm_scratch(m, k, n, threads))?;
+    let dot = uses_bf16_dot(isa, b);
+    let spec = if dot {
+        bf16_dot::scratch(m, k)
+    } else {
+        widening_scratch(m, k, n, threads)
+    };
+    let mut scratch = Scratch::new(scratch, spec)?;
     if m == 0 || n == 0 {
         return Ok(());
     }
+    let (a_words, b_bits): (&[f32], &[u16]) = if dot {
+        let part = scratch.take(bf16_dot::a_len(m, k))?;
+        bf16_dot::pack_a(a, part);
+        let packed = b.as_slice();
+        // SAFETY: `uses_bf16_dot` checked that `T` is `bf16`, a transparent `u16`.
+        let bits = unsafe { core::slice::from_raw_parts(packed.as_ptr() as *const u16, packed.len()) };
+        (part, bits)
+    } else {
+        (&[], &[])
+    };
 
     let tasks = task_count(threads, n);
     let panels = n.div_ceil(PANEL_COLS);
     let small = m <= SMALL_M;
-    let a_len = if small {
+    let a_len = if small || dot {
         0
     } else {
         driver::edge_tile_len(driver::blocking(isa.level().f32_lanes()), m, k)
@@ -250,13 +272,32 @@ pub fn gemm<W: AsRef<[T]>, T: Element>(
             // alone, and `claim` let exactly one call of task `t` get here.
             unsafe { core::slice::from_raw_parts_mut(ptr, len) }
         };
-        isa.dispatch(Task {
-            ops,
-            out: &out,
-            cols,
-            a_edge,
-            small,
-        });
+        if dot {
+            let ops = bf16_dot::DotOperands {
+                a_words,
+                b: b_bits,
+                m,
+                k,
+                n,
+            };
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `uses_bf16_dot` found AVX-512 BF16 on this `Isa` (at `Avx512`) and `T`
+            // is `bf16`; `a_words` was packed above for `m × k`; `b` is the validated packed
+            // weight; `out` and `cols` are as for `Task`.
+            unsafe {
+                bf16_dot::run(ops, &out, cols)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = ops;
+        } else {
+            isa.dispatch(Task {
+                ops,
+                out: &out,
+                cols,
+                a_edge,
+                small,
+            });
+        }
     };
     parallel.run(tasks, &task);
     if claims.all_claimed(tasks) {
@@ -266,6 +307,15 @@ pub fn gemm<W: AsRef<[T]>, T: Element>(
             "the Parallel runner did not run every task",
         ))
     }
+}
+
+/// Whether this call takes the BF16-dot path: opted in on a `bf16` weight, at a level and on a
+/// CPU with AVX-512 BF16.
+fn uses_bf16_dot<W: AsRef<[T]>, T: Element>(isa: Isa, b: &PackedB<W, T>) -> bool {
+    cfg!(target_arch = "x86_64")
+        && b.dot_mode() == packed_b::DotMode::Bf16Dot
+        && core::any::TypeId::of::<T>() == core::any::TypeId::of::<bf16>()
+        && isa.has_avx512_bf16()
 }
 
 /// Per-task scratch parts, shared with the tasks that each claim one.

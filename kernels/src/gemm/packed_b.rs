@@ -139,7 +139,6 @@ impl<W: AsRef<[T]>, T: Element> PackedB<W, T> {
             .copied()
     }
 
-    #[allow(dead_code)] // Read by the BF16 dot-product path.
     pub(crate) fn dot_mode(&self) -> DotMode {
         self.dot
     }

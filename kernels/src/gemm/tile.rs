@@ -47,7 +47,8 @@ pub(crate) unsafe fn accumulate<S: Simd, T: Element, const MR: usize, const NV: 
         let col = v * lanes;
         (col / PANEL_COLS) * panel_stride + (col % PANEL_COLS) * T::K_GROUP
     });
-    let mut acc = [[simd.splat_f32s(0.0); NV]; MR];
+    let zero = simd.splat_f32s(0.0);
+    let mut acc = [[zero; NV]; MR];
     let mut a_ptr = a.ptr;
     let mut b_ptr = b;
     for _ in 0..kc / 2 {
@@ -61,40 +62,52 @@ pub(crate) unsafe fn accumulate<S: Simd, T: Element, const MR: usize, const NV: 
                 }
             }
         }
-        // SAFETY: rows `p` and `p + 1 < kc` of the tile, readable by the caller's guarantee.
-        let bv: [(S::f32s, S::f32s); NV] =
-            core::array::from_fn(|v| unsafe { T::load_pair(simd, b_ptr.add(offsets[v])) });
-        for (i, row) in acc.iter_mut().enumerate() {
-            // SAFETY: elements (i, p) and (i, p + 1) of the A tile, readable by the caller's
-            // guarantee.
-            let (a0, a1) = unsafe {
-                let at = a_ptr.add(i * a.row_step);
-                (*at, *at.add(a.k_step))
-            };
-            let (a0, a1) = (simd.splat_f32s(a0), simd.splat_f32s(a1));
-            for (acc_iv, b_v) in row.iter_mut().zip(&bv) {
-                *acc_iv = simd.mul_add_e_f32s(a0, b_v.0, *acc_iv);
-                *acc_iv = simd.mul_add_e_f32s(a1, b_v.1, *acc_iv);
-            }
+        let mut even = [zero; NV];
+        let mut odd = [zero; NV];
+        for v in 0..NV {
+            // SAFETY: rows `p` and `p + 1 < kc` of the tile, readable by the caller's guarantee.
+            (even[v], odd[v]) = unsafe { T::load_pair(simd, b_ptr.add(offsets[v])) };
         }
+        // SAFETY: elements (i, p) of the A tile, readable by the caller's guarantee.
+        unsafe { rank_one(simd, &mut acc, &even, a_ptr, a.row_step) };
+        // SAFETY: elements (i, p + 1) of the A tile.
+        unsafe { rank_one(simd, &mut acc, &odd, a_ptr.add(a.k_step), a.row_step) };
         // The pointers may step one past the tile after the last rows; `wrapping_add` keeps
         // that free of the in-bounds requirement of `add`.
         a_ptr = a_ptr.wrapping_add(2 * a.k_step);
         b_ptr = b_ptr.wrapping_add(2 * PANEL_COLS);
     }
     if kc % 2 == 1 {
-        // SAFETY: the last row `p = kc - 1` of the tile, as above.
-        let bv: [S::f32s; NV] =
-            core::array::from_fn(|v| unsafe { T::load_row(simd, b_ptr.add(offsets[v])) });
-        for (i, row) in acc.iter_mut().enumerate() {
-            // SAFETY: element (i, kc - 1) of the A tile.
-            let ai = simd.splat_f32s(unsafe { *a_ptr.add(i * a.row_step) });
-            for (acc_iv, b_v) in row.iter_mut().zip(&bv) {
-                *acc_iv = simd.mul_add_e_f32s(ai, *b_v, *acc_iv);
-            }
+        let mut last = [zero; NV];
+        for (v, b_v) in last.iter_mut().enumerate() {
+            // SAFETY: the last row `p = kc - 1` of the tile, as above.
+            *b_v = unsafe { T::load_row(simd, b_ptr.add(offsets[v])) };
         }
+        // SAFETY: elements (i, kc - 1) of the A tile.
+        unsafe { rank_one(simd, &mut acc, &last, a_ptr, a.row_step) };
     }
     acc
+}
+
+/// `acc[i][v] += a[i] · b[v]` for the `MR` values `a[i] = *(a + i · row_step)`.
+///
+/// # Safety
+/// The `MR` elements of `A` must be readable.
+#[inline(always)]
+unsafe fn rank_one<S: Simd, const MR: usize, const NV: usize>(
+    simd: S,
+    acc: &mut [[S::f32s; NV]; MR],
+    b: &[S::f32s; NV],
+    a: *const f32,
+    row_step: usize,
+) {
+    for (i, row) in acc.iter_mut().enumerate() {
+        // SAFETY: element `i` of the caller's readable column of `A`.
+        let ai = simd.splat_f32s(unsafe { *a.add(i * row_step) });
+        for (acc_iv, b_v) in row.iter_mut().zip(b) {
+            *acc_iv = simd.mul_add_e_f32s(ai, *b_v, *acc_iv);
+        }
+    }
 }
 
 /// Rows of a `B` panel fetched ahead of the microkernel.
