@@ -198,7 +198,7 @@ fn logit_drift_bound(weights: WeightType) -> f64 {
         WeightType::F32 => LOGIT_TOLERANCE,
         WeightType::F16 => 2e-3,
         WeightType::Bf16 => 1e-2,
-        WeightType::Bf16Dot => 3e-2,
+        WeightType::Bf16Dot => 1.5e-2,
     }
 }
 
