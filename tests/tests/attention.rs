@@ -611,3 +611,70 @@ fn empty_heads_are_accepted_by_kernel_and_reference() {
         .is_ok());
     });
 }
+
+/// The prefill path splits key tiles on a band edge (the causal diagonal, window edges, key
+/// padding) into segments computed only for the query vectors that see them: query and key
+/// lengths around every tile size, with offsets that put the diagonal mid-vector, and every mask
+/// combined with biases.
+#[test]
+fn band_edges_at_awkward_lengths() {
+    for (q_len, kv_len, past) in [
+        (47, 47, 0),
+        (49, 60, 11),
+        (97, 97, 0),
+        (150, 211, 61),
+        (193, 200, 7),
+        (257, 257, 0),
+    ] {
+        for (window, key_len, bias) in [
+            (None, None, None),
+            (Some(37), None, Some(BiasKind::Shared)),
+            (None, Some(kv_len - 5), Some(BiasKind::PerHead)),
+            (Some(70), Some(kv_len / 2), None),
+        ] {
+            let mut case = plain_case(2, 19, q_len, kv_len);
+            case.causal_offset = Some(past);
+            case.window = window;
+            case.key_len = key_len;
+            case.bias = bias;
+            case.neg_inf_every = if bias.is_some() { 13 } else { 0 };
+            case.seed = (q_len * 1000 + kv_len) as u64;
+            for_each_isa(|isa| check(isa, &case));
+        }
+    }
+}
+
+/// The decode path scores keys a vector's lanes at a time (16 on AVX-512) and reduces them with
+/// one transpose-and-add tree: key counts around every chunk and block size, seen ranges that
+/// start and end mid-chunk (window, padding, causal offset), biases, and head sizes that are
+/// and are not whole vectors.
+#[test]
+fn decode_chunks_at_awkward_lengths() {
+    for (q_len, kv_len) in [
+        (1, 1),
+        (1, 15),
+        (1, 17),
+        (2, 63),
+        (1, 65),
+        (3, 130),
+        (1, 1001),
+    ] {
+        for d_head in [7, 16, 64, 80] {
+            for (window, key_len, bias) in [
+                (None, None, None),
+                (Some(19), None, Some(BiasKind::Shared)),
+                (None, Some(kv_len - kv_len / 3), Some(BiasKind::PerHead)),
+                (Some(70), Some(kv_len - 1), None),
+            ] {
+                let mut case = plain_case(3, d_head, q_len, kv_len);
+                case.causal_offset = Some(kv_len - kv_len.min(q_len));
+                case.window = window;
+                case.key_len = key_len;
+                case.bias = bias;
+                case.neg_inf_every = if bias.is_some() { 11 } else { 0 };
+                case.seed = (kv_len * 131 + d_head) as u64;
+                for_each_isa(|isa| check(isa, &case));
+            }
+        }
+    }
+}

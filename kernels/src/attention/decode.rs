@@ -1,14 +1,18 @@
 //! The decode path: a few queries (one per beam, or the single new token) over a long KV cache.
 //!
-//! SIMD lanes run along `d_head`. Keys are processed in blocks of [`KEY_BLOCK`], and within a
-//! block key by key across all heads, so K and V rows are read whole and in order: one
-//! sequential stream each, which the hardware prefetchers follow (a head-by-head walk would read
-//! `d_head` floats every `heads · d_head`). The next block is prefetched while this one is
-//! computed, and each block is used by every query of the call while it sits in L2. Per query,
-//! head and block: the scores (one vector dot product per key), the block's max, `exp`
-//! vectorised over the block's keys, `o = alpha · o + Σ p_j v_j` (the accumulators of all heads
-//! of a query, `heads · d_head` floats, stay in L1).
+//! Keys are processed in blocks of [`KEY_BLOCK`], and within a block in chunks of one vector's
+//! lanes of keys (16 on AVX-512) across all heads, so K and V rows are read whole and in order:
+//! one sequential stream each, which the hardware prefetchers follow (a head-by-head walk would
+//! read `d_head` floats every `heads · d_head`); the next block is also prefetched in software.
+//! Each block is used by every query of the call while it sits in L2. Per query, head and chunk:
+//! - scores: one partial vector per key along `d_head` (no horizontal sum per key), reduced for
+//!   the whole chunk by one transpose-and-add tree into a vector of scores
+//!   ([`super::lanes::transpose_sum`]);
+//! - per head and block, the block's max, `exp` vectorised over its keys, the running sum;
+//! - `o = alpha · o + Σ p_j v_j`, the head's accumulator held in registers for the chunk.
 
+use super::lanes::{transpose_sum, MAX_LANES};
+use super::prefetch::prefetch_rows;
 use super::prefill::query_tile;
 use super::{Checked, Operands, StridedMut};
 use crate::error::KernelError;
@@ -17,11 +21,8 @@ use crate::math::exp;
 use crate::scratch::{Scratch, ScratchSpec};
 use pulp::Simd;
 
-/// Keys whose dot products and value updates are computed together (ILP, fewer accumulator
-/// loads and stores).
-const KEY_GROUP: usize = 2;
-
-/// Keys per block: 64 rows of K and V (256 KiB at 8 heads × 64) stay in L2 for every query.
+/// Keys per block: 64 rows of K and V (256 KiB at 8 heads × 64) stay in L2 for every query. A
+/// multiple of every level's lane count, so chunks of keys never straddle two blocks' scores.
 const KEY_BLOCK: usize = 64;
 
 /// Largest `q_len` the decode path takes at a level with `lanes` lanes: below an eighth of a
@@ -130,6 +131,9 @@ fn run_blocks<S: Simd, const VECS: usize>(
     let mut j0 = visible.start;
     while j0 < visible.end {
         let block_end = (j0 + KEY_BLOCK).min(visible.end);
+        let next_block = block_end..(block_end + KEY_BLOCK).min(visible.end);
+        prefetch_rows(k, next_block.clone(), 0, width);
+        prefetch_rows(v, next_block, 0, width);
         for i in 0..queries {
             let seen = band.keys(i);
             let (a, b) = (seen.start.max(j0), seen.end.min(block_end));
@@ -138,28 +142,12 @@ fn run_blocks<S: Simd, const VECS: usize>(
             }
             let n = b - a;
             let q_row = &q.data[i * q.stride..][..width];
-            // Scores KEY_GROUP keys at a time: the query vectors are loaded once for the group
-            // and KEY_GROUP independent dot products are in flight.
             let mut t = 0;
             while t < n {
-                if t + KEY_GROUP <= n {
-                    let rows: [&[f32]; KEY_GROUP] =
-                        core::array::from_fn(|g| &k.data[(a + t + g) * k.stride..][..width]);
-                    score_group::<S, VECS, KEY_GROUP>(
-                        simd,
-                        q_row,
-                        rows,
-                        d,
-                        checked.scale,
-                        t,
-                        scores,
-                    );
-                    t += KEY_GROUP;
-                } else {
-                    let rows = [&k.data[(a + t) * k.stride..][..width]];
-                    score_group::<S, VECS, 1>(simd, q_row, rows, d, checked.scale, t, scores);
-                    t += 1;
-                }
+                let chunk = lanes.min(n - t);
+                let rows = chunk_rows(k, a + t, chunk);
+                score_chunk::<S, VECS>(simd, q_row, rows, (d, chunk), checked.scale, t, scores);
+                t += chunk;
             }
             let states = i * heads..(i + 1) * heads;
             for (h, ((s, (max, sum)), alpha)) in scores
@@ -195,27 +183,14 @@ fn run_blocks<S: Simd, const VECS: usize>(
                     }
                 }
             }
-            // o += p_j v_j, KEY_GROUP keys at a time: each accumulator is loaded and stored
-            // once per group.
+            // o += p_j v_j a chunk of keys at a time: each accumulator is loaded and stored
+            // once per chunk.
             let mut t = 0;
             while t < n {
-                if t + KEY_GROUP <= n {
-                    let rows: [&[f32]; KEY_GROUP] =
-                        core::array::from_fn(|g| &v.data[(a + t + g) * v.stride..][..width]);
-                    accumulate_group::<S, VECS, KEY_GROUP>(
-                        simd,
-                        rows,
-                        (d, padded),
-                        t,
-                        scores,
-                        o_query,
-                    );
-                    t += KEY_GROUP;
-                } else {
-                    let rows = [&v.data[(a + t) * v.stride..][..width]];
-                    accumulate_group::<S, VECS, 1>(simd, rows, (d, padded), t, scores, o_query);
-                    t += 1;
-                }
+                let chunk = lanes.min(n - t);
+                let rows = chunk_rows(v, a + t, chunk);
+                accumulate_chunk::<S, VECS>(simd, rows, (d, padded, chunk), t, scores, o_query);
+                t += chunk;
             }
         }
         j0 = block_end;
@@ -238,105 +213,108 @@ fn run_blocks<S: Simd, const VECS: usize>(
     Ok(())
 }
 
-/// `o += p · x`, `o` holding `x.len()` rounded up to whole vectors; unrolled when `x` is
-/// exactly `VECS > 0` vectors.
+/// The rows (all heads) of the `count` keys from `first` of `src`, padded to [`MAX_LANES`] by
+/// repeating the last one (computed, never stored). The keys are inside the validated view.
 #[inline(always)]
-fn axpy<S: Simd, const VECS: usize>(simd: S, p: f32, x: &[f32], o: &mut [S::f32s]) {
-    let p = simd.splat_f32s(p);
-    let (head, tail) = S::as_simd_f32s(x);
-    if VECS > 0 {
-        if let (Ok(x), Some(Ok(o))) = (
-            <&[S::f32s; VECS]>::try_from(head),
-            o.get_mut(..VECS).map(<&mut [S::f32s; VECS]>::try_from),
-        ) {
-            for (slot, &x) in o.iter_mut().zip(x) {
-                *slot = simd.mul_add_e_f32s(p, x, *slot);
-            }
-            return;
-        }
-    }
-    for (slot, &x) in o.iter_mut().zip(head) {
-        *slot = simd.mul_add_e_f32s(p, x, *slot);
-    }
-    if !tail.is_empty() {
-        if let Some(slot) = o.get_mut(head.len()) {
-            *slot = simd.mul_add_e_f32s(p, simd.partial_load_f32s(tail), *slot);
-        }
-    }
+fn chunk_rows<'a>(src: &super::Strided<'a>, first: usize, count: usize) -> [&'a [f32]; MAX_LANES] {
+    core::array::from_fn(|j| {
+        let key = first + j.min(count.saturating_sub(1));
+        src.data.get(key * src.stride..).unwrap_or(&[])
+    })
 }
 
-/// `Σ a_c b_c` over equal-length rows, vectorised, two accumulators; unrolled when the rows
-/// are exactly `VECS > 0` vectors.
+/// The scores of the `chunk` keys whose rows (all heads, from their start) are `rows`, for every
+/// head, into `scores[h · KEY_BLOCK + t ..][..chunk]`: per key a vector of partial products
+/// along `d_head` (the query vectors are loaded once for the chunk), then one transpose-and-add
+/// tree for the chunk's sums.
 #[inline(always)]
-fn dot<S: Simd, const VECS: usize>(simd: S, a: &[f32], b: &[f32]) -> f32 {
-    let (a_head, a_tail) = S::as_simd_f32s(a);
-    let (b_head, b_tail) = S::as_simd_f32s(b);
-    let mut even = simd.splat_f32s(0.0);
-    let mut odd = even;
-    if VECS > 0 {
-        if let (Ok(x), Ok(y)) = (
-            <&[S::f32s; VECS]>::try_from(a_head),
-            <&[S::f32s; VECS]>::try_from(b_head),
-        ) {
-            for t in 0..VECS {
-                if t % 2 == 0 {
-                    even = simd.mul_add_e_f32s(x[t], y[t], even);
-                } else {
-                    odd = simd.mul_add_e_f32s(x[t], y[t], odd);
-                }
-            }
-            return simd.reduce_sum_f32s(simd.add_f32s(even, odd));
-        }
-    }
-    let mut a_pairs = a_head.chunks_exact(2);
-    let mut b_pairs = b_head.chunks_exact(2);
-    for (x, y) in (&mut a_pairs).zip(&mut b_pairs) {
-        even = simd.mul_add_e_f32s(x[0], y[0], even);
-        odd = simd.mul_add_e_f32s(x[1], y[1], odd);
-    }
-    for (x, y) in a_pairs.remainder().iter().zip(b_pairs.remainder()) {
-        even = simd.mul_add_e_f32s(*x, *y, even);
-    }
-    if !a_tail.is_empty() {
-        let x = simd.partial_load_f32s(a_tail);
-        let y = simd.partial_load_f32s(b_tail);
-        odd = simd.mul_add_e_f32s(x, y, odd);
-    }
-    simd.reduce_sum_f32s(simd.add_f32s(even, odd))
-}
-
-/// Scores of the `N` keys whose rows (all heads) are `rows`, for every head, into
-/// `scores[h · KEY_BLOCK + t ..][..N]`.
-#[inline(always)]
-fn score_group<S: Simd, const VECS: usize, const N: usize>(
+fn score_chunk<S: Simd, const VECS: usize>(
     simd: S,
     q_row: &[f32],
-    rows: [&[f32]; N],
-    d: usize,
+    rows: [&[f32]; MAX_LANES],
+    (d, chunk): (usize, usize),
     scale: f32,
     t: usize,
     scores: &mut [f32],
 ) {
+    let lanes = S::F32_LANES;
+    let scale = simd.splat_f32s(scale);
     for (h, (q_head, block)) in q_row
         .chunks_exact(d)
         .zip(scores.chunks_exact_mut(KEY_BLOCK))
         .enumerate()
     {
-        let heads = rows.map(|row| row.get(h * d..(h + 1) * d).unwrap_or(&[]));
-        let dots = dot_n::<S, VECS, N>(simd, q_head, heads);
-        for (slot, s) in block.iter_mut().skip(t).zip(dots) {
-            *slot = s * scale;
+        let partial = partial_dots::<S, VECS>(simd, q_head, rows.map(|row| head_of(row, h, d)));
+        let sums = simd.mul_f32s(transpose_sum(simd, &partial), scale);
+        if let Some(slots) = block.get_mut(t..t + chunk) {
+            if chunk == lanes {
+                if let Some(slot) = S::as_mut_simd_f32s(slots).0.first_mut() {
+                    *slot = sums;
+                }
+            } else {
+                simd.partial_store_f32s(slots, sums);
+            }
         }
     }
 }
 
-/// `o_h += Σ_n p_h[t + n] · v_n[h]` for every head `h`, the `N` value rows (all heads) `rows`;
-/// each head's accumulator is `padded` floats (`d` rounded up to whole vectors).
+/// Per row `j` of the first `S::F32_LANES` rows, the lane-wise products `a · b[j]` summed over
+/// the rows' vectors (a vector whose lanes add up to the dot product); unrolled when the rows
+/// are exactly `VECS > 0` vectors. A row shorter than `a` contributes nothing.
 #[inline(always)]
-fn accumulate_group<S: Simd, const VECS: usize, const N: usize>(
+fn partial_dots<S: Simd, const VECS: usize>(
     simd: S,
-    rows: [&[f32]; N],
-    (d, padded): (usize, usize),
+    a: &[f32],
+    b: [&[f32]; MAX_LANES],
+) -> [S::f32s; MAX_LANES] {
+    let lanes = S::F32_LANES.min(MAX_LANES);
+    let zero = simd.splat_f32s(0.0);
+    let mut acc = [zero; MAX_LANES];
+    let (a_head, a_tail) = S::as_simd_f32s(a);
+    if b.iter().take(lanes).any(|row| row.len() != a.len()) {
+        debug_assert!(false, "decode rows shorter than the query");
+        return acc;
+    }
+    if VECS > 0 {
+        if let Ok(x) = <&[S::f32s; VECS]>::try_from(a_head) {
+            let y: [Option<&[S::f32s; VECS]>; MAX_LANES] =
+                b.map(|row| <&[S::f32s; VECS]>::try_from(S::as_simd_f32s(row).0).ok());
+            for (c, &x) in x.iter().enumerate() {
+                for (acc, row) in acc.iter_mut().zip(&y).take(lanes) {
+                    if let Some(row) = row {
+                        *acc = simd.mul_add_e_f32s(x, row[c], *acc);
+                    }
+                }
+            }
+            return acc;
+        }
+    }
+    for (c, &x) in a_head.iter().enumerate() {
+        for (acc, row) in acc.iter_mut().zip(&b).take(lanes) {
+            if let Some(&y) = S::as_simd_f32s(row).0.get(c) {
+                *acc = simd.mul_add_e_f32s(x, y, *acc);
+            }
+        }
+    }
+    if !a_tail.is_empty() {
+        let x = simd.partial_load_f32s(a_tail);
+        for (acc, row) in acc.iter_mut().zip(&b).take(lanes) {
+            let y = simd.partial_load_f32s(S::as_simd_f32s(row).1);
+            *acc = simd.mul_add_e_f32s(x, y, *acc);
+        }
+    }
+    acc
+}
+
+/// `o_h += Σ_{j < chunk} p_h[t + j] · v_j[h]` for every head `h`, the value rows (all heads,
+/// from their start) `rows`; each head's accumulator is `padded` floats (`d` rounded up to whole
+/// vectors). With `d = VECS > 0` vectors the accumulator stays in registers for the chunk (two
+/// sets, even and odd keys, for two independent FMA chains).
+#[inline(always)]
+fn accumulate_chunk<S: Simd, const VECS: usize>(
+    simd: S,
+    rows: [&[f32]; MAX_LANES],
+    (d, padded, chunk): (usize, usize, usize),
     t: usize,
     scores: &[f32],
     o_query: &mut [f32],
@@ -349,65 +327,57 @@ fn accumulate_group<S: Simd, const VECS: usize, const N: usize>(
         .zip(scores.chunks_exact(KEY_BLOCK))
         .enumerate()
     {
-        let heads = rows.map(|row| row.get(h * d..(h + 1) * d).unwrap_or(&[]));
-        let p: [f32; N] = core::array::from_fn(|n| block.get(t + n).copied().unwrap_or(0.0));
-        axpy_n::<S, VECS, N>(simd, p, heads, S::as_mut_simd_f32s(o_head).0);
-    }
-}
-
-/// `N` dot products sharing the left row, `a · b[n]`; unrolled when the rows are exactly
-/// `VECS > 0` vectors.
-#[inline(always)]
-fn dot_n<S: Simd, const VECS: usize, const N: usize>(
-    simd: S,
-    a: &[f32],
-    b: [&[f32]; N],
-) -> [f32; N] {
-    if VECS > 0 {
-        let x = <&[S::f32s; VECS]>::try_from(S::as_simd_f32s(a).0);
-        let y = b.map(|row| <&[S::f32s; VECS]>::try_from(S::as_simd_f32s(row).0).ok());
-        if let (Ok(x), true) = (x, y.iter().all(Option::is_some)) {
-            let y = y.map(|row| row.map_or([simd.splat_f32s(0.0); VECS], |r| *r));
-            let mut acc = y.map(|row| simd.mul_f32s(x[0], row[0]));
-            for t in 1..VECS {
-                for (acc, row) in acc.iter_mut().zip(&y) {
-                    *acc = simd.mul_add_e_f32s(x[t], row[t], *acc);
-                }
-            }
-            return acc.map(|acc| simd.reduce_sum_f32s(acc));
-        }
-    }
-    b.map(|row| dot::<S, VECS>(simd, a, row))
-}
-
-/// `o += Σ_n p[n] · x[n]`, `o` holding the rows' length rounded up to whole vectors: each
-/// accumulator is loaded and stored once for the `N` rows.
-#[inline(always)]
-fn axpy_n<S: Simd, const VECS: usize, const N: usize>(
-    simd: S,
-    p: [f32; N],
-    x: [&[f32]; N],
-    o: &mut [S::f32s],
-) {
-    if VECS > 0 {
-        let rows = x.map(|row| <&[S::f32s; VECS]>::try_from(S::as_simd_f32s(row).0).ok());
-        if rows.iter().all(Option::is_some) {
-            if let Some(Ok(o)) = o.get_mut(..VECS).map(<&mut [S::f32s; VECS]>::try_from) {
-                let rows = rows.map(|row| row.map_or([simd.splat_f32s(0.0); VECS], |r| *r));
-                let p = p.map(|p| simd.splat_f32s(p));
-                for (v, slot) in o.iter_mut().enumerate() {
-                    let mut acc = *slot;
-                    for (p, row) in p.iter().zip(&rows) {
-                        acc = simd.mul_add_e_f32s(*p, row[v], acc);
+        let Some(p) = block.get(t..t + chunk) else {
+            continue;
+        };
+        let o = S::as_mut_simd_f32s(o_head).0;
+        if VECS > 0 {
+            let o: Option<&mut [S::f32s; VECS]> = o.get_mut(..VECS).and_then(|o| o.try_into().ok());
+            let x: [Option<&[S::f32s; VECS]>; MAX_LANES] = rows.map(|row| {
+                <&[S::f32s; VECS]>::try_from(S::as_simd_f32s(head_of(row, h, d)).0).ok()
+            });
+            if let Some(o) = o {
+                let zero = simd.splat_f32s(0.0);
+                let mut even = *o;
+                let mut odd = [zero; VECS];
+                for (j, (&p, x)) in p.iter().zip(&x).enumerate() {
+                    let Some(x) = x else { continue };
+                    let p = simd.splat_f32s(p);
+                    let acc = if j % 2 == 0 { &mut even } else { &mut odd };
+                    for (slot, &x) in acc.iter_mut().zip(x.iter()) {
+                        *slot = simd.mul_add_e_f32s(p, x, *slot);
                     }
-                    *slot = acc;
                 }
-                return;
+                for ((slot, e), o) in o.iter_mut().zip(even).zip(odd) {
+                    *slot = simd.add_f32s(e, o);
+                }
+                continue;
             }
         }
+        for (&p, row) in p.iter().zip(&rows) {
+            axpy(simd, p, head_of(row, h, d), o);
+        }
     }
-    for (p, row) in p.into_iter().zip(x) {
-        axpy::<S, VECS>(simd, p, row, o);
+}
+
+/// Head `h` (`d` floats) of a row of all heads; empty if the row is too short.
+#[inline(always)]
+fn head_of(row: &[f32], h: usize, d: usize) -> &[f32] {
+    row.get(h * d..(h + 1) * d).unwrap_or(&[])
+}
+
+/// `o += p · x`, `o` holding `x.len()` rounded up to whole vectors.
+#[inline(always)]
+fn axpy<S: Simd>(simd: S, p: f32, x: &[f32], o: &mut [S::f32s]) {
+    let p = simd.splat_f32s(p);
+    let (head, tail) = S::as_simd_f32s(x);
+    for (slot, &x) in o.iter_mut().zip(head) {
+        *slot = simd.mul_add_e_f32s(p, x, *slot);
+    }
+    if !tail.is_empty() {
+        if let Some(slot) = o.get_mut(head.len()) {
+            *slot = simd.mul_add_e_f32s(p, simd.partial_load_f32s(tail), *slot);
+        }
     }
 }
 

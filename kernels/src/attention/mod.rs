@@ -28,6 +28,7 @@
 
 mod band;
 mod decode;
+mod lanes;
 mod prefetch;
 mod prefill;
 mod tile;

@@ -12,7 +12,7 @@
 
 use super::band::Band;
 use super::prefetch::prefetch_rows;
-use super::tile::{tile, Lhs};
+use super::tile::{tile_of_width, Lhs, Rows, Store};
 use super::{Checked, Operands, StridedMut};
 use crate::error::KernelError;
 use crate::isa::Isa;
@@ -311,7 +311,99 @@ struct KeyTile {
     masked: bool,
 }
 
+/// The rows of a key tile (relative to its first key) that one query vector of a query tile
+/// sees: `lo..hi` are seen by at least one of its queries (empty for a vector of padding lanes),
+/// `all_lo..all_hi` (inside `lo..hi`) by all of them; rows of `lo..hi` outside it are masked
+/// lane by lane.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Span {
+    lo: usize,
+    hi: usize,
+    all_lo: usize,
+    all_hi: usize,
+}
+
+impl Span {
+    /// Whether the vector sees row `row`.
+    fn covers(&self, row: usize) -> bool {
+        self.lo <= row && row < self.hi
+    }
+}
+
+/// The [`Span`] of each of the `NR` query vectors (`lanes` queries each, from `queries.start`)
+/// over the key tile `j0..j0 + keys`.
+fn spans<const NR: usize>(
+    band: &Band,
+    queries: &Range<usize>,
+    lanes: usize,
+    j0: usize,
+    keys: usize,
+) -> [Span; NR] {
+    core::array::from_fn(|n| {
+        let first = queries.start + n * lanes;
+        if first >= queries.end {
+            return Span::default();
+        }
+        let (any, all) = band.keys_of_rows(first..(first + lanes).min(queries.end));
+        let relative = |key: usize| key.saturating_sub(j0).min(keys);
+        let (lo, hi) = (relative(any.start), relative(any.end));
+        let (all_lo, all_hi) = if all.is_empty() {
+            (hi, hi)
+        } else {
+            (
+                relative(all.start).clamp(lo, hi),
+                relative(all.end).clamp(lo, hi),
+            )
+        };
+        Span {
+            lo,
+            hi: hi.max(lo),
+            all_lo,
+            all_hi: all_hi.max(all_lo),
+        }
+    })
+}
+
+/// Calls `f(rows, vectors)` for each run of key rows seen by the same query vectors, one call
+/// per contiguous run of those vectors. Rows and vectors no query sees are never visited.
+#[inline(always)]
+fn for_each_segment<const NR: usize>(
+    spans: &[Span; NR],
+    mut f: impl FnMut(Range<usize>, Range<usize>),
+) {
+    let live = || spans.iter().filter(|s| s.lo < s.hi);
+    let (Some(mut row), Some(end)) = (live().map(|s| s.lo).min(), live().map(|s| s.hi).max())
+    else {
+        return;
+    };
+    while row < end {
+        let next = live()
+            .flat_map(|s| [s.lo, s.hi])
+            .filter(|&b| b > row)
+            .min()
+            .unwrap_or(end);
+        let mut n = 0;
+        while n < NR {
+            if spans[n].covers(row) {
+                let first = n;
+                while n < NR && spans[n].covers(row) {
+                    n += 1;
+                }
+                f(row..next, first..n);
+            } else {
+                n += 1;
+            }
+        }
+        row = next;
+    }
+}
+
 /// One query tile × one packed key tile: scores, bias, mask, online softmax, `Oᵀ` update.
+///
+/// A tile every query vector sees whole is one register-blocked product per step. On a band
+/// edge (the causal diagonal, a window edge, padding) each query vector computes only the key
+/// rows it sees: the products run per segment of rows over the vectors that see them, so a
+/// diagonal tile costs about half a full one.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn tile_step<S: Simd, const MR: usize, const NR: usize>(
@@ -325,54 +417,130 @@ fn tile_step<S: Simd, const MR: usize, const NR: usize>(
     key_tile: KeyTile,
     first: bool,
 ) {
-    let tile_len = NR * S::F32_LANES;
+    let lanes = S::F32_LANES;
+    let tile_len = NR * lanes;
     let d = checked.shape.d_head;
     let KeyTile { j0, keys, masked } = key_tile;
+    let spans = if masked {
+        spans::<NR>(&checked.band, queries, lanes, j0, keys)
+    } else {
+        [Span {
+            lo: 0,
+            hi: keys,
+            all_lo: 0,
+            all_hi: keys,
+        }; NR]
+    };
+    let whole = spans.iter().all(|s| s.lo == 0 && s.hi == keys);
     let q_t = S::as_simd_f32s(&tiles.q_t[t * d * tile_len..][..d * tile_len]).0;
-    // Sᵀ = K Qᵀ: MR keys × the query tile per microkernel call.
-    let mut jr = 0;
-    while jr < keys {
-        let n = MR.min(keys - jr);
-        let k_rows = Lhs {
-            data: &tiles.k_tile[jr * d..],
-            row_step: d,
-            depth_step: 1,
-        };
-        let s_t = &mut S::as_mut_simd_f32s(tiles.s_t).0[jr * NR..];
-        tile::<S, MR, NR>(simd, k_rows, n, d, q_t, s_t, None);
-        jr += n;
+    // Sᵀ = K Qᵀ: MR keys × the query vectors that see them per microkernel call.
+    {
+        let s_t = S::as_mut_simd_f32s(tiles.s_t).0;
+        for_each_segment(&spans, |rows, vectors| {
+            let mut jr = rows.start;
+            while jr < rows.end {
+                let n = MR.min(rows.end - jr);
+                let k_rows = Lhs {
+                    data: &tiles.k_tile[jr * d..],
+                    row_step: d,
+                    depth_step: 1,
+                };
+                tile_of_width::<S, MR>(
+                    simd,
+                    vectors.len(),
+                    k_rows,
+                    n,
+                    d,
+                    Rows {
+                        data: &q_t[vectors.start..],
+                        stride: NR,
+                    },
+                    Rows {
+                        data: &mut s_t[jr * NR + vectors.start..],
+                        stride: NR,
+                    },
+                    Store::Overwrite,
+                );
+                jr += n;
+            }
+        });
     }
     if let Some(bias) = &operands.bias {
         for (r, i) in queries.clone().enumerate() {
+            let span = spans[r / lanes];
             let start = head * bias.head_stride + i * bias.row_stride + j0;
-            for (jj, &b) in bias.data[start..][..keys].iter().enumerate() {
+            for (jj, &b) in bias.data[start..][..keys]
+                .iter()
+                .enumerate()
+                .take(span.hi)
+                .skip(span.lo)
+            {
                 tiles.s_t[jj * tile_len + r] += b;
             }
         }
     }
     if masked {
-        mask_edges::<S, NR>(simd, &checked.band, queries, j0, keys, tiles);
+        mask_edges::<S, NR>(simd, &checked.band, queries, j0, &spans, tiles);
     }
     let (max, sum) = tiles.stats[t * 2 * tile_len..][..2 * tile_len].split_at_mut(tile_len);
     let max = S::as_mut_simd_f32s(max).0;
     let sum = S::as_mut_simd_f32s(sum).0;
     let s_t = S::as_mut_simd_f32s(tiles.s_t).0;
-    let alpha = online_softmax::<S, NR>(simd, keys, s_t, max, sum);
-    // Oᵀ = alpha ⊙ Oᵀ + Vᵀ P: MR head dimensions × the query tile per call.
+    let alpha = online_softmax::<S, NR>(simd, &spans, s_t, max, sum);
+    // Oᵀ = alpha ⊙ Oᵀ + Vᵀ P: MR head dimensions × the query vectors per call; the rescale is
+    // fused into the store when one product covers the whole tile.
     let p = S::as_simd_f32s(tiles.s_t).0;
     let o_t = S::as_mut_simd_f32s(&mut tiles.o_t[t * d * tile_len..][..d * tile_len]).0;
-    let rescale = if first { None } else { Some(&alpha) };
-    let mut cr = 0;
-    while cr < d {
-        let n = MR.min(d - cr);
-        let v_cols = Lhs {
-            data: &tiles.v_tile[cr..],
-            row_step: 1,
-            depth_step: d,
+    let store = if whole {
+        if first {
+            Store::Overwrite
+        } else {
+            Store::Rescale(&alpha)
+        }
+    } else {
+        for o_row in o_t.chunks_exact_mut(NR) {
+            for (o, &scale) in o_row.iter_mut().zip(&alpha) {
+                *o = if first {
+                    simd.splat_f32s(0.0)
+                } else {
+                    simd.mul_f32s(*o, scale)
+                };
+            }
+        }
+        Store::Add
+    };
+    for_each_segment(&spans, |rows, vectors| {
+        let store = match store {
+            Store::Rescale(alpha) => Store::Rescale(&alpha[vectors.start..]),
+            other => other,
         };
-        tile::<S, MR, NR>(simd, v_cols, n, keys, p, &mut o_t[cr * NR..], rescale);
-        cr += n;
-    }
+        let mut cr = 0;
+        while cr < d {
+            let n = MR.min(d - cr);
+            let v_cols = Lhs {
+                data: &tiles.v_tile[rows.start * d + cr..],
+                row_step: 1,
+                depth_step: d,
+            };
+            tile_of_width::<S, MR>(
+                simd,
+                vectors.len(),
+                v_cols,
+                n,
+                rows.len(),
+                Rows {
+                    data: &p[rows.start * NR + vectors.start..],
+                    stride: NR,
+                },
+                Rows {
+                    data: &mut o_t[cr * NR + vectors.start..],
+                    stride: NR,
+                },
+                store,
+            );
+            cr += n;
+        }
+    });
 }
 
 /// Copies the `d` elements at column `col` of the rows `rows` of `src`, times `factor`, into
@@ -412,15 +580,15 @@ fn opaque_one() -> f32 {
     core::hint::black_box(1.0)
 }
 
-/// Sets to `-inf` the scores of keys `j0..j0 + keys` a query of the tile does not see.
-#[allow(clippy::too_many_arguments)]
+/// Sets to `-inf` the scores of the key rows of `spans` (relative to `j0`) that some query of
+/// their vector does not see; rows a whole vector sees are not visited.
 #[inline(always)]
 fn mask_edges<S: Simd, const NR: usize>(
     simd: S,
     band: &Band,
     queries: &Range<usize>,
     j0: usize,
-    keys: usize,
+    spans: &[Span; NR],
     state: &mut Tiles<'_>,
 ) {
     // Visible keys of each query relative to j0, clamped to 0..=KEY_TILE (exact in f32).
@@ -439,24 +607,30 @@ fn mask_edges<S: Simd, const NR: usize>(
     let hi = S::as_simd_f32s(state.hi).0;
     let s_t = S::as_mut_simd_f32s(state.s_t).0;
     let minus_inf = simd.splat_f32s(f32::NEG_INFINITY);
-    for (jj, s_row) in s_t.chunks_exact_mut(NR).take(keys).enumerate() {
-        let key = simd.splat_f32s(jj as f32);
-        for ((s, &lo), &hi) in s_row.iter_mut().zip(lo.iter()).zip(hi.iter()) {
+    for (n, span) in spans.iter().enumerate() {
+        let (Some(&lo), Some(&hi)) = (lo.get(n), hi.get(n)) else {
+            continue;
+        };
+        for jj in (span.lo..span.all_lo).chain(span.all_hi..span.hi) {
+            let key = simd.splat_f32s(jj as f32);
             let seen = simd.and_m32s(
                 simd.less_than_or_equal_f32s(lo, key),
                 simd.less_than_f32s(key, hi),
             );
-            *s = simd.select_f32s(seen, *s, minus_inf);
+            if let Some(s) = s_t.get_mut(jj * NR + n) {
+                *s = simd.select_f32s(seen, *s, minus_inf);
+            }
         }
     }
 }
 
-/// Turns the scores of one key tile into probabilities relative to the updated running max,
-/// updates the running max and sum, and returns the factor that rescales the earlier output.
+/// Turns the scores each query vector sees (its span's rows) of one key tile into
+/// probabilities relative to the updated running max, updates the running max and sum, and
+/// returns the factor that rescales the earlier output.
 #[inline(always)]
 fn online_softmax<S: Simd, const NR: usize>(
     simd: S,
-    keys: usize,
+    spans: &[Span; NR],
     s_t: &mut [S::f32s],
     max: &mut [S::f32s],
     sum: &mut [S::f32s],
@@ -464,8 +638,8 @@ fn online_softmax<S: Simd, const NR: usize>(
     let zero = simd.splat_f32s(0.0);
     let minus_inf = simd.splat_f32s(f32::NEG_INFINITY);
     let mut alpha = [zero; NR];
-    let scores = &mut s_t[..keys * NR];
-    for n in 0..NR.min(max.len()).min(sum.len()) {
+    for (n, span) in spans.iter().enumerate().take(max.len().min(sum.len())) {
+        let scores = s_t.get_mut(span.lo * NR..span.hi * NR).unwrap_or_default();
         let old = max[n];
         let mut new = old;
         for row in scores.chunks_exact(NR) {

@@ -2,9 +2,11 @@
 //!
 //! `C (MR rows × NR vectors) = Σ_k a(r, k) · B[k]`: each step of the reduction broadcasts `MR`
 //! scalars of `A` and loads `NR` vectors of the packed `B`, for `MR × NR` independent FMAs held
-//! in registers (6 × 4 zmm = 24 accumulators on AVX-512). `A` is read in place through two
+//! in registers (8 × 3 zmm = 24 accumulators on AVX-512). `A` is read in place through two
 //! strides, so the same code computes `S = K Qᵀ` (A = K rows, reduction over `d_head`) and
-//! `Oᵀ += Vᵀ P` (A = V columns, reduction over keys) without packing K or V.
+//! `Oᵀ += Vᵀ P` (A = V columns, reduction over keys) without packing K or V. `B` and `C` rows
+//! are `stride` vectors apart, so a call may cover only some of the query vectors of a tile
+//! (the causal diagonal, where the later query vectors see more keys than the earlier ones).
 
 use pulp::Simd;
 
@@ -16,21 +18,48 @@ pub(crate) struct Lhs<'a> {
     pub depth_step: usize,
 }
 
-/// `c[r·NR + n] = Σ_{k < depth} a(r, k) · b[k·NR + n]` for `r < rows`, or with `alpha`,
-/// `c[r·NR + n] = alpha[n] · c[r·NR + n] + Σ ...` (the online-softmax rescale, fused).
+/// Rows of vectors: row `k` is `data[k * stride..][..NR]`.
+pub(crate) struct Rows<T> {
+    pub data: T,
+    pub stride: usize,
+}
+
+/// How the microkernel stores its sums into `C`.
+#[derive(Clone, Copy)]
+pub(crate) enum Store<'a, V> {
+    /// `c = Σ`.
+    Overwrite,
+    /// `c = c + Σ`.
+    Add,
+    /// `c = alpha[n] · c + Σ` (the online-softmax rescale, fused).
+    Rescale(&'a [V]),
+}
+
+/// Whether `rows` rows of `NR` vectors, `stride` apart, fit in `len` vectors.
+fn rows_fit<const NR: usize>(rows: usize, stride: usize, len: usize) -> bool {
+    rows == 0
+        || (rows - 1)
+            .checked_mul(stride)
+            .and_then(|n| n.checked_add(NR))
+            .is_some_and(|n| n <= len)
+}
+
+/// `c(r) = Σ_{k < depth} a(r, k) · b(k)` for `r < rows`, each a row of `NR` vectors, stored as
+/// `store` says.
 ///
-/// The caller guarantees `1 <= rows <= MR`, `b.len() >= depth·NR`, `c.len() >= rows·NR` and
-/// that `a` spans `(rows-1)·row_step + (depth-1)·depth_step + 1` elements; these are checked
-/// once here (a violation is a bug: debug builds assert, release builds write nothing).
+/// The caller guarantees `1 <= rows <= MR`, that `b` holds `depth` rows and `c` `rows` rows,
+/// that `a` spans `(rows-1)·row_step + (depth-1)·depth_step + 1` elements and that a `Rescale`
+/// slice holds `NR` vectors; these are checked once here (a violation is a bug: debug builds
+/// assert, release builds write nothing).
 #[inline(always)]
 pub(crate) fn tile<S: Simd, const MR: usize, const NR: usize>(
     simd: S,
     a: Lhs<'_>,
     rows: usize,
     depth: usize,
-    b: &[S::f32s],
-    c: &mut [S::f32s],
-    alpha: Option<&[S::f32s; NR]>,
+    b: Rows<&[S::f32s]>,
+    c: Rows<&mut [S::f32s]>,
+    store: Store<'_, S::f32s>,
 ) {
     let a_span = (rows.saturating_sub(1))
         .saturating_mul(a.row_step)
@@ -38,9 +67,10 @@ pub(crate) fn tile<S: Simd, const MR: usize, const NR: usize>(
         .saturating_add(1);
     let fits = rows >= 1
         && rows <= MR
-        && depth.checked_mul(NR).is_some_and(|n| n <= b.len())
-        && rows * NR <= c.len()
-        && (depth == 0 || a_span <= a.data.len());
+        && rows_fit::<NR>(depth, b.stride, b.data.len())
+        && rows_fit::<NR>(rows, c.stride, c.data.len())
+        && (depth == 0 || a_span <= a.data.len())
+        && !matches!(store, Store::Rescale(alpha) if alpha.len() < NR);
     debug_assert!(fits, "attention tile called out of bounds");
     if !fits {
         return;
@@ -51,11 +81,11 @@ pub(crate) fn tile<S: Simd, const MR: usize, const NR: usize>(
     // no branch.
     let row_ptr: [*const f32; MR] =
         core::array::from_fn(|r| a.data.as_ptr().wrapping_add(r.min(rows - 1) * a.row_step));
-    let b_ptr = b.as_ptr();
+    let b_ptr = b.data.as_ptr();
     for k in 0..depth {
-        // SAFETY: `k < depth` and `b.len() >= depth * NR` (checked above), so the NR vectors
-        // at `k * NR` are in bounds.
-        let bv: [S::f32s; NR] = core::array::from_fn(|n| unsafe { *b_ptr.add(k * NR + n) });
+        // SAFETY: `k < depth` and `b` holds `depth` rows of `NR` vectors `stride` apart
+        // (checked above), so the NR vectors at `k * stride` are in bounds.
+        let bv: [S::f32s; NR] = core::array::from_fn(|n| unsafe { *b_ptr.add(k * b.stride + n) });
         for (acc_row, ptr) in acc.iter_mut().zip(row_ptr) {
             // SAFETY: the row index is below `rows` and `k < depth`, so the offset
             // `row * row_step + k * depth_step` is at most `a_span - 1 < a.data.len()`.
@@ -65,14 +95,43 @@ pub(crate) fn tile<S: Simd, const MR: usize, const NR: usize>(
             }
         }
     }
-    for (c_row, acc_row) in c.chunks_exact_mut(NR).zip(acc).take(rows) {
-        match alpha {
-            Some(alpha) => {
+    for (r, acc_row) in acc.into_iter().enumerate().take(rows) {
+        let c_row = &mut c.data[r * c.stride..][..NR];
+        match store {
+            Store::Overwrite => c_row.copy_from_slice(&acc_row),
+            Store::Add => {
+                for (slot, sum) in c_row.iter_mut().zip(acc_row) {
+                    *slot = simd.add_f32s(*slot, sum);
+                }
+            }
+            Store::Rescale(alpha) => {
                 for ((slot, sum), scale) in c_row.iter_mut().zip(acc_row).zip(alpha) {
                     *slot = simd.mul_add_e_f32s(*slot, *scale, sum);
                 }
             }
-            None => c_row.copy_from_slice(&acc_row),
         }
+    }
+}
+
+/// [`tile`] over `width` vectors (`1..=4`), a runtime count: the query vectors of a tile that
+/// see the keys of a segment.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(crate) fn tile_of_width<S: Simd, const MR: usize>(
+    simd: S,
+    width: usize,
+    a: Lhs<'_>,
+    rows: usize,
+    depth: usize,
+    b: Rows<&[S::f32s]>,
+    c: Rows<&mut [S::f32s]>,
+    store: Store<'_, S::f32s>,
+) {
+    match width {
+        1 => tile::<S, MR, 1>(simd, a, rows, depth, b, c, store),
+        2 => tile::<S, MR, 2>(simd, a, rows, depth, b, c, store),
+        3 => tile::<S, MR, 3>(simd, a, rows, depth, b, c, store),
+        4 => tile::<S, MR, 4>(simd, a, rows, depth, b, c, store),
+        _ => debug_assert!(false, "attention tile width {width} out of range"),
     }
 }
