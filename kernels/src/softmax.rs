@@ -5,9 +5,13 @@
 //! summing, then `e / Σe`. `exp` is [`crate::math::exp`] (relative error at most
 //! [`crate::math::EXP_MAX_RELATIVE_ERROR`]); sums are `f32` in `4 × lanes` partial sums.
 //!
-//! Special rows: a row whose every element is `-inf` (fully masked) becomes all zeros; a row
-//! containing NaN or `+inf` becomes all NaN (as PyTorch); an element more than ~87 below the
-//! row maximum becomes exactly 0.
+//! # Masks and special values
+//! An element equal to `-inf` is a masked entry whatever `scale` is (zero, negative or
+//! positive): its weight is exactly 0, and the other elements are normalised among
+//! themselves. Every other element `x` contributes the logit `scale · x`, so with `scale = 0`
+//! the unmasked entries share the row equally, and `0 · (+inf)` is NaN. Then: a row whose every element is masked becomes all zeros; a row with a NaN logit, or a
+//! `+inf` one, becomes all NaN (as PyTorch); an element whose logit is more than ~87 below the
+//! row maximum becomes exactly 0. [`crate::reference::norm::softmax_row`] defines the same.
 
 use crate::error::KernelError;
 use crate::isa::Isa;
@@ -17,7 +21,8 @@ use crate::norm::{RowShape, RowsMut};
 use pulp::Simd;
 
 /// `values = softmax(scale · values)` row by row (`scale = 1.0` for the plain softmax, e.g.
-/// `1/√d` for attention scores).
+/// `1/√d` for attention scores). `-inf` entries are masked whatever `scale` is (see the
+/// module docs).
 ///
 /// Errors when the view is too short for `shape`, its stride is below `width` (with more than
 /// one row), or `scale` is not finite.
@@ -54,23 +59,36 @@ impl pulp::WithSimd for SoftmaxOp<'_> {
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
         let scale = simd.splat_f32s(self.scale);
-        for row in self.values.iter(self.shape) {
-            softmax_row(simd, scale, row);
+        let rows = self.values.iter(self.shape);
+        if self.scale > 0.0 {
+            // `scale · -inf` is already `-inf`: the mask needs no select.
+            let logit = |v, minus_max| simd.mul_add_f32s(v, scale, minus_max);
+            rows.for_each(|row| softmax_row(simd, logit, row));
+        } else {
+            let minus_inf = simd.splat_f32s(f32::NEG_INFINITY);
+            let logit = |v, minus_max| {
+                let masked = simd.equal_f32s(v, minus_inf);
+                simd.select_f32s(masked, minus_inf, simd.mul_add_f32s(v, scale, minus_max))
+            };
+            rows.for_each(|row| softmax_row(simd, logit, row));
         }
     }
 }
 
+/// One row. `logit(v, -m)` maps a vector of inputs to its logits minus `m` (`-inf` for masked
+/// entries), rounded once, so the subtraction of the maximum loses nothing for large logits.
 #[inline(always)]
-fn softmax_row<S: Simd>(simd: S, scale: S::f32s, row: &mut [f32]) {
+fn softmax_row<S: Simd>(simd: S, logit: impl Fn(S::f32s, S::f32s) -> S::f32s, row: &mut [f32]) {
+    let zero = simd.splat_f32s(0.0);
     let [max] = sweep(
         simd,
         &mut Read::new(row),
         Reduce::Max,
         #[inline(always)]
-        |v| (v, [simd.mul_f32s(v, scale)]),
+        |v| (v, [logit(v, zero)]),
     );
     if max == f32::NEG_INFINITY {
-        return masked_row(simd, row);
+        return masked_row(simd, |v| logit(v, zero), row);
     }
     let minus_max = simd.splat_f32s(-max);
     let [sum] = sweep(
@@ -79,7 +97,7 @@ fn softmax_row<S: Simd>(simd: S, scale: S::f32s, row: &mut [f32]) {
         Reduce::Sum,
         #[inline(always)]
         |v| {
-            let e = exp(simd, simd.mul_add_f32s(v, scale, minus_max));
+            let e = exp(simd, logit(v, minus_max));
             (e, [e])
         },
     );
@@ -93,10 +111,10 @@ fn softmax_row<S: Simd>(simd: S, scale: S::f32s, row: &mut [f32]) {
     );
 }
 
-/// A row whose maximum is `-inf`: zeros, unless it holds a NaN (which the maximum may skip),
-/// then NaN everywhere.
+/// A row whose maximum logit is `-inf`: zeros, unless it holds a NaN logit (which the maximum
+/// may skip), then NaN everywhere.
 #[inline(always)]
-fn masked_row<S: Simd>(simd: S, row: &mut [f32]) {
+fn masked_row<S: Simd>(simd: S, logit: impl Fn(S::f32s) -> S::f32s, row: &mut [f32]) {
     let (zero, one) = (simd.splat_f32s(0.0), simd.splat_f32s(1.0));
     let [nans] = sweep(
         simd,
@@ -104,7 +122,8 @@ fn masked_row<S: Simd>(simd: S, row: &mut [f32]) {
         Reduce::Sum,
         #[inline(always)]
         |v| {
-            let is_number = simd.equal_f32s(v, v);
+            let z = logit(v);
+            let is_number = simd.equal_f32s(z, z);
             (zero, [simd.select_f32s(is_number, zero, one)])
         },
     );
