@@ -60,35 +60,55 @@ impl pulp::WithSimd for SoftmaxOp<'_> {
     fn with_simd<S: Simd>(self, simd: S) {
         let scale = simd.splat_f32s(self.scale);
         let rows = self.values.iter(self.shape);
+        // `scale · -inf` is `-inf` for a positive scale: the mask then needs no select.
         if self.scale > 0.0 {
-            // `scale · -inf` is already `-inf`: the mask needs no select.
-            let logit = |v, minus_max| simd.mul_add_f32s(v, scale, minus_max);
-            rows.for_each(|row| softmax_row(simd, logit, row));
+            for row in rows {
+                softmax_row::<S, false>(simd, scale, row);
+            }
         } else {
-            let minus_inf = simd.splat_f32s(f32::NEG_INFINITY);
-            let logit = |v, minus_max| {
-                let masked = simd.equal_f32s(v, minus_inf);
-                simd.select_f32s(masked, minus_inf, simd.mul_add_f32s(v, scale, minus_max))
-            };
-            rows.for_each(|row| softmax_row(simd, logit, row));
+            for row in rows {
+                softmax_row::<S, true>(simd, scale, row);
+            }
         }
     }
 }
 
-/// One row. `logit(v, -m)` maps a vector of inputs to its logits minus `m` (`-inf` for masked
-/// entries), rounded once, so the subtraction of the maximum loses nothing for large logits.
+/// `scale · v - m` with `minus_max = -m`, rounded once (so subtracting the maximum of large
+/// logits loses nothing), and `-inf` where `v` is `-inf` (masked) when `SELECT_MASKED`.
 #[inline(always)]
-fn softmax_row<S: Simd>(simd: S, logit: impl Fn(S::f32s, S::f32s) -> S::f32s, row: &mut [f32]) {
+fn logit<S: Simd, const SELECT_MASKED: bool>(
+    simd: S,
+    scale: S::f32s,
+    v: S::f32s,
+    minus_max: S::f32s,
+) -> S::f32s {
+    let z = simd.mul_add_f32s(v, scale, minus_max);
+    if SELECT_MASKED {
+        let minus_inf = simd.splat_f32s(f32::NEG_INFINITY);
+        simd.select_f32s(simd.equal_f32s(v, minus_inf), minus_inf, z)
+    } else {
+        z
+    }
+}
+
+/// One row (`SELECT_MASKED` must be set unless `scale > 0`).
+#[inline(always)]
+fn softmax_row<S: Simd, const SELECT_MASKED: bool>(simd: S, scale: S::f32s, row: &mut [f32]) {
     let zero = simd.splat_f32s(0.0);
     let [max] = sweep(
         simd,
         &mut Read::new(row),
         Reduce::Max,
         #[inline(always)]
-        |v| (v, [logit(v, zero)]),
+        |v| (v, [logit::<S, SELECT_MASKED>(simd, scale, v, zero)]),
     );
     if max == f32::NEG_INFINITY {
-        return masked_row(simd, |v| logit(v, zero), row);
+        return masked_row(
+            simd,
+            #[inline(always)]
+            |v| logit::<S, SELECT_MASKED>(simd, scale, v, zero),
+            row,
+        );
     }
     let minus_max = simd.splat_f32s(-max);
     let [sum] = sweep(
@@ -97,7 +117,7 @@ fn softmax_row<S: Simd>(simd: S, logit: impl Fn(S::f32s, S::f32s) -> S::f32s, ro
         Reduce::Sum,
         #[inline(always)]
         |v| {
-            let e = exp(simd, logit(v, minus_max));
+            let e = exp(simd, logit::<S, SELECT_MASKED>(simd, scale, v, minus_max));
             (e, [e])
         },
     );
