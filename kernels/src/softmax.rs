@@ -2,8 +2,9 @@
 //!
 //! Three passes over a row that stays in L1/L2 (main memory sees it read once and written
 //! once): the maximum of `scale · x`, then `e = exp(scale · x - max)` stored in place while
-//! summing, then `e / Σe`. `exp` is [`crate::math::exp`] (relative error at most
-//! [`crate::math::EXP_MAX_RELATIVE_ERROR`]); sums are `f32` in `4 × lanes` partial sums.
+//! summing, then `e / Σe`. The exponential is [`crate::math::exp_non_positive`] (its argument
+//! is at most 0; relative error at most [`crate::math::EXP_MAX_RELATIVE_ERROR`]); sums are
+//! `f32` in `4 × lanes` partial sums.
 //!
 //! # Masks and special values
 //! An element equal to `-inf` is a masked entry whatever `scale` is (zero, negative or
@@ -15,7 +16,7 @@
 
 use crate::error::KernelError;
 use crate::isa::Isa;
-use crate::math::exp;
+use crate::math::exp_non_positive;
 use crate::norm::sweep::{sweep, Read, Reduce, Update};
 use crate::norm::{RowShape, RowsMut};
 use pulp::Simd;
@@ -117,7 +118,7 @@ fn softmax_row<S: Simd, const SELECT_MASKED: bool>(simd: S, scale: S::f32s, row:
         Reduce::Sum,
         #[inline(always)]
         |v| {
-            let e = exp(simd, logit::<S, SELECT_MASKED>(simd, scale, v, minus_max));
+            let e = exp_non_positive(simd, logit::<S, SELECT_MASKED>(simd, scale, v, minus_max));
             (e, [e])
         },
     );
