@@ -4,7 +4,7 @@
 
 use crate::error::KernelError;
 use crate::isa::Isa;
-use crate::math::exp;
+use crate::math::exp_non_positive;
 use crate::norm::sweep::{sweep, Read, Reduce, RowIo, Update, Write, Zeros, Zip};
 use crate::norm::{check_vector, RowShape, Rows, RowsMut};
 use pulp::Simd;
@@ -294,20 +294,28 @@ pub fn gelu_erf<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     simd.mul_f32s(x, cdf)
 }
 
-/// GELU, tanh form, computed as `x / (1 + e^{-2u})` with `u = √(2/π)(x + 0.044715 x³)`, which
-/// equals `0.5 x (1 + tanh u)` and has no cancellation for negative `x`.
+/// GELU, tanh form: `0.5 x (1 + tanh u)` with `u = √(2/π)(x + 0.044715 x³)`, computed as
+/// `x / (1 + e^{-2u})` (no cancellation for negative `x`) from one `t = e^{-2|u|}`
+/// ([`exp_non_positive`]): `x / (1 + t)` for `u >= 0` and `x t / (1 + t)` for `u < 0`, so the
+/// exponential never overflows. Within [`GELU_TANH_MAX_ERROR`] ·
+/// `max(1, |x|)` of the exact tanh form.
 #[inline(always)]
 pub fn gelu_tanh<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     const CUBIC: f32 = 0.044_715;
     let x2 = simd.mul_f32s(x, x);
     let inner = simd.mul_add_f32s(simd.splat_f32s(CUBIC), x2, simd.splat_f32s(1.0));
-    let minus_two_u = simd.mul_f32s(
+    let two_u = simd.mul_f32s(
         simd.mul_f32s(x, inner),
-        simd.splat_f32s(-2.0 * SQRT_2_OVER_PI),
+        simd.splat_f32s(2.0 * SQRT_2_OVER_PI),
     );
-    let denominator = simd.add_f32s(simd.splat_f32s(1.0), exp(simd, minus_two_u));
-    simd.div_f32s(x, denominator)
+    let t = exp_non_positive(simd, simd.neg_f32s(simd.abs_f32s(two_u)));
+    let numerator = simd.select_f32s(
+        simd.less_than_f32s(two_u, simd.splat_f32s(0.0)),
+        simd.mul_f32s(x, t),
+        x,
+    );
+    simd.div_f32s(numerator, simd.add_f32s(simd.splat_f32s(1.0), t))
 }
 
 #[cfg(test)]

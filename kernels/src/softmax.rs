@@ -2,22 +2,28 @@
 //!
 //! Three passes over a row that stays in L1/L2 (main memory sees it read once and written
 //! once): the maximum of `scale · x`, then `e = exp(scale · x - max)` stored in place while
-//! summing, then `e / Σe`. `exp` is [`crate::math::exp`] (relative error at most
-//! [`crate::math::EXP_MAX_RELATIVE_ERROR`]); sums are `f32` in `4 × lanes` partial sums.
+//! summing, then `e / Σe`. The exponential is [`crate::math::exp_non_positive`] (its argument
+//! is at most 0; relative error at most [`crate::math::EXP_MAX_RELATIVE_ERROR`]); sums are
+//! `f32` in `4 × lanes` partial sums.
 //!
-//! Special rows: a row whose every element is `-inf` (fully masked) becomes all zeros; a row
-//! containing NaN or `+inf` becomes all NaN (as PyTorch); an element more than ~87 below the
-//! row maximum becomes exactly 0.
+//! # Masks and special values
+//! An element equal to `-inf` is a masked entry whatever `scale` is (zero, negative or
+//! positive): its weight is exactly 0, and the other elements are normalised among
+//! themselves. Every other element `x` contributes the logit `scale · x`, so with `scale = 0`
+//! the unmasked entries share the row equally, and `0 · (+inf)` is NaN. Then: a row whose every element is masked becomes all zeros; a row with a NaN logit, or a
+//! `+inf` one, becomes all NaN (as PyTorch); an element whose logit is more than ~87 below the
+//! row maximum becomes exactly 0. [`crate::reference::norm::softmax_row`] defines the same.
 
 use crate::error::KernelError;
 use crate::isa::Isa;
-use crate::math::exp;
+use crate::math::exp_non_positive;
 use crate::norm::sweep::{sweep, Read, Reduce, Update};
 use crate::norm::{RowShape, RowsMut};
 use pulp::Simd;
 
 /// `values = softmax(scale · values)` row by row (`scale = 1.0` for the plain softmax, e.g.
-/// `1/√d` for attention scores).
+/// `1/√d` for attention scores). `-inf` entries are masked whatever `scale` is (see the
+/// module docs).
 ///
 /// Errors when the view is too short for `shape`, its stride is below `width` (with more than
 /// one row), or `scale` is not finite.
@@ -54,23 +60,56 @@ impl pulp::WithSimd for SoftmaxOp<'_> {
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
         let scale = simd.splat_f32s(self.scale);
-        for row in self.values.iter(self.shape) {
-            softmax_row(simd, scale, row);
+        let rows = self.values.iter(self.shape);
+        // `scale · -inf` is `-inf` for a positive scale: the mask then needs no select.
+        if self.scale > 0.0 {
+            for row in rows {
+                softmax_row::<S, false>(simd, scale, row);
+            }
+        } else {
+            for row in rows {
+                softmax_row::<S, true>(simd, scale, row);
+            }
         }
     }
 }
 
+/// `scale · v - m` with `minus_max = -m`, rounded once (so subtracting the maximum of large
+/// logits loses nothing), and `-inf` where `v` is `-inf` (masked) when `SELECT_MASKED`.
 #[inline(always)]
-fn softmax_row<S: Simd>(simd: S, scale: S::f32s, row: &mut [f32]) {
+fn logit<S: Simd, const SELECT_MASKED: bool>(
+    simd: S,
+    scale: S::f32s,
+    v: S::f32s,
+    minus_max: S::f32s,
+) -> S::f32s {
+    let z = simd.mul_add_f32s(v, scale, minus_max);
+    if SELECT_MASKED {
+        let minus_inf = simd.splat_f32s(f32::NEG_INFINITY);
+        simd.select_f32s(simd.equal_f32s(v, minus_inf), minus_inf, z)
+    } else {
+        z
+    }
+}
+
+/// One row (`SELECT_MASKED` must be set unless `scale > 0`).
+#[inline(always)]
+fn softmax_row<S: Simd, const SELECT_MASKED: bool>(simd: S, scale: S::f32s, row: &mut [f32]) {
+    let zero = simd.splat_f32s(0.0);
     let [max] = sweep(
         simd,
         &mut Read::new(row),
         Reduce::Max,
         #[inline(always)]
-        |v| (v, [simd.mul_f32s(v, scale)]),
+        |v| (v, [logit::<S, SELECT_MASKED>(simd, scale, v, zero)]),
     );
     if max == f32::NEG_INFINITY {
-        return masked_row(simd, row);
+        return masked_row(
+            simd,
+            #[inline(always)]
+            |v| logit::<S, SELECT_MASKED>(simd, scale, v, zero),
+            row,
+        );
     }
     let minus_max = simd.splat_f32s(-max);
     let [sum] = sweep(
@@ -79,7 +118,7 @@ fn softmax_row<S: Simd>(simd: S, scale: S::f32s, row: &mut [f32]) {
         Reduce::Sum,
         #[inline(always)]
         |v| {
-            let e = exp(simd, simd.mul_add_f32s(v, scale, minus_max));
+            let e = exp_non_positive(simd, logit::<S, SELECT_MASKED>(simd, scale, v, minus_max));
             (e, [e])
         },
     );
@@ -93,10 +132,10 @@ fn softmax_row<S: Simd>(simd: S, scale: S::f32s, row: &mut [f32]) {
     );
 }
 
-/// A row whose maximum is `-inf`: zeros, unless it holds a NaN (which the maximum may skip),
-/// then NaN everywhere.
+/// A row whose maximum logit is `-inf`: zeros, unless it holds a NaN logit (which the maximum
+/// may skip), then NaN everywhere.
 #[inline(always)]
-fn masked_row<S: Simd>(simd: S, row: &mut [f32]) {
+fn masked_row<S: Simd>(simd: S, logit: impl Fn(S::f32s) -> S::f32s, row: &mut [f32]) {
     let (zero, one) = (simd.splat_f32s(0.0), simd.splat_f32s(1.0));
     let [nans] = sweep(
         simd,
@@ -104,7 +143,8 @@ fn masked_row<S: Simd>(simd: S, row: &mut [f32]) {
         Reduce::Sum,
         #[inline(always)]
         |v| {
-            let is_number = simd.equal_f32s(v, v);
+            let z = logit(v);
+            let is_number = simd.equal_f32s(z, z);
             (zero, [simd.select_f32s(is_number, zero, one)])
         },
     );

@@ -261,10 +261,11 @@ proptest! {
                 let x = row(&input, case.width, r);
                 let mut expected = vec![0.0f64; case.width];
                 reference::softmax_row(scale, &x, &mut expected);
-                let max = x.iter().map(|&v| scale as f64 * v as f64).fold(f64::NEG_INFINITY, f64::max);
+                let logit = |v| reference::softmax_logit(scale, v);
+                let max = x.iter().map(|&v| logit(v)).fold(f64::NEG_INFINITY, f64::max);
                 let bound = |c: usize| {
                     let y = expected[c];
-                    let z = (scale as f64 * x[c] as f64 - max).abs();
+                    let z = (logit(x[c]) - max).abs();
                     let relative = 2.0 * EXP_MAX_RELATIVE_ERROR as f64 + 4.0 * f32::EPSILON as f64 * z;
                     let relative = if y == 0.0 { 0.0 } else { y * relative };
                     dot_tolerance(case.width, y) + relative + 1e-30
@@ -398,6 +399,57 @@ fn softmax_regressions() {
             assert!(
                 with_nan.iter().all(|v| v.is_nan()),
                 "{isa} width {width}: {with_nan:?}"
+            );
+        }
+    });
+}
+
+/// `-inf` is a masked entry whatever the scale (fuzz/findings/rows-softmax-scale-0-with-inf):
+/// with `scale = 0` the unmasked entries share the row equally, with a negative scale they
+/// are a softmax among themselves; `0 · (+inf)` is NaN and poisons the row.
+#[test]
+fn softmax_masks_whatever_the_scale() {
+    for_each_isa(|isa| {
+        for width in [2usize, 3, 17, 40] {
+            let row: Vec<f32> = (0..width)
+                .map(|c| {
+                    if c % 3 == 1 {
+                        f32::NEG_INFINITY
+                    } else {
+                        c as f32 * 0.25
+                    }
+                })
+                .collect();
+            for scale in [0.0f32, -0.0, -0.5, 0.5] {
+                let mut values = row.clone();
+                let shape = RowShape::new(1, width);
+                softmax_in_place(isa, shape, RowsMut::new(&mut values, width), scale).unwrap();
+                let mut expected = vec![0.0f64; width];
+                reference::softmax_row(scale, &row, &mut expected);
+                let unmasked = row.iter().filter(|v| v.is_finite()).count();
+                for (c, (&y, &e)) in values.iter().zip(&expected).enumerate() {
+                    let what = format!("{isa} width {width} scale {scale} entry {c}");
+                    if row[c] == f32::NEG_INFINITY {
+                        assert_eq!(y, 0.0, "{what}");
+                        assert_eq!(e, 0.0, "{what}");
+                    } else if scale == 0.0 {
+                        assert!(
+                            (y as f64 - 1.0 / unmasked as f64).abs() < 1e-6,
+                            "{what}: {y}"
+                        );
+                    }
+                    assert!((y as f64 - e).abs() < 1e-6, "{what}: {y} vs {e}");
+                }
+            }
+            let mut poisoned = row.clone();
+            poisoned[0] = f32::INFINITY;
+            let mut expected = vec![0.0f64; width];
+            reference::softmax_row(0.0, &poisoned, &mut expected);
+            let shape = RowShape::new(1, width);
+            softmax_in_place(isa, shape, RowsMut::new(&mut poisoned, width), 0.0).unwrap();
+            assert!(
+                poisoned.iter().all(|v| v.is_nan()) && expected.iter().all(|v| v.is_nan()),
+                "{isa} width {width}: {poisoned:?} {expected:?}"
             );
         }
     });

@@ -17,13 +17,16 @@ const ROUND_MAGIC: f32 = 12_582_912.0;
 // to 0 (the kernels' consumers, softmax weights, do not need subnormals).
 const MAX_INPUT: f32 = 88.722_83;
 const MIN_INPUT: f32 = -87.336_55;
-// Minimax polynomial for (e^r - 1 - r) / r^2 on |r| <= ln(2)/2 (Cephes `expf`).
-const P0: f32 = 1.987_569_1e-4;
-const P1: f32 = 1.398_199_9e-3;
-const P2: f32 = 8.333_452e-3;
-const P3: f32 = 4.166_579_6e-2;
-const P4: f32 = 1.666_666_5e-1;
-const P5: f32 = 0.5;
+// Chebyshev fit (mpmath `chebyfit`, degree 4) of (e^r - 1 - r) / r^2 on |r| <= ln(2)/2:
+// 1 + r + r^2 p(r) is within 1.1e-8 of e^r there, so the f32 evaluation's rounding dominates
+// the error. Cephes' degree-5 `expf` fit (one more FMA per vector) is no more accurate in f32.
+const P: [f32; 5] = [
+    1.392_617_6e-3,
+    8.363_173e-3,
+    4.166_655_5e-2,
+    1.666_657_7e-1,
+    0.5,
+];
 
 /// `e^x` lane by lane. `+inf` for `x > 88.72`, `0` for `x < -87.34` (including `-inf`), and NaN
 /// for NaN; otherwise within [`EXP_MAX_RELATIVE_ERROR`].
@@ -33,23 +36,7 @@ pub fn exp<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
         simd.max_f32s(x, simd.splat_f32s(MIN_INPUT)),
         simd.splat_f32s(MAX_INPUT),
     );
-    // n = round(x / ln 2), both as a float and in the low bits of `shifted`.
-    let shifted = simd.mul_add_f32s(
-        clamped,
-        simd.splat_f32s(LOG2_E),
-        simd.splat_f32s(ROUND_MAGIC),
-    );
-    let n = simd.sub_f32s(shifted, simd.splat_f32s(ROUND_MAGIC));
-    // r = x - n ln 2, in two steps so the product's rounding error is not lost.
-    let r = simd.negate_mul_add_f32s(n, simd.splat_f32s(LN2_HI), clamped);
-    let r = simd.negate_mul_add_f32s(n, simd.splat_f32s(LN2_LO), r);
-
-    let mut p = simd.splat_f32s(P0);
-    for coefficient in [P1, P2, P3, P4, P5] {
-        p = simd.mul_add_f32s(p, r, simd.splat_f32s(coefficient));
-    }
-    let r2 = simd.mul_f32s(r, r);
-    let e_r = simd.add_f32s(simd.mul_add_f32s(p, r2, r), simd.splat_f32s(1.0));
+    let (shifted, e_r) = reduce(simd, clamped, ROUND_MAGIC);
 
     // 2^n: n + 127 into the exponent field. n is in [-126, 128] after clamping; 2^128 is split
     // as 2 * 2^127 by scaling e^r first so the exponent field never overflows.
@@ -83,32 +70,88 @@ pub fn exp<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     simd.select_f32s(simd.equal_f32s(x, x), y, x)
 }
 
+/// `e^x` lane by lane for `x <= 0` (softmax weights `e^{z - max}`, `e^{-|t|}`): within
+/// [`EXP_MAX_RELATIVE_ERROR`] for `-87.34 <= x <= 88` (the same reduction and polynomial as
+/// [`exp`]), `0` for `x < -87.34` (including `-inf`), NaN for NaN. Unspecified (but never
+/// undefined behaviour) for `x > 88`. About 16 vector operations against [`exp`]'s ~28: no
+/// clamping, overflow split or NaN select (NaN propagates through the arithmetic), and `2^n`
+/// is one shift of the rounded value's bits.
+#[inline(always)]
+pub fn exp_non_positive<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    // The magic constant's low mantissa bits hold n + 127 after rounding, for
+    // n = round(x / ln 2) in [-126, 127]: shifted left by 23 they are the bits of 2^n.
+    const MAGIC_WITH_BIAS: f32 = ROUND_MAGIC + 127.0;
+    let (shifted, e_r) = reduce(simd, x, MAGIC_WITH_BIAS);
+    let two_n = simd.transmute_f32s_u32s(
+        simd.wrapping_dyn_shl_u32s(simd.transmute_u32s_f32s(shifted), simd.splat_u32s(23)),
+    );
+    let y = simd.mul_f32s(e_r, two_n);
+    simd.select_f32s(
+        simd.less_than_f32s(x, simd.splat_f32s(MIN_INPUT)),
+        simd.splat_f32s(0.0),
+        y,
+    )
+}
+
+/// Range reduction and polynomial shared by the `exp` variants: `x = n ln 2 + r` with
+/// `|r| <= ln(2)/2`; returns `magic + n` (rounded, so `n` sits in its low mantissa bits) and
+/// `e^r`.
+#[inline(always)]
+fn reduce<S: Simd>(simd: S, x: S::f32s, magic: f32) -> (S::f32s, S::f32s) {
+    let shifted = simd.mul_add_f32s(x, simd.splat_f32s(LOG2_E), simd.splat_f32s(magic));
+    let n = simd.sub_f32s(shifted, simd.splat_f32s(magic));
+    // r = x - n ln 2, in two steps so the product's rounding error is not lost.
+    let r = simd.negate_mul_add_f32s(n, simd.splat_f32s(LN2_HI), x);
+    let r = simd.negate_mul_add_f32s(n, simd.splat_f32s(LN2_LO), r);
+
+    let mut p = simd.splat_f32s(P[0]);
+    for &coefficient in &P[1..] {
+        p = simd.mul_add_f32s(p, r, simd.splat_f32s(coefficient));
+    }
+    let r2 = simd.mul_f32s(r, r);
+    let e_r = simd.add_f32s(simd.mul_add_f32s(p, r2, r), simd.splat_f32s(1.0));
+    (shifted, e_r)
+}
+
 /// Applies [`exp`] in place to every element of `values`.
 pub fn exp_slice(isa: Isa, values: &mut [f32]) {
-    struct ExpSlice<'a>(&'a mut [f32]);
-    impl pulp::WithSimd for ExpSlice<'_> {
+    map_slice::<false>(isa, values);
+}
+
+/// Applies [`exp`], or [`exp_non_positive`] when `NON_POSITIVE`, in place.
+fn map_slice<const NON_POSITIVE: bool>(isa: Isa, values: &mut [f32]) {
+    struct ExpSlice<'a, const NON_POSITIVE: bool>(&'a mut [f32]);
+    impl<const NON_POSITIVE: bool> pulp::WithSimd for ExpSlice<'_, NON_POSITIVE> {
         type Output = ();
         #[inline(always)]
         fn with_simd<S: Simd>(self, simd: S) {
+            let f = |v| {
+                if NON_POSITIVE {
+                    exp_non_positive(simd, v)
+                } else {
+                    exp(simd, v)
+                }
+            };
             let (head, tail) = S::as_mut_simd_f32s(self.0);
             for v in head {
-                *v = exp(simd, *v);
+                *v = f(*v);
             }
             if !tail.is_empty() {
                 let v = simd.partial_load_f32s(tail);
-                simd.partial_store_f32s(tail, exp(simd, v));
+                simd.partial_store_f32s(tail, f(v));
             }
         }
     }
-    isa.dispatch(ExpSlice(values));
+    isa.dispatch(ExpSlice::<NON_POSITIVE>(values));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn check_level(isa: Isa) {
-        // Sweep [-87.3, 88.7] densely, plus the special values.
+    /// The worst relative error of the variant over `steps` points evenly spread on
+    /// `[low, high]`.
+    fn worst_error<const NON_POSITIVE: bool>(isa: Isa, low: f32, high: f32) -> f64 {
         let mut buf = [0.0f32; 1024];
         let steps = 200_000usize;
         let mut worst = 0.0f64;
@@ -116,10 +159,10 @@ mod tests {
         while i < steps {
             let chunk = buf.len().min(steps - i);
             for (j, v) in buf[..chunk].iter_mut().enumerate() {
-                *v = MIN_INPUT + (MAX_INPUT - MIN_INPUT) * ((i + j) as f32 / steps as f32);
+                *v = low + (high - low) * ((i + j) as f32 / steps as f32);
             }
             let inputs = buf;
-            exp_slice(isa, &mut buf[..chunk]);
+            map_slice::<NON_POSITIVE>(isa, &mut buf[..chunk]);
             for (x, y) in inputs[..chunk].iter().zip(&buf[..chunk]) {
                 let exact = libm::exp(*x as f64);
                 let rel = ((*y as f64 - exact) / exact).abs();
@@ -127,6 +170,12 @@ mod tests {
             }
             i += chunk;
         }
+        worst
+    }
+
+    fn check_level(isa: Isa) {
+        // Sweep [-87.3, 88.7] densely, plus the special values.
+        let worst = worst_error::<false>(isa, MIN_INPUT, MAX_INPUT);
         assert!(
             worst <= EXP_MAX_RELATIVE_ERROR as f64,
             "{isa}: worst relative error {worst:e}"
@@ -157,6 +206,42 @@ mod tests {
         assert_eq!(special[8], 0.0);
         assert_eq!(special[9], f32::INFINITY);
         assert!(special[10].is_finite() && special[10] > 3.4e38);
+    }
+
+    #[test]
+    fn exp_non_positive_is_within_its_stated_error_at_every_level() {
+        for isa in Isa::supported() {
+            for (low, high) in [(MIN_INPUT, 0.0), (-1.0, 1.0), (0.0, 88.0)] {
+                let worst = worst_error::<true>(isa, low, high);
+                assert!(
+                    worst <= EXP_MAX_RELATIVE_ERROR as f64,
+                    "{isa} [{low}, {high}]: worst relative error {worst:e}"
+                );
+            }
+            let mut special = [
+                0.0,
+                -0.0,
+                -1.0,
+                f32::NEG_INFINITY,
+                f32::NAN,
+                -88.0,
+                -1e4,
+                -1e30,
+                f32::MIN,
+            ];
+            map_slice::<true>(isa, &mut special);
+            assert_eq!(special[0], 1.0, "{isa}");
+            assert_eq!(special[1], 1.0, "{isa}");
+            assert!((special[2] - (-1.0f32).exp()).abs() <= 1e-7, "{isa}");
+            assert!(special[4].is_nan(), "{isa}");
+            assert!(
+                special[3..]
+                    .iter()
+                    .filter(|v| !v.is_nan())
+                    .all(|&v| v == 0.0),
+                "{isa}: {special:?}"
+            );
+        }
     }
 
     #[test]

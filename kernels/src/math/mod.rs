@@ -3,4 +3,4 @@
 
 mod exp;
 
-pub use exp::{exp, exp_slice, EXP_MAX_RELATIVE_ERROR};
+pub use exp::{exp, exp_non_positive, exp_slice, EXP_MAX_RELATIVE_ERROR};

@@ -29,7 +29,9 @@
 //! deviation of the mean (the usual case), `E[(s-k)²] - (mean-k)²` loses at most a factor 2
 //! of accuracy against the two-pass variance and is used directly; otherwise a second pass
 //! sums `d = s - k - m` and `d²` and corrects mean and variance with `Σd` (the corrected
-//! two-pass algorithm). The unshifted `Σs²/n - mean²` is never used. The output is
+//! two-pass algorithm, finished in `f64`). The unshifted `Σs²/n - mean²` is never used. The
+//! common path finishes the statistics in `f32` (`1/√(var + ε)` within 1 ulp), so little
+//! latency sits between a row's passes. The output is
 //! `((s - k) - m) · rstd · γ + β`, so the mean is never rounded to `f32` on its own. A row
 //! containing NaN yields NaN; `ε = 0` on a constant row yields NaN, as in PyTorch.
 
@@ -264,11 +266,19 @@ impl pulp::WithSimd for NormOp<'_> {
                 epsilon,
             } => {
                 let params = Zip(Read::new(gamma), Read::new(beta));
-                run_rows(simd, shape, Layer { epsilon }, params, form);
+                let kind = Layer {
+                    epsilon,
+                    inv_width: 1.0 / shape.width as f32,
+                };
+                run_rows(simd, shape, kind, params, form);
             }
             Norm::Rms { gamma, epsilon } => {
                 let params = Zip(Read::new(gamma), Zeros);
-                run_rows(simd, shape, Rms { epsilon }, params, form);
+                let kind = Rms {
+                    epsilon,
+                    inv_width: 1.0 / shape.width as f32,
+                };
+                run_rows(simd, shape, kind, params, form);
             }
         }
     }
@@ -304,6 +314,8 @@ trait Kind: Copy {
 #[derive(Clone, Copy)]
 struct Layer {
     epsilon: f32,
+    /// `1 / width`, so the per-row statistics multiply instead of dividing.
+    inv_width: f32,
 }
 
 impl Kind for Layer {
@@ -320,19 +332,21 @@ impl Kind for Layer {
 
     #[inline(always)]
     fn stats<S: Simd>(self, simd: S, row: &[f32], shift: f32, first: [f32; 2]) -> Stats {
-        let n = row.len() as f64;
-        let rstd = |variance: f64| (1.0 / libm::sqrt(variance + self.epsilon as f64)) as f32;
-        let offset = first[0] as f64 / n;
-        let shifted_variance = first[1] as f64 / n - offset * offset;
+        // The common case in `f32`: a short dependency chain between the passes of a row.
+        let offset = first[0] * self.inv_width;
+        let shifted_variance = first[1] * self.inv_width - offset * offset;
         // With the shift within one standard deviation of the mean, E[(s-k)²] - (mean-k)²
         // loses at most one bit against the two-pass formula: take it and skip a pass.
         if offset * offset <= shifted_variance {
             return Stats {
                 shift,
-                center: offset as f32,
-                rstd: rstd(shifted_variance),
+                center: offset,
+                rstd: rsqrt(shifted_variance + self.epsilon),
             };
         }
+        let n = row.len() as f64;
+        let rstd = |variance: f64| (1.0 / libm::sqrt(variance + self.epsilon as f64)) as f32;
+        let offset = first[0] as f64 / n;
         let center = offset as f32;
         let (k, m) = (simd.splat_f32s(shift), simd.splat_f32s(center));
         let [sum_d, sum_d2] = sweep(
@@ -370,6 +384,8 @@ impl Kind for Layer {
 #[derive(Clone, Copy)]
 struct Rms {
     epsilon: f32,
+    /// `1 / width`.
+    inv_width: f32,
 }
 
 impl Kind for Rms {
@@ -385,12 +401,11 @@ impl Kind for Rms {
     }
 
     #[inline(always)]
-    fn stats<S: Simd>(self, _: S, row: &[f32], _: f32, first: [f32; 2]) -> Stats {
-        let mean_square = first[0] as f64 / row.len() as f64;
+    fn stats<S: Simd>(self, _: S, _: &[f32], _: f32, first: [f32; 2]) -> Stats {
         Stats {
             shift: 0.0,
             center: 0.0,
-            rstd: (1.0 / libm::sqrt(mean_square + self.epsilon as f64)) as f32,
+            rstd: rsqrt(first[0] * self.inv_width + self.epsilon),
         }
     }
 
@@ -404,6 +419,12 @@ impl Kind for Rms {
     ) -> S::f32s {
         simd.mul_f32s(simd.mul_f32s(s, rstd), gamma)
     }
+}
+
+/// `1 / √v` in `f32` (correctly rounded square root and division: within 1 ulp).
+#[inline(always)]
+fn rsqrt(v: f32) -> f32 {
+    1.0 / libm::sqrtf(v)
 }
 
 /// The row loop of every form. `params` yields `(gamma, beta)` vectors.
@@ -482,7 +503,10 @@ where
 /// Statistics of a row read as is.
 #[inline(always)]
 fn reduce_row<S: Simd, K: Kind>(simd: S, kind: K, row: &[f32]) -> Stats {
-    let shift = K::shift(|| prefix_mean(row, &[]));
+    let shift = K::shift(
+        #[inline(always)]
+        || prefix_mean(simd, row, None),
+    );
     let k = simd.splat_f32s(shift);
     let first = sweep(
         simd,
@@ -503,7 +527,10 @@ fn add_reduce_row<S: Simd, K: Kind>(
     residual: &[f32],
     staged: &mut [f32],
 ) -> Stats {
-    let shift = K::shift(|| prefix_mean(x, residual));
+    let shift = K::shift(
+        #[inline(always)]
+        || prefix_mean(simd, x, Some(residual)),
+    );
     let mut io = Write::new(Zip(Read::new(x), Read::new(residual)), staged);
     let first = add_first_pass::<S, K, _>(simd, &mut io, shift);
     kind.stats(simd, staged, shift, first)
@@ -517,32 +544,45 @@ fn accumulate_reduce_row<S: Simd, K: Kind>(
     target: &mut [f32],
     other: &[f32],
 ) -> Stats {
-    let shift = K::shift(|| prefix_mean(target, other));
+    let shift = K::shift(
+        #[inline(always)]
+        || prefix_mean(simd, target, Some(other)),
+    );
     let mut io = Zip(Update::new(target), Read::new(other));
     let first = add_first_pass::<S, K, _>(simd, &mut io, shift);
     kind.stats(simd, target, shift, first)
 }
 
-/// Mean of the first (up to 16) elements of `a + b` (of `a` alone when `b` is empty), each sum
-/// rounded to `f32` as the staged row is: the LayerNorm shift. Summed in `f64` so huge values
-/// cannot overflow; 0 for an empty row.
-fn prefix_mean(a: &[f32], b: &[f32]) -> f32 {
+/// Mean of the first (up to 16) elements of `a + b` (of `a` alone without `b`), each sum
+/// rounded to `f32` as the staged row is: the LayerNorm shift. One or two vector loads, not a
+/// serial scalar chain at the head of every row; each term is scaled by `1/len` before it is
+/// summed, so huge values cannot overflow. 0 for an empty row.
+#[inline(always)]
+fn prefix_mean<S: Simd>(simd: S, a: &[f32], b: Option<&[f32]>) -> f32 {
     const PREFIX: usize = 16;
     let len = a.len().min(PREFIX);
-    let sum: f64 = if b.is_empty() {
-        a[..len].iter().map(|&v| v as f64).sum()
-    } else {
-        a.iter()
-            .zip(b)
-            .take(len)
-            .map(|(&x, &y)| (x + y) as f64)
-            .sum()
-    };
     if len == 0 {
-        0.0
-    } else {
-        (sum / len as f64) as f32
+        return 0.0;
     }
+    let weight = simd.splat_f32s(1.0 / len as f32);
+    let a = Read::new(&a[..len]);
+    let [mean] = match b {
+        None => sweep(
+            simd,
+            &mut { a },
+            Reduce::Sum,
+            #[inline(always)]
+            |s| (s, [simd.mul_f32s(s, weight)]),
+        ),
+        Some(b) => sweep(
+            simd,
+            &mut Zip(a, Read::new(&b[..len.min(b.len())])),
+            Reduce::Sum,
+            #[inline(always)]
+            |(x, y)| (x, [simd.mul_f32s(simd.add_f32s(x, y), weight)]),
+        ),
+    };
+    mean
 }
 
 /// First pass of the residual forms: `s = a + b` stored through `io`; returns the sums of the
@@ -578,6 +618,7 @@ where
         simd,
         &mut Zip(io, params),
         Reduce::Sum,
+        #[inline(always)]
         |(s, (gamma, beta))| (K::apply(simd, splat, s, gamma, beta), []),
     );
 }

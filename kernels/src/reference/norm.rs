@@ -55,24 +55,34 @@ pub fn normalize_row(norm: Norm<'_>, row: &[f32], out: &mut [f64]) {
     }
 }
 
-/// `out = softmax(scale · row)` exactly (in `f64`): all NaN when the row holds a NaN, all zeros
-/// when every element is `-inf`.
+/// The logit of softmax input `v`: exactly `scale · v`, or `-inf` when `v` is `-inf` (a masked
+/// entry whatever `scale` is, also `0` or negative).
+pub fn softmax_logit(scale: f32, v: f32) -> f64 {
+    if v == f32::NEG_INFINITY {
+        f64::NEG_INFINITY
+    } else {
+        scale as f64 * v as f64
+    }
+}
+
+/// `out = softmax(logits)` exactly (in `f64`) with the logits of [`softmax_logit`]: all NaN
+/// when a logit is NaN or `+inf`, all zeros when every element is masked.
 pub fn softmax_row(scale: f32, row: &[f32], out: &mut [f64]) {
-    let scaled = |v: f32| scale as f64 * v as f64;
-    if row.iter().any(|&v| scaled(v).is_nan()) {
+    let logit = |v: f32| softmax_logit(scale, v);
+    let max = row
+        .iter()
+        .map(|&v| logit(v))
+        .fold(f64::NEG_INFINITY, f64::max);
+    if row.iter().any(|&v| logit(v).is_nan()) || max == f64::INFINITY {
         out.iter_mut().for_each(|o| *o = f64::NAN);
         return;
     }
-    let max = row
-        .iter()
-        .map(|&v| scaled(v))
-        .fold(f64::NEG_INFINITY, f64::max);
     if max == f64::NEG_INFINITY {
         out.iter_mut().for_each(|o| *o = 0.0);
         return;
     }
-    let sum: f64 = row.iter().map(|&v| libm::exp(scaled(v) - max)).sum();
+    let sum: f64 = row.iter().map(|&v| libm::exp(logit(v) - max)).sum();
     for (o, &v) in out.iter_mut().zip(row) {
-        *o = libm::exp(scaled(v) - max) / sum;
+        *o = libm::exp(logit(v) - max) / sum;
     }
 }
