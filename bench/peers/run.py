@@ -67,10 +67,10 @@ class Ct2:
         return [self.index[t] for t in result[0].hypotheses[0]], ms
 
 
-def tessel_run(binary, model, src_ids, steps, beam, threads):
+def tessel_run(binary, model, src_ids, steps, beam, threads, weights="f32"):
     """Tokens, milliseconds of one encode + search (after a warm-up) and the ISA level."""
     cmd = [binary, model, "--src", ",".join(map(str, src_ids)), "--steps", str(steps),
-           "--beam", str(beam), "--runs", "1", "--threads", str(threads)]
+           "--beam", str(beam), "--runs", "1", "--threads", str(threads), "--weights", weights]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     proc.check_returncode()
     r = json.loads(proc.stdout)
@@ -92,7 +92,8 @@ def main():
         src = source(src_len)
         for engine in list(engines.values()) + [ct2_int8]:
             engine.run(src, steps, beam)  # warm-up
-        times = {key: [] for key in ("ct2 1", "ct2 2", "tessel 1", "tessel 2", "int8")}
+        times = {key: [] for key in ("ct2 1", "ct2 2", "tessel 1", "tessel 2", "int8", "bf16")}
+        bf16_tokens = None
         reference = None
         # Interleaved: every round measures every engine once, so load from other processes
         # on the machine falls on all of them alike.
@@ -108,21 +109,27 @@ def main():
                     mismatches += t_tokens != reference
                     times["tessel %d" % threads].append(t_ms)
             times["int8"].append(ct2_int8.run(src, steps, beam)[1])
+            bf16_tokens, ms, _ = tessel_run(binary, f32, src, steps, beam, 1, "bf16")
+            times["bf16"].append(ms)
         med = {k: statistics.median(v) if v else None for k, v in times.items()}
-        rows.append((name, med, len(set(reference)), len(reference)))
+        same = sum(a == b for a, b in zip(bf16_tokens or [], reference))
+        rows.append((name, med, len(set(reference)), len(reference), same))
     print("tessel ISA %s" % isa)
     header = ("scenario", "ct2 f32 1t ms", "tessel 1t ms", "ratio 1t", "ct2 f32 2t ms",
-              "tessel 2t ms", "ratio 2t", "ct2 int8 1t ms", "tokens")
+              "tessel 2t ms", "ratio 2t", "ct2 int8 1t ms", "tessel bf16 1t ms", "tokens",
+              "bf16 tokens = f32")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for name, m, distinct, n in rows:
+    for name, m, distinct, n, same in rows:
         two = ("%.1f | %.2f" % (m["tessel 2"], m["tessel 2"] / m["ct2 2"])
                if m["tessel 2"] is not None
                else "n/a (1-thread build) | %.2f (tessel 1t)" % (m["tessel 1"] / m["ct2 2"]))
-        print("| %s | %.1f | %.1f | %.2f | %.1f | %s | %.1f | %d (%d distinct) |" % (
+        print("| %s | %.1f | %.1f | %.2f | %.1f | %s | %.1f | %.1f | %d (%d distinct) | %d/%d |" % (
             name, m["ct2 1"], m["tessel 1"], m["tessel 1"] / m["ct2 1"], m["ct2 2"], two,
-            m["int8"], n, distinct))
-    print("ratio = tessel time / CTranslate2 float32 time (below 1: tessel is faster)")
+            m["int8"], m["bf16"], n, distinct, same, n))
+    print("ratio = tessel time / CTranslate2 float32 time (below 1: tessel is faster); "
+          "tessel bf16 = the same model with its linear layers stored as bf16 (--weights bf16), "
+          "beside CTranslate2's int8; its tokens are compared with the f32 ones, not required equal")
     if mismatches:
         print("TOKEN MISMATCH in %d comparisons" % mismatches)
         sys.exit(1)
