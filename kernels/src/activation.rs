@@ -297,8 +297,8 @@ pub fn gelu_erf<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
 /// GELU, tanh form: `0.5 x (1 + tanh u)` with `u = √(2/π)(x + 0.044715 x³)`, computed as
 /// `x / (1 + e^{-2u})` (no cancellation for negative `x`) from one `t = e^{-2|u|}`
 /// ([`exp_non_positive`]): `x / (1 + t)` for `u >= 0` and `x t / (1 + t)` for `u < 0`, so the
-/// exponential never overflows. Within [`GELU_TANH_MAX_ERROR`] ·
-/// `max(1, |x|)` of the exact tanh form.
+/// exponential never overflows. Within [`GELU_TANH_MAX_ERROR`] · `max(1, |x|)` of the exact
+/// tanh form.
 #[inline(always)]
 pub fn gelu_tanh<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;

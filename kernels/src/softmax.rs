@@ -10,9 +10,10 @@
 //! An element equal to `-inf` is a masked entry whatever `scale` is (zero, negative or
 //! positive): its weight is exactly 0, and the other elements are normalised among
 //! themselves. Every other element `x` contributes the logit `scale · x`, so with `scale = 0`
-//! the unmasked entries share the row equally, and `0 · (+inf)` is NaN. Then: a row whose every element is masked becomes all zeros; a row with a NaN logit, or a
-//! `+inf` one, becomes all NaN (as PyTorch); an element whose logit is more than ~87 below the
-//! row maximum becomes exactly 0. [`crate::reference::norm::softmax_row`] defines the same.
+//! the unmasked entries share the row equally, and `0 · (+inf)` is NaN. Then: a row whose
+//! every element is masked becomes all zeros; a row with a NaN logit, or a `+inf` one, becomes
+//! all NaN (as PyTorch); an element whose logit is more than ~87 below the row maximum becomes
+//! exactly 0. [`crate::reference::norm::softmax_row`] defines the same.
 
 use crate::error::KernelError;
 use crate::isa::Isa;
