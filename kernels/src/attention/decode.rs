@@ -3,7 +3,8 @@
 //! Keys are processed in blocks of [`KEY_BLOCK`], and within a block in chunks of one vector's
 //! lanes of keys (16 on AVX-512) across all heads, so K and V rows are read whole and in order:
 //! one sequential stream each, which the hardware prefetchers follow (a head-by-head walk would
-//! read `d_head` floats every `heads · d_head`); the next block is also prefetched in software.
+//! read `d_head` floats every `heads · d_head`). Software prefetch of the next block or chunk
+//! was measured slower (it fills the miss queue the demand loads need) and is not used.
 //! Each block is used by every query of the call while it sits in L2. Per query, head and chunk:
 //! - scores: one partial vector per key along `d_head` (no horizontal sum per key), reduced for
 //!   the whole chunk by one transpose-and-add tree into a vector of scores
