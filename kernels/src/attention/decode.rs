@@ -3,7 +3,8 @@
 //! Keys are processed in blocks of [`KEY_BLOCK`], and within a block in chunks of one vector's
 //! lanes of keys (16 on AVX-512) across all heads, so K and V rows are read whole and in order:
 //! one sequential stream each, which the hardware prefetchers follow (a head-by-head walk would
-//! read `d_head` floats every `heads · d_head`); the next block is also prefetched in software.
+//! read `d_head` floats every `heads · d_head`). Software prefetch of the next block or chunk
+//! was measured slower (it fills the miss queue the demand loads need) and is not used.
 //! Each block is used by every query of the call while it sits in L2. Per query, head and chunk:
 //! - scores: one partial vector per key along `d_head` (no horizontal sum per key), reduced for
 //!   the whole chunk by one transpose-and-add tree into a vector of scores
@@ -12,7 +13,6 @@
 //! - `o = alpha · o + Σ p_j v_j`, the head's accumulator held in registers for the chunk.
 
 use super::lanes::{transpose_sum, MAX_LANES};
-use super::prefetch::prefetch_rows;
 use super::prefill::query_tile;
 use super::{Checked, Operands, StridedMut};
 use crate::error::KernelError;
@@ -131,9 +131,6 @@ fn run_blocks<S: Simd, const VECS: usize>(
     let mut j0 = visible.start;
     while j0 < visible.end {
         let block_end = (j0 + KEY_BLOCK).min(visible.end);
-        let next_block = block_end..(block_end + KEY_BLOCK).min(visible.end);
-        prefetch_rows(k, next_block.clone(), 0, width);
-        prefetch_rows(v, next_block, 0, width);
         for i in 0..queries {
             let seen = band.keys(i);
             let (a, b) = (seen.start.max(j0), seen.end.min(block_end));
@@ -145,8 +142,10 @@ fn run_blocks<S: Simd, const VECS: usize>(
             let mut t = 0;
             while t < n {
                 let chunk = lanes.min(n - t);
-                let rows = chunk_rows(k, a + t, chunk);
-                score_chunk::<S, VECS>(simd, q_row, rows, (d, chunk), checked.scale, t, scores);
+                let Some(rows) = ChunkRows::new(k, a + t, chunk, width) else {
+                    break;
+                };
+                score_chunk::<S, VECS>(simd, q_row, rows, d, checked.scale, t, scores);
                 t += chunk;
             }
             let states = i * heads..(i + 1) * heads;
@@ -188,8 +187,10 @@ fn run_blocks<S: Simd, const VECS: usize>(
             let mut t = 0;
             while t < n {
                 let chunk = lanes.min(n - t);
-                let rows = chunk_rows(v, a + t, chunk);
-                accumulate_chunk::<S, VECS>(simd, rows, (d, padded, chunk), t, scores, o_query);
+                let Some(rows) = ChunkRows::new(v, a + t, chunk, width) else {
+                    break;
+                };
+                accumulate_chunk::<S, VECS>(simd, rows, (d, padded), t, scores, o_query);
                 t += chunk;
             }
         }
@@ -213,26 +214,71 @@ fn run_blocks<S: Simd, const VECS: usize>(
     Ok(())
 }
 
-/// The rows (all heads) of the `count` keys from `first` of `src`, padded to [`MAX_LANES`] by
-/// repeating the last one (computed, never stored). The keys are inside the validated view.
-#[inline(always)]
-fn chunk_rows<'a>(src: &super::Strided<'a>, first: usize, count: usize) -> [&'a [f32]; MAX_LANES] {
-    core::array::from_fn(|j| {
-        let key = first + j.min(count.saturating_sub(1));
-        src.data.get(key * src.stride..).unwrap_or(&[])
-    })
+/// `count` consecutive key rows of an operand, `stride` floats apart, each at least `width`
+/// floats long, checked once so that the hot loops read them through a pointer.
+#[derive(Clone, Copy)]
+struct ChunkRows<'a> {
+    data: &'a [f32],
+    stride: usize,
+    count: usize,
 }
 
-/// The scores of the `chunk` keys whose rows (all heads, from their start) are `rows`, for every
-/// head, into `scores[h · KEY_BLOCK + t ..][..chunk]`: per key a vector of partial products
-/// along `d_head` (the query vectors are loaded once for the chunk), then one transpose-and-add
-/// tree for the chunk's sums.
+impl<'a> ChunkRows<'a> {
+    /// The rows `first..first + count` of `src`, or `None` if they are not all `width` floats
+    /// inside `src` (never for a validated call).
+    #[inline(always)]
+    fn new(src: &super::Strided<'a>, first: usize, count: usize, width: usize) -> Option<Self> {
+        let last = first.checked_add(count)?.checked_sub(1)?;
+        let end = last.checked_mul(src.stride)?.checked_add(width)?;
+        let data = src.data.get(first.checked_mul(src.stride)?..end)?;
+        Some(ChunkRows {
+            data,
+            stride: src.stride,
+            count,
+        })
+    }
+
+    /// Whether every row holds the floats `col..col + len`.
+    #[inline(always)]
+    fn holds(&self, col: usize, len: usize) -> bool {
+        self.count >= 1
+            && (self.count - 1)
+                .checked_mul(self.stride)
+                .and_then(|n| n.checked_add(col))
+                .and_then(|n| n.checked_add(len))
+                .is_some_and(|n| n <= self.data.len())
+    }
+
+    /// Pointer to element `col` of row `j` (rows past `count` repeat the last one).
+    #[inline(always)]
+    fn ptr(&self, j: usize, col: usize) -> *const f32 {
+        self.data
+            .as_ptr()
+            .wrapping_add(j.min(self.count.saturating_sub(1)) * self.stride + col)
+    }
+}
+
+/// Reads one vector at `ptr`.
+///
+/// # Safety
+/// `ptr..ptr + S::F32_LANES` must be readable floats.
+#[inline(always)]
+unsafe fn load<S: Simd>(ptr: *const f32) -> S::f32s {
+    // SAFETY: the caller guarantees the lanes are in bounds; `read_unaligned` has no alignment
+    // requirement and `S::f32s` is plain floats.
+    unsafe { core::ptr::read_unaligned(ptr.cast::<S::f32s>()) }
+}
+
+/// The scores of the keys of `rows` for every head, into
+/// `scores[h · KEY_BLOCK + t ..][..rows.count]`: per key a vector of partial products along
+/// `d_head` (the query's vectors are loaded once per head), then one transpose-and-add tree for
+/// the chunk's sums.
 #[inline(always)]
 fn score_chunk<S: Simd, const VECS: usize>(
     simd: S,
     q_row: &[f32],
-    rows: [&[f32]; MAX_LANES],
-    (d, chunk): (usize, usize),
+    rows: ChunkRows<'_>,
+    d: usize,
     scale: f32,
     t: usize,
     scores: &mut [f32],
@@ -244,10 +290,10 @@ fn score_chunk<S: Simd, const VECS: usize>(
         .zip(scores.chunks_exact_mut(KEY_BLOCK))
         .enumerate()
     {
-        let partial = partial_dots::<S, VECS>(simd, q_head, rows.map(|row| head_of(row, h, d)));
-        let sums = simd.mul_f32s(transpose_sum(simd, &partial), scale);
-        if let Some(slots) = block.get_mut(t..t + chunk) {
-            if chunk == lanes {
+        let partial = partial_dots::<S, VECS>(simd, q_head, rows, h * d);
+        let sums = simd.mul_f32s(transpose_sum(simd, partial), scale);
+        if let Some(slots) = block.get_mut(t..t + rows.count) {
+            if rows.count == lanes {
                 if let Some(slot) = S::as_mut_simd_f32s(slots).0.first_mut() {
                     *slot = sums;
                 }
@@ -258,67 +304,72 @@ fn score_chunk<S: Simd, const VECS: usize>(
     }
 }
 
-/// Per row `j` of the first `S::F32_LANES` rows, the lane-wise products `a · b[j]` summed over
-/// the rows' vectors (a vector whose lanes add up to the dot product); unrolled when the rows
-/// are exactly `VECS > 0` vectors. A row shorter than `a` contributes nothing.
+/// Per key `j < S::F32_LANES` of `rows` (repeating the last one past `rows.count`), the
+/// lane-wise products of `a` with the row's `a.len()` floats from `col`, summed over vectors:
+/// a vector whose lanes add up to the dot product. Unrolled when `a` is exactly `VECS > 0`
+/// vectors.
 #[inline(always)]
 fn partial_dots<S: Simd, const VECS: usize>(
     simd: S,
     a: &[f32],
-    b: [&[f32]; MAX_LANES],
+    rows: ChunkRows<'_>,
+    col: usize,
 ) -> [S::f32s; MAX_LANES] {
     let lanes = S::F32_LANES.min(MAX_LANES);
     let zero = simd.splat_f32s(0.0);
     let mut acc = [zero; MAX_LANES];
     let (a_head, a_tail) = S::as_simd_f32s(a);
-    if b.iter().take(lanes).any(|row| row.len() != a.len()) {
-        debug_assert!(false, "decode rows shorter than the query");
+    let fits = rows.holds(col, a.len());
+    debug_assert!(fits, "decode rows out of bounds");
+    if !fits {
         return acc;
     }
-    if VECS > 0 {
-        if let Ok(x) = <&[S::f32s; VECS]>::try_from(a_head) {
-            let y: [Option<&[S::f32s; VECS]>; MAX_LANES] =
-                b.map(|row| <&[S::f32s; VECS]>::try_from(S::as_simd_f32s(row).0).ok());
+    if let (true, Ok(x)) = (VECS > 0, <&[S::f32s; VECS]>::try_from(a_head)) {
+        for (j, acc) in acc.iter_mut().enumerate().take(lanes) {
+            let row = rows.ptr(j, col);
             for (c, &x) in x.iter().enumerate() {
-                for (acc, row) in acc.iter_mut().zip(&y).take(lanes) {
-                    if let Some(row) = row {
-                        *acc = simd.mul_add_e_f32s(x, row[c], *acc);
-                    }
-                }
-            }
-            return acc;
-        }
-    }
-    for (c, &x) in a_head.iter().enumerate() {
-        for (acc, row) in acc.iter_mut().zip(&b).take(lanes) {
-            if let Some(&y) = S::as_simd_f32s(row).0.get(c) {
+                // SAFETY: vector `c < VECS` of the row spans floats
+                // `col + c·lanes..col + (c + 1)·lanes <= col + a.len()`, inside the row
+                // (checked above).
+                let y = unsafe { load::<S>(row.add(c * lanes)) };
                 *acc = simd.mul_add_e_f32s(x, y, *acc);
             }
         }
+        return acc;
     }
-    if !a_tail.is_empty() {
-        let x = simd.partial_load_f32s(a_tail);
-        for (acc, row) in acc.iter_mut().zip(&b).take(lanes) {
-            let y = simd.partial_load_f32s(S::as_simd_f32s(row).1);
+    for (j, acc) in acc.iter_mut().enumerate().take(lanes) {
+        let row = rows.ptr(j, col);
+        for (c, &x) in a_head.iter().enumerate() {
+            // SAFETY: as above, `c < a_head.len()`.
+            let y = unsafe { load::<S>(row.add(c * lanes)) };
             *acc = simd.mul_add_e_f32s(x, y, *acc);
+        }
+        if !a_tail.is_empty() {
+            // SAFETY: the tail spans floats `col + a_head.len()·lanes..col + a.len()`, inside
+            // the row (checked above).
+            let tail =
+                unsafe { core::slice::from_raw_parts(row.add(a_head.len() * lanes), a_tail.len()) };
+            let y = simd.partial_load_f32s(tail);
+            *acc = simd.mul_add_e_f32s(simd.partial_load_f32s(a_tail), y, *acc);
         }
     }
     acc
 }
 
-/// `o_h += Σ_{j < chunk} p_h[t + j] · v_j[h]` for every head `h`, the value rows (all heads,
-/// from their start) `rows`; each head's accumulator is `padded` floats (`d` rounded up to whole
-/// vectors). With `d = VECS > 0` vectors the accumulator stays in registers for the chunk (two
-/// sets, even and odd keys, for two independent FMA chains).
+/// `o_h += Σ_{j < rows.count} p_h[t + j] · v_j[h]` for every head `h`; each head's accumulator
+/// is `padded` floats (`d` rounded up to whole vectors). With `d = VECS > 0` vectors the
+/// accumulator stays in registers for the chunk (two sets, even and odd keys, for independent
+/// FMA chains).
 #[inline(always)]
 fn accumulate_chunk<S: Simd, const VECS: usize>(
     simd: S,
-    rows: [&[f32]; MAX_LANES],
-    (d, padded, chunk): (usize, usize, usize),
+    rows: ChunkRows<'_>,
+    (d, padded): (usize, usize),
     t: usize,
     scores: &[f32],
     o_query: &mut [f32],
 ) {
+    let lanes = S::F32_LANES;
     if padded == 0 {
         return;
     }
@@ -327,43 +378,54 @@ fn accumulate_chunk<S: Simd, const VECS: usize>(
         .zip(scores.chunks_exact(KEY_BLOCK))
         .enumerate()
     {
-        let Some(p) = block.get(t..t + chunk) else {
+        let col = h * d;
+        let (Some(p), true) = (block.get(t..t + rows.count), rows.holds(col, d)) else {
+            debug_assert!(false, "decode rows out of bounds");
             continue;
         };
         let o = S::as_mut_simd_f32s(o_head).0;
-        if VECS > 0 {
-            let o: Option<&mut [S::f32s; VECS]> = o.get_mut(..VECS).and_then(|o| o.try_into().ok());
-            let x: [Option<&[S::f32s; VECS]>; MAX_LANES] = rows.map(|row| {
-                <&[S::f32s; VECS]>::try_from(S::as_simd_f32s(head_of(row, h, d)).0).ok()
-            });
-            if let Some(o) = o {
-                let zero = simd.splat_f32s(0.0);
-                let mut even = *o;
-                let mut odd = [zero; VECS];
-                for (j, (&p, x)) in p.iter().zip(&x).enumerate() {
-                    let Some(x) = x else { continue };
-                    let p = simd.splat_f32s(p);
-                    let acc = if j % 2 == 0 { &mut even } else { &mut odd };
-                    for (slot, &x) in acc.iter_mut().zip(x.iter()) {
-                        *slot = simd.mul_add_e_f32s(p, x, *slot);
-                    }
+        if let (true, Some(Ok(o))) = (
+            VECS > 0 && d == VECS * lanes,
+            o.get_mut(..VECS).map(<&mut [S::f32s; VECS]>::try_from),
+        ) {
+            let mut even = *o;
+            let mut odd = [simd.splat_f32s(0.0); VECS];
+            let mut pairs = p.chunks_exact(2);
+            let mut j = 0;
+            for pair in &mut pairs {
+                let (p0, p1) = (simd.splat_f32s(pair[0]), simd.splat_f32s(pair[1]));
+                let (r0, r1) = (rows.ptr(j, col), rows.ptr(j + 1, col));
+                for c in 0..VECS {
+                    // SAFETY: rows `j, j + 1 < count`; vector `c` spans floats
+                    // `col + c·lanes..col + (c + 1)·lanes <= col + d`, inside the row
+                    // (checked above).
+                    let (x0, x1) =
+                        unsafe { (load::<S>(r0.add(c * lanes)), load::<S>(r1.add(c * lanes))) };
+                    even[c] = simd.mul_add_e_f32s(p0, x0, even[c]);
+                    odd[c] = simd.mul_add_e_f32s(p1, x1, odd[c]);
                 }
-                for ((slot, e), o) in o.iter_mut().zip(even).zip(odd) {
-                    *slot = simd.add_f32s(e, o);
-                }
-                continue;
+                j += 2;
             }
+            if let [p0] = pairs.remainder() {
+                let p0 = simd.splat_f32s(*p0);
+                let r0 = rows.ptr(j, col);
+                for (c, slot) in even.iter_mut().enumerate() {
+                    // SAFETY: as above, row `j < count`.
+                    let x0 = unsafe { load::<S>(r0.add(c * lanes)) };
+                    *slot = simd.mul_add_e_f32s(p0, x0, *slot);
+                }
+            }
+            for ((slot, e), o) in o.iter_mut().zip(even).zip(odd) {
+                *slot = simd.add_f32s(e, o);
+            }
+            continue;
         }
-        for (&p, row) in p.iter().zip(&rows) {
-            axpy(simd, p, head_of(row, h, d), o);
+        for (j, &p) in p.iter().enumerate() {
+            // SAFETY: row `j < count` holds floats `col..col + d` (checked above).
+            let row = unsafe { core::slice::from_raw_parts(rows.ptr(j, col), d) };
+            axpy(simd, p, row, o);
         }
     }
-}
-
-/// Head `h` (`d` floats) of a row of all heads; empty if the row is too short.
-#[inline(always)]
-fn head_of(row: &[f32], h: usize, d: usize) -> &[f32] {
-    row.get(h * d..(h + 1) * d).unwrap_or(&[])
 }
 
 /// `o += p · x`, `o` holding `x.len()` rounded up to whole vectors.

@@ -16,7 +16,7 @@ pub(crate) const MAX_LANES: usize = 16;
 
 /// `out[j] = Σ_l rows[j][l]` for `j < S::F32_LANES`; `rows[S::F32_LANES..]` are ignored.
 #[inline(always)]
-pub(crate) fn transpose_sum<S: Simd>(simd: S, rows: &[S::f32s; MAX_LANES]) -> S::f32s {
+pub(crate) fn transpose_sum<S: Simd>(simd: S, rows: [S::f32s; MAX_LANES]) -> S::f32s {
     #[cfg(target_arch = "x86_64")]
     {
         if let Some(out) = x86::transpose_sum(simd, rows) {
@@ -30,7 +30,7 @@ pub(crate) fn transpose_sum<S: Simd>(simd: S, rows: &[S::f32s; MAX_LANES]) -> S:
         }
     }
     let mut sums = [0.0f32; MAX_LANES];
-    for (sum, &row) in sums.iter_mut().zip(rows).take(S::F32_LANES) {
+    for (sum, &row) in sums.iter_mut().zip(&rows).take(S::F32_LANES) {
         *sum = simd.reduce_sum_f32s(row);
     }
     simd.partial_load_f32s(&sums[..S::F32_LANES.min(MAX_LANES)])
@@ -58,15 +58,20 @@ mod x86 {
 
     /// The tree for `S` = AVX-512 or AVX2, `None` at other levels.
     #[inline(always)]
-    pub(super) fn transpose_sum<S: Simd>(simd: S, rows: &[S::f32s; MAX_LANES]) -> Option<S::f32s> {
+    pub(super) fn transpose_sum<S: Simd>(simd: S, rows: [S::f32s; MAX_LANES]) -> Option<S::f32s> {
         if let Some(v4) = token_as::<S, V4>(simd) {
-            let rows: [f32x16; MAX_LANES] = bytemuck::try_cast(*rows).ok()?;
-            return bytemuck::try_cast(sum16(v4, rows)).ok();
+            let mut cast = [bytemuck::Zeroable::zeroed(); 16];
+            for (y, &x) in cast.iter_mut().zip(&rows) {
+                *y = bytemuck::try_cast(x).ok()?;
+            }
+            return bytemuck::try_cast(sum16(v4, cast)).ok();
         }
         if let Some(v3) = token_as::<S, V3>(simd) {
-            let rows: &[f32x8] = bytemuck::try_cast_slice(rows).ok()?;
-            let rows: [f32x8; 8] = *rows.first_chunk()?;
-            return bytemuck::try_cast(sum8(v3, rows)).ok();
+            let mut cast = [bytemuck::Zeroable::zeroed(); 8];
+            for (y, &x) in cast.iter_mut().zip(&rows) {
+                *y = bytemuck::try_cast(x).ok()?;
+            }
+            return bytemuck::try_cast(sum8(v3, cast)).ok();
         }
         None
     }
@@ -96,35 +101,42 @@ mod x86 {
     }
 
     /// 16 vectors → 16 sums: 32-bit then 64-bit interleaves within 128-bit blocks, then two
-    /// rounds of block shuffles.
+    /// rounds of block shuffles. Plain loops, no closures: a closure would not inherit the
+    /// caller's target features and its intrinsics would become calls.
     #[inline(always)]
     fn sum16(simd: V4, rows: [f32x16; 16]) -> f32x16 {
         let f = simd.avx512f;
-        let r = rows.map(to512);
+        let mut r = [f._mm512_setzero_ps(); 16];
+        for (r, &row) in r.iter_mut().zip(&rows) {
+            *r = to512(row);
+        }
         // Per 128-bit block: [a, b, a, b] partial sums of rows 2p, 2p + 1.
-        let pairs: [__m512; 8] = core::array::from_fn(|p| {
+        let mut pairs = [f._mm512_setzero_ps(); 8];
+        for (p, pair) in pairs.iter_mut().enumerate() {
             let (a, b) = (r[2 * p], r[2 * p + 1]);
-            f._mm512_add_ps(f._mm512_unpacklo_ps(a, b), f._mm512_unpackhi_ps(a, b))
-        });
+            *pair = f._mm512_add_ps(f._mm512_unpacklo_ps(a, b), f._mm512_unpackhi_ps(a, b));
+        }
         // Per block: [a, b, c, d] partial sums of rows 4q..4q + 4.
-        let quads: [__m512; 4] = core::array::from_fn(|q| {
+        let mut quads = [f._mm512_setzero_ps(); 4];
+        for (q, quad) in quads.iter_mut().enumerate() {
             let (a, b) = (
                 f._mm512_castps_pd(pairs[2 * q]),
                 f._mm512_castps_pd(pairs[2 * q + 1]),
             );
-            f._mm512_add_ps(
+            *quad = f._mm512_add_ps(
                 f._mm512_castpd_ps(f._mm512_unpacklo_pd(a, b)),
                 f._mm512_castpd_ps(f._mm512_unpackhi_pd(a, b)),
-            )
-        });
+            );
+        }
         // Blocks [0, 1]: rows 8o..8o + 4, blocks [2, 3]: rows 8o + 4..8o + 8, half sums each.
-        let octets: [__m512; 2] = core::array::from_fn(|o| {
+        let mut octets = [f._mm512_setzero_ps(); 2];
+        for (o, octet) in octets.iter_mut().enumerate() {
             let (a, b) = (quads[2 * o], quads[2 * o + 1]);
-            f._mm512_add_ps(
+            *octet = f._mm512_add_ps(
                 f._mm512_shuffle_f32x4::<0b10_00_10_00>(a, b),
                 f._mm512_shuffle_f32x4::<0b11_01_11_01>(a, b),
-            )
-        });
+            );
+        }
         let (a, b) = (octets[0], octets[1]);
         from512(f._mm512_add_ps(
             f._mm512_shuffle_f32x4::<0b10_00_10_00>(a, b),
@@ -137,21 +149,26 @@ mod x86 {
     #[inline(always)]
     fn sum8(simd: V3, rows: [f32x8; 8]) -> f32x8 {
         let f = simd.avx;
-        let r = rows.map(to256);
-        let pairs: [__m256; 4] = core::array::from_fn(|p| {
+        let mut r = [f._mm256_setzero_ps(); 8];
+        for (r, &row) in r.iter_mut().zip(&rows) {
+            *r = to256(row);
+        }
+        let mut pairs = [f._mm256_setzero_ps(); 4];
+        for (p, pair) in pairs.iter_mut().enumerate() {
             let (a, b) = (r[2 * p], r[2 * p + 1]);
-            f._mm256_add_ps(f._mm256_unpacklo_ps(a, b), f._mm256_unpackhi_ps(a, b))
-        });
-        let quads: [__m256; 2] = core::array::from_fn(|q| {
+            *pair = f._mm256_add_ps(f._mm256_unpacklo_ps(a, b), f._mm256_unpackhi_ps(a, b));
+        }
+        let mut quads = [f._mm256_setzero_ps(); 2];
+        for (q, quad) in quads.iter_mut().enumerate() {
             let (a, b) = (
                 f._mm256_castps_pd(pairs[2 * q]),
                 f._mm256_castps_pd(pairs[2 * q + 1]),
             );
-            f._mm256_add_ps(
+            *quad = f._mm256_add_ps(
                 f._mm256_castpd_ps(f._mm256_unpacklo_pd(a, b)),
                 f._mm256_castpd_ps(f._mm256_unpackhi_pd(a, b)),
-            )
-        });
+            );
+        }
         let (a, b) = (quads[0], quads[1]);
         from256(f._mm256_add_ps(
             f._mm256_permute2f128_ps::<0x20>(a, b),
@@ -169,17 +186,23 @@ mod arm {
 
     /// The tree for `S` = NEON (two rounds of pairwise adds), `None` at other levels.
     #[inline(always)]
-    pub(super) fn transpose_sum<S: Simd>(simd: S, rows: &[S::f32s; MAX_LANES]) -> Option<S::f32s> {
+    pub(super) fn transpose_sum<S: Simd>(simd: S, rows: [S::f32s; MAX_LANES]) -> Option<S::f32s> {
         let neon = token_as::<S, Neon>(simd)?;
-        let rows: &[f32x4] = bytemuck::try_cast_slice(rows).ok()?;
-        let rows: [f32x4; 4] = *rows.first_chunk()?;
-        // SAFETY: `f32x4` and `float32x4_t` are both 16 bytes of 4 f32, any bit pattern valid.
-        let r = rows.map(|x| unsafe { core::mem::transmute::<f32x4, float32x4_t>(x) });
+        let mut r = [to_neon(bytemuck::try_cast(rows[0]).ok()?); 4];
+        for (r, &row) in r.iter_mut().zip(&rows) {
+            *r = to_neon(bytemuck::try_cast(row).ok()?);
+        }
         let n = neon.neon;
         let sums = n.vpaddq_f32(n.vpaddq_f32(r[0], r[1]), n.vpaddq_f32(r[2], r[3]));
         // SAFETY: as above.
         let sums = unsafe { core::mem::transmute::<float32x4_t, f32x4>(sums) };
         bytemuck::try_cast(sums).ok()
+    }
+
+    #[inline(always)]
+    fn to_neon(x: f32x4) -> float32x4_t {
+        // SAFETY: `f32x4` and `float32x4_t` are both 16 bytes of 4 f32, any bit pattern valid.
+        unsafe { core::mem::transmute::<f32x4, float32x4_t>(x) }
     }
 }
 
@@ -202,7 +225,7 @@ mod tests {
                 simd.partial_load_f32s(&values[start..start + lanes])
             });
             let mut got = [0.0f32; MAX_LANES];
-            simd.partial_store_f32s(&mut got[..lanes], transpose_sum(simd, &rows));
+            simd.partial_store_f32s(&mut got[..lanes], transpose_sum(simd, rows));
             for (j, &sum) in got.iter().enumerate().take(lanes) {
                 let start = (j * lanes).min(values.len() - lanes);
                 let want: f32 = values[start..start + lanes].iter().sum();

@@ -12,9 +12,13 @@
 //!   lanes run across queries; `QKᵀ` and `PV` are register-blocked microkernels (a tile of keys
 //!   or head dimensions × a tile of queries, accumulated over the reduction dimension), and the
 //!   softmax of a query is lane-wise (no horizontal reductions). Key tiles outside a query tile's
-//!   visible band (causal, key padding, sliding window) are skipped whole.
+//!   visible band (causal, key padding, sliding window) are skipped whole; on a band edge (the
+//!   causal diagonal) each query vector of the tile computes only the keys it sees, so causal
+//!   attention costs about half the unmasked one.
 //! - **decode** (a few queries, e.g. one per beam, over a long KV cache): lanes run along
-//!   `d_head`; each key block is read once from memory for all the queries of the call.
+//!   `d_head` for the products, and a transpose-and-add tree turns a vector's worth of keys'
+//!   partial products into one vector of scores; each key block is read once from memory for all
+//!   the queries of the call.
 //!
 //! Scores, running maxima and sums are `f32`; exponentials use [`crate::math::exp`]. A query that
 //! sees no key gets a zero output row, not NaN; scores of any finite magnitude (±1e4 and beyond)
