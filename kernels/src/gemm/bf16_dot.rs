@@ -190,9 +190,7 @@ mod x86 {
 
     /// The accumulators as pulp's vector type.
     #[inline(always)]
-    fn cast<const MR: usize, const NV: usize>(
-        acc: [[__m512; NV]; MR],
-    ) -> [[pulp::f32x16; NV]; MR] {
+    fn cast<const MR: usize, const NV: usize>(acc: [[__m512; NV]; MR]) -> [[pulp::f32x16; NV]; MR] {
         // SAFETY: both are 16 `f32` lanes (64 bytes); every bit pattern is valid in both.
         acc.map(|row| row.map(|v| unsafe { core::mem::transmute::<__m512, pulp::f32x16>(v) }))
     }
