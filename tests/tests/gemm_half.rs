@@ -163,7 +163,8 @@ proptest! {
     }
 }
 
-/// Shapes that cross the block boundaries of every level, with odd and even `k`.
+/// Shapes that cross the block boundaries of every level (and the BF16-dot path's `k` blocks of
+/// 1024), with odd and even `k`.
 #[test]
 fn edge_shapes_match_reference() {
     for (m, k, n) in [
@@ -189,6 +190,7 @@ fn edge_shapes_match_reference() {
         };
         check_type::<f16>(&spec);
         check_type::<bf16>(&spec);
+        check_bf16_dot(&spec);
     }
 }
 
