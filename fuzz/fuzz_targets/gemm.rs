@@ -1,6 +1,7 @@
-//! GEMM against `reference::gemm` with fuzzer-chosen shapes, strides, epilogues, thread
-//! counts, values (NaN, ±Inf, subnormals) and injected argument faults, at every ISA level.
-//! Valid calls must match the reference (where the inputs are tame) and write nothing outside
+//! GEMM against `reference::gemm` with fuzzer-chosen weight types (f32, f16, bf16, bf16 with
+//! the AVX-512 BF16 dot opt-in), shapes, strides, epilogues, thread counts, values (NaN, ±Inf,
+//! subnormals) and injected argument faults, at every ISA level. Valid calls must match the
+//! reference fed the same rounded operands (where they are tame) and write nothing outside
 //! `C`'s view; refused calls must return a typed error and write nothing at all.
 #![no_main]
 
@@ -8,13 +9,15 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tessel_fuzz::{assert_close, dot_tolerance, isa, maybe_short, span, tame, Guarded, Values};
 use tessel_kernels::activation::{Activation, GELU_ERF_MAX_ERROR, GELU_TANH_MAX_ERROR};
-use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB};
-use tessel_kernels::gemm::{Parallel, MAX_TASKS};
-use tessel_kernels::reference;
+use tessel_kernels::gemm::{bf16, f16, gemm, gemm_scratch, packed_len_of, Element, Epilogue};
+use tessel_kernels::gemm::{MatMut, MatRef, PackedB, Parallel, MAX_TASKS};
+use tessel_kernels::{reference, Isa};
 
 #[derive(Arbitrary, Debug)]
 struct Input {
     isa: u8,
+    /// Weight type: f32, f16, bf16, bf16 with the BF16-dot opt-in.
+    element: u8,
     m: u8,
     k: u8,
     n: u8,
@@ -53,9 +56,44 @@ const ACTIVATIONS: [Activation; 4] = [
     Activation::GeluTanh,
 ];
 
-fuzz_target!(|input: Input| run(input));
+/// A weight type, and how it takes the BF16-dot opt-in (only `bf16` has it).
+trait Weight: Element {
+    fn with_dot(b: PackedB<Vec<Self>, Self>, _dot: bool) -> PackedB<Vec<Self>, Self> {
+        b
+    }
 
-fn run(input: Input) {
+    /// Whether a call with `b` at `isa` rounds `A` to bf16.
+    fn rounds_a(b: &PackedB<Vec<Self>, Self>, isa: Isa) -> bool {
+        let _ = (b, isa);
+        false
+    }
+}
+
+impl Weight for f32 {}
+impl Weight for f16 {}
+impl Weight for bf16 {
+    fn with_dot(b: PackedB<Vec<bf16>, bf16>, dot: bool) -> PackedB<Vec<bf16>, bf16> {
+        b.with_bf16_dot(dot)
+    }
+
+    fn rounds_a(b: &PackedB<Vec<bf16>, bf16>, isa: Isa) -> bool {
+        b.bf16_dot() && isa.has_avx512_bf16()
+    }
+}
+
+fuzz_target!(|input: Input| match input.element % 4 {
+    0 => run::<f32>(input, false),
+    1 => run::<f16>(input, false),
+    2 => run::<bf16>(input, false),
+    _ => run::<bf16>(input, true),
+});
+
+/// `x` as the kernel sees it once rounded to `T`.
+fn rounded<T: Element>(x: f32) -> f32 {
+    T::from_f32(x).to_f32()
+}
+
+fn run<T: Weight>(input: Input, dot: bool) {
     let isa = isa(input.isa);
     let (m, k, n) = (
         input.m as usize % 41,
@@ -67,8 +105,9 @@ fn run(input: Input) {
     let mut gen = Values::new(&input.values, input.specials);
 
     // B as a row-major k × n source and its transpose (n × k), both with a stride gap; packing
-    // either must give the same bits.
+    // either must give the same bits, and so must packing the rounded values as `T`.
     let b_dense = gen.take(k * n);
+    let b_rounded: Vec<f32> = b_dense.iter().map(|&x| rounded::<T>(x)).collect();
     let (kn_stride, nk_stride) = (n + pad(1), k + pad(1));
     let kn = Guarded::new(k, n, kn_stride, span(k, n, kn_stride), |r, c| {
         b_dense[r * n + c]
@@ -76,24 +115,35 @@ fn run(input: Input) {
     let nk = Guarded::new(n, k, nk_stride, span(n, k, nk_stride), |r, c| {
         b_dense[c * n + r]
     });
-    let len = packed_len(k, n).expect("fuzzed shapes are small");
-    let from_kn = PackedB::from_kn(vec![f32::NAN; len], MatRef::new(&kn.data, k, n, kn_stride))
+    let len = packed_len_of::<T>(k, n).expect("fuzzed shapes are small");
+    let nan = || vec![T::from_f32(f32::NAN); len];
+    let from_kn = PackedB::<_, T>::from_kn(nan(), MatRef::new(&kn.data, k, n, kn_stride))
         .expect("valid k × n source");
-    let from_nk = PackedB::from_nk(vec![f32::NAN; len], MatRef::new(&nk.data, n, k, nk_stride))
+    let from_nk = PackedB::<_, T>::from_nk(nan(), MatRef::new(&nk.data, n, k, nk_stride))
         .expect("valid n × k source");
-    let same = from_kn
-        .as_slice()
-        .iter()
-        .zip(from_nk.as_slice())
-        .all(|(a, b)| a.to_bits() == b.to_bits());
-    assert!(same, "from_kn and from_nk disagree for k={k} n={n}");
+    let elems: Vec<T> = nk.data.iter().map(|&x| T::from_f32(x)).collect();
+    let from_elems = PackedB::<_, T>::from_nk_elems(nan(), &elems, n, k, nk_stride)
+        .expect("valid n × k elements");
+    let bits = |b: &PackedB<Vec<T>, T>| -> Vec<u32> {
+        b.as_slice().iter().map(|x| x.to_f32().to_bits()).collect()
+    };
+    assert!(
+        bits(&from_kn) == bits(&from_nk) && bits(&from_kn) == bits(&from_elems),
+        "{}: from_kn, from_nk and from_nk_elems disagree for k={k} n={n}",
+        T::NAME
+    );
     // Packing into storage of the wrong size, or from a short source, is refused.
-    assert!(PackedB::from_kn(vec![0.0; len + 1], MatRef::new(&kn.data, k, n, kn_stride)).is_err());
+    let zeros = |len: usize| vec![T::ZERO; len];
+    let kn_view = MatRef::new(&kn.data, k, n, kn_stride);
+    assert!(PackedB::<_, T>::from_kn(zeros(len + 1), kn_view).is_err());
     if !kn.data.is_empty() {
         let short = &kn.data[..kn.data.len() - 1];
-        assert!(PackedB::from_kn(vec![0.0; len], MatRef::new(short, k, n, kn_stride)).is_err());
+        assert!(PackedB::<_, T>::from_kn(zeros(len), MatRef::new(short, k, n, kn_stride)).is_err());
+        assert!(PackedB::<_, T>::from_nk_elems(zeros(len), &elems[1..], n, k, nk_stride).is_err());
     }
-    assert!(PackedB::from_packed(vec![0.0; len + 1], k, n).is_err());
+    assert!(PackedB::<_, T>::from_packed(zeros(len + 1), k, n).is_err());
+    let from_kn = T::with_dot(from_kn, dot);
+    let rounds_a = T::rounds_a(&from_kn, isa);
 
     // Operands, each possibly corrupted.
     let a_cols = if fault == 6 { k + 1 } else { k };
@@ -148,7 +198,11 @@ fn run(input: Input) {
         &mut scratch,
         &runner,
     );
-    let what = format!("{isa} m={m} k={k} n={n} fault={fault} threads={threads} {activation:?}");
+    let what = format!(
+        "{isa} {}{} m={m} k={k} n={n} fault={fault} threads={threads} {activation:?}",
+        T::NAME,
+        if rounds_a { "-dot" } else { "" }
+    );
     match result {
         Err(e) => {
             assert!(faulted, "{what}: valid call refused: {e}");
@@ -159,11 +213,17 @@ fn run(input: Input) {
     }
     out.assert_gaps_intact(&what);
 
-    // The reference on the same operands (B as the dense k × n matrix).
+    // The reference on the same operands as the kernel computes with: B as the dense k × n
+    // matrix of its rounded values, A rounded to bf16 on the BF16-dot path.
+    let a_seen: Vec<f32> = a
+        .data
+        .iter()
+        .map(|&x| if rounds_a { rounded::<bf16>(x) } else { x })
+        .collect();
     let mut expected = vec![0.0f32; m * n];
     reference::gemm::gemm(
-        MatRef::new(&a.data, m, k, a_stride),
-        MatRef::new(&b_dense, k, n, n),
+        MatRef::new(&a_seen, m, k, a_stride),
+        MatRef::new(&b_rounded, k, n, n),
         MatMut::new(&mut expected, m, n, n),
         &epilogue,
     )
@@ -171,8 +231,8 @@ fn run(input: Input) {
     let eps = f32::EPSILON as f64;
     for i in 0..m {
         for j in 0..n {
-            let row: Vec<f32> = (0..k).map(|p| a.get(i, p)).collect();
-            let col: Vec<f32> = (0..k).map(|p| b_dense[p * n + j]).collect();
+            let row: Vec<f32> = (0..k).map(|p| a_seen[i * a_stride + p]).collect();
+            let col: Vec<f32> = (0..k).map(|p| b_rounded[p * n + j]).collect();
             let b = if bias { bias_vals[j] } else { 0.0 };
             let r = if residual { res.get(i, j) } else { 0.0 };
             if !(tame(&row) && tame(&col) && tame(&[b, r])) {
@@ -196,7 +256,11 @@ fn run(input: Input) {
                 Activation::GeluTanh => (1.2, GELU_TANH_MAX_ERROR as f64 * pre.abs().max(1.0)),
             };
             let want = expected[i * n + j];
-            let bound = slope * pre_error + own + 4.0 * eps * (want.abs() as f64 + pre.abs());
+            // `vdpbf16ps` flushes subnormal inputs and outputs: products below 2^-126 · 1e15.
+            let flushed = if rounds_a { k as f64 * 1.2e-23 } else { 0.0 };
+            let bound = slope * (pre_error + flushed)
+                + own
+                + 4.0 * eps * (want.abs() as f64 + pre.abs());
             assert_close(
                 &format!("{what} C[{i},{j}]"),
                 out.get(i, j),

@@ -136,6 +136,7 @@ fn epilogue_order_is_bias_activation_residual() {
         activation: Activation::Relu,
         residual: Some(MatRef::new(&residual, 1, 2, 2)),
     };
+    let mut scratch = vec![f32::NAN; gemm_scratch(1, 2, 2, 1).len()];
     for_each_isa(|isa| {
         let mut c = [f32::NAN; 2];
         gemm(
@@ -144,7 +145,7 @@ fn epilogue_order_is_bias_activation_residual() {
             &packed,
             MatMut::new(&mut c, 1, 2, 2),
             &epilogue,
-            &mut [],
+            &mut scratch,
             &Sequential,
         )
         .unwrap();

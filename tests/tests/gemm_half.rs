@@ -10,8 +10,8 @@ mod gemm_support;
 use gemm_support::{spec, Problem, Source, Spec, Values};
 use proptest::prelude::*;
 use tessel_kernels::gemm::{
-    bf16, f16, gemm, packed_len, packed_len_of, Element, Epilogue, MatMut, MatRef, PackedB,
-    Sequential,
+    bf16, f16, gemm, gemm_scratch, packed_len, packed_len_of, Element, Epilogue, MatMut, MatRef,
+    PackedB, Sequential,
 };
 use tessel_kernels::KernelError;
 use tessel_tests::{awkward_dim, cases, for_each_isa};
@@ -163,7 +163,8 @@ proptest! {
     }
 }
 
-/// Shapes that cross the block boundaries of every level, with odd and even `k`.
+/// Shapes that cross the block boundaries of every level (and the BF16-dot path's `k` blocks of
+/// 1024), with odd and even `k`.
 #[test]
 fn edge_shapes_match_reference() {
     for (m, k, n) in [
@@ -189,12 +190,14 @@ fn edge_shapes_match_reference() {
         };
         check_type::<f16>(&spec);
         check_type::<bf16>(&spec);
+        check_bf16_dot(&spec);
     }
 }
 
 /// Runs `C(1 × n) = a(1 × k) · B` at every level and returns C per level.
 fn products<T: Element>(a: &[f32], b: &PackedB<Vec<T>, T>) -> Vec<(String, Vec<f32>)> {
     let mut out = Vec::new();
+    let mut scratch = vec![f32::NAN; gemm_scratch(1, a.len(), b.n(), 1).len()];
     for_each_isa(|isa| {
         let n = b.n();
         let mut c = vec![f32::NAN; n];
@@ -204,7 +207,7 @@ fn products<T: Element>(a: &[f32], b: &PackedB<Vec<T>, T>) -> Vec<(String, Vec<f
             b,
             MatMut::new(&mut c, 1, n, n),
             &Epilogue::NONE,
-            &mut [],
+            &mut scratch,
             &Sequential,
         )
         .unwrap();

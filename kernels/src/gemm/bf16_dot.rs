@@ -10,10 +10,9 @@
 //! 1024 rows, and tiles of `MR` rows chosen from `m` (1, 2, 4 or 8) with enough accumulators
 //! to hide the instruction's latency.
 
-use crate::gemm::driver::Columns;
-use crate::gemm::packed_b::PANEL_COLS;
-use crate::gemm::tile::Output;
 use crate::gemm::MatRef;
+#[cfg(target_arch = "x86_64")]
+use crate::gemm::{driver::Columns, packed_b::PANEL_COLS, tile::Output};
 use crate::scratch::ScratchSpec;
 use half::bf16;
 
@@ -21,9 +20,11 @@ use half::bf16;
 const MAX_MR: usize = 8;
 
 /// Words of `A` (pairs of rows of `B`) per `k` block.
+#[cfg(target_arch = "x86_64")]
 const KC_WORDS: usize = 512;
 
 /// Bytes of packed `B` a column span covers (half of L2).
+#[cfg(target_arch = "x86_64")]
 const SPAN_BYTES: usize = 512 * 1024;
 
 /// Floats of scratch holding `A` as `bf16` pairs: `round_up(m, 8) × ceil(k / 2)` words.
@@ -64,8 +65,9 @@ pub(crate) fn pack_a(a: MatRef<'_>, dst: &mut [f32]) {
     }
 }
 
-/// What one task of a BF16-dot call reads.
+/// What one task of a BF16-dot call reads (only x86-64 has the path that reads it).
 #[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct DotOperands<'a> {
     /// `A` packed by [`pack_a`].
     pub a_words: &'a [f32],
@@ -90,7 +92,11 @@ pub(crate) unsafe fn run(ops: DotOperands<'_>, out: &Output<'_>, cols: Columns) 
     unsafe { x86::run(ops, out, cols) }
 }
 
+// The AVX-512 and AVX-512 BF16 intrinsics are stable since Rust 1.89 (as are the AVX-512
+// target features pulp's `V4` already needs); the workspace's declared MSRV (1.85) predates
+// them.
 #[cfg(target_arch = "x86_64")]
+#[allow(clippy::incompatible_msrv)]
 mod x86 {
     use super::*;
     use crate::gemm::tile::{prefetch, TileAt};
@@ -190,9 +196,7 @@ mod x86 {
 
     /// The accumulators as pulp's vector type.
     #[inline(always)]
-    fn cast<const MR: usize, const NV: usize>(
-        acc: [[__m512; NV]; MR],
-    ) -> [[pulp::f32x16; NV]; MR] {
+    fn cast<const MR: usize, const NV: usize>(acc: [[__m512; NV]; MR]) -> [[pulp::f32x16; NV]; MR] {
         // SAFETY: both are 16 `f32` lanes (64 bytes); every bit pattern is valid in both.
         acc.map(|row| row.map(|v| unsafe { core::mem::transmute::<__m512, pulp::f32x16>(v) }))
     }
