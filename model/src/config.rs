@@ -299,7 +299,7 @@ impl Config {
         if self.decoder_layers > 1024 {
             return Err(ConfigError::TooLarge("decoder_layers"));
         }
-        if self.d_model % self.heads != 0 {
+        if !self.d_model.is_multiple_of(self.heads) {
             return Err(ConfigError::HeadsDoNotDivide {
                 d_model: self.d_model,
                 heads: self.heads,

@@ -92,11 +92,8 @@ pub(crate) unsafe fn run(ops: DotOperands<'_>, out: &Output<'_>, cols: Columns) 
     unsafe { x86::run(ops, out, cols) }
 }
 
-// The AVX-512 and AVX-512 BF16 intrinsics are stable since Rust 1.89 (as are the AVX-512
-// target features pulp's `V4` already needs); the workspace's declared MSRV (1.85) predates
-// them.
+// The AVX-512 and AVX-512 BF16 intrinsics are stable since Rust 1.89, the workspace's MSRV.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::incompatible_msrv)]
 mod x86 {
     use super::*;
     use crate::gemm::tile::{prefetch, TileAt};

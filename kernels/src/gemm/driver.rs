@@ -76,7 +76,7 @@ pub(crate) const ALL_BLOCKINGS: [Blocking; 4] = [AVX512, AVX2, NEON, SCALAR];
 /// Floats of the zero-padded edge tile of `A` one task needs at `blocking` for an `m × k` `A`.
 pub(crate) fn edge_tile_len(blocking: Blocking, m: usize, k: usize) -> usize {
     // Balanced row blocks are whole tiles except the last, whose height is `m mod mr`.
-    if m % blocking.mr == 0 {
+    if m.is_multiple_of(blocking.mr) {
         return 0;
     }
     max_edge_tile_len(blocking, k)
