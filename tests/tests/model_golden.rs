@@ -82,6 +82,28 @@ fn read_expected(dir: &Path) -> Expected {
     }
 }
 
+/// Encodes the fixture's source and decodes its target one teacher-forced step at a time,
+/// handing `check` each step's index, tessel's logits and PyTorch's; returns the largest
+/// `|tessel - pytorch|` over all of them.
+fn teacher_forced(
+    session: &mut Session<'_>,
+    expected: &Expected,
+    mut check: impl FnMut(usize, &[f32], &[f32]),
+) -> f64 {
+    let vocab = session.model().config().tgt_vocab;
+    session.encode(&expected.src).expect("encode");
+    let mut worst = 0.0f64;
+    for (t, &token) in expected.tgt_in.iter().enumerate() {
+        let logits = session.decode_step(&[token]).expect("decode step");
+        let want = &expected.logits[t * vocab..(t + 1) * vocab];
+        for (&a, &e) in logits.iter().zip(want) {
+            worst = worst.max((f64::from(a) - f64::from(e)).abs());
+        }
+        check(t, logits, want);
+    }
+    worst
+}
+
 /// Greedy search from the encoded source gives the fixture's tokens (up to its length when it
 /// did not stop at EOS).
 fn assert_greedy(session: &mut Session<'_>, expected: &Expected, what: &str) {
@@ -111,20 +133,15 @@ fn check_fixture(name: &str) {
     let bound = LOGIT_TOLERANCE * scale;
     for_each_isa(|isa| {
         let mut session = Session::new(&model, isa).expect("session");
-        session.encode(&expected.src).expect("encode");
-        let mut worst = 0.0f64;
-        for (t, &token) in expected.tgt_in.iter().enumerate() {
-            let logits = session.decode_step(&[token]).expect("decode step");
-            let want = &expected.logits[t * vocab..(t + 1) * vocab];
+        let worst = teacher_forced(&mut session, &expected, |t, logits, want| {
             for (i, (&a, &e)) in logits.iter().zip(want).enumerate() {
                 let err = (f64::from(a) - f64::from(e)).abs();
-                worst = worst.max(err);
                 assert!(
                     err <= bound,
                     "{name} {isa}: logit [{t}, {i}] = {a}, pytorch {e} (bound {bound:e})"
                 );
             }
-        }
+        });
         eprintln!("{name} {isa}: worst logit error {worst:e} (scale {scale:.3})");
 
         // The same teacher forcing as one batched prefix, then half prefix and half steps.
@@ -214,19 +231,11 @@ fn check_fixture_16_bit(name: &str) {
     for weights in [WeightType::F16, WeightType::Bf16, WeightType::Bf16Dot] {
         let model = Model::load_dir_with(&dir, &LoadOptions::weights(weights))
             .unwrap_or_else(|e| panic!("{name} {weights}: {e}"));
-        let vocab = model.config().tgt_vocab;
         let scale = expected.logit_scale();
         let bound = logit_drift_bound(weights) * scale;
         for_each_isa(|isa| {
             let mut session = Session::new(&model, isa).expect("session");
-            session.encode(&expected.src).expect("encode");
-            let mut worst = 0.0f64;
-            for (t, &token) in expected.tgt_in.iter().enumerate() {
-                let logits = session.decode_step(&[token]).expect("decode step");
-                let want = &expected.logits[t * vocab..(t + 1) * vocab];
-                for (&a, &e) in logits.iter().zip(want) {
-                    worst = worst.max((f64::from(a) - f64::from(e)).abs());
-                }
+            let worst = teacher_forced(&mut session, &expected, |t, logits, want| {
                 let (top, margin) = top_and_margin(want);
                 if margin > 2.0 * bound {
                     assert_eq!(
@@ -235,7 +244,7 @@ fn check_fixture_16_bit(name: &str) {
                         "{name} {weights} {isa}: argmax at step {t} (margin {margin:e})"
                     );
                 }
-            }
+            });
             eprintln!(
                 "{name} {weights} {isa}: worst logit drift {:.2e} of scale {scale:.3}",
                 worst / scale
