@@ -75,7 +75,11 @@ for target in "${targets[@]}"; do
     execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+)/\1/p' "$out" | tail -1)
     rm -f "$out"
     verdict=ok
-    if [ "$result" -ne 0 ]; then
+    if [ "$result" -eq 124 ] || [ "$result" -eq 137 ]; then
+        # `timeout` stopped it: the build before the run (a cold target dir) ate the margin.
+        verdict="STOPPED by the time limit (no crash; rerun with a built target dir)"
+        status=1
+    elif [ "$result" -ne 0 ]; then
         verdict="CRASH (see fuzz/artifacts/$target)"
         status=1
     fi
