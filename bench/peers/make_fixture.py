@@ -23,6 +23,7 @@ FIXTURES = {
     + ["--seed", "2", "--pre-norm", "--shared", "--learned-positions", "24",
        "--activation", "gelu", "--quantization", "float16"],
     "post_relu_int8": SMALL + ["--seed", "3", "--quantization", "int8"],
+    "post_swish_f32": SMALL + ["--seed", "4", "--activation", "swish"],
 }
 STEPS = 10
 

@@ -1,7 +1,7 @@
 """Builds a random-weight CTranslate2 TransformerSpec model with CTranslate2's own spec API.
 
 Usage: make_model.py OUT_DIR [--layers N] [--d-model N] [--heads N] [--d-ff N] [--vocab N]
-       [--pre-norm] [--shared] [--learned-positions N] [--activation relu|gelu]
+       [--pre-norm] [--shared] [--learned-positions N] [--activation relu|gelu|gelutanh|swish]
        [--quantization float32|float16|bfloat16|int8|int16] [--seed N]
 
 Weights are Gaussian with standard deviation `gain / sqrt(fan_in)` (`--gain`, 1.5 for the tiny
@@ -63,6 +63,7 @@ def main():
         "relu": common_spec.Activation.RELU,
         "gelu": common_spec.Activation.GELU,
         "gelutanh": common_spec.Activation.GELUTanh,
+        "swish": common_spec.Activation.SWISH,
     }[a.activation]
     spec = transformer_spec.TransformerSpec.from_config(
         a.layers, a.heads, pre_norm=a.pre_norm, activation=activation

@@ -8,7 +8,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tessel_fuzz::{assert_close, dot_tolerance, isa, maybe_short, span, tame, Guarded, Values};
-use tessel_kernels::activation::{Activation, GELU_ERF_MAX_ERROR, GELU_TANH_MAX_ERROR};
+use tessel_kernels::activation::Activation;
 use tessel_kernels::gemm::{bf16, f16, gemm, gemm_scratch, packed_len_of, Element, Epilogue};
 use tessel_kernels::gemm::{MatMut, MatRef, PackedB, Parallel, MAX_TASKS};
 use tessel_kernels::{reference, Isa};
@@ -49,12 +49,6 @@ impl Parallel for Reversed {
     }
 }
 
-const ACTIVATIONS: [Activation; 4] = [
-    Activation::Identity,
-    Activation::Relu,
-    Activation::GeluErf,
-    Activation::GeluTanh,
-];
 
 /// A weight type, and how it takes the BF16-dot opt-in (only `bf16` has it).
 trait Weight: Element {
@@ -167,7 +161,7 @@ fn run<T: Weight>(input: Input, dot: bool) {
     let (r_len, r_short) = maybe_short(span(m, n, r_stride), fault == 2);
     let r_vals = gen.take(m * n);
     let res = Guarded::new(m, n, r_stride, r_len, |r, c| r_vals[r * n + c]);
-    let activation = ACTIVATIONS[input.activation as usize % 4];
+    let activation = Activation::ALL[input.activation as usize % Activation::ALL.len()];
     let epilogue = Epilogue {
         bias: bias.then_some(&bias_vals[..]),
         activation,
@@ -250,11 +244,7 @@ fn run<T: Weight>(input: Input, dot: bool) {
                 .sum::<f64>()
                 + b as f64;
             let pre_error = dot_tolerance(k, abs_sum) + 2.0 * eps * (pre.abs() + (b as f64).abs());
-            let (slope, own) = match activation {
-                Activation::Identity | Activation::Relu => (1.0, 0.0),
-                Activation::GeluErf => (1.2, GELU_ERF_MAX_ERROR as f64 * pre.abs().max(1.0)),
-                Activation::GeluTanh => (1.2, GELU_TANH_MAX_ERROR as f64 * pre.abs().max(1.0)),
-            };
+            let (slope, own) = (activation.max_slope(), activation.max_error(pre));
             let want = expected[i * n + j];
             // `vdpbf16ps` flushes subnormal inputs and outputs: products below 2^-126 · 1e15.
             let flushed = if rounds_a { k as f64 * 1.2e-23 } else { 0.0 };

@@ -9,7 +9,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tessel_fuzz::{assert_close, dot_tolerance, isa, maybe_short, span, tame, Guarded, Values};
 use tessel_kernels::activation::{
-    bias_activation, bias_activation_into, Activation, GELU_ERF_MAX_ERROR, GELU_TANH_MAX_ERROR,
+    bias_activation, bias_activation_into, Activation,
 };
 use tessel_kernels::math::{exp_slice, EXP_MAX_RELATIVE_ERROR};
 use tessel_kernels::norm::{
@@ -38,12 +38,6 @@ struct Input {
     values: Vec<u16>,
 }
 
-const ACTIVATIONS: [Activation; 4] = [
-    Activation::Identity,
-    Activation::Relu,
-    Activation::GeluErf,
-    Activation::GeluTanh,
-];
 
 /// Faults, by `fault % 16`; the others leave the call valid.
 const SHORT_X: u8 = 0;
@@ -137,7 +131,7 @@ fn run(input: Input) {
         bias,
         epsilon,
         scale,
-        activation: ACTIVATIONS[input.activation as usize % 4],
+        activation: Activation::ALL[input.activation as usize % Activation::ALL.len()],
         fault,
         x_short,
         other_short,
@@ -411,12 +405,7 @@ fn check_activation(case: &Case, input: &[f32], bias: Option<&[f32]>, got: &[f32
             continue;
         }
         let want = ref_act::apply(activation, pre as f64);
-        let own = match activation {
-            Activation::Identity | Activation::Relu => 0.0,
-            Activation::GeluErf => GELU_ERF_MAX_ERROR as f64,
-            Activation::GeluTanh => GELU_TANH_MAX_ERROR as f64,
-        };
-        let bound = own * (pre.abs() as f64).max(1.0) + f32::EPSILON as f64 * want.abs();
+        let bound = activation.max_error(pre as f64) + f32::EPSILON as f64 * want.abs();
         let what = format!("{} {activation:?}({pre}) [{c}]", case.isa);
         assert_close(&what, y, want, bound);
     }

@@ -21,6 +21,9 @@ pub enum Activation {
     GeluErf,
     /// `0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))` (PyTorch `approximate="tanh"`).
     GeluTanh,
+    /// `x · σ(x) = x / (1 + e^{-x})` (PyTorch `silu`; "swish" in Marian, OPUS-MT and
+    /// CTranslate2).
+    Silu,
 }
 
 /// Largest absolute error of [`gelu_erf`] against the exact erf GELU, for `|x| <= 1`; beyond
@@ -31,7 +34,42 @@ pub const GELU_ERF_MAX_ERROR: f32 = 1.0e-6;
 /// beyond that the bound is this times `|x|`. Checked by a test at every level.
 pub const GELU_TANH_MAX_ERROR: f32 = 1.0e-6;
 
+/// Largest absolute error of [`silu`] against the exact `x · σ(x)`, for `|x| <= 1`; beyond that
+/// the bound is this times `|x|`. Checked by a test at every level.
+pub const SILU_MAX_ERROR: f32 = 1.0e-6;
+
 impl Activation {
+    /// Every activation.
+    pub const ALL: [Activation; 5] = [
+        Activation::Identity,
+        Activation::Relu,
+        Activation::GeluErf,
+        Activation::GeluTanh,
+        Activation::Silu,
+    ];
+
+    /// The stated bound of this implementation's absolute error at `x`, against the exact
+    /// function: `MAX_ERROR · max(1, |x|)` for the approximated ones, 0 for the exact ones.
+    pub fn max_error(self, x: f64) -> f64 {
+        let stated = match self {
+            Activation::Identity | Activation::Relu => 0.0,
+            Activation::GeluErf => GELU_ERF_MAX_ERROR,
+            Activation::GeluTanh => GELU_TANH_MAX_ERROR,
+            Activation::Silu => SILU_MAX_ERROR,
+        };
+        stated as f64 * x.abs().max(1.0)
+    }
+
+    /// A bound of `|f'(x)|` over all `x` (how much an input error can grow): 1 for the
+    /// identity and ReLU, 1.2 for the GELUs (max ≈ 1.13), 1.1 for SiLU (max ≈ 1.0998).
+    pub fn max_slope(self) -> f64 {
+        match self {
+            Activation::Identity | Activation::Relu => 1.0,
+            Activation::GeluErf | Activation::GeluTanh => 1.2,
+            Activation::Silu => 1.1,
+        }
+    }
+
     /// Applies the activation to one vector.
     #[inline(always)]
     pub fn apply<S: Simd>(self, simd: S, x: S::f32s) -> S::f32s {
@@ -40,6 +78,7 @@ impl Activation {
             Activation::Relu => relu(simd, x),
             Activation::GeluErf => gelu_erf(simd, x),
             Activation::GeluTanh => gelu_tanh(simd, x),
+            Activation::Silu => silu(simd, x),
         }
     }
 
@@ -226,6 +265,11 @@ impl pulp::WithSimd for ActivationRows<'_> {
                 #[inline(always)]
                 |v| gelu_tanh(simd, v),
             ),
+            Activation::Silu => self.with_bias(
+                simd,
+                #[inline(always)]
+                |v| silu(simd, v),
+            ),
         }
     }
 }
@@ -295,10 +339,8 @@ pub fn gelu_erf<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
 }
 
 /// GELU, tanh form: `0.5 x (1 + tanh u)` with `u = √(2/π)(x + 0.044715 x³)`, computed as
-/// `x / (1 + e^{-2u})` (no cancellation for negative `x`) from one `t = e^{-2|u|}`
-/// ([`exp_non_positive`]): `x / (1 + t)` for `u >= 0` and `x t / (1 + t)` for `u < 0`, so the
-/// exponential never overflows. Within [`GELU_TANH_MAX_ERROR`] · `max(1, |x|)` of the exact
-/// tanh form.
+/// `x · σ(2u) = x / (1 + e^{-2u})` (no cancellation for negative `x`) by [`times_sigmoid`].
+/// Within [`GELU_TANH_MAX_ERROR`] · `max(1, |x|)` of the exact tanh form.
 #[inline(always)]
 pub fn gelu_tanh<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
@@ -309,9 +351,24 @@ pub fn gelu_tanh<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
         simd.mul_f32s(x, inner),
         simd.splat_f32s(2.0 * SQRT_2_OVER_PI),
     );
-    let t = exp_non_positive(simd, simd.neg_f32s(simd.abs_f32s(two_u)));
+    times_sigmoid(simd, x, two_u)
+}
+
+/// SiLU (swish): `x · σ(x)` by [`times_sigmoid`]. Within [`SILU_MAX_ERROR`] · `max(1, |x|)` of
+/// the exact value.
+#[inline(always)]
+pub fn silu<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    times_sigmoid(simd, x, x)
+}
+
+/// `x · σ(z) = x / (1 + e^{-z})` from one `t = e^{-|z|}` ([`exp_non_positive`]): `x / (1 + t)`
+/// for `z >= 0` and `x t / (1 + t)` for `z < 0`, so the exponential never overflows and
+/// nothing cancels.
+#[inline(always)]
+fn times_sigmoid<S: Simd>(simd: S, x: S::f32s, z: S::f32s) -> S::f32s {
+    let t = exp_non_positive(simd, simd.neg_f32s(simd.abs_f32s(z)));
     let numerator = simd.select_f32s(
-        simd.less_than_f32s(two_u, simd.splat_f32s(0.0)),
+        simd.less_than_f32s(z, simd.splat_f32s(0.0)),
         simd.mul_f32s(x, t),
         x,
     );
@@ -341,12 +398,9 @@ mod tests {
     #[test]
     fn gelu_within_stated_error() {
         for isa in Isa::supported() {
-            for (activation, max_error) in [
-                (Activation::GeluErf, GELU_ERF_MAX_ERROR),
-                (Activation::GeluTanh, GELU_TANH_MAX_ERROR),
-            ] {
+            for activation in [Activation::GeluErf, Activation::GeluTanh, Activation::Silu] {
                 sweep(isa, activation, |x, y, exact| {
-                    let bound = max_error as f64 * (x.abs() as f64).max(1.0);
+                    let bound = activation.max_error(x as f64);
                     assert!(
                         (y as f64 - exact).abs() <= bound,
                         "{isa} {activation:?}({x}) = {y}, exact {exact}"
@@ -362,12 +416,13 @@ mod tests {
             sweep(isa, Activation::Relu, |_, y, exact| {
                 assert_eq!(y as f64, exact)
             });
-            for activation in [Activation::GeluErf, Activation::GeluTanh] {
+            for activation in [Activation::GeluErf, Activation::GeluTanh, Activation::Silu] {
                 let mut v = [30.0f32, -30.0, 0.0, f32::NAN, 1e30, -1e30];
                 activation.apply_slice(isa, &mut v);
                 assert_eq!(v[0], 30.0, "{isa} {activation:?}");
+                // -0 or a tiny negative for GELU (exactly ~-e^-450), -2.8e-12 for SiLU.
                 assert!(
-                    v[1] == 0.0 && v[1].is_sign_negative() || v[1].abs() < 1e-30,
+                    (v[1] as f64 - reference::apply(activation, -30.0)).abs() < 1e-15,
                     "{isa} {activation:?}: {}",
                     v[1]
                 );

@@ -24,6 +24,9 @@ pub enum FfnActivation {
     Gelu,
     /// tanh-approximated GELU.
     GeluTanh,
+    /// SiLU, `x · σ(x)` (called swish by Marian, OPUS-MT and CTranslate2).
+    #[serde(alias = "swish")]
+    Silu,
 }
 
 impl FfnActivation {
@@ -33,6 +36,7 @@ impl FfnActivation {
             FfnActivation::Relu => Activation::Relu,
             FfnActivation::Gelu => Activation::GeluErf,
             FfnActivation::GeluTanh => Activation::GeluTanh,
+            FfnActivation::Silu => Activation::Silu,
         }
     }
 }

@@ -279,7 +279,7 @@ fn unsupported_features_are_refused_by_name() {
     ));
     let b = edited(POST, |v, _| {
         for e in v.iter_mut().filter(|e| e.0.ends_with("/activation")) {
-            e.3 = vec![2]; // SWISH
+            e.3 = vec![4]; // GELUSigmoid
         }
     });
     assert!(matches!(

@@ -14,10 +14,11 @@ use tessel_model::ct2::{self, Ct2Options};
 use tessel_model::Session;
 use tessel_tests::for_each_isa;
 
-const FIXTURES: [&str; 3] = [
+const FIXTURES: [&str; 4] = [
     "post_relu_sinusoidal_f32",
     "pre_gelu_shared_learned_f16",
     "post_relu_int8",
+    "post_swish_f32",
 ];
 
 /// Logits may differ from CTranslate2's by this much relative to the row's largest magnitude
@@ -112,4 +113,7 @@ fn fixtures_map_to_the_expected_tessel_configs() {
     // The stored 24-row position tables cap the lengths.
     assert_eq!((c.max_src_len, c.max_tgt_len), (24, 24));
     assert_eq!(pre.source_ids(&["t5", "nope"]), vec![5, 0]);
+    // CTranslate2's SWISH (OPUS-MT / Marian models) is SiLU.
+    let swish = ct2::load_dir(&fixture(FIXTURES[3]), Ct2Options::default()).unwrap();
+    assert_eq!(swish.model.config().activation, FfnActivation::Silu);
 }

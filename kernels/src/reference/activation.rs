@@ -20,6 +20,7 @@ pub fn apply(activation: Activation, x: f64) -> f64 {
             // of 1 + tanh u for negative u.
             x / (1.0 + libm::exp(-2.0 * u))
         }
+        Activation::Silu => x / (1.0 + libm::exp(-x)),
     }
 }
 

@@ -247,9 +247,10 @@ fn activation(vars: &mut Vars<'_, '_>) -> Result<FfnActivation, Ct2Error> {
     match enc as i32 {
         0 => Ok(FfnActivation::Relu),
         1 => Ok(FfnActivation::GeluTanh),
+        2 => Ok(FfnActivation::Silu),
         3 => Ok(FfnActivation::Gelu),
         other => Err(Ct2Error::UnsupportedFeature {
-            feature: format!("activation id {other} (tessel has ReLU, GELU, tanh-GELU)"),
+            feature: format!("activation id {other} (tessel has ReLU, GELU, tanh-GELU, swish)"),
             variable: "encoder/activation".to_owned(),
         }),
     }

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use proptest::prelude::*;
-use tessel_kernels::activation::{Activation, GELU_ERF_MAX_ERROR, GELU_TANH_MAX_ERROR};
+use tessel_kernels::activation::Activation;
 use tessel_kernels::gemm::{
     gemm, gemm_scratch, packed_len_of, Element, Epilogue, MatMut, MatRef, PackedB, Parallel,
 };
@@ -153,11 +153,7 @@ impl Problem {
         let bias = self.bias.as_ref().map_or(0.0, |b| b[j] as f64);
         let pre = dot + bias;
         let pre_error = dot_tolerance(self.k, abs_sum) + 2.0 * eps * (pre.abs() + bias.abs());
-        let (slope, own) = match self.activation {
-            Activation::Identity | Activation::Relu => (1.0, 0.0),
-            Activation::GeluErf => (1.2, GELU_ERF_MAX_ERROR as f64 * pre.abs().max(1.0)),
-            Activation::GeluTanh => (1.2, GELU_TANH_MAX_ERROR as f64 * pre.abs().max(1.0)),
-        };
+        let (slope, own) = (self.activation.max_slope(), self.activation.max_error(pre));
         slope * pre_error + own + 4.0 * eps * (expected.abs() as f64 + pre.abs())
     }
 
@@ -172,13 +168,6 @@ impl Problem {
         );
     }
 }
-
-pub const ACTIVATIONS: [Activation; 4] = [
-    Activation::Identity,
-    Activation::Relu,
-    Activation::GeluErf,
-    Activation::GeluTanh,
-];
 
 #[derive(Clone, Debug)]
 pub struct Spec {
@@ -208,7 +197,7 @@ impl Spec {
             lda,
             b: v.vec(k * n, &mut value),
             bias: self.bias.then(|| v.vec(n, &mut value)),
-            activation: ACTIVATIONS[self.activation % 4],
+            activation: Activation::ALL[self.activation % Activation::ALL.len()],
             residual: self.residual.then(|| (v.vec(m * ldr, &mut value), ldr)),
             ldc,
         }
