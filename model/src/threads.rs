@@ -5,9 +5,11 @@
 //! publishes the task under a mutex, bumps a generation counter and wakes them. Workers spin
 //! briefly before sleeping, because a decode step issues ~40 small GEMMs back to back and a
 //! futex wake-up per call would cost more than the work it splits. The calling thread takes
-//! tasks too, and returns only when every worker has finished with the call, which is what lets
-//! a borrowed task be shared with them. Per call nothing is allocated: `Mutex`/`Condvar` are
-//! futex-based, task indices are handed out by an atomic counter.
+//! tasks too; once no task is left to take it withdraws the call, so a worker that has not yet
+//! joined it (asleep, or not scheduled on a busy machine) never will, and waits only for the
+//! workers that did join to finish their tasks: a late worker costs nothing, and a borrowed
+//! task can still be shared. Per call nothing is allocated: `Mutex`/`Condvar` are futex-based,
+//! task indices are handed out by an atomic counter.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -55,7 +57,8 @@ struct Job {
     tasks: usize,
 }
 
-// SAFETY: the pointee is `Sync`, and `run` keeps it alive until every worker is done with it.
+// SAFETY: the pointee is `Sync`, and `run` keeps it alive until every worker that took the job
+// is done with it.
 unsafe impl Send for Job {}
 
 struct Shared {
@@ -63,7 +66,9 @@ struct Shared {
     shutdown: AtomicBool,
     generation: AtomicU64,
     next_task: AtomicUsize,
-    pending_workers: AtomicUsize,
+    /// Workers that took the current job and have not finished with it (incremented under
+    /// the lock while the job is published).
+    active: AtomicUsize,
     panicked: AtomicBool,
     wake: Condvar,
     finished: Condvar,
@@ -80,8 +85,9 @@ impl Shared {
 
     /// Takes task indices until none are left.
     fn work(&self, job: Job) {
-        // SAFETY: `job.task` points to the task of the call in progress; the caller of `run`
-        // does not return (so the task stays alive) before every worker has finished.
+        // SAFETY: `job.task` points to the task of the call in progress: the calling thread is
+        // inside `run`, and a worker counted in `active` while it works here, so `run` does not
+        // return (and the task stays alive) before this returns.
         let task = unsafe { &*job.task };
         loop {
             let index = self.next_task.fetch_add(1, Ordering::Relaxed);
@@ -113,7 +119,7 @@ impl ThreadPool {
             shutdown: AtomicBool::new(false),
             generation: AtomicU64::new(0),
             next_task: AtomicUsize::new(0),
-            pending_workers: AtomicUsize::new(0),
+            active: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             wake: Condvar::new(),
             finished: Condvar::new(),
@@ -133,16 +139,17 @@ impl ThreadPool {
         Ok(pool)
     }
 
+    /// Waits until no worker is working on the current job.
     fn wait_for_workers(&self) {
         let shared = &*self.shared;
         for poll in 0..SPIN_LIMIT {
-            if shared.pending_workers.load(Ordering::Acquire) == 0 {
+            if shared.active.load(Ordering::Acquire) == 0 {
                 return;
             }
             backoff(poll);
         }
         let mut guard = shared.lock();
-        while shared.pending_workers.load(Ordering::Acquire) != 0 {
+        while shared.active.load(Ordering::Acquire) != 0 {
             guard = shared
                 .finished
                 .wait(guard)
@@ -162,10 +169,10 @@ impl Parallel for ThreadPool {
             return;
         }
         let shared = &*self.shared;
-        // SAFETY (lifetime erasure): this function does not return before `pending_workers`
-        // is back to 0, i.e. before every worker has finished calling `task` for this
-        // generation and stopped using the pointer (a worker only reads the job again after
-        // the next generation is published). So the erased borrow never outlives `task`.
+        // SAFETY (lifetime erasure): a worker uses the pointer only after taking the job under
+        // the lock while it is published, counted in `active` until it stops using it. This
+        // function withdraws the job (under the lock) and then waits for `active` to be 0
+        // before returning, so the erased borrow never outlives `task`.
         let task: *const (dyn Fn(usize) + Sync + '_) = task;
         // SAFETY: only the lifetime changes; see above.
         let task: *const (dyn Fn(usize) + Sync + 'static) = unsafe { core::mem::transmute(task) };
@@ -173,16 +180,15 @@ impl Parallel for ThreadPool {
         {
             let mut slot = shared.lock();
             *slot = Some(job);
+            // No worker is active (the previous call waited for them), so none still claims.
             shared.next_task.store(0, Ordering::Relaxed);
-            shared
-                .pending_workers
-                .store(self.workers.len(), Ordering::Relaxed);
             shared.generation.fetch_add(1, Ordering::Release);
             shared.wake.notify_all();
         }
         shared.work(job);
-        self.wait_for_workers();
+        // Every task is claimed: workers that have not taken the job by now are not needed.
         *shared.lock() = None;
+        self.wait_for_workers();
         if shared.panicked.swap(false, Ordering::Relaxed) {
             panic!("a task of the tessel thread pool panicked");
         }
@@ -236,14 +242,19 @@ fn worker(shared: &Shared) {
                 return;
             }
             seen = shared.generation.load(Ordering::Acquire);
+            if guard.is_some() {
+                // Under the lock, while the job is published: `run` sees this count when it
+                // withdraws the job.
+                shared.active.fetch_add(1, Ordering::AcqRel);
+            }
             *guard
         };
         if let Some(job) = job {
             shared.work(job);
-        }
-        if shared.pending_workers.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let _guard = shared.lock();
-            shared.finished.notify_one();
+            if shared.active.fetch_sub(1, Ordering::AcqRel) == 1 {
+                let _guard = shared.lock();
+                shared.finished.notify_one();
+            }
         }
     }
 }
@@ -266,6 +277,23 @@ mod tests {
                 }
                 assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 50));
             }
+        }
+    }
+
+    #[test]
+    fn late_workers_never_run_a_withdrawn_call() {
+        // More threads than this machine has cores and tiny calls: most calls end before some
+        // worker wakes, so workers keep arriving after the call is withdrawn. Each call's task
+        // borrows that call's own counters; a late worker running it would count twice (or
+        // touch a dead borrow, which Miri and sanitizers would flag).
+        let pool = ThreadPool::new(4).unwrap();
+        for call in 0..20_000usize {
+            let tasks = 2 + call % 5;
+            let counts: Vec<AtomicUsize> = (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+            pool.run(tasks, &|i| {
+                counts[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
         }
     }
 
