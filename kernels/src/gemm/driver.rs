@@ -32,14 +32,23 @@ pub(crate) struct Blocking {
 /// here than L1-sized 128 or 256 and than 512: one pass over `C` for `k` up to 1024 (on this
 /// shared-L3 machine the extra passes over `C` cost more than the L1 misses on `B`). The
 /// `128 × 1024` block of `A` (512 KB) and the `B` micro-panel together fit the 1 MB L2.
+///
+/// Also measured on this Zen 5 (ratios to the `gemm` crate, alternated in the same runs), and
+/// not better: the crate's own shape, a 6 × 64 tile over two panels (24 accumulators, the
+/// `6 × kc` sliver of `A` kept in L1 while it sweeps a `kc`-deep block of `B` kept in L2, with
+/// the next sliver prefetched): equal on 512³ and 1500×384×1536, 2–6% slower on 1024³ and
+/// 64×512×512; packing `A` into 12-row slivers for a 12 × 32 tile read through one pointer: the
+/// microkernel matched the crate's but the packing took ~7% of a 512³ product; `kc` 256–1024,
+/// `mc` 64–256 and column blocks of 256–768 KB of `B`: within the ±3% run-to-run noise.
 const AVX512: Blocking = Blocking {
     mr: 8,
     nv: 2,
     mc: 8 * 16,
     kc: 1024,
 };
-/// AVX2: 6 × 16 tile, 12 accumulators of 16 registers. `kc = 512` measured ~3% faster than
-/// 256 here (`report gemm` with `TESSEL_ISA=avx2`), as on AVX-512: one pass over `C` fewer.
+/// AVX2: 6 × 16 tile, 12 accumulators of 16 registers. `kc = 512` measured 2–4% faster than
+/// 256 here (512³ and 64×512×512 with `TESSEL_ISA=avx2`, ratios to the `gemm` crate in the same
+/// runs; 1024 and `mc` 72–288 no better): one pass over `C` fewer for `k <= 512`.
 const AVX2: Blocking = Blocking {
     mr: 6,
     nv: 2,
@@ -264,7 +273,7 @@ unsafe fn blocked_columns<S: Simd, T: Element, const MR: usize, const NV: usize>
 /// each packed panel of `B` once from memory (then from L2 for further row blocks).
 ///
 /// # Safety
-/// As `blocked_path`, without the edge tile.
+/// As `blocked_path`.
 #[inline(always)]
 pub(crate) unsafe fn small_path<S: Simd, T: Element>(
     simd: S,

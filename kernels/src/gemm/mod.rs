@@ -19,18 +19,19 @@
 //! Two paths, chosen from `m` alone:
 //! - `m <= 16` (decoding: batch 1 or a beam): `A` is read in place and the microkernel keeps
 //!   all rows' accumulators in registers while it streams each panel of `B` once, so the call
-//!   runs at the speed of reading the packed weights. Reads no scratch (but for the BF16-dot
-//!   opt-in's rounded copy of `A`).
+//!   runs at the speed of reading the packed weights.
 //! - larger `m`: BLIS-style blocking over the prepacked `B`: a block of rows of `A`
 //!   (`mc × kc`, L2-sized) is multiplied against each `kc × 32` micro-panel of `B`, reused by
 //!   every tile of the block while it is hot, by a register-tile microkernel (8 × 32 on
-//!   AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar). Whole tiles read `A` in place; only the
-//!   ragged last tile of rows is copied, zero-padded, into caller scratch. The epilogue is
-//!   applied in registers as the last `k` block of a tile is stored.
+//!   AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar). Tiles read `A` in place (packing it
+//!   measured slower here); the `m mod 8` (or 6, 4) rows below the last whole tile go through
+//!   the small-`m` tiles while the block of `B` is still in L2. The epilogue is applied in
+//!   registers as the last `k` block of a tile is stored.
 //!
-//! Work is split over blocks of output columns through the host's [`Parallel`] runner; each
-//! output element is computed by the same instructions whatever the split, so any thread
-//! count gives bit-identical results. Scratch is sized ahead by [`gemm_scratch`], per thread.
+//! Neither path reads scratch; only the BF16-dot opt-in does (its rounded copy of `A`), sized
+//! ahead by [`gemm_scratch`]. Work is split over blocks of output columns through the host's
+//! [`Parallel`] runner; each output element is computed by the same instructions whatever the
+//! split, so any thread count gives bit-identical results.
 //! Nothing allocates, and every length, stride and shape is validated into a [`KernelError`].
 //!
 //! # Example
