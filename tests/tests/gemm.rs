@@ -68,6 +68,16 @@ const EDGE_SHAPES: [(usize, usize, usize); 9] = [
     (41, 1100, 700),
 ];
 
+/// The rows below the last whole tile of the blocked path (every residue of `m` modulo the
+/// tile heights 8, 6 and 4), with `k` crossing the depth blocks of every level and a fused
+/// epilogue.
+#[test]
+fn rows_below_the_last_whole_tile_match_reference() {
+    for m in 17..=33 {
+        check_every_level(&fixed(m, 1030, 97));
+    }
+}
+
 #[test]
 fn small_integers_are_exact() {
     for (m, k, n) in EDGE_SHAPES {

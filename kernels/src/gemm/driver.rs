@@ -32,18 +32,28 @@ pub(crate) struct Blocking {
 /// here than L1-sized 128 or 256 and than 512: one pass over `C` for `k` up to 1024 (on this
 /// shared-L3 machine the extra passes over `C` cost more than the L1 misses on `B`). The
 /// `128 × 1024` block of `A` (512 KB) and the `B` micro-panel together fit the 1 MB L2.
+///
+/// Also measured on this Zen 5 (ratios to the `gemm` crate, alternated in the same runs), and
+/// not better: the crate's own shape, a 6 × 64 tile over two panels (24 accumulators, the
+/// `6 × kc` sliver of `A` kept in L1 while it sweeps a `kc`-deep block of `B` kept in L2, with
+/// the next sliver prefetched): equal on 512³ and 1500×384×1536, 2–6% slower on 1024³ and
+/// 64×512×512; packing `A` into 12-row slivers for a 12 × 32 tile read through one pointer: the
+/// microkernel matched the crate's but the packing took ~7% of a 512³ product; `kc` 256–1024,
+/// `mc` 64–256 and column blocks of 256–768 KB of `B`: within the ±3% run-to-run noise.
 const AVX512: Blocking = Blocking {
     mr: 8,
     nv: 2,
     mc: 8 * 16,
     kc: 1024,
 };
-/// AVX2: 6 × 16 tile, 12 accumulators of 16 registers.
+/// AVX2: 6 × 16 tile, 12 accumulators of 16 registers. `kc = 512` measured 2–4% faster than
+/// 256 here (512³ and 64×512×512 with `TESSEL_ISA=avx2`, ratios to the `gemm` crate in the same
+/// runs; 1024 and `mc` 72–288 no better): one pass over `C` fewer for `k <= 512`.
 const AVX2: Blocking = Blocking {
     mr: 6,
     nv: 2,
     mc: 6 * 24,
-    kc: 256,
+    kc: 512,
 };
 /// NEON: 6 × 16 tile, 24 accumulators of 32 registers.
 const NEON: Blocking = Blocking {
@@ -68,23 +78,6 @@ pub(crate) const fn blocking(lanes: usize) -> Blocking {
         4 => NEON,
         _ => SCALAR,
     }
-}
-
-/// Every level's blocking, for sizing scratch independently of the level that will run.
-pub(crate) const ALL_BLOCKINGS: [Blocking; 4] = [AVX512, AVX2, NEON, SCALAR];
-
-/// Floats of the zero-padded edge tile of `A` one task needs at `blocking` for an `m × k` `A`.
-pub(crate) fn edge_tile_len(blocking: Blocking, m: usize, k: usize) -> usize {
-    // Balanced row blocks are whole tiles except the last, whose height is `m mod mr`.
-    if m.is_multiple_of(blocking.mr) {
-        return 0;
-    }
-    max_edge_tile_len(blocking, k)
-}
-
-/// The largest [`edge_tile_len`] over every `m`: one full `mr`-row tile of a `k`-block.
-pub(crate) fn max_edge_tile_len(blocking: Blocking, k: usize) -> usize {
-    blocking.mr.saturating_mul(k.min(blocking.kc))
 }
 
 /// Everything one task reads: `A`, the packed `B` and its shape.
@@ -131,27 +124,28 @@ pub(crate) struct Columns {
 ///
 /// # Safety
 /// The operands and output are validated for the call (`A` is `m × k`, `b` holds the packed
-/// `k × n` panels, `C`, bias and residual cover `m × n`), `cols` lies inside `0..panels(n)`, no
-/// other thread writes these columns of `C`, and `a_edge` holds at least `edge_tile_len`.
+/// `k × n` panels, `C`, bias and residual cover `m × n`), `cols` lies inside `0..panels(n)`, and
+/// no other thread writes these columns of `C`.
 ///
-/// Measured here: copying whole blocks of `A` into scratch (BLIS's packing) cost more than it
-/// saved (each row of `A` is already one sequential stream in `k`), so only the ragged last
-/// tile of rows is copied, zero-padded so every tile runs the full-height microkernel.
+/// Measured here: copying blocks of `A` into scratch (BLIS's packing) cost more than it saved
+/// (each row of `A` is already one sequential stream in `k`, and the packing is paid again for
+/// every block of columns), so `A` is read in place. The `m mod MR` rows left below the last
+/// whole tile go through the small-`m` tiles instead of a zero-padded full tile, which would
+/// waste up to `MR - 1` rows of multiply-adds.
 #[inline(always)]
 pub(crate) unsafe fn blocked_path<S: Simd, T: Element>(
     simd: S,
     ops: Operands<'_, T>,
     out: &Output<'_>,
     cols: Columns,
-    a_edge: &mut [f32],
 ) {
     // SAFETY: forwarded contract.
     unsafe {
         match S::F32_LANES {
-            16 => blocked_tiles::<S, T, { AVX512.mr }, { AVX512.nv }>(simd, ops, out, cols, a_edge),
-            8 => blocked_tiles::<S, T, { AVX2.mr }, { AVX2.nv }>(simd, ops, out, cols, a_edge),
-            4 => blocked_tiles::<S, T, { NEON.mr }, { NEON.nv }>(simd, ops, out, cols, a_edge),
-            _ => blocked_tiles::<S, T, { SCALAR.mr }, { SCALAR.nv }>(simd, ops, out, cols, a_edge),
+            16 => blocked_tiles::<S, T, { AVX512.mr }, { AVX512.nv }>(simd, ops, out, cols),
+            8 => blocked_tiles::<S, T, { AVX2.mr }, { AVX2.nv }>(simd, ops, out, cols),
+            4 => blocked_tiles::<S, T, { NEON.mr }, { NEON.nv }>(simd, ops, out, cols),
+            _ => blocked_tiles::<S, T, { SCALAR.mr }, { SCALAR.nv }>(simd, ops, out, cols),
         }
     }
 }
@@ -166,17 +160,19 @@ unsafe fn blocked_tiles<S: Simd, T: Element, const MR: usize, const NV: usize>(
     ops: Operands<'_, T>,
     out: &Output<'_>,
     cols: Columns,
-    a_edge: &mut [f32],
 ) {
     let Blocking { mc, kc: kc_max, .. } = blocking(S::F32_LANES);
     debug_assert_eq!(blocking(S::F32_LANES).mr, MR);
     let (m, k) = (ops.a.rows, ops.k);
+    // Whole tiles of rows take the blocked loops; the rest (fewer than `MR`, so at most
+    // `small_max_rows`) take the small-`m` tiles.
+    let full = m / MR * MR;
     // With k == 0 one pass of depth 0 still writes the epilogue of a zero product. Blocks of
     // k and of rows are balanced (no thin last block that re-streams B for a few rows).
     // Blocks start on whole row groups of the packed B.
     let k_blocks = k.div_ceil(kc_max).max(1);
     let kc_step = padded_k::<T>(k.div_ceil(k_blocks));
-    let mc_step = m.div_ceil(m.div_ceil(mc)).div_ceil(MR) * MR;
+    let mc_step = full.div_ceil(full.div_ceil(mc).max(1)).div_ceil(MR) * MR;
     // Column blocks whose `kc`-deep slice of B fits half of L2: each stays there while every
     // row block of A streams past it.
     let nc_panels =
@@ -187,9 +183,13 @@ unsafe fn blocked_tiles<S: Simd, T: Element, const MR: usize, const NV: usize>(
             panel0: jc,
             panel1: cols.panel1.min(jc + nc_panels),
         };
-        // SAFETY: forwarded contract, for a sub-range of this task's panels.
+        // SAFETY: forwarded contract, for a sub-range of this task's panels; rows `[0, full)`
+        // are whole tiles and `[full, m)` are fewer than `MR <= small_max_rows`.
         unsafe {
-            blocked_columns::<S, T, MR, NV>(simd, ops, out, block, a_edge, kc_step, mc_step);
+            blocked_columns::<S, T, MR, NV>(simd, ops, out, block, full, kc_step, mc_step);
+            if full < m {
+                small_rows(simd, ops, out, block, full, m - full);
+            }
         }
         jc = block.panel1;
     }
@@ -198,21 +198,23 @@ unsafe fn blocked_tiles<S: Simd, T: Element, const MR: usize, const NV: usize>(
 /// Bytes of packed B one column block of the blocked path spans (half of L2).
 const B_BLOCK_BYTES: usize = 512 * 1024;
 
-/// `blocked_tiles` for one column block, with the balanced depth and row steps.
+/// `blocked_tiles` for one column block and the first `rows` rows (a multiple of `MR`), with
+/// the balanced depth and row steps.
 ///
 /// # Safety
-/// As `blocked_path`.
+/// As `blocked_path`, with `rows <= m` a multiple of `MR`.
 #[inline(always)]
 unsafe fn blocked_columns<S: Simd, T: Element, const MR: usize, const NV: usize>(
     simd: S,
     ops: Operands<'_, T>,
     out: &Output<'_>,
     cols: Columns,
-    a_edge: &mut [f32],
+    rows: usize,
     kc_step: usize,
     mc_step: usize,
 ) {
-    let (m, k, n) = (ops.a.rows, ops.k, ops.n);
+    debug_assert!(rows.is_multiple_of(MR) && rows <= ops.a.rows);
+    let (k, n) = (ops.k, ops.n);
     let tile_cols = NV * S::F32_LANES;
     let panel_stride = ops.panel_stride();
     let col_end = n.min(cols.panel1 * PANEL_COLS);
@@ -221,46 +223,32 @@ unsafe fn blocked_columns<S: Simd, T: Element, const MR: usize, const NV: usize>
         let kc = kc_step.min(k - pc);
         let (first, last) = (pc == 0, pc + kc >= k);
         let mut ic = 0;
-        while ic < m {
-            let mcb = mc_step.min(m - ic);
-            // Whole tiles read A in place (each row is already a sequential stream in k); the
-            // ragged last tile is copied, zero-padded to MR rows, so the microkernel never
-            // reads past A.
-            let full = mcb / MR * MR;
-            if full < mcb {
-                pack_edge::<MR>(ops.a, ic + full, mcb - full, pc, kc, a_edge);
-            }
+        while ic < rows {
+            let mcb = mc_step.min(rows - ic);
             let mut col0 = cols.panel0 * PANEL_COLS;
             while col0 < col_end {
                 let b = ops.b_at(pc, col0);
                 let width = tile_cols.min(col_end - col0);
                 let mut ir = 0;
                 while ir < mcb {
-                    let a = if ir < full {
-                        ATile {
-                            ptr: ops
-                                .a
-                                .data
-                                .as_ptr()
-                                .wrapping_add((ic + ir) * ops.a.stride + pc),
-                            row_step: ops.a.stride,
-                            k_step: 1,
-                        }
-                    } else {
-                        ATile {
-                            ptr: a_edge.as_ptr(),
-                            row_step: kc,
-                            k_step: 1,
-                        }
+                    // Each row of A is read in place, one sequential stream in k.
+                    let a = ATile {
+                        ptr: ops
+                            .a
+                            .data
+                            .as_ptr()
+                            .wrapping_add((ic + ir) * ops.a.stride + pc),
+                        row_step: ops.a.stride,
+                        k_step: 1,
                     };
-                    // SAFETY: a whole tile's `MR` rows from `ic + ir` and columns
-                    // `[pc, pc + kc)` lie inside the validated `A`; the edge tile is the packed
-                    // `MR × kc` copy. The tile's `tile_cols <= 32` columns stay inside the
-                    // panel, whose `kc` rows from `pc` exist in the packed B.
+                    // SAFETY: the tile's `MR` rows from `ic + ir` (inside `rows`) and columns
+                    // `[pc, pc + kc)` lie inside the validated `A`. The tile's
+                    // `tile_cols <= 32` columns stay inside the panel, whose `kc` rows from
+                    // `pc` exist in the packed B.
                     let acc = unsafe { accumulate::<S, T, MR, NV>(simd, kc, a, b, panel_stride) };
                     let at = TileAt {
                         row0: ic + ir,
-                        rows: MR.min(mcb - ir),
+                        rows: MR,
                         col0,
                         cols: width,
                         first,
@@ -281,34 +269,11 @@ unsafe fn blocked_columns<S: Simd, T: Element, const MR: usize, const NV: usize>
     }
 }
 
-/// Copies rows `[row0, row0 + rows)` (`rows < MR`), columns `[col0, col0 + depth)` of `A`
-/// into a row-major `MR × depth` tile, the rows past `rows` zero.
-fn pack_edge<const MR: usize>(
-    a: MatRef<'_>,
-    row0: usize,
-    rows: usize,
-    col0: usize,
-    depth: usize,
-    dst: &mut [f32],
-) {
-    if depth == 0 {
-        return;
-    }
-    for (r, out) in dst[..MR * depth].chunks_exact_mut(depth).enumerate() {
-        if r < rows {
-            let start = (row0 + r) * a.stride + col0;
-            out.copy_from_slice(&a.data[start..start + depth]);
-        } else {
-            out.fill(0.0);
-        }
-    }
-}
-
 /// Computes the task's columns of `C` for all `m <= SMALL_M` rows, reading `A` in place and
 /// each packed panel of `B` once from memory (then from L2 for further row blocks).
 ///
 /// # Safety
-/// As `blocked_path`, without the edge tile.
+/// As `blocked_path`.
 #[inline(always)]
 pub(crate) unsafe fn small_path<S: Simd, T: Element>(
     simd: S,

@@ -19,18 +19,19 @@
 //! Two paths, chosen from `m` alone:
 //! - `m <= 16` (decoding: batch 1 or a beam): `A` is read in place and the microkernel keeps
 //!   all rows' accumulators in registers while it streams each panel of `B` once, so the call
-//!   runs at the speed of reading the packed weights. Reads no scratch (but for the BF16-dot
-//!   opt-in's rounded copy of `A`).
+//!   runs at the speed of reading the packed weights.
 //! - larger `m`: BLIS-style blocking over the prepacked `B`: a block of rows of `A`
 //!   (`mc × kc`, L2-sized) is multiplied against each `kc × 32` micro-panel of `B`, reused by
 //!   every tile of the block while it is hot, by a register-tile microkernel (8 × 32 on
-//!   AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar). Whole tiles read `A` in place; only the
-//!   ragged last tile of rows is copied, zero-padded, into caller scratch. The epilogue is
-//!   applied in registers as the last `k` block of a tile is stored.
+//!   AVX-512, 6 × 16 on AVX2 and NEON, 4 × 4 scalar). Tiles read `A` in place (packing it
+//!   measured slower here); the `m mod 8` (or 6, 4) rows below the last whole tile go through
+//!   the small-`m` tiles while the block of `B` is still in L2. The epilogue is applied in
+//!   registers as the last `k` block of a tile is stored.
 //!
-//! Work is split over blocks of output columns through the host's [`Parallel`] runner; each
-//! output element is computed by the same instructions whatever the split, so any thread
-//! count gives bit-identical results. Scratch is sized ahead by [`gemm_scratch`], per thread.
+//! Neither path reads scratch; only the BF16-dot opt-in does (its rounded copy of `A`), sized
+//! ahead by [`gemm_scratch`]. Work is split over blocks of output columns through the host's
+//! [`Parallel`] runner; each output element is computed by the same instructions whatever the
+//! split, so any thread count gives bit-identical results.
 //! Nothing allocates, and every length, stride and shape is validated into a [`KernelError`].
 //!
 //! # Example
@@ -150,29 +151,13 @@ impl Epilogue<'_> {
 
 /// Scratch [`gemm`] needs for an `m' × k` by `k × n` product, for every `m' <= m`, run by a
 /// [`Parallel`] runner with `threads` threads, valid at every ISA level and for every weight
-/// type: one zero-padded tile of `A` (`8 × min(k, 1024)` floats) per thread (nothing for
-/// `m <= 16`), or, for a `bf16` weight with the BF16-dot opt-in, `A` rounded to `bf16` pairs
-/// (`round_up(m, 8) · ceil(k / 2)` floats), whichever is larger. Bounding every smaller `m'`
-/// too lets a host plan once for its largest batch.
+/// type. Only a `bf16` weight with the BF16-dot opt-in needs any: `A` rounded to `bf16` pairs
+/// (`round_up(m, 8) · ceil(k / 2)` floats, shared by the threads); the widening paths read `A`
+/// in place. Bounding every smaller `m'` too lets a host plan once for its largest batch.
 pub fn gemm_scratch(m: usize, k: usize, n: usize, threads: usize) -> ScratchSpec {
-    widening_scratch(m, k, n, threads).or(bf16_dot::scratch(m, k))
-}
-
-/// What [`gemm`] needs when it widens the weights (every call but the BF16-dot opt-in).
-fn widening_scratch(m: usize, k: usize, n: usize, threads: usize) -> ScratchSpec {
-    if m <= SMALL_M {
-        return ScratchSpec::EMPTY;
-    }
-    let per_task = driver::ALL_BLOCKINGS
-        .iter()
-        .map(|&blocking| driver::max_edge_tile_len(blocking, k))
-        .max()
-        .unwrap_or(0);
-    let mut spec = ScratchSpec::EMPTY;
-    for _ in 0..task_count(threads, n) {
-        spec = spec.and(ScratchSpec::f32s(per_task));
-    }
-    spec
+    // The widening paths need nothing whatever the width and the thread count.
+    let _ = (n, threads);
+    bf16_dot::scratch(m, k)
 }
 
 /// Tasks one call splits into: one per thread, at most one per panel and at most `MAX_TASKS`.
@@ -239,19 +224,6 @@ pub fn gemm<W: AsRef<[T]>, T: Element>(
     let tasks = task_count(threads, n);
     let panels = n.div_ceil(PANEL_COLS);
     let small = m <= SMALL_M;
-    let a_len = if small || dot {
-        0
-    } else {
-        driver::edge_tile_len(driver::blocking(isa.level().f32_lanes()), m, k)
-    };
-    // Each task's edge-tile buffer, as raw parts: a task reconstructs only its own (claimed)
-    // part, so no two threads ever share one.
-    let mut slots = [(core::ptr::null_mut::<f32>(), 0usize); MAX_TASKS];
-    for slot in slots.iter_mut().take(tasks) {
-        let part = scratch.take(a_len)?;
-        *slot = (part.as_mut_ptr(), part.len());
-    }
-    let slots = SendSlots(slots);
     let ops = Operands {
         a,
         b: b.as_slice(),
@@ -273,14 +245,6 @@ pub fn gemm<W: AsRef<[T]>, T: Element>(
         let cols = Columns {
             panel0: t * panels / tasks,
             panel1: (t + 1) * panels / tasks,
-        };
-        let (ptr, len) = slots.get(t);
-        let a_edge: &mut [f32] = if len == 0 {
-            &mut []
-        } else {
-            // SAFETY: slot `t` is a part of the caller's scratch taken above for this task
-            // alone, and `claim` let exactly one call of task `t` get here.
-            unsafe { core::slice::from_raw_parts_mut(ptr, len) }
         };
         if dot {
             let ops = bf16_dot::DotOperands {
@@ -304,7 +268,6 @@ pub fn gemm<W: AsRef<[T]>, T: Element>(
                 ops,
                 out: &out,
                 cols,
-                a_edge,
                 small,
             });
         }
@@ -328,24 +291,11 @@ fn uses_bf16_dot<W: AsRef<[T]>, T: Element>(isa: Isa, b: &PackedB<W, T>) -> bool
         && isa.has_avx512_bf16()
 }
 
-/// Per-task scratch parts, shared with the tasks that each claim one.
-struct SendSlots([(*mut f32, usize); MAX_TASKS]);
-
-impl SendSlots {
-    fn get(&self, t: usize) -> (*mut f32, usize) {
-        self.0[t]
-    }
-}
-
-// SAFETY: slot `t` is dereferenced only by the single call that claimed task `t`.
-unsafe impl Sync for SendSlots {}
-
 /// One task at one ISA level.
 struct Task<'a, 'o, T: Element> {
     ops: Operands<'a, T>,
     out: &'o Output<'a>,
     cols: Columns,
-    a_edge: &'o mut [f32],
     small: bool,
 }
 
@@ -358,17 +308,16 @@ impl<T: Element> pulp::WithSimd for Task<'_, '_, T> {
             ops,
             out,
             cols,
-            a_edge,
             small,
         } = self;
         // SAFETY: `gemm` validated every view against `m × k × n`; `cols` is this task's own
         // panel range inside `0..panels`, claimed once, so its columns of C are written by no
-        // other thread; `a_edge` holds `edge_tile_len` for this level on the blocked path.
+        // other thread.
         unsafe {
             if small {
                 driver::small_path(simd, ops, out, cols);
             } else {
-                driver::blocked_path(simd, ops, out, cols, a_edge);
+                driver::blocked_path(simd, ops, out, cols);
             }
         }
     }
