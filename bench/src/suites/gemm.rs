@@ -56,27 +56,32 @@ pub struct Case {
     pub k: usize,
     /// Columns of `B` and `C`.
     pub n: usize,
-    a: Vec<f32>,
-    b: Vec<f32>,
+    a: AlignedBuf<f32>,
+    b: AlignedBuf<f32>,
     packed: PackedB<AlignedBuf<f32>>,
-    c: Vec<f32>,
+    c: AlignedBuf<f32>,
     scratch: Vec<f32>,
 }
 
 impl Case {
     /// Random-ish inputs for `m × k` by `k × n`.
     pub fn new(m: usize, k: usize, n: usize) -> Case {
-        let fill = |len: usize, seed: usize| -> Vec<f32> {
-            (0..len)
-                .map(|i| ((i * 7919 + seed) % 1999) as f32 / 1999.0 - 0.5)
-                .collect()
+        // Every matrix of both libraries allocated alike (the model's way: huge pages from
+        // 2 MiB), so neither side of a ratio gets different page or cache-line treatment.
+        let fill = |len: usize, seed: usize| -> AlignedBuf<f32> {
+            let mut values = AlignedBuf::zeros(len).expect("allocates");
+            for (i, v) in values.as_mut_slice().iter_mut().enumerate() {
+                *v = ((i * 7919 + seed) % 1999) as f32 / 1999.0 - 0.5;
+            }
+            values
         };
         let a = fill(m * k, 1);
         let b = fill(k * n, 2);
         // 64-byte aligned, as the model stores its weights: every panel row is one cache line.
         let storage =
             AlignedBuf::zeros(packed_len(k, n).expect("bench shapes fit")).expect("allocates");
-        let packed = PackedB::from_kn(storage, MatRef::new(&b, k, n, n)).expect("valid shape");
+        let packed =
+            PackedB::from_kn(storage, MatRef::new(b.as_slice(), k, n, n)).expect("valid shape");
         Case {
             m,
             k,
@@ -84,7 +89,7 @@ impl Case {
             a,
             b,
             packed,
-            c: vec![0.0; m * n],
+            c: AlignedBuf::zeros(m * n).expect("allocates"),
             scratch: vec![0.0; gemm_scratch(m, k, n, 1).len()],
         }
     }
@@ -109,9 +114,9 @@ impl Case {
         let (m, k, n) = (self.m, self.k, self.n);
         gemm(
             isa,
-            MatRef::new(&self.a, m, k, k),
+            MatRef::new(self.a.as_slice(), m, k, k),
             &self.packed,
-            MatMut::new(&mut self.c, m, n, n),
+            MatMut::new(self.c.as_mut_slice(), m, n, n),
             &Epilogue::NONE,
             &mut self.scratch,
             &Sequential,
@@ -129,14 +134,14 @@ impl Case {
                 m,
                 n,
                 k,
-                self.c.as_mut_ptr(),
+                self.c.as_mut_slice().as_mut_ptr(),
                 1,
                 n as isize,
                 false,
-                self.a.as_ptr(),
+                self.a.as_slice().as_ptr(),
                 1,
                 k as isize,
-                self.b.as_ptr(),
+                self.b.as_slice().as_ptr(),
                 1,
                 n as isize,
                 0.0f32,
@@ -152,9 +157,13 @@ impl Case {
     /// One product by the plain i-k-j loop.
     pub fn naive(&mut self) {
         let (k, n) = (self.k, self.n);
-        for (a_row, c_row) in self.a.chunks_exact(k).zip(self.c.chunks_exact_mut(n)) {
+        let (a, b) = (self.a.as_slice(), self.b.as_slice());
+        for (a_row, c_row) in a
+            .chunks_exact(k)
+            .zip(self.c.as_mut_slice().chunks_exact_mut(n))
+        {
             c_row.fill(0.0);
-            for (&a, b_row) in a_row.iter().zip(self.b.chunks_exact(n)) {
+            for (&a, b_row) in a_row.iter().zip(b.chunks_exact(n)) {
                 for (c, &b) in c_row.iter_mut().zip(b_row) {
                     *c += a * b;
                 }
@@ -239,22 +248,22 @@ pub struct HalfCase {
     pub k: usize,
     /// Columns of `B` and `C`.
     pub n: usize,
-    a: Vec<f32>,
-    c: Vec<f32>,
+    a: AlignedBuf<f32>,
+    c: AlignedBuf<f32>,
     scratch: Vec<f32>,
     f32: PackedB<AlignedBuf<f32>>,
     f16: PackedB<AlignedBuf<f16>, f16>,
     bf16: PackedB<AlignedBuf<bf16>, bf16>,
     bf16_dot: PackedB<AlignedBuf<bf16>, bf16>,
     /// As many bytes as a 16-bit packed weight, for the stream-read floor.
-    stream: Vec<f32>,
+    stream: AlignedBuf<f32>,
 }
 
 impl HalfCase {
     /// Random-ish inputs for `m × k` by `k × n`.
     pub fn new(m: usize, k: usize, n: usize) -> HalfCase {
         let base = Case::new(m, k, n);
-        let b = MatRef::new(&base.b, k, n, n);
+        let b = MatRef::new(base.b.as_slice(), k, n, n);
         let bf16 = pack::<bf16>(b);
         HalfCase {
             m,
@@ -263,7 +272,8 @@ impl HalfCase {
             f16: pack(b),
             bf16_dot: bf16.clone().with_bf16_dot(true),
             bf16,
-            stream: vec![0.5; packed_len_of::<f16>(k, n).expect("bench shapes fit") / 2],
+            stream: AlignedBuf::zeros(packed_len_of::<f16>(k, n).expect("bench shapes fit") / 2)
+                .expect("allocates"),
             f32: base.packed,
             a: base.a,
             c: base.c,
@@ -279,8 +289,8 @@ impl HalfCase {
     /// One tessel product on one thread with the weight stored as `weights`.
     pub fn run(&mut self, isa: Isa, weights: Weights) {
         let (m, k, n) = (self.m, self.k, self.n);
-        let a = MatRef::new(&self.a, m, k, k);
-        let c = MatMut::new(&mut self.c, m, n, n);
+        let a = MatRef::new(self.a.as_slice(), m, k, k);
+        let c = MatMut::new(self.c.as_mut_slice(), m, n, n);
         let (epilogue, scratch) = (&Epilogue::NONE, &mut self.scratch[..]);
         match weights {
             Weights::F32 => gemm(isa, a, &self.f32, c, epilogue, scratch, &Sequential),
@@ -293,7 +303,7 @@ impl HalfCase {
 
     /// Reads as many bytes as a 16-bit packed weight once.
     pub fn stream_read(&self, isa: Isa) -> f32 {
-        stream_read(isa, &self.stream)
+        stream_read(isa, self.stream.as_slice())
     }
 
     /// Bytes of a 16-bit packed weight.
