@@ -12,11 +12,11 @@ const LOG2_E: f32 = core::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;
 // Adding 1.5 * 2^23 rounds a float in (-2^22, 2^22) to an integer held in the low mantissa bits.
-const ROUND_MAGIC: f32 = 12_582_912.0;
+pub(super) const ROUND_MAGIC: f32 = 12_582_912.0;
 // Above this e^x overflows to +inf; below MIN_INPUT it is below the smallest normal and flushes
 // to 0 (the kernels' consumers, softmax weights, do not need subnormals).
 const MAX_INPUT: f32 = 88.722_83;
-const MIN_INPUT: f32 = -87.336_55;
+pub(super) const MIN_INPUT: f32 = -87.336_55;
 // Chebyshev fit (mpmath `chebyfit`, degree 4) of (e^r - 1 - r) / r^2 on |r| <= ln(2)/2:
 // 1 + r + r^2 p(r) is within 1.1e-8 of e^r there, so the f32 evaluation's rounding dominates
 // the error. Cephes' degree-5 `expf` fit (one more FMA per vector) is no more accurate in f32.
@@ -71,13 +71,20 @@ pub fn exp<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
 }
 
 /// `e^x` lane by lane for `x <= 0` (softmax weights `e^{z - max}`, `e^{-|t|}`): within
-/// [`EXP_MAX_RELATIVE_ERROR`] for `-87.34 <= x <= 88` (the same reduction and polynomial as
-/// [`exp`]), `0` for `x < -87.34` (including `-inf`), NaN for NaN. Unspecified (but never
-/// undefined behaviour) for `x > 88`. About 16 vector operations against [`exp`]'s ~28: no
-/// clamping, overflow split or NaN select (NaN propagates through the arithmetic), and `2^n`
-/// is one shift of the rounded value's bits.
+/// [`EXP_MAX_RELATIVE_ERROR`] for `-87.34 <= x <= 88`, `0` for `x < -87.34` (including
+/// `-inf`), NaN for NaN. Unspecified (but never undefined behaviour) for `x > 88`.
+///
+/// On AVX-512 and AVX2 this is a table method: `2^(n/16)` (`2^(n/8)`) from one in-register
+/// permute and a cubic (quartic) for `e^r`, about 12 vector operations of which 7 (8) use the
+/// FMA units. Elsewhere it is [`exp`]'s reduction and polynomial without the clamping,
+/// overflow split and NaN select (NaN propagates through the arithmetic), `2^n` one shift of
+/// the rounded value's bits: about 16 operations against [`exp`]'s ~28.
 #[inline(always)]
 pub fn exp_non_positive<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(y) = super::x86::exp_non_positive(simd, x) {
+        return y;
+    }
     // The magic constant's low mantissa bits hold n + 127 after rounding, for
     // n = round(x / ln 2) in [-126, 127]: shifted left by 23 they are the bits of 2^n.
     const MAGIC_WITH_BIAS: f32 = ROUND_MAGIC + 127.0;

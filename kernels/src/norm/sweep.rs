@@ -238,8 +238,10 @@ impl<S: Simd, A: RowIo<S>, B: RowIo<S>> RowIo<S> for Zip<A, B> {
     }
 }
 
-/// A row of zeros that is never stored: stands in for an absent `beta` or bias and costs
-/// nothing after inlining. Only ever zipped behind a real row, which sets the length.
+/// A row of `-0.0` that is never stored: stands in for an absent `beta` or bias and costs
+/// nothing after inlining (`v + (-0.0)` is `v` for every `v`, so the compiler drops the add;
+/// `+0.0` would not be an identity for `v = -0.0`). Only ever zipped behind a real row, which
+/// sets the length.
 #[derive(Clone, Copy)]
 pub(crate) struct Zeros;
 
@@ -259,11 +261,11 @@ impl<S: Simd> RowIo<S> for Zeros {
     }
     #[inline(always)]
     unsafe fn load(&self, simd: S, _: usize) -> S::f32s {
-        simd.splat_f32s(0.0)
+        simd.splat_f32s(-0.0)
     }
     #[inline(always)]
     fn load_tail(&self, simd: S) -> S::f32s {
-        simd.splat_f32s(0.0)
+        simd.splat_f32s(-0.0)
     }
     #[inline(always)]
     unsafe fn store(&mut self, _: S, _: usize, _: S::f32s) {}
