@@ -334,18 +334,37 @@ mod tests {
     use super::*;
     use crate::reference::activation as reference;
 
+    /// Applies `activation` to every multiple of `step` in `[-limit, limit]` and checks each
+    /// result against the exact value.
+    fn sweep_range(
+        isa: Isa,
+        activation: Activation,
+        limit: f32,
+        step: f32,
+        check: &impl Fn(f32, f32, f64),
+    ) {
+        let mut values = [0.0f32; 4096];
+        let count = (2.0 * limit / step) as usize + 1;
+        let mut start = 0;
+        while start < count {
+            let chunk = values.len().min(count - start);
+            for (i, v) in values[..chunk].iter_mut().enumerate() {
+                *v = -limit + (start + i) as f32 * step;
+            }
+            let inputs = values;
+            activation.apply_slice(isa, &mut values[..chunk]);
+            for (x, y) in inputs[..chunk].iter().zip(&values[..chunk]) {
+                check(*x, *y, reference::apply(activation, *x as f64));
+            }
+            start += chunk;
+        }
+    }
+
+    /// A dense sweep of `[-12, 12]` (step `1e-4`: where the activations bend) and coarser ones
+    /// out to `±1e4`.
     fn sweep(isa: Isa, activation: Activation, check: impl Fn(f32, f32, f64)) {
-        let mut values = [0.0f32; 4001];
-        let inputs: [f32; 4001] = core::array::from_fn(|i| (i as f32 - 2000.0) * 0.01);
-        for scale in [1.0f32, 3.0, 0.01] {
-            for (v, x) in values.iter_mut().zip(&inputs) {
-                *v = x * scale;
-            }
-            activation.apply_slice(isa, &mut values);
-            for (x, y) in inputs.iter().zip(&values) {
-                let x = x * scale;
-                check(x, *y, reference::apply(activation, x as f64));
-            }
+        for (limit, step) in [(12.0, 1e-4), (100.0, 3e-3), (1e4, 0.37)] {
+            sweep_range(isa, activation, limit, step, &check);
         }
     }
 

@@ -32,7 +32,9 @@
 //! two-pass algorithm, finished in `f64`). The unshifted `Σs²/n - mean²` is never used. The
 //! common path finishes the statistics in `f32` (`1/√(var + ε)` within 1 ulp), so little
 //! latency sits between a row's passes. The output is
-//! `((s - k) - m) · rstd · γ + β`, so the mean is never rounded to `f32` on its own. A row
+//! `((s - k) · rstd + o) · γ + β` with `o = -(mean - k) · rstd` (three vector operations per
+//! element), so the mean is never rounded to `f32` on its own: only the small `mean - k` is,
+//! and `o` carries that rounding scaled by `rstd`, as `(s - k) - (mean - k)` would. A row
 //! containing NaN yields NaN; `ε = 0` on a constant row yields NaN, as in PyTorch.
 
 mod rows;
@@ -284,11 +286,12 @@ impl pulp::WithSimd for NormOp<'_> {
     }
 }
 
-/// Per-row statistics: `y = ((s - shift) - center) · rstd`, then the affine map.
+/// Per-row statistics: `y = (s - shift) · rstd + offset` with `offset = -center · rstd`
+/// (`center` the mean minus the shift), then the affine map.
 #[derive(Clone, Copy)]
 struct Stats {
     shift: f32,
-    center: f32,
+    offset: f32,
     rstd: f32,
 }
 
@@ -296,7 +299,8 @@ struct Stats {
 trait Kind: Copy {
     /// The shift `k` of the first pass, given the mean of the row's first elements.
     fn shift(prefix_mean: impl FnOnce() -> f32) -> f32;
-    /// First-pass terms of one vector of the (summed) row.
+    /// First-pass terms of one vector of the (summed) row, reduced with
+    /// [`Reduce::SumAndSquares`]: the sum of term 0 and the sum of the squares of term 1.
     fn terms<S: Simd>(simd: S, shift: S::f32s, s: S::f32s) -> [S::f32s; 2];
     /// The statistics, from the first-pass sums and, when they are not accurate enough, a
     /// second pass over `row`.
@@ -327,7 +331,7 @@ impl Kind for Layer {
     #[inline(always)]
     fn terms<S: Simd>(simd: S, shift: S::f32s, s: S::f32s) -> [S::f32s; 2] {
         let d = simd.sub_f32s(s, shift);
-        [d, simd.mul_f32s(d, d)]
+        [d, d]
     }
 
     #[inline(always)]
@@ -338,10 +342,11 @@ impl Kind for Layer {
         // With the shift within one standard deviation of the mean, E[(s-k)²] - (mean-k)²
         // loses at most one bit against the two-pass formula: take it and skip a pass.
         if offset * offset <= shifted_variance {
+            let rstd = rsqrt(shifted_variance + self.epsilon);
             return Stats {
                 shift,
-                center: offset,
-                rstd: rsqrt(shifted_variance + self.epsilon),
+                offset: -offset * rstd,
+                rstd,
             };
         }
         let n = row.len() as f64;
@@ -352,32 +357,33 @@ impl Kind for Layer {
         let [sum_d, sum_d2] = sweep(
             simd,
             &mut Read::new(row),
-            Reduce::Sum,
+            Reduce::SumAndSquares,
             #[inline(always)]
             |s| {
                 let d = simd.sub_f32s(simd.sub_f32s(s, k), m);
-                (s, [d, simd.mul_f32s(d, d)])
+                (s, [d, d])
             },
         );
         let (sum_d, sum_d2) = (sum_d as f64, sum_d2 as f64);
         let variance = ((sum_d2 - sum_d * sum_d / n) / n).max(0.0);
+        let rstd = rstd(variance);
         Stats {
             shift,
-            center: (center as f64 + sum_d / n) as f32,
-            rstd: rstd(variance),
+            offset: (-(center as f64 + sum_d / n) * rstd as f64) as f32,
+            rstd,
         }
     }
 
     #[inline(always)]
     fn apply<S: Simd>(
         simd: S,
-        [k, m, rstd]: [S::f32s; 3],
+        [k, offset, rstd]: [S::f32s; 3],
         s: S::f32s,
         gamma: S::f32s,
         beta: S::f32s,
     ) -> S::f32s {
-        let centred = simd.sub_f32s(simd.sub_f32s(s, k), m);
-        simd.mul_add_f32s(simd.mul_f32s(centred, rstd), gamma, beta)
+        let normalized = simd.mul_add_f32s(simd.sub_f32s(s, k), rstd, offset);
+        simd.mul_add_f32s(normalized, gamma, beta)
     }
 }
 
@@ -396,16 +402,16 @@ impl Kind for Rms {
 
     #[inline(always)]
     fn terms<S: Simd>(simd: S, _: S::f32s, s: S::f32s) -> [S::f32s; 2] {
-        // Adding -0.0 is the identity, so the unused second sum compiles to nothing.
-        [simd.mul_f32s(s, s), simd.splat_f32s(-0.0)]
+        // Adding -0.0 is the identity, so the unused plain sum compiles to nothing.
+        [simd.splat_f32s(-0.0), s]
     }
 
     #[inline(always)]
     fn stats<S: Simd>(self, _: S, _: &[f32], _: f32, first: [f32; 2]) -> Stats {
         Stats {
             shift: 0.0,
-            center: 0.0,
-            rstd: rsqrt(first[0] * self.inv_width + self.epsilon),
+            offset: 0.0,
+            rstd: rsqrt(first[1] * self.inv_width + self.epsilon),
         }
     }
 
@@ -427,7 +433,8 @@ fn rsqrt(v: f32) -> f32 {
     1.0 / libm::sqrtf(v)
 }
 
-/// The row loop of every form. `params` yields `(gamma, beta)` vectors.
+/// The row loop of every form. `params` yields `(gamma, beta)` vectors. The output pass of
+/// row `r` prefetches the inputs of row `r + 1` (large rows only, see [`sweep::Prefetch`]).
 #[inline(always)]
 fn run_rows<S: Simd, K: Kind, P>(simd: S, shape: RowShape, kind: K, params: P, form: Form<'_>)
 where
@@ -435,15 +442,18 @@ where
 {
     match form {
         Form::Plain { x, out } => {
-            for (x, out) in x.iter(shape).zip(out.iter(shape)) {
+            let ahead = x.ahead(shape);
+            for (r, (x, out)) in x.iter(shape).zip(out.iter(shape)).enumerate() {
                 let stats = reduce_row(simd, kind, x);
-                finish(simd, stats, Write::new(Read::new(x), out), params, kind);
+                let io = Write::new(Read::new(x), out);
+                finish(simd, stats, io, params, ahead.after(r), kind);
             }
         }
         Form::InPlace { x } => {
-            for x in x.iter(shape) {
+            let ahead = x.ahead(shape);
+            for (r, x) in x.iter(shape).enumerate() {
                 let stats = reduce_row(simd, kind, x);
-                finish(simd, stats, Update::new(x), params, kind);
+                finish(simd, stats, Update::new(x), params, ahead.after(r), kind);
             }
         }
         Form::Add {
@@ -452,10 +462,14 @@ where
             sum: Some(sum),
             out,
         } => {
+            let ahead = (x.ahead(shape), residual.ahead(shape));
             let rows = x.iter(shape).zip(residual.iter(shape));
-            for ((x, residual), (sum, out)) in rows.zip(sum.iter(shape).zip(out.iter(shape))) {
+            let outs = sum.iter(shape).zip(out.iter(shape));
+            for (r, ((x, residual), (sum, out))) in rows.zip(outs).enumerate() {
                 let stats = add_reduce_row(simd, kind, x, residual, sum);
-                finish(simd, stats, Write::new(Read::new(sum), out), params, kind);
+                let io = Write::new(Read::new(sum), out);
+                let next = Zip(ahead.0.after(r), ahead.1.after(r));
+                finish(simd, stats, io, params, next, kind);
             }
         }
         Form::Add {
@@ -464,10 +478,12 @@ where
             sum: None,
             out,
         } => {
+            let ahead = (x.ahead(shape), residual.ahead(shape));
             let rows = x.iter(shape).zip(residual.iter(shape));
-            for ((x, residual), out) in rows.zip(out.iter(shape)) {
+            for (r, ((x, residual), out)) in rows.zip(out.iter(shape)).enumerate() {
                 let stats = add_reduce_row(simd, kind, x, residual, out);
-                finish(simd, stats, Update::new(out), params, kind);
+                let next = Zip(ahead.0.after(r), ahead.1.after(r));
+                finish(simd, stats, Update::new(out), params, next, kind);
             }
         }
         Form::Accumulate {
@@ -475,16 +491,13 @@ where
             other,
             out: Some(out),
         } => {
+            let ahead = (target.ahead(shape), other.ahead(shape));
             let rows = target.iter(shape).zip(other.iter(shape));
-            for ((target, other), out) in rows.zip(out.iter(shape)) {
+            for (r, ((target, other), out)) in rows.zip(out.iter(shape)).enumerate() {
                 let stats = accumulate_reduce_row(simd, kind, target, other);
-                finish(
-                    simd,
-                    stats,
-                    Write::new(Read::new(target), out),
-                    params,
-                    kind,
-                );
+                let io = Write::new(Read::new(target), out);
+                let next = Zip(ahead.0.after(r), ahead.1.after(r));
+                finish(simd, stats, io, params, next, kind);
             }
         }
         Form::Accumulate {
@@ -492,9 +505,12 @@ where
             other,
             out: None,
         } => {
-            for (target, other) in target.iter(shape).zip(other.iter(shape)) {
+            let ahead = (target.ahead(shape), other.ahead(shape));
+            let rows = target.iter(shape).zip(other.iter(shape));
+            for (r, (target, other)) in rows.enumerate() {
                 let stats = accumulate_reduce_row(simd, kind, target, other);
-                finish(simd, stats, Update::new(target), params, kind);
+                let next = Zip(ahead.0.after(r), ahead.1.after(r));
+                finish(simd, stats, Update::new(target), params, next, kind);
             }
         }
     }
@@ -511,7 +527,7 @@ fn reduce_row<S: Simd, K: Kind>(simd: S, kind: K, row: &[f32]) -> Stats {
     let first = sweep(
         simd,
         &mut Read::new(row),
-        Reduce::Sum,
+        Reduce::SumAndSquares,
         #[inline(always)]
         |s| (s, K::terms(simd, k, s)),
     );
@@ -564,7 +580,12 @@ fn prefix_mean<S: Simd>(simd: S, a: &[f32], b: Option<&[f32]>) -> f32 {
     if len == 0 {
         return 0.0;
     }
-    let weight = simd.splat_f32s(1.0 / len as f32);
+    // Full prefixes (every row of 16 or more) weigh by a constant: no division per row.
+    let weight = simd.splat_f32s(if len == PREFIX {
+        1.0 / PREFIX as f32
+    } else {
+        1.0 / len as f32
+    });
     let a = Read::new(&a[..len]);
     let [mean] = match b {
         None => sweep(
@@ -596,7 +617,7 @@ where
     sweep(
         simd,
         io,
-        Reduce::Sum,
+        Reduce::SumAndSquares,
         #[inline(always)]
         |(a, b)| {
             let s = simd.add_f32s(a, b);
@@ -606,19 +627,20 @@ where
 }
 
 /// The output pass: every vector `s` read through `io` becomes `apply(s, gamma, beta)`,
-/// stored through `io`.
+/// stored through `io`, while `next` prefetches the next row's inputs.
 #[inline(always)]
-fn finish<S: Simd, K: Kind, Io, P>(simd: S, stats: Stats, io: Io, params: P, _: K)
+fn finish<S: Simd, K: Kind, Io, P, N>(simd: S, stats: Stats, io: Io, params: P, next: N, _: K)
 where
     Io: RowIo<S, Item = S::f32s>,
     P: RowIo<S, Item = (S::f32s, S::f32s)>,
+    N: RowIo<S>,
 {
-    let splat = [stats.shift, stats.center, stats.rstd].map(|v| simd.splat_f32s(v));
+    let splat = [stats.shift, stats.offset, stats.rstd].map(|v| simd.splat_f32s(v));
     sweep(
         simd,
-        &mut Zip(io, params),
+        &mut Zip(Zip(io, params), next),
         Reduce::Sum,
         #[inline(always)]
-        |(s, (gamma, beta))| (K::apply(simd, splat, s, gamma, beta), []),
+        |((s, (gamma, beta)), _)| (K::apply(simd, splat, s, gamma, beta), []),
     );
 }

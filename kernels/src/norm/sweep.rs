@@ -2,7 +2,7 @@
 //!
 //! A pass reads one or more rows in lock step through a [`RowIo`], maps each vector to a value
 //! that is stored back (or dropped, for read-only passes) and to `N` terms that are reduced
-//! (summed or maxed). The reduction keeps four independent accumulators per term, so the loop
+//! (summed, maxed, or summed and squared). The reduction keeps four independent accumulators per term, so the loop
 //! is bound by throughput rather than by the add latency, and each accumulator lane sums only
 //! `width / (4 · lanes)` terms (blocked summation: the rounding error grows with that, not with
 //! `width`). The tail shorter than a vector is loaded and stored with masks, and its terms are
@@ -17,13 +17,26 @@ pub(crate) enum Reduce {
     Sum,
     /// Maximum (identity -inf).
     Max,
+    /// The sum of term 0 and the sum of the squares of the other terms (identity 0): one
+    /// fused multiply-add per square instead of a multiply and an add.
+    SumAndSquares,
 }
 
 impl Reduce {
+    /// Folds term `j` of a vector into its accumulator.
     #[inline(always)]
-    fn combine<S: Simd>(self, simd: S, a: S::f32s, b: S::f32s) -> S::f32s {
+    fn accumulate<S: Simd>(self, simd: S, j: usize, acc: S::f32s, term: S::f32s) -> S::f32s {
         match self {
-            Reduce::Sum => simd.add_f32s(a, b),
+            Reduce::SumAndSquares if j > 0 => simd.mul_add_f32s(term, term, acc),
+            _ => self.merge(simd, acc, term),
+        }
+    }
+
+    /// Merges two accumulators.
+    #[inline(always)]
+    fn merge<S: Simd>(self, simd: S, a: S::f32s, b: S::f32s) -> S::f32s {
+        match self {
+            Reduce::Sum | Reduce::SumAndSquares => simd.add_f32s(a, b),
             Reduce::Max => simd.max_f32s(a, b),
         }
     }
@@ -273,6 +286,78 @@ impl<S: Simd> RowIo<S> for Zeros {
     fn store_tail(&mut self, _: S, _: S::f32s) {}
 }
 
+/// The next row of a batch, pulled towards the core while a pass works on the current one:
+/// loading vector `i` of the pass prefetches the cache line holding element `i · lanes` of
+/// the next row. Reads nothing (a prefetch never faults and is never dereferenced), stores
+/// nothing; [`Prefetch::NONE`] for the last row.
+///
+/// Only large rows gain: the output pass of a row that stays in L1/L2 runs from cache, so
+/// the next row's first pass would otherwise wait on L3 or memory with the core idle.
+#[derive(Clone, Copy)]
+pub(crate) struct Prefetch {
+    next: *const f32,
+    len: usize,
+}
+
+impl Prefetch {
+    /// No row to prefetch.
+    pub(crate) const NONE: Prefetch = Prefetch {
+        next: core::ptr::null(),
+        len: 0,
+    };
+
+    /// Rows at least this long (in `f32`) are prefetched: 16 KiB, the size at which a row's
+    /// inputs and outputs no longer stay in L1 and the rows of a batch come from L3.
+    pub(crate) const MIN_LEN: usize = 4096;
+
+    /// The `len` elements at `next` (a pointer into a view, only ever prefetched).
+    pub(crate) fn new(next: *const f32, len: usize) -> Prefetch {
+        Prefetch { next, len }
+    }
+}
+
+impl<S: Simd> RowIo<S> for Prefetch {
+    type Item = ();
+    #[inline(always)]
+    fn vectors(&self) -> usize {
+        0
+    }
+    #[inline(always)]
+    fn tail_len(&self) -> usize {
+        0
+    }
+    #[inline(always)]
+    fn covers(&self, _: usize, _: usize) -> bool {
+        true
+    }
+    #[inline(always)]
+    unsafe fn load(&self, _: S, i: usize) {
+        let offset = i * S::F32_LANES;
+        if offset < self.len {
+            prefetch(self.next.wrapping_add(offset));
+        }
+    }
+    #[inline(always)]
+    fn load_tail(&self, _: S) {}
+    #[inline(always)]
+    unsafe fn store(&mut self, _: S, _: usize, _: S::f32s) {}
+    #[inline(always)]
+    fn store_tail(&mut self, _: S, _: S::f32s) {}
+}
+
+/// Hints the cache line at `at` into L2 (a no-op off x86-64).
+#[inline(always)]
+fn prefetch(at: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it reads no memory architecturally and never faults,
+    // whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T1 }>(at as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
 /// Lanes `< len` set.
 #[inline(always)]
 fn tail_mask<S: Simd>(simd: S, len: usize) -> S::m32s {
@@ -307,8 +392,8 @@ unsafe fn step<S: Simd, Io: RowIo<S>, const N: usize>(
     let (value, terms) = map(unsafe { io.load(simd, i) });
     // SAFETY: forwarded from the caller.
     unsafe { io.store(simd, i, value) };
-    for (a, t) in acc.iter_mut().zip(terms) {
-        *a = reduce.combine(simd, *a, t);
+    for (j, (a, t)) in acc.iter_mut().zip(terms).enumerate() {
+        *a = reduce.accumulate(simd, j, *a, t);
     }
 }
 
@@ -322,10 +407,10 @@ pub(crate) fn sweep<S: Simd, Io: RowIo<S>, const N: usize>(
     map: impl Fn(Io::Item) -> (S::f32s, [S::f32s; N]),
 ) -> [f32; N] {
     let identity = simd.splat_f32s(match reduce {
-        Reduce::Sum => 0.0,
+        Reduce::Sum | Reduce::SumAndSquares => 0.0,
         Reduce::Max => f32::NEG_INFINITY,
     });
-    let combine = |a, b| reduce.combine(simd, a, b);
+    let merge = |a, b| reduce.merge(simd, a, b);
     let mut acc = [[identity; N]; 4];
     // Rows of different lengths are a bug in this crate (every caller validated the shapes);
     // refuse them rather than read out of bounds.
@@ -352,15 +437,15 @@ pub(crate) fn sweep<S: Simd, Io: RowIo<S>, const N: usize>(
         let (value, terms) = map(io.load_tail(simd));
         io.store_tail(simd, value);
         let valid = tail_mask(simd, tail);
-        for (a, t) in acc[3].iter_mut().zip(terms) {
-            *a = combine(*a, simd.select_f32s(valid, t, identity));
+        for (j, (a, t)) in acc[3].iter_mut().zip(terms).enumerate() {
+            *a = reduce.accumulate(simd, j, *a, simd.select_f32s(valid, t, identity));
         }
     }
     let mut result = [0.0; N];
     for (j, r) in result.iter_mut().enumerate() {
-        let merged = combine(combine(acc[0][j], acc[1][j]), combine(acc[2][j], acc[3][j]));
+        let merged = merge(merge(acc[0][j], acc[1][j]), merge(acc[2][j], acc[3][j]));
         *r = match reduce {
-            Reduce::Sum => simd.reduce_sum_f32s(merged),
+            Reduce::Sum | Reduce::SumAndSquares => simd.reduce_sum_f32s(merged),
             Reduce::Max => simd.reduce_max_f32s(merged),
         };
     }
