@@ -4,7 +4,7 @@
 
 use crate::error::KernelError;
 use crate::isa::Isa;
-use crate::math::{exp_non_positive, reciprocal};
+use crate::math::{exp_in_range, reciprocal};
 use crate::norm::sweep::{sweep, Read, Reduce, RowIo, Update, Write, Zeros, Zip};
 use crate::norm::{check_vector, RowShape, Rows, RowsMut};
 use pulp::Simd;
@@ -294,39 +294,35 @@ pub fn gelu_erf<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     simd.mul_f32s(x, cdf)
 }
 
-/// GELU, tanh form: `0.5 x (1 + tanh u)` with `u = √(2/π)(x + 0.044715 x³)`, computed as
-/// `x / (1 + e^{-2u})` (no cancellation for negative `x`) from one `t = e^{-2|u|}`
-/// ([`exp_non_positive`]): `x / (1 + t)` for `u >= 0` and `x t / (1 + t)` for `u < 0`, so the
-/// exponential never overflows; the quotient is `x t · reciprocal(1 + t)` ([`reciprocal`]: no
-/// division on AVX-512/AVX2), subtracted from `x` for `u >= 0`. About 20 vector operations. Within [`GELU_TANH_MAX_ERROR`] ·
-/// `max(1, |x|)` of the exact tanh form.
+/// GELU, tanh form: `0.5 x (1 + tanh u) = x σ(2u)` with `u = √(2/π)(x + 0.044715 x³)` and
+/// `σ(v) = 1/(1 + e^{-v})` (no cancellation for negative `x`).
+///
+/// `u` is computed from `x` clamped to `[-9.5, 9]`, where `e^{-2u}` stays within
+/// `[1.4e-29, 1.4e33]` (no overflow, no flush: [`exp_in_range`]), and the result is
+/// `max(x, -9.5) · σ(2u)`: above 9, `σ = 1` exactly in `f32` and the result is `x`; below
+/// -9.5 it is a value of magnitude below `7e-33` where the exact one is smaller still. The
+/// quotient is [`reciprocal`] (no division on AVX-512/AVX2). 22 vector operations on
+/// AVX-512. Within [`GELU_TANH_MAX_ERROR`] · `max(1, |x|)` of the exact tanh form; NaN stays
+/// NaN.
 #[inline(always)]
 pub fn gelu_tanh<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     const TWO_SQRT_2_OVER_PI: f32 = 2.0 * 0.797_884_6;
     const CUBIC: f32 = 0.044_715;
-    let x2 = simd.mul_f32s(x, x);
-    let slope = simd.mul_add_f32s(
+    const LOW: f32 = -9.5;
+    const HIGH: f32 = 9.0;
+    let low = simd.splat_f32s(LOW);
+    // A compare and select, not `max`, so that NaN stays NaN at every level.
+    let bounded = simd.select_f32s(simd.less_than_f32s(x, low), low, x);
+    let clamped = simd.min_f32s(bounded, simd.splat_f32s(HIGH));
+    let x2 = simd.mul_f32s(clamped, clamped);
+    let minus_slope = simd.mul_add_f32s(
         x2,
-        simd.splat_f32s(TWO_SQRT_2_OVER_PI * CUBIC),
-        simd.splat_f32s(TWO_SQRT_2_OVER_PI),
+        simd.splat_f32s(-TWO_SQRT_2_OVER_PI * CUBIC),
+        simd.splat_f32s(-TWO_SQRT_2_OVER_PI),
     );
-    let two_u = simd.mul_f32s(x, slope);
-    // -|2u|: the sign bit set.
-    let minus_abs = simd.transmute_f32s_u32s(
-        simd.or_u32s(simd.transmute_u32s_f32s(two_u), simd.splat_u32s(1 << 31)),
-    );
-    let t = exp_non_positive(simd, minus_abs);
-    // x t / (1 + t) is the answer for u < 0 and x minus the answer for u >= 0: exact at
-    // t = 0 (GELU(30) = 30) whatever the reciprocal's rounding.
-    let below = simd.mul_f32s(
-        simd.mul_f32s(x, t),
-        reciprocal(simd, simd.add_f32s(simd.splat_f32s(1.0), t)),
-    );
-    simd.select_f32s(
-        simd.less_than_f32s(two_u, simd.splat_f32s(0.0)),
-        below,
-        simd.sub_f32s(x, below),
-    )
+    let e = exp_in_range(simd, simd.mul_f32s(clamped, minus_slope));
+    let sigma = reciprocal(simd, simd.add_f32s(simd.splat_f32s(1.0), e));
+    simd.mul_f32s(bounded, sigma)
 }
 
 #[cfg(test)]

@@ -10,9 +10,9 @@ pub const RECIPROCAL_MAX_RELATIVE_ERROR: f32 = 2.5e-7;
 /// unspecified (NaN or a wrong value, never undefined behaviour) outside that range.
 ///
 /// AVX-512: `vrcp14ps` (relative error below `2^-14`) and one Newton step `r + r(1 - d r)`,
-/// error `2^-28` plus one rounding (`6.3e-8`). AVX2: `vrcpps` (below `1.5 · 2^-12`) and the
-/// same step (`2e-7`). Three operations against a division that occupies the divider for 5–10
-/// cycles per vector. Other levels divide (correctly rounded).
+/// error `2^-28` plus one rounding (`6.3e-8`). AVX2: `vrcpps` (below `1.5 · 2^-12`) and two
+/// such steps. Three (five) operations against a division that occupies the divider for 5–10
+/// cycles per vector. Other levels divide (correctly rounded). `1/1` is exactly 1 everywhere.
 #[inline(always)]
 pub fn reciprocal<S: Simd>(simd: S, d: S::f32s) -> S::f32s {
     #[cfg(target_arch = "x86_64")]

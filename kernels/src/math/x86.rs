@@ -1,4 +1,5 @@
-//! AVX-512 and AVX2 forms of [`super::exp_non_positive`] and [`super::reciprocal`].
+//! AVX-512 and AVX2 forms of [`super::exp_non_positive`] (and its unflushed twin
+//! [`super::exp_in_range`]) and [`super::reciprocal`].
 //!
 //! `e^x` is computed as `2^(n/K) · e^r` with `n = round(x · K/ln 2)` and `|r| <= ln(2)/(2K)`:
 //! the `K` values `2^(j/K)` sit in one register (`K = 16` lanes of a ZMM, `K = 8` of a YMM) and
@@ -37,7 +38,7 @@ pub(super) fn token_as<S: Simd, T: Simd>(simd: S) -> Option<T> {
 /// not a function taking closures: a closure would not inherit the caller's target features
 /// and its intrinsics would become calls.
 macro_rules! on_x86 {
-    ($S:ty, $simd:expr, $x:expr, $v4:ident, $v3:ident) => {{
+    ($S:ty, $simd:expr, $x:expr, $v4:path, $v3:path) => {{
         if let Some(token) = token_as::<$S, V4>($simd) {
             let x: f32x16 = bytemuck::try_cast($x).ok()?;
             return bytemuck::try_cast($v4(token, x)).ok();
@@ -53,10 +54,17 @@ macro_rules! on_x86 {
 /// The table exponential when `S` is AVX-512 or AVX2 (see the module docs).
 #[inline(always)]
 pub(super) fn exp_non_positive<S: Simd>(simd: S, x: S::f32s) -> Option<S::f32s> {
-    on_x86!(S, simd, x, exp_v4, exp_v3)
+    on_x86!(S, simd, x, exp_v4::<true>, exp_v3::<true>)
 }
 
-/// `1/d` by the hardware estimate and one Newton step when `S` is AVX-512 or AVX2.
+/// The table exponential without the flush of `x < MIN_INPUT` to 0 (the caller keeps `x` in
+/// range).
+#[inline(always)]
+pub(super) fn exp_in_range<S: Simd>(simd: S, x: S::f32s) -> Option<S::f32s> {
+    on_x86!(S, simd, x, exp_v4::<false>, exp_v3::<false>)
+}
+
+/// `1/d` by the hardware estimate and Newton steps when `S` is AVX-512 or AVX2.
 #[inline(always)]
 pub(super) fn reciprocal<S: Simd>(simd: S, d: S::f32s) -> Option<S::f32s> {
     on_x86!(S, simd, d, reciprocal_v4, reciprocal_v3)
@@ -110,8 +118,9 @@ const LN2_8_LO: f32 = -2.380_817_8e-10;
 const C3_8: f32 = 0.166_678_41;
 const C4_8: f32 = 0.041_668_627;
 
+/// `e^x` by the 16-entry table; lanes with `x < MIN_INPUT` become 0 when `FLUSH`.
 #[inline(always)]
-fn exp_v4(simd: V4, x: f32x16) -> f32x16 {
+fn exp_v4<const FLUSH: bool>(simd: V4, x: f32x16) -> f32x16 {
     let f = simd.avx512f;
     let x: __m512 = pulp::cast(x);
     // SAFETY: 16 u32 and a ZMM of 16 f32 are the same 64 bytes, any bit pattern valid.
@@ -131,12 +140,16 @@ fn exp_v4(simd: V4, x: f32x16) -> f32x16 {
     let scale = f._mm512_castsi512_ps(scale_bits);
     // Lanes with x < MIN_INPUT (also -inf) become 0; NaN lanes compare unordered and keep
     // the NaN the arithmetic carried.
+    if !FLUSH {
+        return pulp::cast(f._mm512_fmadd_ps(scale, q, scale));
+    }
     let keep = f._mm512_cmp_ps_mask::<_CMP_NLT_UQ>(x, f._mm512_set1_ps(MIN_INPUT));
     pulp::cast(f._mm512_maskz_fmadd_ps(keep, scale, q, scale))
 }
 
+/// `e^x` by the 8-entry table; lanes with `x < MIN_INPUT` become 0 when `FLUSH`.
 #[inline(always)]
-fn exp_v3(simd: V3, x: f32x8) -> f32x8 {
+fn exp_v3<const FLUSH: bool>(simd: V3, x: f32x8) -> f32x8 {
     let (f, i) = (simd.fma, simd.avx2);
     let a = simd.avx;
     let x: __m256 = pulp::cast(x);
@@ -157,6 +170,9 @@ fn exp_v3(simd: V3, x: f32x8) -> f32x8 {
     );
     let scale = a._mm256_castsi256_ps(scale_bits);
     let y = f._mm256_fmadd_ps(scale, q, scale);
+    if !FLUSH {
+        return pulp::cast(y);
+    }
     // As in `exp_v4`: all ones (keep) unless x < MIN_INPUT; NaN keeps.
     let keep = a._mm256_cmp_ps::<_CMP_NLT_UQ>(x, a._mm256_set1_ps(MIN_INPUT));
     pulp::cast(a._mm256_and_ps(y, keep))
@@ -175,7 +191,9 @@ fn reciprocal_v4(simd: V4, d: f32x16) -> f32x16 {
 fn reciprocal_v3(simd: V3, d: f32x8) -> f32x8 {
     let (f, a) = (simd.fma, simd.avx);
     let d: __m256 = pulp::cast(d);
+    let one = a._mm256_set1_ps(1.0);
+    // Two Newton steps: 12 bits, 24, then correctly rounded nearly always (`1/1` is exactly 1).
     let r = a._mm256_rcp_ps(d);
-    let e = f._mm256_fnmadd_ps(d, r, a._mm256_set1_ps(1.0));
-    pulp::cast(f._mm256_fmadd_ps(r, e, r))
+    let r = f._mm256_fmadd_ps(r, f._mm256_fnmadd_ps(d, r, one), r);
+    pulp::cast(f._mm256_fmadd_ps(r, f._mm256_fnmadd_ps(d, r, one), r))
 }
