@@ -299,8 +299,10 @@ struct Stats {
 trait Kind: Copy {
     /// The shift `k` of the first pass, given the mean of the row's first elements.
     fn shift(prefix_mean: impl FnOnce() -> f32) -> f32;
-    /// First-pass terms of one vector of the (summed) row, reduced with
-    /// [`Reduce::SumAndSquares`]: the sum of term 0 and the sum of the squares of term 1.
+    /// First-pass terms of one vector of the (summed) row, summed. (A multiply and an add
+    /// rather than an FMA into the accumulator, whose longer latency would sit on the critical
+    /// path of four accumulators in these memory-speed loops; no gain was measurable either
+    /// way.)
     fn terms<S: Simd>(simd: S, shift: S::f32s, s: S::f32s) -> [S::f32s; 2];
     /// The statistics, from the first-pass sums and, when they are not accurate enough, a
     /// second pass over `row`.
@@ -331,7 +333,7 @@ impl Kind for Layer {
     #[inline(always)]
     fn terms<S: Simd>(simd: S, shift: S::f32s, s: S::f32s) -> [S::f32s; 2] {
         let d = simd.sub_f32s(s, shift);
-        [d, d]
+        [d, simd.mul_f32s(d, d)]
     }
 
     #[inline(always)]
@@ -357,11 +359,11 @@ impl Kind for Layer {
         let [sum_d, sum_d2] = sweep(
             simd,
             &mut Read::new(row),
-            Reduce::SumAndSquares,
+            Reduce::Sum,
             #[inline(always)]
             |s| {
                 let d = simd.sub_f32s(simd.sub_f32s(s, k), m);
-                (s, [d, d])
+                (s, [d, simd.mul_f32s(d, d)])
             },
         );
         let (sum_d, sum_d2) = (sum_d as f64, sum_d2 as f64);
@@ -402,8 +404,8 @@ impl Kind for Rms {
 
     #[inline(always)]
     fn terms<S: Simd>(simd: S, _: S::f32s, s: S::f32s) -> [S::f32s; 2] {
-        // Adding -0.0 is the identity, so the unused plain sum compiles to nothing.
-        [simd.splat_f32s(-0.0), s]
+        // Adding -0.0 is the identity, so the unused second sum compiles to nothing.
+        [simd.mul_f32s(s, s), simd.splat_f32s(-0.0)]
     }
 
     #[inline(always)]
@@ -411,7 +413,7 @@ impl Kind for Rms {
         Stats {
             shift: 0.0,
             offset: 0.0,
-            rstd: rsqrt(first[1] * self.inv_width + self.epsilon),
+            rstd: rsqrt(first[0] * self.inv_width + self.epsilon),
         }
     }
 
@@ -527,7 +529,7 @@ fn reduce_row<S: Simd, K: Kind>(simd: S, kind: K, row: &[f32]) -> Stats {
     let first = sweep(
         simd,
         &mut Read::new(row),
-        Reduce::SumAndSquares,
+        Reduce::Sum,
         #[inline(always)]
         |s| (s, K::terms(simd, k, s)),
     );
@@ -617,7 +619,7 @@ where
     sweep(
         simd,
         io,
-        Reduce::SumAndSquares,
+        Reduce::Sum,
         #[inline(always)]
         |(a, b)| {
             let s = simd.add_f32s(a, b);

@@ -2,7 +2,7 @@
 //!
 //! A pass reads one or more rows in lock step through a [`RowIo`], maps each vector to a value
 //! that is stored back (or dropped, for read-only passes) and to `N` terms that are reduced
-//! (summed, maxed, or summed and squared). The reduction keeps four independent accumulators per term, so the loop
+//! (summed or maxed). The reduction keeps four independent accumulators per term, so the loop
 //! is bound by throughput rather than by the add latency, and each accumulator lane sums only
 //! `width / (4 · lanes)` terms (blocked summation: the rounding error grows with that, not with
 //! `width`). The tail shorter than a vector is loaded and stored with masks, and its terms are
@@ -17,26 +17,13 @@ pub(crate) enum Reduce {
     Sum,
     /// Maximum (identity -inf).
     Max,
-    /// The sum of term 0 and the sum of the squares of the other terms (identity 0): one
-    /// fused multiply-add per square instead of a multiply and an add.
-    SumAndSquares,
 }
 
 impl Reduce {
-    /// Folds term `j` of a vector into its accumulator.
     #[inline(always)]
-    fn accumulate<S: Simd>(self, simd: S, j: usize, acc: S::f32s, term: S::f32s) -> S::f32s {
+    fn combine<S: Simd>(self, simd: S, a: S::f32s, b: S::f32s) -> S::f32s {
         match self {
-            Reduce::SumAndSquares if j > 0 => simd.mul_add_f32s(term, term, acc),
-            _ => self.merge(simd, acc, term),
-        }
-    }
-
-    /// Merges two accumulators.
-    #[inline(always)]
-    fn merge<S: Simd>(self, simd: S, a: S::f32s, b: S::f32s) -> S::f32s {
-        match self {
-            Reduce::Sum | Reduce::SumAndSquares => simd.add_f32s(a, b),
+            Reduce::Sum => simd.add_f32s(a, b),
             Reduce::Max => simd.max_f32s(a, b),
         }
     }
@@ -392,8 +379,8 @@ unsafe fn step<S: Simd, Io: RowIo<S>, const N: usize>(
     let (value, terms) = map(unsafe { io.load(simd, i) });
     // SAFETY: forwarded from the caller.
     unsafe { io.store(simd, i, value) };
-    for (j, (a, t)) in acc.iter_mut().zip(terms).enumerate() {
-        *a = reduce.accumulate(simd, j, *a, t);
+    for (a, t) in acc.iter_mut().zip(terms) {
+        *a = reduce.combine(simd, *a, t);
     }
 }
 
@@ -407,10 +394,10 @@ pub(crate) fn sweep<S: Simd, Io: RowIo<S>, const N: usize>(
     map: impl Fn(Io::Item) -> (S::f32s, [S::f32s; N]),
 ) -> [f32; N] {
     let identity = simd.splat_f32s(match reduce {
-        Reduce::Sum | Reduce::SumAndSquares => 0.0,
+        Reduce::Sum => 0.0,
         Reduce::Max => f32::NEG_INFINITY,
     });
-    let merge = |a, b| reduce.merge(simd, a, b);
+    let combine = |a, b| reduce.combine(simd, a, b);
     let mut acc = [[identity; N]; 4];
     // Rows of different lengths are a bug in this crate (every caller validated the shapes);
     // refuse them rather than read out of bounds.
@@ -437,15 +424,15 @@ pub(crate) fn sweep<S: Simd, Io: RowIo<S>, const N: usize>(
         let (value, terms) = map(io.load_tail(simd));
         io.store_tail(simd, value);
         let valid = tail_mask(simd, tail);
-        for (j, (a, t)) in acc[3].iter_mut().zip(terms).enumerate() {
-            *a = reduce.accumulate(simd, j, *a, simd.select_f32s(valid, t, identity));
+        for (a, t) in acc[3].iter_mut().zip(terms) {
+            *a = combine(*a, simd.select_f32s(valid, t, identity));
         }
     }
     let mut result = [0.0; N];
     for (j, r) in result.iter_mut().enumerate() {
-        let merged = merge(merge(acc[0][j], acc[1][j]), merge(acc[2][j], acc[3][j]));
+        let merged = combine(combine(acc[0][j], acc[1][j]), combine(acc[2][j], acc[3][j]));
         *r = match reduce {
-            Reduce::Sum | Reduce::SumAndSquares => simd.reduce_sum_f32s(merged),
+            Reduce::Sum => simd.reduce_sum_f32s(merged),
             Reduce::Max => simd.reduce_max_f32s(merged),
         };
     }
