@@ -327,9 +327,10 @@ proptest! {
     }
 }
 
-/// Rows of 4096 elements and more take the path that prefetches the next row (and softmax's
-/// exponential pass does too): every form on several strided rows of such widths, with the
-/// same checks as the property tests (which rarely draw widths that large).
+/// Rows of 4096 elements and more: softmax's exponential pass prefetches the next row there,
+/// and the norms' rows no longer fit L1 between passes. Every form on several strided rows of
+/// such widths, with the same checks as the property tests (which rarely draw widths that
+/// large).
 #[test]
 fn wide_rows_that_prefetch_the_next_row() {
     for (width, gap, head_skew) in [(4096, 0, 0.0), (4099, 3, 30.0), (4111, 1, 0.0)] {

@@ -56,11 +56,6 @@ impl<'a> Rows<'a> {
         check_view(what, self.data.len(), shape.rows, shape.width, self.stride)
     }
 
-    /// Where the rows start, for prefetching.
-    pub(crate) fn ahead(&self, shape: RowShape) -> Ahead {
-        Ahead::new(self.data.as_ptr(), self.stride, shape)
-    }
-
     /// The rows, each exactly `width` long. The caller has run [`Rows::check`] and knows the
     /// shape is not empty, so the slicing cannot fail.
     pub(crate) fn iter(self, shape: RowShape) -> impl Iterator<Item = &'a [f32]> {

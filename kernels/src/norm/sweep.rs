@@ -278,8 +278,8 @@ impl<S: Simd> RowIo<S> for Zeros {
 /// the next row. Reads nothing (a prefetch never faults and is never dereferenced), stores
 /// nothing; [`Prefetch::NONE`] for the last row.
 ///
-/// Only large rows gain: the output pass of a row that stays in L1/L2 runs from cache, so
-/// the next row's first pass would otherwise wait on L3 or memory with the core idle.
+/// Used by softmax, whose long compute-bound exponential pass leaves the memory system idle:
+/// only large rows gain (smaller rows of a batch stay in L2).
 #[derive(Clone, Copy)]
 pub(crate) struct Prefetch {
     next: *const f32,
