@@ -332,7 +332,7 @@ proptest! {
 /// such widths, with the same checks as the property tests (which rarely draw widths that
 /// large).
 #[test]
-fn wide_rows_that_prefetch_the_next_row() {
+fn rows_of_4096_and_more() {
     for (width, gap, head_skew) in [(4096, 0, 0.0), (4099, 3, 30.0), (4111, 1, 0.0)] {
         let case = Case {
             rows: 3,
