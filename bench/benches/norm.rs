@@ -1,16 +1,18 @@
 //! Criterion benchmarks of the row-wise kernels (the `norm` suite's cases): tessel vs a
 //! `copy_from_slice` of the same bytes and vs naive scalar loops. `TESSEL_ISA` forces tessel's
-//! level; `NORM_OPS=softmax,rmsnorm` narrows the ops measured.
+//! level; `NORM_OPS=softmax,rmsnorm` narrows the ops measured, `NORM_WIDTHS` / `NORM_ROWS` the
+//! shapes.
 
 use criterion::{criterion_main, Criterion, Throughput};
 use std::time::Duration;
-use tessel_bench::suites::norm::{Case, Op, ROWS, WIDTHS};
+use tessel_bench::suites::norm::{sizes, Case, Op, ROWS, WIDTHS};
 
 fn bench(c: &mut Criterion) {
     let isa = tessel_model::isa_env::isa_from_env().expect("TESSEL_ISA names a supported level");
+    let (widths, row_counts) = (sizes("NORM_WIDTHS", &WIDTHS), sizes("NORM_ROWS", &ROWS));
     for op in Op::selected() {
-        for width in WIDTHS {
-            for rows in ROWS {
+        for &width in &widths {
+            for &rows in &row_counts {
                 let mut case = Case::new(op, rows, width);
                 let mut group = c.benchmark_group(format!("norm/{}", case.name()));
                 group

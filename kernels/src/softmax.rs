@@ -18,7 +18,7 @@
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::math::exp_non_positive;
-use crate::norm::sweep::{sweep, Read, Reduce, Update};
+use crate::norm::sweep::{sweep, Prefetch, Read, Reduce, Update, Zip};
 use crate::norm::{RowShape, RowsMut};
 use pulp::Simd;
 
@@ -60,16 +60,17 @@ impl pulp::WithSimd for SoftmaxOp<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
-        let scale = simd.splat_f32s(self.scale);
-        let rows = self.values.iter(self.shape);
+        let scale = self.scale;
+        let ahead = self.values.ahead(self.shape);
+        let rows = self.values.iter(self.shape).enumerate();
         // `scale · -inf` is `-inf` for a positive scale: the mask then needs no select.
         if self.scale > 0.0 {
-            for row in rows {
-                softmax_row::<S, false>(simd, scale, row);
+            for (r, row) in rows {
+                softmax_row::<S, false>(simd, scale, row, ahead.after(r));
             }
         } else {
-            for row in rows {
-                softmax_row::<S, true>(simd, scale, row);
+            for (r, row) in rows {
+                softmax_row::<S, true>(simd, scale, row, ahead.after(r));
             }
         }
     }
@@ -93,17 +94,38 @@ fn logit<S: Simd, const SELECT_MASKED: bool>(
     }
 }
 
-/// One row (`SELECT_MASKED` must be set unless `scale > 0`).
+/// One row (`SELECT_MASKED` must be set unless `scale > 0`); the exponential pass prefetches
+/// `next`.
 #[inline(always)]
-fn softmax_row<S: Simd, const SELECT_MASKED: bool>(simd: S, scale: S::f32s, row: &mut [f32]) {
+fn softmax_row<S: Simd, const SELECT_MASKED: bool>(
+    simd: S,
+    scalar_scale: f32,
+    row: &mut [f32],
+    next: Prefetch,
+) {
+    let scale = simd.splat_f32s(scalar_scale);
     let zero = simd.splat_f32s(0.0);
-    let [max] = sweep(
-        simd,
-        &mut Read::new(row),
-        Reduce::Max,
-        #[inline(always)]
-        |v| (v, [logit::<S, SELECT_MASKED>(simd, scale, v, zero)]),
-    );
+    let max = if SELECT_MASKED {
+        let [max] = sweep(
+            simd,
+            &mut Read::new(row),
+            Reduce::Max,
+            #[inline(always)]
+            |v| (v, [logit::<S, SELECT_MASKED>(simd, scale, v, zero)]),
+        );
+        max
+    } else {
+        // A positive scale commutes with the maximum (rounding is monotonic): one operation
+        // per vector instead of two.
+        let [max] = sweep(
+            simd,
+            &mut Read::new(row),
+            Reduce::Max,
+            #[inline(always)]
+            |v| (v, [v]),
+        );
+        max * scalar_scale
+    };
     if max == f32::NEG_INFINITY {
         return masked_row(
             simd,
@@ -115,10 +137,10 @@ fn softmax_row<S: Simd, const SELECT_MASKED: bool>(simd: S, scale: S::f32s, row:
     let minus_max = simd.splat_f32s(-max);
     let [sum] = sweep(
         simd,
-        &mut Update::new(row),
+        &mut Zip(Update::new(row), next),
         Reduce::Sum,
         #[inline(always)]
-        |v| {
+        |(v, _)| {
             let e = exp_non_positive(simd, logit::<S, SELECT_MASKED>(simd, scale, v, minus_max));
             (e, [e])
         },

@@ -318,6 +318,58 @@ proptest! {
     }
 }
 
+/// Rows of 4096 elements and more: softmax's exponential pass prefetches the next row there,
+/// and the norms' rows no longer fit L1 between passes. Every form on several strided rows of
+/// such widths, with the same checks as the property tests (which rarely draw widths that
+/// large).
+#[test]
+fn rows_of_4096_and_more() {
+    for (width, gap, head_skew) in [(4096, 0, 0.0), (4099, 3, 30.0), (4111, 1, 0.0)] {
+        let case = Case {
+            rows: 3,
+            width,
+            gap,
+            seed: width as u64,
+            offset: 1e3,
+            spread: 1.0,
+            head_skew,
+            epsilon: 1e-5,
+        };
+        let (gamma, beta) = case.params();
+        let input = case.input(5);
+        for_each_isa(|isa| {
+            check_all_forms(
+                isa,
+                &case,
+                Norm::layer(&gamma, &beta, case.epsilon),
+                "layer",
+            );
+            check_all_forms(isa, &case, Norm::rms(&gamma, case.epsilon), "rms");
+            let mut values = input.clone();
+            let stride = case.stride();
+            softmax_in_place(
+                isa,
+                case.shape(),
+                RowsMut::new(values.view_mut(), stride),
+                0.01,
+            )
+            .unwrap();
+            let what = format!("{isa} wide softmax {case:?}");
+            values.assert_padding_intact(&what);
+            for r in 0..case.rows {
+                let x = row(&input, width, r);
+                let mut expected = vec![0.0f64; width];
+                reference::softmax_row(0.01, &x, &mut expected);
+                let bound = |c: usize| {
+                    let y = expected[c];
+                    dot_tolerance(width, y) + y * 4.0 * EXP_MAX_RELATIVE_ERROR as f64 + 1e-30
+                };
+                assert_close(&what, row(&values, width, r), expected.clone(), bound);
+            }
+        });
+    }
+}
+
 #[test]
 fn layer_norm_of_huge_mean_with_tiny_variance() {
     for mean in [1e6f32, 3.3e7, 1e9] {

@@ -8,7 +8,8 @@
 //! and `tessel` at the level `TESSEL_ISA` selects. Rates are GB/s of inputs read plus outputs
 //! written (the copy moves the same bytes); `tessel` is reported twice, against `copy` (ratio
 //! above 0.67 = within 1.5× of the copy time) and against `naive`. `NORM_OPS=softmax,rmsnorm`
-//! narrows the ops measured. Cases smaller than 256 KiB repeat within each timed sample and
+//! narrows the ops measured, `NORM_WIDTHS=16,512` / `NORM_ROWS=1` the shapes (width 16 shows
+//! the per-call overhead). Cases smaller than 256 KiB repeat within each timed sample and
 //! report the time per call.
 
 use super::Suite;
@@ -30,6 +31,22 @@ pub const SUITE: Suite = Suite {
 pub const WIDTHS: [usize; 4] = [384, 512, 1024, 4096];
 /// Row counts measured.
 pub const ROWS: [usize; 2] = [1, 256];
+
+/// The numbers in environment variable `name` (comma-separated), or `default` when it is unset
+/// or empty: `NORM_WIDTHS=16,512` measures other widths (16 shows the per-call overhead),
+/// `NORM_ROWS=1` one row count.
+pub fn sizes(name: &str, default: &[usize]) -> Vec<usize> {
+    let parsed: Vec<usize> = std::env::var(name)
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    if parsed.is_empty() {
+        default.to_vec()
+    } else {
+        parsed
+    }
+}
 
 /// The kernels measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -301,9 +318,10 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
         Ok(isa) => isa,
         Err(_) => return,
     };
+    let (widths, row_counts) = (sizes("NORM_WIDTHS", &WIDTHS), sizes("NORM_ROWS", &ROWS));
     for op in Op::selected() {
-        for width in WIDTHS {
-            for rows in ROWS {
+        for &width in &widths {
+            for &rows in &row_counts {
                 let mut case = Case::new(op, rows, width);
                 let name = case.name();
                 let work = Work::bytes(case.bytes());

@@ -12,11 +12,11 @@ const LOG2_E: f32 = core::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;
 // Adding 1.5 * 2^23 rounds a float in (-2^22, 2^22) to an integer held in the low mantissa bits.
-const ROUND_MAGIC: f32 = 12_582_912.0;
+pub(super) const ROUND_MAGIC: f32 = 12_582_912.0;
 // Above this e^x overflows to +inf; below MIN_INPUT it is below the smallest normal and flushes
 // to 0 (the kernels' consumers, softmax weights, do not need subnormals).
 const MAX_INPUT: f32 = 88.722_83;
-const MIN_INPUT: f32 = -87.336_55;
+pub(super) const MIN_INPUT: f32 = -87.336_55;
 // Chebyshev fit (mpmath `chebyfit`, degree 4) of (e^r - 1 - r) / r^2 on |r| <= ln(2)/2:
 // 1 + r + r^2 p(r) is within 1.1e-8 of e^r there, so the f32 evaluation's rounding dominates
 // the error. Cephes' degree-5 `expf` fit (one more FMA per vector) is no more accurate in f32.
@@ -71,13 +71,37 @@ pub fn exp<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
 }
 
 /// `e^x` lane by lane for `x <= 0` (softmax weights `e^{z - max}`, `e^{-|t|}`): within
-/// [`EXP_MAX_RELATIVE_ERROR`] for `-87.34 <= x <= 88` (the same reduction and polynomial as
-/// [`exp`]), `0` for `x < -87.34` (including `-inf`), NaN for NaN. Unspecified (but never
-/// undefined behaviour) for `x > 88`. About 16 vector operations against [`exp`]'s ~28: no
-/// clamping, overflow split or NaN select (NaN propagates through the arithmetic), and `2^n`
-/// is one shift of the rounded value's bits.
+/// [`EXP_MAX_RELATIVE_ERROR`] for `-87.34 <= x <= 88`, `0` for `x < -87.34` (including
+/// `-inf`), NaN for NaN. Unspecified (but never undefined behaviour) for `x > 88`.
+///
+/// On AVX-512 and AVX2 this is a table method: `2^(n/16)` (`2^(n/8)`) from one in-register
+/// permute and a cubic (quartic) for `e^r`, about 12 vector operations of which 7 (8) use the
+/// FMA units. Elsewhere it is [`exp`]'s reduction and polynomial without the clamping,
+/// overflow split and NaN select (NaN propagates through the arithmetic), `2^n` one shift of
+/// the rounded value's bits: about 16 operations against [`exp`]'s ~28.
 #[inline(always)]
 pub fn exp_non_positive<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(y) = super::x86::exp_non_positive(simd, x) {
+        return y;
+    }
+    let y = exp_in_range(simd, x);
+    simd.select_f32s(
+        simd.less_than_f32s(x, simd.splat_f32s(MIN_INPUT)),
+        simd.splat_f32s(0.0),
+        y,
+    )
+}
+
+/// `e^x` lane by lane for `-87.33 <= x <= 88`, the caller's guarantee (outside it the result
+/// is unspecified, never undefined behaviour): [`exp_non_positive`] without its flush of
+/// `x < -87.34` to 0, one operation less. Within [`EXP_MAX_RELATIVE_ERROR`].
+#[inline(always)]
+pub(crate) fn exp_in_range<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(y) = super::x86::exp_in_range(simd, x) {
+        return y;
+    }
     // The magic constant's low mantissa bits hold n + 127 after rounding, for
     // n = round(x / ln 2) in [-126, 127]: shifted left by 23 they are the bits of 2^n.
     const MAGIC_WITH_BIAS: f32 = ROUND_MAGIC + 127.0;
@@ -85,12 +109,7 @@ pub fn exp_non_positive<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     let two_n = simd.transmute_f32s_u32s(
         simd.wrapping_dyn_shl_u32s(simd.transmute_u32s_f32s(shifted), simd.splat_u32s(23)),
     );
-    let y = simd.mul_f32s(e_r, two_n);
-    simd.select_f32s(
-        simd.less_than_f32s(x, simd.splat_f32s(MIN_INPUT)),
-        simd.splat_f32s(0.0),
-        y,
-    )
+    simd.mul_f32s(e_r, two_n)
 }
 
 /// Range reduction and polynomial shared by the `exp` variants: `x = n ln 2 + r` with
@@ -115,22 +134,27 @@ fn reduce<S: Simd>(simd: S, x: S::f32s, magic: f32) -> (S::f32s, S::f32s) {
 
 /// Applies [`exp`] in place to every element of `values`.
 pub fn exp_slice(isa: Isa, values: &mut [f32]) {
-    map_slice::<false>(isa, values);
+    map_slice::<FULL>(isa, values);
 }
 
-/// Applies [`exp`], or [`exp_non_positive`] when `NON_POSITIVE`, in place.
-fn map_slice<const NON_POSITIVE: bool>(isa: Isa, values: &mut [f32]) {
-    struct ExpSlice<'a, const NON_POSITIVE: bool>(&'a mut [f32]);
-    impl<const NON_POSITIVE: bool> pulp::WithSimd for ExpSlice<'_, NON_POSITIVE> {
+/// Which variant [`map_slice`] applies.
+const FULL: u8 = 0;
+#[cfg(test)]
+const NON_POSITIVE: u8 = 1;
+#[cfg(test)]
+const IN_RANGE: u8 = 2;
+
+/// Applies [`exp`] (`FULL`), [`exp_non_positive`] or [`exp_in_range`] in place.
+fn map_slice<const VARIANT: u8>(isa: Isa, values: &mut [f32]) {
+    struct ExpSlice<'a, const VARIANT: u8>(&'a mut [f32]);
+    impl<const VARIANT: u8> pulp::WithSimd for ExpSlice<'_, VARIANT> {
         type Output = ();
         #[inline(always)]
         fn with_simd<S: Simd>(self, simd: S) {
-            let f = |v| {
-                if NON_POSITIVE {
-                    exp_non_positive(simd, v)
-                } else {
-                    exp(simd, v)
-                }
+            let f = |v| match VARIANT {
+                FULL => exp(simd, v),
+                1 => exp_non_positive(simd, v),
+                _ => exp_in_range(simd, v),
             };
             let (head, tail) = S::as_mut_simd_f32s(self.0);
             for v in head {
@@ -142,7 +166,7 @@ fn map_slice<const NON_POSITIVE: bool>(isa: Isa, values: &mut [f32]) {
             }
         }
     }
-    isa.dispatch(ExpSlice::<NON_POSITIVE>(values));
+    isa.dispatch(ExpSlice::<VARIANT>(values));
 }
 
 #[cfg(test)]
@@ -151,7 +175,7 @@ mod tests {
 
     /// The worst relative error of the variant over `steps` points evenly spread on
     /// `[low, high]`.
-    fn worst_error<const NON_POSITIVE: bool>(isa: Isa, low: f32, high: f32) -> f64 {
+    fn worst_error<const VARIANT: u8>(isa: Isa, low: f32, high: f32) -> f64 {
         let mut buf = [0.0f32; 1024];
         let steps = 200_000usize;
         let mut worst = 0.0f64;
@@ -162,7 +186,7 @@ mod tests {
                 *v = low + (high - low) * ((i + j) as f32 / steps as f32);
             }
             let inputs = buf;
-            map_slice::<NON_POSITIVE>(isa, &mut buf[..chunk]);
+            map_slice::<VARIANT>(isa, &mut buf[..chunk]);
             for (x, y) in inputs[..chunk].iter().zip(&buf[..chunk]) {
                 let exact = libm::exp(*x as f64);
                 let rel = ((*y as f64 - exact) / exact).abs();
@@ -175,7 +199,7 @@ mod tests {
 
     fn check_level(isa: Isa) {
         // Sweep [-87.3, 88.7] densely, plus the special values.
-        let worst = worst_error::<false>(isa, MIN_INPUT, MAX_INPUT);
+        let worst = worst_error::<FULL>(isa, MIN_INPUT, MAX_INPUT);
         assert!(
             worst <= EXP_MAX_RELATIVE_ERROR as f64,
             "{isa}: worst relative error {worst:e}"
@@ -212,7 +236,7 @@ mod tests {
     fn exp_non_positive_is_within_its_stated_error_at_every_level() {
         for isa in Isa::supported() {
             for (low, high) in [(MIN_INPUT, 0.0), (-1.0, 1.0), (0.0, 88.0)] {
-                let worst = worst_error::<true>(isa, low, high);
+                let worst = worst_error::<NON_POSITIVE>(isa, low, high);
                 assert!(
                     worst <= EXP_MAX_RELATIVE_ERROR as f64,
                     "{isa} [{low}, {high}]: worst relative error {worst:e}"
@@ -229,7 +253,7 @@ mod tests {
                 -1e30,
                 f32::MIN,
             ];
-            map_slice::<true>(isa, &mut special);
+            map_slice::<NON_POSITIVE>(isa, &mut special);
             assert_eq!(special[0], 1.0, "{isa}");
             assert_eq!(special[1], 1.0, "{isa}");
             assert!((special[2] - (-1.0f32).exp()).abs() <= 1e-7, "{isa}");
@@ -240,6 +264,17 @@ mod tests {
                     .filter(|v| !v.is_nan())
                     .all(|&v| v == 0.0),
                 "{isa}: {special:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn exp_in_range_is_within_its_stated_error_at_every_level() {
+        for isa in Isa::supported() {
+            let worst = worst_error::<IN_RANGE>(isa, -87.33, 88.0);
+            assert!(
+                worst <= EXP_MAX_RELATIVE_ERROR as f64,
+                "{isa}: worst relative error {worst:e}"
             );
         }
     }

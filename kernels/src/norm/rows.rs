@@ -1,6 +1,7 @@
 //! Strided batches of rows: the shape and the views every row-wise kernel (norms, softmax,
 //! bias + activation) takes.
 
+use super::sweep::Prefetch;
 use crate::error::{check_dim, check_view, KernelError};
 
 /// `rows` rows of `width` elements each.
@@ -25,7 +26,7 @@ impl RowShape {
 
     /// Distance between row starts when iterating: `stride`, or anything positive when there
     /// is at most one row (its stride is then never used and may be any value).
-    const fn step(self, stride: usize) -> usize {
+    pub(crate) const fn step(self, stride: usize) -> usize {
         let step = if self.rows <= 1 { self.width } else { stride };
         if step == 0 {
             1
@@ -88,6 +89,11 @@ impl<'a> RowsMut<'a> {
         check_view(what, self.data.len(), shape.rows, shape.width, self.stride)
     }
 
+    /// Where the rows start, for prefetching.
+    pub(crate) fn ahead(&self, shape: RowShape) -> Ahead {
+        Ahead::new(self.data.as_ptr(), self.stride, shape)
+    }
+
     /// The rows, each exactly `width` long (see [`Rows::iter`] for the caller's duties).
     pub(crate) fn iter(self, shape: RowShape) -> impl Iterator<Item = &'a mut [f32]> {
         let step = shape.step(self.stride);
@@ -106,4 +112,36 @@ pub(crate) fn check_vector(
     shape: RowShape,
 ) -> Result<(), KernelError> {
     check_dim(what, shape.width, vector.len())
+}
+
+/// The starts of a view's rows, to prefetch row `r + 1` while row `r` is processed.
+#[derive(Clone, Copy)]
+pub(crate) struct Ahead {
+    base: *const f32,
+    step: usize,
+    shape: RowShape,
+}
+
+impl Ahead {
+    /// The rows of a view starting at `base` every `stride` elements.
+    pub(crate) fn new(base: *const f32, stride: usize, shape: RowShape) -> Ahead {
+        Ahead {
+            base,
+            step: shape.step(stride),
+            shape,
+        }
+    }
+
+    /// The row after row `r`, or nothing for the last row and for rows too short to gain.
+    #[inline(always)]
+    pub(crate) fn after(&self, r: usize) -> Prefetch {
+        if r + 1 < self.shape.rows && self.shape.width >= Prefetch::MIN_LEN {
+            Prefetch::new(
+                self.base.wrapping_add((r + 1) * self.step),
+                self.shape.width,
+            )
+        } else {
+            Prefetch::NONE
+        }
+    }
 }

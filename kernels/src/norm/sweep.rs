@@ -238,8 +238,10 @@ impl<S: Simd, A: RowIo<S>, B: RowIo<S>> RowIo<S> for Zip<A, B> {
     }
 }
 
-/// A row of zeros that is never stored: stands in for an absent `beta` or bias and costs
-/// nothing after inlining. Only ever zipped behind a real row, which sets the length.
+/// A row of `-0.0` that is never stored: stands in for an absent `beta` or bias and costs
+/// nothing after inlining (`v + (-0.0)` is `v` for every `v`, so the compiler drops the add;
+/// `+0.0` would not be an identity for `v = -0.0`). Only ever zipped behind a real row, which
+/// sets the length.
 #[derive(Clone, Copy)]
 pub(crate) struct Zeros;
 
@@ -259,16 +261,88 @@ impl<S: Simd> RowIo<S> for Zeros {
     }
     #[inline(always)]
     unsafe fn load(&self, simd: S, _: usize) -> S::f32s {
-        simd.splat_f32s(0.0)
+        simd.splat_f32s(-0.0)
     }
     #[inline(always)]
     fn load_tail(&self, simd: S) -> S::f32s {
-        simd.splat_f32s(0.0)
+        simd.splat_f32s(-0.0)
     }
     #[inline(always)]
     unsafe fn store(&mut self, _: S, _: usize, _: S::f32s) {}
     #[inline(always)]
     fn store_tail(&mut self, _: S, _: S::f32s) {}
+}
+
+/// The next row of a batch, pulled towards the core while a pass works on the current one:
+/// loading vector `i` of the pass prefetches the cache line holding element `i · lanes` of
+/// the next row. Reads nothing (a prefetch never faults and is never dereferenced), stores
+/// nothing; [`Prefetch::NONE`] for the last row.
+///
+/// Used by softmax, whose long compute-bound exponential pass leaves the memory system idle:
+/// only large rows gain (smaller rows of a batch stay in L2).
+#[derive(Clone, Copy)]
+pub(crate) struct Prefetch {
+    next: *const f32,
+    len: usize,
+}
+
+impl Prefetch {
+    /// No row to prefetch.
+    pub(crate) const NONE: Prefetch = Prefetch {
+        next: core::ptr::null(),
+        len: 0,
+    };
+
+    /// Rows at least this long (in `f32`) are prefetched: 16 KiB, the size at which a row's
+    /// inputs and outputs no longer stay in L1 and the rows of a batch come from L3.
+    pub(crate) const MIN_LEN: usize = 4096;
+
+    /// The `len` elements at `next` (a pointer into a view, only ever prefetched).
+    pub(crate) fn new(next: *const f32, len: usize) -> Prefetch {
+        Prefetch { next, len }
+    }
+}
+
+impl<S: Simd> RowIo<S> for Prefetch {
+    type Item = ();
+    #[inline(always)]
+    fn vectors(&self) -> usize {
+        0
+    }
+    #[inline(always)]
+    fn tail_len(&self) -> usize {
+        0
+    }
+    #[inline(always)]
+    fn covers(&self, _: usize, _: usize) -> bool {
+        true
+    }
+    #[inline(always)]
+    unsafe fn load(&self, _: S, i: usize) {
+        let offset = i * S::F32_LANES;
+        if offset < self.len {
+            prefetch(self.next.wrapping_add(offset));
+        }
+    }
+    #[inline(always)]
+    fn load_tail(&self, _: S) {}
+    #[inline(always)]
+    unsafe fn store(&mut self, _: S, _: usize, _: S::f32s) {}
+    #[inline(always)]
+    fn store_tail(&mut self, _: S, _: S::f32s) {}
+}
+
+/// Hints the cache line at `at` into L2 (a no-op off x86-64).
+#[inline(always)]
+fn prefetch(at: *const f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it reads no memory architecturally and never faults,
+    // whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T1 }>(at as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
 
 /// Lanes `< len` set.
