@@ -101,10 +101,14 @@ impl Shared {
     }
 }
 
-/// A pool of `threads - 1` workers plus the calling thread.
+/// A pool of `threads - 1` workers plus the calling thread. It may be shared between threads:
+/// calls from several threads at once run one after the other.
 pub struct ThreadPool {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
+    /// Held for the whole of a call, so one call's job, counters and wait never mix with
+    /// another's.
+    calls: Mutex<()>,
 }
 
 impl ThreadPool {
@@ -127,6 +131,7 @@ impl ThreadPool {
         let mut pool = ThreadPool {
             shared,
             workers: Vec::with_capacity(threads - 1),
+            calls: Mutex::new(()),
         };
         for i in 1..threads {
             let shared = Arc::clone(&pool.shared);
@@ -168,6 +173,12 @@ impl Parallel for ThreadPool {
             (0..tasks).for_each(task);
             return;
         }
+        // A poisoned lock only means a task panicked during an earlier call, which that call
+        // reported; the pool's state was restored before it returned.
+        let _one_call = self
+            .calls
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let shared = &*self.shared;
         // SAFETY (lifetime erasure): a worker uses the pointer only after taking the job under
         // the lock while it is published, counted in `active` until it stops using it. This
@@ -295,6 +306,31 @@ mod tests {
             });
             assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
         }
+    }
+
+    #[test]
+    fn calls_from_several_threads_at_once_each_run_every_task_once() {
+        let pool = ThreadPool::new(2).unwrap();
+        std::thread::scope(|scope| {
+            for caller in 0..3usize {
+                let pool = &pool;
+                scope.spawn(move || {
+                    for call in 0..2_000usize {
+                        let tasks = 2 + (call + caller) % 6;
+                        let counts: Vec<AtomicUsize> =
+                            (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+                        pool.run(tasks, &|i| {
+                            counts[i].fetch_add(1, Ordering::Relaxed);
+                            // Long enough for the callers' calls to overlap.
+                            for _ in 0..2_000 {
+                                std::hint::spin_loop();
+                            }
+                        });
+                        assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+                    }
+                });
+            }
+        });
     }
 
     #[test]
