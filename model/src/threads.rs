@@ -291,6 +291,19 @@ mod tests {
         }
     }
 
+    /// One call of `tasks` tasks that each spin `spin` times, checking every task ran once.
+    /// The counters are borrowed by this call alone.
+    fn run_once_each(pool: &ThreadPool, tasks: usize, spin: usize) {
+        let counts: Vec<AtomicUsize> = (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+        pool.run(tasks, &|i| {
+            counts[i].fetch_add(1, Ordering::Relaxed);
+            for _ in 0..spin {
+                std::hint::spin_loop();
+            }
+        });
+        assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+    }
+
     #[test]
     fn late_workers_never_run_a_withdrawn_call() {
         // More threads than this machine has cores and tiny calls: most calls end before some
@@ -299,12 +312,7 @@ mod tests {
         // touch a dead borrow, which Miri and sanitizers would flag).
         let pool = ThreadPool::new(4).unwrap();
         for call in 0..20_000usize {
-            let tasks = 2 + call % 5;
-            let counts: Vec<AtomicUsize> = (0..tasks).map(|_| AtomicUsize::new(0)).collect();
-            pool.run(tasks, &|i| {
-                counts[i].fetch_add(1, Ordering::Relaxed);
-            });
-            assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+            run_once_each(&pool, 2 + call % 5, 0);
         }
     }
 
@@ -316,17 +324,8 @@ mod tests {
                 let pool = &pool;
                 scope.spawn(move || {
                     for call in 0..2_000usize {
-                        let tasks = 2 + (call + caller) % 6;
-                        let counts: Vec<AtomicUsize> =
-                            (0..tasks).map(|_| AtomicUsize::new(0)).collect();
-                        pool.run(tasks, &|i| {
-                            counts[i].fetch_add(1, Ordering::Relaxed);
-                            // Long enough for the callers' calls to overlap.
-                            for _ in 0..2_000 {
-                                std::hint::spin_loop();
-                            }
-                        });
-                        assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+                        // Tasks long enough for the callers' calls to overlap.
+                        run_once_each(pool, 2 + (call + caller) % 6, 2_000);
                     }
                 });
             }
