@@ -8,6 +8,7 @@
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
+pub mod hand_norm;
 pub mod suites;
 
 /// Unit of a record's `unit_rate`.
@@ -151,6 +152,36 @@ pub fn median_ns(budget: Budget, mut run: impl FnMut()) -> f64 {
     }
     samples.sort_by(f64::total_cmp);
     samples[samples.len() / 2]
+}
+
+/// Median times of each of `runs` on `case`, sampled round-robin (one warm-up call each, then
+/// one sample of each in turn), so a change of load on this shared machine affects them alike.
+/// Takes at least `budget.min_samples` rounds and goes on for `budget.time` per run.
+pub fn round_robin_median_ns<C>(
+    budget: Budget,
+    case: &mut C,
+    runs: &mut [&mut dyn FnMut(&mut C)],
+) -> Vec<f64> {
+    runs.iter_mut().for_each(|run| run(case));
+    let start = Instant::now();
+    let limit = budget.time * runs.len() as u32;
+    let mut samples = vec![Vec::new(); runs.len()];
+    while samples[0].len() < budget.min_samples
+        || (start.elapsed() < limit && samples[0].len() < 10_000)
+    {
+        for (run, samples) in runs.iter_mut().zip(&mut samples) {
+            let t = Instant::now();
+            run(case);
+            samples.push(t.elapsed().as_nanos() as f64);
+        }
+    }
+    samples
+        .iter_mut()
+        .map(|samples| {
+            samples.sort_by(f64::total_cmp);
+            samples[samples.len() / 2]
+        })
+        .collect()
 }
 
 #[cfg(test)]

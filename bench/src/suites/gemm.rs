@@ -17,8 +17,7 @@
 //! straddles two lines; measured 10–25% slower on 16×2048×512 and 1500×384×1536).
 
 use super::Suite;
-use crate::{median_ns, Budget, Record, Work};
-use std::time::Instant;
+use crate::{median_ns, round_robin_median_ns, Budget, Record, Work};
 use tessel_kernels::gemm::{
     bf16, f16, gemm, gemm_scratch, packed_len, packed_len_of, Element, Epilogue, MatMut, MatRef,
     PackedB, Sequential,
@@ -209,6 +208,58 @@ pub fn stream_read(isa: Isa, data: &[f32]) -> f32 {
     isa.dispatch(Sum(data))
 }
 
+/// The core's measured fp32 peak: [`PEAK_ACCUMULATORS`] independent chains of vector
+/// multiply-adds held in registers, `iterations` steps each. Returns the floating-point
+/// operations done (2 per lane per multiply-add); time it to get GFLOP/s.
+pub fn fma_peak(isa: Isa, iterations: usize) -> f64 {
+    struct Chains(usize);
+    impl pulp::WithSimd for Chains {
+        type Output = f64;
+        #[inline(always)]
+        fn with_simd<S: pulp::Simd>(self, simd: S) -> f64 {
+            // Enough chains to cover the multiply-add latency on every pipe, few enough to
+            // stay in the 16 registers of AVX2 (32 of AVX-512) with the two operands.
+            let (scale, offset) = (simd.splat_f32s(0.999_9), simd.splat_f32s(1e-6));
+            let mut acc = [simd.splat_f32s(0.5); PEAK_ACCUMULATORS];
+            // The chains are serial in floating point, so nothing folds them; the count is
+            // opaque so the loop is not specialised.
+            for _ in 0..std::hint::black_box(self.0) {
+                for chain in &mut acc {
+                    *chain = simd.mul_add_e_f32s(*chain, scale, offset);
+                }
+            }
+            let total = acc
+                .iter()
+                .fold(simd.splat_f32s(0.0), |s, &v| simd.add_f32s(s, v));
+            std::hint::black_box(simd.reduce_sum_f32s(total));
+            (self.0 * PEAK_ACCUMULATORS * S::F32_LANES * 2) as f64
+        }
+    }
+    isa.dispatch(Chains(iterations))
+}
+
+/// Steps of one timed [`fma_peak`] run (~1 ms at AVX-512 speed).
+const PEAK_ITERATIONS: usize = 1 << 18;
+
+/// Independent multiply-add chains of [`fma_peak`].
+pub const PEAK_ACCUMULATORS: usize = 12;
+
+/// The `m×k×n` cases named in `GEMM_SHAPES` (comma-separated, e.g.
+/// `GEMM_SHAPES=512x512x512,1500x384x1536`), or every case of [`CASES`] when it is unset.
+/// Setting it also skips the 16-bit records.
+pub fn selected_cases() -> Vec<(usize, usize, usize)> {
+    let names = std::env::var("GEMM_SHAPES").unwrap_or_default();
+    CASES
+        .into_iter()
+        .filter(|&(m, k, n)| {
+            names.is_empty()
+                || names
+                    .split(',')
+                    .any(|name| name.trim() == format!("{m}x{k}x{n}"))
+        })
+        .collect()
+}
+
 /// `(k, n)` of the 16-bit weight comparison: the decoder's projections and its vocabulary.
 pub const HALF_SHAPES: [(usize, usize); 3] = [(512, 2048), (2048, 512), (512, 32000)];
 
@@ -371,9 +422,22 @@ fn run_half(budget: Budget, isa: Isa, emit: &mut dyn FnMut(Record)) {
 
 fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     let isa = tessel_model::isa_env::isa_from_env().unwrap_or_else(|_| Isa::best());
-    run_half(budget, isa, emit);
+    if std::env::var_os("GEMM_SHAPES").is_none() {
+        run_half(budget, isa, emit);
+    }
     let quick = budget.min_samples < Budget::FULL.min_samples;
-    for (m, k, n) in CASES {
+    let mut flops = 0.0;
+    let peak_ns = median_ns(budget, || flops = fma_peak(isa, PEAK_ITERATIONS));
+    emit(Record::new(
+        "gemm",
+        "fma-peak",
+        "fma-peak",
+        isa.level().name(),
+        1,
+        peak_ns,
+        Work::flops(flops),
+    ));
+    for (m, k, n) in selected_cases() {
         let mut case = Case::new(m, k, n);
         let name = case.name();
         let record = |implementation: &str, isa: &str, ns: f64, work: Work| {
@@ -411,30 +475,14 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     }
 }
 
-/// Median times of `first` and `second` measured alternately (one warm-up call each), so a
-/// change of load on the machine affects both alike.
+/// Median times of `first` and `second` measured alternately (see
+/// [`round_robin_median_ns`]).
 fn paired_median_ns<C>(
     budget: Budget,
     case: &mut C,
     mut first: impl FnMut(&mut C),
     mut second: impl FnMut(&mut C),
 ) -> (f64, f64) {
-    first(case);
-    second(case);
-    let start = Instant::now();
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    while a.len() < budget.min_samples || (start.elapsed() < 2 * budget.time && a.len() < 10_000) {
-        let t = Instant::now();
-        first(case);
-        a.push(t.elapsed().as_nanos() as f64);
-        let t = Instant::now();
-        second(case);
-        b.push(t.elapsed().as_nanos() as f64);
-    }
-    (median(&mut a), median(&mut b))
-}
-
-fn median(samples: &mut [f64]) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    let times = round_robin_median_ns(budget, case, &mut [&mut first, &mut second]);
+    (times[0], times[1])
 }

