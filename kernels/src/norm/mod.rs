@@ -449,12 +449,7 @@ where
             x.iter(shape),
             out.iter(shape),
             #[inline(always)]
-            |x: &&[f32]| {
-                K::shift(
-                    #[inline(always)]
-                    || prefix_mean(simd, x, None),
-                )
-            },
+            |x: &&[f32]| row_shift::<S, K>(simd, x, None),
             #[inline(always)]
             |x, out, shift| (reduce_row(simd, kind, x, shift), x, out),
             #[inline(always)]
@@ -464,12 +459,7 @@ where
             x.iter(shape),
             core::iter::repeat(()),
             #[inline(always)]
-            |x: &&mut [f32]| {
-                K::shift(
-                    #[inline(always)]
-                    || prefix_mean(simd, x, None),
-                )
-            },
+            |x: &&mut [f32]| row_shift::<S, K>(simd, x, None),
             #[inline(always)]
             |x, (), shift| (reduce_row(simd, kind, x, shift), x),
             #[inline(always)]
@@ -484,12 +474,7 @@ where
             x.iter(shape).zip(residual.iter(shape)),
             sum.iter(shape).zip(out.iter(shape)),
             #[inline(always)]
-            |&(x, residual): &(&[f32], &[f32])| {
-                K::shift(
-                    #[inline(always)]
-                    || prefix_mean(simd, x, Some(residual)),
-                )
-            },
+            |&(x, residual): &(&[f32], &[f32])| row_shift::<S, K>(simd, x, Some(residual)),
             #[inline(always)]
             |(x, residual), (sum, out), shift| {
                 let stats = add_reduce_row(simd, kind, x, residual, &mut *sum, shift);
@@ -507,12 +492,7 @@ where
             x.iter(shape).zip(residual.iter(shape)),
             out.iter(shape),
             #[inline(always)]
-            |&(x, residual): &(&[f32], &[f32])| {
-                K::shift(
-                    #[inline(always)]
-                    || prefix_mean(simd, x, Some(residual)),
-                )
-            },
+            |&(x, residual): &(&[f32], &[f32])| row_shift::<S, K>(simd, x, Some(residual)),
             #[inline(always)]
             |(x, residual), out, shift| {
                 (
@@ -531,12 +511,7 @@ where
             target.iter(shape).zip(other.iter(shape)),
             out.iter(shape),
             #[inline(always)]
-            |(target, other): &(&mut [f32], &[f32])| {
-                K::shift(
-                    #[inline(always)]
-                    || prefix_mean(simd, target, Some(other)),
-                )
-            },
+            |(target, other): &(&mut [f32], &[f32])| row_shift::<S, K>(simd, target, Some(other)),
             #[inline(always)]
             |(target, other), out, shift| {
                 let stats = accumulate_reduce_row(simd, kind, &mut *target, other, shift);
@@ -561,12 +536,7 @@ where
             target.iter(shape).zip(other.iter(shape)),
             core::iter::repeat(()),
             #[inline(always)]
-            |(target, other): &(&mut [f32], &[f32])| {
-                K::shift(
-                    #[inline(always)]
-                    || prefix_mean(simd, target, Some(other)),
-                )
-            },
+            |(target, other): &(&mut [f32], &[f32])| row_shift::<S, K>(simd, target, Some(other)),
             #[inline(always)]
             |(target, other), (), shift| {
                 (
@@ -578,6 +548,15 @@ where
             |(stats, target)| finish(simd, stats, Update::new(target), params, kind),
         ),
     }
+}
+
+/// The shift of the row `a` (of `a + b` with `b`): see [`Kind::shift`].
+#[inline(always)]
+fn row_shift<S: Simd, K: Kind>(simd: S, a: &[f32], b: Option<&[f32]>) -> f32 {
+    K::shift(
+        #[inline(always)]
+        || prefix_mean(simd, a, b),
+    )
 }
 
 /// Runs every row as `first(input, output, shift)` (the statistics pass), then `finish` on its
