@@ -77,7 +77,7 @@ fn bits(x: &[f32]) -> Vec<u32> {
     x.iter().map(|v| v.to_bits()).collect()
 }
 
-fn apply(session: &mut Session<'_>, call: &Call) -> Outcome {
+fn apply(session: &mut Session<&Model>, call: &Call) -> Outcome {
     let result = match call {
         Call::Encode(src) => session.encode(&ids(src)).map(|()| Outcome::Done),
         Call::DecodeStep(tokens) => session
@@ -144,7 +144,7 @@ fn apply(session: &mut Session<'_>, call: &Call) -> Outcome {
     }
 }
 
-fn state(session: &Session<'_>) -> (Option<usize>, usize, usize, Vec<u32>) {
+fn state(session: &Session<&Model>) -> (Option<usize>, usize, usize, Vec<u32>) {
     (
         session.source_len(),
         session.position(),

@@ -1,7 +1,8 @@
 //! tessel-model: assembles the tessel kernels into a transformer encoder-decoder.
 //!
-//! [`Config`] → [`ArenaPlan`] → [`Model`] (weights laid out once, shared) → [`Session`] (one
-//! preallocated arena per concurrent user): [`Session::encode`], [`Session::decode_step`],
+//! [`Config`] → [`Model`] (the [`layers`], weights laid out once, shared) → [`ArenaPlan`]
+//! (what the layers need, summed) → [`Session`] (one preallocated arena per concurrent user,
+//! holding its model by reference or by `Arc`): [`Session::encode`], [`Session::decode_step`],
 //! [`Session::generate`] (greedy and beam search). Nothing allocates after `Session::new`.
 //!
 //! ```
@@ -31,8 +32,10 @@
 pub mod aligned;
 pub mod config;
 pub mod ct2;
+mod forward;
 pub mod isa_env;
-pub mod linear;
+pub mod layers;
+pub mod model;
 pub mod ops;
 pub mod plan;
 pub mod search;
@@ -43,8 +46,9 @@ pub mod weights;
 pub use config::{Biases, Config, ConfigError, FfnActivation, NormPlacement, Positions};
 pub use plan::{ArenaPlan, Limits, Region};
 
-pub use linear::WeightType;
+pub use layers::WeightType;
+pub use model::Model;
 pub use search::{Hypotheses, Hypothesis, SearchOptions, StepView};
 pub use session::{RunError, Session, SessionError};
 pub use threads::{PoolError, ThreadPool};
-pub use weights::{LoadError, LoadOptions, Model};
+pub use weights::{LoadError, LoadOptions};

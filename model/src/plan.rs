@@ -1,13 +1,15 @@
 //! The arena plan: every buffer a session needs, sized from the config before anything runs.
 //!
-//! The arena is one 64-byte aligned block of `f32`. Two sets of activation buffers share the
-//! same bytes, never being live at once: `work.wide.*` (up to `max_src_len` rows: the encoder,
-//! whose output is consumed by the cross-attention K/V projection before encode returns, and
-//! decoder prefixes) and `work.narrow.*` (one row per beam: decoder steps). Everything else
-//! (logits, the caches, scratch and search state) has its own region.
+//! The arena is one 64-byte aligned block of `f32`. Its regions are what the layers state they
+//! need ([`BlockShape::work`] and [`BlockShape::scratch`], the KV cache's [`KvLayout`], the
+//! output projection's scratch), at the most rows each runs with. Two sets of block buffers
+//! share the same bytes, never being live at once: `work.wide.*` (up to `max_src_len` rows:
+//! the encoder, whose output is consumed by the cross-attention K/V projection before encode
+//! returns, and decoder prefixes) and `work.narrow.*` (one row per beam: decoder steps).
+//! Everything else (logits, the caches, scratch and search state) has its own region.
 
 use crate::config::{Config, ConfigError};
-use crate::ops::{attention_scratch, linear_scratch, AttentionShape};
+use crate::layers::{linear, BlockShape, CrossKv, Heads, KvLayout, WorkSizes};
 
 /// Elements per alignment unit: every region starts on a 64-byte boundary.
 const ALIGN_F32: usize = 16;
@@ -73,10 +75,10 @@ impl Limits {
 }
 
 /// One named region of the arena.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Region {
     /// What the region holds.
-    pub name: &'static str,
+    pub name: String,
     /// Byte offset from the start of the arena.
     pub offset_bytes: usize,
     /// Size in bytes.
@@ -99,10 +101,11 @@ pub(crate) fn search_parts(beam: usize, tgt: usize) -> [usize; 9] {
     ]
 }
 
-/// The activation buffers of one decoder or encoder pass over up to some number of rows.
+/// Where a block's working buffers ([`WorkSizes`]) live for some number of rows.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct WorkSpans {
     pub hidden: Span,
+    pub spare: Span,
     pub normed: Span,
     pub qkv: Span,
     pub q: Span,
@@ -111,27 +114,51 @@ pub(crate) struct WorkSpans {
 }
 
 impl WorkSpans {
-    /// Lays out the buffers for `rows` rows from `cursor`.
-    fn plan(cursor: &mut Cursor, rows: usize, d: usize, d_ff: usize) -> WorkSpans {
+    const NAMES: [&'static str; 7] = [
+        "hidden",
+        "spare",
+        "normed",
+        "qkv",
+        "cross_q",
+        "attention",
+        "ffn",
+    ];
+
+    fn plan(cursor: &mut Cursor, sizes: WorkSizes) -> WorkSpans {
         WorkSpans {
-            hidden: cursor.take(rows * d),
-            normed: cursor.take(rows * d),
-            qkv: cursor.take(rows * 3 * d),
-            q: cursor.take(rows * d),
-            attn: cursor.take(rows * d),
-            ffn: cursor.take(rows * d_ff),
+            hidden: cursor.take(sizes.hidden),
+            spare: cursor.take(sizes.spare),
+            normed: cursor.take(sizes.normed),
+            qkv: cursor.take(sizes.qkv),
+            q: cursor.take(sizes.q),
+            attn: cursor.take(sizes.attn),
+            ffn: cursor.take(sizes.ffn),
         }
     }
 
-    fn named(&self, names: [&'static str; 6]) -> [(&'static str, Span); 6] {
+    fn spans(&self) -> [Span; 7] {
         [
-            (names[0], self.hidden),
-            (names[1], self.normed),
-            (names[2], self.qkv),
-            (names[3], self.q),
-            (names[4], self.attn),
-            (names[5], self.ffn),
+            self.hidden,
+            self.spare,
+            self.normed,
+            self.qkv,
+            self.q,
+            self.attn,
+            self.ffn,
         ]
+    }
+}
+
+/// The larger of two sets of buffer sizes, buffer by buffer.
+fn max_sizes(a: WorkSizes, b: WorkSizes) -> WorkSizes {
+    WorkSizes {
+        hidden: a.hidden.max(b.hidden),
+        spare: a.spare.max(b.spare),
+        normed: a.normed.max(b.normed),
+        qkv: a.qkv.max(b.qkv),
+        q: a.q.max(b.q),
+        attn: a.attn.max(b.attn),
+        ffn: a.ffn.max(b.ffn),
     }
 }
 
@@ -158,6 +185,7 @@ pub(crate) struct Layout {
 pub struct ArenaPlan {
     pub(crate) layout: Layout,
     pub(crate) limits: Limits,
+    pub(crate) kv: KvLayout,
     regions: Vec<Region>,
     total_f32: usize,
 }
@@ -172,49 +200,61 @@ impl Cursor {
     }
 }
 
+/// The shapes of the encoder's and the decoder's blocks.
+fn block_shapes(config: &Config) -> (BlockShape, BlockShape) {
+    let d_head = config.d_head();
+    let heads = Heads {
+        heads: config.heads,
+        d_head,
+        scale: tessel_kernels::attention::default_scale(d_head),
+    };
+    let shape = |cross| BlockShape {
+        heads,
+        d_model: config.d_model,
+        d_ff: config.d_ff,
+        cross,
+    };
+    (shape(false), shape(true))
+}
+
 impl ArenaPlan {
     /// Plans the arena for `config` (its max lengths and beam).
     pub fn new(config: &Config) -> Result<ArenaPlan, ConfigError> {
         ArenaPlan::with_limits(config, Limits::of(config))
     }
 
-    /// Plans the arena for `config` within `limits` (each at most the config's maximum).
+    /// Plans the arena for `config` within `limits` (each at most the config's maximum): the
+    /// working buffers and scratch every layer states it needs at the most rows it runs with,
+    /// the caches, the logits and the search state.
     pub fn with_limits(config: &Config, limits: Limits) -> Result<ArenaPlan, ConfigError> {
         config.validate()?;
         limits.check(config)?;
         let d = config.d_model;
         let (s, t, b) = (limits.max_src_len, limits.max_tgt_len, limits.max_beam);
-        let f = config.d_ff;
-        let layers = config.decoder_layers;
+        let (encoder, decoder) = block_shapes(config);
 
         let mut wide_cursor = Cursor(0);
-        let wide = WorkSpans::plan(&mut wide_cursor, s, d, f);
+        let wide_sizes = max_sizes(encoder.work(s), decoder.work(s));
+        let wide = WorkSpans::plan(&mut wide_cursor, wide_sizes);
         let mut narrow_cursor = Cursor(0);
-        let narrow = WorkSpans::plan(&mut narrow_cursor, b, d, f);
+        let narrow = WorkSpans::plan(&mut narrow_cursor, decoder.work(b));
         let mut rest = Cursor(wide_cursor.0.max(narrow_cursor.0));
+        let kv = KvLayout {
+            layers: config.decoder_layers,
+            beams: b,
+            positions: t,
+            width: d,
+        };
         let logits = rest.take(b * config.tgt_vocab);
-        let cross_kv = rest.take(layers * s * 2 * d);
-        let self_k = rest.take(layers * b * t * d);
-        let self_v = rest.take(layers * b * t * d);
-        let stage = rest.take(b * t * d);
-        let mut scratch_spec = attention_scratch(&AttentionShape {
-            heads: config.heads,
-            d_head: config.d_head(),
-            q_rows: s.max(b),
-            kv_len: s.max(t),
-            causal_offset: None,
-        });
-        // Every linear shape of the model, at the most rows it runs with.
-        for (k, n) in [
-            (d, 3 * d),
-            (d, 2 * d),
-            (d, d),
-            (d, f),
-            (f, d),
-            (d, config.tgt_vocab),
-        ] {
-            scratch_spec = scratch_spec.or(linear_scratch(s.max(b), k, n, limits.threads));
-        }
+        let cross_kv = rest.take(CrossKv::elements(config.decoder_layers, s, d));
+        let self_k = rest.take(kv.len());
+        let self_v = rest.take(kv.len());
+        let stage = rest.take(kv.layer_len());
+        let threads = limits.threads;
+        let scratch_spec = encoder
+            .scratch(s, s, s, threads)
+            .or(decoder.scratch(s.max(b), t, s, threads))
+            .or(linear::scratch(s.max(b), d, config.tgt_vocab, threads));
         let scratch = rest.take(scratch_spec.len());
         let step_tokens = rest.take(b);
         let parents = rest.take(b);
@@ -233,24 +273,15 @@ impl ArenaPlan {
             parents,
             search,
         };
-        let mut named: Vec<(&'static str, Span)> = Vec::new();
-        named.extend(wide.named([
-            "work.wide.hidden",
-            "work.wide.normed",
-            "work.wide.qkv",
-            "work.wide.cross_q",
-            "work.wide.attention",
-            "work.wide.ffn",
-        ]));
-        named.extend(narrow.named([
-            "work.narrow.hidden",
-            "work.narrow.normed",
-            "work.narrow.qkv",
-            "work.narrow.cross_q",
-            "work.narrow.attention",
-            "work.narrow.ffn",
-        ]));
-        named.extend([
+        let mut named: Vec<(String, Span)> = Vec::new();
+        for (phase, spans) in [("wide", wide), ("narrow", narrow)] {
+            for (name, span) in WorkSpans::NAMES.iter().zip(spans.spans()) {
+                if span.len > 0 {
+                    named.push((format!("work.{phase}.{name}"), span));
+                }
+            }
+        }
+        for (name, span) in [
             ("logits", logits),
             ("cross_attention.kv", cross_kv),
             ("self_attention.k_cache", self_k),
@@ -260,10 +291,12 @@ impl ArenaPlan {
             ("step_tokens", step_tokens),
             ("beam_parents", parents),
             ("search", search),
-        ]);
+        ] {
+            named.push((name.to_owned(), span));
+        }
         let regions = named
-            .iter()
-            .map(|&(name, span)| Region {
+            .into_iter()
+            .map(|(name, span)| Region {
                 name,
                 offset_bytes: span.start * 4,
                 bytes: span.len * 4,
@@ -272,6 +305,7 @@ impl ArenaPlan {
         Ok(ArenaPlan {
             layout,
             limits,
+            kv,
             regions,
             total_f32: rest.0,
         })

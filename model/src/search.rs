@@ -7,9 +7,13 @@
 //! have finished or after `max_steps` tokens (live beams are then finished as they are).
 //! Greedy search is the one-beam case without the log-softmax over the whole vocabulary.
 
+use std::ops::Deref;
+
+use crate::forward::Tokens;
+use crate::model::Model;
 use crate::ops::{argmax, log_softmax, logsumexp};
 use crate::plan::search_parts;
-use crate::session::{carve, check_tokens, RunError, Session};
+use crate::session::{check_tokens, RunError, Session};
 
 /// How to search.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -206,12 +210,12 @@ fn normalise(score: f32, len: usize, alpha: f32) -> f32 {
     }
 }
 
-impl Session<'_> {
+impl<M: Deref<Target = Model>> Session<M> {
     fn check_search(&self, options: &SearchOptions) -> Result<(), RunError> {
-        if self.src_len.is_none() {
+        if self.source_len().is_none() {
             return Err(RunError::NotEncoded);
         }
-        let limits = self.plan.limits;
+        let limits = self.limits();
         if options.beam == 0 || options.beam > limits.max_beam {
             return Err(RunError::BadBeam {
                 beam: options.beam,
@@ -242,7 +246,7 @@ impl Session<'_> {
         options: &SearchOptions,
         on_step: impl FnMut(StepView<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
-        let bos = self.model.config.bos_id;
+        let bos = self.model().config().bos_id;
         self.generate_from(&[bos], options, on_step)
     }
 
@@ -257,8 +261,8 @@ impl Session<'_> {
         mut on_step: impl FnMut(StepView<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
         self.check_search(options)?;
-        let config = &self.model.config;
-        let limits = self.plan.limits;
+        let config = self.model().config();
+        let limits = self.limits();
         if prefix.is_empty() {
             return Err(RunError::BadOption("the prefix needs at least one token"));
         }
@@ -272,11 +276,10 @@ impl Session<'_> {
         check_tokens("target", prefix, config.tgt_vocab)?;
         let (vocab, tgt, max_beam) = (config.tgt_vocab, limits.max_tgt_len, limits.max_beam);
         let eos = config.eos_id;
-        let isa = self.isa;
+        let isa = self.isa();
         let beam = options.beam;
         let k = 2 * beam;
         self.reset_decoder();
-        let layout = self.plan.layout.clone();
         let mut live = 1;
         let mut finished = 0;
         let mut cur = 0;
@@ -284,21 +287,12 @@ impl Session<'_> {
             if step == 0 {
                 self.prefill(prefix)?;
             } else {
-                self.run_step(live)?;
+                self.step(Tokens::Staged(live))?;
             }
-            let [logits, step_tokens, parents, search] = carve(
-                self.arena.as_mut_slice(),
-                [
-                    layout.logits,
-                    layout.step_tokens,
-                    layout.parents,
-                    layout.search,
-                ],
-            );
-            let logits = &mut logits[..live * vocab];
-            let step_tokens: &mut [u32] = bytemuck::cast_slice_mut(step_tokens);
-            let parents: &mut [u32] = bytemuck::cast_slice_mut(parents);
-            let mut st = State::new(search, max_beam, tgt);
+            let buffers = self.search_buffers();
+            let (logits, step_tokens, parents) =
+                (buffers.logits, buffers.step_tokens, buffers.parents);
+            let mut st = State::new(buffers.search, max_beam, tgt);
             if step == 0 {
                 st.beam_score[0] = 0.0;
             }
@@ -367,11 +361,10 @@ impl Session<'_> {
                 }
                 break;
             }
-            self.run_reorder(kept);
+            self.reorder(Tokens::Staged(kept));
             live = kept;
         }
-        let search = &mut self.arena.as_mut_slice()[layout.search.range()];
-        let mut st = State::new(search, max_beam, tgt);
+        let mut st = State::new(self.search_buffers().search, max_beam, tgt);
         st.sort_finished(finished, tgt);
         let State {
             finished: tokens,

@@ -1,20 +1,21 @@
-//! A session: one preallocated arena, the encoder forward and the incremental decoder step.
+//! A session: one model's working state in one preallocated arena, and the calls that run it
+//! (encode, decoder steps, forced prefixes, beam reordering; search is in [`crate::search`]).
 //!
-//! After [`Session::new`] nothing here allocates: every buffer is a region of the arena the
-//! [`ArenaPlan`] sized from the config.
+//! After the session is created nothing here allocates: every buffer is a region of the arena
+//! the [`ArenaPlan`] sized from the config. A refused call changes nothing.
+
+use std::ops::Deref;
+use std::sync::Arc;
 
 use tessel_kernels::{Isa, KernelError};
 use thiserror::Error;
 
 use crate::aligned::AlignedBuf;
-use crate::config::{Config, NormPlacement};
-use crate::ops::{
-    attention, layer_norm, linear, AttentionShape, Epilogue, Linear, NormParams, Residual, Rows,
-};
-use crate::plan::{ArenaPlan, Limits, Span};
+use crate::forward::{self, Tokens};
+use crate::layers::Run;
+use crate::model::Model;
+use crate::plan::{ArenaPlan, Limits};
 use crate::threads::{PoolError, ThreadPool};
-use crate::weights::{Model, Norm};
-use std::sync::Arc;
 
 /// Why a call on a session was refused. A refused call changes nothing: the session keeps its
 /// state and stays usable.
@@ -102,32 +103,17 @@ pub enum SessionError {
 }
 
 /// One model's working state: the arena, the encoded source and the decoder caches.
-pub struct Session<'m> {
-    pub(crate) model: &'m Model,
-    pub(crate) isa: Isa,
-    pub(crate) plan: ArenaPlan,
-    pub(crate) arena: AlignedBuf,
-    pub(crate) pool: Arc<ThreadPool>,
-    pub(crate) src_len: Option<usize>,
-    pub(crate) position: usize,
-    pub(crate) active: usize,
-    /// Rows of valid logits from the last step (0 after encode or reset).
-    pub(crate) logits_rows: usize,
-}
-
-/// Splits `arena` into the given spans, which must be in increasing, non-overlapping order.
-pub(crate) fn carve<const N: usize>(arena: &mut [f32], spans: [Span; N]) -> [&mut [f32]; N] {
-    let mut rest = arena;
-    let mut base = 0;
-    let mut parts: [&mut [f32]; N] = core::array::from_fn(|_| Default::default());
-    for (part, span) in parts.iter_mut().zip(spans) {
-        let (_, tail) = core::mem::take(&mut rest).split_at_mut(span.start - base);
-        let (head, tail) = tail.split_at_mut(span.len);
-        *part = head;
-        rest = tail;
-        base = span.start + span.len;
-    }
-    parts
+///
+/// `M` is how the session holds its model: `&Model` (borrowed) or `Arc<Model>` (owned and
+/// shared, for hosts that keep sessions without lifetimes), or any other pointer to a
+/// [`Model`].
+pub struct Session<M: Deref<Target = Model>> {
+    model: M,
+    isa: Isa,
+    plan: ArenaPlan,
+    arena: AlignedBuf,
+    pool: Arc<ThreadPool>,
+    state: forward::State,
 }
 
 /// `TokenOutOfRange` for the first id of `tokens` at or above `vocab`.
@@ -142,170 +128,18 @@ pub(crate) fn check_tokens(
     }
 }
 
-/// Shared per-call constants of a stack.
-struct Ctx {
-    isa: Isa,
-    /// Runs the GEMMs' column blocks (shared with the session; cloning it allocates nothing).
-    pool: Arc<ThreadPool>,
-    placement: NormPlacement,
-    eps: f32,
-    rows: usize,
-    d: usize,
-}
-
-impl Ctx {
-    fn norm<'a>(&self, norm: &'a Norm) -> NormParams<'a> {
-        NormParams {
-            gamma: norm.gamma.as_slice(),
-            beta: norm.beta.as_slice(),
-            eps: self.eps,
-        }
-    }
-
-    /// `out = LN(x)` over the rows.
-    fn layer_norm(&self, x: &[f32], norm: &Norm, out: &mut [f32]) -> Result<(), KernelError> {
-        let rows = Rows {
-            data: x,
-            stride: self.d,
-        };
-        layer_norm(
-            self.isa,
-            self.rows,
-            rows,
-            None,
-            self.norm(norm),
-            out,
-            self.d,
-            None,
-        )
-    }
-
-    /// The input of a sublayer: `LN(hidden)` (pre-LN, written to `normed`) or `hidden` (post-LN).
-    fn sublayer_input<'a>(
-        &self,
-        hidden: &'a [f32],
-        normed: &'a mut [f32],
-        norm: &Norm,
-    ) -> Result<&'a [f32], KernelError> {
-        match self.placement {
-            NormPlacement::Pre => {
-                self.layer_norm(hidden, norm, normed)?;
-                Ok(normed)
-            }
-            NormPlacement::Post => Ok(hidden),
-        }
-    }
-
-    /// Projects a sublayer's inner result back into the residual stream:
-    /// `hidden += inner·W + b` (pre-LN) or `hidden = LN(hidden + inner·W + b)` (post-LN).
-    #[allow(clippy::too_many_arguments)]
-    fn sublayer_output(
-        &self,
-        inner: &[f32],
-        inner_stride: usize,
-        projection: &Linear,
-        hidden: &mut [f32],
-        normed: &mut [f32],
-        norm: &Norm,
-        scratch: &mut [f32],
-    ) -> Result<(), KernelError> {
-        // The GEMM writes C without reading it: the residual stream comes in through the
-        // epilogue, into `normed` (free once the sublayer has consumed it).
-        linear(
-            self.isa,
-            self.rows,
-            inner,
-            inner_stride,
-            projection,
-            normed,
-            self.d,
-            Epilogue {
-                activation: tessel_kernels::activation::Activation::Identity,
-                residual: Residual::Add(hidden, self.d),
-            },
-            scratch,
-            &*self.pool,
-        )?;
-        match self.placement {
-            NormPlacement::Pre => {
-                let len = self.rows * self.d;
-                hidden[..len].copy_from_slice(&normed[..len]);
-                Ok(())
-            }
-            NormPlacement::Post => self.layer_norm(normed, norm, hidden),
-        }
-    }
-
-    /// The feed-forward sublayer.
-    #[allow(clippy::too_many_arguments)]
-    fn feed_forward(
-        &self,
-        config: &Config,
-        ff1: &Linear,
-        ff2: &Linear,
-        norm: &Norm,
-        hidden: &mut [f32],
-        normed: &mut [f32],
-        ffn: &mut [f32],
-        scratch: &mut [f32],
-    ) -> Result<(), KernelError> {
-        let input = self.sublayer_input(hidden, normed, norm)?;
-        linear(
-            self.isa,
-            self.rows,
-            input,
-            self.d,
-            ff1,
-            ffn,
-            config.d_ff,
-            Epilogue::activation(config.activation.kernel()),
-            scratch,
-            &*self.pool,
-        )?;
-        self.sublayer_output(ffn, config.d_ff, ff2, hidden, normed, norm, scratch)
-    }
-}
-
-/// `out[i] = table[tokens[i]] · scale + positions[first_position (+ i when advancing)]`.
-#[allow(clippy::too_many_arguments)]
-fn embed(
-    table: &[f32],
-    positions: &[f32],
-    tokens: &[u32],
-    first_position: usize,
-    advance_position: bool,
-    scale: f32,
-    d: usize,
-    out: &mut [f32],
-) {
-    for (i, (&token, row)) in tokens.iter().zip(out.chunks_exact_mut(d)).enumerate() {
-        let t = token as usize * d;
-        let p = (first_position + if advance_position { i } else { 0 }) * d;
-        for ((o, &e), &pe) in row
-            .iter_mut()
-            .zip(&table[t..t + d])
-            .zip(&positions[p..p + d])
-        {
-            *o = e * scale + pe;
-        }
-    }
-}
-
-impl<'m> Session<'m> {
+impl<M: Deref<Target = Model>> Session<M> {
     /// A session over `model` running at `isa`, planned for the config's maximum lengths and
     /// beam: plans and allocates the whole arena, once.
-    pub fn new(model: &'m Model, isa: Isa) -> Result<Session<'m>, SessionError> {
-        Session::with_limits(model, isa, Limits::of(&model.config))
+    pub fn new(model: M, isa: Isa) -> Result<Session<M>, SessionError> {
+        let limits = Limits::of(model.config());
+        Session::with_limits(model, isa, limits)
     }
 
     /// A session planned for `limits` (each at most the config's maximum): a smaller arena for
     /// hosts that know their lengths.
-    pub fn with_limits(
-        model: &'m Model,
-        isa: Isa,
-        limits: Limits,
-    ) -> Result<Session<'m>, SessionError> {
-        let plan = ArenaPlan::with_limits(&model.config, limits)?;
+    pub fn with_limits(model: M, isa: Isa, limits: Limits) -> Result<Session<M>, SessionError> {
+        let plan = ArenaPlan::with_limits(model.config(), limits)?;
         let pool = ThreadPool::new(limits.threads)?;
         let arena = AlignedBuf::zeros(plan.total_f32())
             .map_err(|e| SessionError::OutOfMemory { bytes: e.bytes })?;
@@ -315,10 +149,7 @@ impl<'m> Session<'m> {
             plan,
             arena,
             pool: Arc::new(pool),
-            src_len: None,
-            position: 0,
-            active: 0,
-            logits_rows: 0,
+            state: forward::State::default(),
         })
     }
 
@@ -338,200 +169,61 @@ impl<'m> Session<'m> {
     }
 
     /// The model.
-    pub fn model(&self) -> &'m Model {
-        self.model
+    pub fn model(&self) -> &Model {
+        &self.model
     }
 
     /// Length of the encoded source, if any.
     pub fn source_len(&self) -> Option<usize> {
-        self.src_len
+        self.state.src_len
     }
 
     /// Target positions decoded since the last encode or reset.
     pub fn position(&self) -> usize {
-        self.position
+        self.state.position
     }
 
     /// Beams held by the self-attention cache.
     pub fn active_beams(&self) -> usize {
-        self.active
+        self.state.active
     }
 
     /// Forgets the decoded positions (keeps the encoded source and its cross-attention K/V).
     pub fn reset_decoder(&mut self) {
-        self.position = 0;
-        self.active = 0;
-        self.logits_rows = 0;
-    }
-
-    fn ctx(&self, rows: usize) -> Ctx {
-        let c = &self.model.config;
-        Ctx {
-            isa: self.isa,
-            pool: Arc::clone(&self.pool),
-            placement: c.norm,
-            eps: c.layer_norm_eps,
-            rows,
-            d: c.d_model,
-        }
-    }
-
-    fn embed_scale(&self) -> f32 {
-        let c = &self.model.config;
-        if c.scale_embeddings {
-            (c.d_model as f32).sqrt()
-        } else {
-            1.0
-        }
+        self.state.reset_decoder();
     }
 
     /// Runs the encoder over `src` and projects the cross-attention K/V of every decoder layer,
     /// once for all beams. Resets the decoder.
     pub fn encode(&mut self, src: &[u32]) -> Result<(), RunError> {
-        let config = &self.model.config;
         if src.is_empty() {
             return Err(RunError::EmptySource);
         }
-        let limits = self.plan.limits;
-        if src.len() > limits.max_src_len {
+        let max = self.plan.limits.max_src_len;
+        if src.len() > max {
             return Err(RunError::SourceTooLong {
                 len: src.len(),
-                max: limits.max_src_len,
+                max,
             });
         }
-        check_tokens("source", src, config.src_vocab)?;
-        self.src_len = None;
-        self.reset_decoder();
-        let result = self.run_encoder(src);
-        if result.is_ok() {
-            self.src_len = Some(src.len());
-        }
-        result
-    }
-
-    fn run_encoder(&mut self, src: &[u32]) -> Result<(), RunError> {
-        let model = self.model;
-        let config = &model.config;
-        let (d, s) = (config.d_model, src.len());
-        let c = self.ctx(s);
-        let scale = self.embed_scale();
-        let heads = config.heads;
-        let attention_scale = 1.0 / (config.d_head() as f32).sqrt();
-        let l = &self.plan.layout;
-        let [hidden, normed, qkv, attn, ffn, cross_kv, scratch] = carve(
-            self.arena.as_mut_slice(),
-            [
-                l.wide.hidden,
-                l.wide.normed,
-                l.wide.qkv,
-                l.wide.attn,
-                l.wide.ffn,
-                l.cross_kv,
-                l.scratch,
-            ],
-        );
-        let table = model
-            .src_embed
-            .as_ref()
-            .unwrap_or(&model.tgt_embed)
-            .as_slice();
-        embed(
-            table,
-            model.src_pos.as_slice(),
-            src,
-            0,
-            true,
-            scale,
-            d,
-            hidden,
-        );
-        for layer in &model.encoder {
-            let input = c.sublayer_input(hidden, normed, &layer.norm1)?;
-            linear(
-                c.isa,
-                s,
-                input,
-                d,
-                &layer.qkv,
-                qkv,
-                3 * d,
-                Epilogue::PLAIN,
-                scratch,
-                &*c.pool,
-            )?;
-            attention(
-                c.isa,
-                AttentionShape {
-                    heads,
-                    d_head: config.d_head(),
-                    q_rows: s,
-                    kv_len: s,
-                    causal_offset: None,
-                },
-                Rows {
-                    data: qkv,
-                    stride: 3 * d,
-                },
-                Rows {
-                    data: &qkv[d..],
-                    stride: 3 * d,
-                },
-                Rows {
-                    data: &qkv[2 * d..],
-                    stride: 3 * d,
-                },
-                attn,
-                d,
-                attention_scale,
-                scratch,
-            )?;
-            c.sublayer_output(attn, d, &layer.out, hidden, normed, &layer.norm1, scratch)?;
-            c.feed_forward(
-                config,
-                &layer.ff1,
-                &layer.ff2,
-                &layer.norm2,
-                hidden,
-                normed,
-                ffn,
-                scratch,
-            )?;
-        }
-        let memory: &[f32] = match &model.encoder_norm {
-            Some(norm) => {
-                c.layer_norm(hidden, norm, normed)?;
-                normed
-            }
-            None => hidden,
+        check_tokens("source", src, self.model.config().src_vocab)?;
+        self.state = forward::State::default();
+        let run = Run {
+            isa: self.isa,
+            parallel: &*self.pool,
         };
-        let per_layer = self.plan.limits.max_src_len * 2 * d;
-        for (layer, kv) in model
-            .decoder
-            .iter()
-            .zip(cross_kv.chunks_exact_mut(per_layer))
-        {
-            linear(
-                c.isa,
-                s,
-                memory,
-                d,
-                &layer.cross_kv,
-                kv,
-                2 * d,
-                Epilogue::PLAIN,
-                scratch,
-                &*c.pool,
-            )?;
-        }
+        forward::encode(&self.model, run, &self.plan, self.arena.as_mut_slice(), src)?;
+        self.state.src_len = Some(src.len());
         Ok(())
     }
 
-    /// Checks a decoder step of `rows` beams and its tokens against the session state.
+    fn encoded(&self) -> Result<usize, RunError> {
+        self.state.src_len.ok_or(RunError::NotEncoded)
+    }
+
+    /// Checks a decoder step of one token per beam against the session state.
     fn check_step(&self, tokens: &[u32]) -> Result<(), RunError> {
-        let config = &self.model.config;
-        if self.src_len.is_none() {
-            return Err(RunError::NotEncoded);
-        }
+        self.encoded()?;
         let rows = tokens.len();
         let limits = self.plan.limits;
         if rows == 0 || rows > limits.max_beam {
@@ -540,20 +232,19 @@ impl<'m> Session<'m> {
                 max: limits.max_beam,
             });
         }
-        if self.position > 0 && rows != self.active {
+        if self.state.position > 0 && rows != self.state.active {
             return Err(RunError::BeamCountMismatch {
-                expected: self.active,
+                expected: self.state.active,
                 got: rows,
             });
         }
-        if self.position >= limits.max_tgt_len {
+        if self.state.position >= limits.max_tgt_len {
             return Err(RunError::TargetTooLong {
-                len: self.position + 1,
+                len: self.state.position + 1,
                 max: limits.max_tgt_len,
             });
         }
-        check_tokens("target", tokens, config.tgt_vocab)?;
-        Ok(())
+        check_tokens("target", tokens, self.model.config().tgt_vocab)
     }
 
     /// Decodes one position for each beam: row `i` of the cache continues with `tokens[i]`.
@@ -562,28 +253,35 @@ impl<'m> Session<'m> {
     /// [`Session::reorder_beams`] to change which history each row continues).
     pub fn decode_step(&mut self, tokens: &[u32]) -> Result<&[f32], RunError> {
         self.check_step(tokens)?;
-        let span = self.plan.layout.step_tokens;
-        let staged: &mut [u32] =
-            bytemuck::cast_slice_mut(&mut self.arena.as_mut_slice()[span.range()]);
-        staged[..tokens.len()].copy_from_slice(tokens);
-        self.run_step(tokens.len())?;
+        self.step(Tokens::Given(tokens))?;
         Ok(self.logits())
+    }
+
+    /// One decoder step for the tokens (already validated), one per beam.
+    pub(crate) fn step(&mut self, tokens: Tokens<'_>) -> Result<(), RunError> {
+        let run = Run {
+            isa: self.isa,
+            parallel: &*self.pool,
+        };
+        let rows = tokens.len();
+        forward::decode(
+            &self.model,
+            run,
+            &self.plan,
+            self.arena.as_mut_slice(),
+            &self.state,
+            tokens,
+            forward::Rows::Beams,
+        )?;
+        self.state.advance(1, rows, rows);
+        Ok(())
     }
 
     /// Logits of the last decoder step, one row per beam of that step (empty before any step
     /// since the last encode or reset; a later [`Session::reorder_beams`] does not move them).
     pub fn logits(&self) -> &[f32] {
-        let vocab = self.model.config.tgt_vocab;
-        &self.arena.as_slice()[self.plan.layout.logits.range()][..self.logits_rows * vocab]
-    }
-
-    /// Runs one decoder step over the `rows` tokens staged in the arena, one per beam.
-    pub(crate) fn run_step(&mut self, rows: usize) -> Result<(), RunError> {
-        self.run_decoder(rows, None)?;
-        self.position += 1;
-        self.active = rows;
-        self.logits_rows = rows;
-        Ok(())
+        let vocab = self.model.config().tgt_vocab;
+        &self.arena.as_slice()[self.plan.layout.logits.range()][..self.state.logits_rows * vocab]
     }
 
     /// Feeds a forced target prefix as one beam (BOS first when starting from scratch), in
@@ -591,249 +289,42 @@ impl<'m> Session<'m> {
     /// tokens, with causal self-attention over the cache. Returns the logits after the last
     /// token (`1 × tgt_vocab`); decoding then continues with [`Session::decode_step`].
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<&[f32], RunError> {
-        let config = &self.model.config;
+        self.encoded()?;
         let limits = self.plan.limits;
-        if self.src_len.is_none() {
-            return Err(RunError::NotEncoded);
-        }
         if tokens.is_empty() {
             return Err(RunError::BadOption("prefill needs at least one token"));
         }
-        if self.position > 0 && self.active != 1 {
+        if self.state.position > 0 && self.state.active != 1 {
             return Err(RunError::BeamCountMismatch {
-                expected: self.active,
+                expected: self.state.active,
                 got: 1,
             });
         }
-        let len = self.position.saturating_add(tokens.len());
+        let len = self.state.position.saturating_add(tokens.len());
         if len > limits.max_tgt_len {
             return Err(RunError::TargetTooLong {
                 len,
                 max: limits.max_tgt_len,
             });
         }
-        check_tokens("target", tokens, config.tgt_vocab)?;
+        check_tokens("target", tokens, self.model.config().tgt_vocab)?;
         for chunk in tokens.chunks(limits.max_src_len) {
-            self.run_decoder(chunk.len(), Some(chunk))?;
-            self.position += chunk.len();
-            self.active = 1;
-            self.logits_rows = 1;
+            let run = Run {
+                isa: self.isa,
+                parallel: &*self.pool,
+            };
+            forward::decode(
+                &self.model,
+                run,
+                &self.plan,
+                self.arena.as_mut_slice(),
+                &self.state,
+                Tokens::Given(chunk),
+                forward::Rows::Prefix,
+            )?;
+            self.state.advance(chunk.len(), 1, 1);
         }
         Ok(self.logits())
-    }
-
-    /// One decoder pass over `rows` rows at `self.position`: with `prefix`, the rows are
-    /// consecutive positions of beam 0 (causal attention among them, logits of the last row
-    /// only); without, they are one new position per beam (tokens staged in the arena).
-    fn run_decoder(&mut self, rows: usize, prefix: Option<&[u32]>) -> Result<(), RunError> {
-        let model = self.model;
-        let config = &model.config;
-        let Some(src_len) = self.src_len else {
-            return Err(RunError::NotEncoded);
-        };
-        let d = config.d_model;
-        let limits = self.plan.limits;
-        let (max_beam, max_tgt, max_src) =
-            (limits.max_beam, limits.max_tgt_len, limits.max_src_len);
-        let position = self.position;
-        let c = self.ctx(rows);
-        let (first, out_rows) = match prefix {
-            Some(_) => (rows.saturating_sub(1), 1),
-            None => (0, rows),
-        };
-        let c_out = self.ctx(out_rows);
-        let scale = self.embed_scale();
-        let attention_scale = 1.0 / (config.d_head() as f32).sqrt();
-        let l = &self.plan.layout;
-        let work = if prefix.is_some() { l.wide } else { l.narrow };
-        let [hidden, normed, qkv, q, attn, ffn, logits, cross_kv, self_k, self_v, scratch, staged] =
-            carve(
-                self.arena.as_mut_slice(),
-                [
-                    work.hidden,
-                    work.normed,
-                    work.qkv,
-                    work.q,
-                    work.attn,
-                    work.ffn,
-                    l.logits,
-                    l.cross_kv,
-                    l.self_k,
-                    l.self_v,
-                    l.scratch,
-                    l.step_tokens,
-                ],
-            );
-        let tokens: &[u32] = match prefix {
-            Some(tokens) => tokens,
-            None => bytemuck::cast_slice(&staged[..rows]),
-        };
-        embed(
-            model.tgt_embed.as_slice(),
-            model.tgt_pos.as_slice(),
-            tokens,
-            position,
-            prefix.is_some(),
-            scale,
-            d,
-            hidden,
-        );
-        let cache_layer = max_beam * max_tgt * d;
-        let cache_beam = max_tgt * d;
-        let heads = config.heads;
-        let d_head = config.d_head();
-        for (index, layer) in model.decoder.iter().enumerate() {
-            // Masked self-attention: the new rows are appended to the cache in place.
-            let input = c.sublayer_input(hidden, normed, &layer.norm1)?;
-            linear(
-                c.isa,
-                rows,
-                input,
-                d,
-                &layer.self_qkv,
-                qkv,
-                3 * d,
-                Epilogue::PLAIN,
-                scratch,
-                &*c.pool,
-            )?;
-            for r in 0..rows {
-                let (beam, pos) = match prefix {
-                    Some(_) => (0, position + r),
-                    None => (r, position),
-                };
-                let at = index * cache_layer + beam * cache_beam + pos * d;
-                let row = &qkv[r * 3 * d..(r + 1) * 3 * d];
-                self_k[at..at + d].copy_from_slice(&row[d..2 * d]);
-                self_v[at..at + d].copy_from_slice(&row[2 * d..]);
-            }
-            // Prefix: all rows at once over beam 0, causally. Steps: one query per beam.
-            let (groups, q_rows, kv_len, causal_offset) = match prefix {
-                Some(_) => (1, rows, position + rows, Some(position)),
-                None => (rows, 1, position + 1, None),
-            };
-            for g in 0..groups {
-                let base = index * cache_layer + g * cache_beam;
-                attention(
-                    c.isa,
-                    AttentionShape {
-                        heads,
-                        d_head,
-                        q_rows,
-                        kv_len,
-                        causal_offset,
-                    },
-                    Rows {
-                        data: &qkv[g * 3 * d..],
-                        stride: 3 * d,
-                    },
-                    Rows {
-                        data: &self_k[base..base + cache_beam],
-                        stride: d,
-                    },
-                    Rows {
-                        data: &self_v[base..base + cache_beam],
-                        stride: d,
-                    },
-                    &mut attn[g * d..],
-                    d,
-                    attention_scale,
-                    scratch,
-                )?;
-            }
-            c.sublayer_output(
-                attn,
-                d,
-                &layer.self_out,
-                hidden,
-                normed,
-                &layer.norm1,
-                scratch,
-            )?;
-
-            // Cross-attention: queries from the decoder, K/V projected once at encode time and
-            // shared by every beam.
-            let input = c.sublayer_input(hidden, normed, &layer.norm2)?;
-            linear(
-                c.isa,
-                rows,
-                input,
-                d,
-                &layer.cross_q,
-                q,
-                d,
-                Epilogue::PLAIN,
-                scratch,
-                &*c.pool,
-            )?;
-            let kv = &cross_kv[index * max_src * 2 * d..(index + 1) * max_src * 2 * d];
-            attention(
-                c.isa,
-                AttentionShape {
-                    heads,
-                    d_head,
-                    q_rows: rows,
-                    kv_len: src_len,
-                    causal_offset: None,
-                },
-                Rows { data: q, stride: d },
-                Rows {
-                    data: kv,
-                    stride: 2 * d,
-                },
-                Rows {
-                    data: &kv[d..],
-                    stride: 2 * d,
-                },
-                attn,
-                d,
-                attention_scale,
-                scratch,
-            )?;
-            c.sublayer_output(
-                attn,
-                d,
-                &layer.cross_out,
-                hidden,
-                normed,
-                &layer.norm2,
-                scratch,
-            )?;
-
-            c.feed_forward(
-                config,
-                &layer.ff1,
-                &layer.ff2,
-                &layer.norm3,
-                hidden,
-                normed,
-                ffn,
-                scratch,
-            )?;
-        }
-        // Logits of every beam, or of the last prefix row only.
-        let c = c_out;
-        let hidden = &hidden[first * d..];
-        let output: &[f32] = match &model.decoder_norm {
-            Some(norm) => {
-                c.layer_norm(hidden, norm, normed)?;
-                normed
-            }
-            None => hidden,
-        };
-        linear(
-            c.isa,
-            out_rows,
-            output,
-            d,
-            &model.generator,
-            logits,
-            config.tgt_vocab,
-            Epilogue::PLAIN,
-            scratch,
-            &*c.pool,
-        )?;
-        Ok(())
     }
 
     /// Makes beam `i` continue the history of beam `parents[i]` (the number of beams becomes
@@ -846,62 +337,32 @@ impl<'m> Session<'m> {
                 max,
             });
         }
-        if self.src_len.is_none() {
-            return Err(RunError::NotEncoded);
+        self.encoded()?;
+        let active = self.state.active;
+        if let Some(&parent) = parents.iter().find(|&&p| p as usize >= active) {
+            return Err(RunError::BadParent { parent, active });
         }
-        if let Some(&parent) = parents.iter().find(|&&p| p as usize >= self.active) {
-            return Err(RunError::BadParent {
-                parent,
-                active: self.active,
-            });
-        }
-        let span = self.plan.layout.parents;
-        let staged: &mut [u32] =
-            bytemuck::cast_slice_mut(&mut self.arena.as_mut_slice()[span.range()]);
-        staged[..parents.len()].copy_from_slice(parents);
-        self.run_reorder(parents.len());
+        self.reorder(Tokens::Given(parents));
         Ok(())
     }
 
-    /// Reorders the cache by the `beams` parents staged in the arena (already validated).
-    pub(crate) fn run_reorder(&mut self, beams: usize) {
-        let config = &self.model.config;
-        let d = config.d_model;
-        let limits = self.plan.limits;
-        let beam_stride = limits.max_tgt_len * d;
-        let used = self.position * d;
-        let layer_stride = limits.max_beam * beam_stride;
-        let l = &self.plan.layout;
-        let [self_k, self_v, stage, parents] = carve(
+    /// Reorders the cache by `parents` (already validated).
+    pub(crate) fn reorder(&mut self, parents: Tokens<'_>) {
+        let beams = parents.len();
+        forward::reorder(
+            &self.plan,
             self.arena.as_mut_slice(),
-            [l.self_k, l.self_v, l.stage, l.parents],
+            self.state.position,
+            parents,
         );
-        let parents: &[u32] = bytemuck::cast_slice(&parents[..beams]);
-        let overwritten = |slot: usize| slot < beams && parents[slot] as usize != slot;
-        for cache in [self_k, self_v] {
-            for layer in cache.chunks_exact_mut(layer_stride) {
-                // Sources that are themselves overwritten are staged first.
-                for (b, &p) in parents.iter().enumerate() {
-                    let p = p as usize;
-                    if overwritten(b) && overwritten(p) {
-                        stage[b * beam_stride..b * beam_stride + used]
-                            .copy_from_slice(&layer[p * beam_stride..p * beam_stride + used]);
-                    }
-                }
-                for (b, &p) in parents.iter().enumerate() {
-                    let p = p as usize;
-                    if !overwritten(b) {
-                        continue;
-                    }
-                    let dst = b * beam_stride;
-                    if overwritten(p) {
-                        layer[dst..dst + used].copy_from_slice(&stage[dst..dst + used]);
-                    } else {
-                        layer.copy_within(p * beam_stride..p * beam_stride + used, dst);
-                    }
-                }
-            }
-        }
-        self.active = beams;
+        self.state.active = beams;
+    }
+
+    /// The arena regions a search works in: the last logits, the staged tokens and parents of
+    /// the next step, and the search state.
+    pub(crate) fn search_buffers(&mut self) -> forward::SearchBuffers<'_> {
+        let vocab = self.model.config().tgt_vocab;
+        let rows = self.state.logits_rows;
+        forward::search_buffers(&self.plan, self.arena.as_mut_slice(), rows * vocab)
     }
 }

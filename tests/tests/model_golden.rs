@@ -86,7 +86,7 @@ fn read_expected(dir: &Path) -> Expected {
 /// handing `check` each step's index, tessel's logits and PyTorch's; returns the largest
 /// `|tessel - pytorch|` over all of them.
 fn teacher_forced(
-    session: &mut Session<'_>,
+    session: &mut Session<&Model>,
     expected: &Expected,
     mut check: impl FnMut(usize, &[f32], &[f32]),
 ) -> f64 {
@@ -106,7 +106,7 @@ fn teacher_forced(
 
 /// Greedy search from the encoded source gives the fixture's tokens (up to its length when it
 /// did not stop at EOS).
-fn assert_greedy(session: &mut Session<'_>, expected: &Expected, what: &str) {
+fn assert_greedy(session: &mut Session<&Model>, expected: &Expected, what: &str) {
     let eos = session.model().config().eos_id;
     let steps = expected.greedy.len().max(1) + 2;
     let hyps = session

@@ -1,14 +1,15 @@
-//! The model's op seam (`tessel_model::ops`) against plain f64 computations, at every ISA
-//! level, over awkward shapes, with NaN canaries around strided outputs. When the seam's bodies
-//! are switched to the tuned kernels these tests keep holding them to the same contract.
+//! The model's layers (`tessel_model::layers`) and search arithmetic (`tessel_model::ops`)
+//! against plain f64 computations, at every ISA level, over awkward shapes, with NaN canaries
+//! around strided outputs.
 
 use proptest::prelude::*;
 use tessel_kernels::activation::Activation;
+use tessel_kernels::attention::{Mask, Strided};
+use tessel_kernels::gemm::{MatRef, Sequential};
 use tessel_kernels::reference::activation as reference;
-use tessel_model::ops::{
-    argmax, attention, attention_scratch, layer_norm, linear, linear_scratch, log_softmax,
-    logsumexp, AttentionShape, Epilogue, Linear, NormParams, Residual, Rows, Sequential,
-};
+use tessel_model::aligned::AlignedBuf;
+use tessel_model::layers::{linear, Heads, Linear, Norm, Run};
+use tessel_model::ops::{argmax, log_softmax, logsumexp};
 use tessel_tests::{assert_close, awkward_dim, cases, dot_tolerance, for_each_isa, CanaryMatrix};
 
 fn values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
@@ -46,14 +47,12 @@ proptest! {
         let activation = if mode == 1 { Activation::Relu } else if mode == 2 { Activation::GeluErf } else { Activation::Identity };
         for_each_isa(|isa| {
             let mut out = CanaryMatrix::new(rows, n, n + gap);
-            let residual = match mode {
-                0 => Residual::Add(&r, n + gap),
-                _ => Residual::None,
-            };
-            let mut scratch = vec![0.0; linear_scratch(rows, k, n, 1).len()];
+            let residual = (mode == 0).then(|| MatRef::new(&r, rows, n, n + gap));
+            let mut scratch = vec![0.0; linear::scratch(rows, k, n, 1).len()];
             let stride = out.stride();
-            linear(isa, rows, &x, k + gap, &lin, out.view_mut(), stride,
-                Epilogue { activation, residual }, &mut scratch, &Sequential).unwrap();
+            let run = Run { isa, parallel: &Sequential };
+            lin.forward(run, rows, &x, k + gap, out.view_mut(), stride, activation, residual,
+                &mut scratch).unwrap();
             let mut expected = Vec::new();
             let mut bounds = Vec::new();
             for i in 0..rows {
@@ -98,14 +97,16 @@ proptest! {
         let q = values(seed, q_rows * stride, 2.0);
         let k = values(seed ^ 5, kv_len * stride, 2.0);
         let v = values(seed ^ 6, kv_len * stride, 1.0);
-        let shape = AttentionShape { heads, d_head, q_rows, kv_len, causal_offset: causal };
         let scale = 1.0 / (d_head as f32).sqrt();
+        let layout = Heads { heads, d_head, scale };
+        let mask = Mask { causal_offset: causal, ..Mask::NONE };
         for_each_isa(|isa| {
             let mut out = CanaryMatrix::new(q_rows, w, stride);
-            let mut scratch = vec![0.0; attention_scratch(&shape).len()];
+            let mut scratch = vec![0.0; layout.scratch(q_rows, kv_len).len()];
             let os = out.stride();
-            attention(isa, shape, Rows { data: &q, stride }, Rows { data: &k, stride },
-                Rows { data: &v, stride }, out.view_mut(), os, scale, &mut scratch).unwrap();
+            layout.attend(isa, q_rows, kv_len, Strided { data: &q, stride },
+                Strided { data: &k, stride }, Strided { data: &v, stride }, &mask,
+                out.view_mut(), os, &mut scratch).unwrap();
             let mut expected = Vec::new();
             for i in 0..q_rows {
                 let visible = causal.map_or(kv_len, |o| kv_len.min(o + i + 1));
@@ -132,46 +133,44 @@ proptest! {
     }
 
     #[test]
-    fn layer_norm_matches_f64(
+    fn norm_layers_match_f64(
         rows in awkward_dim(6),
         cols in awkward_dim(100).prop_filter("positive", |&d| d > 0),
-        with_residual in any::<bool>(),
+        rms in any::<bool>(),
         offset in prop_oneof![Just(0.0f32), Just(1e4f32), Just(1e9f32)],
         seed in any::<u64>(),
     ) {
         let x: Vec<f32> = values(seed, rows * cols, 3.0).iter().map(|v| v + offset).collect();
-        let r = values(seed ^ 9, rows * cols, 1.0);
         let gamma = values(seed ^ 10, cols, 1.0);
         let beta = values(seed ^ 11, cols, 1.0);
         let eps = 1e-5f32;
-        for_each_isa(|isa| {
-            let mut out = CanaryMatrix::new(rows, cols, cols + 1);
-            let mut sum = CanaryMatrix::new(rows, cols, cols);
-            let (os, ss) = (out.stride(), sum.stride());
-            layer_norm(isa, rows, Rows { data: &x, stride: cols },
-                with_residual.then_some(Rows { data: &r, stride: cols }),
-                NormParams { gamma: &gamma, beta: &beta, eps },
-                out.view_mut(), os, Some((sum.view_mut(), ss))).unwrap();
-            let mut expected = Vec::new();
-            let mut sums = Vec::new();
-            for i in 0..rows {
-                let row: Vec<f64> = (0..cols).map(|j| {
-                    let s = x[i * cols + j] + if with_residual { r[i * cols + j] } else { 0.0 };
-                    s as f64
-                }).collect();
-                sums.extend(row.iter().cloned());
-                let mean = row.iter().sum::<f64>() / cols as f64;
-                let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / cols as f64;
-                for j in 0..cols {
-                    expected.push((row[j] - mean) / (var + eps as f64).sqrt() * gamma[j] as f64 + beta[j] as f64);
-                }
+        let buf = |v: &[f32]| AlignedBuf::from_slice(v).unwrap();
+        let norm = if rms {
+            Norm::rms(buf(&gamma), eps)
+        } else {
+            Norm::layer(buf(&gamma), buf(&beta), eps)
+        };
+        let mut expected = Vec::new();
+        for i in 0..rows {
+            let row: Vec<f64> = x[i * cols..(i + 1) * cols].iter().map(|&v| v as f64).collect();
+            let mean = if rms { 0.0 } else { row.iter().sum::<f64>() / cols as f64 };
+            let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / cols as f64;
+            for j in 0..cols {
+                let shift = if rms { 0.0 } else { beta[j] as f64 };
+                expected.push((row[j] - mean) / (var + eps as f64).sqrt() * gamma[j] as f64 + shift);
             }
+        }
+        for_each_isa(|isa| {
+            let mut out = CanaryMatrix::new(rows, cols, cols);
+            norm.forward(isa, rows, &x, out.view_mut()).unwrap();
             // Relative to the row's magnitude over its spread (the large-offset case).
             let bound = 1e-5 * (cols as f64).sqrt() + 1e-5;
-            assert_close(&format!("layer_norm {isa}"), out.elements(), expected, |_| bound);
-            assert_close("layer_norm sum", sum.elements(), sums, |_| 0.0);
-            out.assert_padding_intact("layer_norm out");
-            sum.assert_padding_intact("layer_norm sum");
+            let bound = if rms { bound * 4.0 } else { bound };
+            assert_close(&format!("norm {isa}"), out.elements(), expected.iter().cloned(), |_| bound);
+            out.assert_padding_intact("norm out");
+            let mut in_place = x.clone();
+            norm.forward_in_place(isa, rows, &mut in_place).unwrap();
+            assert_close("norm in place", in_place.iter().cloned(), out.elements().map(|v| v as f64), |_| 0.0);
         });
     }
 
@@ -202,64 +201,55 @@ fn argmax_skips_nan_and_handles_empty() {
 }
 
 #[test]
-fn ops_refuse_bad_shapes() {
+fn layers_refuse_bad_shapes() {
     let isa = tessel_kernels::Isa::scalar();
+    let run = Run {
+        isa,
+        parallel: &Sequential,
+    };
     let lin = Linear::from_out_in(3, 2, &[0.0; 6], None).unwrap();
     assert!(Linear::from_out_in(3, 2, &[0.0; 5], None).is_err());
     let mut out = [0.0; 6];
-    assert!(linear(
-        isa,
-        2,
-        &[0.0; 3],
-        2,
-        &lin,
-        &mut out,
-        3,
-        Epilogue::PLAIN,
-        &mut [],
-        &Sequential
-    )
-    .is_err());
-    assert!(linear(
-        isa,
-        2,
-        &[0.0; 4],
-        2,
-        &lin,
-        &mut out[..5],
-        3,
-        Epilogue::PLAIN,
-        &mut [],
-        &Sequential
-    )
-    .is_err());
-    let shape = AttentionShape {
+    let identity = Activation::Identity;
+    assert!(lin
+        .forward(run, 2, &[0.0; 3], 2, &mut out, 3, identity, None, &mut [])
+        .is_err());
+    assert!(lin
+        .forward(
+            run,
+            2,
+            &[0.0; 4],
+            2,
+            &mut out[..5],
+            3,
+            identity,
+            None,
+            &mut []
+        )
+        .is_err());
+    let layout = Heads {
         heads: 2,
         d_head: 2,
-        q_rows: 1,
-        kv_len: 3,
-        causal_offset: None,
+        scale: 1.0,
     };
-    let q = Rows {
+    let q = Strided {
         data: &[0.0; 4],
         stride: 4,
     };
-    let kv = Rows {
+    let kv = Strided {
         data: &[0.0; 11],
         stride: 4,
     };
-    let mut scratch = vec![0.0; attention_scratch(&shape).len()];
-    assert!(attention(isa, shape, q, kv, kv, &mut [0.0; 4], 4, 1.0, &mut scratch).is_err());
-    assert!(attention(
-        isa,
-        AttentionShape { heads: 0, ..shape },
-        q,
-        kv,
-        kv,
-        &mut [0.0; 4],
-        4,
-        1.0,
-        &mut scratch
-    )
-    .is_err());
+    let mut scratch = vec![0.0; layout.scratch(1, 3).len()];
+    let none = &Mask::NONE;
+    assert!(layout
+        .attend(isa, 1, 3, q, kv, kv, none, &mut [0.0; 4], 4, &mut scratch)
+        .is_err());
+    let no_heads = Heads { heads: 0, ..layout };
+    assert!(no_heads
+        .attend(isa, 1, 3, q, kv, kv, none, &mut [0.0; 4], 4, &mut scratch)
+        .is_err());
+    let gamma = AlignedBuf::from_slice(&[1.0; 4]).unwrap();
+    let norm = Norm::rms(gamma, 1e-6);
+    assert!(norm.forward(isa, 2, &[0.0; 7], &mut [0.0; 8]).is_err());
 }

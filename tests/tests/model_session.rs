@@ -365,7 +365,7 @@ fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
     full.encode(&SRC).unwrap();
     small_session.encode(&SRC).unwrap();
     let options = SearchOptions::beam(2, 6);
-    let best = |session: &mut Session| -> Vec<u32> {
+    let best = |session: &mut Session<&Model>| -> Vec<u32> {
         let hyps = session.generate(&options, |_| {}).unwrap();
         hyps.best().unwrap().tokens.to_vec()
     };

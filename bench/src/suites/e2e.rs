@@ -112,7 +112,7 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
 
 /// Median decode step of 32-step greedy decodes (EOS ignored) of `src`, repeated for the
 /// budget's time and samples.
-fn median_step_ns(budget: Budget, session: &mut Session<'_>, src: &[u32]) -> f64 {
+fn median_step_ns(budget: Budget, session: &mut Session<&Model>, src: &[u32]) -> f64 {
     let greedy = SearchOptions {
         stop_at_eos: false,
         ..SearchOptions::greedy(STEPS)
@@ -199,7 +199,7 @@ const ROUNDS: usize = 5;
 /// Emits the encode, decode-step, greedy and beam-4 cases of one session.
 fn measure_session(
     budget: Budget,
-    session: &mut Session<'_>,
+    session: &mut Session<&Model>,
     src: &[u32],
     stream: &Record,
     record: &dyn Fn(&str, f64, Work) -> Record,

@@ -34,7 +34,8 @@ use thiserror::Error;
 pub use binary::{parse, Dtype, ModelBin, Variable, MAX_BINARY_VERSION};
 pub use vocab::Vocabulary;
 
-use crate::weights::{LoadError, Model};
+use crate::model::Model;
+use crate::weights::LoadError;
 
 /// Why a CTranslate2 model could not be loaded.
 #[derive(Debug, Error)]

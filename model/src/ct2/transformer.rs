@@ -18,7 +18,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::binary::{Dtype, ModelBin, Variable};
 use super::{Ct2Error, Ct2Options, Ct2Tokens, Vocabulary};
 use crate::config::{Biases, Config, FfnActivation, NormPlacement, Positions};
-use crate::weights::Model;
+use crate::model::Model;
 
 type Tensors = HashMap<String, (Vec<usize>, Vec<f32>)>;
 

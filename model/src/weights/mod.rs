@@ -31,9 +31,15 @@ use thiserror::Error;
 
 use source::{NamedSource, RandomSource, RecordingSource, SafetensorsSource, Tensor, TensorSource};
 
+use std::sync::Arc;
+
 use crate::aligned::{AlignedBuf, AllocError};
 use crate::config::{Config, ConfigError, Positions};
-use crate::linear::{Linear, LinearError, WeightType};
+use crate::layers::{
+    Block, CrossAttention, Embedding, FeedForward, Heads, Linear, LinearError, Norm, SelfAttention,
+    WeightType,
+};
+use crate::model::{Model, Stack};
 
 /// Why a model could not be built.
 #[derive(Debug, Error)]
@@ -98,94 +104,6 @@ pub enum LoadError {
     },
 }
 
-/// LayerNorm scale and shift.
-#[derive(Clone, Debug)]
-pub(crate) struct Norm {
-    pub gamma: AlignedBuf,
-    pub beta: AlignedBuf,
-}
-
-impl Norm {
-    fn bytes(&self) -> usize {
-        self.gamma.bytes() + self.beta.bytes()
-    }
-}
-
-/// One encoder layer.
-#[derive(Clone, Debug)]
-pub(crate) struct EncoderLayer {
-    /// Fused Q/K/V projection, `d → 3d`.
-    pub qkv: Linear,
-    pub out: Linear,
-    pub norm1: Norm,
-    pub ff1: Linear,
-    pub ff2: Linear,
-    pub norm2: Norm,
-}
-
-impl EncoderLayer {
-    fn bytes(&self) -> usize {
-        [&self.qkv, &self.out, &self.ff1, &self.ff2]
-            .iter()
-            .map(|l| l.bytes())
-            .sum::<usize>()
-            + self.norm1.bytes()
-            + self.norm2.bytes()
-    }
-}
-
-/// One decoder layer.
-#[derive(Clone, Debug)]
-pub(crate) struct DecoderLayer {
-    pub self_qkv: Linear,
-    pub self_out: Linear,
-    pub norm1: Norm,
-    /// Cross-attention query projection, `d → d`.
-    pub cross_q: Linear,
-    /// Cross-attention fused K/V projection of the encoder output, `d → 2d`.
-    pub cross_kv: Linear,
-    pub cross_out: Linear,
-    pub norm2: Norm,
-    pub ff1: Linear,
-    pub ff2: Linear,
-    pub norm3: Norm,
-}
-
-impl DecoderLayer {
-    /// Bytes read by one decoder step (all but the cross-attention K/V projection).
-    fn step_bytes(&self) -> usize {
-        [
-            &self.self_qkv,
-            &self.self_out,
-            &self.cross_q,
-            &self.cross_out,
-            &self.ff1,
-            &self.ff2,
-        ]
-        .iter()
-        .map(|l| l.bytes())
-        .sum::<usize>()
-            + self.norm1.bytes()
-            + self.norm2.bytes()
-            + self.norm3.bytes()
-    }
-}
-
-/// A loaded model: immutable, `Send + Sync`, shared by any number of [`crate::Session`]s.
-#[derive(Clone, Debug)]
-pub struct Model {
-    pub(crate) config: Config,
-    pub(crate) src_embed: Option<AlignedBuf>,
-    pub(crate) tgt_embed: AlignedBuf,
-    pub(crate) src_pos: AlignedBuf,
-    pub(crate) tgt_pos: AlignedBuf,
-    pub(crate) encoder: Vec<EncoderLayer>,
-    pub(crate) decoder: Vec<DecoderLayer>,
-    pub(crate) encoder_norm: Option<Norm>,
-    pub(crate) decoder_norm: Option<Norm>,
-    pub(crate) generator: Linear,
-}
-
 /// Maps a refused allocation for `what` to [`LoadError::OutOfMemory`].
 fn out_of_memory(what: &str) -> impl Fn(AllocError) -> LoadError + '_ {
     move |e| LoadError::OutOfMemory {
@@ -212,15 +130,18 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LoadError + '_ {
 /// How a model is laid out as it is loaded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadOptions {
-    /// Storage of the linear layers' weights, whatever the file holds (embeddings, position
-    /// tables, norms and biases stay `f32`).
-    pub weights: WeightType,
+    /// Storage of the linear layers' weights whatever the file holds, or `None` to keep the
+    /// type each weight is stored in (`f32`, `f16`, `bf16`). Embeddings, position tables,
+    /// norms and biases are `f32` in memory either way.
+    pub weights: Option<WeightType>,
 }
 
 impl LoadOptions {
     /// Linear weights stored as `weights`.
     pub fn weights(weights: WeightType) -> LoadOptions {
-        LoadOptions { weights }
+        LoadOptions {
+            weights: Some(weights),
+        }
     }
 }
 
@@ -331,100 +252,73 @@ impl Model {
         Ok(source.requested)
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// Bytes of all weights as laid out in memory.
-    pub fn weight_bytes(&self) -> usize {
-        let encoder: usize = self.encoder.iter().map(EncoderLayer::bytes).sum();
-        let decoder: usize = self
-            .decoder
-            .iter()
-            .map(|l| l.step_bytes() + l.cross_kv.bytes())
-            .sum();
-        encoder
-            + decoder
-            + self.src_embed.as_ref().map_or(0, AlignedBuf::bytes)
-            + self.tgt_embed.bytes()
-            + self.src_pos.bytes()
-            + self.tgt_pos.bytes()
-            + self.encoder_norm.as_ref().map_or(0, Norm::bytes)
-            + self.generator_step_bytes()
-    }
-
-    /// Bytes of the weights one decoder step reads: every decoder layer's weights except the
-    /// cross-attention K/V projection (applied once per source), the final norm and the
-    /// generator (plus one embedding and position row per beam, not counted).
-    pub fn decode_step_weight_bytes(&self) -> usize {
-        let layers: usize = self.decoder.iter().map(DecoderLayer::step_bytes).sum();
-        layers + self.generator_step_bytes()
-    }
-
-    fn generator_step_bytes(&self) -> usize {
-        self.generator.bytes() + self.decoder_norm.as_ref().map_or(0, Norm::bytes)
-    }
-
     fn build(
         config: Config,
         source: &mut dyn TensorSource,
         options: &LoadOptions,
     ) -> Result<Model, LoadError> {
         let d = config.d_model;
-        let b = config.biases;
         let mut loader = Loader {
             source,
             config: &config,
             options,
         };
-        let tgt_embed = loader.table("tgt_embed.weight", config.tgt_vocab)?;
-        let src_embed = if config.share_embeddings {
-            None
+        let (target_table, target_type) = loader.table("tgt_embed.weight", config.tgt_vocab)?;
+        let target_table = Arc::new(target_table);
+        let source_table = if config.share_embeddings {
+            Arc::clone(&target_table)
         } else {
-            Some(loader.table("src_embed.weight", config.src_vocab)?)
+            Arc::new(loader.table("src_embed.weight", config.src_vocab)?.0)
         };
         let (src_pos, tgt_pos) = match config.positions {
             Positions::Learned => (
-                loader.table("src_pos.weight", config.max_src_len)?,
-                loader.table("tgt_pos.weight", config.max_tgt_len)?,
+                loader.table("src_pos.weight", config.max_src_len)?.0,
+                loader.table("tgt_pos.weight", config.max_tgt_len)?.0,
             ),
             Positions::Sinusoidal => (
                 sinusoidal_table("source positions", config.max_src_len, d)?,
                 sinusoidal_table("target positions", config.max_tgt_len, d)?,
             ),
         };
+        let scale = if config.scale_embeddings {
+            (d as f32).sqrt()
+        } else {
+            1.0
+        };
+        let source = Embedding::new(source_table, d, scale).with_positions(src_pos, 0);
+        let target = Embedding::new(Arc::clone(&target_table), d, scale).with_positions(tgt_pos, 0);
         let mut encoder = Vec::with_capacity(config.encoder_layers);
         for i in 0..config.encoder_layers {
             let p = format!("encoder.layers.{i}");
-            let (qkv, out) = loader.self_attention(&format!("{p}.self_attn"))?;
-            encoder.push(EncoderLayer {
-                qkv,
-                out,
-                norm1: loader.norm(&format!("{p}.norm1"))?,
-                ff1: loader.linear(&format!("{p}.linear1"), config.d_ff, d, b.ffn)?,
-                ff2: loader.linear(&format!("{p}.linear2"), d, config.d_ff, b.ffn)?,
-                norm2: loader.norm(&format!("{p}.norm2"))?,
-            });
+            let attention = loader.self_attention(&format!("{p}.self_attn"))?;
+            let norm1 = loader.norm(&format!("{p}.norm1"))?;
+            let ffn = loader.feed_forward(&p)?;
+            let norm2 = loader.norm(&format!("{p}.norm2"))?;
+            encoder.push(block(
+                &p,
+                config.norm,
+                (norm1, attention),
+                None,
+                (norm2, ffn),
+            )?);
         }
         let mut decoder = Vec::with_capacity(config.decoder_layers);
         for i in 0..config.decoder_layers {
             let p = format!("decoder.layers.{i}");
-            let (self_qkv, self_out) = loader.self_attention(&format!("{p}.self_attn"))?;
-            let (cross_q, cross_kv, cross_out) =
-                loader.cross_attention(&format!("{p}.multihead_attn"))?;
-            decoder.push(DecoderLayer {
-                self_qkv,
-                self_out,
-                norm1: loader.norm(&format!("{p}.norm1"))?,
-                cross_q,
-                cross_kv,
-                cross_out,
-                norm2: loader.norm(&format!("{p}.norm2"))?,
-                ff1: loader.linear(&format!("{p}.linear1"), config.d_ff, d, b.ffn)?,
-                ff2: loader.linear(&format!("{p}.linear2"), d, config.d_ff, b.ffn)?,
-                norm3: loader.norm(&format!("{p}.norm3"))?,
-            });
+            let attention = loader.self_attention(&format!("{p}.self_attn"))?;
+            let cross = loader.cross_attention(&format!("{p}.multihead_attn"))?;
+            let norm1 = loader.norm(&format!("{p}.norm1"))?;
+            let norm2 = loader.norm(&format!("{p}.norm2"))?;
+            let ffn = loader.feed_forward(&p)?;
+            let norm3 = loader.norm(&format!("{p}.norm3"))?;
+            let cross = Some((norm2, cross));
+            decoder.push(block(
+                &p,
+                config.norm,
+                (norm1, attention),
+                cross,
+                (norm3, ffn),
+            )?);
         }
         let (encoder_norm, decoder_norm) = if config.final_norm {
             (
@@ -435,17 +329,17 @@ impl Model {
             (None, None)
         };
         let generator = if config.tie_output {
-            let bias = if b.generator {
+            let bias = if config.biases.generator {
                 Some(loader.vector("generator.bias", config.tgt_vocab)?)
             } else {
                 None
             };
-            let storage = loader.options.weights;
+            let storage = loader.options.weights.unwrap_or(target_type);
             Linear::packed(
                 storage,
                 config.tgt_vocab,
                 d,
-                tgt_embed.as_slice(),
+                target_table.as_slice(),
                 bias.as_deref(),
             )
             .map_err(linear_error("tgt_embed.weight"))?
@@ -455,23 +349,31 @@ impl Model {
                 "generator.bias",
                 [config.tgt_vocab],
                 d,
-                b.generator,
+                config.biases.generator,
             )?;
             generator
         };
         Ok(Model {
             config,
-            src_embed,
-            tgt_embed,
-            src_pos,
-            tgt_pos,
-            encoder,
-            decoder,
-            encoder_norm,
-            decoder_norm,
+            source,
+            target,
+            encoder: Stack::new(encoder, encoder_norm),
+            decoder: Stack::new(decoder, decoder_norm),
             generator,
         })
     }
+}
+
+/// A block from its loaded layers; a layer of the wrong width is a malformed file.
+fn block(
+    prefix: &str,
+    placement: crate::config::NormPlacement,
+    attention: (Norm, SelfAttention),
+    cross: Option<(Norm, CrossAttention)>,
+    feed_forward: (Norm, FeedForward),
+) -> Result<Block, LoadError> {
+    Block::new(placement, attention, cross, feed_forward)
+        .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
 }
 
 struct Loader<'a> {
@@ -497,9 +399,13 @@ impl Loader<'_> {
         Ok(self.stored(name, shape)?.into_f32())
     }
 
-    fn table(&mut self, name: &str, rows: usize) -> Result<AlignedBuf, LoadError> {
-        let values = self.tensor(name, &[rows, self.config.d_model])?;
-        AlignedBuf::from_slice(&values).map_err(out_of_memory(name))
+    /// A `rows × d_model` table as `f32`, and the type it is stored in.
+    fn table(&mut self, name: &str, rows: usize) -> Result<(AlignedBuf, WeightType), LoadError> {
+        let stored = self.stored(name, &[rows, self.config.d_model])?;
+        let stored_type = stored.weight_type();
+        let values = stored.into_f32();
+        let table = AlignedBuf::from_slice(&values).map_err(out_of_memory(name))?;
+        Ok((table, stored_type))
     }
 
     fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LoadError> {
@@ -512,10 +418,31 @@ impl Loader<'_> {
             let values = self.tensor(&name, &[d])?;
             AlignedBuf::from_slice(&values).map_err(out_of_memory(&name))
         };
-        Ok(Norm {
-            gamma: vector(format!("{prefix}.weight"))?,
-            beta: vector(format!("{prefix}.bias"))?,
-        })
+        let gamma = vector(format!("{prefix}.weight"))?;
+        let beta = vector(format!("{prefix}.bias"))?;
+        Ok(Norm::layer(gamma, beta, self.config.layer_norm_eps))
+    }
+
+    fn heads(&self) -> Heads {
+        let d_head = self.config.d_head();
+        Heads {
+            heads: self.config.heads,
+            d_head,
+            scale: tessel_kernels::attention::default_scale(d_head),
+        }
+    }
+
+    /// `linear1` (with the activation) and `linear2` of `prefix`.
+    fn feed_forward(&mut self, prefix: &str) -> Result<FeedForward, LoadError> {
+        let (d, f, bias) = (
+            self.config.d_model,
+            self.config.d_ff,
+            self.config.biases.ffn,
+        );
+        let up = self.linear(&format!("{prefix}.linear1"), f, d, bias)?;
+        let down = self.linear(&format!("{prefix}.linear2"), d, f, bias)?;
+        FeedForward::new(up, down, self.config.activation.kernel())
+            .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
     }
 
     fn linear(
@@ -552,8 +479,9 @@ impl Loader<'_> {
         } else {
             None
         };
-        let storage = self.options.weights;
+        let wanted = self.options.weights;
         let tensor = self.stored(weight, &[out, inp])?;
+        let storage = wanted.unwrap_or(tensor.weight_type());
         let mut layers = Vec::with_capacity(N);
         let mut row0 = 0;
         for rows in parts {
@@ -574,7 +502,7 @@ impl Loader<'_> {
 
     /// `in_proj_weight [3d, d]`, `in_proj_bias`, `out_proj.*`: the fused Q/K/V projection and
     /// the output projection.
-    fn self_attention(&mut self, prefix: &str) -> Result<(Linear, Linear), LoadError> {
+    fn self_attention(&mut self, prefix: &str) -> Result<SelfAttention, LoadError> {
         let d = self.config.d_model;
         let b = self.config.biases;
         let [qkv] = self.linears(
@@ -585,12 +513,13 @@ impl Loader<'_> {
             b.attention_in,
         )?;
         let out = self.linear(&format!("{prefix}.out_proj"), d, d, b.attention_out)?;
-        Ok((qkv, out))
+        SelfAttention::new(qkv, out, self.heads())
+            .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
     }
 
     /// As [`Loader::self_attention`], the input projection cut into the query projection (of
     /// the decoder state) and the fused K/V projection (of the encoder output).
-    fn cross_attention(&mut self, prefix: &str) -> Result<(Linear, Linear, Linear), LoadError> {
+    fn cross_attention(&mut self, prefix: &str) -> Result<CrossAttention, LoadError> {
         let d = self.config.d_model;
         let b = self.config.biases;
         let [q, kv] = self.linears(
@@ -601,7 +530,8 @@ impl Loader<'_> {
             b.attention_in,
         )?;
         let out = self.linear(&format!("{prefix}.out_proj"), d, d, b.attention_out)?;
-        Ok((q, kv, out))
+        CrossAttention::new(q, kv, out, self.heads())
+            .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
     }
 }
 

@@ -32,6 +32,15 @@ impl<'a> Tensor<'a> {
         }
     }
 
+    /// The weight type of the stored values.
+    pub fn weight_type(&self) -> crate::layers::WeightType {
+        match self {
+            Tensor::F32(_) => crate::layers::WeightType::F32,
+            Tensor::F16(_) => crate::layers::WeightType::F16,
+            Tensor::Bf16(_) => crate::layers::WeightType::Bf16,
+        }
+    }
+
     /// Whether every value is finite.
     pub fn all_finite(&self) -> bool {
         match self {

@@ -12,9 +12,10 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use tessel_kernels::activation::Activation;
 use tessel_kernels::error::check_dim;
-use tessel_kernels::gemm::{self, bf16, f16, Element, MatMut, MatRef, PackedB, Parallel};
-use tessel_kernels::{Isa, KernelError, ScratchSpec};
+use tessel_kernels::gemm::{self, bf16, f16, Element, MatMut, MatRef, PackedB};
+use tessel_kernels::{KernelError, ScratchSpec};
 
+use super::Run;
 use crate::aligned::{AlignedBuf, AllocError};
 
 /// How the weights of the linear layers are stored in memory.
@@ -198,44 +199,10 @@ pub enum LinearError {
     Alloc(#[from] AllocError),
 }
 
-/// What is added after the activation of a linear layer.
-#[derive(Clone, Copy, Debug)]
-pub enum Residual<'a> {
-    /// Nothing.
-    None,
-    /// `out = act(x·W + b) + r`, `r` strided by the given row stride.
-    Add(&'a [f32], usize),
-}
-
-/// The fused epilogue of [`linear`].
-#[derive(Clone, Copy, Debug)]
-pub struct Epilogue<'a> {
-    /// Applied to `x·W + b`.
-    pub activation: Activation,
-    /// Added after the activation.
-    pub residual: Residual<'a>,
-}
-
-impl Epilogue<'_> {
-    /// Bias only.
-    pub const PLAIN: Epilogue<'static> = Epilogue {
-        activation: Activation::Identity,
-        residual: Residual::None,
-    };
-
-    /// Bias then `activation`.
-    pub fn activation(activation: Activation) -> Epilogue<'static> {
-        Epilogue {
-            activation,
-            residual: Residual::None,
-        }
-    }
-}
-
-/// Scratch [`linear`] needs for `rows` rows of a `in_features → out_features` layer run on
-/// `threads` threads, whatever its weight type (the GEMM's packing buffers; none for up to 16
-/// rows).
-pub fn linear_scratch(
+/// Scratch [`Linear::forward`] needs for up to `rows` rows of an `in_features → out_features`
+/// layer run on `threads` threads, whatever its weight type (the GEMM's packing buffers; none
+/// for up to 16 rows).
+pub fn scratch(
     rows: usize,
     in_features: usize,
     out_features: usize,
@@ -244,36 +211,36 @@ pub fn linear_scratch(
     gemm::gemm_scratch(rows, in_features, out_features, threads)
 }
 
-/// `out[r] = act(x[r]·W + b) (+ residual)` for `rows` rows; `x` rows are `w.in_features()`
-/// wide at stride `x_stride`, `out` rows `w.out_features()` wide at stride `out_stride`.
-#[allow(clippy::too_many_arguments)]
-pub fn linear(
-    isa: Isa,
-    rows: usize,
-    x: &[f32],
-    x_stride: usize,
-    w: &Linear,
-    out: &mut [f32],
-    out_stride: usize,
-    epilogue: Epilogue<'_>,
-    scratch: &mut [f32],
-    parallel: &dyn Parallel,
-) -> Result<(), KernelError> {
-    let n = w.out_features();
-    let residual = match epilogue.residual {
-        Residual::None => None,
-        Residual::Add(r, stride) => Some(MatRef::new(r, rows, n, stride)),
-    };
-    let a = MatRef::new(x, rows, w.in_features(), x_stride);
-    let c = MatMut::new(out, rows, n, out_stride);
-    let epilogue = gemm::Epilogue {
-        bias: w.bias.as_ref().map(AlignedBuf::as_slice),
-        activation: epilogue.activation,
-        residual,
-    };
-    match &w.weight {
-        PackedWeight::F32(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
-        PackedWeight::F16(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
-        PackedWeight::Bf16(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
+impl Linear {
+    /// `out[r] = activation(x[r]·W + b) + residual[r]` for `rows` rows: `x` rows are
+    /// `in_features()` wide at stride `x_stride`, `out` rows `out_features()` wide at stride
+    /// `out_stride`; `residual`, when given, is an `rows × out_features()` view. `out` is only
+    /// written. `scratch` holds [`scratch`] for these sizes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        &self,
+        run: Run<'_>,
+        rows: usize,
+        x: &[f32],
+        x_stride: usize,
+        out: &mut [f32],
+        out_stride: usize,
+        activation: Activation,
+        residual: Option<MatRef<'_>>,
+        scratch: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let a = MatRef::new(x, rows, self.in_features(), x_stride);
+        let c = MatMut::new(out, rows, self.out_features(), out_stride);
+        let epilogue = gemm::Epilogue {
+            bias: self.bias.as_ref().map(AlignedBuf::as_slice),
+            activation,
+            residual,
+        };
+        let (isa, parallel) = (run.isa, run.parallel);
+        match &self.weight {
+            PackedWeight::F32(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
+            PackedWeight::F16(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
+            PackedWeight::Bf16(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
+        }
     }
 }

@@ -1,0 +1,268 @@
+//! The passes a session runs over its arena: the encoder (and the projection of its output for
+//! every decoder layer's cross-attention), the decoder over one new position per beam or over
+//! a forced prefix, and the reordering of the cache between beam-search steps.
+//!
+//! Each pass carves the arena's regions (see [`crate::plan`]) into the views its layers take;
+//! validation of the caller's input happens before, in [`crate::Session`].
+
+use tessel_kernels::activation::Activation;
+use tessel_kernels::KernelError;
+
+use crate::layers::{CrossKv, KvCache, Run, SelfMode, Work};
+use crate::model::Model;
+use crate::plan::{ArenaPlan, Span};
+
+/// Where a session stands between calls.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct State {
+    /// Length of the encoded source, `None` before a successful encode.
+    pub src_len: Option<usize>,
+    /// Target positions decoded.
+    pub position: usize,
+    /// Beams held by the cache.
+    pub active: usize,
+    /// Rows of valid logits from the last step.
+    pub logits_rows: usize,
+}
+
+impl State {
+    pub fn reset_decoder(&mut self) {
+        self.position = 0;
+        self.active = 0;
+        self.logits_rows = 0;
+    }
+
+    /// After a pass that decoded `positions` positions of `beams` beams.
+    pub fn advance(&mut self, positions: usize, beams: usize, logits_rows: usize) {
+        self.position += positions;
+        self.active = beams;
+        self.logits_rows = logits_rows;
+    }
+}
+
+/// Token ids of a pass: given by the caller, or the first `n` of the arena's staged tokens
+/// (written there by a search).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Tokens<'t> {
+    Given(&'t [u32]),
+    Staged(usize),
+}
+
+impl Tokens<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Tokens::Given(t) => t.len(),
+            Tokens::Staged(n) => *n,
+        }
+    }
+
+    fn resolve<'a>(&'a self, staged: &'a [f32]) -> &'a [u32] {
+        match *self {
+            Tokens::Given(t) => t,
+            Tokens::Staged(n) => &bytemuck::cast_slice(staged)[..n],
+        }
+    }
+}
+
+/// How the rows of a decoder pass relate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rows {
+    /// One new position per beam.
+    Beams,
+    /// Consecutive positions of beam 0.
+    Prefix,
+}
+
+/// Splits `arena` into the given spans, which must be in increasing, non-overlapping order.
+fn carve<const N: usize>(arena: &mut [f32], spans: [Span; N]) -> [&mut [f32]; N] {
+    let mut rest = arena;
+    let mut base = 0;
+    let mut parts: [&mut [f32]; N] = core::array::from_fn(|_| Default::default());
+    for (part, span) in parts.iter_mut().zip(spans) {
+        let (_, tail) = core::mem::take(&mut rest).split_at_mut(span.start - base);
+        let (head, tail) = tail.split_at_mut(span.len);
+        *part = head;
+        rest = tail;
+        base = span.start + span.len;
+    }
+    parts
+}
+
+/// A block's working buffers from their carved parts, in [`WorkSpans`] order.
+fn work<'a>(parts: [&'a mut [f32]; 7], scratch: &'a mut [f32]) -> Work<'a> {
+    let [hidden, spare, normed, qkv, q, attn, ffn] = parts;
+    Work {
+        hidden,
+        spare,
+        normed,
+        qkv,
+        q,
+        attn,
+        ffn,
+        scratch,
+    }
+}
+
+/// Runs the encoder over `src` (validated) and writes every decoder layer's cross-attention
+/// K/V of its output.
+pub(crate) fn encode(
+    model: &Model,
+    run: Run<'_>,
+    plan: &ArenaPlan,
+    arena: &mut [f32],
+    src: &[u32],
+) -> Result<(), KernelError> {
+    let (l, s, d) = (&plan.layout, src.len(), model.config.d_model);
+    let w = &l.wide;
+    let [hidden, spare, normed, qkv, q, attn, ffn, cross_kv, scratch] = carve(
+        arena,
+        [
+            w.hidden, w.spare, w.normed, w.qkv, w.q, w.attn, w.ffn, l.cross_kv, l.scratch,
+        ],
+    );
+    let mut work = work([hidden, spare, normed, qkv, q, attn, ffn], scratch);
+    model.source.forward(run.isa, src, 0, true, work.hidden)?;
+    for block in &model.encoder.blocks {
+        block.forward(run, s, &mut work, SelfMode::Bidirectional, None)?;
+    }
+    let Work {
+        hidden,
+        normed,
+        scratch,
+        ..
+    } = work;
+    let memory: &[f32] = match &model.encoder.final_norm {
+        Some(norm) => {
+            norm.forward(run.isa, s, &hidden[..s * d], &mut normed[..s * d])?;
+            normed
+        }
+        None => hidden,
+    };
+    let mut cross = CrossKv::new(cross_kv, plan.limits.max_src_len, d);
+    for (i, block) in model.decoder.blocks.iter().enumerate() {
+        if let Some(attention) = block.cross_attention() {
+            attention.project_memory(run, s, memory, cross.layer_mut(i), scratch)?;
+        }
+    }
+    Ok(())
+}
+
+/// One decoder pass at the session's position: one row per beam ([`Rows::Beams`], logits for
+/// every row) or a chunk of a forced prefix ([`Rows::Prefix`], logits for its last row).
+pub(crate) fn decode(
+    model: &Model,
+    run: Run<'_>,
+    plan: &ArenaPlan,
+    arena: &mut [f32],
+    state: &State,
+    tokens: Tokens<'_>,
+    rows_are: Rows,
+) -> Result<(), KernelError> {
+    let src_len = state
+        .src_len
+        .ok_or(KernelError::InvalidArgument("decode before encode"))?;
+    let (l, d, rows) = (&plan.layout, model.config.d_model, tokens.len());
+    let position = state.position;
+    let prefix = rows_are == Rows::Prefix;
+    let w = if prefix { &l.wide } else { &l.narrow };
+    let [hidden, spare, normed, qkv, q, attn, ffn, logits, cross_kv, self_k, self_v, scratch, staged] =
+        carve(
+            arena,
+            [
+                w.hidden,
+                w.spare,
+                w.normed,
+                w.qkv,
+                w.q,
+                w.attn,
+                w.ffn,
+                l.logits,
+                l.cross_kv,
+                l.self_k,
+                l.self_v,
+                l.scratch,
+                l.step_tokens,
+            ],
+        );
+    let mut work = work([hidden, spare, normed, qkv, q, attn, ffn], scratch);
+    let ids = tokens.resolve(staged);
+    model
+        .target
+        .forward(run.isa, ids, position, prefix, work.hidden)?;
+    let mut cache = KvCache::new(self_k, self_v, plan.kv);
+    let cross = CrossKv::new(cross_kv, plan.limits.max_src_len, d);
+    for (i, block) in model.decoder.blocks.iter().enumerate() {
+        let cache = cache.layer(i);
+        let mode = if prefix {
+            SelfMode::Prefix { cache, position }
+        } else {
+            SelfMode::Step { cache, position }
+        };
+        let memory = block.cross_attention().map(|_| (cross.layer(i), src_len));
+        block.forward(run, rows, &mut work, mode, memory)?;
+    }
+    let (first, out_rows) = if prefix { (rows - 1, 1) } else { (0, rows) };
+    let Work {
+        hidden,
+        normed,
+        scratch,
+        ..
+    } = work;
+    let hidden = &hidden[first * d..(first + out_rows) * d];
+    let output: &[f32] = match &model.decoder.final_norm {
+        Some(norm) => {
+            norm.forward(run.isa, out_rows, hidden, &mut normed[..out_rows * d])?;
+            normed
+        }
+        None => hidden,
+    };
+    let vocab = model.config.tgt_vocab;
+    model.generator.forward(
+        run,
+        out_rows,
+        output,
+        d,
+        logits,
+        vocab,
+        Activation::Identity,
+        None,
+        scratch,
+    )
+}
+
+/// Makes beam `i` continue beam `parents[i]`'s first `position` positions in every layer.
+pub(crate) fn reorder(plan: &ArenaPlan, arena: &mut [f32], position: usize, parents: Tokens<'_>) {
+    let l = &plan.layout;
+    let [self_k, self_v, stage, staged] = carve(arena, [l.self_k, l.self_v, l.stage, l.parents]);
+    let parents = parents.resolve(staged);
+    KvCache::new(self_k, self_v, plan.kv).reorder(parents, position, stage);
+}
+
+/// The regions a search works in between passes.
+pub(crate) struct SearchBuffers<'a> {
+    /// The last pass's logits.
+    pub logits: &'a mut [f32],
+    /// The next step's tokens, one per beam.
+    pub step_tokens: &'a mut [u32],
+    /// The next reordering's parents, one per beam.
+    pub parents: &'a mut [u32],
+    /// The search state (`plan::search_parts`).
+    pub search: &'a mut [f32],
+}
+
+/// The search regions of the arena; `logits` holds the first `logits_len` logits.
+pub(crate) fn search_buffers<'a>(
+    plan: &ArenaPlan,
+    arena: &'a mut [f32],
+    logits_len: usize,
+) -> SearchBuffers<'a> {
+    let l = &plan.layout;
+    let [logits, step_tokens, parents, search] =
+        carve(arena, [l.logits, l.step_tokens, l.parents, l.search]);
+    SearchBuffers {
+        logits: &mut logits[..logits_len],
+        step_tokens: bytemuck::cast_slice_mut(step_tokens),
+        parents: bytemuck::cast_slice_mut(parents),
+        search,
+    }
+}

@@ -1,0 +1,304 @@
+//! Multi-head attention layers: self-attention with a fused Q/K/V projection, and
+//! cross-attention whose queries come from the decoder and whose fused K/V projection is applied
+//! to the encoder output once per source.
+//!
+//! The attention itself is the kernels' flash attention over strided views (no score matrix);
+//! its [`Mask`] (causal offset, key length, sliding window, additive bias such as T5's relative
+//! positions) is passed through unchanged. The output projection belongs to the layer but is
+//! applied by the [`super::Block`], which fuses it with the residual connection.
+
+use tessel_kernels::activation::Activation;
+use tessel_kernels::attention::{self as flash, Mask, Strided, StridedMut};
+use tessel_kernels::{Isa, KernelError, ScratchSpec};
+
+use super::{linear, Linear, Run};
+
+/// The head layout and score scale shared by both attention layers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Heads {
+    /// Number of heads.
+    pub heads: usize,
+    /// Width of one head.
+    pub d_head: usize,
+    /// Score scale (`1/√d_head` for most models, 1 for T5).
+    pub scale: f32,
+}
+
+impl Heads {
+    /// `heads × d_head`, the width of a row.
+    pub fn width(&self) -> usize {
+        self.heads * self.d_head
+    }
+
+    fn shape(&self, q_len: usize, kv_len: usize) -> flash::AttentionShape {
+        flash::AttentionShape {
+            heads: self.heads,
+            d_head: self.d_head,
+            q_len,
+            kv_len,
+        }
+    }
+
+    /// Scratch for any call of at most `q_rows` queries over at most `kv_len` keys, at every
+    /// ISA level this machine runs (a session may be forced to any of them), through either of
+    /// the kernel's paths (few-query decode and tiled prefill).
+    pub fn scratch(&self, q_rows: usize, kv_len: usize) -> ScratchSpec {
+        Isa::supported().fold(ScratchSpec::EMPTY, |spec, isa| {
+            spec.or(flash::attention_scratch(isa, &self.shape(q_rows, kv_len)))
+                .or(flash::attention_scratch(isa, &self.shape(1, kv_len)))
+        })
+    }
+
+    /// `out = softmax(scale · q·kᵀ + mask) · v` per head for `q_len` queries over `kv_len`
+    /// keys; `out` rows are `heads × d_head` wide at stride `out_stride`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attend(
+        &self,
+        isa: Isa,
+        q_len: usize,
+        kv_len: usize,
+        q: Strided<'_>,
+        k: Strided<'_>,
+        v: Strided<'_>,
+        mask: &Mask<'_>,
+        out: &mut [f32],
+        out_stride: usize,
+        scratch: &mut [f32],
+    ) -> Result<(), KernelError> {
+        if self.heads == 0 || self.d_head == 0 {
+            return Err(KernelError::InvalidArgument(
+                "heads and d_head must be positive",
+            ));
+        }
+        flash::attention(
+            isa,
+            &self.shape(q_len, kv_len),
+            q,
+            k,
+            v,
+            StridedMut {
+                data: out,
+                stride: out_stride,
+            },
+            mask,
+            Some(self.scale),
+            scratch,
+        )
+    }
+}
+
+/// Checks that a projection maps `d` to `parts · d` and the heads divide `d`.
+fn check_projection(
+    what: &'static str,
+    p: &Linear,
+    d: usize,
+    parts: usize,
+) -> Result<(), KernelError> {
+    if p.in_features() != d || p.out_features() != parts * d {
+        return Err(KernelError::ShapeMismatch {
+            what,
+            expected: parts * d,
+            got: p.out_features(),
+        });
+    }
+    Ok(())
+}
+
+fn check_heads(heads: &Heads, d: usize) -> Result<(), KernelError> {
+    if heads.heads == 0 || heads.d_head == 0 || heads.heads * heads.d_head != d {
+        return Err(KernelError::InvalidArgument(
+            "heads × d_head must equal the model width",
+        ));
+    }
+    Ok(())
+}
+
+/// Self-attention: `[Q | K | V] = x·W_qkv + b` in one GEMM, attention, output projection.
+#[derive(Clone, Debug)]
+pub struct SelfAttention {
+    qkv: Linear,
+    out: Linear,
+    heads: Heads,
+}
+
+impl SelfAttention {
+    /// From the fused `d → 3d` projection and the `d → d` output projection.
+    pub fn new(qkv: Linear, out: Linear, heads: Heads) -> Result<SelfAttention, KernelError> {
+        let d = out.out_features();
+        check_heads(&heads, d)?;
+        check_projection("self-attention qkv", &qkv, d, 3)?;
+        check_projection("self-attention output", &out, d, 1)?;
+        Ok(SelfAttention { qkv, out, heads })
+    }
+
+    /// The head layout.
+    pub fn heads(&self) -> &Heads {
+        &self.heads
+    }
+
+    /// The output projection.
+    pub fn output(&self) -> &Linear {
+        &self.out
+    }
+
+    /// Bytes of its weights.
+    pub fn bytes(&self) -> usize {
+        self.qkv.bytes() + self.out.bytes()
+    }
+
+    /// Scratch for `rows` query rows over at most `kv_len` keys on `threads` threads.
+    pub fn scratch(heads: &Heads, rows: usize, kv_len: usize, threads: usize) -> ScratchSpec {
+        let d = heads.width();
+        heads
+            .scratch(rows, kv_len)
+            .or(linear::scratch(rows, d, 3 * d, threads))
+            .or(linear::scratch(rows, d, d, threads))
+    }
+
+    /// `qkv = input·W_qkv + b` for `rows` rows (`qkv` rows are `3d` wide).
+    pub fn project(
+        &self,
+        run: Run<'_>,
+        rows: usize,
+        input: &[f32],
+        qkv: &mut [f32],
+        scratch: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let d = self.out.out_features();
+        self.qkv.forward(
+            run,
+            rows,
+            input,
+            d,
+            qkv,
+            3 * d,
+            Activation::Identity,
+            None,
+            scratch,
+        )
+    }
+
+    /// The Q, K and V views of `rows` projected rows, starting at row `first`.
+    pub fn split(qkv: &[f32], d: usize, first: usize) -> [Strided<'_>; 3] {
+        let at = first * 3 * d;
+        let stride = 3 * d;
+        [0, d, 2 * d].map(|offset| Strided {
+            data: &qkv[at + offset..],
+            stride,
+        })
+    }
+}
+
+/// Cross-attention: `Q = x·W_q + b` from the decoder, `[K | V] = memory·W_kv + b` from the
+/// encoder output (projected once per source), attention, output projection.
+#[derive(Clone, Debug)]
+pub struct CrossAttention {
+    q: Linear,
+    kv: Linear,
+    out: Linear,
+    heads: Heads,
+}
+
+impl CrossAttention {
+    /// From the `d → d` query, the fused `d → 2d` key/value and the `d → d` output projections.
+    pub fn new(
+        q: Linear,
+        kv: Linear,
+        out: Linear,
+        heads: Heads,
+    ) -> Result<CrossAttention, KernelError> {
+        let d = out.out_features();
+        check_heads(&heads, d)?;
+        check_projection("cross-attention query", &q, d, 1)?;
+        check_projection("cross-attention kv", &kv, d, 2)?;
+        check_projection("cross-attention output", &out, d, 1)?;
+        Ok(CrossAttention { q, kv, out, heads })
+    }
+
+    /// The output projection.
+    pub fn output(&self) -> &Linear {
+        &self.out
+    }
+
+    /// Bytes a decoder step reads (query and output projections).
+    pub fn step_bytes(&self) -> usize {
+        self.q.bytes() + self.out.bytes()
+    }
+
+    /// Bytes of the memory projection (read once per source).
+    pub fn memory_bytes(&self) -> usize {
+        self.kv.bytes()
+    }
+
+    /// Scratch for `rows` query rows over `src_rows` source rows on `threads` threads.
+    pub fn scratch(heads: &Heads, rows: usize, src_rows: usize, threads: usize) -> ScratchSpec {
+        let d = heads.width();
+        heads
+            .scratch(rows, src_rows)
+            .or(linear::scratch(rows, d, d, threads))
+            .or(linear::scratch(src_rows, d, 2 * d, threads))
+    }
+
+    /// `kv = memory·W_kv + b` for `rows` source rows (`kv` rows are `2d` wide).
+    pub fn project_memory(
+        &self,
+        run: Run<'_>,
+        rows: usize,
+        memory: &[f32],
+        kv: &mut [f32],
+        scratch: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let d = self.out.out_features();
+        self.kv.forward(
+            run,
+            rows,
+            memory,
+            d,
+            kv,
+            2 * d,
+            Activation::Identity,
+            None,
+            scratch,
+        )
+    }
+
+    /// `out = attention(input·W_q + b, K, V)` for `rows` rows over `kv_len` source rows; `q` is
+    /// a `rows × d` buffer for the queries.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attend(
+        &self,
+        run: Run<'_>,
+        rows: usize,
+        input: &[f32],
+        (k, v): (Strided<'_>, Strided<'_>),
+        kv_len: usize,
+        q: &mut [f32],
+        out: &mut [f32],
+        scratch: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let d = self.out.out_features();
+        self.q.forward(
+            run,
+            rows,
+            input,
+            d,
+            q,
+            d,
+            Activation::Identity,
+            None,
+            scratch,
+        )?;
+        self.heads.attend(
+            run.isa,
+            rows,
+            kv_len,
+            Strided { data: q, stride: d },
+            k,
+            v,
+            &Mask::NONE,
+            out,
+            d,
+            scratch,
+        )
+    }
+}

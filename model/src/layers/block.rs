@@ -1,0 +1,414 @@
+//! One layer of either stack: self-attention, optional cross-attention, feed-forward, each a
+//! sublayer wrapped in a norm and a residual connection.
+//!
+//! Pre-LN (`x = x + f(N(x))`, Whisper and most modern models): the sublayer reads `N(x)` from
+//! `normed`; its output projection adds `x` in the GEMM's epilogue and writes `spare`, which
+//! then becomes the residual stream (the two buffers swap; nothing is copied back).
+//! Post-LN (`x = N(x + f(x))`, the 2017 paper): the sublayer reads `x`; the output projection
+//! writes `x + f(x)` into `spare`, and the norm writes it back into the stream.
+//!
+//! The same block serves the encoder (bidirectional self-attention, no cross-attention) and
+//! the decoder (causal self-attention over the [`LayerCache`], cross-attention over the
+//! projected encoder memory).
+
+use tessel_kernels::activation::Activation;
+use tessel_kernels::attention::{Mask, Strided};
+use tessel_kernels::gemm::MatRef;
+use tessel_kernels::{KernelError, ScratchSpec};
+
+use super::{CrossAttention, FeedForward, Heads, LayerCache, Linear, Norm, Run, SelfAttention};
+use crate::config::NormPlacement;
+
+/// One block's layers.
+#[derive(Clone, Debug)]
+pub struct Block {
+    placement: NormPlacement,
+    attention_norm: Norm,
+    attention: SelfAttention,
+    cross: Option<(Norm, CrossAttention)>,
+    ffn_norm: Norm,
+    feed_forward: FeedForward,
+}
+
+/// The sizes that shape a block's working buffers and scratch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockShape {
+    /// Head layout (`heads × d_head` is the model width).
+    pub heads: Heads,
+    /// Model width.
+    pub d_model: usize,
+    /// Feed-forward inner width.
+    pub d_ff: usize,
+    /// Whether the block has cross-attention (a decoder block).
+    pub cross: bool,
+}
+
+/// Elements of each working buffer of a block for some number of rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkSizes {
+    /// The residual stream.
+    pub hidden: usize,
+    /// The residual stream's second buffer (output projections write it).
+    pub spare: usize,
+    /// A sublayer's normalised input (pre-LN) and the stack's normalised output.
+    pub normed: usize,
+    /// Fused Q/K/V rows.
+    pub qkv: usize,
+    /// Cross-attention queries (0 without cross-attention).
+    pub q: usize,
+    /// Attention output rows.
+    pub attn: usize,
+    /// Feed-forward inner rows.
+    pub ffn: usize,
+}
+
+impl BlockShape {
+    /// The working buffers for `rows` rows.
+    pub fn work(&self, rows: usize) -> WorkSizes {
+        let d = self.d_model;
+        WorkSizes {
+            hidden: rows * d,
+            spare: rows * d,
+            normed: rows * d,
+            qkv: rows * 3 * d,
+            q: if self.cross { rows * d } else { 0 },
+            attn: rows * d,
+            ffn: rows * self.d_ff,
+        }
+    }
+
+    /// Scratch for `rows` rows attending over at most `kv_len` own positions and `src_len`
+    /// source positions, on `threads` threads: what each of its layers states it needs.
+    pub fn scratch(
+        &self,
+        rows: usize,
+        kv_len: usize,
+        src_len: usize,
+        threads: usize,
+    ) -> ScratchSpec {
+        let cross = if self.cross {
+            CrossAttention::scratch(&self.heads, rows, src_len, threads)
+        } else {
+            ScratchSpec::EMPTY
+        };
+        SelfAttention::scratch(&self.heads, rows, kv_len, threads)
+            .or(cross)
+            .or(FeedForward::scratch(self.d_model, self.d_ff, rows, threads))
+    }
+}
+
+/// A block's working buffers, carved from the arena (see [`WorkSizes`]); `hidden` holds the
+/// residual stream between blocks.
+pub struct Work<'a> {
+    /// The residual stream.
+    pub hidden: &'a mut [f32],
+    /// Its second buffer.
+    pub spare: &'a mut [f32],
+    /// Normalised rows.
+    pub normed: &'a mut [f32],
+    /// Fused Q/K/V rows.
+    pub qkv: &'a mut [f32],
+    /// Cross-attention queries.
+    pub q: &'a mut [f32],
+    /// Attention output rows.
+    pub attn: &'a mut [f32],
+    /// Feed-forward inner rows.
+    pub ffn: &'a mut [f32],
+    /// Kernel scratch.
+    pub scratch: &'a mut [f32],
+}
+
+/// What the self-attention of a block attends to.
+pub enum SelfMode<'c> {
+    /// Every row sees every row (the encoder).
+    Bidirectional,
+    /// Each row is the next position of its own beam (row `i` is beam `i`), appended to the
+    /// cache at `position`; each sees its beam's positions `0..=position`.
+    Step {
+        /// The layer's cache.
+        cache: LayerCache<'c>,
+        /// The position being decoded.
+        position: usize,
+    },
+    /// The rows are consecutive positions of beam 0 from `position` (a forced prefix), each
+    /// seeing the cache up to itself.
+    Prefix {
+        /// The layer's cache.
+        cache: LayerCache<'c>,
+        /// The position of the first row.
+        position: usize,
+    },
+}
+
+/// The sublayer input: `N(hidden)` written to `normed` (pre-LN) or `hidden` itself (post-LN).
+fn sublayer_input<'w>(
+    run: Run<'_>,
+    placement: NormPlacement,
+    norm: &Norm,
+    rows: usize,
+    hidden: &'w [f32],
+    normed: &'w mut [f32],
+) -> Result<&'w [f32], KernelError> {
+    match placement {
+        NormPlacement::Pre => {
+            let len = rows * norm.width();
+            norm.forward(run.isa, rows, &hidden[..len], &mut normed[..len])?;
+            Ok(normed)
+        }
+        NormPlacement::Post => Ok(hidden),
+    }
+}
+
+/// Closes a sublayer: `spare = inner·W + b + hidden`, then the stream becomes `spare`
+/// (pre-LN, by swapping the buffers) or `N(spare)` (post-LN, written into `hidden`).
+#[allow(clippy::too_many_arguments)]
+fn residual<'a>(
+    run: Run<'_>,
+    placement: NormPlacement,
+    norm: &Norm,
+    rows: usize,
+    (inner, inner_stride): (&[f32], usize),
+    projection: &Linear,
+    (hidden, spare): (&mut &'a mut [f32], &mut &'a mut [f32]),
+    scratch: &mut [f32],
+) -> Result<(), KernelError> {
+    let d = projection.out_features();
+    projection.forward(
+        run,
+        rows,
+        inner,
+        inner_stride,
+        spare,
+        d,
+        Activation::Identity,
+        Some(MatRef::new(hidden, rows, d, d)),
+        scratch,
+    )?;
+    match placement {
+        NormPlacement::Pre => {
+            core::mem::swap(hidden, spare);
+            Ok(())
+        }
+        NormPlacement::Post => {
+            let len = rows * d;
+            norm.forward(run.isa, rows, &spare[..len], &mut hidden[..len])
+        }
+    }
+}
+
+impl Block {
+    /// A block from its layers; `cross` is the decoder's cross-attention with its norm.
+    pub fn new(
+        placement: NormPlacement,
+        (attention_norm, attention): (Norm, SelfAttention),
+        cross: Option<(Norm, CrossAttention)>,
+        (ffn_norm, feed_forward): (Norm, FeedForward),
+    ) -> Result<Block, KernelError> {
+        let d = attention.output().out_features();
+        let widths = [
+            attention_norm.width(),
+            ffn_norm.width(),
+            feed_forward.output().out_features(),
+        ];
+        let cross_widths = cross
+            .as_ref()
+            .map(|(n, c)| [n.width(), c.output().out_features()]);
+        if widths
+            .iter()
+            .chain(cross_widths.iter().flatten())
+            .any(|&w| w != d)
+        {
+            return Err(KernelError::InvalidArgument(
+                "every layer of a block must have the model width",
+            ));
+        }
+        Ok(Block {
+            placement,
+            attention_norm,
+            attention,
+            cross,
+            ffn_norm,
+            feed_forward,
+        })
+    }
+
+    /// Its buffer shape.
+    pub fn shape(&self) -> BlockShape {
+        BlockShape {
+            heads: *self.attention.heads(),
+            d_model: self.attention.output().out_features(),
+            d_ff: self.feed_forward.inner_width(),
+            cross: self.cross.is_some(),
+        }
+    }
+
+    /// The cross-attention layer, when the block has one.
+    pub fn cross_attention(&self) -> Option<&CrossAttention> {
+        self.cross.as_ref().map(|(_, c)| c)
+    }
+
+    /// Bytes a pass over `rows` rows reads (the memory projection of cross-attention excluded:
+    /// it runs once per source).
+    pub fn step_bytes(&self) -> usize {
+        let cross = self
+            .cross
+            .as_ref()
+            .map_or(0, |(n, c)| n.bytes() + c.step_bytes());
+        self.attention_norm.bytes()
+            + self.attention.bytes()
+            + cross
+            + self.ffn_norm.bytes()
+            + self.feed_forward.bytes()
+    }
+
+    /// Runs the block over the `rows` rows of `work.hidden`. `memory` is the projected encoder
+    /// memory (keys, values) and its length, required exactly when the block has
+    /// cross-attention.
+    pub fn forward(
+        &self,
+        run: Run<'_>,
+        rows: usize,
+        work: &mut Work<'_>,
+        mode: SelfMode<'_>,
+        memory: Option<((Strided<'_>, Strided<'_>), usize)>,
+    ) -> Result<(), KernelError> {
+        self.self_attention(run, rows, work, mode)?;
+        match (&self.cross, memory) {
+            (Some((norm, cross)), Some((kv, len))) => {
+                let input =
+                    sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
+                cross.attend(run, rows, input, kv, len, work.q, work.attn, work.scratch)?;
+                let d = cross.output().out_features();
+                residual(
+                    run,
+                    self.placement,
+                    norm,
+                    rows,
+                    (work.attn, d),
+                    cross.output(),
+                    (&mut work.hidden, &mut work.spare),
+                    work.scratch,
+                )?;
+            }
+            (None, None) => {}
+            _ => {
+                return Err(KernelError::InvalidArgument(
+                    "encoder memory given exactly to blocks with cross-attention",
+                ))
+            }
+        }
+        let norm = &self.ffn_norm;
+        let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
+        self.feed_forward
+            .inner(run, rows, input, work.ffn, work.scratch)?;
+        let f = self.feed_forward.inner_width();
+        let down = self.feed_forward.output();
+        residual(
+            run,
+            self.placement,
+            norm,
+            rows,
+            (work.ffn, f),
+            down,
+            (&mut work.hidden, &mut work.spare),
+            work.scratch,
+        )
+    }
+
+    fn self_attention(
+        &self,
+        run: Run<'_>,
+        rows: usize,
+        work: &mut Work<'_>,
+        mode: SelfMode<'_>,
+    ) -> Result<(), KernelError> {
+        let norm = &self.attention_norm;
+        let d = self.attention.output().out_features();
+        let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
+        self.attention
+            .project(run, rows, input, work.qkv, work.scratch)?;
+        let heads = self.attention.heads();
+        let qkv = &*work.qkv;
+        match mode {
+            SelfMode::Bidirectional => {
+                let [q, k, v] = SelfAttention::split(qkv, d, 0);
+                heads.attend(
+                    run.isa,
+                    rows,
+                    rows,
+                    q,
+                    k,
+                    v,
+                    &Mask::NONE,
+                    work.attn,
+                    d,
+                    work.scratch,
+                )?;
+            }
+            SelfMode::Step {
+                mut cache,
+                position,
+            } => {
+                for r in 0..rows {
+                    let [_, k, v] = SelfAttention::split(qkv, d, r);
+                    cache.write(r, position, k.data, v.data)?;
+                }
+                for r in 0..rows {
+                    let [q, _, _] = SelfAttention::split(qkv, d, r);
+                    let (k, v) = cache.beam(r);
+                    let out = &mut work.attn[r * d..];
+                    heads.attend(
+                        run.isa,
+                        1,
+                        position + 1,
+                        q,
+                        k,
+                        v,
+                        &Mask::NONE,
+                        out,
+                        d,
+                        work.scratch,
+                    )?;
+                }
+            }
+            SelfMode::Prefix {
+                mut cache,
+                position,
+            } => {
+                for r in 0..rows {
+                    let [_, k, v] = SelfAttention::split(qkv, d, r);
+                    cache.write(0, position + r, k.data, v.data)?;
+                }
+                let [q, _, _] = SelfAttention::split(qkv, d, 0);
+                let (k, v) = cache.beam(0);
+                let mask = Mask {
+                    causal_offset: Some(position),
+                    ..Mask::NONE
+                };
+                heads.attend(
+                    run.isa,
+                    rows,
+                    position + rows,
+                    q,
+                    k,
+                    v,
+                    &mask,
+                    work.attn,
+                    d,
+                    work.scratch,
+                )?;
+            }
+        }
+        let output = self.attention.output();
+        residual(
+            run,
+            self.placement,
+            norm,
+            rows,
+            (work.attn, d),
+            output,
+            (&mut work.hidden, &mut work.spare),
+            work.scratch,
+        )
+    }
+}

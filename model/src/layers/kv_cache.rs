@@ -1,0 +1,196 @@
+//! The decoder's self-attention cache and the encoder memory projected for cross-attention.
+//!
+//! Self-attention keys and values live in `[layer][beam][position][width]` (one K and one V
+//! block): a step appends each beam's new row in place, and a beam's history is one strided
+//! run that attention reads directly. Beam search reorders beams by copying the used rows
+//! within the cache, staging the rows a copy would overwrite before they are read.
+//! Cross-attention K/V live in `[layer][source position][2 · width]` (K then V), projected
+//! once per source and shared by every beam.
+
+use tessel_kernels::attention::Strided;
+use tessel_kernels::KernelError;
+
+/// The shape of a self-attention cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvLayout {
+    /// Decoder layers.
+    pub layers: usize,
+    /// Beams held.
+    pub beams: usize,
+    /// Positions per beam.
+    pub positions: usize,
+    /// Values per row (`heads × d_head`).
+    pub width: usize,
+}
+
+impl KvLayout {
+    /// Elements of one beam's history.
+    pub fn beam_len(&self) -> usize {
+        self.positions * self.width
+    }
+
+    /// Elements of one layer (every beam).
+    pub fn layer_len(&self) -> usize {
+        self.beams * self.beam_len()
+    }
+
+    /// Elements of the K (or V) block of the whole cache.
+    pub fn len(&self) -> usize {
+        self.layers * self.layer_len()
+    }
+
+    /// Whether the cache holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The whole self-attention cache over arena memory.
+pub struct KvCache<'a> {
+    k: &'a mut [f32],
+    v: &'a mut [f32],
+    layout: KvLayout,
+}
+
+impl<'a> KvCache<'a> {
+    /// A cache of `layout` over `k` and `v` (each at least `layout.len()` long).
+    pub fn new(k: &'a mut [f32], v: &'a mut [f32], layout: KvLayout) -> KvCache<'a> {
+        KvCache { k, v, layout }
+    }
+
+    /// Layer `index`'s part of the cache.
+    pub fn layer(&mut self, index: usize) -> LayerCache<'_> {
+        let len = self.layout.layer_len();
+        let at = index * len;
+        LayerCache {
+            k: &mut self.k[at..at + len],
+            v: &mut self.v[at..at + len],
+            layout: self.layout,
+        }
+    }
+
+    /// Makes beam `i` continue the history of beam `parents[i]` for the first `used`
+    /// positions of every layer. `stage` holds at least `parents.len() · positions · width`
+    /// elements; parents must be `< layout.beams` (checked by the caller).
+    pub fn reorder(&mut self, parents: &[u32], used: usize, stage: &mut [f32]) {
+        let beam = self.layout.beam_len();
+        let used = used * self.layout.width;
+        let moved = |slot: usize| slot < parents.len() && parents[slot] as usize != slot;
+        let layer_len = self.layout.layer_len();
+        for block in [&mut *self.k, &mut *self.v] {
+            for layer in block.chunks_exact_mut(layer_len) {
+                // Sources that are themselves overwritten are staged first.
+                for (b, &p) in parents.iter().enumerate() {
+                    let p = p as usize;
+                    if moved(b) && moved(p) {
+                        stage[b * beam..b * beam + used]
+                            .copy_from_slice(&layer[p * beam..p * beam + used]);
+                    }
+                }
+                for (b, &p) in parents.iter().enumerate() {
+                    let p = p as usize;
+                    if !moved(b) {
+                        continue;
+                    }
+                    let dst = b * beam;
+                    if moved(p) {
+                        layer[dst..dst + used].copy_from_slice(&stage[dst..dst + used]);
+                    } else {
+                        layer.copy_within(p * beam..p * beam + used, dst);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One layer's self-attention cache.
+pub struct LayerCache<'a> {
+    k: &'a mut [f32],
+    v: &'a mut [f32],
+    layout: KvLayout,
+}
+
+impl LayerCache<'_> {
+    /// Stores `k` and `v` (one row each) at `position` of `beam`.
+    pub fn write(
+        &mut self,
+        beam: usize,
+        position: usize,
+        k: &[f32],
+        v: &[f32],
+    ) -> Result<(), KernelError> {
+        let width = self.layout.width;
+        if beam >= self.layout.beams || position >= self.layout.positions {
+            return Err(KernelError::InvalidArgument("cache position out of range"));
+        }
+        let at = beam * self.layout.beam_len() + position * width;
+        self.k[at..at + width].copy_from_slice(&k[..width]);
+        self.v[at..at + width].copy_from_slice(&v[..width]);
+        Ok(())
+    }
+
+    /// Beam `beam`'s keys and values, every position.
+    pub fn beam(&self, beam: usize) -> (Strided<'_>, Strided<'_>) {
+        let len = self.layout.beam_len();
+        let range = beam * len..(beam + 1) * len;
+        let stride = self.layout.width;
+        (
+            Strided {
+                data: &self.k[range.clone()],
+                stride,
+            },
+            Strided {
+                data: &self.v[range],
+                stride,
+            },
+        )
+    }
+}
+
+/// The encoder memory projected to cross-attention K/V, `[layer][position][K | V]`.
+pub struct CrossKv<'a> {
+    data: &'a mut [f32],
+    positions: usize,
+    width: usize,
+}
+
+impl<'a> CrossKv<'a> {
+    /// Memory for `positions` source positions of `width`-wide K and V per layer.
+    pub fn new(data: &'a mut [f32], positions: usize, width: usize) -> CrossKv<'a> {
+        CrossKv {
+            data,
+            positions,
+            width,
+        }
+    }
+
+    /// Elements of `layers` layers.
+    pub fn elements(layers: usize, positions: usize, width: usize) -> usize {
+        layers * positions * 2 * width
+    }
+
+    fn range(&self, layer: usize) -> core::ops::Range<usize> {
+        let len = self.positions * 2 * self.width;
+        layer * len..(layer + 1) * len
+    }
+
+    /// Layer `layer`'s K|V rows, to be written by the projection (row stride `2 · width`).
+    pub fn layer_mut(&mut self, layer: usize) -> &mut [f32] {
+        let range = self.range(layer);
+        &mut self.data[range]
+    }
+
+    /// Layer `layer`'s keys and values.
+    pub fn layer(&self, layer: usize) -> (Strided<'_>, Strided<'_>) {
+        let data = &self.data[self.range(layer)];
+        let stride = 2 * self.width;
+        (
+            Strided { data, stride },
+            Strided {
+                data: &data[self.width..],
+                stride,
+            },
+        )
+    }
+}

@@ -1,0 +1,43 @@
+//! The layers every encoder-decoder is assembled from, over the kernels' own types.
+//!
+//! | layer | file | holds |
+//! |---|---|---|
+//! | [`Linear`] | `linear.rs` | a weight packed once in its storage type, an optional bias |
+//! | [`Norm`] | `norm.rs` | LayerNorm or RMSNorm parameters |
+//! | [`Embedding`] | `embedding.rs` | a token table, positions, a scale, an optional norm |
+//! | [`SelfAttention`], [`CrossAttention`] | `attention.rs` | fused projections, head layout |
+//! | [`FeedForward`] | `feed_forward.rs` | up (and gate) projections, activation, down projection |
+//! | [`Block`] | `block.rs` | one layer of either stack: self-attention, optional cross-attention, feed-forward, norms in pre or post placement |
+//! | [`KvCache`], [`CrossKv`] | `kv_cache.rs` | the decoder's self-attention cache and the projected encoder memory |
+//!
+//! Every layer states what it needs from a session's arena for a given number of rows (its
+//! working buffers and its kernels' scratch); [`crate::plan`] adds those statements up, so a
+//! layer cannot be forgotten by the plan. Nothing here allocates when it runs.
+
+mod attention;
+mod block;
+mod embedding;
+mod feed_forward;
+mod kv_cache;
+pub mod linear;
+mod norm;
+
+pub use attention::{CrossAttention, Heads, SelfAttention};
+pub use block::{Block, BlockShape, SelfMode, Work, WorkSizes};
+pub use embedding::Embedding;
+pub use feed_forward::FeedForward;
+pub use kv_cache::{CrossKv, KvCache, KvLayout, LayerCache};
+pub use linear::{Linear, LinearError, UnknownWeightType, WeightType};
+pub use norm::Norm;
+
+use tessel_kernels::gemm::Parallel;
+use tessel_kernels::Isa;
+
+/// What every layer call runs with: the ISA level and the runner of the GEMMs' column blocks.
+#[derive(Clone, Copy)]
+pub struct Run<'a> {
+    /// The level the kernels run at.
+    pub isa: Isa,
+    /// Splits each GEMM's columns over the session's threads.
+    pub parallel: &'a dyn Parallel,
+}

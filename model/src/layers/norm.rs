@@ -1,0 +1,89 @@
+//! A normalisation layer: LayerNorm (`γ`, `β`) or RMSNorm (`γ` only), with its epsilon.
+//!
+//! The layer only holds parameters; the fused forms (normalise, add-and-normalise) are the
+//! kernels' own ([`tessel_kernels::norm`]), reached through [`Norm::kernel`].
+
+use tessel_kernels::norm::{self, RowShape, Rows, RowsMut};
+use tessel_kernels::{Isa, KernelError};
+
+use crate::aligned::AlignedBuf;
+
+/// LayerNorm or RMSNorm over rows of `width` values.
+#[derive(Clone, Debug)]
+pub struct Norm {
+    gamma: AlignedBuf,
+    beta: Option<AlignedBuf>,
+    epsilon: f32,
+}
+
+impl Norm {
+    /// LayerNorm: `(s - mean) / sqrt(var + epsilon) · gamma + beta`.
+    pub fn layer(gamma: AlignedBuf, beta: AlignedBuf, epsilon: f32) -> Norm {
+        Norm {
+            gamma,
+            beta: Some(beta),
+            epsilon,
+        }
+    }
+
+    /// RMSNorm: `s / sqrt(mean(s²) + epsilon) · gamma`.
+    pub fn rms(gamma: AlignedBuf, epsilon: f32) -> Norm {
+        Norm {
+            gamma,
+            beta: None,
+            epsilon,
+        }
+    }
+
+    /// The kernels' description of this norm.
+    pub fn kernel(&self) -> norm::Norm<'_> {
+        match &self.beta {
+            Some(beta) => norm::Norm::layer(self.gamma.as_slice(), beta.as_slice(), self.epsilon),
+            None => norm::Norm::rms(self.gamma.as_slice(), self.epsilon),
+        }
+    }
+
+    /// Width of the rows it normalises.
+    pub fn width(&self) -> usize {
+        self.gamma.len()
+    }
+
+    /// Bytes of its parameters.
+    pub fn bytes(&self) -> usize {
+        self.gamma.bytes() + self.beta.as_ref().map_or(0, AlignedBuf::bytes)
+    }
+
+    /// `out = N(x)` over `rows` contiguous rows.
+    pub fn forward(
+        &self,
+        isa: Isa,
+        rows: usize,
+        x: &[f32],
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let width = self.width();
+        norm::normalize(
+            isa,
+            RowShape::new(rows, width),
+            self.kernel(),
+            Rows::new(x, width),
+            RowsMut::new(out, width),
+        )
+    }
+
+    /// `x = N(x)` over `rows` contiguous rows.
+    pub fn forward_in_place(
+        &self,
+        isa: Isa,
+        rows: usize,
+        x: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let width = self.width();
+        norm::normalize_in_place(
+            isa,
+            RowShape::new(rows, width),
+            self.kernel(),
+            RowsMut::new(x, width),
+        )
+    }
+}

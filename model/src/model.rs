@@ -1,0 +1,107 @@
+//! The immutable, shareable model: embeddings, the encoder and decoder stacks of
+//! [`Block`]s and the output projection, each layer holding its weights in their storage type.
+//!
+//! Built by the loaders ([`crate::weights`] for safetensors and seeded weights, [`crate::ct2`]
+//! for CTranslate2 directories); run by [`crate::Session`]s, any number of them at once.
+
+use crate::config::Config;
+use crate::layers::{Block, Embedding, Linear, Norm};
+
+/// A stack of blocks and its optional final norm.
+#[derive(Clone, Debug)]
+pub struct Stack {
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) final_norm: Option<Norm>,
+}
+
+impl Stack {
+    /// A stack of `blocks` followed by `final_norm`.
+    pub fn new(blocks: Vec<Block>, final_norm: Option<Norm>) -> Stack {
+        Stack { blocks, final_norm }
+    }
+
+    /// The blocks, first to last.
+    pub fn blocks(&self) -> &[Block] {
+        &self.blocks
+    }
+
+    /// The norm applied to the last block's output, if any.
+    pub fn final_norm(&self) -> Option<&Norm> {
+        self.final_norm.as_ref()
+    }
+
+    /// Bytes one pass reads (cross-attention memory projections excluded).
+    pub fn step_bytes(&self) -> usize {
+        self.blocks.iter().map(Block::step_bytes).sum::<usize>()
+            + self.final_norm.as_ref().map_or(0, Norm::bytes)
+    }
+}
+
+/// A loaded model: immutable, `Send + Sync`, shared by any number of [`crate::Session`]s.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub(crate) config: Config,
+    pub(crate) source: Embedding,
+    pub(crate) target: Embedding,
+    pub(crate) encoder: Stack,
+    pub(crate) decoder: Stack,
+    pub(crate) generator: Linear,
+}
+
+impl Model {
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The source embedding.
+    pub fn source_embedding(&self) -> &Embedding {
+        &self.source
+    }
+
+    /// The target embedding.
+    pub fn target_embedding(&self) -> &Embedding {
+        &self.target
+    }
+
+    /// The encoder stack.
+    pub fn encoder(&self) -> &Stack {
+        &self.encoder
+    }
+
+    /// The decoder stack.
+    pub fn decoder(&self) -> &Stack {
+        &self.decoder
+    }
+
+    /// The output projection to target logits.
+    pub fn generator(&self) -> &Linear {
+        &self.generator
+    }
+
+    /// Bytes of all weights as laid out in memory (a table shared by both embeddings counted
+    /// once).
+    pub fn weight_bytes(&self) -> usize {
+        let shared = std::sync::Arc::ptr_eq(self.source.table(), self.target.table());
+        let memory: usize = self
+            .decoder
+            .blocks
+            .iter()
+            .filter_map(Block::cross_attention)
+            .map(|c| c.memory_bytes())
+            .sum();
+        self.encoder.step_bytes()
+            + self.decoder.step_bytes()
+            + memory
+            + self.source.bytes(!shared)
+            + self.target.bytes(true)
+            + self.generator.bytes()
+    }
+
+    /// Bytes of the weights one decoder step reads: every decoder layer's weights except the
+    /// cross-attention K/V projection (applied once per source), the final norm and the
+    /// generator (plus one embedding and position row per beam, not counted).
+    pub fn decode_step_weight_bytes(&self) -> usize {
+        self.decoder.step_bytes() + self.generator.bytes()
+    }
+}
