@@ -113,6 +113,23 @@ fn fixtures_map_to_the_expected_tessel_configs() {
     // The stored 24-row position tables cap the lengths.
     assert_eq!((c.max_src_len, c.max_tgt_len), (24, 24));
     assert_eq!(pre.source_ids(&["t5", "nope"]), vec![5, 0]);
+    // Linear weights keep the type model.bin stores them in, unless asked otherwise.
+    let f16 = tessel_model::WeightType::F16;
+    assert_eq!(pre.model.generator().weight_type(), f16);
+    assert_eq!(
+        post.model.generator().weight_type(),
+        tessel_model::WeightType::F32
+    );
+    let widened = Ct2Options {
+        weights: Some(tessel_model::WeightType::F32),
+        ..Ct2Options::default()
+    };
+    let pre_f32 = ct2::load_dir(&fixture(FIXTURES[1]), widened).unwrap();
+    assert_eq!(
+        pre_f32.model.generator().weight_type(),
+        tessel_model::WeightType::F32
+    );
+    assert!(pre_f32.model.weight_bytes() > pre.model.weight_bytes());
     // CTranslate2's SWISH (OPUS-MT / Marian models) is SiLU.
     let swish = ct2::load_dir(&fixture(FIXTURES[3]), Ct2Options::default()).unwrap();
     assert_eq!(swish.model.config().activation, FfnActivation::Silu);

@@ -75,7 +75,7 @@ fn run(args: Args) -> Result<(), String> {
         max_src_len: args.src.len().max(1),
         max_tgt_len: args.steps + 1,
         max_beam: args.beam.max(1),
-        weights: args.weights,
+        weights: Some(args.weights),
     };
     let loaded = ct2::load_dir(&args.dir, options).map_err(|e| e.to_string())?;
     let limits = Limits::of(loaded.model.config()).with_threads(args.threads);

@@ -133,7 +133,7 @@ fn run(args: Args) -> Result<(), String> {
                 max_src_len: args.src_len.max(1),
                 max_tgt_len: args.steps + 1,
                 max_beam: args.beam.max(1),
-                weights: args.weights,
+                weights: Some(args.weights),
             };
             let loaded = tessel_model::ct2::load_dir(dir, options).map_err(|e| e.to_string())?;
             (loaded.model, format!("{} (CTranslate2)", dir.display()))

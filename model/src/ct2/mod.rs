@@ -4,10 +4,10 @@
 //! Supported: the `TransformerSpec` encoder-decoder (binary versions 1 to 6), pre- or post-norm,
 //! ReLU / GELU / tanh-GELU, shared or separate embeddings, tied or separate output projection,
 //! stored (learned) position tables or CTranslate2's sinusoidal encoding, with or without
-//! biases. Variables stored as `float16` or `bfloat16` are converted to `f32` at load; `int8`
-//! and `int16` weights are dequantised to `f32` with their `weight_scale` (`q / scale`, per row
-//! for int8, one scale for int16), so tessel computes in `f32` on exactly the weights the file
-//! holds. Anything else (relative positions, ALiBi, rotary, RMSNorm, GLU, embedding LayerNorm,
+//! biases. Linear weights stored as `float16` or `bfloat16` stay so in memory (unless
+//! [`Ct2Options::weights`] asks otherwise); `int8` and `int16` weights are dequantised to `f32`
+//! with their `weight_scale` (`q / scale`, per row for int8, one scale for int16), so tessel
+//! computes on exactly the weights the file holds. Anything else (relative positions, ALiBi, rotary, RMSNorm, GLU, embedding LayerNorm,
 //! multi-query attention, several source embeddings, AWQ) is refused with a typed
 //! [`Ct2Error`] naming the variable.
 //!
@@ -172,8 +172,9 @@ pub struct Ct2Options {
     pub max_tgt_len: usize,
     /// Widest beam.
     pub max_beam: usize,
-    /// Storage of the linear layers' weights (whatever `model.bin` holds).
-    pub weights: crate::WeightType,
+    /// Storage of the linear layers' weights whatever `model.bin` holds, or `None` to keep
+    /// the stored type (quantised weights become `f32`).
+    pub weights: Option<crate::WeightType>,
 }
 
 impl Default for Ct2Options {
@@ -182,7 +183,7 @@ impl Default for Ct2Options {
             max_src_len: 512,
             max_tgt_len: 512,
             max_beam: 4,
-            weights: crate::WeightType::F32,
+            weights: None,
         }
     }
 }

@@ -1,26 +1,35 @@
-//! Maps CTranslate2's `TransformerSpec` variables onto tessel's tensor names and config.
+//! Builds tessel's layers straight from CTranslate2's `TransformerSpec` variables.
 //!
-//! | CTranslate2 variable | tessel tensor |
+//! | CTranslate2 variable | tessel layer |
 //! |---|---|
-//! | `encoder/embeddings_0/weight` (`encoder/embeddings/weight` in old files) | `src_embed.weight` |
-//! | `decoder/embeddings/weight` | `tgt_embed.weight` |
-//! | `{encoder,decoder}/position_encodings/encodings` (or CTranslate2's sinusoid) | `src_pos.weight`, `tgt_pos.weight` |
-//! | `*/layer_{i}/self_attention/linear_0` (fused Q,K,V), `linear_1`, `layer_norm` | `self_attn.in_proj_*`, `out_proj`, `norm1` |
-//! | `decoder/layer_{i}/attention/linear_0` (Q) + `linear_1` (K,V), `linear_2`, `layer_norm` | `multihead_attn.in_proj_*`, `out_proj`, `norm2` |
-//! | `*/layer_{i}/ffn/linear_0`, `linear_1`, `layer_norm` | `linear1`, `linear2`, `norm2` (encoder) / `norm3` (decoder) |
-//! | `{encoder,decoder}/layer_norm` (pre-norm) | `encoder.norm`, `decoder.norm` |
-//! | `decoder/projection` | `generator` |
+//! | `encoder/embeddings_0/weight` (`encoder/embeddings/weight` in old files), `decoder/embeddings/weight` | source / target [`Embedding`] tables |
+//! | `{encoder,decoder}/position_encodings/encodings` (or CTranslate2's sinusoid) | their position tables |
+//! | `*/layer_{i}/self_attention/linear_0` (fused Q,K,V), `linear_1`, `layer_norm` | [`SelfAttention`] and its norm |
+//! | `decoder/layer_{i}/attention/linear_0` (Q), `linear_1` (fused K,V), `linear_2`, `layer_norm` | [`CrossAttention`] and its norm |
+//! | `*/layer_{i}/ffn/linear_0`, `linear_1`, `layer_norm` | [`FeedForward`] and its norm |
+//! | `{encoder,decoder}/layer_norm` (pre-norm) | the stacks' final norms |
+//! | `decoder/projection` | the generator |
 //!
-//! LayerNorm `gamma`/`beta` become `weight`/`bias`.
+//! Linear weights keep the type `model.bin` stores them in (`float32`, `float16`, `bfloat16`)
+//! unless [`Ct2Options::weights`] asks for another; `int8`/`int16` weights are dequantised with
+//! their scales to `f32`. Embeddings, positions, norms and biases are `f32` in memory.
 
-use std::collections::{BTreeSet, HashMap};
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use half::{bf16, f16};
 
 use super::binary::{Dtype, ModelBin, Variable};
 use super::{Ct2Error, Ct2Options, Ct2Tokens, Vocabulary};
+use crate::aligned::AlignedBuf;
 use crate::config::{Biases, Config, FfnActivation, NormPlacement, Positions};
-use crate::model::Model;
-
-type Tensors = HashMap<String, (Vec<usize>, Vec<f32>)>;
+use crate::layers::{
+    CrossAttention, Embedding, FeedForward, Heads, Linear, Norm, SelfAttention, WeightType,
+};
+use crate::model::{Model, Stack};
+use crate::weights::source::{cast_le, Tensor};
+use crate::weights::{block, linear_rows, out_of_memory, LoadError};
 
 /// The file's variables, recording which ones the mapping used.
 struct Vars<'f, 'a> {
@@ -73,6 +82,31 @@ impl<'f, 'a> Vars<'f, 'a> {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// A float tensor of `shape` in the type it is stored in; quantised weights are dequantised
+    /// to `f32` with their `{prefix}/weight_scale`. Non-finite values are an error.
+    fn stored(&mut self, name: &str, shape: &[usize]) -> Result<Tensor<'a>, Ct2Error> {
+        let v = self
+            .get(name)
+            .ok_or_else(|| Ct2Error::Missing(name.to_owned()))?;
+        let tensor = match v.dtype {
+            Dtype::F32 if v.shape == shape => Tensor::F32(cast_le(v.data, f32::from_le_bytes)),
+            Dtype::F16 if v.shape == shape => {
+                Tensor::F16(cast_le(v.data, |b| f16::from_bits(u16::from_le_bytes(b))))
+            }
+            Dtype::Bf16 if v.shape == shape => {
+                Tensor::Bf16(cast_le(v.data, |b| bf16::from_bits(u16::from_le_bytes(b))))
+            }
+            _ => Tensor::F32(Cow::Owned(self.tensor(name, shape)?)),
+        };
+        if !tensor.all_finite() {
+            return Err(LoadError::NonFinite {
+                name: name.to_owned(),
+            }
+            .into());
+        }
+        Ok(tensor)
     }
 
     /// A float tensor of `shape`, converted to `f32` (quantised weights dequantised with their
@@ -164,46 +198,101 @@ pub fn sinusoidal(rows: usize, d: usize) -> Vec<f32> {
     table
 }
 
-struct Mapper<'v, 'f, 'a> {
+/// Builds layers from the file's variables.
+struct Builder<'v, 'f, 'a> {
     vars: &'v mut Vars<'f, 'a>,
-    out: Tensors,
+    d: usize,
+    heads: Heads,
+    eps: f32,
+    weights: Option<WeightType>,
 }
 
-impl Mapper<'_, '_, '_> {
-    fn put(&mut self, name: &str, shape: Vec<usize>, values: Vec<f32>) {
-        self.out.insert(name.to_owned(), (shape, values));
-    }
-
-    fn copy(&mut self, from: &str, to: &str, shape: &[usize]) -> Result<(), Ct2Error> {
-        let values = self.vars.tensor(from, shape)?;
-        self.put(to, shape.to_vec(), values);
-        Ok(())
-    }
-
-    /// A linear's weight and (when present) bias; returns whether it had a bias.
-    fn linear(
-        &mut self,
-        from: &str,
-        to_w: &str,
-        to_b: &str,
-        out: usize,
-        inp: usize,
-    ) -> Result<bool, Ct2Error> {
-        self.copy(&format!("{from}/weight"), to_w, &[out, inp])?;
-        let bias = format!("{from}/bias");
-        if self.vars.has(&bias) {
-            self.copy(&bias, to_b, &[out])?;
-            return Ok(true);
+impl Builder<'_, '_, '_> {
+    /// An `f32` table of `shape` in aligned memory.
+    fn table(&mut self, name: &str, shape: &[usize]) -> Result<AlignedBuf, Ct2Error> {
+        let values = self.vars.tensor(name, shape)?;
+        if values.iter().any(|v| !v.is_finite()) {
+            return Err(LoadError::NonFinite {
+                name: name.to_owned(),
+            }
+            .into());
         }
-        Ok(false)
+        Ok(AlignedBuf::from_slice(&values).map_err(out_of_memory(name))?)
     }
 
-    fn norm(&mut self, from: &str, to: &str, d: usize) -> Result<(), Ct2Error> {
-        self.copy(&format!("{from}/gamma"), &format!("{to}.weight"), &[d])?;
-        self.copy(&format!("{from}/beta"), &format!("{to}.bias"), &[d])
+    /// The `out × inp` linear `{from}/weight` with its bias when the file has one.
+    fn linear(&mut self, from: &str, out: usize, inp: usize) -> Result<Linear, Ct2Error> {
+        let name = format!("{from}/weight");
+        let weight = self.vars.stored(&name, &[out, inp])?;
+        let bias_name = format!("{from}/bias");
+        let bias = if self.vars.has(&bias_name) {
+            Some(self.vars.tensor(&bias_name, &[out])?)
+        } else {
+            None
+        };
+        let storage = self.weights.unwrap_or(weight.weight_type());
+        Ok(linear_rows(
+            &name,
+            &weight,
+            0..out,
+            inp,
+            bias.as_deref(),
+            storage,
+        )?)
     }
 
-    fn positions(&mut self, scope: &str, to: &str, rows: usize, d: usize) -> Result<(), Ct2Error> {
+    fn norm(&mut self, from: &str) -> Result<Norm, Ct2Error> {
+        let d = self.d;
+        let gamma = self.table(&format!("{from}/gamma"), &[d])?;
+        let beta = self.table(&format!("{from}/beta"), &[d])?;
+        Ok(Norm::layer(gamma, beta, self.eps))
+    }
+
+    fn malformed(scope: &str, e: tessel_kernels::KernelError) -> Ct2Error {
+        LoadError::Malformed(format!("{scope}: {e}")).into()
+    }
+
+    fn self_attention(&mut self, layer: &str) -> Result<(Norm, SelfAttention), Ct2Error> {
+        let (d, scope) = (self.d, format!("{layer}/self_attention"));
+        let qkv = self.linear(&format!("{scope}/linear_0"), 3 * d, d)?;
+        let out = self.linear(&format!("{scope}/linear_1"), d, d)?;
+        let norm = self.norm(&format!("{scope}/layer_norm"))?;
+        let attention =
+            SelfAttention::new(qkv, out, self.heads).map_err(|e| Self::malformed(&scope, e))?;
+        Ok((norm, attention))
+    }
+
+    /// CTranslate2 keeps the query projection (`linear_0`) apart from the fused K/V one
+    /// (`linear_1`), as tessel's cross-attention does.
+    fn cross_attention(&mut self, layer: &str) -> Result<(Norm, CrossAttention), Ct2Error> {
+        let (d, scope) = (self.d, format!("{layer}/attention"));
+        let q = self.linear(&format!("{scope}/linear_0"), d, d)?;
+        let kv = self.linear(&format!("{scope}/linear_1"), 2 * d, d)?;
+        let out = self.linear(&format!("{scope}/linear_2"), d, d)?;
+        let norm = self.norm(&format!("{scope}/layer_norm"))?;
+        let attention =
+            CrossAttention::new(q, kv, out, self.heads).map_err(|e| Self::malformed(&scope, e))?;
+        Ok((norm, attention))
+    }
+
+    fn feed_forward(
+        &mut self,
+        layer: &str,
+        d_ff: usize,
+        activation: FfnActivation,
+    ) -> Result<(Norm, FeedForward), Ct2Error> {
+        let (d, scope) = (self.d, format!("{layer}/ffn"));
+        let up = self.linear(&format!("{scope}/linear_0"), d_ff, d)?;
+        let down = self.linear(&format!("{scope}/linear_1"), d, d_ff)?;
+        let norm = self.norm(&format!("{scope}/layer_norm"))?;
+        let ffn = FeedForward::new(up, down, activation.kernel())
+            .map_err(|e| Self::malformed(&scope, e))?;
+        Ok((norm, ffn))
+    }
+
+    /// The first `rows` rows of `{scope}`'s stored position table, or CTranslate2's sinusoid.
+    fn positions(&mut self, scope: &str, rows: usize) -> Result<AlignedBuf, Ct2Error> {
+        let d = self.d;
         let name = format!("{scope}/position_encodings/encodings");
         let table = if self.vars.has(&name) {
             let stored = self.vars.shape(&name)?.to_vec();
@@ -219,8 +308,10 @@ impl Mapper<'_, '_, '_> {
         } else {
             sinusoidal(rows, d)
         };
-        self.put(to, vec![rows, d], table);
-        Ok(())
+        if table.iter().any(|v| !v.is_finite()) {
+            return Err(LoadError::NonFinite { name }.into());
+        }
+        Ok(AlignedBuf::from_slice(&table).map_err(out_of_memory(&name))?)
     }
 }
 
@@ -475,149 +566,89 @@ pub fn build(
         pad_id: target_vocabulary.id("<blank>").unwrap_or(0),
     };
     config.validate().map_err(crate::weights::LoadError::from)?;
-    let mut m = Mapper {
+    let d_head = config.d_head();
+    let mut m = Builder {
         vars,
-        out: Tensors::new(),
+        d,
+        heads: Heads {
+            heads,
+            d_head,
+            scale: tessel_kernels::attention::default_scale(d_head),
+        },
+        eps: config.layer_norm_eps,
+        weights: options.weights,
     };
-    m.copy(
-        "decoder/embeddings/weight",
-        "tgt_embed.weight",
-        &[tgt_vocab, d],
-    )?;
-    if share_embeddings {
+    let target_table = Arc::new(m.table("decoder/embeddings/weight", &[tgt_vocab, d])?);
+    let source_table = if share_embeddings {
         m.vars.get(&src_emb_w);
+        Arc::clone(&target_table)
     } else {
-        m.copy(&src_emb_w, "src_embed.weight", &[src_vocab, d])?;
-    }
-    m.positions("encoder", "src_pos.weight", max_src_len, d)?;
-    m.positions("decoder", "tgt_pos.weight", max_tgt_len, d)?;
+        Arc::new(m.table(&src_emb_w, &[src_vocab, d])?)
+    };
+    let scale = if scale_src { (d as f32).sqrt() } else { 1.0 };
+    let source = Embedding::new(source_table, d, scale)
+        .with_positions(m.positions("encoder", max_src_len)?, 0);
+    let target = Embedding::new(Arc::clone(&target_table), d, scale)
+        .with_positions(m.positions("decoder", max_tgt_len)?, 0);
+    let placement = config.norm;
+    let mut encoder = Vec::with_capacity(encoder_layers);
     for i in 0..encoder_layers {
-        let (f, t) = (format!("encoder/layer_{i}"), format!("encoder.layers.{i}"));
-        self_attention(&mut m, &f, &t, d)?;
-        m.norm(
-            &format!("{f}/self_attention/layer_norm"),
-            &format!("{t}.norm1"),
-            d,
-        )?;
-        ffn(&mut m, &f, &t, d, d_ff)?;
-        m.norm(&format!("{f}/ffn/layer_norm"), &format!("{t}.norm2"), d)?;
+        let f = format!("encoder/layer_{i}");
+        let attention = m.self_attention(&f)?;
+        let ffn = m.feed_forward(&f, d_ff, activation)?;
+        encoder.push(block(&f, placement, attention, None, ffn)?);
     }
+    let mut decoder = Vec::with_capacity(decoder_layers);
     for i in 0..decoder_layers {
-        let (f, t) = (format!("decoder/layer_{i}"), format!("decoder.layers.{i}"));
-        self_attention(&mut m, &f, &t, d)?;
-        m.norm(
-            &format!("{f}/self_attention/layer_norm"),
-            &format!("{t}.norm1"),
-            d,
-        )?;
-        cross_attention(&mut m, &f, &t, d)?;
-        m.norm(
-            &format!("{f}/attention/layer_norm"),
-            &format!("{t}.norm2"),
-            d,
-        )?;
-        ffn(&mut m, &f, &t, d, d_ff)?;
-        m.norm(&format!("{f}/ffn/layer_norm"), &format!("{t}.norm3"), d)?;
+        let f = format!("decoder/layer_{i}");
+        let attention = m.self_attention(&f)?;
+        let cross = m.cross_attention(&f)?;
+        let ffn = m.feed_forward(&f, d_ff, activation)?;
+        decoder.push(block(&f, placement, attention, Some(cross), ffn)?);
     }
-    if final_enc {
-        m.norm("encoder/layer_norm", "encoder.norm", d)?;
-        m.norm("decoder/layer_norm", "decoder.norm", d)?;
-    }
-    if tie_output {
-        m.vars.get("decoder/projection/weight");
-        if biases.generator {
-            m.copy("decoder/projection/bias", "generator.bias", &[tgt_vocab])?;
-        }
+    let (encoder_norm, decoder_norm) = if final_enc {
+        (
+            Some(m.norm("encoder/layer_norm")?),
+            Some(m.norm("decoder/layer_norm")?),
+        )
     } else {
-        m.linear(
-            "decoder/projection",
-            "generator.weight",
-            "generator.bias",
-            tgt_vocab,
+        (None, None)
+    };
+    let generator = if tie_output {
+        m.vars.get("decoder/projection/weight");
+        let bias = if biases.generator {
+            Some(m.vars.tensor("decoder/projection/bias", &[tgt_vocab])?)
+        } else {
+            None
+        };
+        let stored = m
+            .vars
+            .stored("decoder/embeddings/weight", &[tgt_vocab, d])?;
+        let storage = options.weights.unwrap_or(stored.weight_type());
+        linear_rows(
+            "decoder/embeddings/weight",
+            &stored,
+            0..tgt_vocab,
             d,
-        )?;
-    }
-    let Mapper { vars, out } = m;
-    if let Some(unused) = file.variables.keys().find(|n| !vars.used.contains(*n)) {
+            bias.as_deref(),
+            storage,
+        )?
+    } else {
+        m.linear("decoder/projection", tgt_vocab, d)?
+    };
+    let used = &m.vars.used;
+    if let Some(unused) = file.variables.keys().find(|n| !used.contains(*n)) {
         return Err(Ct2Error::UnsupportedFeature {
             feature: "a variable tessel's Transformer does not use".to_owned(),
             variable: unused.clone(),
         });
     }
-    let load = crate::LoadOptions::weights(options.weights);
-    Ok(Model::from_named_tensors(config, out, &load)?)
-}
-
-fn self_attention(m: &mut Mapper<'_, '_, '_>, f: &str, t: &str, d: usize) -> Result<(), Ct2Error> {
-    let a = format!("{t}.self_attn");
-    m.linear(
-        &format!("{f}/self_attention/linear_0"),
-        &format!("{a}.in_proj_weight"),
-        &format!("{a}.in_proj_bias"),
-        3 * d,
-        d,
-    )?;
-    m.linear(
-        &format!("{f}/self_attention/linear_1"),
-        &format!("{a}.out_proj.weight"),
-        &format!("{a}.out_proj.bias"),
-        d,
-        d,
-    )?;
-    Ok(())
-}
-
-/// CTranslate2 keeps the query projection (`linear_0`) apart from the fused K/V one
-/// (`linear_1`); tessel's `in_proj` is `[Q; K; V]`.
-fn cross_attention(m: &mut Mapper<'_, '_, '_>, f: &str, t: &str, d: usize) -> Result<(), Ct2Error> {
-    let a = format!("{t}.multihead_attn");
-    let mut w = m
-        .vars
-        .tensor(&format!("{f}/attention/linear_0/weight"), &[d, d])?;
-    w.extend(
-        m.vars
-            .tensor(&format!("{f}/attention/linear_1/weight"), &[2 * d, d])?,
-    );
-    m.put(&format!("{a}.in_proj_weight"), vec![3 * d, d], w);
-    let (qb, kvb) = (
-        format!("{f}/attention/linear_0/bias"),
-        format!("{f}/attention/linear_1/bias"),
-    );
-    if m.vars.has(&qb) || m.vars.has(&kvb) {
-        let mut b = m.vars.tensor(&qb, &[d])?;
-        b.extend(m.vars.tensor(&kvb, &[2 * d])?);
-        m.put(&format!("{a}.in_proj_bias"), vec![3 * d], b);
-    }
-    m.linear(
-        &format!("{f}/attention/linear_2"),
-        &format!("{a}.out_proj.weight"),
-        &format!("{a}.out_proj.bias"),
-        d,
-        d,
-    )?;
-    Ok(())
-}
-
-fn ffn(
-    m: &mut Mapper<'_, '_, '_>,
-    f: &str,
-    t: &str,
-    d: usize,
-    d_ff: usize,
-) -> Result<(), Ct2Error> {
-    m.linear(
-        &format!("{f}/ffn/linear_0"),
-        &format!("{t}.linear1.weight"),
-        &format!("{t}.linear1.bias"),
-        d_ff,
-        d,
-    )?;
-    m.linear(
-        &format!("{f}/ffn/linear_1"),
-        &format!("{t}.linear2.weight"),
-        &format!("{t}.linear2.bias"),
-        d,
-        d_ff,
-    )?;
-    Ok(())
+    Ok(Model {
+        config,
+        source,
+        target,
+        encoder: Stack::new(encoder, encoder_norm),
+        decoder: Stack::new(decoder, decoder_norm),
+        generator,
+    })
 }

@@ -20,7 +20,7 @@
 //! Biases are present exactly when the config's `biases` says so. Tensors may be `F32`, `F16`
 //! or `BF16` (each independently).
 
-mod source;
+pub(crate) mod source;
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use safetensors::SafeTensors;
 use thiserror::Error;
 
-use source::{NamedSource, RandomSource, RecordingSource, SafetensorsSource, Tensor, TensorSource};
+use source::{RandomSource, RecordingSource, SafetensorsSource, Tensor, TensorSource};
 
 use std::sync::Arc;
 
@@ -104,8 +104,28 @@ pub enum LoadError {
     },
 }
 
+/// The linear layer of `rows` of the `[_ × inp]` weight `tensor` (named `name`) with `bias`,
+/// packed as `storage` straight from the stored element type.
+pub(crate) fn linear_rows(
+    name: &str,
+    tensor: &Tensor<'_>,
+    rows: std::ops::Range<usize>,
+    inp: usize,
+    bias: Option<&[f32]>,
+    storage: WeightType,
+) -> Result<Linear, LoadError> {
+    let n = rows.len();
+    let elements = rows.start * inp..rows.end * inp;
+    let layer = match tensor {
+        Tensor::F32(w) => Linear::packed(storage, n, inp, &w[elements], bias),
+        Tensor::F16(w) => Linear::packed(storage, n, inp, &w[elements], bias),
+        Tensor::Bf16(w) => Linear::packed(storage, n, inp, &w[elements], bias),
+    };
+    layer.map_err(linear_error(name))
+}
+
 /// Maps a refused allocation for `what` to [`LoadError::OutOfMemory`].
-fn out_of_memory(what: &str) -> impl Fn(AllocError) -> LoadError + '_ {
+pub(crate) fn out_of_memory(what: &str) -> impl Fn(AllocError) -> LoadError + '_ {
     move |e| LoadError::OutOfMemory {
         what: what.to_owned(),
         bytes: e.bytes,
@@ -113,7 +133,7 @@ fn out_of_memory(what: &str) -> impl Fn(AllocError) -> LoadError + '_ {
 }
 
 /// Maps a [`LinearError`] of the layer whose weight is `name` to a [`LoadError`].
-fn linear_error(name: &str) -> impl Fn(LinearError) -> LoadError + '_ {
+pub(crate) fn linear_error(name: &str) -> impl Fn(LinearError) -> LoadError + '_ {
     move |e| match e {
         LinearError::Shape(e) => LoadError::Malformed(format!("{name}: {e}")),
         LinearError::Alloc(e) => out_of_memory(name)(e),
@@ -209,20 +229,6 @@ impl Model {
             SafeTensors::deserialize(bytes).map_err(|e| LoadError::Malformed(e.to_string()))?;
         let mut source = SafetensorsSource {
             file,
-            used: HashSet::new(),
-        };
-        Model::build_from(config, &mut source, options)
-    }
-
-    /// Lays out `f32` tensors given by tessel name (see the module table) and shape for
-    /// `config`; every tensor must be used. The constructor behind the format readers.
-    pub(crate) fn from_named_tensors(
-        config: Config,
-        tensors: std::collections::HashMap<String, (Vec<usize>, Vec<f32>)>,
-        options: &LoadOptions,
-    ) -> Result<Model, LoadError> {
-        let mut source = NamedSource {
-            tensors,
             used: HashSet::new(),
         };
         Model::build_from(config, &mut source, options)
@@ -365,7 +371,7 @@ impl Model {
 }
 
 /// A block from its loaded layers; a layer of the wrong width is a malformed file.
-fn block(
+pub(crate) fn block(
     prefix: &str,
     placement: crate::config::NormPlacement,
     attention: (Norm, SelfAttention),
@@ -486,14 +492,15 @@ impl Loader<'_> {
         let mut row0 = 0;
         for rows in parts {
             let bias = b.as_ref().map(|b| &b[row0..row0 + rows]);
-            let elements = row0 * inp..(row0 + rows) * inp;
+            layers.push(linear_rows(
+                weight,
+                &tensor,
+                row0..row0 + rows,
+                inp,
+                bias,
+                storage,
+            )?);
             row0 += rows;
-            let layer = match &tensor {
-                Tensor::F32(w) => Linear::packed(storage, rows, inp, &w[elements], bias),
-                Tensor::F16(w) => Linear::packed(storage, rows, inp, &w[elements], bias),
-                Tensor::Bf16(w) => Linear::packed(storage, rows, inp, &w[elements], bias),
-            };
-            layers.push(layer.map_err(linear_error(weight))?);
         }
         layers
             .try_into()

@@ -1,9 +1,9 @@
 //! Where the loader's tensors come from: a safetensors file (`F32`, `F16` or `BF16` tensors,
-//! borrowed from the mapped bytes whenever their alignment allows), tensors already converted
-//! by a format reader, seeded random values, or zeros that record what was asked for.
+//! borrowed from the mapped bytes whenever their alignment allows), seeded random values, or
+//! zeros that record what was asked for.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use half::{bf16, f16};
 use rand::{Rng, SeedableRng};
@@ -113,7 +113,7 @@ impl TensorSource for SafetensorsSource<'_> {
 /// Little-endian `bytes` as `T`: borrowed in place when aligned on a little-endian target,
 /// decoded element by element otherwise. `bytes.len()` is a multiple of `N` (safetensors
 /// checked the byte length against the shape and dtype).
-fn cast_le<T: bytemuck::Pod, const N: usize>(
+pub(crate) fn cast_le<T: bytemuck::Pod, const N: usize>(
     bytes: &[u8],
     decode: impl Fn([u8; N]) -> T,
 ) -> Cow<'_, [T]> {
@@ -125,34 +125,6 @@ fn cast_le<T: bytemuck::Pod, const N: usize>(
                 .map(|c| decode(c.try_into().unwrap_or([0; N])))
                 .collect(),
         ),
-    }
-}
-
-/// Tensors already converted to `f32`, by tessel name (built by format readers such as
-/// [`crate::ct2`]).
-pub(crate) struct NamedSource {
-    pub tensors: HashMap<String, (Vec<usize>, Vec<f32>)>,
-    pub used: HashSet<String>,
-}
-
-impl TensorSource for NamedSource {
-    fn first_unused(&self) -> Option<String> {
-        first_unused(self.tensors.keys(), &self.used)
-    }
-
-    fn stored(&mut self, name: &str, shape: &[usize]) -> Result<Tensor<'_>, LoadError> {
-        let (got, values) = self.tensors.get(name).ok_or_else(|| LoadError::Missing {
-            name: name.to_owned(),
-        })?;
-        self.used.insert(name.to_owned());
-        if got.as_slice() != shape {
-            return Err(LoadError::Shape {
-                name: name.to_owned(),
-                expected: shape.to_vec(),
-                got: got.clone(),
-            });
-        }
-        Ok(Tensor::F32(Cow::Borrowed(values)))
     }
 }
 
