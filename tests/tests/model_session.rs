@@ -656,3 +656,36 @@ fn threaded_sessions_give_bit_identical_logits() {
         }
     });
 }
+
+#[test]
+fn sessions_that_own_their_model_through_an_arc_match_borrowed_ones() {
+    let model = std::sync::Arc::new(
+        Model::random(small(NormPlacement::Pre, Positions::Learned), 5).unwrap(),
+    );
+    let isa = tessel_kernels::Isa::best();
+    let options = SearchOptions::beam(2, 6);
+    let mut borrowed = Session::new(&*model, isa).unwrap();
+    borrowed.encode(&SRC).unwrap();
+    let expected = borrowed
+        .generate(&options, |_| {})
+        .unwrap()
+        .best()
+        .unwrap()
+        .tokens
+        .to_vec();
+    // Each thread's session holds the model by Arc: no lifetime ties it to this frame.
+    let handles: Vec<std::thread::JoinHandle<Vec<u32>>> = (0..2)
+        .map(|_| {
+            let mut session = Session::new(std::sync::Arc::clone(&model), isa).unwrap();
+            std::thread::spawn(move || {
+                session.encode(&SRC).unwrap();
+                let hyps = session.generate(&options, |_| {}).unwrap();
+                hyps.best().unwrap().tokens.to_vec()
+            })
+        })
+        .collect();
+    for handle in handles {
+        assert_eq!(handle.join().unwrap(), expected);
+    }
+    assert_eq!(std::sync::Arc::strong_count(&model), 1);
+}
