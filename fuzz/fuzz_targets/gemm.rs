@@ -141,11 +141,9 @@ fn run<T: Weight>(input: Input, dot: bool) {
 
     // Operands, each possibly corrupted.
     let a_cols = if fault == 6 { k + 1 } else { k };
-    let a_stride = if fault == 5 && m > 1 && a_cols > 0 {
-        a_cols - 1
-    } else {
-        a_cols + pad(0)
-    };
+    // A's rows may overlap (a convolution's windows); the property test
+    // `overlapping_rows_of_a_equal_their_copy` covers that, so A keeps a gap here.
+    let a_stride = a_cols + pad(0);
     let (a_len, a_short) = maybe_short(span(m, a_cols, a_stride), fault == 0);
     let a_vals = gen.take(m * a_cols);
     let a = Guarded::new(m, a_cols, a_stride, a_len, |r, c| a_vals[r * a_cols + c]);
@@ -178,7 +176,6 @@ fn run<T: Weight>(input: Input, dot: bool) {
         || r_short
         || scratch_short
         || fault == 3
-        || (fault == 5 && m > 1 && a_cols > 0)
         || fault == 6
         || fault == 7;
 

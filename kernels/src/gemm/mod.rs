@@ -101,6 +101,26 @@ impl<'a> MatRef<'a> {
     fn check(self, what: &'static str) -> Result<(), KernelError> {
         check_view(what, self.data.len(), self.rows, self.cols, self.stride)
     }
+
+    /// As `check`, but consecutive rows may overlap (`stride < cols`, even 0): for an operand
+    /// that is only read, such as the sliding windows of a convolution over its input.
+    fn check_overlapping(self, what: &'static str) -> Result<(), KernelError> {
+        if self.rows == 0 || self.cols == 0 {
+            return Ok(());
+        }
+        let needed = (self.rows - 1)
+            .checked_mul(self.stride)
+            .and_then(|n| n.checked_add(self.cols))
+            .ok_or(KernelError::Overflow(what))?;
+        if self.data.len() < needed {
+            return Err(KernelError::BufferTooSmall {
+                what,
+                needed,
+                got: self.data.len(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// A mutable row-major strided matrix view: element `(i, j)` is `data[i · stride + j]`.
@@ -169,15 +189,17 @@ fn task_count(threads: usize, n: usize) -> usize {
 
 /// `C = activation(A · B + bias) + residual` (see [`Epilogue`]), at the level `isa`.
 ///
-/// - `a`: `m × k`; `b`: the packed `k × n` weight; `c`: `m × n`, only written (it may hold
-///   anything, NaN included, on entry), and nothing outside its view is touched.
+/// - `a`: `m × k`, only read, so its rows may overlap (`a.stride < k`: a convolution's
+///   sliding windows over its time-major input are such a view); `b`: the packed `k × n`
+///   weight; `c`: `m × n`, only written (it may hold anything, NaN included, on entry), and
+///   nothing outside its view is touched.
 /// - `scratch`: at least [`gemm_scratch`]`(m, k, n, parallel.threads())` floats.
 /// - `parallel`: runs the column blocks; results are identical for any thread count.
 ///
 /// Errors (nothing is written when the arguments are refused): `ShapeMismatch` when `a.cols`
 /// differs from `b.k()`, `c` is not `a.rows × b.n()` or the bias length is not `n`; `BadStride`
-/// or `BufferTooSmall` for a view its slice does not cover (`a`, `c`, residual, which must be
-/// `m × n`); `ScratchTooSmall`; `Overflow` for shapes beyond `usize`; `InvalidArgument` when
+/// for overlapping rows of `c` or the residual; `BufferTooSmall` for a view its slice does not
+/// cover (`a`, `c`, residual, which must be `m × n`); `ScratchTooSmall`; `Overflow` for shapes beyond `usize`; `InvalidArgument` when
 /// the runner did not run every task (then `C` is partly written).
 pub fn gemm<W: AsRef<[T]>, T: Element>(
     isa: Isa,
@@ -192,7 +214,7 @@ pub fn gemm<W: AsRef<[T]>, T: Element>(
     check_dim("a.cols (k)", k, a.cols)?;
     check_dim("c.rows (m)", m, c.rows)?;
     check_dim("c.cols (n)", n, c.cols)?;
-    a.check("a")?;
+    a.check_overlapping("a")?;
     check_view("c", c.data.len(), m, n, c.stride)?;
     if let Some(bias) = epilogue.bias {
         check_dim("bias length (n)", n, bias.len())?;
