@@ -220,10 +220,12 @@ pub fn tiny_config(variant: u8) -> tessel_model::Config {
         },
         biases: Biases {
             attention_in: !bit(1),
+            attention_key: true,
             attention_out: true,
             ffn: !bit(2),
             generator: !bit(0),
         },
+        front_end: tessel_model::FrontEnd::Tokens,
         scale_embeddings: true,
         layer_norm_eps: 1e-5,
         bos_id: 1,

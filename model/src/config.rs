@@ -52,11 +52,41 @@ pub enum Positions {
     Learned,
 }
 
+/// What the encoder reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum FrontEnd {
+    /// Source token ids, through the source embedding.
+    #[default]
+    Tokens,
+    /// Log-mel frames through two 1-D convolutions of width 3 (stride 1, then 2), each
+    /// followed by GELU (Whisper): `2 · max_src_len` frames of `n_mels` bins become
+    /// `max_src_len` encoder positions.
+    Conv {
+        /// Mel bins per frame (80, or 128 for large-v3).
+        n_mels: usize,
+    },
+}
+
+impl FrontEnd {
+    /// Mel bins per frame of a convolutional front end, `None` for tokens.
+    pub fn n_mels(self) -> Option<usize> {
+        match self {
+            FrontEnd::Tokens => None,
+            FrontEnd::Conv { n_mels } => Some(n_mels),
+        }
+    }
+}
+
 /// Which projections carry a bias.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Biases {
     /// Q/K/V input projections (`in_proj_bias`).
     pub attention_in: bool,
+    /// With `attention_in`: whether the key projection has one too (Whisper's has none; its
+    /// part of the fused bias is then zero).
+    #[serde(default = "default_true")]
+    pub attention_key: bool,
     /// Attention output projections (`out_proj.bias`).
     pub attention_out: bool,
     /// Both feed-forward linears (`linear1.bias`, `linear2.bias`).
@@ -69,6 +99,7 @@ impl Default for Biases {
     fn default() -> Biases {
         Biases {
             attention_in: true,
+            attention_key: true,
             attention_out: true,
             ffn: true,
             generator: true,
@@ -125,6 +156,9 @@ pub struct Config {
     /// Which projections carry biases.
     #[serde(default)]
     pub biases: Biases,
+    /// What the encoder reads: tokens (the default) or audio frames.
+    #[serde(default)]
+    pub front_end: FrontEnd,
     /// Multiply embeddings by `√d_model` before adding positions.
     #[serde(default = "default_true")]
     pub scale_embeddings: bool,
@@ -227,6 +261,7 @@ impl Config {
             activation: FfnActivation::Relu,
             positions: Positions::Sinusoidal,
             biases: Biases::default(),
+            front_end: FrontEnd::Tokens,
             scale_embeddings: true,
             layer_norm_eps: 1e-5,
             bos_id: 1,
@@ -266,7 +301,12 @@ impl Config {
         let norm = 2 * d;
         let encoder_layer = attention.checked_add(ffn)?.checked_add(2 * norm)?;
         let decoder_layer = mul(attention, 2)?.checked_add(ffn)?.checked_add(3 * norm)?;
-        let embeddings = mul(self.src_vocab, d)?.checked_add(mul(self.tgt_vocab, d)?)?;
+        let source = match self.front_end {
+            FrontEnd::Tokens => mul(self.src_vocab, d)?,
+            // conv1 (3·n_mels → d) and conv2 (3d → d) with their biases.
+            FrontEnd::Conv { n_mels } => mul(3 * n_mels.checked_add(d)?, d)?.checked_add(2 * d)?,
+        };
+        let embeddings = source.checked_add(mul(self.tgt_vocab, d)?)?;
         let positions = mul(self.max_src_len.checked_add(self.max_tgt_len)?, d)?;
         let generator = mul(self.tgt_vocab, d)?.checked_add(self.tgt_vocab)?;
         mul(encoder_layer, self.encoder_layers)?
@@ -295,6 +335,14 @@ impl Config {
             }
             if value > MAX_DIM {
                 return Err(ConfigError::TooLarge(name));
+            }
+        }
+        if let FrontEnd::Conv { n_mels } = self.front_end {
+            if n_mels == 0 {
+                return Err(ConfigError::Zero("front_end.n_mels"));
+            }
+            if n_mels > MAX_DIM {
+                return Err(ConfigError::TooLarge("front_end.n_mels"));
             }
         }
         if self.encoder_layers > 1024 {

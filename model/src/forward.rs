@@ -9,7 +9,7 @@ use tessel_kernels::activation::Activation;
 use tessel_kernels::KernelError;
 
 use crate::layers::{CrossKv, KvCache, Run, SelfMode, Work};
-use crate::model::Model;
+use crate::model::{Model, Source};
 use crate::plan::{ArenaPlan, Span};
 
 /// Where a session stands between calls.
@@ -112,7 +112,7 @@ pub(crate) fn encode(
     arena: &mut [f32],
     src: &[u32],
 ) -> Result<(), KernelError> {
-    let (l, s, d) = (&plan.layout, src.len(), model.config.d_model);
+    let (l, s) = (&plan.layout, src.len());
     let w = &l.wide;
     let [hidden, spare, normed, qkv, q, attn, ffn, cross_kv, scratch] = carve(
         arena,
@@ -120,8 +120,67 @@ pub(crate) fn encode(
             w.hidden, w.spare, w.normed, w.qkv, w.q, w.attn, w.ffn, l.cross_kv, l.scratch,
         ],
     );
-    let mut work = work([hidden, spare, normed, qkv, q, attn, ffn], scratch);
-    model.source.forward(run.isa, src, 0, true, work.hidden)?;
+    let work = work([hidden, spare, normed, qkv, q, attn, ffn], scratch);
+    match &model.source {
+        Source::Tokens(embedding) => embedding.forward(run.isa, src, 0, true, work.hidden)?,
+        Source::Audio(_) => {
+            return Err(KernelError::InvalidArgument(
+                "this model reads audio frames, not tokens",
+            ))
+        }
+    }
+    encoder_stack(model, run, plan, s, work, cross_kv)
+}
+
+/// Runs Whisper's convolutional front end over `frames` frames of `mel` (`n_mels × frames`,
+/// validated), then the encoder, then the cross-attention K/V of its output.
+pub(crate) fn encode_audio(
+    model: &Model,
+    run: Run<'_>,
+    plan: &ArenaPlan,
+    arena: &mut [f32],
+    mel: &[f32],
+    frames: usize,
+) -> Result<(), KernelError> {
+    let Source::Audio(stem) = &model.source else {
+        return Err(KernelError::InvalidArgument(
+            "this model reads tokens, not audio frames",
+        ));
+    };
+    let (l, w) = (&plan.layout, &plan.layout.wide);
+    let [hidden, spare, normed, qkv, q, attn, ffn, cross_kv, scratch, input, middle] = carve(
+        arena,
+        [
+            w.hidden,
+            w.spare,
+            w.normed,
+            w.qkv,
+            w.q,
+            w.attn,
+            w.ffn,
+            l.cross_kv,
+            l.scratch,
+            l.stem_input,
+            l.stem_middle,
+        ],
+    );
+    stem.stage_input(mel, frames, input);
+    stem.forward(run, frames, input, middle, hidden, scratch)?;
+    let work = work([hidden, spare, normed, qkv, q, attn, ffn], scratch);
+    encoder_stack(model, run, plan, frames / 2, work, cross_kv)
+}
+
+/// The encoder blocks over the `s` rows of `work.hidden`, its final norm, and every decoder
+/// layer's cross-attention K/V of the result.
+fn encoder_stack(
+    model: &Model,
+    run: Run<'_>,
+    plan: &ArenaPlan,
+    s: usize,
+    mut work: Work<'_>,
+    cross_kv: &mut [f32],
+) -> Result<(), KernelError> {
+    let d = model.config.d_model;
     for block in &model.encoder.blocks {
         block.forward(run, s, &mut work, SelfMode::Bidirectional, None)?;
     }

@@ -32,6 +32,7 @@
 pub mod aligned;
 pub mod config;
 pub mod ct2;
+pub mod families;
 mod forward;
 pub mod isa_env;
 pub mod layers;
@@ -43,7 +44,7 @@ pub mod session;
 pub mod threads;
 pub mod weights;
 
-pub use config::{Biases, Config, ConfigError, FfnActivation, NormPlacement, Positions};
+pub use config::{Biases, Config, ConfigError, FfnActivation, FrontEnd, NormPlacement, Positions};
 pub use plan::{ArenaPlan, Limits, Region};
 
 pub use layers::WeightType;

@@ -5,7 +5,26 @@
 //! for CTranslate2 directories); run by [`crate::Session`]s, any number of them at once.
 
 use crate::config::Config;
-use crate::layers::{Block, Embedding, Linear, Norm};
+use crate::layers::{Block, ConvStem, Embedding, Linear, Norm};
+
+/// What the encoder reads.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// Token ids through an embedding.
+    Tokens(Embedding),
+    /// Log-mel frames through a convolutional stem.
+    Audio(ConvStem),
+}
+
+impl Source {
+    /// Bytes of its weights and tables, the embedding table counted when `count_table`.
+    fn bytes(&self, count_table: bool) -> usize {
+        match self {
+            Source::Tokens(embedding) => embedding.bytes(count_table),
+            Source::Audio(stem) => stem.bytes(),
+        }
+    }
+}
 
 /// A stack of blocks and its optional final norm.
 #[derive(Clone, Debug)]
@@ -41,7 +60,7 @@ impl Stack {
 #[derive(Clone, Debug)]
 pub struct Model {
     pub(crate) config: Config,
-    pub(crate) source: Embedding,
+    pub(crate) source: Source,
     pub(crate) target: Embedding,
     pub(crate) encoder: Stack,
     pub(crate) decoder: Stack,
@@ -54,8 +73,8 @@ impl Model {
         &self.config
     }
 
-    /// The source embedding.
-    pub fn source_embedding(&self) -> &Embedding {
+    /// What the encoder reads.
+    pub fn source(&self) -> &Source {
         &self.source
     }
 
@@ -82,7 +101,10 @@ impl Model {
     /// Bytes of all weights as laid out in memory (a table shared by both embeddings counted
     /// once).
     pub fn weight_bytes(&self) -> usize {
-        let shared = std::sync::Arc::ptr_eq(self.source.table(), self.target.table());
+        let shared = match &self.source {
+            Source::Tokens(e) => std::sync::Arc::ptr_eq(e.table(), self.target.table()),
+            Source::Audio(_) => false,
+        };
         let memory: usize = self
             .decoder
             .blocks

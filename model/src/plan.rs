@@ -9,7 +9,8 @@
 //! Everything else (logits, the caches, scratch and search state) has its own region.
 
 use crate::config::{Config, ConfigError};
-use crate::layers::{linear, BlockShape, CrossKv, Heads, KvLayout, WorkSizes};
+use crate::layers::{linear, BlockShape, ConvStem, CrossKv, Heads, KvLayout, WorkSizes};
+use tessel_kernels::ScratchSpec;
 
 /// Elements per alignment unit: every region starts on a 64-byte boundary.
 const ALIGN_F32: usize = 16;
@@ -178,6 +179,9 @@ pub(crate) struct Layout {
     pub step_tokens: Span,
     pub parents: Span,
     pub search: Span,
+    /// A convolutional front end's padded input and middle (empty for token models).
+    pub stem_input: Span,
+    pub stem_middle: Span,
 }
 
 /// The memory plan of a session: named regions and the total, known before anything runs.
@@ -251,14 +255,23 @@ impl ArenaPlan {
         let self_v = rest.take(kv.len());
         let stage = rest.take(kv.layer_len());
         let threads = limits.threads;
-        let scratch_spec = encoder
-            .scratch(s, s, s, threads)
+        let stem = config
+            .front_end
+            .n_mels()
+            .map(|n_mels| (n_mels, ConvStem::sizes(2 * s, n_mels, d)));
+        let stem_scratch = stem.map_or(ScratchSpec::EMPTY, |(n_mels, _)| {
+            ConvStem::scratch(2 * s, n_mels, d, threads)
+        });
+        let scratch_spec = stem_scratch
+            .or(encoder.scratch(s, s, s, threads))
             .or(decoder.scratch(s.max(b), t, s, threads))
             .or(linear::scratch(s.max(b), d, config.tgt_vocab, threads));
         let scratch = rest.take(scratch_spec.len());
         let step_tokens = rest.take(b);
         let parents = rest.take(b);
         let search = rest.take(search_parts(b, t).iter().sum());
+        let stem_input = rest.take(stem.map_or(0, |(_, sizes)| sizes.input));
+        let stem_middle = rest.take(stem.map_or(0, |(_, sizes)| sizes.middle));
 
         let layout = Layout {
             wide,
@@ -272,6 +285,8 @@ impl ArenaPlan {
             step_tokens,
             parents,
             search,
+            stem_input,
+            stem_middle,
         };
         let mut named: Vec<(String, Span)> = Vec::new();
         for (phase, spans) in [("wide", wide), ("narrow", narrow)] {
@@ -291,7 +306,12 @@ impl ArenaPlan {
             ("step_tokens", step_tokens),
             ("beam_parents", parents),
             ("search", search),
+            ("front_end.input", stem_input),
+            ("front_end.conv1", stem_middle),
         ] {
+            if span.len == 0 && name.starts_with("front_end") {
+                continue;
+            }
             named.push((name.to_owned(), span));
         }
         let regions = named

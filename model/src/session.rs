@@ -42,6 +42,24 @@ pub enum RunError {
         /// Vocabulary size.
         vocab: usize,
     },
+    /// The call gives the encoder another kind of input than the model reads.
+    #[error("this model's encoder reads {expected}, not {got}")]
+    WrongInput {
+        /// What the model reads.
+        expected: &'static str,
+        /// What the call gave.
+        got: &'static str,
+    },
+    /// Audio features that are not `n_mels ×` an even number of frames within the limit.
+    #[error("{len} feature values are not {n_mels} bins × an even number of frames up to {max_frames}")]
+    BadFrames {
+        /// Values given.
+        len: usize,
+        /// Bins per frame.
+        n_mels: usize,
+        /// Most frames the session holds (twice `max_src_len`).
+        max_frames: usize,
+    },
     /// Decoding before any successful encode.
     #[error("decode called before encode")]
     NotEncoded,
@@ -206,6 +224,12 @@ impl<M: Deref<Target = Model>> Session<M> {
                 max,
             });
         }
+        if self.model.config().front_end.n_mels().is_some() {
+            return Err(RunError::WrongInput {
+                expected: "audio frames",
+                got: "tokens",
+            });
+        }
         check_tokens("source", src, self.model.config().src_vocab)?;
         self.state = forward::State::default();
         let run = Run {
@@ -214,6 +238,43 @@ impl<M: Deref<Target = Model>> Session<M> {
         };
         forward::encode(&self.model, run, &self.plan, self.arena.as_mut_slice(), src)?;
         self.state.src_len = Some(src.len());
+        Ok(())
+    }
+
+    /// Runs a convolutional front end (Whisper) over log-mel features `mel`, laid out
+    /// `n_mels × frames` (bin-major, as Whisper's log-mel spectrogram), then the encoder, and
+    /// projects the cross-attention K/V of every decoder layer once for all beams. `frames`
+    /// must be even and at most `2 · max_src_len`. Resets the decoder.
+    pub fn encode_audio(&mut self, mel: &[f32]) -> Result<(), RunError> {
+        let Some(n_mels) = self.model.config().front_end.n_mels() else {
+            return Err(RunError::WrongInput {
+                expected: "tokens",
+                got: "audio frames",
+            });
+        };
+        let max_frames = 2 * self.plan.limits.max_src_len;
+        let frames = mel.len() / n_mels;
+        if mel.is_empty() || mel.len() % n_mels != 0 || frames % 2 != 0 || frames > max_frames {
+            return Err(RunError::BadFrames {
+                len: mel.len(),
+                n_mels,
+                max_frames,
+            });
+        }
+        self.state = forward::State::default();
+        let run = Run {
+            isa: self.isa,
+            parallel: &*self.pool,
+        };
+        forward::encode_audio(
+            &self.model,
+            run,
+            &self.plan,
+            self.arena.as_mut_slice(),
+            mel,
+            frames,
+        )?;
+        self.state.src_len = Some(frames / 2);
         Ok(())
     }
 

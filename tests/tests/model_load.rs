@@ -330,6 +330,7 @@ fn every_config_toggle_loads_exactly_its_tensors() {
     };
     let no_biases = tessel_model::Biases {
         attention_in: false,
+        attention_key: false,
         attention_out: false,
         ffn: false,
         generator: false,

@@ -27,7 +27,7 @@ use crate::config::{Biases, Config, FfnActivation, NormPlacement, Positions};
 use crate::layers::{
     CrossAttention, Embedding, FeedForward, Heads, Linear, Norm, SelfAttention, WeightType,
 };
-use crate::model::{Model, Stack};
+use crate::model::{Model, Source, Stack};
 use crate::weights::source::{cast_le, Tensor};
 use crate::weights::{block, linear_rows, out_of_memory, LoadError};
 
@@ -533,6 +533,7 @@ pub fn build(
     };
     let biases = Biases {
         attention_in: has_bias(&probe(side, "self_attention/linear_0")),
+        attention_key: true,
         attention_out: has_bias(&probe(side, "self_attention/linear_1")),
         ffn: has_bias(&probe(side, "ffn/linear_0")),
         generator: has_bias("decoder/projection"),
@@ -559,6 +560,7 @@ pub fn build(
         activation,
         positions: Positions::Learned,
         biases,
+        front_end: crate::config::FrontEnd::Tokens,
         scale_embeddings: scale_src,
         layer_norm_eps: tokens.layer_norm_epsilon.unwrap_or(1e-6),
         bos_id: token_id(&tokens.decoder_start_token)?,
@@ -645,7 +647,7 @@ pub fn build(
     }
     Ok(Model {
         config,
-        source,
+        source: Source::Tokens(source),
         target,
         encoder: Stack::new(encoder, encoder_norm),
         decoder: Stack::new(decoder, decoder_norm),

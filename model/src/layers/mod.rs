@@ -5,6 +5,7 @@
 //! | [`Linear`] | `linear.rs` | a weight packed once in its storage type, an optional bias |
 //! | [`Norm`] | `norm.rs` | LayerNorm or RMSNorm parameters |
 //! | [`Embedding`] | `embedding.rs` | a token table, positions, a scale, an optional norm |
+//! | [`ConvStem`] | `conv_stem.rs` | Whisper's two convolutions over log-mel frames, positions |
 //! | [`SelfAttention`], [`CrossAttention`] | `attention.rs` | fused projections, head layout |
 //! | [`FeedForward`] | `feed_forward.rs` | up (and gate) projections, activation, down projection |
 //! | [`Block`] | `block.rs` | one layer of either stack: self-attention, optional cross-attention, feed-forward, norms in pre or post placement |
@@ -16,6 +17,7 @@
 
 mod attention;
 mod block;
+mod conv_stem;
 mod embedding;
 mod feed_forward;
 mod kv_cache;
@@ -24,6 +26,7 @@ mod norm;
 
 pub use attention::{CrossAttention, Heads, SelfAttention};
 pub use block::{Block, BlockShape, SelfMode, Work, WorkSizes};
+pub use conv_stem::{ConvStem, StemSizes};
 pub use embedding::Embedding;
 pub use feed_forward::FeedForward;
 pub use kv_cache::{CrossKv, KvCache, KvLayout, LayerCache};

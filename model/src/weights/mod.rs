@@ -39,7 +39,7 @@ use crate::layers::{
     Block, CrossAttention, Embedding, FeedForward, Heads, Linear, LinearError, Norm, SelfAttention,
     WeightType,
 };
-use crate::model::{Model, Stack};
+use crate::model::{Model, Source, Stack};
 
 /// Why a model could not be built.
 #[derive(Debug, Error)]
@@ -361,7 +361,7 @@ impl Model {
         };
         Ok(Model {
             config,
-            source,
+            source: Source::Tokens(source),
             target,
             encoder: Stack::new(encoder, encoder_norm),
             decoder: Stack::new(decoder, decoder_norm),
@@ -382,15 +382,17 @@ pub(crate) fn block(
         .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
 }
 
-struct Loader<'a> {
-    source: &'a mut dyn TensorSource,
-    config: &'a Config,
-    options: &'a LoadOptions,
+/// Reads tensors by name from a source and builds layers from them, as the config and the
+/// load options say. Each family maps its own names through it.
+pub(crate) struct Loader<'a> {
+    pub source: &'a mut dyn TensorSource,
+    pub config: &'a Config,
+    pub options: &'a LoadOptions,
 }
 
 impl Loader<'_> {
     /// The tensor `name` of exactly `shape`, as stored, checked finite.
-    fn stored(&mut self, name: &str, shape: &[usize]) -> Result<Tensor<'_>, LoadError> {
+    pub(crate) fn stored(&mut self, name: &str, shape: &[usize]) -> Result<Tensor<'_>, LoadError> {
         let tensor = self.source.stored(name, shape)?;
         if !tensor.all_finite() {
             return Err(LoadError::NonFinite {
@@ -401,12 +403,12 @@ impl Loader<'_> {
     }
 
     /// The tensor `name` of exactly `shape`, as `f32`, checked finite.
-    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
+    pub(crate) fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
         Ok(self.stored(name, shape)?.into_f32())
     }
 
     /// A `rows × d_model` table as `f32`, and the type it is stored in.
-    fn table(&mut self, name: &str, rows: usize) -> Result<(AlignedBuf, WeightType), LoadError> {
+    pub(crate) fn table(&mut self, name: &str, rows: usize) -> Result<(AlignedBuf, WeightType), LoadError> {
         let stored = self.stored(name, &[rows, self.config.d_model])?;
         let stored_type = stored.weight_type();
         let values = stored.into_f32();
@@ -414,11 +416,11 @@ impl Loader<'_> {
         Ok((table, stored_type))
     }
 
-    fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LoadError> {
+    pub(crate) fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LoadError> {
         Ok(self.tensor(name, &[len])?.into_owned())
     }
 
-    fn norm(&mut self, prefix: &str) -> Result<Norm, LoadError> {
+    pub(crate) fn norm(&mut self, prefix: &str) -> Result<Norm, LoadError> {
         let d = self.config.d_model;
         let mut vector = |name: String| {
             let values = self.tensor(&name, &[d])?;
@@ -429,7 +431,7 @@ impl Loader<'_> {
         Ok(Norm::layer(gamma, beta, self.config.layer_norm_eps))
     }
 
-    fn heads(&self) -> Heads {
+    pub(crate) fn heads(&self) -> Heads {
         let d_head = self.config.d_head();
         Heads {
             heads: self.config.heads,
@@ -451,7 +453,7 @@ impl Loader<'_> {
             .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
     }
 
-    fn linear(
+    pub(crate) fn linear(
         &mut self,
         prefix: &str,
         out: usize,
@@ -471,7 +473,7 @@ impl Loader<'_> {
     /// The `[Σ parts × inp]` weight `weight` (and bias `bias_name` when `bias`) cut into layers
     /// of `parts[i]` output features each, packed as the load options say, straight from the
     /// stored element type.
-    fn linears<const N: usize>(
+    pub(crate) fn linears<const N: usize>(
         &mut self,
         weight: &str,
         bias_name: &str,
@@ -505,6 +507,34 @@ impl Loader<'_> {
         layers
             .try_into()
             .map_err(|_| LoadError::Malformed(format!("{weight}: split into {N} layers")))
+    }
+
+    /// The `out × inp` weights `{prefix}.weight` of `prefixes` stacked into one layer (their
+    /// biases `{prefix}.bias` where `biases` says so, zeros elsewhere), stored as the load
+    /// options say or as the first is stored: separate Q, K and V projections as one fused
+    /// projection.
+    pub(crate) fn fused(
+        &mut self,
+        prefixes: &[&str],
+        biases: &[bool],
+        out: usize,
+        inp: usize,
+    ) -> Result<Linear, LoadError> {
+        let mut parts = Vec::with_capacity(prefixes.len());
+        let mut bias = vec![0.0f32; out * prefixes.len()];
+        for (i, (prefix, &has_bias)) in prefixes.iter().zip(biases).enumerate() {
+            parts.push(self.stored(&format!("{prefix}.weight"), &[out, inp])?.into_owned());
+            if has_bias {
+                let b = self.vector(&format!("{prefix}.bias"), out)?;
+                bias[i * out..(i + 1) * out].copy_from_slice(&b);
+            }
+        }
+        let any_bias = biases.iter().any(|&b| b);
+        let name = format!("{}.weight", prefixes.first().copied().unwrap_or(""));
+        let tensor = Tensor::concat(parts);
+        let storage = self.options.weights.unwrap_or(tensor.weight_type());
+        let rows = out * prefixes.len();
+        linear_rows(&name, &tensor, 0..rows, inp, any_bias.then_some(&bias[..]), storage)
     }
 
     /// `in_proj_weight [3d, d]`, `in_proj_bias`, `out_proj.*`: the fused Q/K/V projection and

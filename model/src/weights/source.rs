@@ -32,6 +32,48 @@ impl<'a> Tensor<'a> {
         }
     }
 
+    /// The same values, owned.
+    pub fn into_owned(self) -> Tensor<'static> {
+        match self {
+            Tensor::F32(v) => Tensor::F32(Cow::Owned(v.into_owned())),
+            Tensor::F16(v) => Tensor::F16(Cow::Owned(v.into_owned())),
+            Tensor::Bf16(v) => Tensor::Bf16(Cow::Owned(v.into_owned())),
+        }
+    }
+
+    /// The tensors' values one after the other: in their type when they all share it, else
+    /// as `f32` (exact).
+    pub fn concat(parts: Vec<Tensor<'_>>) -> Tensor<'static> {
+        let first = parts.first().map(Tensor::weight_type);
+        let same = parts.iter().all(|t| Some(t.weight_type()) == first);
+        match (same, parts.first()) {
+            (true, Some(Tensor::F16(_))) => Tensor::F16(Cow::Owned(
+                parts
+                    .iter()
+                    .flat_map(|t| match t {
+                        Tensor::F16(v) => v.to_vec(),
+                        _ => Vec::new(),
+                    })
+                    .collect(),
+            )),
+            (true, Some(Tensor::Bf16(_))) => Tensor::Bf16(Cow::Owned(
+                parts
+                    .iter()
+                    .flat_map(|t| match t {
+                        Tensor::Bf16(v) => v.to_vec(),
+                        _ => Vec::new(),
+                    })
+                    .collect(),
+            )),
+            _ => Tensor::F32(Cow::Owned(
+                parts
+                    .into_iter()
+                    .flat_map(|t| t.into_f32().into_owned())
+                    .collect(),
+            )),
+        }
+    }
+
     /// The weight type of the stored values.
     pub fn weight_type(&self) -> crate::layers::WeightType {
         match self {

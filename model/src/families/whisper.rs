@@ -1,0 +1,277 @@
+//! Whisper from a Hugging Face directory (`config.json` + `model.safetensors`, the layout of
+//! `transformers`' `WhisperForConditionalGeneration`).
+//!
+//! The graph is tessel's ordinary pre-LN encoder-decoder with a [`ConvStem`] front end: two
+//! convolutions over the log-mel frames (GELU after each) plus the encoder's stored sinusoid
+//! table, exact-erf GELU feed-forwards, a key projection without bias, final LayerNorms on
+//! both stacks, learned decoder positions and the output projection tied to the token
+//! embedding (no embedding scale).
+//!
+//! | Hugging Face tensor | tessel layer |
+//! |---|---|
+//! | `model.encoder.conv1/conv2.{weight,bias}` (`[d, channels, 3]`) | [`ConvStem`] (taps moved into the reduction) |
+//! | `model.encoder.embed_positions.weight` | the stem's position table |
+//! | `model.{encoder,decoder}.layers.{i}.self_attn.{q,k,v}_proj` | one fused Q/K/V projection (K's bias zero) |
+//! | `...self_attn.out_proj`, `self_attn_layer_norm` | its output projection and norm |
+//! | `model.decoder.layers.{i}.encoder_attn.q_proj` / `{k,v}_proj` / `out_proj`, `encoder_attn_layer_norm` | cross-attention query, fused K/V, output, norm |
+//! | `...fc1`, `fc2`, `final_layer_norm` | the feed-forward and its norm |
+//! | `model.{encoder,decoder}.layer_norm` | the stacks' final norms |
+//! | `model.decoder.embed_tokens`, `embed_positions` | the target embedding; the generator (tied) |
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::config::{Biases, Config, FfnActivation, FrontEnd, NormPlacement, Positions};
+use crate::layers::{ConvStem, CrossAttention, Embedding, Linear, SelfAttention};
+use crate::model::{Model, Source, Stack};
+use crate::weights::source::{SafetensorsSource, TensorSource};
+use crate::weights::{block, linear_error, LoadError, LoadOptions, Loader};
+
+/// The fields of a Hugging Face `WhisperConfig` that shape the graph.
+#[derive(Clone, Debug, Deserialize)]
+struct HfConfig {
+    d_model: usize,
+    encoder_layers: usize,
+    decoder_layers: usize,
+    encoder_attention_heads: usize,
+    decoder_attention_heads: usize,
+    encoder_ffn_dim: usize,
+    decoder_ffn_dim: usize,
+    num_mel_bins: usize,
+    max_source_positions: usize,
+    max_target_positions: usize,
+    vocab_size: usize,
+    #[serde(default = "gelu")]
+    activation_function: String,
+    #[serde(default)]
+    scale_embedding: bool,
+    decoder_start_token_id: u32,
+    eos_token_id: u32,
+    #[serde(default)]
+    pad_token_id: Option<u32>,
+}
+
+fn gelu() -> String {
+    "gelu".to_owned()
+}
+
+/// Widest beam a Whisper session plans for unless told otherwise (the reference's default
+/// beam search uses 5).
+pub const DEFAULT_MAX_BEAM: usize = 5;
+
+/// The tessel config of a Hugging Face Whisper `config.json`, planned for beams up to
+/// `max_beam`.
+pub fn config_from_hf(text: &str, max_beam: usize) -> Result<Config, LoadError> {
+    let hf: HfConfig = serde_json::from_str(text)
+        .map_err(|e| LoadError::Malformed(format!("config.json: {e}")))?;
+    let unsupported = |what: String| Err(LoadError::Malformed(format!("config.json: {what}")));
+    if hf.encoder_attention_heads != hf.decoder_attention_heads {
+        return unsupported(format!(
+            "encoder and decoder heads differ ({} vs {})",
+            hf.encoder_attention_heads, hf.decoder_attention_heads
+        ));
+    }
+    if hf.encoder_ffn_dim != hf.decoder_ffn_dim {
+        return unsupported(format!(
+            "encoder and decoder feed-forward widths differ ({} vs {})",
+            hf.encoder_ffn_dim, hf.decoder_ffn_dim
+        ));
+    }
+    let activation = match hf.activation_function.as_str() {
+        "gelu" => FfnActivation::Gelu,
+        "gelu_new" | "gelu_pytorch_tanh" => FfnActivation::GeluTanh,
+        "relu" => FfnActivation::Relu,
+        "silu" | "swish" => FfnActivation::Silu,
+        other => return unsupported(format!("activation `{other}`")),
+    };
+    let config = Config {
+        d_model: hf.d_model,
+        heads: hf.encoder_attention_heads,
+        encoder_layers: hf.encoder_layers,
+        decoder_layers: hf.decoder_layers,
+        d_ff: hf.encoder_ffn_dim,
+        // The encoder reads frames: no source vocabulary.
+        src_vocab: 1,
+        tgt_vocab: hf.vocab_size,
+        share_embeddings: false,
+        tie_output: true,
+        max_src_len: hf.max_source_positions,
+        max_tgt_len: hf.max_target_positions,
+        max_beam,
+        norm: NormPlacement::Pre,
+        final_norm: true,
+        activation,
+        positions: Positions::Learned,
+        biases: Biases {
+            attention_in: true,
+            attention_key: false,
+            attention_out: true,
+            ffn: true,
+            generator: false,
+        },
+        front_end: FrontEnd::Conv {
+            n_mels: hf.num_mel_bins,
+        },
+        scale_embeddings: hf.scale_embedding,
+        layer_norm_eps: 1e-5,
+        bos_id: hf.decoder_start_token_id,
+        eos_id: hf.eos_token_id,
+        pad_id: hf.pad_token_id.unwrap_or(hf.eos_token_id),
+    };
+    config.validate()?;
+    Ok(config)
+}
+
+/// Loads `config.json` and `model.safetensors` of a Hugging Face Whisper directory.
+pub fn load_hf_dir(dir: &Path, max_beam: usize, options: &LoadOptions) -> Result<Model, LoadError> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read(&path).map_err(|source| LoadError::Io { path, source })
+    };
+    let text = String::from_utf8(read("config.json")?)
+        .map_err(|e| LoadError::Malformed(format!("config.json: {e}")))?;
+    let config = config_from_hf(&text, max_beam)?;
+    let bytes = read("model.safetensors")?;
+    from_hf_safetensors(config, &bytes, options)
+}
+
+/// Builds a Whisper model for `config` from the bytes of a Hugging Face `model.safetensors`.
+pub fn from_hf_safetensors(
+    config: Config,
+    bytes: &[u8],
+    options: &LoadOptions,
+) -> Result<Model, LoadError> {
+    let file = safetensors::SafeTensors::deserialize(bytes)
+        .map_err(|e| LoadError::Malformed(e.to_string()))?;
+    let mut source = SafetensorsSource {
+        file,
+        used: Default::default(),
+    };
+    let model = build(&config, &mut source, options)?;
+    // `proj_out.weight` is the token embedding again (tied); files may or may not keep it.
+    match source.first_unused() {
+        Some(name) if name != "proj_out.weight" => Err(LoadError::Unexpected { name }),
+        _ => Ok(model),
+    }
+}
+
+fn build(
+    config: &Config,
+    source: &mut dyn TensorSource,
+    options: &LoadOptions,
+) -> Result<Model, LoadError> {
+    let (d, f) = (config.d_model, config.d_ff);
+    let n_mels = config.front_end.n_mels().unwrap_or(0);
+    let mut l = Loader {
+        source,
+        config,
+        options,
+    };
+    let stem = conv_stem(&mut l, n_mels)?;
+    let mut encoder = Vec::with_capacity(config.encoder_layers);
+    for i in 0..config.encoder_layers {
+        let p = format!("model.encoder.layers.{i}");
+        let attention = self_attention(&mut l, &format!("{p}.self_attn"))?;
+        let norm1 = l.norm(&format!("{p}.self_attn_layer_norm"))?;
+        let ffn = feed_forward(&mut l, &p, d, f)?;
+        let norm2 = l.norm(&format!("{p}.final_layer_norm"))?;
+        encoder.push(block(&p, config.norm, (norm1, attention), None, (norm2, ffn))?);
+    }
+    let encoder_norm = l.norm("model.encoder.layer_norm")?;
+    let (table, table_type) = l.table("model.decoder.embed_tokens.weight", config.tgt_vocab)?;
+    let (positions, _) = l.table("model.decoder.embed_positions.weight", config.max_tgt_len)?;
+    let table = Arc::new(table);
+    let scale = if config.scale_embeddings {
+        (d as f32).sqrt()
+    } else {
+        1.0
+    };
+    let target = Embedding::new(Arc::clone(&table), d, scale).with_positions(positions, 0);
+    let mut decoder = Vec::with_capacity(config.decoder_layers);
+    for i in 0..config.decoder_layers {
+        let p = format!("model.decoder.layers.{i}");
+        let attention = self_attention(&mut l, &format!("{p}.self_attn"))?;
+        let norm1 = l.norm(&format!("{p}.self_attn_layer_norm"))?;
+        let cross = cross_attention(&mut l, &format!("{p}.encoder_attn"))?;
+        let norm2 = l.norm(&format!("{p}.encoder_attn_layer_norm"))?;
+        let ffn = feed_forward(&mut l, &p, d, f)?;
+        let norm3 = l.norm(&format!("{p}.final_layer_norm"))?;
+        let cross = Some((norm2, cross));
+        decoder.push(block(&p, config.norm, (norm1, attention), cross, (norm3, ffn))?);
+    }
+    let decoder_norm = l.norm("model.decoder.layer_norm")?;
+    let storage = options.weights.unwrap_or(table_type);
+    let generator = Linear::packed(storage, config.tgt_vocab, d, table.as_slice(), None)
+        .map_err(linear_error("model.decoder.embed_tokens.weight"))?;
+    Ok(Model {
+        config: config.clone(),
+        source: Source::Audio(stem),
+        target,
+        encoder: Stack::new(encoder, Some(encoder_norm)),
+        decoder: Stack::new(decoder, Some(decoder_norm)),
+        generator,
+    })
+}
+
+fn malformed(prefix: &str) -> impl Fn(tessel_kernels::KernelError) -> LoadError + '_ {
+    move |e| LoadError::Malformed(format!("{prefix}: {e}"))
+}
+
+/// A convolution `[out, channels, 3]` as a linear layer over `(tap, channel)`.
+fn convolution(l: &mut Loader<'_>, name: &str, out: usize, channels: usize) -> Result<Linear, LoadError> {
+    let bias = l.vector(&format!("{name}.bias"), out)?;
+    let wanted = l.options.weights;
+    let stored = l.stored(&format!("{name}.weight"), &[out, channels, 3])?;
+    let storage = wanted.unwrap_or(stored.weight_type());
+    let weight_name = format!("{name}.weight");
+    let layer = match &stored {
+        crate::weights::source::Tensor::F32(w) => {
+            Linear::packed(storage, out, 3 * channels, &ConvStem::pack_weight(w, out, channels), Some(&bias))
+        }
+        crate::weights::source::Tensor::F16(w) => {
+            Linear::packed(storage, out, 3 * channels, &ConvStem::pack_weight(w, out, channels), Some(&bias))
+        }
+        crate::weights::source::Tensor::Bf16(w) => {
+            Linear::packed(storage, out, 3 * channels, &ConvStem::pack_weight(w, out, channels), Some(&bias))
+        }
+    };
+    layer.map_err(linear_error(&weight_name))
+}
+
+fn conv_stem(l: &mut Loader<'_>, n_mels: usize) -> Result<ConvStem, LoadError> {
+    let d = l.config.d_model;
+    let conv1 = convolution(l, "model.encoder.conv1", d, n_mels)?;
+    let conv2 = convolution(l, "model.encoder.conv2", d, d)?;
+    let (positions, _) = l.table("model.encoder.embed_positions.weight", l.config.max_src_len)?;
+    ConvStem::new(conv1, conv2, positions, n_mels).map_err(malformed("model.encoder"))
+}
+
+fn self_attention(l: &mut Loader<'_>, p: &str) -> Result<SelfAttention, LoadError> {
+    let d = l.config.d_model;
+    let (q, k, v) = (format!("{p}.q_proj"), format!("{p}.k_proj"), format!("{p}.v_proj"));
+    let qkv = l.fused(&[&q, &k, &v], &[true, false, true], d, d)?;
+    let out = l.linear(&format!("{p}.out_proj"), d, d, true)?;
+    SelfAttention::new(qkv, out, l.heads()).map_err(malformed(p))
+}
+
+fn cross_attention(l: &mut Loader<'_>, p: &str) -> Result<CrossAttention, LoadError> {
+    let d = l.config.d_model;
+    let q = l.linear(&format!("{p}.q_proj"), d, d, true)?;
+    let (k, v) = (format!("{p}.k_proj"), format!("{p}.v_proj"));
+    let kv = l.fused(&[&k, &v], &[false, true], d, d)?;
+    let out = l.linear(&format!("{p}.out_proj"), d, d, true)?;
+    CrossAttention::new(q, kv, out, l.heads()).map_err(malformed(p))
+}
+
+fn feed_forward(
+    l: &mut Loader<'_>,
+    p: &str,
+    d: usize,
+    f: usize,
+) -> Result<crate::layers::FeedForward, LoadError> {
+    let up = l.linear(&format!("{p}.fc1"), f, d, true)?;
+    let down = l.linear(&format!("{p}.fc2"), d, f, true)?;
+    crate::layers::FeedForward::new(up, down, l.config.activation.kernel()).map_err(malformed(p))
+}
