@@ -17,7 +17,14 @@ under tests/whisper/<name>/:
              preprocessor_config.json
   ct2_f16/   the same with quantization="float16"
   clip.wav   the espeak-ng clip (16 kHz mono s16) the mel was computed from
-  expected.safetensors  see `write_expected`
+  expected.safetensors  `mel` (F32 [n_mels, frames], openai-whisper's log-mel of clip.wav),
+             `encoder_output` (F64 [frames/2, d_model]), `decoder_input_ids` (I64, the prompt
+             then random text tokens), `logits` (F64 [len, vocab], teacher-forced), `prompt`,
+             `greedy_tokens` (transformers generate, float64), `greedy_margin` (smallest
+             top-1 minus top-2 gap on that path), `ct2_greedy_tokens`,
+             `ct2_f16_greedy_tokens` (token sequences include the prompt)
+  names.txt  the HF state-dict keys and the model.bin variables, with shapes
+  stats.json agreement figures quoted in tests/whisper/README.md
 
 Random weights (see `init_weights`): every Linear/Conv1d weight is Gaussian with standard
 deviation GAIN / sqrt(fan_in), biases with standard deviation 0.1, LayerNorm gamma 1 +- 0.1 and
@@ -383,9 +390,13 @@ def build(name, c):
     model.save_pretrained(hf_dir, safe_serialization=True)
     tokenizer.save_pretrained(hf_dir)
     # The window is `frames` mel frames (2 * max_source_positions), not 30 s: the constructor
-    # derives n_samples and nb_max_frames from a whole number of seconds, so set them after.
+    # derives n_samples and nb_max_frames from chunk_length, so set them after. faster-whisper
+    # recomputes n_samples = chunk_length * 16000 and slices with it, so it can only use a
+    # whole number of seconds (written as an int; odd_128's 1.2 s window is written as 1.2).
     fe = WhisperFeatureExtractor(feature_size=c["num_mel_bins"])
-    fe.chunk_length, fe.n_samples, fe.nb_max_frames = frames * 160 / 16000, frames * 160, frames
+    seconds = frames * 160 / 16000
+    fe.chunk_length = int(seconds) if seconds == int(seconds) else seconds
+    fe.n_samples, fe.nb_max_frames = frames * 160, frames
     fe.save_pretrained(hf_dir)
     for d, q in ((ct2_dir, None), (ct2_f16_dir, "float16")):
         conv = ctranslate2.converters.TransformersConverter(
