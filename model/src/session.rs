@@ -51,7 +51,9 @@ pub enum RunError {
         got: &'static str,
     },
     /// Audio features that are not `n_mels ×` an even number of frames within the limit.
-    #[error("{len} feature values are not {n_mels} bins × an even number of frames up to {max_frames}")]
+    #[error(
+        "{len} feature values are not {n_mels} bins × an even number of frames up to {max_frames}"
+    )]
     BadFrames {
         /// Values given.
         len: usize,
@@ -254,7 +256,11 @@ impl<M: Deref<Target = Model>> Session<M> {
         };
         let max_frames = 2 * self.plan.limits.max_src_len;
         let frames = mel.len() / n_mels;
-        if mel.is_empty() || mel.len() % n_mels != 0 || frames % 2 != 0 || frames > max_frames {
+        if mel.is_empty()
+            || !mel.len().is_multiple_of(n_mels)
+            || !frames.is_multiple_of(2)
+            || frames > max_frames
+        {
             return Err(RunError::BadFrames {
                 len: mel.len(),
                 n_mels,

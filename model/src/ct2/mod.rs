@@ -26,6 +26,7 @@
 mod binary;
 mod transformer;
 mod vocab;
+pub mod whisper;
 
 use std::path::{Path, PathBuf};
 
@@ -104,8 +105,8 @@ pub enum Ct2Error {
         /// File length.
         len: usize,
     },
-    /// Not a `TransformerSpec` model.
-    #[error("spec `{0}` is not supported (only TransformerSpec encoder-decoders are)")]
+    /// Neither a `TransformerSpec` nor a `WhisperSpec` model.
+    #[error("spec `{0}` is not supported (TransformerSpec and WhisperSpec are)")]
     UnsupportedSpec(String),
     /// A model feature tessel does not implement.
     #[error("unsupported model feature: {feature} (variable `{variable}`)")]
@@ -314,6 +315,30 @@ fn read_file(path: &Path) -> Result<Vec<u8>, Ct2Error> {
 /// Loads a CTranslate2 model directory.
 pub fn load_dir(dir: &Path, options: Ct2Options) -> Result<Ct2Model, Ct2Error> {
     let bytes = read_file(&dir.join("model.bin"))?;
+    let file = parse(&bytes)?;
+    if file.spec == "WhisperSpec" {
+        let vocabulary =
+            Vocabulary::read(dir, "vocabulary")?.ok_or_else(|| Ct2Error::Vocabulary {
+                path: dir.join("vocabulary.json"),
+                reason: "a Whisper model needs vocabulary.json (or .txt)".to_owned(),
+            })?;
+        let model = whisper::build(&file, &vocabulary, options)?;
+        let tokens = Ct2Tokens {
+            decoder_start_token: whisper::START_OF_TRANSCRIPT.to_owned(),
+            eos_token: whisper::END_OF_TEXT.to_owned(),
+            bos_token: whisper::START_OF_TRANSCRIPT.to_owned(),
+            unk_token: whisper::END_OF_TEXT.to_owned(),
+            add_source_bos: false,
+            add_source_eos: false,
+            layer_norm_epsilon: None,
+        };
+        return Ok(Ct2Model {
+            model,
+            source_vocabulary: vocabulary.clone(),
+            target_vocabulary: vocabulary,
+            tokens,
+        });
+    }
     let config_path = dir.join("config.json");
     let tokens = if config_path.is_file() {
         let text = String::from_utf8(read_file(&config_path)?)

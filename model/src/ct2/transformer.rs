@@ -32,19 +32,19 @@ use crate::weights::source::{cast_le, Tensor};
 use crate::weights::{block, linear_rows, out_of_memory, LoadError};
 
 /// The file's variables, recording which ones the mapping used.
-struct Vars<'f, 'a> {
-    file: &'f ModelBin<'a>,
-    used: BTreeSet<String>,
+pub(super) struct Vars<'f, 'a> {
+    pub(super) file: &'f ModelBin<'a>,
+    pub(super) used: BTreeSet<String>,
 }
 
 impl<'f, 'a> Vars<'f, 'a> {
-    fn get(&mut self, name: &str) -> Option<&'f Variable<'a>> {
+    pub(super) fn get(&mut self, name: &str) -> Option<&'f Variable<'a>> {
         let v = self.file.variables.get(name)?;
         self.used.insert(name.to_owned());
         Some(v)
     }
 
-    fn has(&self, name: &str) -> bool {
+    pub(super) fn has(&self, name: &str) -> bool {
         self.file.variables.contains_key(name)
     }
 
@@ -54,7 +54,7 @@ impl<'f, 'a> Vars<'f, 'a> {
 
     /// A scalar attribute, looked up as `{scope}/{name}` then `{name}` (older files kept
     /// attributes at the root).
-    fn attribute(&mut self, scope: &str, name: &str) -> Result<Option<f32>, Ct2Error> {
+    pub(super) fn attribute(&mut self, scope: &str, name: &str) -> Result<Option<f32>, Ct2Error> {
         let scoped = format!("{scope}/{name}");
         let key = if self.has(&scoped) {
             scoped
@@ -74,7 +74,12 @@ impl<'f, 'a> Vars<'f, 'a> {
     }
 
     /// An attribute that must be absent or zero (a feature tessel does not implement).
-    fn require_off(&mut self, scope: &str, name: &str, feature: &str) -> Result<(), Ct2Error> {
+    pub(super) fn require_off(
+        &mut self,
+        scope: &str,
+        name: &str,
+        feature: &str,
+    ) -> Result<(), Ct2Error> {
         match self.attribute(scope, name)? {
             Some(v) if v != 0.0 => Err(Ct2Error::UnsupportedFeature {
                 feature: feature.to_owned(),
@@ -86,7 +91,7 @@ impl<'f, 'a> Vars<'f, 'a> {
 
     /// A float tensor of `shape` in the type it is stored in; quantised weights are dequantised
     /// to `f32` with their `{prefix}/weight_scale`. Non-finite values are an error.
-    fn stored(&mut self, name: &str, shape: &[usize]) -> Result<Tensor<'a>, Ct2Error> {
+    pub(super) fn stored(&mut self, name: &str, shape: &[usize]) -> Result<Tensor<'a>, Ct2Error> {
         let v = self
             .get(name)
             .ok_or_else(|| Ct2Error::Missing(name.to_owned()))?;
@@ -111,7 +116,7 @@ impl<'f, 'a> Vars<'f, 'a> {
 
     /// A float tensor of `shape`, converted to `f32` (quantised weights dequantised with their
     /// `{prefix}/weight_scale`).
-    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, Ct2Error> {
+    pub(super) fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, Ct2Error> {
         let v = self
             .get(name)
             .ok_or_else(|| Ct2Error::Missing(name.to_owned()))?;
@@ -173,7 +178,7 @@ impl<'f, 'a> Vars<'f, 'a> {
         Ok(values)
     }
 
-    fn shape(&self, name: &str) -> Result<&'f [usize], Ct2Error> {
+    pub(super) fn shape(&self, name: &str) -> Result<&'f [usize], Ct2Error> {
         self.file
             .variables
             .get(name)
@@ -199,17 +204,17 @@ pub fn sinusoidal(rows: usize, d: usize) -> Vec<f32> {
 }
 
 /// Builds layers from the file's variables.
-struct Builder<'v, 'f, 'a> {
-    vars: &'v mut Vars<'f, 'a>,
-    d: usize,
-    heads: Heads,
-    eps: f32,
-    weights: Option<WeightType>,
+pub(super) struct Builder<'v, 'f, 'a> {
+    pub(super) vars: &'v mut Vars<'f, 'a>,
+    pub(super) d: usize,
+    pub(super) heads: Heads,
+    pub(super) eps: f32,
+    pub(super) weights: Option<WeightType>,
 }
 
 impl Builder<'_, '_, '_> {
     /// An `f32` table of `shape` in aligned memory.
-    fn table(&mut self, name: &str, shape: &[usize]) -> Result<AlignedBuf, Ct2Error> {
+    pub(super) fn table(&mut self, name: &str, shape: &[usize]) -> Result<AlignedBuf, Ct2Error> {
         let values = self.vars.tensor(name, shape)?;
         if values.iter().any(|v| !v.is_finite()) {
             return Err(LoadError::NonFinite {
@@ -221,7 +226,12 @@ impl Builder<'_, '_, '_> {
     }
 
     /// The `out × inp` linear `{from}/weight` with its bias when the file has one.
-    fn linear(&mut self, from: &str, out: usize, inp: usize) -> Result<Linear, Ct2Error> {
+    pub(super) fn linear(
+        &mut self,
+        from: &str,
+        out: usize,
+        inp: usize,
+    ) -> Result<Linear, Ct2Error> {
         let name = format!("{from}/weight");
         let weight = self.vars.stored(&name, &[out, inp])?;
         let bias_name = format!("{from}/bias");
@@ -241,18 +251,21 @@ impl Builder<'_, '_, '_> {
         )?)
     }
 
-    fn norm(&mut self, from: &str) -> Result<Norm, Ct2Error> {
+    pub(super) fn norm(&mut self, from: &str) -> Result<Norm, Ct2Error> {
         let d = self.d;
         let gamma = self.table(&format!("{from}/gamma"), &[d])?;
         let beta = self.table(&format!("{from}/beta"), &[d])?;
         Ok(Norm::layer(gamma, beta, self.eps))
     }
 
-    fn malformed(scope: &str, e: tessel_kernels::KernelError) -> Ct2Error {
+    pub(super) fn malformed(scope: &str, e: tessel_kernels::KernelError) -> Ct2Error {
         LoadError::Malformed(format!("{scope}: {e}")).into()
     }
 
-    fn self_attention(&mut self, layer: &str) -> Result<(Norm, SelfAttention), Ct2Error> {
+    pub(super) fn self_attention(
+        &mut self,
+        layer: &str,
+    ) -> Result<(Norm, SelfAttention), Ct2Error> {
         let (d, scope) = (self.d, format!("{layer}/self_attention"));
         let qkv = self.linear(&format!("{scope}/linear_0"), 3 * d, d)?;
         let out = self.linear(&format!("{scope}/linear_1"), d, d)?;
@@ -264,7 +277,10 @@ impl Builder<'_, '_, '_> {
 
     /// CTranslate2 keeps the query projection (`linear_0`) apart from the fused K/V one
     /// (`linear_1`), as tessel's cross-attention does.
-    fn cross_attention(&mut self, layer: &str) -> Result<(Norm, CrossAttention), Ct2Error> {
+    pub(super) fn cross_attention(
+        &mut self,
+        layer: &str,
+    ) -> Result<(Norm, CrossAttention), Ct2Error> {
         let (d, scope) = (self.d, format!("{layer}/attention"));
         let q = self.linear(&format!("{scope}/linear_0"), d, d)?;
         let kv = self.linear(&format!("{scope}/linear_1"), 2 * d, d)?;
@@ -275,7 +291,7 @@ impl Builder<'_, '_, '_> {
         Ok((norm, attention))
     }
 
-    fn feed_forward(
+    pub(super) fn feed_forward(
         &mut self,
         layer: &str,
         d_ff: usize,
@@ -291,7 +307,7 @@ impl Builder<'_, '_, '_> {
     }
 
     /// The first `rows` rows of `{scope}`'s stored position table, or CTranslate2's sinusoid.
-    fn positions(&mut self, scope: &str, rows: usize) -> Result<AlignedBuf, Ct2Error> {
+    pub(super) fn positions(&mut self, scope: &str, rows: usize) -> Result<AlignedBuf, Ct2Error> {
         let d = self.d;
         let name = format!("{scope}/position_encodings/encodings");
         let table = if self.vars.has(&name) {
@@ -326,7 +342,7 @@ fn stored_positions(vars: &Vars<'_, '_>, scope: &str) -> Option<usize> {
     shape.first().copied()
 }
 
-fn activation(vars: &mut Vars<'_, '_>) -> Result<FfnActivation, Ct2Error> {
+pub(super) fn activation(vars: &mut Vars<'_, '_>) -> Result<FfnActivation, Ct2Error> {
     let enc = vars.attribute("encoder", "activation")?.unwrap_or(0.0);
     let dec = vars.attribute("decoder", "activation")?.unwrap_or(0.0);
     if enc != dec {
@@ -335,14 +351,19 @@ fn activation(vars: &mut Vars<'_, '_>) -> Result<FfnActivation, Ct2Error> {
             reason: format!("differs from the encoder's ({dec} vs {enc})"),
         });
     }
-    match enc as i32 {
+    activation_of(enc, "encoder/activation")
+}
+
+/// CTranslate2's activation id `id` (read from `variable`).
+pub(super) fn activation_of(id: f32, variable: &str) -> Result<FfnActivation, Ct2Error> {
+    match id as i32 {
         0 => Ok(FfnActivation::Relu),
         1 => Ok(FfnActivation::GeluTanh),
         2 => Ok(FfnActivation::Silu),
         3 => Ok(FfnActivation::Gelu),
         other => Err(Ct2Error::UnsupportedFeature {
             feature: format!("activation id {other} (tessel has ReLU, GELU, tanh-GELU, swish)"),
-            variable: "encoder/activation".to_owned(),
+            variable: variable.to_owned(),
         }),
     }
 }

@@ -177,7 +177,13 @@ fn build(
         let norm1 = l.norm(&format!("{p}.self_attn_layer_norm"))?;
         let ffn = feed_forward(&mut l, &p, d, f)?;
         let norm2 = l.norm(&format!("{p}.final_layer_norm"))?;
-        encoder.push(block(&p, config.norm, (norm1, attention), None, (norm2, ffn))?);
+        encoder.push(block(
+            &p,
+            config.norm,
+            (norm1, attention),
+            None,
+            (norm2, ffn),
+        )?);
     }
     let encoder_norm = l.norm("model.encoder.layer_norm")?;
     let (table, table_type) = l.table("model.decoder.embed_tokens.weight", config.tgt_vocab)?;
@@ -199,7 +205,13 @@ fn build(
         let ffn = feed_forward(&mut l, &p, d, f)?;
         let norm3 = l.norm(&format!("{p}.final_layer_norm"))?;
         let cross = Some((norm2, cross));
-        decoder.push(block(&p, config.norm, (norm1, attention), cross, (norm3, ffn))?);
+        decoder.push(block(
+            &p,
+            config.norm,
+            (norm1, attention),
+            cross,
+            (norm3, ffn),
+        )?);
     }
     let decoder_norm = l.norm("model.decoder.layer_norm")?;
     let storage = options.weights.unwrap_or(table_type);
@@ -220,22 +232,39 @@ fn malformed(prefix: &str) -> impl Fn(tessel_kernels::KernelError) -> LoadError 
 }
 
 /// A convolution `[out, channels, 3]` as a linear layer over `(tap, channel)`.
-fn convolution(l: &mut Loader<'_>, name: &str, out: usize, channels: usize) -> Result<Linear, LoadError> {
+fn convolution(
+    l: &mut Loader<'_>,
+    name: &str,
+    out: usize,
+    channels: usize,
+) -> Result<Linear, LoadError> {
     let bias = l.vector(&format!("{name}.bias"), out)?;
     let wanted = l.options.weights;
     let stored = l.stored(&format!("{name}.weight"), &[out, channels, 3])?;
     let storage = wanted.unwrap_or(stored.weight_type());
     let weight_name = format!("{name}.weight");
     let layer = match &stored {
-        crate::weights::source::Tensor::F32(w) => {
-            Linear::packed(storage, out, 3 * channels, &ConvStem::pack_weight(w, out, channels), Some(&bias))
-        }
-        crate::weights::source::Tensor::F16(w) => {
-            Linear::packed(storage, out, 3 * channels, &ConvStem::pack_weight(w, out, channels), Some(&bias))
-        }
-        crate::weights::source::Tensor::Bf16(w) => {
-            Linear::packed(storage, out, 3 * channels, &ConvStem::pack_weight(w, out, channels), Some(&bias))
-        }
+        crate::weights::source::Tensor::F32(w) => Linear::packed(
+            storage,
+            out,
+            3 * channels,
+            &ConvStem::pack_weight(w, out, channels),
+            Some(&bias),
+        ),
+        crate::weights::source::Tensor::F16(w) => Linear::packed(
+            storage,
+            out,
+            3 * channels,
+            &ConvStem::pack_weight(w, out, channels),
+            Some(&bias),
+        ),
+        crate::weights::source::Tensor::Bf16(w) => Linear::packed(
+            storage,
+            out,
+            3 * channels,
+            &ConvStem::pack_weight(w, out, channels),
+            Some(&bias),
+        ),
     };
     layer.map_err(linear_error(&weight_name))
 }
@@ -250,7 +279,11 @@ fn conv_stem(l: &mut Loader<'_>, n_mels: usize) -> Result<ConvStem, LoadError> {
 
 fn self_attention(l: &mut Loader<'_>, p: &str) -> Result<SelfAttention, LoadError> {
     let d = l.config.d_model;
-    let (q, k, v) = (format!("{p}.q_proj"), format!("{p}.k_proj"), format!("{p}.v_proj"));
+    let (q, k, v) = (
+        format!("{p}.q_proj"),
+        format!("{p}.k_proj"),
+        format!("{p}.v_proj"),
+    );
     let qkv = l.fused(&[&q, &k, &v], &[true, false, true], d, d)?;
     let out = l.linear(&format!("{p}.out_proj"), d, d, true)?;
     SelfAttention::new(qkv, out, l.heads()).map_err(malformed(p))

@@ -143,7 +143,7 @@ impl ConvStem {
     ) -> Result<(), KernelError> {
         let (c, d) = (self.n_mels, self.width());
         let positions = frames / 2;
-        if frames % 2 != 0 || positions > self.max_positions() {
+        if !frames.is_multiple_of(2) || positions > self.max_positions() {
             return Err(KernelError::InvalidArgument(
                 "conv stem: frames must be even and at most twice the position table",
             ));

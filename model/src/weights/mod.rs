@@ -403,12 +403,20 @@ impl Loader<'_> {
     }
 
     /// The tensor `name` of exactly `shape`, as `f32`, checked finite.
-    pub(crate) fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Cow<'_, [f32]>, LoadError> {
+    pub(crate) fn tensor(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<Cow<'_, [f32]>, LoadError> {
         Ok(self.stored(name, shape)?.into_f32())
     }
 
     /// A `rows × d_model` table as `f32`, and the type it is stored in.
-    pub(crate) fn table(&mut self, name: &str, rows: usize) -> Result<(AlignedBuf, WeightType), LoadError> {
+    pub(crate) fn table(
+        &mut self,
+        name: &str,
+        rows: usize,
+    ) -> Result<(AlignedBuf, WeightType), LoadError> {
         let stored = self.stored(name, &[rows, self.config.d_model])?;
         let stored_type = stored.weight_type();
         let values = stored.into_f32();
@@ -523,7 +531,10 @@ impl Loader<'_> {
         let mut parts = Vec::with_capacity(prefixes.len());
         let mut bias = vec![0.0f32; out * prefixes.len()];
         for (i, (prefix, &has_bias)) in prefixes.iter().zip(biases).enumerate() {
-            parts.push(self.stored(&format!("{prefix}.weight"), &[out, inp])?.into_owned());
+            parts.push(
+                self.stored(&format!("{prefix}.weight"), &[out, inp])?
+                    .into_owned(),
+            );
             if has_bias {
                 let b = self.vector(&format!("{prefix}.bias"), out)?;
                 bias[i * out..(i + 1) * out].copy_from_slice(&b);
@@ -534,7 +545,14 @@ impl Loader<'_> {
         let tensor = Tensor::concat(parts);
         let storage = self.options.weights.unwrap_or(tensor.weight_type());
         let rows = out * prefixes.len();
-        linear_rows(&name, &tensor, 0..rows, inp, any_bias.then_some(&bias[..]), storage)
+        linear_rows(
+            &name,
+            &tensor,
+            0..rows,
+            inp,
+            any_bias.then_some(&bias[..]),
+            storage,
+        )
     }
 
     /// `in_proj_weight [3d, d]`, `in_proj_bias`, `out_proj.*`: the fused Q/K/V projection and

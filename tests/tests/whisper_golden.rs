@@ -1,0 +1,189 @@
+//! Whisper against Hugging Face `transformers` (float64) and CTranslate2 on random-weight
+//! models of Whisper's graph (`tests/whisper/*`, made by `tools/make_whisper_golden.py`):
+//! teacher-forced logits of every step within 1e-4 of the logit scale, and greedy tokens
+//! identical to `transformers.generate` and `ctranslate2.models.Whisper.generate`, at every
+//! ISA level.
+
+use std::path::{Path, PathBuf};
+
+use safetensors::{Dtype, SafeTensors};
+use tessel_model::families::whisper;
+use tessel_model::{LoadOptions, Model, SearchOptions, Session, WeightType};
+use tessel_tests::for_each_isa;
+
+const FIXTURES: [&str; 2] = ["tiny_like_80", "odd_128"];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("whisper")
+        .join(name)
+}
+
+struct Expected {
+    mel: Vec<f32>,
+    forced: Vec<u32>,
+    logits: Vec<f64>,
+    prompt: Vec<u32>,
+    greedy: Vec<u32>,
+    ct2_greedy: Vec<u32>,
+}
+
+fn values(file: &SafeTensors<'_>, name: &str) -> Vec<f64> {
+    let view = file.tensor(name).unwrap_or_else(|_| panic!("{name}"));
+    let data = view.data();
+    match view.dtype() {
+        Dtype::F32 => data
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        Dtype::F64 => data
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect(),
+        Dtype::I64 => data
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        other => panic!("{name}: dtype {other:?}"),
+    }
+}
+
+fn expected(name: &str) -> Expected {
+    let bytes = std::fs::read(fixture(name).join("expected.safetensors")).unwrap();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let ids = |n: &str| {
+        values(&file, n)
+            .iter()
+            .map(|&v| v as u32)
+            .collect::<Vec<_>>()
+    };
+    Expected {
+        mel: values(&file, "mel").iter().map(|&v| v as f32).collect(),
+        forced: ids("decoder_input_ids"),
+        logits: values(&file, "logits"),
+        prompt: ids("prompt"),
+        greedy: ids("greedy_tokens"),
+        ct2_greedy: ids("ct2_greedy_tokens"),
+    }
+}
+
+/// Feeds the forced ids one step at a time and checks every step's logits.
+fn check_logits(session: &mut Session<&Model>, expected: &Expected, what: &str) {
+    let vocab = session.model().config().tgt_vocab;
+    let scale = expected.logits.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    let bound = 1e-4 * scale;
+    for (step, &token) in expected.forced.iter().enumerate() {
+        let logits = session.decode_step(&[token]).unwrap();
+        let want = &expected.logits[step * vocab..(step + 1) * vocab];
+        let worst = logits
+            .iter()
+            .zip(want)
+            .map(|(&g, &w)| (g as f64 - w).abs())
+            .fold(0.0f64, f64::max);
+        assert!(
+            worst <= bound,
+            "{what}: step {step} logits differ by {worst} (bound {bound})"
+        );
+    }
+}
+
+fn greedy(session: &mut Session<&Model>, expected: &Expected) -> Vec<u32> {
+    let generated = expected.greedy.len() - expected.prompt.len();
+    let hyps = session
+        .generate_from(&expected.prompt, &SearchOptions::greedy(generated), |_| {})
+        .unwrap();
+    let mut tokens = expected.prompt.clone();
+    tokens.extend_from_slice(hyps.best().unwrap().tokens);
+    tokens
+}
+
+#[test]
+fn hugging_face_whisper_matches_transformers_and_ctranslate2() {
+    for name in FIXTURES {
+        let model = whisper::load_hf_dir(&fixture(name).join("hf"), 2, &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let expected = expected(name);
+        assert_eq!(
+            expected.greedy, expected.ct2_greedy,
+            "{name}: the references agree"
+        );
+        for_each_isa(|isa| {
+            let what = format!("{name} at {isa}");
+            let mut session = Session::new(&model, isa).unwrap();
+            session.encode_audio(&expected.mel).unwrap();
+            check_logits(&mut session, &expected, &what);
+            assert_eq!(
+                greedy(&mut session, &expected),
+                expected.greedy,
+                "{what}: greedy"
+            );
+        });
+    }
+}
+
+#[test]
+fn ctranslate2_whisper_matches_transformers_and_ctranslate2() {
+    use tessel_model::ct2::{self, Ct2Options};
+    for name in FIXTURES {
+        let expected = expected(name);
+        for (dir, exact) in [("ct2", true), ("ct2_f16", false)] {
+            let options = Ct2Options {
+                max_beam: 2,
+                ..Ct2Options::default()
+            };
+            let loaded = ct2::load_dir(&fixture(name).join(dir), options)
+                .unwrap_or_else(|e| panic!("{name}/{dir}: {e}"));
+            let model = &loaded.model;
+            let stored = if exact {
+                WeightType::F32
+            } else {
+                WeightType::F16
+            };
+            assert_eq!(model.generator().weight_type(), stored, "{name}/{dir}");
+            for_each_isa(|isa| {
+                let what = format!("{name}/{dir} at {isa}");
+                let mut session = Session::new(model, isa).unwrap();
+                session.encode_audio(&expected.mel).unwrap();
+                if exact {
+                    check_logits(&mut session, &expected, &what);
+                }
+                // f16 weights: CTranslate2's f16 model gives the f64 tokens too.
+                assert_eq!(
+                    greedy(&mut session, &expected),
+                    expected.ct2_greedy,
+                    "{what}"
+                );
+            });
+        }
+    }
+}
+
+#[test]
+fn whisper_sessions_refuse_tokens_and_misshapen_frames() {
+    let model =
+        whisper::load_hf_dir(&fixture(FIXTURES[0]).join("hf"), 1, &LoadOptions::default()).unwrap();
+    let mut session = Session::new(&model, tessel_kernels::Isa::scalar()).unwrap();
+    let n_mels = 80;
+    assert!(matches!(
+        session.encode(&[1, 2, 3]),
+        Err(tessel_model::RunError::WrongInput { .. })
+    ));
+    for len in [0, n_mels * 3, n_mels * 2 + 1, n_mels * 202] {
+        assert!(
+            matches!(
+                session.encode_audio(&vec![0.0; len]),
+                Err(tessel_model::RunError::BadFrames { .. })
+            ),
+            "{len} values"
+        );
+    }
+    assert!(session.decode_step(&[1]).is_err(), "nothing encoded yet");
+    // A shorter window than the model's longest is fine (fewer encoder positions).
+    session.encode_audio(&vec![0.25; n_mels * 64]).unwrap();
+    assert_eq!(session.source_len(), Some(32));
+    assert!(session
+        .decode_step(&[1])
+        .unwrap()
+        .iter()
+        .all(|v| v.is_finite()));
+}
