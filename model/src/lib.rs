@@ -49,7 +49,7 @@ pub use plan::{ArenaPlan, Limits, Region};
 
 pub use layers::WeightType;
 pub use model::Model;
-pub use search::{Hypotheses, Hypothesis, SearchOptions, StepView};
+pub use search::{Hypotheses, Hypothesis, SearchOptions, StepLogits, StepView};
 pub use session::{RunError, Session, SessionError};
 pub use threads::{PoolError, ThreadPool};
 pub use weights::{LoadError, LoadOptions};

@@ -62,6 +62,35 @@ pub struct StepView<'a> {
     pub vocab: usize,
 }
 
+/// A step's logits before the search reads them, open to change (suppressing tokens,
+/// forcing a token, penalties): what a logits processor sees.
+#[derive(Debug)]
+pub struct StepLogits<'a> {
+    /// Step index (0 for the step after the prefix's last token).
+    pub step: usize,
+    /// Raw logits, `beams × vocab`, row `i` for live hypothesis `i`; the search ranks
+    /// continuations by these after the processor has run (`-inf` removes a token).
+    pub logits: &'a mut [f32],
+    /// Live hypotheses.
+    pub beams: usize,
+    /// Target vocabulary size.
+    pub vocab: usize,
+    history: &'a [u32],
+    stride: usize,
+}
+
+impl StepLogits<'_> {
+    /// The tokens hypothesis `beam` has generated so far (`step` of them, the prefix excluded).
+    pub fn tokens(&self, beam: usize) -> &[u32] {
+        &self.history[beam * self.stride..beam * self.stride + self.step]
+    }
+
+    /// Hypothesis `beam`'s row of logits.
+    pub fn row_mut(&mut self, beam: usize) -> &mut [f32] {
+        &mut self.logits[beam * self.vocab..(beam + 1) * self.vocab]
+    }
+}
+
 /// One finished hypothesis.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Hypothesis<'a> {
@@ -149,10 +178,13 @@ impl<'a> State<'a> {
         }
     }
 
-    /// Inserts a candidate into the descending top-`k` list of `count` entries.
+    /// Inserts a candidate into the descending top-`k` list of `count` entries (impossible ones,
+    /// scored NaN or -inf, never).
     fn offer(&mut self, count: &mut usize, k: usize, score: f32, beam: u32, token: u32) {
         let full = *count == k;
-        if score.is_nan() || (full && score <= self.cand_score[k - 1]) {
+        // NaN never ranks; -inf is a continuation a logits processor ruled out.
+        if score.is_nan() || score == f32::NEG_INFINITY || (full && score <= self.cand_score[k - 1])
+        {
             return;
         }
         let mut at = (*count).min(k - 1);
@@ -260,6 +292,24 @@ impl<M: Deref<Target = Model>> Session<M> {
         options: &SearchOptions,
         mut on_step: impl FnMut(StepView<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
+        self.generate_with(prefix, options, |step| {
+            on_step(StepView {
+                step: step.step,
+                logits: step.logits,
+                beams: step.beams,
+                vocab: step.vocab,
+            })
+        })
+    }
+
+    /// [`Session::generate_from`] with a logits processor: `process` may change each step's
+    /// raw logits (and sees each hypothesis's tokens so far) before the search ranks them.
+    pub fn generate_with(
+        &mut self,
+        prefix: &[u32],
+        options: &SearchOptions,
+        mut process: impl FnMut(&mut StepLogits<'_>),
+    ) -> Result<Hypotheses<'_>, RunError> {
         self.check_search(options)?;
         let config = self.model().config();
         let limits = self.limits();
@@ -296,11 +346,13 @@ impl<M: Deref<Target = Model>> Session<M> {
             if step == 0 {
                 st.beam_score[0] = 0.0;
             }
-            on_step(StepView {
+            process(&mut StepLogits {
                 step,
-                logits,
+                logits: &mut *logits,
                 beams: live,
                 vocab,
+                history: st.history[cur],
+                stride: tgt,
             });
             let len = step + 1;
             let last_step = len == options.max_steps;

@@ -689,3 +689,37 @@ fn sessions_that_own_their_model_through_an_arc_match_borrowed_ones() {
     }
     assert_eq!(std::sync::Arc::strong_count(&model), 1);
 }
+
+#[test]
+fn a_logits_processor_steers_greedy_and_beam_search() {
+    let model = Model::random(small(NormPlacement::Pre, Positions::Learned), 8).unwrap();
+    let isa = tessel_kernels::Isa::best();
+    let forced: [u32; 5] = [7, 3, 3, 11, 2];
+    for beam in [1, 3] {
+        let mut session = Session::new(&model, isa).unwrap();
+        session.encode(&SRC).unwrap();
+        let bos = model.config().bos_id;
+        let mut seen = Vec::new();
+        // Force `forced`, one token a step, by masking every other token; check that each
+        // hypothesis's history is what was forced so far (masked continuations are never
+        // kept, so beam search holds one hypothesis).
+        let hyps = session
+            .generate_with(&[bos], &SearchOptions::beam(beam, 6), |step| {
+                assert_eq!(step.beams, 1);
+                for b in 0..step.beams {
+                    assert_eq!(step.tokens(b), &forced[..step.step], "beam {b}");
+                    let want = forced[step.step] as usize;
+                    for (t, v) in step.row_mut(b).iter_mut().enumerate() {
+                        if t != want {
+                            *v = f32::NEG_INFINITY;
+                        }
+                    }
+                }
+                seen.push(step.step);
+            })
+            .unwrap();
+        // EOS (id 2) ends the search after the fifth token.
+        assert_eq!(hyps.best().unwrap().tokens, &forced[..], "beam {beam}");
+        assert_eq!(seen, vec![0, 1, 2, 3, 4], "beam {beam}");
+    }
+}
