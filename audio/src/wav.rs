@@ -273,6 +273,12 @@ fn header_error(e: hound::Error) -> AudioError {
                 what: "IEEE float that is not 32-bit".into(),
             }
         }
+        hound::Error::FormatError(reason) if reason.contains("not a multiple of 8") => {
+            AudioError::UnsupportedEncoding {
+                what: "samples whose width is not a whole number of bytes (e.g. 4-bit ADPCM)"
+                    .into(),
+            }
+        }
         other => AudioError::Malformed(other.to_string()),
     }
 }
