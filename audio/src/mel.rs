@@ -241,7 +241,7 @@ pub fn segment(
     size: usize,
     out: &mut [f32],
 ) -> Result<(), MelError> {
-    let frames = if n_mels == 0 { 0 } else { mel.len() / n_mels };
+    let frames = mel.len().checked_div(n_mels).unwrap_or(0);
     check_input_len(mel.len(), n_mels.saturating_mul(frames))?;
     check_len(out.len(), n_mels.saturating_mul(N_FRAMES))?;
     let fits = size <= N_FRAMES && seek.checked_add(size).is_some_and(|end| end <= frames);

@@ -17,9 +17,7 @@ use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, SafeTensors};
 use tessel_audio::filters::mel_filters;
-use tessel_audio::{
-    content_frames, load_wav, segment, MelFrontEnd, ReadOptions, N_FRAMES, SAMPLE_RATE,
-};
+use tessel_audio::{content_frames, load_wav, segment, MelFrontEnd, ReadOptions, N_FRAMES};
 
 const MEL_TOL: f32 = 5e-5;
 
