@@ -84,6 +84,16 @@ struct Signal<'a> {
 }
 
 impl Signal<'_> {
+    /// Whether the frame centred on `start` reads only zeros (the padding), reflections
+    /// included: its indices `[start − HALF, start + HALF)` lie past the audio, and so do
+    /// their mirror images past `len`, which start at `2·len − 1 − (start + HALF)`.
+    fn silent(&self, start: usize) -> bool {
+        let (lo, hi) = (start.saturating_sub(HALF), start + HALF);
+        start >= HALF
+            && lo >= self.audio.len()
+            && (hi <= self.len || (2 * self.len).saturating_sub(1 + hi) >= self.audio.len())
+    }
+
     /// Sample `j` of the reflect-padded signal (`j` may be up to `HALF` outside `[0, len)`).
     fn at(&self, j: isize) -> f32 {
         let i = if j < 0 {
@@ -183,13 +193,19 @@ impl MelFrontEnd {
         for t in frames..touched_frames(audio.len()) {
             max = max.max(self.frame_column(signal, t)?);
         }
-        normalize(out, max.max(-10.0));
+        normalize(out, max.max(silent_log()));
         Ok(frames)
     }
 
     /// Computes frame `t`'s `log10` mel column into `self.column`; returns its maximum.
     fn frame_column(&mut self, signal: Signal<'_>, t: usize) -> Result<f32, MelError> {
         let start = t * HOP_LENGTH;
+        if signal.silent(start) {
+            // All-zero frame: power 0 everywhere, so every bin is log10(1e-10), as computed.
+            let floor = silent_log();
+            self.column.fill(floor);
+            return Ok(floor);
+        }
         if start >= HALF && start + HALF <= signal.audio.len() {
             let src = &signal.audio[start - HALF..start + HALF];
             for ((d, &s), &w) in self.frame.iter_mut().zip(src).zip(&self.window) {
@@ -221,6 +237,11 @@ impl MelFrontEnd {
         }
         Ok(max)
     }
+}
+
+/// `log10(max(0, 1e-10))` as the general path computes it (`-10.0` in `f32`).
+fn silent_log() -> f32 {
+    f64::from(1e-10f32).log10() as f32
 }
 
 /// `max(v, max − 8)`, then `(v + 4) / 4`, in `f32` as whisper computes it.
@@ -279,5 +300,66 @@ fn check_finite(audio: &[f32]) -> Result<(), MelError> {
     match audio.iter().position(|v| !v.is_finite()) {
         Some(index) => Err(MelError::NonFinite { index }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shortcut's premise: a frame `silent` calls all-zero reads only zeros, for the
+    /// window path (`len` = 480 000) and the transcribe path (`len` = audio + 480 000), with
+    /// audio filling the window, ending near its end, or short.
+    #[test]
+    fn silent_frames_read_only_zeros() {
+        let audio = vec![1.0f32; N_SAMPLES];
+        for n in [
+            0,
+            1,
+            159,
+            160,
+            12_345,
+            N_SAMPLES - 201,
+            N_SAMPLES - 200,
+            N_SAMPLES - 1,
+            N_SAMPLES,
+        ] {
+            for len in [N_SAMPLES, n + N_SAMPLES] {
+                let signal = Signal {
+                    audio: &audio[..n],
+                    len,
+                };
+                let mut silent = 0;
+                for t in 0..=len / HOP_LENGTH {
+                    let start = t * HOP_LENGTH;
+                    let reads_zeros = (0..N_FFT)
+                        .all(|i| signal.at(start as isize - HALF as isize + i as isize) == 0.0);
+                    if signal.silent(start) {
+                        assert!(reads_zeros, "n {n}, len {len}, frame {t}");
+                        silent += 1;
+                    }
+                }
+                // Every frame past the audio's reach is recognised.
+                assert!(
+                    silent + touched_frames(n) + 2 > len / HOP_LENGTH,
+                    "n {n} len {len}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_silent_value_is_what_a_zero_frame_computes() {
+        assert_eq!(silent_log(), -10.0);
+        let mut front = MelFrontEnd::new(80).expect("valid");
+        let zeros = [0.0f32; 0];
+        let signal = Signal {
+            audio: &zeros,
+            len: N_SAMPLES,
+        };
+        // Frame 0 is not flagged silent (it reflects at the start) but reads only zeros.
+        assert!(!signal.silent(0));
+        assert_eq!(front.frame_column(signal, 0), Ok(-10.0));
+        assert!(front.column.iter().all(|&v| v == silent_log()));
     }
 }
