@@ -14,6 +14,22 @@
 //!    allocates nothing.
 //!
 //! Every error is typed ([`AudioError`], [`MelError`]); no public function panics on any input.
+//!
+//! ```
+//! use tessel_audio::{load_wav, segment, content_frames, MelFrontEnd, ReadOptions, N_FRAMES};
+//!
+//! let audio = load_wav("tests/fixtures/speech_22k_s16_stereo.wav".as_ref(), &ReadOptions::default())?;
+//! let mut front = MelFrontEnd::new(80)?;                 // plans the FFT, filters, scratch
+//! // One 30 s window, as `log_mel_spectrogram(pad_or_trim(audio))`:
+//! let mut window = vec![0.0f32; front.window_len()];     // [80][3000]
+//! front.window(&audio.samples, &mut window)?;
+//! // Or whisper's transcribe path: the whole file's mel, then 30 s windows from it.
+//! let frames = content_frames(audio.samples.len());
+//! let mut mel = vec![0.0f32; 80 * frames];
+//! front.spectrogram(&audio.samples, &mut mel)?;
+//! segment(&mel, 80, 0, frames.min(N_FRAMES), &mut window)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod error;
 pub mod filters;
