@@ -231,8 +231,8 @@ impl MelFrontEnd {
                 .zip(&filter.weights)
                 .map(|(&p, &w)| f64::from(p) * f64::from(w))
                 .sum();
-            // torch: the mel value is f32, clamped at 1e-10, then log10.
-            *v = f64::from((mel as f32).max(1e-10)).log10() as f32;
+            // torch: the mel value is f32, clamped at 1e-10, then an f32 log10.
+            *v = (mel as f32).max(1e-10).log10();
             max = max.max(*v);
         }
         Ok(max)
@@ -241,7 +241,7 @@ impl MelFrontEnd {
 
 /// `log10(max(0, 1e-10))` as the general path computes it (`-10.0` in `f32`).
 fn silent_log() -> f32 {
-    f64::from(1e-10f32).log10() as f32
+    1e-10f32.log10()
 }
 
 /// `max(v, max − 8)`, then `(v + 4) / 4`, in `f32` as whisper computes it.
