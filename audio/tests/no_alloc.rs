@@ -1,0 +1,92 @@
+//! Proves that the log-mel front end allocates nothing after `MelFrontEnd::new`: a 30 s
+//! window, the transcribe-path spectrogram, a segment and refused calls, counted by a global
+//! allocator that counts the allocations of the measuring thread only.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use tessel_audio::{content_frames, segment, MelFrontEnd, N_FRAMES, N_SAMPLES};
+
+struct Counting;
+
+thread_local! {
+    static ACTIVE: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note() {
+    // `try_with` never allocates and tolerates thread teardown.
+    let _ = ACTIVE.try_with(|active| {
+        if active.get() {
+            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        }
+    });
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by `run` on this thread.
+fn allocations(run: impl FnOnce()) -> usize {
+    COUNT.with(|c| c.set(0));
+    ACTIVE.with(|a| a.set(true));
+    run();
+    ACTIVE.with(|a| a.set(false));
+    COUNT.with(|c| c.get())
+}
+
+#[test]
+fn mel_calls_allocate_nothing() {
+    // 31.3 s of a deterministic chirp: two windows on the transcribe path.
+    let audio: Vec<f32> = (0..500_800)
+        .map(|i| {
+            let t = i as f32 / 16_000.0;
+            0.3 * (2.0 * std::f32::consts::PI * (200.0 + 50.0 * t) * t).sin()
+        })
+        .collect();
+    for n_mels in [80, 128] {
+        let mut front = MelFrontEnd::new(n_mels).expect("valid n_mels");
+        let frames = content_frames(audio.len());
+        let mut window = vec![0.0f32; front.window_len()];
+        let mut mel = vec![0.0f32; n_mels * frames];
+        let mut short = vec![0.0f32; 3];
+        let count = allocations(|| {
+            front
+                .window(&audio[..N_SAMPLES], &mut window)
+                .expect("window");
+            front
+                .window(&audio[..12_345], &mut window)
+                .expect("short window");
+            front.spectrogram(&audio, &mut mel).expect("spectrogram");
+            segment(&mel, n_mels, 0, N_FRAMES, &mut window).expect("window 1");
+            segment(&mel, n_mels, N_FRAMES, frames - N_FRAMES, &mut window).expect("window 2");
+            assert!(front.window(&audio, &mut short).is_err());
+            assert!(segment(&mel, n_mels, frames, 1, &mut window).is_err());
+        });
+        assert_eq!(count, 0, "{n_mels} mel bins: {count} allocations");
+        assert!(window.iter().all(|v| v.is_finite()) && mel.iter().all(|v| v.is_finite()));
+    }
+}
