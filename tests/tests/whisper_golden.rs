@@ -187,3 +187,68 @@ fn whisper_sessions_refuse_tokens_and_misshapen_frames() {
         .iter()
         .all(|v| v.is_finite()));
 }
+
+/// Reads the integer list `key` of a fixture's `ct2/config.json`.
+fn config_ids(name: &str, key: &str) -> Vec<u32> {
+    let text = std::fs::read_to_string(fixture(name).join("ct2").join("config.json")).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect()
+}
+
+#[test]
+fn decoding_rules_match_ctranslate2_greedy_and_beam() {
+    use tessel_model::ct2::{self, Ct2Options};
+    use tessel_model::families::whisper::{WhisperRules, MAX_INITIAL_TIMESTAMP_INDEX};
+    for name in FIXTURES {
+        let expected = self::expected(name);
+        let bytes = std::fs::read(fixture(name).join("rules.safetensors")).unwrap();
+        let file = SafeTensors::deserialize(&bytes).unwrap();
+        let ids = |n: &str| {
+            values(&file, n)
+                .iter()
+                .map(|&v| v as u32)
+                .collect::<Vec<_>>()
+        };
+        let options = Ct2Options {
+            max_beam: 5,
+            ..Ct2Options::default()
+        };
+        let loaded = ct2::load_dir(&fixture(name).join("ct2"), options).unwrap();
+        let vocab = &loaded.target_vocabulary;
+        let (suppress, blank) = (
+            config_ids(name, "suppress_ids"),
+            config_ids(name, "suppress_ids_begin"),
+        );
+        for (prompt, beam, want, timestamps) in [
+            ("prompt_timestamps", 1, "greedy_timestamps", true),
+            ("prompt_timestamps", 5, "beam5_timestamps", true),
+            ("prompt_plain", 5, "beam5_plain", false),
+        ] {
+            let rules = WhisperRules {
+                eot: vocab.id("<|endoftext|>").unwrap(),
+                no_timestamps: vocab.id("<|notimestamps|>").unwrap(),
+                timestamp_begin: vocab.id("<|0.00|>").unwrap(),
+                blank: &blank,
+                suppress: &suppress,
+                timestamps,
+                max_initial_timestamp_index: Some(MAX_INITIAL_TIMESTAMP_INDEX),
+            };
+            let want = ids(want);
+            for_each_isa(|isa| {
+                let mut session = Session::new(&loaded.model, isa).unwrap();
+                session.encode_audio(&expected.mel).unwrap();
+                let search = SearchOptions::beam(beam, want.len());
+                let hyps = session
+                    .generate_with(&ids(prompt), &search, |step| rules.apply(isa, step))
+                    .unwrap();
+                let got = hyps.best().unwrap().tokens;
+                assert_eq!(got, &want[..], "{name} {prompt} beam {beam} at {isa}");
+            });
+        }
+    }
+}

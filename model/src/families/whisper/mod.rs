@@ -18,6 +18,10 @@
 //! | `model.{encoder,decoder}.layer_norm` | the stacks' final norms |
 //! | `model.decoder.embed_tokens`, `embed_positions` | the target embedding; the generator (tied) |
 
+mod rules;
+
+pub use rules::{WhisperRules, MAX_INITIAL_TIMESTAMP_INDEX};
+
 use std::path::Path;
 use std::sync::Arc;
 
