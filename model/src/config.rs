@@ -52,6 +52,28 @@ pub enum Positions {
     Learned,
 }
 
+/// Which normalisation every norm of the model is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NormKind {
+    /// LayerNorm with scale and shift.
+    #[default]
+    Layer,
+    /// RMSNorm: no mean, no shift (T5).
+    Rms,
+}
+
+/// T5's relative position buckets: an additive attention bias per head, learned per bucket of
+/// key-minus-query distance (bidirectional in the encoder, causal in the decoder), shared by
+/// every layer of a stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelativeAttention {
+    /// Buckets (T5: 32).
+    pub buckets: usize,
+    /// Distance from which buckets are all the last one (T5: 128).
+    pub max_distance: usize,
+}
+
 /// What the encoder reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -159,6 +181,25 @@ pub struct Config {
     /// What the encoder reads: tokens (the default) or audio frames.
     #[serde(default)]
     pub front_end: FrontEnd,
+    /// LayerNorm (the default) or RMSNorm.
+    #[serde(default)]
+    pub norm_kind: NormKind,
+    /// Gated feed-forward (T5 v1.1, Flan-T5): `down(act(x·W_gate) ⊙ (x·W_up))`.
+    #[serde(default)]
+    pub gated_ffn: bool,
+    /// Attention score scale; `None` is `1/√d_head` (T5 uses 1).
+    #[serde(default)]
+    pub attention_scale: Option<f32>,
+    /// Relative position buckets as an attention bias (T5); `None`: no bias.
+    #[serde(default)]
+    pub relative_attention: Option<RelativeAttention>,
+    /// A norm after the embeddings (BART, mBART: `layernorm_embedding`).
+    #[serde(default)]
+    pub embedding_norm: bool,
+    /// Rows of the position tables skipped before position 0 (BART's learned positions and
+    /// fairseq's sinusoids start at 2).
+    #[serde(default)]
+    pub position_offset: usize,
     /// Multiply embeddings by `√d_model` before adding positions.
     #[serde(default = "default_true")]
     pub scale_embeddings: bool,
@@ -208,6 +249,9 @@ pub enum ConfigError {
     /// Epsilon not finite and positive.
     #[error("layer_norm_eps {0} must be finite and positive")]
     BadEps(f32),
+    /// Attention scale not finite and positive.
+    #[error("attention_scale {0} must be finite and positive")]
+    BadScale(f32),
     /// Sizes whose products overflow the address space.
     #[error("config sizes overflow: {0}")]
     TooLarge(&'static str),
@@ -262,6 +306,12 @@ impl Config {
             positions: Positions::Sinusoidal,
             biases: Biases::default(),
             front_end: FrontEnd::Tokens,
+            norm_kind: NormKind::Layer,
+            gated_ffn: false,
+            attention_scale: None,
+            relative_attention: None,
+            embedding_norm: false,
+            position_offset: 0,
             scale_embeddings: true,
             layer_norm_eps: 1e-5,
             bos_id: 1,
@@ -344,6 +394,22 @@ impl Config {
             if n_mels > MAX_DIM {
                 return Err(ConfigError::TooLarge("front_end.n_mels"));
             }
+        }
+        if let Some(scale) = self.attention_scale {
+            if !(scale.is_finite() && scale > 0.0) {
+                return Err(ConfigError::BadScale(scale));
+            }
+        }
+        if let Some(r) = self.relative_attention {
+            if r.buckets == 0 || r.max_distance == 0 {
+                return Err(ConfigError::Zero("relative_attention"));
+            }
+            if r.buckets > MAX_DIM || r.max_distance > MAX_POSITIONS {
+                return Err(ConfigError::TooLarge("relative_attention"));
+            }
+        }
+        if self.position_offset > MAX_POSITIONS {
+            return Err(ConfigError::TooLarge("position_offset"));
         }
         if self.encoder_layers > 1024 {
             return Err(ConfigError::TooLarge("encoder_layers"));

@@ -88,9 +88,9 @@ fn carve<const N: usize>(arena: &mut [f32], spans: [Span; N]) -> [&mut [f32]; N]
     parts
 }
 
-/// A block's working buffers from their carved parts, in [`WorkSpans`] order.
-fn work<'a>(parts: [&'a mut [f32]; 7], scratch: &'a mut [f32]) -> Work<'a> {
-    let [hidden, spare, normed, qkv, q, attn, ffn] = parts;
+/// A block's working buffers from their carved parts, in `WorkSpans` order.
+fn work<'a>(parts: [&'a mut [f32]; 8], scratch: &'a mut [f32]) -> Work<'a> {
+    let [hidden, spare, normed, qkv, q, attn, ffn, gate] = parts;
     Work {
         hidden,
         spare,
@@ -99,6 +99,7 @@ fn work<'a>(parts: [&'a mut [f32]; 7], scratch: &'a mut [f32]) -> Work<'a> {
         q,
         attn,
         ffn,
+        gate,
         scratch,
     }
 }
@@ -114,13 +115,13 @@ pub(crate) fn encode(
 ) -> Result<(), KernelError> {
     let (l, s) = (&plan.layout, src.len());
     let w = &l.wide;
-    let [hidden, spare, normed, qkv, q, attn, ffn, cross_kv, scratch] = carve(
+    let [hidden, spare, normed, qkv, q, attn, ffn, gate, cross_kv, scratch] = carve(
         arena,
         [
-            w.hidden, w.spare, w.normed, w.qkv, w.q, w.attn, w.ffn, l.cross_kv, l.scratch,
+            w.hidden, w.spare, w.normed, w.qkv, w.q, w.attn, w.ffn, w.gate, l.cross_kv, l.scratch,
         ],
     );
-    let work = work([hidden, spare, normed, qkv, q, attn, ffn], scratch);
+    let work = work([hidden, spare, normed, qkv, q, attn, ffn, gate], scratch);
     match &model.source {
         Source::Tokens(embedding) => embedding.forward(run.isa, src, 0, true, work.hidden)?,
         Source::Audio(_) => {
@@ -148,7 +149,7 @@ pub(crate) fn encode_audio(
         ));
     };
     let (l, w) = (&plan.layout, &plan.layout.wide);
-    let [hidden, spare, normed, qkv, q, attn, ffn, cross_kv, scratch, input, middle] = carve(
+    let [hidden, spare, normed, qkv, q, attn, ffn, gate, cross_kv, scratch, input, middle] = carve(
         arena,
         [
             w.hidden,
@@ -158,6 +159,7 @@ pub(crate) fn encode_audio(
             w.q,
             w.attn,
             w.ffn,
+            w.gate,
             l.cross_kv,
             l.scratch,
             l.stem_input,
@@ -166,7 +168,7 @@ pub(crate) fn encode_audio(
     );
     stem.stage_input(mel, frames, input);
     stem.forward(run, frames, input, middle, hidden, scratch)?;
-    let work = work([hidden, spare, normed, qkv, q, attn, ffn], scratch);
+    let work = work([hidden, spare, normed, qkv, q, attn, ffn, gate], scratch);
     encoder_stack(model, run, plan, frames / 2, work, cross_kv)
 }
 
@@ -224,7 +226,7 @@ pub(crate) fn decode(
     let position = state.position;
     let prefix = rows_are == Rows::Prefix;
     let w = if prefix { &l.wide } else { &l.narrow };
-    let [hidden, spare, normed, qkv, q, attn, ffn, logits, cross_kv, self_k, self_v, scratch, staged] =
+    let [hidden, spare, normed, qkv, q, attn, ffn, gate, logits, cross_kv, self_k, self_v, scratch, staged] =
         carve(
             arena,
             [
@@ -235,6 +237,7 @@ pub(crate) fn decode(
                 w.q,
                 w.attn,
                 w.ffn,
+                w.gate,
                 l.logits,
                 l.cross_kv,
                 l.self_k,
@@ -243,7 +246,7 @@ pub(crate) fn decode(
                 l.step_tokens,
             ],
         );
-    let mut work = work([hidden, spare, normed, qkv, q, attn, ffn], scratch);
+    let mut work = work([hidden, spare, normed, qkv, q, attn, ffn, gate], scratch);
     let ids = tokens.resolve(staged);
     model
         .target

@@ -112,10 +112,11 @@ pub(crate) struct WorkSpans {
     pub q: Span,
     pub attn: Span,
     pub ffn: Span,
+    pub gate: Span,
 }
 
 impl WorkSpans {
-    const NAMES: [&'static str; 7] = [
+    const NAMES: [&'static str; 8] = [
         "hidden",
         "spare",
         "normed",
@@ -123,6 +124,7 @@ impl WorkSpans {
         "cross_q",
         "attention",
         "ffn",
+        "ffn_gate",
     ];
 
     fn plan(cursor: &mut Cursor, sizes: WorkSizes) -> WorkSpans {
@@ -134,10 +136,11 @@ impl WorkSpans {
             q: cursor.take(sizes.q),
             attn: cursor.take(sizes.attn),
             ffn: cursor.take(sizes.ffn),
+            gate: cursor.take(sizes.gate),
         }
     }
 
-    fn spans(&self) -> [Span; 7] {
+    fn spans(&self) -> [Span; 8] {
         [
             self.hidden,
             self.spare,
@@ -146,6 +149,7 @@ impl WorkSpans {
             self.q,
             self.attn,
             self.ffn,
+            self.gate,
         ]
     }
 }
@@ -160,6 +164,7 @@ fn max_sizes(a: WorkSizes, b: WorkSizes) -> WorkSizes {
         q: a.q.max(b.q),
         attn: a.attn.max(b.attn),
         ffn: a.ffn.max(b.ffn),
+        gate: a.gate.max(b.gate),
     }
 }
 
@@ -206,17 +211,13 @@ impl Cursor {
 
 /// The shapes of the encoder's and the decoder's blocks.
 fn block_shapes(config: &Config) -> (BlockShape, BlockShape) {
-    let d_head = config.d_head();
-    let heads = Heads {
-        heads: config.heads,
-        d_head,
-        scale: tessel_kernels::attention::default_scale(d_head),
-    };
+    let heads = Heads::of(config);
     let shape = |cross| BlockShape {
         heads,
         d_model: config.d_model,
         d_ff: config.d_ff,
         cross,
+        gated: config.gated_ffn,
     };
     (shape(false), shape(true))
 }

@@ -14,6 +14,7 @@
 //! unless [`Ct2Options::weights`] asks for another; `int8`/`int16` weights are dequantised with
 //! their scales to `f32`. Embeddings, positions, norms and biases are `f32` in memory.
 
+use crate::config::NormKind;
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -582,6 +583,12 @@ pub fn build(
         positions: Positions::Learned,
         biases,
         front_end: crate::config::FrontEnd::Tokens,
+        norm_kind: NormKind::Layer,
+        gated_ffn: false,
+        attention_scale: None,
+        relative_attention: None,
+        embedding_norm: false,
+        position_offset: 0,
         scale_embeddings: scale_src,
         layer_norm_eps: tokens.layer_norm_epsilon.unwrap_or(1e-6),
         bos_id: token_id(&tokens.decoder_start_token)?,

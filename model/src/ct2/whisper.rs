@@ -8,6 +8,7 @@
 //! come from the vocabulary (`<|startoftranscript|>`, `<|endoftext|>`); `config.json` holds
 //! the reference's suppression lists, read by the transcription layer.
 
+use crate::config::NormKind;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -155,6 +156,12 @@ pub fn build(
             generator: false,
         },
         front_end: FrontEnd::Conv { n_mels },
+        norm_kind: NormKind::Layer,
+        gated_ffn: false,
+        attention_scale: None,
+        relative_attention: None,
+        embedding_norm: false,
+        position_offset: 0,
         scale_embeddings: false,
         layer_norm_eps: 1e-5,
         bos_id: token(START_OF_TRANSCRIPT)?,

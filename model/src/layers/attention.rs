@@ -25,6 +25,19 @@ pub struct Heads {
 }
 
 impl Heads {
+    /// The layout `config` describes: its heads, and its score scale (`1/√d_head` unless the
+    /// config sets one).
+    pub fn of(config: &crate::config::Config) -> Heads {
+        let d_head = config.d_head();
+        Heads {
+            heads: config.heads,
+            d_head,
+            scale: config
+                .attention_scale
+                .unwrap_or_else(|| flash::default_scale(d_head)),
+        }
+    }
+
     /// `heads × d_head`, the width of a row.
     pub fn width(&self) -> usize {
         self.heads * self.d_head

@@ -41,6 +41,8 @@ pub struct BlockShape {
     pub d_ff: usize,
     /// Whether the block has cross-attention (a decoder block).
     pub cross: bool,
+    /// Whether the feed-forward is gated (a second inner buffer).
+    pub gated: bool,
 }
 
 /// Elements of each working buffer of a block for some number of rows.
@@ -60,6 +62,8 @@ pub struct WorkSizes {
     pub attn: usize,
     /// Feed-forward inner rows.
     pub ffn: usize,
+    /// The gated feed-forward's second inner rows (0 when not gated).
+    pub gate: usize,
 }
 
 impl BlockShape {
@@ -74,6 +78,7 @@ impl BlockShape {
             q: if self.cross { rows * d } else { 0 },
             attn: rows * d,
             ffn: rows * self.d_ff,
+            gate: if self.gated { rows * self.d_ff } else { 0 },
         }
     }
 
@@ -114,6 +119,8 @@ pub struct Work<'a> {
     pub attn: &'a mut [f32],
     /// Feed-forward inner rows.
     pub ffn: &'a mut [f32],
+    /// The gated feed-forward's second inner rows.
+    pub gate: &'a mut [f32],
     /// Kernel scratch.
     pub scratch: &'a mut [f32],
 }
@@ -239,6 +246,7 @@ impl Block {
             d_model: self.attention.output().out_features(),
             d_ff: self.feed_forward.inner_width(),
             cross: self.cross.is_some(),
+            gated: self.feed_forward.is_gated(),
         }
     }
 
@@ -300,7 +308,7 @@ impl Block {
         let norm = &self.ffn_norm;
         let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
         self.feed_forward
-            .inner(run, rows, input, work.ffn, work.scratch)?;
+            .inner(run, rows, input, (work.ffn, work.gate), work.scratch)?;
         let f = self.feed_forward.inner_width();
         let down = self.feed_forward.output();
         residual(

@@ -1,16 +1,18 @@
-//! The position-wise feed-forward layer: `down(act(up(x)))`, the activation fused into the up
-//! projection's GEMM epilogue; the down projection is applied by the [`super::Block`], fused
-//! with the residual connection.
+//! The position-wise feed-forward layer: `down(act(up(x)))`, or gated (T5 v1.1, Flan-T5)
+//! `down(act(gate(x)) ⊙ up(x))`. The activation is fused into the first projection's GEMM
+//! epilogue; the down projection is applied by the [`super::Block`], fused with the residual
+//! connection.
 
 use tessel_kernels::activation::Activation;
 use tessel_kernels::{KernelError, ScratchSpec};
 
 use super::{linear, Linear, Run};
 
-/// `down(act(x·W_up + b_up))`.
+/// `down(act(x·W_up + b_up))`, or with a gate `down(act(x·W_gate + b_gate) ⊙ (x·W_up + b_up))`.
 #[derive(Clone, Debug)]
 pub struct FeedForward {
     up: Linear,
+    gate: Option<Linear>,
     down: Linear,
     activation: Activation,
 }
@@ -31,9 +33,34 @@ impl FeedForward {
         }
         Ok(FeedForward {
             up,
+            gate: None,
             down,
             activation,
         })
+    }
+
+    /// The gated form: `down(act(x·W_gate + b) ⊙ (x·W_up + b))`; `gate` has `up`'s shape.
+    pub fn gated(
+        gate: Linear,
+        up: Linear,
+        down: Linear,
+        activation: Activation,
+    ) -> Result<FeedForward, KernelError> {
+        if gate.in_features() != up.in_features() || gate.out_features() != up.out_features() {
+            return Err(KernelError::ShapeMismatch {
+                what: "feed-forward gate width",
+                expected: up.out_features(),
+                got: gate.out_features(),
+            });
+        }
+        let mut layer = FeedForward::new(up, down, activation)?;
+        layer.gate = Some(gate);
+        Ok(layer)
+    }
+
+    /// Whether it is the gated form (which needs a second inner buffer).
+    pub fn is_gated(&self) -> bool {
+        self.gate.is_some()
     }
 
     /// Inner width `d_ff`.
@@ -48,7 +75,7 @@ impl FeedForward {
 
     /// Bytes of its weights.
     pub fn bytes(&self) -> usize {
-        self.up.bytes() + self.down.bytes()
+        self.up.bytes() + self.down.bytes() + self.gate.as_ref().map_or(0, Linear::bytes)
     }
 
     /// Scratch for `rows` rows of width `d` and inner width `f` on `threads` threads.
@@ -56,26 +83,31 @@ impl FeedForward {
         linear::scratch(rows, d, f, threads).or(linear::scratch(rows, f, d, threads))
     }
 
-    /// `inner = act(input·W_up + b_up)` for `rows` rows (`inner` rows are `d_ff` wide).
+    /// `inner = act(input·W_up + b_up)` for `rows` rows (`inner` rows are `d_ff` wide); gated,
+    /// `inner = act(input·W_gate + b) ⊙ (input·W_up + b)` with `gated` (as large as `inner`)
+    /// holding the second product.
     pub fn inner(
         &self,
         run: Run<'_>,
         rows: usize,
         input: &[f32],
-        inner: &mut [f32],
+        (inner, gated): (&mut [f32], &mut [f32]),
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
         let (d, f) = (self.up.in_features(), self.up.out_features());
-        self.up.forward(
-            run,
-            rows,
-            input,
-            d,
-            inner,
-            f,
-            self.activation,
-            None,
-            scratch,
-        )
+        let Some(gate) = &self.gate else {
+            return self
+                .up
+                .forward(run, rows, input, d, inner, f, self.activation, None, scratch);
+        };
+        gate.forward(run, rows, input, d, inner, f, self.activation, None, scratch)?;
+        let identity = Activation::Identity;
+        self.up
+            .forward(run, rows, input, d, gated, f, identity, None, scratch)?;
+        let len = rows * f;
+        for (a, &b) in inner[..len].iter_mut().zip(&gated[..len]) {
+            *a *= b;
+        }
+        Ok(())
     }
 }

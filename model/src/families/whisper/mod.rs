@@ -22,6 +22,7 @@ mod rules;
 
 pub use rules::{WhisperRules, MAX_INITIAL_TIMESTAMP_INDEX};
 
+use crate::config::NormKind;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -118,6 +119,12 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<Config, LoadError> 
         front_end: FrontEnd::Conv {
             n_mels: hf.num_mel_bins,
         },
+        norm_kind: NormKind::Layer,
+        gated_ffn: false,
+        attention_scale: None,
+        relative_attention: None,
+        embedding_norm: false,
+        position_offset: 0,
         scale_embeddings: hf.scale_embedding,
         layer_norm_eps: 1e-5,
         bos_id: hf.decoder_start_token_id,
