@@ -144,7 +144,7 @@ fn read_lines(dir: &Path) -> Vec<Line> {
 }
 
 /// Greedy digits of `words`.
-fn read_number(session: &mut Session<'_>, vocab: &Vocab, words: &str) -> String {
+fn read_number(session: &mut Session<&Model>, vocab: &Vocab, words: &str) -> String {
     session.encode(&vocab.tokenize(words)).expect("encode");
     let hyps = session
         .generate(&SearchOptions::greedy(MAX_STEPS), |_| {})
