@@ -115,10 +115,20 @@ pub(crate) fn encode(
 ) -> Result<(), KernelError> {
     let (l, s) = (&plan.layout, src.len());
     let w = &l.wide;
-    let [hidden, spare, normed, qkv, q, attn, ffn, gate, cross_kv, scratch] = carve(
+    let [hidden, spare, normed, qkv, q, attn, ffn, gate, cross_kv, scratch, bias] = carve(
         arena,
         [
-            w.hidden, w.spare, w.normed, w.qkv, w.q, w.attn, w.ffn, w.gate, l.cross_kv, l.scratch,
+            w.hidden,
+            w.spare,
+            w.normed,
+            w.qkv,
+            w.q,
+            w.attn,
+            w.ffn,
+            w.gate,
+            l.cross_kv,
+            l.scratch,
+            l.position_bias,
         ],
     );
     let work = work([hidden, spare, normed, qkv, q, attn, ffn, gate], scratch);
@@ -130,7 +140,7 @@ pub(crate) fn encode(
             ))
         }
     }
-    encoder_stack(model, run, plan, s, work, cross_kv)
+    encoder_stack(model, run, plan, s, work, cross_kv, bias)
 }
 
 /// Runs Whisper's convolutional front end over `frames` frames of `mel` (`n_mels × frames`,
@@ -169,7 +179,7 @@ pub(crate) fn encode_audio(
     stem.stage_input(mel, frames, input);
     stem.forward(run, frames, input, middle, hidden, scratch)?;
     let work = work([hidden, spare, normed, qkv, q, attn, ffn, gate], scratch);
-    encoder_stack(model, run, plan, frames / 2, work, cross_kv)
+    encoder_stack(model, run, plan, frames / 2, work, cross_kv, &mut [])
 }
 
 /// The encoder blocks over the `s` rows of `work.hidden`, its final norm, and every decoder
@@ -181,10 +191,16 @@ fn encoder_stack(
     s: usize,
     mut work: Work<'_>,
     cross_kv: &mut [f32],
+    bias: &mut [f32],
 ) -> Result<(), KernelError> {
     let d = model.config.d_model;
+    let bias = match &model.encoder.position_bias {
+        Some(table) => Some(table.fill(0, s, s, bias)?),
+        None => None,
+    };
     for block in &model.encoder.blocks {
-        block.forward(run, s, &mut work, SelfMode::Bidirectional, None)?;
+        let mode = SelfMode::Bidirectional { bias };
+        block.forward(run, s, &mut work, mode, None)?;
     }
     let Work {
         hidden,
@@ -226,7 +242,7 @@ pub(crate) fn decode(
     let position = state.position;
     let prefix = rows_are == Rows::Prefix;
     let w = if prefix { &l.wide } else { &l.narrow };
-    let [hidden, spare, normed, qkv, q, attn, ffn, gate, logits, cross_kv, self_k, self_v, scratch, staged] =
+    let [hidden, spare, normed, qkv, q, attn, ffn, gate, logits, cross_kv, self_k, self_v, scratch, staged, bias] =
         carve(
             arena,
             [
@@ -244,6 +260,7 @@ pub(crate) fn decode(
                 l.self_v,
                 l.scratch,
                 l.step_tokens,
+                l.position_bias,
             ],
         );
     let mut work = work([hidden, spare, normed, qkv, q, attn, ffn, gate], scratch);
@@ -253,12 +270,26 @@ pub(crate) fn decode(
         .forward(run.isa, ids, position, prefix, work.hidden)?;
     let mut cache = KvCache::new(self_k, self_v, plan.kv);
     let cross = CrossKv::new(cross_kv, plan.limits.max_src_len, d);
+    // Every beam's query sits at the same position: one bias row serves them all.
+    let q_len = if prefix { rows } else { 1 };
+    let bias = match &model.decoder.position_bias {
+        Some(table) => Some(table.fill(position, q_len, position + q_len, bias)?),
+        None => None,
+    };
     for (i, block) in model.decoder.blocks.iter().enumerate() {
         let cache = cache.layer(i);
         let mode = if prefix {
-            SelfMode::Prefix { cache, position }
+            SelfMode::Prefix {
+                cache,
+                position,
+                bias,
+            }
         } else {
-            SelfMode::Step { cache, position }
+            SelfMode::Step {
+                cache,
+                position,
+                bias,
+            }
         };
         let memory = block.cross_attention().map(|_| (cross.layer(i), src_len));
         block.forward(run, rows, &mut work, mode, memory)?;

@@ -5,7 +5,7 @@
 //! for CTranslate2 directories); run by [`crate::Session`]s, any number of them at once.
 
 use crate::config::Config;
-use crate::layers::{Block, ConvStem, Embedding, Linear, Norm};
+use crate::layers::{Block, ConvStem, Embedding, Linear, Norm, RelativeBias};
 
 /// What the encoder reads.
 #[derive(Clone, Debug)]
@@ -26,17 +26,29 @@ impl Source {
     }
 }
 
-/// A stack of blocks and its optional final norm.
+/// A stack of blocks, its optional final norm and its optional relative position bias
+/// (shared by every block's self-attention).
 #[derive(Clone, Debug)]
 pub struct Stack {
     pub(crate) blocks: Vec<Block>,
     pub(crate) final_norm: Option<Norm>,
+    pub(crate) position_bias: Option<RelativeBias>,
 }
 
 impl Stack {
     /// A stack of `blocks` followed by `final_norm`.
     pub fn new(blocks: Vec<Block>, final_norm: Option<Norm>) -> Stack {
-        Stack { blocks, final_norm }
+        Stack {
+            blocks,
+            final_norm,
+            position_bias: None,
+        }
+    }
+
+    /// The same stack with a relative position bias on every block's self-attention.
+    pub fn with_position_bias(mut self, bias: RelativeBias) -> Stack {
+        self.position_bias = Some(bias);
+        self
     }
 
     /// The blocks, first to last.
@@ -53,6 +65,7 @@ impl Stack {
     pub fn step_bytes(&self) -> usize {
         self.blocks.iter().map(Block::step_bytes).sum::<usize>()
             + self.final_norm.as_ref().map_or(0, Norm::bytes)
+            + self.position_bias.as_ref().map_or(0, RelativeBias::bytes)
     }
 }
 

@@ -9,7 +9,9 @@
 //! Everything else (logits, the caches, scratch and search state) has its own region.
 
 use crate::config::{Config, ConfigError};
-use crate::layers::{linear, BlockShape, ConvStem, CrossKv, Heads, KvLayout, WorkSizes};
+use crate::layers::{
+    linear, BlockShape, ConvStem, CrossKv, Heads, KvLayout, RelativeBias, WorkSizes,
+};
 use tessel_kernels::ScratchSpec;
 
 /// Elements per alignment unit: every region starts on a 64-byte boundary.
@@ -187,6 +189,8 @@ pub(crate) struct Layout {
     /// A convolutional front end's padded input and middle (empty for token models).
     pub stem_input: Span,
     pub stem_middle: Span,
+    /// A relative position bias, `[head][query][key]` (empty without one).
+    pub position_bias: Span,
 }
 
 /// The memory plan of a session: named regions and the total, known before anything runs.
@@ -273,6 +277,11 @@ impl ArenaPlan {
         let search = rest.take(search_parts(b, t).iter().sum());
         let stem_input = rest.take(stem.map_or(0, |(_, sizes)| sizes.input));
         let stem_middle = rest.take(stem.map_or(0, |(_, sizes)| sizes.middle));
+        // Encoder queries over the source, prefix chunks (up to `s` rows) over the target.
+        let bias_len = config
+            .relative_attention
+            .map_or(0, |_| RelativeBias::elements(config.heads, s, s.max(t)));
+        let position_bias = rest.take(bias_len);
 
         let layout = Layout {
             wide,
@@ -288,6 +297,7 @@ impl ArenaPlan {
             search,
             stem_input,
             stem_middle,
+            position_bias,
         };
         let mut named: Vec<(String, Span)> = Vec::new();
         for (phase, spans) in [("wide", wide), ("narrow", narrow)] {
@@ -309,8 +319,9 @@ impl ArenaPlan {
             ("search", search),
             ("front_end.input", stem_input),
             ("front_end.conv1", stem_middle),
+            ("position_bias", position_bias),
         ] {
-            if span.len == 0 && name.starts_with("front_end") {
+            if span.len == 0 && (name.starts_with("front_end") || name == "position_bias") {
                 continue;
             }
             named.push((name.to_owned(), span));

@@ -12,7 +12,7 @@
 //! projected encoder memory).
 
 use tessel_kernels::activation::Activation;
-use tessel_kernels::attention::{Mask, Strided};
+use tessel_kernels::attention::{Bias, Mask, Strided};
 use tessel_kernels::gemm::MatRef;
 use tessel_kernels::{KernelError, ScratchSpec};
 
@@ -125,10 +125,14 @@ pub struct Work<'a> {
     pub scratch: &'a mut [f32],
 }
 
-/// What the self-attention of a block attends to.
+/// What the self-attention of a block attends to, and the stack's relative position bias
+/// (`[head][query][key]` over exactly the queries and keys of the call) when it has one.
 pub enum SelfMode<'c> {
     /// Every row sees every row (the encoder).
-    Bidirectional,
+    Bidirectional {
+        /// Position bias.
+        bias: Option<Bias<'c>>,
+    },
     /// Each row is the next position of its own beam (row `i` is beam `i`), appended to the
     /// cache at `position`; each sees its beam's positions `0..=position`.
     Step {
@@ -136,6 +140,8 @@ pub enum SelfMode<'c> {
         cache: LayerCache<'c>,
         /// The position being decoded.
         position: usize,
+        /// Position bias of the one query (every beam's is the same).
+        bias: Option<Bias<'c>>,
     },
     /// The rows are consecutive positions of beam 0 from `position` (a forced prefix), each
     /// seeing the cache up to itself.
@@ -144,6 +150,8 @@ pub enum SelfMode<'c> {
         cache: LayerCache<'c>,
         /// The position of the first row.
         position: usize,
+        /// Position bias.
+        bias: Option<Bias<'c>>,
     },
 }
 
@@ -338,8 +346,9 @@ impl Block {
         let heads = self.attention.heads();
         let qkv = &*work.qkv;
         match mode {
-            SelfMode::Bidirectional => {
+            SelfMode::Bidirectional { bias } => {
                 let [q, k, v] = SelfAttention::split(qkv, d, 0);
+                let mask = Mask { bias, ..Mask::NONE };
                 heads.attend(
                     run.isa,
                     rows,
@@ -347,7 +356,7 @@ impl Block {
                     q,
                     k,
                     v,
-                    &Mask::NONE,
+                    &mask,
                     work.attn,
                     d,
                     work.scratch,
@@ -356,7 +365,9 @@ impl Block {
             SelfMode::Step {
                 mut cache,
                 position,
+                bias,
             } => {
+                let mask = Mask { bias, ..Mask::NONE };
                 for r in 0..rows {
                     let [_, k, v] = SelfAttention::split(qkv, d, r);
                     cache.write(r, position, k.data, v.data)?;
@@ -372,7 +383,7 @@ impl Block {
                         q,
                         k,
                         v,
-                        &Mask::NONE,
+                        &mask,
                         out,
                         d,
                         work.scratch,
@@ -382,6 +393,7 @@ impl Block {
             SelfMode::Prefix {
                 mut cache,
                 position,
+                bias,
             } => {
                 for r in 0..rows {
                     let [_, k, v] = SelfAttention::split(qkv, d, r);
@@ -391,6 +403,7 @@ impl Block {
                 let (k, v) = cache.beam(0);
                 let mask = Mask {
                     causal_offset: Some(position),
+                    bias,
                     ..Mask::NONE
                 };
                 heads.attend(

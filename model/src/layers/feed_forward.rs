@@ -96,11 +96,29 @@ impl FeedForward {
     ) -> Result<(), KernelError> {
         let (d, f) = (self.up.in_features(), self.up.out_features());
         let Some(gate) = &self.gate else {
-            return self
-                .up
-                .forward(run, rows, input, d, inner, f, self.activation, None, scratch);
+            return self.up.forward(
+                run,
+                rows,
+                input,
+                d,
+                inner,
+                f,
+                self.activation,
+                None,
+                scratch,
+            );
         };
-        gate.forward(run, rows, input, d, inner, f, self.activation, None, scratch)?;
+        gate.forward(
+            run,
+            rows,
+            input,
+            d,
+            inner,
+            f,
+            self.activation,
+            None,
+            scratch,
+        )?;
         let identity = Activation::Identity;
         self.up
             .forward(run, rows, input, d, gated, f, identity, None, scratch)?;

@@ -8,6 +8,7 @@
 //! | [`ConvStem`] | `conv_stem.rs` | Whisper's two convolutions over log-mel frames, positions |
 //! | [`SelfAttention`], [`CrossAttention`] | `attention.rs` | fused projections, head layout |
 //! | [`FeedForward`] | `feed_forward.rs` | up (and gate) projections, activation, down projection |
+//! | [`RelativeBias`] | `relative_bias.rs` | T5's bucketed relative position bias, one per stack |
 //! | [`Block`] | `block.rs` | one layer of either stack: self-attention, optional cross-attention, feed-forward, norms in pre or post placement |
 //! | [`KvCache`], [`CrossKv`] | `kv_cache.rs` | the decoder's self-attention cache and the projected encoder memory |
 //!
@@ -23,6 +24,7 @@ mod feed_forward;
 mod kv_cache;
 pub mod linear;
 mod norm;
+mod relative_bias;
 
 pub use attention::{CrossAttention, Heads, SelfAttention};
 pub use block::{Block, BlockShape, SelfMode, Work, WorkSizes};
@@ -32,6 +34,7 @@ pub use feed_forward::FeedForward;
 pub use kv_cache::{CrossKv, KvCache, KvLayout, LayerCache};
 pub use linear::{Linear, LinearError, UnknownWeightType, WeightType};
 pub use norm::Norm;
+pub use relative_bias::RelativeBias;
 
 use tessel_kernels::gemm::Parallel;
 use tessel_kernels::Isa;
