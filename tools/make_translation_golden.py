@@ -60,7 +60,7 @@ CONFIGS = {
                  gain=1.5, embed_std=1.0, pos_std=1.0, cross_out=0.3),
     # mBART-50: pre-LN + final norms + layernorm_embedding, GELU; source "[en_XX] ... </s>",
     # decoder start </s>, forced BOS = target language code.
-    "mbart": dict(family="mbart", d_model=64, heads=4, ffn=128, vocab=290, seed=13,
+    "mbart": dict(family="mbart", d_model=40, heads=5, ffn=80, vocab=290, seed=13,
                   gain=3.0, embed_std=0.3, pos_std=1.0, cross_out=0.3),
     # M2M100 / NLLB: sinusoidal positions with offset 2 and padding_idx, scaled embeddings,
     # pre-LN + final norms, ReLU; source "__en__ ... </s>", decoder start </s>, forced BOS
