@@ -1,4 +1,6 @@
 //! Model families beyond PyTorch's `nn.Transformer` layout: each is a config mapping and a
 //! name mapping onto the shared [`crate::layers`], never a copy of the encoder/decoder passes.
 
+pub mod bart;
+mod hf_layers;
 pub mod whisper;

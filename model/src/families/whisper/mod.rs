@@ -28,11 +28,12 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::hf_layers;
 use crate::config::{Biases, Config, FfnActivation, FrontEnd, NormPlacement, Positions};
-use crate::layers::{ConvStem, CrossAttention, Embedding, Linear, SelfAttention};
+use crate::layers::{ConvStem, Embedding, Linear};
 use crate::model::{Model, Source, Stack};
 use crate::weights::source::{SafetensorsSource, TensorSource};
-use crate::weights::{block, linear_error, LoadError, LoadOptions, Loader};
+use crate::weights::{linear_error, LoadError, LoadOptions, Loader};
 
 /// The fields of a Hugging Face `WhisperConfig` that shape the graph.
 #[derive(Clone, Debug, Deserialize)]
@@ -173,7 +174,7 @@ fn build(
     source: &mut dyn TensorSource,
     options: &LoadOptions,
 ) -> Result<Model, LoadError> {
-    let (d, f) = (config.d_model, config.d_ff);
+    let d = config.d_model;
     let n_mels = config.front_end.n_mels().unwrap_or(0);
     let mut l = Loader {
         source,
@@ -181,21 +182,7 @@ fn build(
         options,
     };
     let stem = conv_stem(&mut l, n_mels)?;
-    let mut encoder = Vec::with_capacity(config.encoder_layers);
-    for i in 0..config.encoder_layers {
-        let p = format!("model.encoder.layers.{i}");
-        let attention = self_attention(&mut l, &format!("{p}.self_attn"))?;
-        let norm1 = l.norm(&format!("{p}.self_attn_layer_norm"))?;
-        let ffn = feed_forward(&mut l, &p, d, f)?;
-        let norm2 = l.norm(&format!("{p}.final_layer_norm"))?;
-        encoder.push(block(
-            &p,
-            config.norm,
-            (norm1, attention),
-            None,
-            (norm2, ffn),
-        )?);
-    }
+    let encoder = hf_layers::encoder_blocks(&mut l, "model.encoder", false)?;
     let encoder_norm = l.norm("model.encoder.layer_norm")?;
     let (table, table_type) = l.table("model.decoder.embed_tokens.weight", config.tgt_vocab)?;
     let (positions, _) = l.table("model.decoder.embed_positions.weight", config.max_tgt_len)?;
@@ -206,24 +193,7 @@ fn build(
         1.0
     };
     let target = Embedding::new(Arc::clone(&table), d, scale).with_positions(positions, 0);
-    let mut decoder = Vec::with_capacity(config.decoder_layers);
-    for i in 0..config.decoder_layers {
-        let p = format!("model.decoder.layers.{i}");
-        let attention = self_attention(&mut l, &format!("{p}.self_attn"))?;
-        let norm1 = l.norm(&format!("{p}.self_attn_layer_norm"))?;
-        let cross = cross_attention(&mut l, &format!("{p}.encoder_attn"))?;
-        let norm2 = l.norm(&format!("{p}.encoder_attn_layer_norm"))?;
-        let ffn = feed_forward(&mut l, &p, d, f)?;
-        let norm3 = l.norm(&format!("{p}.final_layer_norm"))?;
-        let cross = Some((norm2, cross));
-        decoder.push(block(
-            &p,
-            config.norm,
-            (norm1, attention),
-            cross,
-            (norm3, ffn),
-        )?);
-    }
+    let decoder = hf_layers::decoder_blocks(&mut l, "model.decoder", false)?;
     let decoder_norm = l.norm("model.decoder.layer_norm")?;
     let storage = options.weights.unwrap_or(table_type);
     let generator = Linear::packed(storage, config.tgt_vocab, d, table.as_slice(), None)
@@ -236,10 +206,6 @@ fn build(
         decoder: Stack::new(decoder, Some(decoder_norm)),
         generator,
     })
-}
-
-fn malformed(prefix: &str) -> impl Fn(tessel_kernels::KernelError) -> LoadError + '_ {
-    move |e| LoadError::Malformed(format!("{prefix}: {e}"))
 }
 
 /// A convolution `[out, channels, 3]` as a linear layer over `(tap, channel)`.
@@ -285,37 +251,5 @@ fn conv_stem(l: &mut Loader<'_>, n_mels: usize) -> Result<ConvStem, LoadError> {
     let conv1 = convolution(l, "model.encoder.conv1", d, n_mels)?;
     let conv2 = convolution(l, "model.encoder.conv2", d, d)?;
     let (positions, _) = l.table("model.encoder.embed_positions.weight", l.config.max_src_len)?;
-    ConvStem::new(conv1, conv2, positions, n_mels).map_err(malformed("model.encoder"))
-}
-
-fn self_attention(l: &mut Loader<'_>, p: &str) -> Result<SelfAttention, LoadError> {
-    let d = l.config.d_model;
-    let (q, k, v) = (
-        format!("{p}.q_proj"),
-        format!("{p}.k_proj"),
-        format!("{p}.v_proj"),
-    );
-    let qkv = l.fused(&[&q, &k, &v], &[true, false, true], d, d)?;
-    let out = l.linear(&format!("{p}.out_proj"), d, d, true)?;
-    SelfAttention::new(qkv, out, l.heads()).map_err(malformed(p))
-}
-
-fn cross_attention(l: &mut Loader<'_>, p: &str) -> Result<CrossAttention, LoadError> {
-    let d = l.config.d_model;
-    let q = l.linear(&format!("{p}.q_proj"), d, d, true)?;
-    let (k, v) = (format!("{p}.k_proj"), format!("{p}.v_proj"));
-    let kv = l.fused(&[&k, &v], &[false, true], d, d)?;
-    let out = l.linear(&format!("{p}.out_proj"), d, d, true)?;
-    CrossAttention::new(q, kv, out, l.heads()).map_err(malformed(p))
-}
-
-fn feed_forward(
-    l: &mut Loader<'_>,
-    p: &str,
-    d: usize,
-    f: usize,
-) -> Result<crate::layers::FeedForward, LoadError> {
-    let up = l.linear(&format!("{p}.fc1"), f, d, true)?;
-    let down = l.linear(&format!("{p}.fc2"), d, f, true)?;
-    crate::layers::FeedForward::new(up, down, l.config.activation.kernel()).map_err(malformed(p))
+    ConvStem::new(conv1, conv2, positions, n_mels).map_err(hf_layers::malformed("model.encoder"))
 }

@@ -1,0 +1,281 @@
+//! The BART-derived translation models from a Hugging Face directory (`config.json` +
+//! `model.safetensors`): Marian (OPUS-MT), BART, mBART and M2M100/NLLB. They share the block
+//! layout of [`super::hf_layers`] and one token table (`model.shared.weight`, tied to the output
+//! projection) and differ in the parts this module maps:
+//!
+//! | `model_type` | norms | positions | embedding norm | output bias |
+//! |---|---|---|---|---|
+//! | `marian` | post-LN | sinusoids, `[sin | cos]` halves from position 0, computed | – | `final_logits_bias` |
+//! | `bart` | post-LN | learned, rows from 2 | `layernorm_embedding` | `final_logits_bias` |
+//! | `mbart` | pre-LN, final `layer_norm` | learned, rows from 2 | `layernorm_embedding` | `final_logits_bias` |
+//! | `m2m_100` | pre-LN, final `layer_norm` | fairseq sinusoids (halves), rows from 2, computed | – | – |
+//!
+//! Embeddings are multiplied by `√d_model` when `scale_embedding` is set.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::hf_layers;
+use crate::aligned::AlignedBuf;
+use crate::config::{Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions};
+use crate::layers::{Embedding, Linear};
+use crate::model::{Model, Source, Stack};
+use crate::weights::source::{SafetensorsSource, TensorSource};
+use crate::weights::{linear_error, out_of_memory, LoadError, LoadOptions, Loader};
+
+/// Which of the BART-derived families a directory holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Marian / OPUS-MT.
+    Marian,
+    /// BART.
+    Bart,
+    /// mBART (mBART-25, mBART-50).
+    MBart,
+    /// M2M100 and NLLB.
+    M2m100,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+struct HfConfig {
+    model_type: String,
+    d_model: usize,
+    encoder_layers: usize,
+    decoder_layers: usize,
+    encoder_attention_heads: usize,
+    decoder_attention_heads: usize,
+    encoder_ffn_dim: usize,
+    decoder_ffn_dim: usize,
+    vocab_size: usize,
+    max_position_embeddings: usize,
+    activation_function: String,
+    #[serde(default)]
+    scale_embedding: bool,
+    decoder_start_token_id: u32,
+    eos_token_id: u32,
+    pad_token_id: u32,
+}
+
+fn malformed(what: String) -> LoadError {
+    LoadError::Malformed(format!("config.json: {what}"))
+}
+
+/// The family and tessel config of a Hugging Face `config.json`, planned for beams up to
+/// `max_beam`.
+pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), LoadError> {
+    let hf: HfConfig = serde_json::from_str(text).map_err(|e| malformed(e.to_string()))?;
+    let family = match hf.model_type.as_str() {
+        "marian" => Family::Marian,
+        "bart" => Family::Bart,
+        "mbart" => Family::MBart,
+        "m2m_100" | "nllb-moe" => Family::M2m100,
+        other => {
+            return Err(malformed(format!(
+                "model_type `{other}` is not a BART-family model"
+            )))
+        }
+    };
+    if hf.encoder_attention_heads != hf.decoder_attention_heads
+        || hf.encoder_ffn_dim != hf.decoder_ffn_dim
+    {
+        return Err(malformed("encoder and decoder shapes differ".to_owned()));
+    }
+    let activation = match hf.activation_function.as_str() {
+        "gelu" => FfnActivation::Gelu,
+        "gelu_new" | "gelu_pytorch_tanh" => FfnActivation::GeluTanh,
+        "relu" => FfnActivation::Relu,
+        "silu" | "swish" => FfnActivation::Silu,
+        other => return Err(malformed(format!("activation `{other}`"))),
+    };
+    let pre = matches!(family, Family::MBart | Family::M2m100);
+    let config = Config {
+        d_model: hf.d_model,
+        heads: hf.encoder_attention_heads,
+        encoder_layers: hf.encoder_layers,
+        decoder_layers: hf.decoder_layers,
+        d_ff: hf.encoder_ffn_dim,
+        src_vocab: hf.vocab_size,
+        tgt_vocab: hf.vocab_size,
+        share_embeddings: true,
+        tie_output: true,
+        max_src_len: hf.max_position_embeddings,
+        max_tgt_len: hf.max_position_embeddings,
+        max_beam,
+        norm: if pre {
+            NormPlacement::Pre
+        } else {
+            NormPlacement::Post
+        },
+        final_norm: pre,
+        activation,
+        positions: Positions::Learned,
+        biases: Biases {
+            generator: family != Family::M2m100,
+            ..Biases::default()
+        },
+        front_end: FrontEnd::Tokens,
+        norm_kind: NormKind::Layer,
+        gated_ffn: false,
+        attention_scale: None,
+        relative_attention: None,
+        embedding_norm: matches!(family, Family::Bart | Family::MBart),
+        position_offset: if family == Family::Marian { 0 } else { 2 },
+        scale_embeddings: hf.scale_embedding,
+        layer_norm_eps: 1e-5,
+        bos_id: hf.decoder_start_token_id,
+        eos_id: hf.eos_token_id,
+        pad_id: hf.pad_token_id,
+    };
+    config.validate()?;
+    Ok((family, config))
+}
+
+/// Loads a Hugging Face Marian, BART, mBART or M2M100/NLLB directory.
+pub fn load_hf_dir(
+    dir: &Path,
+    max_beam: usize,
+    options: &LoadOptions,
+) -> Result<(Family, Model), LoadError> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read(&path).map_err(|source| LoadError::Io { path, source })
+    };
+    let text = String::from_utf8(read("config.json")?).map_err(|e| malformed(e.to_string()))?;
+    let (family, config) = config_from_hf(&text, max_beam)?;
+    let bytes = read("model.safetensors")?;
+    let file = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| LoadError::Malformed(e.to_string()))?;
+    let mut source = SafetensorsSource {
+        file,
+        used: Default::default(),
+    };
+    let model = build(family, &config, &mut source, options)?;
+    // Tied copies of the shared table that some files keep.
+    let tied = [
+        "lm_head.weight",
+        "model.encoder.embed_tokens.weight",
+        "model.decoder.embed_tokens.weight",
+    ];
+    match source.first_unused() {
+        Some(name) if !tied.contains(&name.as_str()) => Err(LoadError::Unexpected { name }),
+        _ => Ok((family, model)),
+    }
+}
+
+/// Marian's sinusoids: column `i < d/2` is `sin(p / 10000^(2i/d))`, column `d/2 + i` the
+/// cosine, for positions `0..rows` (computed in `f64`, as numpy does for Hugging Face).
+fn marian_positions(rows: usize, d: usize) -> Vec<f32> {
+    let half = d.div_ceil(2);
+    let mut table = vec![0.0f32; rows * d];
+    for (p, row) in table.chunks_exact_mut(d).enumerate() {
+        for j in 0..d {
+            let angle = p as f64 / 10000f64.powf((2 * (j / 2)) as f64 / d as f64);
+            if j % 2 == 0 {
+                row[j / 2] = angle.sin() as f32;
+            } else {
+                row[half + j / 2] = angle.cos() as f32;
+            }
+        }
+    }
+    table
+}
+
+/// fairseq's sinusoids (M2M100, NLLB): `[sin | cos]` halves with frequencies
+/// `exp(-i · ln(10000) / (d/2 - 1))`, row `r` for position `r` (rows 0 and 1 are never used:
+/// positions start at 2), a zero column when `d` is odd.
+fn fairseq_positions(rows: usize, d: usize) -> Vec<f32> {
+    let half = d / 2;
+    let step = 10000f64.ln() / (half.saturating_sub(1).max(1)) as f64;
+    let mut table = vec![0.0f32; rows * d];
+    for (p, row) in table.chunks_exact_mut(d).enumerate() {
+        for i in 0..half {
+            let angle = p as f64 * (-(i as f64) * step).exp();
+            row[i] = angle.sin() as f32;
+            row[half + i] = angle.cos() as f32;
+        }
+    }
+    table
+}
+
+/// The position table of one stack, `offset + max_len` rows.
+fn positions(l: &mut Loader<'_>, family: Family, stack: &str) -> Result<AlignedBuf, LoadError> {
+    let (d, rows) = (
+        l.config.d_model,
+        l.config.position_offset + l.config.max_src_len,
+    );
+    let values = match family {
+        Family::Marian => marian_positions(rows, d),
+        Family::M2m100 => fairseq_positions(rows, d),
+        Family::Bart | Family::MBart => {
+            return Ok(l.table(&format!("{stack}.embed_positions.weight"), rows)?.0)
+        }
+    };
+    AlignedBuf::from_slice(&values).map_err(out_of_memory(stack))
+}
+
+fn embedding(
+    l: &mut Loader<'_>,
+    family: Family,
+    stack: &str,
+    table: &Arc<AlignedBuf>,
+) -> Result<Embedding, LoadError> {
+    let c = l.config;
+    let scale = if c.scale_embeddings {
+        (c.d_model as f32).sqrt()
+    } else {
+        1.0
+    };
+    let offset = c.position_offset;
+    let mut embedding = Embedding::new(Arc::clone(table), c.d_model, scale)
+        .with_positions(positions(l, family, stack)?, offset);
+    if c.embedding_norm {
+        embedding = embedding.with_norm(l.norm(&format!("{stack}.layernorm_embedding"))?);
+    }
+    Ok(embedding)
+}
+
+fn build(
+    family: Family,
+    config: &Config,
+    source: &mut dyn TensorSource,
+    options: &LoadOptions,
+) -> Result<Model, LoadError> {
+    let (d, vocab) = (config.d_model, config.tgt_vocab);
+    let mut l = Loader {
+        source,
+        config,
+        options,
+    };
+    let (table, table_type) = l.table("model.shared.weight", vocab)?;
+    let table = Arc::new(table);
+    let source_embedding = embedding(&mut l, family, "model.encoder", &table)?;
+    let encoder = hf_layers::encoder_blocks(&mut l, "model.encoder", true)?;
+    let target = embedding(&mut l, family, "model.decoder", &table)?;
+    let decoder = hf_layers::decoder_blocks(&mut l, "model.decoder", true)?;
+    let (encoder_norm, decoder_norm) = if config.final_norm {
+        (
+            Some(l.norm("model.encoder.layer_norm")?),
+            Some(l.norm("model.decoder.layer_norm")?),
+        )
+    } else {
+        (None, None)
+    };
+    let bias = if config.biases.generator {
+        Some(l.tensor("final_logits_bias", &[1, vocab])?.into_owned())
+    } else {
+        None
+    };
+    let storage = options.weights.unwrap_or(table_type);
+    let generator = Linear::packed(storage, vocab, d, table.as_slice(), bias.as_deref())
+        .map_err(linear_error("model.shared.weight"))?;
+    Ok(Model {
+        config: config.clone(),
+        source: Source::Tokens(source_embedding),
+        target,
+        encoder: Stack::new(encoder, encoder_norm),
+        decoder: Stack::new(decoder, decoder_norm),
+        generator,
+    })
+}
