@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, SafeTensors};
 use tessel_model::families::bart::{self, Family};
+use tessel_model::families::t5;
 use tessel_model::{LoadOptions, Model, SearchOptions, Session};
 use tessel_tests::for_each_isa;
 
@@ -167,6 +168,31 @@ fn hugging_face_bart_family_matches_transformers_and_ctranslate2() {
                 expected.beam4,
                 "{what}: beam 4"
             );
+        });
+    }
+}
+
+#[test]
+fn hugging_face_t5_matches_transformers_and_ctranslate2() {
+    for name in ["t5", "t5_tied"] {
+        let model = t5::load_hf_dir(&fixture(name).join("hf"), 32, 4, &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let expected = expected(name);
+        assert_eq!(
+            expected.greedy, expected.ct2_greedy,
+            "{name}: references agree"
+        );
+        let (prompt, banned) = generation(name);
+        for_each_isa(|isa| {
+            let what = format!("{name} at {isa}");
+            let mut session = Session::new(&model, isa).unwrap();
+            session.encode(&expected.src).unwrap();
+            check_logits(&mut session, &expected, &what);
+            let total = expected.greedy.len();
+            let greedy = search(&mut session, &prompt, &banned, 1, total);
+            assert_eq!(greedy, expected.greedy, "{what}: greedy");
+            let beam = search(&mut session, &prompt, &banned, 4, total);
+            assert_eq!(beam, expected.beam4, "{what}: beam 4");
         });
     }
 }

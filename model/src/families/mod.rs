@@ -3,4 +3,5 @@
 
 pub mod bart;
 mod hf_layers;
+pub mod t5;
 pub mod whisper;

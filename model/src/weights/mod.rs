@@ -34,7 +34,7 @@ use source::{RandomSource, RecordingSource, SafetensorsSource, Tensor, TensorSou
 use std::sync::Arc;
 
 use crate::aligned::{AlignedBuf, AllocError};
-use crate::config::{Config, ConfigError, Positions};
+use crate::config::{Config, ConfigError, NormKind, Positions};
 use crate::layers::{
     Block, CrossAttention, Embedding, FeedForward, Heads, Linear, LinearError, Norm, SelfAttention,
     WeightType,
@@ -429,23 +429,24 @@ impl Loader<'_> {
     }
 
     pub(crate) fn norm(&mut self, prefix: &str) -> Result<Norm, LoadError> {
-        let d = self.config.d_model;
+        let (d, eps, kind) = (
+            self.config.d_model,
+            self.config.layer_norm_eps,
+            self.config.norm_kind,
+        );
         let mut vector = |name: String| {
             let values = self.tensor(&name, &[d])?;
             AlignedBuf::from_slice(&values).map_err(out_of_memory(&name))
         };
         let gamma = vector(format!("{prefix}.weight"))?;
-        let beta = vector(format!("{prefix}.bias"))?;
-        Ok(Norm::layer(gamma, beta, self.config.layer_norm_eps))
+        match kind {
+            NormKind::Layer => Ok(Norm::layer(gamma, vector(format!("{prefix}.bias"))?, eps)),
+            NormKind::Rms => Ok(Norm::rms(gamma, eps)),
+        }
     }
 
     pub(crate) fn heads(&self) -> Heads {
-        let d_head = self.config.d_head();
-        Heads {
-            heads: self.config.heads,
-            d_head,
-            scale: tessel_kernels::attention::default_scale(d_head),
-        }
+        Heads::of(self.config)
     }
 
     /// `linear1` (with the activation) and `linear2` of `prefix`.

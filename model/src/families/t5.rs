@@ -1,0 +1,299 @@
+//! T5, mT5 and Flan-T5 from a Hugging Face directory (`config.json` + `model.safetensors`).
+//!
+//! Pre-norm blocks with RMSNorm (no mean, no shift), no biases anywhere, no attention score
+//! scaling, no absolute positions: a [`RelativeBias`] per stack (from block 0's
+//! `relative_attention_bias`, bidirectional in the encoder, causal in the decoder) is added to
+//! every self-attention. The feed-forward is `wo(relu(wi(x)))` or, gated (v1.1, mT5, Flan),
+//! `wo(gelu_tanh(wi_0(x)) ⊙ wi_1(x))`. The output projection is `lm_head.weight`, or the
+//! shared embedding (tied), with the decoder output scaled by `d_model^-0.5` when the config
+//! says so (folded into the packed weights).
+//!
+//! | Hugging Face tensor | tessel layer |
+//! |---|---|
+//! | `shared.weight` | both embeddings, the tied generator |
+//! | `{encoder,decoder}.block.{i}.layer.0.SelfAttention.{q,k,v,o}` | fused Q/K/V and output projection |
+//! | `{encoder,decoder}.block.0.layer.0.SelfAttention.relative_attention_bias` | the stack's [`RelativeBias`] |
+//! | `decoder.block.{i}.layer.1.EncDecAttention.{q,k,v,o}` | cross-attention |
+//! | `*.block.{i}.layer.{last}.DenseReluDense.{wi | wi_0, wi_1, wo}` | the feed-forward |
+//! | `*.block.{i}.layer.{j}.layer_norm`, `{encoder,decoder}.final_layer_norm` | RMSNorms |
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::hf_layers::malformed;
+use crate::config::{
+    Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions, RelativeAttention,
+};
+use crate::layers::{
+    Block, CrossAttention, Embedding, FeedForward, Linear, RelativeBias, SelfAttention,
+};
+use crate::model::{Model, Source, Stack};
+use crate::weights::source::{SafetensorsSource, TensorSource};
+use crate::weights::{block, linear_error, LoadError, LoadOptions, Loader};
+
+#[derive(Clone, Debug, Deserialize)]
+struct HfConfig {
+    d_model: usize,
+    d_kv: usize,
+    d_ff: usize,
+    num_heads: usize,
+    num_layers: usize,
+    #[serde(default)]
+    num_decoder_layers: Option<usize>,
+    vocab_size: usize,
+    relative_attention_num_buckets: usize,
+    #[serde(default = "max_distance")]
+    relative_attention_max_distance: usize,
+    feed_forward_proj: String,
+    #[serde(default = "epsilon")]
+    layer_norm_epsilon: f32,
+    #[serde(default = "yes")]
+    tie_word_embeddings: bool,
+    #[serde(default)]
+    scale_decoder_outputs: Option<bool>,
+    #[serde(default)]
+    decoder_start_token_id: u32,
+    #[serde(default = "one")]
+    eos_token_id: u32,
+    #[serde(default)]
+    pad_token_id: u32,
+}
+
+fn max_distance() -> usize {
+    128
+}
+fn epsilon() -> f32 {
+    1e-6
+}
+fn yes() -> bool {
+    true
+}
+fn one() -> u32 {
+    1
+}
+
+/// Longest source and target a T5 session plans for unless told otherwise (T5 has no position
+/// table; its relative buckets extend to any length).
+pub const DEFAULT_MAX_LEN: usize = 512;
+
+/// The tessel config of a Hugging Face T5 `config.json`, whether the decoder output is scaled
+/// by `d_model^-0.5` before the tied projection, for sessions up to `max_len` positions and
+/// `max_beam` beams.
+pub fn config_from_hf(
+    text: &str,
+    max_len: usize,
+    max_beam: usize,
+) -> Result<(Config, bool), LoadError> {
+    let bad = |what: String| LoadError::Malformed(format!("config.json: {what}"));
+    let hf: HfConfig = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    if hf.num_heads * hf.d_kv != hf.d_model {
+        return Err(bad(format!(
+            "num_heads × d_kv ({} × {}) must equal d_model ({})",
+            hf.num_heads, hf.d_kv, hf.d_model
+        )));
+    }
+    let (gated, activation) = match hf.feed_forward_proj.as_str() {
+        "relu" => (false, FfnActivation::Relu),
+        "gelu" | "gelu_new" => (false, FfnActivation::GeluTanh),
+        "gated-gelu" | "gated-gelu_new" => (true, FfnActivation::GeluTanh),
+        "gated-relu" => (true, FfnActivation::Relu),
+        "gated-silu" => (true, FfnActivation::Silu),
+        other => return Err(bad(format!("feed_forward_proj `{other}`"))),
+    };
+    let config = Config {
+        d_model: hf.d_model,
+        heads: hf.num_heads,
+        encoder_layers: hf.num_layers,
+        decoder_layers: hf.num_decoder_layers.unwrap_or(hf.num_layers),
+        d_ff: hf.d_ff,
+        src_vocab: hf.vocab_size,
+        tgt_vocab: hf.vocab_size,
+        share_embeddings: true,
+        tie_output: hf.tie_word_embeddings,
+        max_src_len: max_len,
+        max_tgt_len: max_len,
+        max_beam,
+        norm: NormPlacement::Pre,
+        final_norm: true,
+        activation,
+        positions: Positions::Learned,
+        biases: Biases {
+            attention_in: false,
+            attention_key: false,
+            attention_out: false,
+            ffn: false,
+            generator: false,
+        },
+        front_end: FrontEnd::Tokens,
+        norm_kind: NormKind::Rms,
+        gated_ffn: gated,
+        attention_scale: Some(1.0),
+        relative_attention: Some(RelativeAttention {
+            buckets: hf.relative_attention_num_buckets,
+            max_distance: hf.relative_attention_max_distance,
+        }),
+        embedding_norm: false,
+        position_offset: 0,
+        scale_embeddings: false,
+        layer_norm_eps: hf.layer_norm_epsilon,
+        bos_id: hf.decoder_start_token_id,
+        eos_id: hf.eos_token_id,
+        pad_id: hf.pad_token_id,
+    };
+    config.validate()?;
+    let scale_outputs = hf.scale_decoder_outputs.unwrap_or(hf.tie_word_embeddings);
+    Ok((config, hf.tie_word_embeddings && scale_outputs))
+}
+
+/// Loads a Hugging Face T5 / mT5 / Flan-T5 directory.
+pub fn load_hf_dir(
+    dir: &Path,
+    max_len: usize,
+    max_beam: usize,
+    options: &LoadOptions,
+) -> Result<Model, LoadError> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read(&path).map_err(|source| LoadError::Io { path, source })
+    };
+    let text = String::from_utf8(read("config.json")?)
+        .map_err(|e| LoadError::Malformed(format!("config.json: {e}")))?;
+    let (config, scale_outputs) = config_from_hf(&text, max_len, max_beam)?;
+    let bytes = read("model.safetensors")?;
+    let file = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| LoadError::Malformed(e.to_string()))?;
+    let mut source = SafetensorsSource {
+        file,
+        used: Default::default(),
+    };
+    let model = build(&config, scale_outputs, &mut source, options)?;
+    let tied = [
+        "encoder.embed_tokens.weight",
+        "decoder.embed_tokens.weight",
+        "lm_head.weight",
+    ];
+    match source.first_unused() {
+        Some(name) if !(config.tie_output && tied.contains(&name.as_str())) => {
+            Err(LoadError::Unexpected { name })
+        }
+        _ => Ok(model),
+    }
+}
+
+fn self_attention(l: &mut Loader<'_>, p: &str) -> Result<SelfAttention, LoadError> {
+    let d = l.config.d_model;
+    let (q, k, v) = (format!("{p}.q"), format!("{p}.k"), format!("{p}.v"));
+    let qkv = l.fused(&[&q, &k, &v], &[false; 3], d, d)?;
+    let out = l.linear(&format!("{p}.o"), d, d, false)?;
+    SelfAttention::new(qkv, out, l.heads()).map_err(malformed(p))
+}
+
+fn cross_attention(l: &mut Loader<'_>, p: &str) -> Result<CrossAttention, LoadError> {
+    let d = l.config.d_model;
+    let q = l.linear(&format!("{p}.q"), d, d, false)?;
+    let (k, v) = (format!("{p}.k"), format!("{p}.v"));
+    let kv = l.fused(&[&k, &v], &[false; 2], d, d)?;
+    let out = l.linear(&format!("{p}.o"), d, d, false)?;
+    CrossAttention::new(q, kv, out, l.heads()).map_err(malformed(p))
+}
+
+fn feed_forward(l: &mut Loader<'_>, p: &str) -> Result<FeedForward, LoadError> {
+    let (d, f) = (l.config.d_model, l.config.d_ff);
+    let activation = l.config.activation.kernel();
+    let down = |l: &mut Loader<'_>| l.linear(&format!("{p}.wo"), d, f, false);
+    let layer = if l.config.gated_ffn {
+        let gate = l.linear(&format!("{p}.wi_0"), f, d, false)?;
+        let up = l.linear(&format!("{p}.wi_1"), f, d, false)?;
+        FeedForward::gated(gate, up, down(l)?, activation)
+    } else {
+        let up = l.linear(&format!("{p}.wi"), f, d, false)?;
+        FeedForward::new(up, down(l)?, activation)
+    };
+    layer.map_err(malformed(p))
+}
+
+fn stack(l: &mut Loader<'_>, side: &str, layers: usize, decoder: bool) -> Result<Stack, LoadError> {
+    let mut blocks: Vec<Block> = Vec::with_capacity(layers);
+    for i in 0..layers {
+        let p = format!("{side}.block.{i}.layer");
+        let attention = self_attention(l, &format!("{p}.0.SelfAttention"))?;
+        let norm1 = l.norm(&format!("{p}.0.layer_norm"))?;
+        let (cross, ffn_index) = if decoder {
+            let cross = cross_attention(l, &format!("{p}.1.EncDecAttention"))?;
+            (Some((l.norm(&format!("{p}.1.layer_norm"))?, cross)), 2)
+        } else {
+            (None, 1)
+        };
+        let ffn = feed_forward(l, &format!("{p}.{ffn_index}.DenseReluDense"))?;
+        let norm = l.norm(&format!("{p}.{ffn_index}.layer_norm"))?;
+        blocks.push(block(
+            &p,
+            l.config.norm,
+            (norm1, attention),
+            cross,
+            (norm, ffn),
+        )?);
+    }
+    let final_norm = l.norm(&format!("{side}.final_layer_norm"))?;
+    let relative = l.config.relative_attention.unwrap_or(RelativeAttention {
+        buckets: 32,
+        max_distance: 128,
+    });
+    let name = format!("{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight");
+    let heads = l.config.heads;
+    let table = l
+        .stored(&name, &[relative.buckets, heads])?
+        .into_f32()
+        .into_owned();
+    let table = crate::aligned::AlignedBuf::from_slice(&table)
+        .map_err(crate::weights::out_of_memory(&name))?;
+    let bias = RelativeBias::new(
+        table,
+        heads,
+        relative.buckets,
+        relative.max_distance,
+        !decoder,
+    )
+    .map_err(malformed(side))?;
+    Ok(Stack::new(blocks, Some(final_norm)).with_position_bias(bias))
+}
+
+fn build(
+    config: &Config,
+    scale_outputs: bool,
+    source: &mut dyn TensorSource,
+    options: &LoadOptions,
+) -> Result<Model, LoadError> {
+    let (d, vocab) = (config.d_model, config.tgt_vocab);
+    let mut l = Loader {
+        source,
+        config,
+        options,
+    };
+    let (table, table_type) = l.table("shared.weight", vocab)?;
+    let table = Arc::new(table);
+    let encoder = stack(&mut l, "encoder", config.encoder_layers, false)?;
+    let decoder = stack(&mut l, "decoder", config.decoder_layers, true)?;
+    let generator = if config.tie_output {
+        let scale = if scale_outputs {
+            (d as f32).powf(-0.5)
+        } else {
+            1.0
+        };
+        let weight: Vec<f32> = table.as_slice().iter().map(|&w| w * scale).collect();
+        let storage = options.weights.unwrap_or(table_type);
+        Linear::packed(storage, vocab, d, &weight, None).map_err(linear_error("shared.weight"))?
+    } else {
+        l.linear("lm_head", vocab, d, false)?
+    };
+    Ok(Model {
+        config: config.clone(),
+        source: Source::Tokens(Embedding::new(Arc::clone(&table), d, 1.0)),
+        target: Embedding::new(table, d, 1.0),
+        encoder,
+        decoder,
+        generator,
+    })
+}
