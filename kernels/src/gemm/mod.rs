@@ -8,7 +8,8 @@
 //! repacks it. `A`, `C` and the residual are row-major strided views ([`MatRef`], [`MatMut`]).
 //!
 //! 16-bit weights halve the bytes a decoding step reads. The microkernels widen them in
-//! registers as they load them (`bf16`: a shift or a mask; `f16`: an exact integer rebasing),
+//! registers as they load them (`bf16`: a shift or a mask; `f16`: `vcvtph2ps` on AVX-512 and
+//! AVX2 (F16C), an exact integer rebasing elsewhere),
 //! on both paths below, with the same generic body at every level. The blocked path widens on
 //! the fly too rather than converting a `kc × 32` block of `B` to `f32` scratch first: each
 //! loaded vector of `B` serves 8 rows (AVX-512) so the widening is amortised, and measured
