@@ -5,79 +5,15 @@ use crate::gemm::element::Element;
 use crate::gemm::packed_b::{padded_k, PANEL_COLS};
 use crate::gemm::tile::{accumulate, ATile, Output, TileAt};
 use crate::gemm::MatRef;
+use crate::tiling::{self, GemmBlocking, AVX2, AVX512, NEON, SCALAR};
 use pulp::Simd;
 
 /// Largest `m` served by the small-`m` path (rows of `A` read in place, `B` streamed once).
 pub(crate) const SMALL_M: usize = 16;
 
-/// Cache blocking of the blocked (large-`m`) path for one ISA level.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Blocking {
-    /// Rows of the microkernel tile.
-    pub mr: usize,
-    /// Vectors per tile row (the tile is `nv · lanes` columns wide).
-    pub nv: usize,
-    /// Rows of `A` per block (a multiple of `mr`): the block's `mc × kc` part of `A` stays in
-    /// L2 while the tiles sweep the columns.
-    pub mc: usize,
-    /// Depth of one block of `k`: the `kc × 32` micro-panel of `B` stays in L1/L2 while the
-    /// tiles sweep the rows of the `A` block; every extra block costs a pass over `C`.
-    pub kc: usize,
-}
-
-/// AVX-512: 8 × 32 tile, 16 accumulators of 32 registers: the row pointers of a wider tile
-/// exhaust the general-purpose registers (measured slower at 12 and 14 rows).
-///
-/// `kc = 1024` (a micro-panel of up to 128 KB, served from L2 with prefetch) measured faster
-/// here than L1-sized 128 or 256 and than 512: one pass over `C` for `k` up to 1024 (on this
-/// shared-L3 machine the extra passes over `C` cost more than the L1 misses on `B`). The
-/// `128 × 1024` block of `A` (512 KB) and the `B` micro-panel together fit the 1 MB L2.
-///
-/// Also measured on this Zen 5 (ratios to the `gemm` crate, alternated in the same runs), and
-/// not better: the crate's own shape, a 6 × 64 tile over two panels (24 accumulators, the
-/// `6 × kc` sliver of `A` kept in L1 while it sweeps a `kc`-deep block of `B` kept in L2, with
-/// the next sliver prefetched): equal on 512³ and 1500×384×1536, 2–6% slower on 1024³ and
-/// 64×512×512; packing `A` into 12-row slivers for a 12 × 32 tile read through one pointer: the
-/// microkernel matched the crate's but the packing took ~7% of a 512³ product; `kc` 256–1024,
-/// `mc` 64–256 and column blocks of 256–768 KB of `B`: within the ±3% run-to-run noise.
-const AVX512: Blocking = Blocking {
-    mr: 8,
-    nv: 2,
-    mc: 8 * 16,
-    kc: 1024,
-};
-/// AVX2: 6 × 16 tile, 12 accumulators of 16 registers. `kc = 512` measured 2–4% faster than
-/// 256 here (512³ and 64×512×512 with `TESSEL_ISA=avx2`, ratios to the `gemm` crate in the same
-/// runs; 1024 and `mc` 72–288 no better): one pass over `C` fewer for `k <= 512`.
-const AVX2: Blocking = Blocking {
-    mr: 6,
-    nv: 2,
-    mc: 6 * 24,
-    kc: 512,
-};
-/// NEON: 6 × 16 tile, 24 accumulators of 32 registers.
-const NEON: Blocking = Blocking {
-    mr: 6,
-    nv: 4,
-    mc: 6 * 24,
-    kc: 256,
-};
-/// Scalar: 4 × 4 tile.
-const SCALAR: Blocking = Blocking {
-    mr: 4,
-    nv: 4,
-    mc: 4 * 16,
-    kc: 256,
-};
-
 /// The blocking of the level whose vectors have `lanes` `f32` lanes.
-pub(crate) const fn blocking(lanes: usize) -> Blocking {
-    match lanes {
-        16 => AVX512,
-        8 => AVX2,
-        4 => NEON,
-        _ => SCALAR,
-    }
+const fn blocking(lanes: usize) -> GemmBlocking {
+    tiling::of_lanes(lanes).gemm
 }
 
 /// Everything one task reads: `A`, the packed `B` and its shape.
@@ -142,10 +78,14 @@ pub(crate) unsafe fn blocked_path<S: Simd, T: Element>(
     // SAFETY: forwarded contract.
     unsafe {
         match S::F32_LANES {
-            16 => blocked_tiles::<S, T, { AVX512.mr }, { AVX512.nv }>(simd, ops, out, cols),
-            8 => blocked_tiles::<S, T, { AVX2.mr }, { AVX2.nv }>(simd, ops, out, cols),
-            4 => blocked_tiles::<S, T, { NEON.mr }, { NEON.nv }>(simd, ops, out, cols),
-            _ => blocked_tiles::<S, T, { SCALAR.mr }, { SCALAR.nv }>(simd, ops, out, cols),
+            16 => {
+                blocked_tiles::<S, T, { AVX512.gemm.mr }, { AVX512.gemm.nv }>(simd, ops, out, cols)
+            }
+            8 => blocked_tiles::<S, T, { AVX2.gemm.mr }, { AVX2.gemm.nv }>(simd, ops, out, cols),
+            4 => blocked_tiles::<S, T, { NEON.gemm.mr }, { NEON.gemm.nv }>(simd, ops, out, cols),
+            _ => {
+                blocked_tiles::<S, T, { SCALAR.gemm.mr }, { SCALAR.gemm.nv }>(simd, ops, out, cols)
+            }
         }
     }
 }
@@ -161,7 +101,7 @@ unsafe fn blocked_tiles<S: Simd, T: Element, const MR: usize, const NV: usize>(
     out: &Output<'_>,
     cols: Columns,
 ) {
-    let Blocking { mc, kc: kc_max, .. } = blocking(S::F32_LANES);
+    let GemmBlocking { mc, kc: kc_max, .. } = blocking(S::F32_LANES);
     debug_assert_eq!(blocking(S::F32_LANES).mr, MR);
     let (m, k) = (ops.a.rows, ops.k);
     // Whole tiles of rows take the blocked loops; the rest (fewer than `MR`, so at most
@@ -316,11 +256,7 @@ const SPAN_BYTES: usize = 512 * 1024;
 
 /// Rows per block of the small path: as many as the accumulators of a full tile allow.
 const fn small_max_rows(lanes: usize) -> usize {
-    match lanes {
-        16 => 8,
-        8 | 4 => 6,
-        _ => 4,
-    }
+    tiling::of_lanes(lanes).gemm_small_rows
 }
 
 /// Dispatches one row block of `rows` rows to the tile shape chosen for it: enough independent
