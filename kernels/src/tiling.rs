@@ -130,6 +130,21 @@ pub(crate) const SCALAR: LevelTiling = LevelTiling {
     },
 };
 
+/// The deepest GEMM `kc` of any level: what a buffer holding one `kc × 32` micro-panel must
+/// allow whatever level a call runs at.
+pub(crate) const MAX_GEMM_KC: usize = {
+    let mut max = SCALAR.gemm.kc;
+    let levels = [AVX2, AVX512, NEON];
+    let mut i = 0;
+    while i < levels.len() {
+        if levels[i].gemm.kc > max {
+            max = levels[i].gemm.kc;
+        }
+        i += 1;
+    }
+    max
+};
+
 /// The description of the level whose vectors have `lanes` `f32` lanes.
 pub(crate) const fn of_lanes(lanes: usize) -> LevelTiling {
     match lanes {
