@@ -3,7 +3,8 @@
 //! One JSON object per line: `suite`, `case`, `impl`, `isa`, `threads`, `median_ns`,
 //! `unit_rate` (in `unit`, GFLOP/s or GB/s as the suite states) and, where the same run measured
 //! a baseline, `baseline` (the baseline's `impl`) and `ratio` (baseline time / this time: above
-//! 1 means faster than the baseline).
+//! 1 means faster than the baseline; against a peak or stream record of other work, this rate /
+//! the baseline's rate, see [`Record::against_rate`]).
 
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -106,6 +107,16 @@ impl Record {
     pub fn against(mut self, baseline: &Record) -> Record {
         self.baseline = Some(baseline.implementation.clone());
         self.ratio = Some(baseline.median_ns / self.median_ns);
+        self
+    }
+
+    /// Marks this record as compared with a rate `baseline` measured in the same run on other
+    /// work of the same unit (the `fma-peak` chains, a stream read of other bytes): the ratio
+    /// is this rate over the baseline's, the fraction of that peak this record reaches.
+    pub fn against_rate(mut self, baseline: &Record) -> Record {
+        debug_assert_eq!(self.unit, baseline.unit, "rates of different units");
+        self.baseline = Some(baseline.implementation.clone());
+        self.ratio = Some(self.unit_rate / baseline.unit_rate);
         self
     }
 

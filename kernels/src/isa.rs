@@ -232,9 +232,8 @@ impl Isa {
             Level::Avx2 => {
                 // SAFETY: an `Isa` at `Avx2` is only built after `cpu_features` found AVX2, FMA,
                 // F16C, BMI1/2, LZCNT, POPCNT and SSE up to 4.2 with OS-saved YMM state: every
-                // feature `V3` enables.
-                let simd = unsafe { pulp::x86::V3::new_unchecked() };
-                pulp::Simd::vectorize(simd, op)
+                // feature `V3` and `with_v3_f16c` enable.
+                unsafe { with_v3_f16c(pulp::x86::V3::new_unchecked(), op) }
             }
             #[cfg(target_arch = "aarch64")]
             Level::Neon => {
@@ -246,6 +245,23 @@ impl Isa {
             _ => op.with_simd(pulp::Scalar::new()),
         }
     }
+}
+
+/// Runs `op` with the `V3` token in a function compiled for `V3`'s features plus F16C.
+///
+/// pulp's own `V3::vectorize` leaves F16C out, so `vcvtph2ps` (used by the `f16` weight
+/// widening) would not inline into code instantiated for `V3`. Everything `op` inlines is
+/// compiled here, with F16C enabled, and the `V3` token is the proof the kernels check for it.
+///
+/// # Safety
+/// The CPU must have every feature listed (the `Avx2` level's detection checks them all).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(
+    enable = "sse,sse2,fxsr,sse3,ssse3,sse4.1,sse4.2,popcnt,avx,avx2,bmi1,bmi2,fma,lzcnt,f16c"
+)]
+#[inline]
+unsafe fn with_v3_f16c<Op: pulp::WithSimd>(simd: pulp::x86::V3, op: Op) -> Op::Output {
+    op.with_simd(simd)
 }
 
 impl Default for Isa {

@@ -17,6 +17,7 @@ pub mod norm;
 pub mod reference;
 pub mod scratch;
 pub mod softmax;
+mod tiling;
 
 pub use error::KernelError;
 pub use isa::{cpu_features, CpuFeatures, Isa, IsaError, Level};

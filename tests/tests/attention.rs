@@ -678,3 +678,47 @@ fn decode_chunks_at_awkward_lengths() {
         }
     }
 }
+
+/// Every beam width up to 8 takes the few-query decode path at every level (its scratch, which
+/// does not depend on `q_len`, is the single query's, not the prefill path's) and matches the
+/// reference, NaN canaries intact around the output: Whisper's cross-attention shape (6 heads
+/// of 64 over 1500 keys), head sizes that are not whole vectors, key counts around the chunk
+/// and block sizes, a causal offset, key padding and biases.
+#[test]
+fn beams_of_up_to_eight_queries_take_the_decode_path() {
+    for_each_isa(|isa| {
+        let shape = |q_len| AttentionShape {
+            heads: 6,
+            d_head: 64,
+            q_len,
+            kv_len: 1500,
+        };
+        let single = attention_scratch(isa, &shape(1));
+        assert_ne!(attention_scratch(isa, &shape(9)), single, "{isa}");
+        for q_len in 1..=8 {
+            assert_eq!(
+                attention_scratch(isa, &shape(q_len)),
+                single,
+                "{isa} q_len {q_len}"
+            );
+        }
+    });
+    for q_len in 1..=8 {
+        for (heads, d_head, kv_len) in [(6, 64, 1500), (2, 7, 65), (3, 80, 129), (1, 16, 1)] {
+            for (causal, key_len, bias) in [
+                (false, None, None),
+                (true, Some(kv_len - kv_len / 4), Some(BiasKind::PerHead)),
+                (false, None, Some(BiasKind::Shared)),
+            ] {
+                let mut case = plain_case(heads, d_head, q_len, kv_len);
+                case.causal_offset = causal.then(|| kv_len.saturating_sub(q_len));
+                case.key_len = key_len;
+                case.bias = bias;
+                case.neg_inf_every = if bias.is_some() { 5 } else { 0 };
+                case.pads = [q_len % 3, 1, 0, 2, q_len % 2];
+                case.seed = (q_len * 7919 + kv_len * 31 + d_head) as u64;
+                for_each_isa(|isa| check(isa, &case));
+            }
+        }
+    }
+}

@@ -11,7 +11,7 @@ use gemm_support::{spec, Problem, Source, Spec, Values};
 use proptest::prelude::*;
 use tessel_kernels::gemm::{
     bf16, f16, gemm, gemm_scratch, packed_len, packed_len_of, Element, Epilogue, MatMut, MatRef,
-    PackedB, Sequential,
+    PackedB, Parallel, Sequential,
 };
 use tessel_kernels::KernelError;
 use tessel_tests::{awkward_dim, cases, for_each_isa};
@@ -363,4 +363,76 @@ fn bad_arguments_are_typed_errors() {
     );
     assert!(matches!(result, Err(KernelError::ShapeMismatch { .. })));
     assert!(c.iter().all(|x| x.is_nan()));
+}
+
+/// Runs the tasks of a call on scoped threads at once, each task once; reports `.0` threads.
+struct Threads(usize);
+
+impl Parallel for Threads {
+    fn threads(&self) -> usize {
+        self.0
+    }
+
+    fn run(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+        std::thread::scope(|scope| {
+            for t in 0..tasks {
+                scope.spawn(move || task(t));
+            }
+        });
+    }
+}
+
+/// The blocked path (`m > 16`) widens each micro-panel of a 16-bit B once into a per-task
+/// buffer of the scratch: several blocks of `k` (an odd `k` above every level's deepest block),
+/// row blocks with a remainder below the last whole tile, tasks running at once, in a scratch
+/// planned for the largest `m` and filled with NaN. Eighths times quarters summed over `k` are
+/// exact in f32, so every level must give the reference's bits; C's canaries stay intact.
+fn widened_blocks_match_reference<T: Element>() {
+    let (k, n) = (1101, 70);
+    let b: Vec<f32> = (0..k * n).map(|i| ((i % 13) as f32 - 6.0) / 8.0).collect();
+    let storage = vec![T::from_f32(f32::NAN); packed_len_of::<T>(k, n).unwrap()];
+    let packed = PackedB::from_kn(storage, MatRef::new(&b, k, n, n)).unwrap();
+    for threads in [1, 3] {
+        let runner = Threads(threads);
+        let mut scratch = vec![f32::NAN; gemm_scratch(64, k, n, threads).len()];
+        for_each_isa(|isa| {
+            for m in [17, 23, 64] {
+                let a: Vec<f32> = (0..m * k).map(|i| ((i % 7) as f32 - 3.0) / 4.0).collect();
+                let mut c = tessel_tests::CanaryMatrix::new(m, n, n + 3);
+                let stride = c.stride();
+                gemm(
+                    isa,
+                    MatRef::new(&a, m, k, k),
+                    &packed,
+                    MatMut::new(c.view_mut(), m, n, stride),
+                    &Epilogue::NONE,
+                    &mut scratch,
+                    &runner,
+                )
+                .unwrap_or_else(|e| panic!("{isa} {} m = {m}: {e}", T::NAME));
+                let what = format!("{isa} {} m = {m} threads = {threads}", T::NAME);
+                c.assert_padding_intact(&what);
+                let mut expected = vec![0.0; m * n];
+                tessel_kernels::reference::gemm::gemm(
+                    MatRef::new(&a, m, k, k),
+                    MatRef::new(&b, k, n, n),
+                    MatMut::new(&mut expected, m, n, n),
+                    &Epilogue::NONE,
+                )
+                .unwrap();
+                let got: Vec<f32> = c.elements().collect();
+                assert_eq!(got, expected, "{what}");
+            }
+        });
+    }
+}
+
+#[test]
+fn widened_f16_blocks_match_reference() {
+    widened_blocks_match_reference::<f16>();
+}
+
+#[test]
+fn widened_bf16_blocks_match_reference() {
+    widened_blocks_match_reference::<bf16>();
 }

@@ -6,9 +6,16 @@
 //! Whisper-like cross-attention 32 × 1500, decode 1 × 1024 and 1 × 4096, and a causal sliding
 //! window of 256 over 4096 positions. GFLOP/s count the visible query-key pairs only
 //! (`4 · heads · d_head` per pair), so causal and windowed cases are not credited for skipped work.
+//!
+//! Beam-width decode ([`BEAM_QUERIES`] queries against [`BEAM_KEYS`] keys, Whisper's 6 heads of
+//! 64, no mask): each case is timed round-robin with the 1-query call of the same keys
+//! (`tessel-1q`, ratio = its time / this time: 5 queries at 0.625 cost 1.6× one query) and with
+//! a streaming read of K and V, and its GFLOP/s are also given against the same run's
+//! `fma-peak` record (the gemm suite's multiply-add chains), as are the other cases'.
+//! `ATTENTION_CASES` (comma-separated parts of case names, e.g. `beam,self-512`) selects cases.
 
 use super::Suite;
-use crate::{median_ns, Budget, Record, Work};
+use crate::{median_ns, round_robin_median_ns, Budget, Record, Work};
 use tessel_kernels::attention::{
     attention, attention_scratch, default_scale, AttentionShape, Mask, Strided, StridedMut,
 };
@@ -40,6 +47,8 @@ pub struct Case {
     pub causal: bool,
     /// Sliding window (with `causal`).
     pub window: Option<usize>,
+    /// Heads (of `D_HEAD` each).
+    pub heads: usize,
 }
 
 const fn case(name: &'static str, q_len: usize, kv_len: usize, causal: bool) -> Case {
@@ -49,8 +58,16 @@ const fn case(name: &'static str, q_len: usize, kv_len: usize, causal: bool) -> 
         kv_len,
         causal,
         window: None,
+        heads: HEADS,
     }
 }
+
+/// Heads of the beam cases: Whisper tiny's cross-attention (6 heads of 64).
+pub const BEAM_HEADS: usize = 6;
+/// Queries (beam widths) of the beam cases.
+pub const BEAM_QUERIES: [usize; 5] = [1, 2, 4, 5, 8];
+/// Keys of the beam cases: Whisper's 1500 encoder positions and a long 4096-position cache.
+pub const BEAM_KEYS: [usize; 2] = [1500, 4096];
 
 /// Every case of the suite, in report order.
 pub const CASES: &[Case] = &[
@@ -71,6 +88,7 @@ pub const CASES: &[Case] = &[
         kv_len: 4096,
         causal: true,
         window: Some(256),
+        heads: HEADS,
     },
 ];
 
@@ -78,7 +96,7 @@ impl Case {
     /// The shape of the call.
     pub fn shape(&self) -> AttentionShape {
         AttentionShape {
-            heads: HEADS,
+            heads: self.heads,
             d_head: D_HEAD,
             q_len: self.q_len,
             kv_len: self.kv_len,
@@ -106,7 +124,7 @@ impl Case {
                     .count()
             })
             .sum();
-        4.0 * (HEADS * D_HEAD) as f64 * pairs as f64
+        4.0 * (self.heads * D_HEAD) as f64 * pairs as f64
     }
 }
 
@@ -136,7 +154,7 @@ fn filled(n: usize, seed: u32) -> Vec<f32> {
 impl Workload {
     /// Random operands for `case`, scratch sized for `isa`.
     pub fn new(case: Case, isa: Isa) -> Workload {
-        let width = HEADS * D_HEAD;
+        let width = case.heads * D_HEAD;
         Workload {
             case,
             q: filled(case.q_len * width, 1),
@@ -149,7 +167,7 @@ impl Workload {
 
     /// One call of tessel's kernel.
     pub fn run_tessel(&mut self, isa: Isa) {
-        let width = HEADS * D_HEAD;
+        let width = self.case.heads * D_HEAD;
         let result = attention(
             isa,
             &self.case.shape(),
@@ -220,11 +238,11 @@ fn stream_sum(values: &[f32]) -> f32 {
 /// (`S = Q Kᵀ` with K transposed first so the loops vectorise), masked entries set to `-inf`,
 /// row softmax, then `O = P V`. Allocates its temporaries.
 pub fn naive_attention(case: &Case, q: &[f32], k: &[f32], v: &[f32], out: &mut [f32], scale: f32) {
-    let (n, m, d, width) = (case.q_len, case.kv_len, D_HEAD, HEADS * D_HEAD);
+    let (n, m, d, width) = (case.q_len, case.kv_len, D_HEAD, case.heads * D_HEAD);
     let mask = case.mask();
     let mut k_t = vec![0.0f32; d * m];
     let mut scores = vec![0.0f32; n * m];
-    for h in 0..HEADS {
+    for h in 0..case.heads {
         for j in 0..m {
             for c in 0..d {
                 k_t[c * m + j] = k[j * width + h * d + c];
@@ -274,7 +292,12 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
             return;
         }
     };
-    for case in CASES {
+    let peak = fma_peak_record(budget, isa);
+    emit(peak.clone());
+    if selected("beam") {
+        run_beams(budget, isa, &peak, emit);
+    }
+    for case in CASES.iter().filter(|case| selected(case.name)) {
         let mut work = Workload::new(*case, isa);
         let flops = Work::flops(case.flops());
         let naive_ns = median_ns(budget, || work.run_naive());
@@ -291,6 +314,7 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
             flops,
         );
         emit(tessel.clone().against(&naive));
+        emit(tessel.clone().against_rate(&peak));
         if case.q_len == 1 {
             let mut sink = 0.0;
             let stream_ns = median_ns(budget, || sink += work.stream_kv());
@@ -316,6 +340,80 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
                 bytes,
             );
             emit(tessel_bytes.against(&stream));
+        }
+    }
+}
+
+/// Whether the cases named `name` run: `ATTENTION_CASES` unset, or one of its comma-separated
+/// words is part of `name` (e.g. `ATTENTION_CASES=beam,self-512`).
+fn selected(name: &str) -> bool {
+    let words = std::env::var("ATTENTION_CASES").unwrap_or_default();
+    words.is_empty() || words.split(',').any(|word| name.contains(word.trim()))
+}
+
+/// The same-run `fma-peak` record at `isa` (see [`super::gemm::fma_peak`]).
+fn fma_peak_record(budget: Budget, isa: Isa) -> Record {
+    let mut flops = 0.0;
+    let ns = median_ns(budget, || {
+        flops = super::gemm::fma_peak(isa, super::gemm::PEAK_ITERATIONS)
+    });
+    Record::new(
+        "attention",
+        "fma-peak",
+        "fma-peak",
+        isa.level().name(),
+        1,
+        ns,
+        Work::flops(flops),
+    )
+}
+
+/// The beam-width decode cases: each against the 1-query call, the K/V stream read and `peak`.
+fn run_beams(budget: Budget, isa: Isa, peak: &Record, emit: &mut dyn FnMut(Record)) {
+    for kv_len in BEAM_KEYS {
+        let one = Case {
+            name: "beam",
+            q_len: 1,
+            kv_len,
+            causal: false,
+            window: None,
+            heads: BEAM_HEADS,
+        };
+        for q_len in BEAM_QUERIES {
+            let case = Case { q_len, ..one };
+            let name = format!("beam-{q_len}x{kv_len}");
+            let mut pair = (Workload::new(case, isa), Workload::new(one, isa));
+            let mut sink = 0.0;
+            let times = round_robin_median_ns(
+                budget,
+                &mut pair,
+                &mut [
+                    &mut |(work, _): &mut (Workload, Workload)| work.run_tessel(isa),
+                    &mut |(_, one): &mut (Workload, Workload)| one.run_tessel(isa),
+                    &mut |(work, _): &mut (Workload, Workload)| sink += work.stream_kv(),
+                ],
+            );
+            std::hint::black_box(sink);
+            let record = |implementation: &str, ns: f64, work: Work| {
+                Record::new(
+                    "attention",
+                    &name,
+                    implementation,
+                    isa.level().name(),
+                    1,
+                    ns,
+                    work,
+                )
+            };
+            let flops = Work::flops(case.flops());
+            let bytes = Work::bytes(pair.0.kv_bytes());
+            let single = record("tessel-1q", times[1], Work::flops(one.flops()));
+            let stream = record("stream-read-kv", times[2], bytes);
+            emit(record("tessel", times[0], flops).against(&single));
+            emit(record("tessel", times[0], bytes).against(&stream));
+            emit(record("tessel", times[0], flops).against_rate(peak));
+            emit(single);
+            emit(stream);
         }
     }
 }

@@ -47,6 +47,31 @@ pub const CASES: [(usize, usize, usize); 11] = [
     (16, 2048, 512),
 ];
 
+/// Small `m` against a wide output: beam-sized logits over Whisper's 51864-token vocabulary
+/// (`k = 384`, every `m` from 2 to 16) and over a 32000-token one (`k = 512`). Each is timed
+/// round-robin with the `gemm` crate and a stream read of its packed weight.
+pub const WIDE_CASES: [(usize, usize, usize); 19] = [
+    (2, 384, 51864),
+    (3, 384, 51864),
+    (4, 384, 51864),
+    (5, 384, 51864),
+    (6, 384, 51864),
+    (7, 384, 51864),
+    (8, 384, 51864),
+    (9, 384, 51864),
+    (10, 384, 51864),
+    (11, 384, 51864),
+    (12, 384, 51864),
+    (13, 384, 51864),
+    (14, 384, 51864),
+    (15, 384, 51864),
+    (16, 384, 51864),
+    (2, 512, 32000),
+    (5, 512, 32000),
+    (8, 512, 32000),
+    (16, 512, 32000),
+];
+
 /// Inputs and outputs of one case, allocated once and reused by every run.
 pub struct Case {
     /// Rows of `A` and `C`.
@@ -239,18 +264,19 @@ pub fn fma_peak(isa: Isa, iterations: usize) -> f64 {
 }
 
 /// Steps of one timed [`fma_peak`] run (~1 ms at AVX-512 speed).
-const PEAK_ITERATIONS: usize = 1 << 18;
+pub const PEAK_ITERATIONS: usize = 1 << 18;
 
 /// Independent multiply-add chains of [`fma_peak`].
 pub const PEAK_ACCUMULATORS: usize = 12;
 
 /// The `m×k×n` cases named in `GEMM_SHAPES` (comma-separated, e.g.
-/// `GEMM_SHAPES=512x512x512,1500x384x1536`), or every case of [`CASES`] when it is unset.
-/// Setting it also skips the 16-bit records.
+/// `GEMM_SHAPES=512x512x512,1500x384x1536`), or every case of [`CASES`] and [`WIDE_CASES`]
+/// when it is unset. Setting it also skips the 16-bit records.
 pub fn selected_cases() -> Vec<(usize, usize, usize)> {
     let names = std::env::var("GEMM_SHAPES").unwrap_or_default();
     CASES
         .into_iter()
+        .chain(WIDE_CASES)
         .filter(|&(m, k, n)| {
             names.is_empty()
                 || names
@@ -402,18 +428,18 @@ fn run_half(budget: Budget, isa: Isa, emit: &mut dyn FnMut(Record)) {
                 emit(record(weights.name(), ns, flops).against(&baseline));
                 emit(baseline);
             }
-            if m <= 8 {
+            for weights in [Weights::F16, Weights::Bf16].into_iter().filter(|_| m <= 8) {
                 let bytes = Work::bytes(case.half_bytes() as f64);
                 let (ns, stream_ns) = paired_median_ns(
                     budget,
                     &mut case,
-                    |c| c.run(isa, Weights::Bf16),
+                    |c| c.run(isa, weights),
                     |c| {
                         std::hint::black_box(c.stream_read(isa));
                     },
                 );
                 let stream = record("stream-read-16", stream_ns, bytes);
-                emit(record(Weights::Bf16.name(), ns, bytes).against(&stream));
+                emit(record(weights.name(), ns, bytes).against(&stream));
                 emit(stream);
             }
         }
@@ -428,7 +454,7 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     let quick = budget.min_samples < Budget::FULL.min_samples;
     let mut flops = 0.0;
     let peak_ns = median_ns(budget, || flops = fma_peak(isa, PEAK_ITERATIONS));
-    emit(Record::new(
+    let peak = Record::new(
         "gemm",
         "fma-peak",
         "fma-peak",
@@ -436,7 +462,8 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
         1,
         peak_ns,
         Work::flops(flops),
-    ));
+    );
+    emit(peak.clone());
     for (m, k, n) in selected_cases() {
         let mut case = Case::new(m, k, n);
         let name = case.name();
@@ -444,12 +471,17 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
             Record::new("gemm", &name, implementation, isa, 1, ns, work)
         };
         let flops = Work::flops(case.flops());
+        if WIDE_CASES.contains(&(m, k, n)) {
+            emit_wide(budget, isa, &mut case, &peak, emit);
+            continue;
+        }
         // Interleaved, so both see the same load on this shared machine.
         let (tessel_ns, crate_ns) =
             paired_median_ns(budget, &mut case, |c| c.tessel(isa), |c| c.gemm_crate());
         let tessel = record("tessel", isa.level().name(), tessel_ns, flops);
         let peer = record("gemm-crate", "auto", crate_ns, flops);
         emit(tessel.clone().against(&peer));
+        emit(tessel.clone().against_rate(&peak));
         emit(peer);
         // The naive loop takes seconds on the largest shapes: skipped by --quick.
         if !quick || case.flops() < 1e9 {
@@ -473,6 +505,42 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
             emit(stream);
         }
     }
+}
+
+/// The records of one of [`WIDE_CASES`]: tessel timed round-robin with the `gemm` crate and a
+/// stream read of the packed weight, and against the same run's `peak`.
+fn emit_wide(
+    budget: Budget,
+    isa: Isa,
+    case: &mut Case,
+    peak: &Record,
+    emit: &mut dyn FnMut(Record),
+) {
+    let name = case.name();
+    let level = isa.level().name();
+    let times = round_robin_median_ns(
+        budget,
+        case,
+        &mut [
+            &mut |c: &mut Case| c.tessel(isa),
+            &mut |c: &mut Case| c.gemm_crate(),
+            &mut |c: &mut Case| {
+                std::hint::black_box(c.stream_read(isa));
+            },
+        ],
+    );
+    let record = |implementation: &str, isa: &str, ns: f64, work: Work| {
+        Record::new("gemm", &name, implementation, isa, 1, ns, work)
+    };
+    let flops = Work::flops(case.flops());
+    let bytes = Work::bytes(case.packed_bytes() as f64);
+    let peer = record("gemm-crate", "auto", times[1], flops);
+    let stream = record("stream-read", level, times[2], bytes);
+    emit(record("tessel", level, times[0], flops).against(&peer));
+    emit(record("tessel", level, times[0], flops).against_rate(peak));
+    emit(record("tessel", level, times[0], bytes).against(&stream));
+    emit(peer);
+    emit(stream);
 }
 
 /// Median times of `first` and `second` measured alternately (see

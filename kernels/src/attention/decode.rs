@@ -13,7 +13,6 @@
 //! - `o = alpha · o + Σ p_j v_j`, the head's accumulator held in registers for the chunk.
 
 use super::lanes::{transpose_sum, MAX_LANES};
-use super::prefill::query_tile;
 use super::{Checked, Operands, StridedMut};
 use crate::error::KernelError;
 use crate::isa::Isa;
@@ -25,26 +24,20 @@ use pulp::Simd;
 /// multiple of every level's lane count, so chunks of keys never straddle two blocks' scores.
 const KEY_BLOCK: usize = 64;
 
-/// Largest `q_len` the decode path takes at a level with `lanes` lanes: below an eighth of a
-/// prefill tile the prefill microkernels would mostly compute padding.
-const fn max_queries(lanes: usize) -> usize {
-    let n = query_tile(lanes) / 8;
-    if n == 0 {
-        1
-    } else {
-        n
-    }
-}
+/// Largest `q_len` the decode path takes, at every level: a beam of up to 8. Each key block
+/// is read from memory once for all the queries, so a beam costs little more than one query,
+/// where the prefill path would fill a whole query tile (24 on AVX2) with a few queries.
+pub(crate) const MAX_QUERIES: usize = 8;
 
 /// Whether a call with `q_len` queries takes the decode path.
-pub(crate) const fn handles(lanes: usize, q_len: usize) -> bool {
-    q_len <= max_queries(lanes)
+pub(crate) const fn handles(q_len: usize) -> bool {
+    q_len <= MAX_QUERIES
 }
 
 /// Scratch of the decode path: per query and head the output accumulator (`d_head` rounded up
 /// to whole vectors), running max and sum; per head a block of scores and a rescale factor.
 pub(crate) fn scratch(lanes: usize, heads: usize, d_head: usize) -> ScratchSpec {
-    let queries = max_queries(lanes);
+    let queries = MAX_QUERIES;
     let padded = d_head.div_ceil(lanes).saturating_mul(lanes);
     let per_query_head = queries.saturating_mul(heads);
     ScratchSpec::f32s(per_query_head.saturating_mul(padded))
@@ -54,7 +47,7 @@ pub(crate) fn scratch(lanes: usize, heads: usize, d_head: usize) -> ScratchSpec 
         .and(ScratchSpec::f32s(heads))
 }
 
-/// Runs the decode path of a validated call with `q_len <= max_queries`.
+/// Runs the decode path of a validated call with `q_len <= MAX_QUERIES`.
 pub(crate) fn run(
     isa: Isa,
     checked: &Checked,
@@ -111,15 +104,15 @@ fn run_blocks<S: Simd, const VECS: usize>(
     let (heads, d, width) = (shape.heads, shape.d_head, checked.width);
     let padded = d.div_ceil(lanes) * lanes;
     let queries = shape.q_len;
-    if queries > max_queries(lanes) {
+    if queries > MAX_QUERIES {
         return Err(KernelError::InvalidArgument(
             "too many queries for the decode path",
         ));
     }
-    let o_all = scratch.take(max_queries(lanes) * heads * padded)?;
+    let o_all = scratch.take(MAX_QUERIES * heads * padded)?;
     let scores = scratch.take(heads * KEY_BLOCK)?;
-    let max = scratch.take(max_queries(lanes) * heads)?;
-    let sum = scratch.take(max_queries(lanes) * heads)?;
+    let max = scratch.take(MAX_QUERIES * heads)?;
+    let sum = scratch.take(MAX_QUERIES * heads)?;
     let alpha = scratch.take(heads)?;
     o_all.fill(0.0);
     max.fill(f32::NEG_INFINITY);

@@ -28,7 +28,7 @@
 //!
 //! Tile sizes per level (queries × register tile): AVX-512 48 queries, 8 × 3 zmm accumulators;
 //! AVX2 24 queries, 4 × 3 ymm; NEON 12 queries, 8 × 3; scalar 4 queries, 4 × 4. Calls with at
-//! most an eighth of a prefill tile of queries (AVX-512: 6) take the decode path.
+//! most 8 queries (a beam of up to 8) take the decode path at every level.
 
 mod band;
 mod decode;
@@ -146,7 +146,7 @@ pub fn default_scale(d_head: usize) -> f32 {
 /// `kv_len` (it grows with `d_head`, and for the few-query decode path with `heads`).
 pub fn attention_scratch(isa: Isa, shape: &AttentionShape) -> ScratchSpec {
     let lanes = isa.level().f32_lanes();
-    if decode::handles(lanes, shape.q_len) {
+    if decode::handles(shape.q_len) {
         decode::scratch(lanes, shape.heads, shape.d_head)
     } else {
         prefill::scratch(lanes, shape.d_head)
@@ -261,8 +261,7 @@ pub fn attention(
         v,
         bias: mask.bias,
     };
-    let lanes = isa.level().f32_lanes();
-    if decode::handles(lanes, shape.q_len) {
+    if decode::handles(shape.q_len) {
         decode::run(isa, &checked, &operands, out, &mut scratch)
     } else {
         prefill::run(isa, &checked, &operands, out, &mut scratch)

@@ -18,6 +18,7 @@ use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::math::exp;
 use crate::scratch::{Scratch, ScratchSpec};
+use crate::tiling::{self, AVX2, AVX512, NEON, SCALAR};
 use core::ops::Range;
 use pulp::Simd;
 
@@ -28,14 +29,9 @@ pub(crate) const KEY_TILE: usize = 64;
 /// block of `BLOCK_TILES` query tiles.
 const BLOCK_TILES: usize = 4;
 
-/// Query vectors per tile (`NR`): AVX2 has 16 registers, room for 4 × 3 accumulators; AVX-512
-/// and NEON have 32, room for 8 × 3; scalar uses 4 × 4.
+/// Query vectors per tile (`NR`), from the level's [`tiling`] description.
 const fn query_vectors(lanes: usize) -> usize {
-    if lanes == 1 {
-        4
-    } else {
-        3
-    }
+    tiling::of_lanes(lanes).attention.query_vectors
 }
 
 /// Queries per tile at a level with `lanes` f32 lanes.
@@ -94,10 +90,19 @@ pub(crate) fn run(
                 out,
                 scratch,
             } = self;
-            match (S::F32_LANES, S::REGISTER_COUNT) {
-                (1, _) => run_blocks::<S, 4, 4>(simd, checked, operands, out, scratch),
-                (_, 32..) => run_blocks::<S, 8, 3>(simd, checked, operands, out, scratch),
-                _ => run_blocks::<S, 4, 3>(simd, checked, operands, out, scratch),
+            // The microkernel shape of each level's `tiling` description.
+            let run = (simd, checked, operands, out, scratch);
+            match S::F32_LANES {
+                16 => {
+                    run_level::<S, { AVX512.attention.rows }, { AVX512.attention.query_vectors }>(
+                        run,
+                    )
+                }
+                8 => run_level::<S, { AVX2.attention.rows }, { AVX2.attention.query_vectors }>(run),
+                4 => run_level::<S, { NEON.attention.rows }, { NEON.attention.query_vectors }>(run),
+                _ => run_level::<S, { SCALAR.attention.rows }, { SCALAR.attention.query_vectors }>(
+                    run,
+                ),
             }
         }
     }
@@ -107,6 +112,20 @@ pub(crate) fn run(
         out,
         scratch,
     })
+}
+
+/// [`run_blocks`] with its arguments in one tuple (so the per-level dispatch stays short).
+#[inline(always)]
+fn run_level<S: Simd, const MR: usize, const NR: usize>(
+    (simd, checked, operands, out, scratch): (
+        S,
+        &Checked,
+        &Operands<'_>,
+        StridedMut<'_>,
+        &mut Scratch<'_>,
+    ),
+) -> Result<(), KernelError> {
+    run_blocks::<S, MR, NR>(simd, checked, operands, out, scratch)
 }
 
 /// The scratch of the prefill path, as `f32`; viewed as vectors of `NR` per row where needed.

@@ -5,79 +5,15 @@ use crate::gemm::element::Element;
 use crate::gemm::packed_b::{padded_k, PANEL_COLS};
 use crate::gemm::tile::{accumulate, ATile, Output, TileAt};
 use crate::gemm::MatRef;
+use crate::tiling::{self, GemmBlocking, AVX2, AVX512, NEON, SCALAR};
 use pulp::Simd;
 
 /// Largest `m` served by the small-`m` path (rows of `A` read in place, `B` streamed once).
 pub(crate) const SMALL_M: usize = 16;
 
-/// Cache blocking of the blocked (large-`m`) path for one ISA level.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Blocking {
-    /// Rows of the microkernel tile.
-    pub mr: usize,
-    /// Vectors per tile row (the tile is `nv · lanes` columns wide).
-    pub nv: usize,
-    /// Rows of `A` per block (a multiple of `mr`): the block's `mc × kc` part of `A` stays in
-    /// L2 while the tiles sweep the columns.
-    pub mc: usize,
-    /// Depth of one block of `k`: the `kc × 32` micro-panel of `B` stays in L1/L2 while the
-    /// tiles sweep the rows of the `A` block; every extra block costs a pass over `C`.
-    pub kc: usize,
-}
-
-/// AVX-512: 8 × 32 tile, 16 accumulators of 32 registers: the row pointers of a wider tile
-/// exhaust the general-purpose registers (measured slower at 12 and 14 rows).
-///
-/// `kc = 1024` (a micro-panel of up to 128 KB, served from L2 with prefetch) measured faster
-/// here than L1-sized 128 or 256 and than 512: one pass over `C` for `k` up to 1024 (on this
-/// shared-L3 machine the extra passes over `C` cost more than the L1 misses on `B`). The
-/// `128 × 1024` block of `A` (512 KB) and the `B` micro-panel together fit the 1 MB L2.
-///
-/// Also measured on this Zen 5 (ratios to the `gemm` crate, alternated in the same runs), and
-/// not better: the crate's own shape, a 6 × 64 tile over two panels (24 accumulators, the
-/// `6 × kc` sliver of `A` kept in L1 while it sweeps a `kc`-deep block of `B` kept in L2, with
-/// the next sliver prefetched): equal on 512³ and 1500×384×1536, 2–6% slower on 1024³ and
-/// 64×512×512; packing `A` into 12-row slivers for a 12 × 32 tile read through one pointer: the
-/// microkernel matched the crate's but the packing took ~7% of a 512³ product; `kc` 256–1024,
-/// `mc` 64–256 and column blocks of 256–768 KB of `B`: within the ±3% run-to-run noise.
-const AVX512: Blocking = Blocking {
-    mr: 8,
-    nv: 2,
-    mc: 8 * 16,
-    kc: 1024,
-};
-/// AVX2: 6 × 16 tile, 12 accumulators of 16 registers. `kc = 512` measured 2–4% faster than
-/// 256 here (512³ and 64×512×512 with `TESSEL_ISA=avx2`, ratios to the `gemm` crate in the same
-/// runs; 1024 and `mc` 72–288 no better): one pass over `C` fewer for `k <= 512`.
-const AVX2: Blocking = Blocking {
-    mr: 6,
-    nv: 2,
-    mc: 6 * 24,
-    kc: 512,
-};
-/// NEON: 6 × 16 tile, 24 accumulators of 32 registers.
-const NEON: Blocking = Blocking {
-    mr: 6,
-    nv: 4,
-    mc: 6 * 24,
-    kc: 256,
-};
-/// Scalar: 4 × 4 tile.
-const SCALAR: Blocking = Blocking {
-    mr: 4,
-    nv: 4,
-    mc: 4 * 16,
-    kc: 256,
-};
-
 /// The blocking of the level whose vectors have `lanes` `f32` lanes.
-pub(crate) const fn blocking(lanes: usize) -> Blocking {
-    match lanes {
-        16 => AVX512,
-        8 => AVX2,
-        4 => NEON,
-        _ => SCALAR,
-    }
+const fn blocking(lanes: usize) -> GemmBlocking {
+    tiling::of_lanes(lanes).gemm
 }
 
 /// Everything one task reads: `A`, the packed `B` and its shape.
@@ -120,7 +56,8 @@ pub(crate) struct Columns {
     pub panel1: usize,
 }
 
-/// Computes the task's columns of `C` for every row, with the cache-blocked path.
+/// Computes the task's columns of `C` for every row, with the cache-blocked path. `wide` is
+/// the task's own widening buffer for a 16-bit `B` ([`widen_len`] floats; empty otherwise).
 ///
 /// # Safety
 /// The operands and output are validated for the call (`A` is `m × k`, `b` holds the packed
@@ -138,14 +75,20 @@ pub(crate) unsafe fn blocked_path<S: Simd, T: Element>(
     ops: Operands<'_, T>,
     out: &Output<'_>,
     cols: Columns,
+    wide: &mut [f32],
 ) {
+    let cols = (cols, wide);
     // SAFETY: forwarded contract.
     unsafe {
         match S::F32_LANES {
-            16 => blocked_tiles::<S, T, { AVX512.mr }, { AVX512.nv }>(simd, ops, out, cols),
-            8 => blocked_tiles::<S, T, { AVX2.mr }, { AVX2.nv }>(simd, ops, out, cols),
-            4 => blocked_tiles::<S, T, { NEON.mr }, { NEON.nv }>(simd, ops, out, cols),
-            _ => blocked_tiles::<S, T, { SCALAR.mr }, { SCALAR.nv }>(simd, ops, out, cols),
+            16 => {
+                blocked_tiles::<S, T, { AVX512.gemm.mr }, { AVX512.gemm.nv }>(simd, ops, out, cols)
+            }
+            8 => blocked_tiles::<S, T, { AVX2.gemm.mr }, { AVX2.gemm.nv }>(simd, ops, out, cols),
+            4 => blocked_tiles::<S, T, { NEON.gemm.mr }, { NEON.gemm.nv }>(simd, ops, out, cols),
+            _ => {
+                blocked_tiles::<S, T, { SCALAR.gemm.mr }, { SCALAR.gemm.nv }>(simd, ops, out, cols)
+            }
         }
     }
 }
@@ -159,9 +102,9 @@ unsafe fn blocked_tiles<S: Simd, T: Element, const MR: usize, const NV: usize>(
     simd: S,
     ops: Operands<'_, T>,
     out: &Output<'_>,
-    cols: Columns,
+    (cols, wide): (Columns, &mut [f32]),
 ) {
-    let Blocking { mc, kc: kc_max, .. } = blocking(S::F32_LANES);
+    let GemmBlocking { mc, kc: kc_max, .. } = blocking(S::F32_LANES);
     debug_assert_eq!(blocking(S::F32_LANES).mr, MR);
     let (m, k) = (ops.a.rows, ops.k);
     // Whole tiles of rows take the blocked loops; the rest (fewer than `MR`, so at most
@@ -186,7 +129,12 @@ unsafe fn blocked_tiles<S: Simd, T: Element, const MR: usize, const NV: usize>(
         // SAFETY: forwarded contract, for a sub-range of this task's panels; rows `[0, full)`
         // are whole tiles and `[full, m)` are fewer than `MR <= small_max_rows`.
         unsafe {
-            blocked_columns::<S, T, MR, NV>(simd, ops, out, block, full, kc_step, mc_step);
+            let steps = Steps {
+                rows: full,
+                kc: kc_step,
+                mc: mc_step,
+            };
+            blocked_columns::<S, T, MR, NV>(simd, ops, out, block, steps, &mut *wide);
             if full < m {
                 small_rows(simd, ops, out, block, full, m - full);
             }
@@ -198,74 +146,183 @@ unsafe fn blocked_tiles<S: Simd, T: Element, const MR: usize, const NV: usize>(
 /// Bytes of packed B one column block of the blocked path spans (half of L2).
 const B_BLOCK_BYTES: usize = 512 * 1024;
 
-/// `blocked_tiles` for one column block and the first `rows` rows (a multiple of `MR`), with
-/// the balanced depth and row steps.
+/// Floats of one task's widening buffer for a reduction length `k`: one `kc × 32`
+/// micro-panel of `B` as `f32`, for the deepest `kc` of any level.
+pub(crate) fn widen_len(k: usize) -> usize {
+    k.next_multiple_of(2).min(tiling::MAX_GEMM_KC) * PANEL_COLS
+}
+
+/// The balanced steps of the blocked loops: the first `rows` rows (whole tiles), `kc`-deep
+/// blocks of `k`, `mc`-row blocks of `A`.
+#[derive(Clone, Copy)]
+struct Steps {
+    rows: usize,
+    kc: usize,
+    mc: usize,
+}
+
+/// `blocked_tiles` for one column block and the first `steps.rows` rows (a multiple of `MR`).
+///
+/// A 16-bit `B` is widened once per `kc × 32` micro-panel and row block into `wide` (the `f32`
+/// panel layout) when it holds one, and every tile of the row block reads it from there: the
+/// widening is paid once per `mc / MR` tiles instead of by each (measured at AVX2, where the
+/// in-register widening of a 6 × 16 tile also needs more than the 16 registers).
 ///
 /// # Safety
-/// As `blocked_path`, with `rows <= m` a multiple of `MR`.
+/// As `blocked_path`, with `steps.rows <= m` a multiple of `MR`.
 #[inline(always)]
 unsafe fn blocked_columns<S: Simd, T: Element, const MR: usize, const NV: usize>(
     simd: S,
     ops: Operands<'_, T>,
     out: &Output<'_>,
     cols: Columns,
-    rows: usize,
-    kc_step: usize,
-    mc_step: usize,
+    steps: Steps,
+    wide: &mut [f32],
 ) {
-    debug_assert!(rows.is_multiple_of(MR) && rows <= ops.a.rows);
-    let (k, n) = (ops.k, ops.n);
-    let tile_cols = NV * S::F32_LANES;
-    let panel_stride = ops.panel_stride();
-    let col_end = n.min(cols.panel1 * PANEL_COLS);
+    debug_assert!(steps.rows.is_multiple_of(MR) && steps.rows <= ops.a.rows);
+    let k = ops.k;
+    let col_end = ops.n.min(cols.panel1 * PANEL_COLS);
+    let widen = T::K_GROUP == 2 && wide.len() >= steps.kc * PANEL_COLS;
     let mut pc = 0;
     loop {
-        let kc = kc_step.min(k - pc);
-        let (first, last) = (pc == 0, pc + kc >= k);
-        let mut ic = 0;
-        while ic < rows {
-            let mcb = mc_step.min(rows - ic);
-            let mut col0 = cols.panel0 * PANEL_COLS;
-            while col0 < col_end {
-                let b = ops.b_at(pc, col0);
-                let width = tile_cols.min(col_end - col0);
-                let mut ir = 0;
-                while ir < mcb {
-                    // Each row of A is read in place, one sequential stream in k.
-                    let a = ATile {
-                        ptr: ops
-                            .a
-                            .data
-                            .as_ptr()
-                            .wrapping_add((ic + ir) * ops.a.stride + pc),
-                        row_step: ops.a.stride,
-                        k_step: 1,
-                    };
-                    // SAFETY: the tile's `MR` rows from `ic + ir` (inside `rows`) and columns
-                    // `[pc, pc + kc)` lie inside the validated `A`. The tile's
-                    // `tile_cols <= 32` columns stay inside the panel, whose `kc` rows from
-                    // `pc` exist in the packed B.
-                    let acc = unsafe { accumulate::<S, T, MR, NV>(simd, kc, a, b, panel_stride) };
-                    let at = TileAt {
-                        row0: ic + ir,
-                        rows: MR,
-                        col0,
-                        cols: width,
-                        first,
-                        last,
-                    };
-                    // SAFETY: rows and columns inside `m × n` and in this task's columns.
-                    unsafe { out.store::<S, MR, NV>(simd, &acc, at) };
-                    ir += MR;
+        let kc = steps.kc.min(k - pc);
+        let mut block = Block {
+            pc,
+            kc,
+            first: pc == 0,
+            last: pc + kc >= k,
+            row0: 0,
+            rows: 0,
+            col0: 0,
+            col_end: 0,
+        };
+        while block.row0 < steps.rows {
+            block.rows = steps.mc.min(steps.rows - block.row0);
+            for panel in cols.panel0..cols.panel1 {
+                block.col0 = panel * PANEL_COLS;
+                block.col_end = col_end.min(block.col0 + PANEL_COLS);
+                let b = ops.b_at(pc, block.col0);
+                // SAFETY: the micro-panel's `kc` rows from `pc` (whole row pairs for 16-bit
+                // types) exist in the packed B, and `wide` holds `kc × 32` floats. Tiles:
+                // forwarded contract for this task's panel and the block's rows.
+                unsafe {
+                    if widen {
+                        widen_panel(simd, b, kc, wide);
+                        panel_tiles::<S, f32, MR, NV>(simd, ops.a, out, wide.as_ptr(), block);
+                    } else {
+                        panel_tiles::<S, T, MR, NV>(simd, ops.a, out, b, block);
+                    }
                 }
-                col0 += tile_cols;
             }
-            ic += mcb;
+            block.row0 += block.rows;
         }
-        if last {
+        if block.last {
             break;
         }
         pc += kc;
+    }
+}
+
+/// One `kc`-deep block of rows × one panel's columns of the blocked loops.
+#[derive(Clone, Copy)]
+struct Block {
+    /// First row of `k` and depth.
+    pc: usize,
+    kc: usize,
+    /// First and last block of `k` (overwrite `C`; apply the epilogue).
+    first: bool,
+    last: bool,
+    /// Rows `[row0, row0 + rows)`, a multiple of `MR`.
+    row0: usize,
+    rows: usize,
+    /// Columns `[col0, col_end)` of one panel.
+    col0: usize,
+    col_end: usize,
+}
+
+/// Sweeps one panel's columns of `block` with `MR × NV` tiles, reading the micro-panel at `b`
+/// (element type `U`: the packed `B` itself, or its widened `f32` copy; `NV · lanes` divides
+/// the 32 columns of a panel, so no tile leaves it).
+///
+/// # Safety
+/// `b` is row `block.pc` of the panel's first column in a packed layout of `U` whose `kc` rows
+/// are readable; `A`, `C` and the columns as for `blocked_path`.
+#[inline(always)]
+unsafe fn panel_tiles<S: Simd, U: Element, const MR: usize, const NV: usize>(
+    simd: S,
+    a: MatRef<'_>,
+    out: &Output<'_>,
+    b: *const U,
+    block: Block,
+) {
+    let tile_cols = NV * S::F32_LANES;
+    let mut col0 = block.col0;
+    while col0 < block.col_end {
+        let b_tile = b.wrapping_add((col0 - block.col0) * U::K_GROUP);
+        let width = tile_cols.min(block.col_end - col0);
+        let mut row = block.row0;
+        while row < block.row0 + block.rows {
+            // Each row of A is read in place, one sequential stream in k.
+            let a_tile = ATile {
+                ptr: a.data.as_ptr().wrapping_add(row * a.stride + block.pc),
+                row_step: a.stride,
+                k_step: 1,
+            };
+            // SAFETY: the tile's `MR` rows from `row` (inside the block's rows) and columns
+            // `[pc, pc + kc)` lie inside the validated `A`; its `tile_cols` columns stay inside
+            // the panel (the stride between panels is never used), whose `kc` rows are readable.
+            let acc = unsafe { accumulate::<S, U, MR, NV>(simd, block.kc, a_tile, b_tile, 0) };
+            let at = TileAt {
+                row0: row,
+                rows: MR,
+                col0,
+                cols: width,
+                first: block.first,
+                last: block.last,
+            };
+            // SAFETY: rows and columns inside `m × n` and in this task's columns.
+            unsafe { out.store::<S, MR, NV>(simd, &acc, at) };
+            row += MR;
+        }
+        col0 += tile_cols;
+    }
+}
+
+/// Widens rows `[0, kc)` of one 32-column micro-panel of a 16-bit `B` (row pair `q`'s 32
+/// words at `b + 64·q`) into `dst` in the `f32` panel layout (row `p` at `dst[32·p..]`).
+///
+/// # Safety
+/// The `kc` rows' words (`kc` rounded up to a pair) at `b` must be readable; `dst` must hold
+/// `kc × 32` floats (checked).
+#[inline(always)]
+unsafe fn widen_panel<S: Simd, T: Element>(simd: S, b: *const T, kc: usize, dst: &mut [f32]) {
+    let lanes = S::F32_LANES;
+    if dst.len() < kc * PANEL_COLS {
+        debug_assert!(false, "widening buffer too small");
+        return;
+    }
+    let out = dst.as_mut_ptr();
+    for q in 0..kc / 2 {
+        for col in (0..PANEL_COLS).step_by(lanes) {
+            // SAFETY: row pair `q` of the panel is readable (caller); `col + lanes <= 32`.
+            let (even, odd) =
+                unsafe { T::load_pair(simd, b.add(2 * q * PANEL_COLS + col * T::K_GROUP)) };
+            // SAFETY: rows `2q + 1 < kc` of `dst`, `lanes` floats from `col`, inside it.
+            unsafe {
+                core::ptr::write_unaligned(out.add(2 * q * PANEL_COLS + col).cast(), even);
+                core::ptr::write_unaligned(out.add((2 * q + 1) * PANEL_COLS + col).cast(), odd);
+            }
+        }
+    }
+    if kc % 2 == 1 {
+        let p = kc - 1;
+        for col in (0..PANEL_COLS).step_by(lanes) {
+            // SAFETY: as above, for the last (even) row `p`, whose pair's words are whole.
+            unsafe {
+                let row = T::load_row(simd, b.add(p * PANEL_COLS + col * T::K_GROUP));
+                core::ptr::write_unaligned(out.add(p * PANEL_COLS + col).cast::<S::f32s>(), row);
+            }
+        }
     }
 }
 
@@ -316,11 +373,7 @@ const SPAN_BYTES: usize = 512 * 1024;
 
 /// Rows per block of the small path: as many as the accumulators of a full tile allow.
 const fn small_max_rows(lanes: usize) -> usize {
-    match lanes {
-        16 => 8,
-        8 | 4 => 6,
-        _ => 4,
-    }
+    tiling::of_lanes(lanes).gemm_small_rows
 }
 
 /// Dispatches one row block of `rows` rows to the tile shape chosen for it: enough independent

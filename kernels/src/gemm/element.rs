@@ -7,7 +7,9 @@
 //! `LANES` columns and two integer operations per row put each 16-bit value in the high half of
 //! its lane. From there `bf16` is an `f32` already; `f16` is rebased exactly (zero, subnormal,
 //! infinity and NaN included) with integer operations and one multiply. The same generic body
-//! runs at every ISA level.
+//! runs at every ISA level, except for `f16` on x86-64: AVX-512 and AVX2 (through F16C) split a
+//! row pair with one permute (AVX2: a byte shuffle and a 64-bit permute) and convert each row
+//! with `vcvtph2ps`, which is exact too.
 
 use core::fmt::Debug;
 use half::{bf16, f16};
@@ -151,6 +153,20 @@ pub(crate) mod sealed {
                     );
                 }
             }
+            #[cfg(target_arch = "x86_64")]
+            if core::any::TypeId::of::<S>() == core::any::TypeId::of::<pulp::x86::V3>() {
+                // SAFETY: `S` is `V3` (same type id), so the token and the vector types are
+                // the same types as `V3`'s; forwarded contract for the load. F16C: see
+                // `f16_pair_v3`.
+                unsafe {
+                    let v3 = core::mem::transmute_copy::<S, pulp::x86::V3>(&simd);
+                    let (even, odd) = x86::f16_pair_v3(v3, ptr);
+                    return (
+                        core::mem::transmute_copy::<pulp::f32x8, S::f32s>(&even),
+                        core::mem::transmute_copy::<pulp::f32x8, S::f32s>(&odd),
+                    );
+                }
+            }
             // SAFETY: forwarded contract.
             let (even, odd) = unsafe { high_halves(simd, ptr as *const u16) };
             (f16_high_to_f32(simd, even), f16_high_to_f32(simd, odd))
@@ -158,6 +174,14 @@ pub(crate) mod sealed {
 
         #[inline(always)]
         unsafe fn load_row<S: Simd>(simd: S, ptr: *const f16) -> S::f32s {
+            #[cfg(target_arch = "x86_64")]
+            if core::any::TypeId::of::<S>() == core::any::TypeId::of::<pulp::x86::V3>()
+                || core::any::TypeId::of::<S>() == core::any::TypeId::of::<pulp::x86::V4>()
+            {
+                // SAFETY: forwarded contract: the pair's words are whole (the packer pads the
+                // missing odd row), and its even row is this row.
+                return unsafe { Self::load_pair(simd, ptr).0 };
+            }
             // SAFETY: forwarded contract.
             let even = unsafe { high_halves(simd, ptr as *const u16) }.0;
             f16_high_to_f32(simd, even)
@@ -165,14 +189,53 @@ pub(crate) mod sealed {
     }
 }
 
-/// AVX-512's `vcvtph2ps` for `f16` row pairs: about half the instructions of the integer
-/// widening. (AVX2's F16C form is not used: pulp's `V3` does not enable F16C, so it would not
-/// inline into the microkernel.)
+/// `vcvtph2ps` for `f16` row pairs, AVX-512's and AVX2's (F16C) forms: about half the
+/// instructions of the integer widening.
+///
+/// pulp's `V3` token does not enable F16C; [`Isa::dispatch`](crate::Isa::dispatch) runs `V3`
+/// code in a function that does, so the conversion inlines into the microkernel there.
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use core::arch::x86_64::__m512i;
+    use core::arch::x86_64::{__m256i, __m512i, _mm256_cvtph_ps};
     use half::f16;
-    use pulp::x86::V4;
+    use pulp::x86::{V3, V4};
+
+    /// Per 128-bit lane of 4 words: the even 16-bit halves to the low 8 bytes, the odd ones to
+    /// the high 8 bytes (`vpshufb` indices, repeated for both lanes).
+    const DEINTERLEAVE_LANE: [u8; 32] = [
+        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, //
+        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+    ];
+
+    /// Rows `p` (even) and `p + 1` of 8 columns of an `f16` panel at AVX2: one load of 8 words,
+    /// a byte shuffle inside each lane and a 64-bit permute across them put the 8 even halves
+    /// in the low 128 bits and the 8 odd ones in the high, then two F16C conversions.
+    ///
+    /// # Safety
+    /// The 16 `f16` at `ptr` must be readable, and the CPU must have F16C. The second holds
+    /// wherever a `V3` token reaches this crate's microkernels: they run only through
+    /// [`Isa::dispatch`](crate::Isa::dispatch), and an `Isa` at the `Avx2` level is only built
+    /// after detection found F16C (the `Avx512` level, which implies it, uses `f16_pair_v4`).
+    #[inline(always)]
+    pub(super) unsafe fn f16_pair_v3(simd: V3, ptr: *const f16) -> (pulp::f32x8, pulp::f32x8) {
+        // SAFETY: the caller guarantees 32 readable bytes; no alignment is assumed.
+        let words = unsafe { core::ptr::read_unaligned(ptr as *const __m256i) };
+        // SAFETY: 32 bytes of plain integers either way.
+        let idx = unsafe { core::mem::transmute::<[u8; 32], __m256i>(DEINTERLEAVE_LANE) };
+        let halves = simd.avx2._mm256_shuffle_epi8(words, idx);
+        // 64-bit quarters (e0-3, o0-3, e4-7, o4-7) reordered to (e0-3, e4-7, o0-3, o4-7).
+        let split = simd.avx2._mm256_permute4x64_epi64::<0b11_01_10_00>(halves);
+        let even = simd.avx._mm256_castsi256_si128(split);
+        let odd = simd.avx2._mm256_extracti128_si256::<1>(split);
+        // SAFETY: `vcvtph2ps` needs F16C, which the caller guarantees; the function calling
+        // this is compiled with it enabled (`Isa::dispatch`), so the intrinsic inlines.
+        unsafe {
+            (
+                pulp::cast(_mm256_cvtph_ps(even)),
+                pulp::cast(_mm256_cvtph_ps(odd)),
+            )
+        }
+    }
 
     /// Gathers the even 16-bit halves of the 32 into the low 256 bits, the odd ones above.
     const DEINTERLEAVE: [u16; 32] = {

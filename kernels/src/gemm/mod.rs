@@ -7,14 +7,17 @@
 //! `f32` or from 16-bit elements) in one layout valid at every ISA level; inference never
 //! repacks it. `A`, `C` and the residual are row-major strided views ([`MatRef`], [`MatMut`]).
 //!
-//! 16-bit weights halve the bytes a decoding step reads. The microkernels widen them in
-//! registers as they load them (`bf16`: a shift or a mask; `f16`: an exact integer rebasing),
-//! on both paths below, with the same generic body at every level. The blocked path widens on
-//! the fly too rather than converting a `kc × 32` block of `B` to `f32` scratch first: each
-//! loaded vector of `B` serves 8 rows (AVX-512) so the widening is amortised, and measured
-//! here (`report gemm`, 256×512×2048) `bf16` runs at the `f32` speed and `f16` within ~10% of
-//! it, without the extra scratch and pass over `B`. `bf16` weights can also opt in to AVX-512
-//! BF16 dot products ([`PackedB::with_bf16_dot`]), which round the activations to `bf16`.
+//! 16-bit weights halve the bytes a decoding step reads. The small-`m` microkernels widen
+//! them in registers as they load them (`bf16`: a shift or a mask; `f16`: `vcvtph2ps` on
+//! AVX-512 and AVX2 (F16C), an exact integer rebasing elsewhere), with the same generic body at
+//! every level, so a decoding step reads each weight byte once. The blocked path widens each
+//! `kc × 32` micro-panel of `B` once into a per-task `f32` buffer in scratch and runs the `f32`
+//! microkernel on it: every tile of the row block reuses the widened panel, where widening in
+//! registers cost each tile the conversion again (and, at AVX2, more than its 16 registers:
+//! `bf16` ran at 0.5–0.8 of the `f32` speed at 256×512×2048, measured with `TESSEL_ISA=avx2`).
+//! Widening is exact, so every path gives the `f32` result of the widened weight. `bf16`
+//! weights can also opt in to AVX-512 BF16 dot products ([`PackedB::with_bf16_dot`]), which
+//! round the activations to `bf16`.
 //!
 //! Two paths, chosen from `m` alone:
 //! - `m <= 16` (decoding: batch 1 or a beam): `A` is read in place and the microkernel keeps
@@ -28,8 +31,8 @@
 //!   the small-`m` tiles while the block of `B` is still in L2. The epilogue is applied in
 //!   registers as the last `k` block of a tile is stored.
 //!
-//! Neither path reads scratch; only the BF16-dot opt-in does (its rounded copy of `A`), sized
-//! ahead by [`gemm_scratch`]. Work is split over blocks of output columns through the host's
+//! Scratch, sized ahead by [`gemm_scratch`], holds the blocked path's widened micro-panels of
+//! a 16-bit `B` (one per task) and the BF16-dot opt-in's rounded copy of `A`. Work is split over blocks of output columns through the host's
 //! [`Parallel`] runner; each output element is computed by the same instructions whatever the
 //! split, so any thread count gives bit-identical results.
 //! Nothing allocates, and every length, stride and shape is validated into a [`KernelError`].
@@ -171,13 +174,18 @@ impl Epilogue<'_> {
 
 /// Scratch [`gemm`] needs for an `m' × k` by `k × n` product, for every `m' <= m`, run by a
 /// [`Parallel`] runner with `threads` threads, valid at every ISA level and for every weight
-/// type. Only a `bf16` weight with the BF16-dot opt-in needs any: `A` rounded to `bf16` pairs
-/// (`round_up(m, 8) · ceil(k / 2)` floats, shared by the threads); the widening paths read `A`
-/// in place. Bounding every smaller `m'` too lets a host plan once for its largest batch.
+/// type. A `bf16` weight with the BF16-dot opt-in needs `A` rounded to `bf16` pairs
+/// (`round_up(m, 8) · ceil(k / 2)` floats, shared by the threads); above `m = 16` the blocked
+/// path of a 16-bit weight needs one widened micro-panel of `B` per task
+/// (`min(round_up(k, 2), 1024) · 32` floats each). The small-`m` path needs none. Bounding every
+/// smaller `m'` too lets a host plan once for its largest batch.
 pub fn gemm_scratch(m: usize, k: usize, n: usize, threads: usize) -> ScratchSpec {
-    // The widening paths need nothing whatever the width and the thread count.
-    let _ = (n, threads);
-    bf16_dot::scratch(m, k)
+    let widen = if m > SMALL_M {
+        ScratchSpec::f32s(task_count(threads, n).saturating_mul(driver::widen_len(k)))
+    } else {
+        ScratchSpec::EMPTY
+    };
+    bf16_dot::scratch(m, k).or(widen)
 }
 
 /// Tasks one call splits into: one per thread, at most one per panel and at most `MAX_TASKS`.
@@ -246,6 +254,22 @@ pub fn gemm<W: AsRef<[T]>, T: Element>(
     let tasks = task_count(threads, n);
     let panels = n.div_ceil(PANEL_COLS);
     let small = m <= SMALL_M;
+    let buffers = if !dot && !small && T::K_GROUP == 2 {
+        let len = driver::widen_len(k);
+        TaskBuffers {
+            base: scratch.take(tasks * len)?.as_mut_ptr(),
+            len,
+            tasks,
+            scratch: core::marker::PhantomData,
+        }
+    } else {
+        TaskBuffers {
+            base: core::ptr::null_mut(),
+            len: 0,
+            tasks,
+            scratch: core::marker::PhantomData,
+        }
+    };
     let ops = Operands {
         a,
         b: b.as_slice(),
@@ -286,11 +310,14 @@ pub fn gemm<W: AsRef<[T]>, T: Element>(
             #[cfg(not(target_arch = "x86_64"))]
             let _ = ops;
         } else {
+            // SAFETY: task `t` was claimed just above, once per call.
+            let wide = unsafe { buffers.get(t) };
             isa.dispatch(Task {
                 ops,
                 out: &out,
                 cols,
                 small,
+                wide,
             });
         }
     };
@@ -313,15 +340,47 @@ fn uses_bf16_dot<W: AsRef<[T]>, T: Element>(isa: Isa, b: &PackedB<W, T>) -> bool
         && isa.has_avx512_bf16()
 }
 
+/// The per-task widening buffers carved from the scratch: task `t` owns the floats
+/// `[t · len, (t + 1) · len)` from `base` (none when `len` is 0).
+struct TaskBuffers<'a> {
+    base: *mut f32,
+    len: usize,
+    tasks: usize,
+    /// The scratch the buffers are carved from, borrowed for the call.
+    scratch: core::marker::PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: the tasks of one call share `TaskBuffers` only to reach their own disjoint buffer
+// (see `get`); the scratch it points into outlives the call.
+unsafe impl Sync for TaskBuffers<'_> {}
+
+impl<'a> TaskBuffers<'a> {
+    /// Task `t`'s buffer (empty without buffers).
+    ///
+    /// # Safety
+    /// Called at most once per task `t` during the call (its claim), so no two live slices
+    /// overlap.
+    unsafe fn get(&self, t: usize) -> &'a mut [f32] {
+        if self.len == 0 || t >= self.tasks {
+            return &mut [];
+        }
+        // SAFETY: `base` holds `tasks · len` floats of the exclusively borrowed scratch and
+        // `t < tasks`; the caller guarantees no other slice of part `t` is alive.
+        unsafe { core::slice::from_raw_parts_mut(self.base.add(t * self.len), self.len) }
+    }
+}
+
 /// One task at one ISA level.
-struct Task<'a, 'o, T: Element> {
+struct Task<'a, 'o, 'w, T: Element> {
     ops: Operands<'a, T>,
     out: &'o Output<'a>,
     cols: Columns,
     small: bool,
+    /// The task's widening buffer (see `driver::blocked_path`), possibly empty.
+    wide: &'w mut [f32],
 }
 
-impl<T: Element> pulp::WithSimd for Task<'_, '_, T> {
+impl<T: Element> pulp::WithSimd for Task<'_, '_, '_, T> {
     type Output = ();
 
     #[inline(always)]
@@ -331,6 +390,7 @@ impl<T: Element> pulp::WithSimd for Task<'_, '_, T> {
             out,
             cols,
             small,
+            wide,
         } = self;
         // SAFETY: `gemm` validated every view against `m × k × n`; `cols` is this task's own
         // panel range inside `0..panels`, claimed once, so its columns of C are written by no
@@ -339,7 +399,7 @@ impl<T: Element> pulp::WithSimd for Task<'_, '_, T> {
             if small {
                 driver::small_path(simd, ops, out, cols);
             } else {
-                driver::blocked_path(simd, ops, out, cols);
+                driver::blocked_path(simd, ops, out, cols, wide);
             }
         }
     }

@@ -1,0 +1,182 @@
+//! Tile sizes and cache blocking of every ISA level, in one place (as BLIS's per-architecture
+//! block sizes or matrixmultiply's kernel parameters).
+//!
+//! Each level has one [`LevelTiling`] of named constants: the GEMM register tile and cache
+//! blocks, the rows per block of the GEMM small-`m` path, and the attention prefill
+//! microkernel. Generic kernel bodies pick their level's description with [`of_lanes`] from
+//! `S::F32_LANES` (1 scalar, 4 NEON, 8 AVX2, 16 AVX-512: the lane count identifies the level)
+//! and instantiate their const-generic microkernels from these constants, so no kernel derives
+//! a size from the lane count on its own. Why each value was chosen is stated beside it.
+
+/// Cache blocking of the GEMM blocked (large-`m`) path.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GemmBlocking {
+    /// Rows of the microkernel tile.
+    pub mr: usize,
+    /// Vectors per tile row (the tile is `nv · lanes` columns wide).
+    pub nv: usize,
+    /// Rows of `A` per block (a multiple of `mr`): the block's `mc × kc` part of `A` stays in
+    /// L2 while the tiles sweep the columns.
+    pub mc: usize,
+    /// Depth of one block of `k`: the `kc × 32` micro-panel of `B` stays in L1/L2 while the
+    /// tiles sweep the rows of the `A` block; every extra block costs a pass over `C`.
+    pub kc: usize,
+}
+
+/// The attention prefill microkernel: `rows` keys (or head dimensions) × `query_vectors`
+/// vectors of queries, accumulated in registers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AttentionTiling {
+    /// Rows of the microkernel (`MR`): broadcast scalars of K (or V columns) per step.
+    pub rows: usize,
+    /// Query vectors per tile (`NR`): a query tile is `query_vectors · lanes` queries.
+    pub query_vectors: usize,
+}
+
+/// Every tile size and block of one ISA level.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LevelTiling {
+    /// The GEMM blocked path.
+    pub gemm: GemmBlocking,
+    /// Largest rows per block of the GEMM small-`m` path (its accumulators fill the registers:
+    /// `m` above this is split into balanced row blocks over a span of `B` kept in L2).
+    pub gemm_small_rows: usize,
+    /// The attention prefill microkernel.
+    pub attention: AttentionTiling,
+}
+
+/// AVX-512 (32 zmm registers, 16 lanes).
+///
+/// GEMM: 8 × 32 tile, 16 accumulators of 32 registers: the row pointers of a wider tile
+/// exhaust the general-purpose registers (measured slower at 12 and 14 rows). `kc = 1024` (a
+/// micro-panel of up to 128 KB, served from L2 with prefetch) measured faster here than
+/// L1-sized 128 or 256 and than 512: one pass over `C` for `k` up to 1024 (on this shared-L3
+/// machine the extra passes over `C` cost more than the L1 misses on `B`). The `128 × 1024`
+/// block of `A` (512 KB) and the `B` micro-panel together fit the 1 MB L2.
+///
+/// Also measured on this Zen 5 (ratios to the `gemm` crate, alternated in the same runs), and
+/// not better: the crate's own shape, a 6 × 64 tile over two panels (24 accumulators, the
+/// `6 × kc` sliver of `A` kept in L1 while it sweeps a `kc`-deep block of `B` kept in L2, with
+/// the next sliver prefetched): equal on 512³ and 1500×384×1536, 2–6% slower on 1024³ and
+/// 64×512×512; packing `A` into 12-row slivers for a 12 × 32 tile read through one pointer: the
+/// microkernel matched the crate's but the packing took ~7% of a 512³ product; `kc` 256–1024,
+/// `mc` 64–256 and column blocks of 256–768 KB of `B`: within the ±3% run-to-run noise.
+///
+/// Attention: 8 × 3 zmm accumulators, 48 queries per tile.
+pub(crate) const AVX512: LevelTiling = LevelTiling {
+    gemm: GemmBlocking {
+        mr: 8,
+        nv: 2,
+        mc: 8 * 16,
+        kc: 1024,
+    },
+    gemm_small_rows: 8,
+    attention: AttentionTiling {
+        rows: 8,
+        query_vectors: 3,
+    },
+};
+
+/// AVX2 (16 ymm registers, 8 lanes).
+///
+/// GEMM: 6 × 16 tile, 12 accumulators of 16 registers. `kc = 512` measured 2–4% faster than
+/// 256 here (512³ and 64×512×512 with `TESSEL_ISA=avx2`, ratios to the `gemm` crate in the same
+/// runs; 1024 and `mc` 72–288 no better): one pass over `C` fewer for `k <= 512`.
+///
+/// Attention: 4 × 3 ymm accumulators (room for the broadcast and the `B` row), 24 queries.
+pub(crate) const AVX2: LevelTiling = LevelTiling {
+    gemm: GemmBlocking {
+        mr: 6,
+        nv: 2,
+        mc: 6 * 24,
+        kc: 512,
+    },
+    gemm_small_rows: 6,
+    attention: AttentionTiling {
+        rows: 4,
+        query_vectors: 3,
+    },
+};
+
+/// NEON (32 q registers, 4 lanes).
+///
+/// GEMM: 6 × 16 tile, 24 accumulators of 32 registers. Attention: 8 × 3, 12 queries.
+pub(crate) const NEON: LevelTiling = LevelTiling {
+    gemm: GemmBlocking {
+        mr: 6,
+        nv: 4,
+        mc: 6 * 24,
+        kc: 256,
+    },
+    gemm_small_rows: 6,
+    attention: AttentionTiling {
+        rows: 8,
+        query_vectors: 3,
+    },
+};
+
+/// Scalar (one lane): GEMM 4 × 4 tile; attention 4 × 4, 4 queries.
+pub(crate) const SCALAR: LevelTiling = LevelTiling {
+    gemm: GemmBlocking {
+        mr: 4,
+        nv: 4,
+        mc: 4 * 16,
+        kc: 256,
+    },
+    gemm_small_rows: 4,
+    attention: AttentionTiling {
+        rows: 4,
+        query_vectors: 4,
+    },
+};
+
+/// The deepest GEMM `kc` of any level: what a buffer holding one `kc × 32` micro-panel must
+/// allow whatever level a call runs at.
+pub(crate) const MAX_GEMM_KC: usize = {
+    let mut max = SCALAR.gemm.kc;
+    let levels = [AVX2, AVX512, NEON];
+    let mut i = 0;
+    while i < levels.len() {
+        if levels[i].gemm.kc > max {
+            max = levels[i].gemm.kc;
+        }
+        i += 1;
+    }
+    max
+};
+
+/// The description of the level whose vectors have `lanes` `f32` lanes.
+pub(crate) const fn of_lanes(lanes: usize) -> LevelTiling {
+    match lanes {
+        16 => AVX512,
+        8 => AVX2,
+        4 => NEON,
+        _ => SCALAR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isa::Level;
+
+    /// Every level's description is found from its own lane count, and its row blocks are
+    /// whole tiles.
+    #[test]
+    fn each_level_has_a_consistent_description() {
+        for (level, tiling) in [
+            (Level::Scalar, SCALAR),
+            (Level::Avx2, AVX2),
+            (Level::Avx512, AVX512),
+            (Level::Neon, NEON),
+        ] {
+            let found = of_lanes(level.f32_lanes());
+            assert_eq!(found.gemm.mr, tiling.gemm.mr, "{level}");
+            assert_eq!(found.gemm.kc, tiling.gemm.kc, "{level}");
+            assert_eq!(found.gemm_small_rows, tiling.gemm_small_rows, "{level}");
+            assert_eq!(found.attention.rows, tiling.attention.rows, "{level}");
+            assert!(tiling.gemm.mc.is_multiple_of(tiling.gemm.mr), "{level}");
+            assert!(tiling.gemm_small_rows >= 1 && tiling.attention.query_vectors >= 1);
+        }
+    }
+}
