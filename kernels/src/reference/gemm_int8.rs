@@ -66,10 +66,10 @@ pub fn gemm(
         check_dim("residual.cols (n)", n, r.cols)?;
         check_view("residual", r.data.len(), m, n, r.stride)?;
     }
-    for i in 0..m {
-        for j in 0..n {
+    for (i, &a_di) in a_d.iter().enumerate() {
+        for (j, &w_dj) in w_d.iter().enumerate() {
             let s = sum(a_q, w_q, k, i, j).ok_or(KernelError::Overflow("int8 sum"))?;
-            let mut y = f64::from(s) * f64::from(a_d[i]) * f64::from(w_d[j]);
+            let mut y = f64::from(s) * f64::from(a_di) * f64::from(w_dj);
             if let Some(bias) = epilogue.bias {
                 y += f64::from(bias[j]);
             }

@@ -319,7 +319,7 @@ unsafe fn tile<D: Dot, const MR: usize, const NV: usize>(
         for (v, &offset) in offsets.iter().enumerate() {
             // One hint per 128-byte group row of a panel (the adjacent-line prefetcher brings
             // its second line).
-            if (col0 + v * D::LANES) % PANEL_COLS == 0 || v == 0 {
+            if v == 0 || (col0 + v * D::LANES).is_multiple_of(PANEL_COLS) {
                 prefetch(b.wrapping_add(offset + PREFETCH_GROUPS * GROUP_BYTES));
             }
         }

@@ -153,7 +153,7 @@ impl I8Kernel {
     /// # Safety
     /// As `driver::run`.
     unsafe fn run<K: Sink>(self, job: &Job, sink: &K, cols: Columns) {
-        // SAFETY (every arm): an `I8Kernel` of this kind is only built by `available` after
+        // SAFETY: in every arm, an `I8Kernel` of this kind is only built by `available` after
         // the `Isa` and `cpu_features` proved every feature the primitive's entry enables; the
         // rest is the caller's contract.
         unsafe {

@@ -163,7 +163,9 @@ impl<W: AsRef<[i8]> + AsMut<[i8]>> PackedI8<W> {
         check_storage(storage.as_ref().len(), k, n)?;
         let row = |j: usize| &data[j * stride..j * stride + k];
         if (0..n).any(|j| row(j).iter().any(|x| !x.to_f32().is_finite())) {
-            return Err(KernelError::InvalidArgument("int8 quantisation of a non-finite weight"));
+            return Err(KernelError::InvalidArgument(
+                "int8 quantisation of a non-finite weight",
+            ));
         }
         fill(storage.as_mut(), k, n, |j, put| {
             let amax = row(j).iter().fold(0.0f32, |m, x| m.max(x.to_f32().abs()));

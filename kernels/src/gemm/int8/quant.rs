@@ -53,9 +53,7 @@ pub(crate) fn a_bytes(m: usize, k: usize) -> usize {
 pub(crate) fn quantize_row(x: &[f32], q: &mut [i8]) -> f32 {
     // The largest magnitude through the bit patterns: an integer maximum (which vectorises)
     // that also ranks infinities and NaN above every finite value.
-    let amax_bits = x
-        .iter()
-        .fold(0u32, |m, v| m.max(v.to_bits() & 0x7FFF_FFFF));
+    let amax_bits = x.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7FFF_FFFF));
     let amax = f32::from_bits(amax_bits);
     if !amax.is_finite() {
         q.fill(0);

@@ -43,9 +43,9 @@ impl Dot for Scalar {
     #[inline(always)]
     fn madd(self, acc: i32, a: [i8; 4], b: [i8; 4]) -> i32 {
         // Each product is at most 127² in magnitude; the sums stay exact up to `MAX_K`.
-        a.iter()
-            .zip(&b)
-            .fold(acc, |s, (&x, &y)| s.wrapping_add(i32::from(x) * i32::from(y)))
+        a.iter().zip(&b).fold(acc, |s, (&x, &y)| {
+            s.wrapping_add(i32::from(x) * i32::from(y))
+        })
     }
 
     #[inline(always)]
