@@ -83,7 +83,10 @@ fn check_sums(a: &[i8], lda: usize, w: &[i8], m: usize, k: usize, n: usize, ldc:
                     "{isa}/{kernel} {m}x{k}x{n}: S[{i}][{j}]"
                 );
             } else {
-                assert_eq!(value, I32_CANARY, "{isa}/{kernel}: canary {idx} overwritten");
+                assert_eq!(
+                    value, I32_CANARY,
+                    "{isa}/{kernel}: canary {idx} overwritten"
+                );
             }
         }
     });
@@ -203,7 +206,16 @@ fn check_f32(spec: &Spec) {
         let mut c = CanaryMatrix::new(m, n, problem.ldc);
         let mut scratch = vec![f32::NAN; gemm_i8_scratch(m, k).len()];
         let view = MatMut::new(c.view_mut(), m, n, problem.ldc);
-        gemm_i8_with(kernel, problem.a(), &b, view, &epilogue, &mut scratch, parallel).unwrap();
+        gemm_i8_with(
+            kernel,
+            problem.a(),
+            &b,
+            view,
+            &epilogue,
+            &mut scratch,
+            parallel,
+        )
+        .unwrap();
         c.assert_padding_intact(&format!("{kernel} C"));
         c
     };
@@ -233,7 +245,11 @@ fn assert_packed(b: &PackedI8<Vec<i8>>, w_q: &[i8], w_d: &[f32]) {
         for (p, &q) in row.iter().enumerate() {
             assert_eq!(b.get(j, p), Some(q), "q[{j}][{p}]");
         }
-        assert_eq!(b.dequant(j).map(f32::to_bits), Some(w_d[j].to_bits()), "d[{j}]");
+        assert_eq!(
+            b.dequant(j).map(f32::to_bits),
+            Some(w_d[j].to_bits()),
+            "d[{j}]"
+        );
         let sum: i32 = row.iter().map(|&q| i32::from(q)).sum();
         assert_eq!(b.channel_sum(j), Some(sum), "sum[{j}]");
     }
@@ -264,8 +280,8 @@ fn check_quantisers(rows: usize, k: usize, magnitude: f32, seed: u64) {
     let mut q = vec![0i8; rows * k];
     let mut d = vec![0.0f32; rows];
     quantize_activations(MatRef::new(&x, rows, k, k), &mut q, &mut d).unwrap();
-    let b = PackedI8::quantize_nk(vec![0; packed_i8_len(k, rows).unwrap()], &x, rows, k, k)
-        .unwrap();
+    let b =
+        PackedI8::quantize_nk(vec![0; packed_i8_len(k, rows).unwrap()], &x, rows, k, k).unwrap();
     for i in 0..rows {
         let xi = &x[i * k..i * k + k];
         let mut q_ref = vec![0i8; k];
@@ -325,13 +341,28 @@ fn special_rows() {
         let mut scratch = vec![f32::NAN; gemm_i8_scratch(m, k).len()];
         let view = MatMut::new(c.view_mut(), m, n, n);
         let a_view = MatRef::new(&a, m, k, k);
-        gemm_i8_with(kernel, a_view, &b, view, &epilogue, &mut scratch, &Sequential).unwrap();
+        gemm_i8_with(
+            kernel,
+            a_view,
+            &b,
+            view,
+            &epilogue,
+            &mut scratch,
+            &Sequential,
+        )
+        .unwrap();
         c.assert_padding_intact("special rows");
         for j in 0..n {
             assert_eq!(c.get(1, j), bias[j], "{isa}/{kernel}: zero row, column {j}");
             assert_eq!(c.get(2, j), bias[j], "{isa}/{kernel}: tiny row, column {j}");
-            assert!(c.get(3, j).is_nan(), "{isa}/{kernel}: infinite row, column {j}");
-            assert!(c.get(0, j).is_finite(), "{isa}/{kernel}: plain row, column {j}");
+            assert!(
+                c.get(3, j).is_nan(),
+                "{isa}/{kernel}: infinite row, column {j}"
+            );
+            assert!(
+                c.get(0, j).is_finite(),
+                "{isa}/{kernel}: plain row, column {j}"
+            );
         }
     });
 }
@@ -362,8 +393,20 @@ fn bad_input_is_a_typed_error() {
     };
     invalid(PackedI8::from_ct2(vec![0; len], &bad_q, &[1.0; 3], n, k));
     invalid(PackedI8::from_ct2(vec![0; len], &q, &[1.0, 0.0, 1.0], n, k));
-    invalid(PackedI8::from_ct2(vec![0; len], &q, &[1.0, f32::NAN, 1.0], n, k));
-    invalid(PackedI8::quantize_nk(vec![0; len], &[f32::INFINITY; 15], n, k, k));
+    invalid(PackedI8::from_ct2(
+        vec![0; len],
+        &q,
+        &[1.0, f32::NAN, 1.0],
+        n,
+        k,
+    ));
+    invalid(PackedI8::quantize_nk(
+        vec![0; len],
+        &[f32::INFINITY; 15],
+        n,
+        k,
+        k,
+    ));
     assert!(matches!(
         PackedI8::from_ct2(vec![0; len + 1], &q, &[1.0; 3], n, k),
         Err(KernelError::ShapeMismatch { .. })
@@ -387,18 +430,35 @@ fn bad_input_is_a_typed_error() {
         gemm_i8_with(kernel, a, &b, c, &Epilogue::NONE, scratch, &Sequential)
     };
     assert!(matches!(
-        run(MatRef::new(&a, 2, 4, 4), MatMut::new(&mut c, 2, 3, 3), &mut scratch),
+        run(
+            MatRef::new(&a, 2, 4, 4),
+            MatMut::new(&mut c, 2, 3, 3),
+            &mut scratch
+        ),
         Err(KernelError::ShapeMismatch { .. })
     ));
     assert!(matches!(
-        run(MatRef::new(&a, 2, 5, 5), MatMut::new(&mut c, 2, 3, 2), &mut scratch),
+        run(
+            MatRef::new(&a, 2, 5, 5),
+            MatMut::new(&mut c, 2, 3, 2),
+            &mut scratch
+        ),
         Err(KernelError::BadStride { .. })
     ));
     assert!(matches!(
-        run(MatRef::new(&a, 2, 5, 5), MatMut::new(&mut c, 2, 3, 3), &mut scratch[..3]),
+        run(
+            MatRef::new(&a, 2, 5, 5),
+            MatMut::new(&mut c, 2, 3, 3),
+            &mut scratch[..3]
+        ),
         Err(KernelError::ScratchTooSmall { .. })
     ));
-    assert!(run(MatRef::new(&a, 2, 5, 5), MatMut::new(&mut c, 2, 3, 3), &mut scratch).is_ok());
+    assert!(run(
+        MatRef::new(&a, 2, 5, 5),
+        MatMut::new(&mut c, 2, 3, 3),
+        &mut scratch
+    )
+    .is_ok());
     let bad_a = [-128i8; 10];
     let mut sums = [0i32; 6];
     let r = gemm_i32(
