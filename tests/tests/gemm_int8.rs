@@ -95,7 +95,7 @@ fn check_sums(a: &[i8], lda: usize, w: &[i8], m: usize, k: usize, n: usize, ldc:
 /// An `i8` in `[-127, 127]`: uniform, or (one time in four) an extreme `±127`.
 fn int8(v: &mut Values) -> i8 {
     let r = v.next_u64();
-    if r % 4 == 0 {
+    if r.is_multiple_of(4) {
         if r & 8 == 0 {
             127
         } else {
@@ -153,10 +153,22 @@ fn extreme_values_are_exact() {
     }
     let mut v = Values(99);
     let a: Vec<i8> = (0..m * k)
-        .map(|_| if v.next_u64() % 2 == 0 { 127 } else { -127 })
+        .map(|_| {
+            if v.next_u64().is_multiple_of(2) {
+                127
+            } else {
+                -127
+            }
+        })
         .collect();
     let w: Vec<i8> = (0..n * k)
-        .map(|_| if v.next_u64() % 2 == 0 { 127 } else { -127 })
+        .map(|_| {
+            if v.next_u64().is_multiple_of(2) {
+                127
+            } else {
+                -127
+            }
+        })
         .collect();
     check_sums(&a, k, &w, m, k, n, n);
 }
@@ -352,9 +364,9 @@ fn special_rows() {
         )
         .unwrap();
         c.assert_padding_intact("special rows");
-        for j in 0..n {
-            assert_eq!(c.get(1, j), bias[j], "{isa}/{kernel}: zero row, column {j}");
-            assert_eq!(c.get(2, j), bias[j], "{isa}/{kernel}: tiny row, column {j}");
+        for (j, &bias_j) in bias.iter().enumerate() {
+            assert_eq!(c.get(1, j), bias_j, "{isa}/{kernel}: zero row, column {j}");
+            assert_eq!(c.get(2, j), bias_j, "{isa}/{kernel}: tiny row, column {j}");
             assert!(
                 c.get(3, j).is_nan(),
                 "{isa}/{kernel}: infinite row, column {j}"
