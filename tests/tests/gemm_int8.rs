@@ -498,6 +498,8 @@ fn bad_input_is_a_typed_error() {
 fn kernels_follow_the_cpu_features() {
     for_each_isa(|isa| {
         let kernels: Vec<I8Kernel> = I8Kernel::available(isa).collect();
+        // Shown with `--nocapture`: which primitives this run covers.
+        eprintln!("{isa}: int8 primitives {kernels:?}");
         assert_eq!(kernels.last().copied(), Some(I8Kernel::best(isa)));
         let vnni = isa.has_avx512_vnni() || isa.has_avx_vnni() || isa.has_neon_dotprod();
         let expected = if isa.level() == tessel_kernels::Level::Scalar {
