@@ -162,7 +162,8 @@ impl Dot for NeonPlain {
         b: int8x16_t,
     ) -> (int32x4_t, int32x4_t) {
         // Lanes of `lo`: channel 0 depths 0+1, 2+3, channel 1 depths 0+1, 2+3; `hi`: channels
-        // 2 and 3. SAFETY: NEON (see above).
+        // 2 and 3.
+        // SAFETY: NEON (see above).
         unsafe {
             let lo_products = vmull_s8(vget_low_s8(b), vget_low_s8(a));
             let hi_products = vmull_high_s8(b, a);
