@@ -106,6 +106,12 @@ pub struct CpuFeatures {
     pub avx512_bf16: bool,
     /// AArch64 Advanced SIMD.
     pub neon: bool,
+    /// AVX-512 VNNI (`vpdpbusd` on 512-bit vectors), on top of `avx512`.
+    pub avx512_vnni: bool,
+    /// AVX-VNNI (the VEX-encoded `vpdpbusd` on 256-bit vectors), on top of `avx2`.
+    pub avx_vnni: bool,
+    /// The AArch64 dot-product extension (`sdot`), on top of `neon`.
+    pub neon_dotprod: bool,
 }
 
 impl CpuFeatures {
@@ -129,6 +135,9 @@ impl CpuFeatures {
             | (self.avx512 as u8) << 1
             | (self.avx512_bf16 as u8) << 2
             | (self.neon as u8) << 3
+            | (self.avx512_vnni as u8) << 4
+            | (self.avx_vnni as u8) << 5
+            | (self.neon_dotprod as u8) << 6
     }
 
     const fn from_bits(bits: u8) -> CpuFeatures {
@@ -137,6 +146,9 @@ impl CpuFeatures {
             avx512: bits & 2 != 0,
             avx512_bf16: bits & 4 != 0,
             neon: bits & 8 != 0,
+            avx512_vnni: bits & 16 != 0,
+            avx_vnni: bits & 32 != 0,
+            neon_dotprod: bits & 64 != 0,
         }
     }
 }
@@ -211,6 +223,23 @@ impl Isa {
     /// that has them).
     pub fn has_avx512_bf16(self) -> bool {
         self.level == Level::Avx512 && cpu_features().avx512_bf16
+    }
+
+    /// Whether AVX-512 VNNI may be used with this token (AVX-512 level on a CPU that has it).
+    pub fn has_avx512_vnni(self) -> bool {
+        self.level == Level::Avx512 && cpu_features().avx512_vnni
+    }
+
+    /// Whether AVX-VNNI may be used with this token (AVX2 or AVX-512 level on a CPU that has
+    /// it).
+    pub fn has_avx_vnni(self) -> bool {
+        matches!(self.level, Level::Avx2 | Level::Avx512) && cpu_features().avx_vnni
+    }
+
+    /// Whether the AArch64 dot-product instructions may be used with this token (NEON level on
+    /// a CPU that has them).
+    pub fn has_neon_dotprod(self) -> bool {
+        self.level == Level::Neon && cpu_features().neon_dotprod
     }
 
     /// Runs `op` with the pulp SIMD token of this level.
@@ -306,11 +335,17 @@ mod detect {
         let avx2 = v3_checked::get() && f16c && lzcnt;
         let avx512 = avx2 && v4_checked::get();
         let avx512_bf16 = avx512 && max_leaf >= 7 && cpuid(7, 1).eax & (1 << 5) != 0;
+        // VNNI needs no register state beyond its vector width's, checked above.
+        let avx512_vnni = avx512 && max_leaf >= 7 && cpuid(7, 0).ecx & (1 << 11) != 0;
+        let avx_vnni = avx2 && max_leaf >= 7 && cpuid(7, 1).eax & (1 << 4) != 0;
         CpuFeatures {
             avx2,
             avx512,
             avx512_bf16,
             neon: false,
+            avx512_vnni,
+            avx_vnni,
+            neon_dotprod: false,
         }
     }
 }
@@ -322,8 +357,29 @@ mod detect {
     pub(super) fn run() -> CpuFeatures {
         CpuFeatures {
             neon: true,
+            neon_dotprod: dotprod(),
             ..CpuFeatures::default()
         }
+    }
+
+    /// The dot-product extension, as the Linux kernel reports it in the auxiliary vector
+    /// (`HWCAP_ASIMDDP`): the kernel only sets it when user space may execute `sdot`.
+    #[cfg(target_os = "linux")]
+    fn dotprod() -> bool {
+        const AT_HWCAP: core::ffi::c_ulong = 16;
+        const HWCAP_ASIMDDP: core::ffi::c_ulong = 1 << 20;
+        extern "C" {
+            fn getauxval(kind: core::ffi::c_ulong) -> core::ffi::c_ulong;
+        }
+        // SAFETY: `getauxval` (glibc and musl) only reads the process's auxiliary vector and
+        // returns 0 for an unknown entry; it takes and returns plain integers.
+        unsafe { getauxval(AT_HWCAP) & HWCAP_ASIMDDP != 0 }
+    }
+
+    /// Elsewhere the extension is not detected: the kernels fall back to plain NEON.
+    #[cfg(not(target_os = "linux"))]
+    fn dotprod() -> bool {
+        false
     }
 }
 

@@ -448,8 +448,13 @@ fn run_half(budget: Budget, isa: Isa, emit: &mut dyn FnMut(Record)) {
 
 fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     let isa = tessel_model::isa_env::isa_from_env().unwrap_or_else(|_| Isa::best());
-    if std::env::var_os("GEMM_SHAPES").is_none() {
+    let shapes = std::env::var("GEMM_SHAPES").ok();
+    if shapes.is_none() {
         run_half(budget, isa, emit);
+    }
+    // The int8 records (see `gemm_int8`); `GEMM_SHAPES=int8` runs only them.
+    if shapes.as_deref().is_none_or(|s| s.trim() == "int8") {
+        super::gemm_int8::run(budget, isa, emit);
     }
     let quick = budget.min_samples < Budget::FULL.min_samples;
     let mut flops = 0.0;

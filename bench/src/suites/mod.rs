@@ -5,6 +5,7 @@ use crate::{Budget, Record};
 pub mod attention;
 pub mod e2e;
 pub mod gemm;
+pub mod gemm_int8;
 pub mod norm;
 
 /// A suite: its name and the function that measures it.

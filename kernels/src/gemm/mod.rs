@@ -59,6 +59,7 @@
 mod bf16_dot;
 mod driver;
 mod element;
+pub mod int8;
 mod packed_b;
 mod parallel;
 mod tile;

@@ -4,4 +4,5 @@
 pub mod activation;
 pub mod attention;
 pub mod gemm;
+pub mod gemm_int8;
 pub mod norm;
