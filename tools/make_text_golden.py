@@ -85,6 +85,7 @@ TESTS = SENTENCES + [
     "Ünïcödé Üml̈äuts",
     "🇯🇵🇰🇷🇨🇳",
     "zero\u200bwidth\u200bspace and soft\u00adhyphen",
+    "control text <s> x</s> <unk> <pad> and byte text <0x41><0xE2>",
 ]
 
 

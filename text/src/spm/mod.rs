@@ -30,9 +30,12 @@
 //! Equality with the Python library is the golden test `tests/spm.rs` (fixtures from
 //! `tools/make_text_golden.py`: unigram and BPE, with and without byte fallback, the nmt_nfkc,
 //! a custom and the identity normalization, on a multi-script corpus with odd whitespace).
-//! Known divergences, none in the corpus: text containing a control or byte piece's literal text
-//! (`<s>`, `<0x41>`) may match that piece here, where sentencepiece never matches them; the
-//! word and char model types and `treat_whitespace_as_suffix` are refused as unsupported.
+//! Pieces sentencepiece never matches in text (control, unknown, unused, byte) are kept out of
+//! the unigram lattice, and a unigram model's byte fallback replaces each unknown run by its
+//! UTF-8 bytes after the lattice, as sentencepiece does (so `<s>` or `<0x41>` in text stay
+//! text). Known divergence: in BPE models, user-defined pieces are merged like normal ones
+//! rather than matched whole first (no test model has any). The word and char model types and
+//! `treat_whitespace_as_suffix` are refused as unsupported.
 
 pub mod charsmap;
 pub mod proto;
@@ -66,6 +69,9 @@ pub struct SentencePiece {
     strip_first_space: bool,
     /// Whether the leading `▁` keeps being dropped until some text has been output.
     remove_extra_whitespaces: bool,
+    /// For a unigram model with byte fallback: the id of each byte's piece. The lattice then
+    /// runs without byte fallback and each unknown run is replaced here by its bytes.
+    byte_ids: Option<Vec<u32>>,
 }
 
 /// The unknown surface sentencepiece uses when the model does not set one.
@@ -105,8 +111,13 @@ impl SentencePiece {
         }
         let byte_fallback = trainer.byte_fallback.unwrap_or(false);
         let model_type = trainer.model_type.unwrap_or(1);
+        let byte_ids = if model_type == 1 && byte_fallback {
+            Some(byte_id_table(&pieces, name)?)
+        } else {
+            None
+        };
         let mut tokenizer = match model_type {
-            1 => Tokenizer::new(unigram(&proto, &pieces, unk_id, byte_fallback, name)?),
+            1 => Tokenizer::new(unigram(&proto, &pieces, unk_id, name)?),
             2 => Tokenizer::new(bpe(&proto, &pieces, unk_id, byte_fallback, name)?),
             3 => return Err(TextError::unsupported(name, "the word model type")),
             4 => return Err(TextError::unsupported(name, "the char model type")),
@@ -136,6 +147,7 @@ impl SentencePiece {
                 .unwrap_or_else(|| DEFAULT_UNK_SURFACE.to_owned()),
             strip_first_space: add_dummy_prefix || remove_extra_whitespaces,
             remove_extra_whitespaces,
+            byte_ids,
         })
     }
 
@@ -168,9 +180,20 @@ impl SentencePiece {
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TextError> {
         let encoding = self
             .tokenizer
-            .encode_fast(text, false)
+            .encode(text, false)
             .map_err(TextError::pipeline)?;
-        Ok(encoding.get_ids().to_vec())
+        let Some(byte_ids) = &self.byte_ids else {
+            return Ok(encoding.get_ids().to_vec());
+        };
+        let mut ids = Vec::with_capacity(encoding.len());
+        for (&id, token) in encoding.get_ids().iter().zip(encoding.get_tokens()) {
+            if id == self.unk_id {
+                ids.extend(token.bytes().map(|b| byte_ids[usize::from(b)]));
+            } else {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
     }
 
     /// Segments `text` into piece strings, as `encode(text, out_type=str)`.
@@ -328,20 +351,54 @@ fn piece_table(proto: &ModelProto, name: &str) -> Result<Vec<(String, PieceType)
         .collect()
 }
 
-/// The unigram model: every piece with its score, in id order.
+/// The id of each byte's `<0xXX>` piece; every byte must have one.
+fn byte_id_table(pieces: &[(String, PieceType)], name: &str) -> Result<Vec<u32>, TextError> {
+    let mut table = vec![None; 256];
+    for (id, (text, kind)) in pieces.iter().enumerate() {
+        if *kind == PieceType::Byte {
+            table[usize::from(byte_of_piece(text))] = Some(id as u32);
+        }
+    }
+    table
+        .into_iter()
+        .enumerate()
+        .map(|(b, id)| {
+            id.ok_or_else(|| TextError::malformed(name, format!("byte fallback without <0x{b:02X}>")))
+        })
+        .collect()
+}
+
+/// The unigram model: every piece with its score, in id order, scored as sentencepiece's
+/// lattice scores them. Control, unknown, unused and byte pieces never match text there, so
+/// their text here gets a leading U+0020, which the normalizer has replaced by `▁` everywhere
+/// (byte fallback is applied after the lattice, in [`SentencePiece::encode`]); a user-defined
+/// piece scores `chars × max score − 0.1`, which makes it win as sentencepiece's does.
 fn unigram(
     proto: &ModelProto,
     pieces: &[(String, PieceType)],
     unk_id: usize,
-    byte_fallback: bool,
     name: &str,
 ) -> Result<Unigram, TextError> {
+    let max_score = pieces
+        .iter()
+        .zip(&proto.pieces)
+        .filter(|((_, kind), _)| *kind == PieceType::Normal)
+        .map(|(_, p)| f64::from(p.score.unwrap_or(0.0)))
+        .fold(f64::NEG_INFINITY, f64::max);
     let vocab = pieces
         .iter()
         .zip(&proto.pieces)
-        .map(|((text, _), p)| (text.clone(), f64::from(p.score.unwrap_or(0.0))))
+        .map(|((text, kind), p)| match kind {
+            PieceType::Control | PieceType::Unknown | PieceType::Unused | PieceType::Byte => {
+                (format!(" {text}"), f64::from(p.score.unwrap_or(0.0)))
+            }
+            PieceType::UserDefined if max_score.is_finite() => {
+                (text.clone(), text.chars().count() as f64 * max_score - 0.1)
+            }
+            _ => (text.clone(), f64::from(p.score.unwrap_or(0.0))),
+        })
         .collect();
-    Unigram::from(vocab, Some(unk_id), byte_fallback).map_err(|e| TextError::malformed(name, e))
+    Unigram::from(vocab, Some(unk_id), false).map_err(|e| TextError::malformed(name, e))
 }
 
 /// The BPE model: merges are every split of a normal or user-defined piece into two pieces of
