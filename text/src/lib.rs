@@ -9,7 +9,9 @@
 //!   NLLB, M2M100, T5, BART, Whisper), loaded by [`TextTokenizer::from_dir`].
 
 pub mod error;
+pub mod hf;
 pub mod languages;
 pub mod spm;
+pub mod whisper;
 
 pub use error::TextError;

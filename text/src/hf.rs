@@ -1,0 +1,109 @@
+//! Hugging Face `tokenizer.json` files through the `tokenizers` crate (built without its C
+//! dependencies: `fancy-regex` instead of Oniguruma, no C++ suffix array).
+//!
+//! Encoding and decoding are the crate's, so they are those of the Python `tokenizers`
+//! library and of every `transformers` tokenizer backed by it; what this wrapper adds is typed
+//! errors and the refusal to decode ids outside the vocabulary (the library skips them
+//! silently). Golden test: `tests/hf.rs` (a byte-level BPE trained with the Python library).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use tokenizers::Tokenizer;
+
+use crate::error::{read_file, TextError};
+
+/// A tokenizer loaded from a `tokenizer.json`.
+pub struct HfTokenizer {
+    /// The pipeline.
+    tokenizer: Tokenizer,
+    /// Ids of the added tokens marked special.
+    special: HashSet<u32>,
+    /// One past the largest id (model vocabulary and added tokens).
+    vocab_size: usize,
+}
+
+impl HfTokenizer {
+    /// Loads a `tokenizer.json` file.
+    pub fn from_file(path: &Path) -> Result<Self, TextError> {
+        let bytes = read_file(path)?;
+        Self::from_bytes(&bytes, &path.display().to_string())
+    }
+
+    /// Loads `tokenizer.json` content; `name` names it in errors.
+    pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, TextError> {
+        let tokenizer = Tokenizer::from_bytes(bytes).map_err(|e| TextError::malformed(name, e))?;
+        let added = tokenizer.get_added_tokens_decoder();
+        let special = added
+            .iter()
+            .filter(|(_, t)| t.special)
+            .map(|(&id, _)| id)
+            .collect();
+        let model_size = tokenizer.get_vocab_size(false);
+        let vocab_size = added
+            .keys()
+            .map(|&id| id as usize + 1)
+            .chain(std::iter::once(model_size))
+            .max()
+            .unwrap_or(0);
+        Ok(Self {
+            tokenizer,
+            special,
+            vocab_size,
+        })
+    }
+
+    /// Encodes `text`; `add_special_tokens` applies the file's post-processor (e.g. `</s>`).
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TextError> {
+        let encoding = self
+            .tokenizer
+            .encode(text, add_special_tokens)
+            .map_err(TextError::pipeline)?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// Decodes `ids`; `skip_special_tokens` drops the special added tokens. An id with no token
+    /// is a [`TextError::UnknownId`].
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, TextError> {
+        self.check_ids(ids)?;
+        self.tokenizer
+            .decode(ids, skip_special_tokens)
+            .map_err(TextError::pipeline)
+    }
+
+    /// Fails with [`TextError::UnknownId`] on the first id that has no token.
+    pub fn check_ids(&self, ids: &[u32]) -> Result<(), TextError> {
+        match ids.iter().find(|&&id| self.tokenizer.id_to_token(id).is_none()) {
+            Some(&id) => Err(TextError::UnknownId {
+                id,
+                vocab_size: self.vocab_size,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The id of a token (model vocabulary or added).
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.tokenizer.token_to_id(token)
+    }
+
+    /// The token of an id.
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.tokenizer.id_to_token(id)
+    }
+
+    /// Whether `id` is an added token marked special.
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special.contains(&id)
+    }
+
+    /// One past the largest id.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// The underlying `tokenizers` pipeline.
+    pub fn inner(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+}
