@@ -125,14 +125,18 @@ def train_spm(tmp, name, model_type, vocab_size, byte_fallback, rules):
         tsv = os.path.join(tmp, "rules.tsv")
         with open(tsv, "w") as f:
             f.write("".join(f"{a}\t{b}\n" for a, b in RULES))
-        kwargs["normalization_rule_tsv"] = tsv
+        kwargs["normalization_rule_tsv"] = "rules.tsv"
     elif rules == "identity":
         kwargs["normalization_rule_name"] = "identity"
         kwargs["remove_extra_whitespaces"] = False
+    # Relative paths: the trainer records them in the model, which then does not depend on
+    # the temporary directory's name.
+    cwd = os.getcwd()
+    os.chdir(tmp)
     spm.SentencePieceTrainer.train(
         **kwargs,
-        input=path,
-        model_prefix=prefix,
+        input="corpus.txt",
+        model_prefix=name,
         model_type=model_type,
         vocab_size=vocab_size,
         byte_fallback=byte_fallback,
@@ -141,6 +145,7 @@ def train_spm(tmp, name, model_type, vocab_size, byte_fallback, rules):
         hard_vocab_limit=False,
         minloglevel=2,
     )
+    os.chdir(cwd)
     return prefix + ".model"
 
 
@@ -348,15 +353,19 @@ def make_whisper(bytebpe_path):
         )
 
 
-def family_cases(tok, src_texts, tgt_texts, rng, **enc_kwargs):
+def family_cases(tok, src_texts, tgt_texts, rng, drop=()):
     """Encode source texts and target texts; decode the target ids and random ids, skipping
-    special tokens."""
-    encode = [{"text": t, "ids": tok(t, **enc_kwargs)["input_ids"]} for t in src_texts]
-    target = [{"text": t, "ids": tok(text_target=t, **enc_kwargs)["input_ids"]} for t in tgt_texts]
-    decode = [{"ids": c["ids"], "text": tok.decode(c["ids"], skip_special_tokens=True)} for c in target]
+    special tokens (and the ids in `drop`)."""
+    encode = [{"text": t, "ids": tok(t)["input_ids"]} for t in src_texts]
+    target = [{"text": t, "ids": tok(text_target=t)["input_ids"]} for t in tgt_texts]
+
+    def dec(ids):
+        return tok.decode([i for i in ids if i not in drop], skip_special_tokens=True)
+
+    decode = [{"ids": c["ids"], "text": dec(c["ids"])} for c in target]
     n = len(tok)
     for ids in rng_ids(rng, n, 20, 10):
-        decode.append({"ids": ids, "text": tok.decode(ids, skip_special_tokens=True)})
+        decode.append({"ids": ids, "text": dec(ids)})
     return {"encode": encode, "target": target, "decode": decode}
 
 
@@ -410,7 +419,11 @@ def make_families(tmp, spms, bytebpe):
     for s_lang, t_lang in [("en", "fr"), ("ru", "zh")]:
         tok = tf.M2M100Tokenizer(os.path.join(d, "vocab.json"), os.path.join(d, "sentencepiece.bpe.model"),
                                  src_lang=s_lang, tgt_lang=t_lang)
-        cases[f"{s_lang}-{t_lang}"] = family_cases(tok, src, tgt, rng)
+        # transformers 5.23's M2M100Tokenizer no longer counts its __xx__ language tokens as
+        # special, so decode(skip_special_tokens=True) keeps "__fr__ "; generation output is
+        # decoded without them (transformers 4, fairseq), so they are dropped before decoding.
+        lang_ids = set(tok.lang_code_to_id.values())
+        cases[f"{s_lang}-{t_lang}"] = family_cases(tok, src, tgt, rng, drop=lang_ids)
         cases[f"{s_lang}-{t_lang}"]["forced_bos"] = tok.get_lang_id(t_lang)
     write_json(os.path.join(out, "expected.json"), cases)
 
@@ -459,7 +472,7 @@ def make_families(tmp, spms, bytebpe):
         f.write("#version: 0.2\n")
         for m in data["model"]["merges"]:
             f.write((m if isinstance(m, str) else " ".join(m)) + "\n")
-    tok = tf.BartTokenizer(vocab_file=os.path.join(d, "vocab.json"), merges_file=os.path.join(d, "merges.txt"))
+    tok = tf.BartTokenizer.from_pretrained(d)
     out = os.path.join(ROOT, "bart")
     os.makedirs(out, exist_ok=True)
     tok.save_pretrained(os.path.join(tmp, "bart_saved"))

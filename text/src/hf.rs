@@ -73,7 +73,10 @@ impl HfTokenizer {
 
     /// Fails with [`TextError::UnknownId`] on the first id that has no token.
     pub fn check_ids(&self, ids: &[u32]) -> Result<(), TextError> {
-        match ids.iter().find(|&&id| self.tokenizer.id_to_token(id).is_none()) {
+        match ids
+            .iter()
+            .find(|&&id| self.tokenizer.id_to_token(id).is_none())
+        {
             Some(&id) => Err(TextError::UnknownId {
                 id,
                 vocab_size: self.vocab_size,

@@ -9,9 +9,11 @@
 //!   NLLB, M2M100, T5, BART, Whisper), loaded by [`TextTokenizer::from_dir`].
 
 pub mod error;
+pub mod family;
 pub mod hf;
 pub mod languages;
 pub mod spm;
 pub mod whisper;
 
 pub use error::TextError;
+pub use family::{Family, TextTokenizer};

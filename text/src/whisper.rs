@@ -74,7 +74,9 @@ impl WhisperTokenizer {
             tokens
                 .iter()
                 .find_map(|t| hf.token_to_id(t))
-                .ok_or_else(|| TextError::malformed(name, format!("no Whisper token {}", tokens[0])))
+                .ok_or_else(|| {
+                    TextError::malformed(name, format!("no Whisper token {}", tokens[0]))
+                })
         };
         let no_timestamps = find(&["<|notimestamps|>"])?;
         let timestamp_begin = hf
@@ -159,7 +161,11 @@ impl WhisperTokenizer {
     /// The decoder's start: `<|startoftranscript|>`, then the language's token if given, then
     /// the task's token if given (a `.en` model takes neither). `language` is a code (`"de"`)
     /// or an English name (`"german"`), in any case.
-    pub fn sot_sequence(&self, language: Option<&str>, task: Option<Task>) -> Result<Vec<u32>, TextError> {
+    pub fn sot_sequence(
+        &self,
+        language: Option<&str>,
+        task: Option<Task>,
+    ) -> Result<Vec<u32>, TextError> {
         let mut ids = vec![self.sot];
         if let Some(language) = language {
             ids.push(self.language_token(language)?);

@@ -13,12 +13,24 @@ fn golden(name: &str) {
     let cases: Cases = json(&format!("spm/{name}.json"));
     let mut m = Mismatches::default();
     for case in &cases.encode {
-        m.check(format!("{name} encode {:?}", case.text), sp.encode(&case.text).unwrap(), case.ids.clone());
+        m.check(
+            format!("{name} encode {:?}", case.text),
+            sp.encode(&case.text).unwrap(),
+            case.ids.clone(),
+        );
         let want = case.decoded.clone().unwrap();
-        m.check(format!("{name} decode {:?}", case.ids), sp.decode(&case.ids).unwrap(), want);
+        m.check(
+            format!("{name} decode {:?}", case.ids),
+            sp.decode(&case.ids).unwrap(),
+            want,
+        );
     }
     for case in &cases.decode {
-        m.check(format!("{name} decode {:?}", case.ids), sp.decode(&case.ids).unwrap(), case.text.clone());
+        m.check(
+            format!("{name} decode {:?}", case.ids),
+            sp.decode(&case.ids).unwrap(),
+            case.text.clone(),
+        );
     }
     m.finish();
 }
@@ -52,7 +64,13 @@ fn out_of_range_ids_and_garbage_files_are_typed_errors() {
         SentencePiece::from_bytes(b"not a model", "x.model"),
         Err(TextError::Malformed { .. })
     ));
-    assert!(matches!(SentencePiece::from_bytes(b"", "empty.model"), Err(TextError::Malformed { .. })));
+    assert!(matches!(
+        SentencePiece::from_bytes(b"", "empty.model"),
+        Err(TextError::Malformed { .. })
+    ));
     let missing = fixture("spm/none.model");
-    assert!(matches!(SentencePiece::from_file(&missing), Err(TextError::Io { .. })));
+    assert!(matches!(
+        SentencePiece::from_file(&missing),
+        Err(TextError::Io { .. })
+    ));
 }

@@ -70,25 +70,61 @@ fn golden(layout: &str) {
     }
     m.check("languages", tok.language_tokens().len(), want.num_languages);
     for case in &want.encode {
-        m.check(format!("encode {:?}", case.text), tok.encode(&case.text).unwrap(), case.ids.clone());
+        m.check(
+            format!("encode {:?}", case.text),
+            tok.encode(&case.text).unwrap(),
+            case.ids.clone(),
+        );
         let text = case.decoded.clone().unwrap();
-        m.check(format!("decode {:?}", case.ids), tok.decode(&case.ids).unwrap(), text);
+        m.check(
+            format!("decode {:?}", case.ids),
+            tok.decode(&case.ids).unwrap(),
+            text,
+        );
     }
     for case in &want.decode {
-        m.check(format!("decode {:?}", case.ids), tok.decode(&case.ids).unwrap(), case.text.clone());
+        m.check(
+            format!("decode {:?}", case.ids),
+            tok.decode(&case.ids).unwrap(),
+            case.text.clone(),
+        );
         let with = tok.decode_with_timestamps(&case.ids).unwrap();
-        m.check(format!("with timestamps {:?}", case.ids), with, case.with_timestamps.clone());
+        m.check(
+            format!("with timestamps {:?}", case.ids),
+            with,
+            case.with_timestamps.clone(),
+        );
     }
     for case in &want.sot {
-        let task = if case.task == "translate" { Task::Translate } else { Task::Transcribe };
+        let task = if case.task == "translate" {
+            Task::Translate
+        } else {
+            Task::Transcribe
+        };
         let got = tok.sot_sequence(Some(&case.language), Some(task)).unwrap();
-        m.check(format!("sot {} {}", case.language, case.task), got, case.ids.clone());
+        m.check(
+            format!("sot {} {}", case.language, case.task),
+            got,
+            case.ids.clone(),
+        );
     }
-    m.check("english-only sot", tok.sot_sequence(None, None).unwrap(), want.english_only_sot);
+    m.check(
+        "english-only sot",
+        tok.sot_sequence(None, None).unwrap(),
+        want.english_only_sot,
+    );
     for case in &want.prompts {
-        m.check(format!("prompt {:?}", case.text), tok.encode_prompt(&case.text).unwrap(), case.ids.clone());
+        m.check(
+            format!("prompt {:?}", case.text),
+            tok.encode_prompt(&case.text).unwrap(),
+            case.ids.clone(),
+        );
     }
-    m.check("non-speech tokens", tok.non_speech_tokens().unwrap(), want.non_speech_tokens);
+    m.check(
+        "non-speech tokens",
+        tok.non_speech_tokens().unwrap(),
+        want.non_speech_tokens,
+    );
     m.finish();
 }
 
@@ -115,11 +151,26 @@ fn timestamp_text_matches_the_file_tokens() {
 #[test]
 fn bad_input_is_a_typed_error() {
     let tok = load("multilingual");
-    assert!(matches!(tok.encode("a <|endoftext|> b"), Err(TextError::SpecialTokenInText { .. })));
-    assert!(matches!(tok.sot_sequence(Some("yue"), None), Err(TextError::UnknownLanguage { .. })));
-    assert!(matches!(tok.sot_sequence(Some("klingon"), None), Err(TextError::UnknownLanguage { .. })));
-    assert_eq!(tok.sot_sequence(Some("German"), None).unwrap(), tok.sot_sequence(Some("de"), None).unwrap());
+    assert!(matches!(
+        tok.encode("a <|endoftext|> b"),
+        Err(TextError::SpecialTokenInText { .. })
+    ));
+    assert!(matches!(
+        tok.sot_sequence(Some("yue"), None),
+        Err(TextError::UnknownLanguage { .. })
+    ));
+    assert!(matches!(
+        tok.sot_sequence(Some("klingon"), None),
+        Err(TextError::UnknownLanguage { .. })
+    ));
+    assert_eq!(
+        tok.sot_sequence(Some("German"), None).unwrap(),
+        tok.sot_sequence(Some("de"), None).unwrap()
+    );
     let past = tok.vocab_size() as u32;
-    assert!(matches!(tok.decode(&[past]), Err(TextError::UnknownId { .. })));
+    assert!(matches!(
+        tok.decode(&[past]),
+        Err(TextError::UnknownId { .. })
+    ));
     assert!(load("v3").sot_sequence(Some("yue"), None).is_ok());
 }

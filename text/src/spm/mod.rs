@@ -86,8 +86,9 @@ impl SentencePiece {
 
     /// Loads a serialized `ModelProto`; `name` names it in errors.
     pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, TextError> {
-        let proto = ModelProto::decode(bytes)
-            .map_err(|e| TextError::malformed(name, format!("not a SentencePiece ModelProto: {e}")))?;
+        let proto = ModelProto::decode(bytes).map_err(|e| {
+            TextError::malformed(name, format!("not a SentencePiece ModelProto: {e}"))
+        })?;
         Self::from_proto(proto, name)
     }
 
@@ -363,7 +364,9 @@ fn byte_id_table(pieces: &[(String, PieceType)], name: &str) -> Result<Vec<u32>,
         .into_iter()
         .enumerate()
         .map(|(b, id)| {
-            id.ok_or_else(|| TextError::malformed(name, format!("byte fallback without <0x{b:02X}>")))
+            id.ok_or_else(|| {
+                TextError::malformed(name, format!("byte fallback without <0x{b:02X}>"))
+            })
         })
         .collect()
 }
@@ -427,7 +430,11 @@ fn bpe(
             }
         }
     }
-    merges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then((a.2, a.3).cmp(&(b.2, b.3))));
+    merges.sort_by(|a, b| {
+        b.0.total_cmp(&a.0)
+            .then(a.1.cmp(&b.1))
+            .then((a.2, a.3).cmp(&(b.2, b.3)))
+    });
     let merges = merges
         .into_iter()
         .map(|(_, _, l, r)| (pieces[l as usize].0.clone(), pieces[r as usize].0.clone()))
@@ -450,8 +457,9 @@ fn normalizer(
 ) -> Result<NormalizerWrapper, TextError> {
     let mut steps: Vec<NormalizerWrapper> = Vec::new();
     if !charsmap.is_empty() {
-        charsmap::validate(charsmap)
-            .map_err(|reason| TextError::malformed(format!("{name}: precompiled_charsmap"), reason))?;
+        charsmap::validate(charsmap).map_err(|reason| {
+            TextError::malformed(format!("{name}: precompiled_charsmap"), reason)
+        })?;
         let precompiled = Precompiled::from(charsmap)
             .map_err(|e| TextError::malformed(format!("{name}: precompiled_charsmap"), e))?;
         steps.push(precompiled.into());

@@ -64,14 +64,25 @@ pub struct Mismatches(Vec<String>);
 
 impl Mismatches {
     /// Records a mismatch when `got != want`.
-    pub fn check<T: PartialEq + std::fmt::Debug>(&mut self, what: impl std::fmt::Display, got: T, want: T) {
+    pub fn check<T: PartialEq + std::fmt::Debug>(
+        &mut self,
+        what: impl std::fmt::Display,
+        got: T,
+        want: T,
+    ) {
         if got != want {
-            self.0.push(format!("{what}:\n   got  {got:?}\n   want {want:?}"));
+            self.0
+                .push(format!("{what}:\n   got  {got:?}\n   want {want:?}"));
         }
     }
 
     /// Panics listing every mismatch.
     pub fn finish(self) {
-        assert!(self.0.is_empty(), "{} mismatches:\n{}", self.0.len(), self.0.join("\n"));
+        assert!(
+            self.0.is_empty(),
+            "{} mismatches:\n{}",
+            self.0.len(),
+            self.0.join("\n")
+        );
     }
 }
