@@ -386,7 +386,7 @@ def make_families(tmp, spms, bytebpe):
 
     rng = random.Random(14)
     src = TESTS
-    tgt = SENTENCES[:8] + TESTS[-6:]
+    tgt = SENTENCES[:8] + TESTS[-6:] + ["Spaces before punctuation , here . And there ! Isn 't it ? I 'm sure ."]
 
     # Marian: source.spm/target.spm mapped through vocab.json (</s> 0, <unk> 1, <pad> last),
     # two language codes in the vocabulary as multilingual OPUS-MT models have them.
@@ -453,6 +453,11 @@ def make_families(tmp, spms, bytebpe):
             cases[key] = family_cases(tok, src, tgt, rng)
             if s_lang is not None:
                 cases[key]["forced_bos"] = tok.convert_tokens_to_ids(t_lang)
+        if name == "t5":
+            # Decoding with transformers' clean_up_tokenization (a Unigram model, where
+            # transformers 5 applies it).
+            clean = cls.from_pretrained(d, clean_up_tokenization_spaces=True)
+            cases["clean_up"] = family_cases(clean, src, tgt, rng)
         tok.save_pretrained(os.path.join(tmp, name + "_saved"))
         shutil.copy(os.path.join(tmp, name + "_saved", "tokenizer.json"), out)
         shutil.copy(os.path.join(tmp, name + "_saved", "tokenizer_config.json"), out)

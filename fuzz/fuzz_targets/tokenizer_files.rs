@@ -99,8 +99,13 @@ fn check_spm(sp: &SentencePiece, u: &mut Unstructured<'_>) {
 
 fn check_hf(tok: &HfTokenizer, u: &mut Unstructured<'_>) {
     for text in TEXTS {
-        let Ok(ids) = tok.encode(text, true) else { continue };
-        assert!(ids.iter().all(|&id| (id as usize) < tok.vocab_size()), "{ids:?}");
+        let Ok(ids) = tok.encode(text, true) else {
+            continue;
+        };
+        assert!(
+            ids.iter().all(|&id| (id as usize) < tok.vocab_size()),
+            "{ids:?}"
+        );
         match tok.decode(&probe_ids(&ids, u), true) {
             Ok(_) | Err(TextError::UnknownId { .. } | TextError::Pipeline(_)) => {}
             Err(e) => panic!("{e}"),
