@@ -121,7 +121,12 @@ fn t5_matches_transformers() {
     let mut all: BTreeMap<String, FamilyCases> = json("t5/expected.json");
     let clean_up = all.remove("clean_up").unwrap();
     let mut m = Mismatches::default();
-    check(&TextTokenizer::from_dir(&fixture("t5")).unwrap(), &all["default"], "t5", &mut m);
+    check(
+        &TextTokenizer::from_dir(&fixture("t5")).unwrap(),
+        &all["default"],
+        "t5",
+        &mut m,
+    );
     // The same files with clean_up_tokenization_spaces set in tokenizer_config.json.
     let dir = temp_dir("t5-clean-up");
     copy_into(&dir, &[("t5/tokenizer.json", "tokenizer.json")]);
@@ -129,7 +134,12 @@ fn t5_matches_transformers() {
     let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
     config["clean_up_tokenization_spaces"] = serde_json::Value::Bool(true);
     std::fs::write(dir.join("tokenizer_config.json"), config.to_string()).unwrap();
-    check(&TextTokenizer::from_dir(&dir).unwrap(), &clean_up, "t5 clean_up", &mut m);
+    check(
+        &TextTokenizer::from_dir(&dir).unwrap(),
+        &clean_up,
+        "t5 clean_up",
+        &mut m,
+    );
     m.finish();
 }
 
