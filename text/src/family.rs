@@ -11,6 +11,7 @@
 //! | mBART-50 | `tokenizer.json` | `src_lang ids </s>` | `tgt_lang ids </s>` |
 //! | mBART | `tokenizer.json` | `ids </s> src_lang` | `ids </s> tgt_lang` |
 //! | T5, BART, plain | `tokenizer.json` | the file's post-processor (`ids </s>`, `<s> ids </s>`) | same |
+//! | T5 | one SentencePiece model (`spiece.model`) | sentencepiece's ids `</s>` | same |
 //! | plain | one SentencePiece model | sentencepiece's ids | same |
 //! | Whisper | `tokenizer.json` | text ids ([`WhisperTokenizer::encode`]) | same |
 //!
@@ -174,6 +175,9 @@ pub struct TextTokenizer {
     legacy: bool,
     /// `clean_up_tokenization_spaces` of `tokenizer_config.json`.
     clean_up: bool,
+    /// T5 from a bare SentencePiece model: the number of `<extra_id_N>` sentinels after the
+    /// pieces (`extra_ids`, default 100).
+    extra_ids: u32,
 }
 
 impl TextTokenizer {
@@ -202,6 +206,10 @@ impl TextTokenizer {
             tgt_lang: text("tgt_lang"),
             legacy: flag("legacy_behaviour").unwrap_or(false),
             clean_up: flag("clean_up_tokenization_spaces").unwrap_or(false),
+            extra_ids: config
+                .get("extra_ids")
+                .and_then(Value::as_u64)
+                .map_or(100, |n| n.min(u64::from(u32::MAX / 2)) as u32),
             backend,
         };
         tok.eos = tok.find_token(if family == Family::Whisper {
@@ -280,6 +288,7 @@ impl TextTokenizer {
     pub fn vocab_size(&self) -> usize {
         match &self.backend {
             Backend::Hf(hf) => hf.vocab_size(),
+            Backend::Spm(sp) if self.family == Family::T5 => sp.len() + self.extra_ids as usize,
             Backend::Spm(sp) => sp.len(),
             Backend::Pieces(p) => p
                 .decoder
@@ -324,6 +333,22 @@ impl TextTokenizer {
                     text
                 });
             }
+            Backend::Spm(sp) if self.family == Family::T5 => {
+                // `<extra_id_N>` sentinels follow the pieces; decoding skips them.
+                let limit = sp.len() as u32 + self.extra_ids;
+                if let Some(&id) = ids.iter().find(|&&id| id >= limit) {
+                    return Err(TextError::UnknownId {
+                        id,
+                        vocab_size: limit as usize,
+                    });
+                }
+                let kept: Vec<u32> = ids
+                    .iter()
+                    .copied()
+                    .filter(|&id| id < sp.len() as u32)
+                    .collect();
+                sp.decode(&kept)?
+            }
             Backend::Spm(sp) => sp.decode(ids)?,
             Backend::Pieces(p) => p.decode(ids, self.family)?,
             Backend::Whisper(w) => w.decode(ids)?,
@@ -345,6 +370,11 @@ impl TextTokenizer {
         let body = match &self.backend {
             Backend::Hf(hf) if self.placement().is_none() => return hf.encode(text, true),
             Backend::Hf(hf) => hf.encode(text, false)?,
+            Backend::Spm(sp) if self.family == Family::T5 => {
+                let mut ids = sp.encode(text)?;
+                ids.extend(self.eos);
+                return Ok(ids);
+            }
             Backend::Spm(sp) => return sp.encode(text),
             Backend::Whisper(w) => return w.encode(text),
             Backend::Pieces(p) if self.family == Family::Marian => {

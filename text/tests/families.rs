@@ -208,6 +208,40 @@ fn unknown_languages_and_missing_files_are_typed_errors() {
 }
 
 #[test]
+fn t5_from_spiece_model_appends_eos_and_skips_sentinels() {
+    let dir = temp_dir("t5-spiece");
+    copy_into(&dir, &[("spm/unigram.model", "spiece.model")]);
+    let config = r#"{"tokenizer_class": "T5Tokenizer", "extra_ids": 100}"#;
+    std::fs::write(dir.join("tokenizer_config.json"), config).unwrap();
+    let tok = TextTokenizer::from_dir(&dir).unwrap();
+    assert_eq!(tok.family(), Family::T5);
+    let eos = tok.eos_id().unwrap();
+    let cases: common::Cases = json("spm/unigram.json");
+    let n = tok.vocab_size() as u32;
+    let mut m = Mismatches::default();
+    for case in &cases.encode {
+        let mut want = case.ids.clone();
+        want.push(eos);
+        m.check(
+            format!("encode {:?}", case.text),
+            tok.encode(&case.text).unwrap(),
+            want,
+        );
+        // The highest ids are the sentinels <extra_id_0>, <extra_id_1>, ...
+        let mut ids = vec![n - 1];
+        ids.extend(&case.ids);
+        ids.extend([n - 2, eos]);
+        m.check(
+            format!("decode {:?}", case.ids),
+            tok.decode(&ids).unwrap(),
+            case.decoded.clone().unwrap(),
+        );
+    }
+    m.finish();
+    assert!(matches!(tok.decode(&[n]), Err(TextError::UnknownId { .. })));
+}
+
+#[test]
 fn plain_directories_load_their_one_file() {
     let dir = temp_dir("plain-spm");
     copy_into(&dir, &[("spm/unigram.model", "spiece.model")]);
