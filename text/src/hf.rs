@@ -12,6 +12,7 @@ use std::path::Path;
 use tokenizers::Tokenizer;
 
 use crate::error::{read_file, TextError};
+use crate::spm::charsmap;
 
 /// A tokenizer loaded from a `tokenizer.json`.
 pub struct HfTokenizer {
@@ -33,6 +34,9 @@ impl HfTokenizer {
     /// Loads `tokenizer.json` content; `name` names it in errors.
     pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, TextError> {
         let tokenizer = Tokenizer::from_bytes(bytes).map_err(|e| TextError::malformed(name, e))?;
+        let json: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| TextError::malformed(name, e))?;
+        validate_charsmaps(&json).map_err(|reason| TextError::malformed(name, reason))?;
         let added = tokenizer.get_added_tokens_decoder();
         let special = added
             .iter()
@@ -108,5 +112,28 @@ impl HfTokenizer {
     /// The underlying `tokenizers` pipeline.
     pub fn inner(&self) -> &Tokenizer {
         &self.tokenizer
+    }
+}
+
+/// Checks every `Precompiled` normalizer's character map (see [`charsmap::validate`]): the
+/// `tokenizers` crate reads it without bounds checks while normalizing.
+fn validate_charsmaps(json: &serde_json::Value) -> Result<(), String> {
+    match json {
+        serde_json::Value::Object(map) => {
+            if map.get("type").and_then(serde_json::Value::as_str) == Some("Precompiled") {
+                let text = map
+                    .get("precompiled_charsmap")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default();
+                let blob =
+                    base64::decode(text).map_err(|e| format!("precompiled_charsmap: {e}"))?;
+                if !blob.is_empty() {
+                    charsmap::validate(&blob).map_err(|e| format!("precompiled_charsmap: {e}"))?;
+                }
+            }
+            map.values().try_for_each(validate_charsmaps)
+        }
+        serde_json::Value::Array(items) => items.iter().try_for_each(validate_charsmaps),
+        _ => Ok(()),
     }
 }

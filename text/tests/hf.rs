@@ -49,3 +49,19 @@ fn unknown_ids_and_malformed_files_are_typed_errors() {
         Err(TextError::Malformed { .. })
     ));
 }
+
+#[test]
+fn a_corrupt_precompiled_charsmap_is_refused_at_load() {
+    let text = std::fs::read_to_string(fixture("t5/tokenizer.json")).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(HfTokenizer::from_bytes(text.as_bytes(), "t5").is_ok());
+    // A trie whose root state leads outside the array: `tokenizers` would index past it.
+    let blob = [8u8, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0x7F, 0, 0, 0, 0, b'a', 0];
+    json["normalizer"]["precompiled_charsmap"] = serde_json::Value::String(base64::encode(blob));
+    let bytes = serde_json::to_vec(&json).unwrap();
+    let err = HfTokenizer::from_bytes(&bytes, "t5").err().unwrap();
+    assert!(
+        matches!(err, TextError::Malformed { ref reason, .. } if reason.contains("charsmap")),
+        "{err}"
+    );
+}
