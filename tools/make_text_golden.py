@@ -13,7 +13,7 @@ tokenizer with `tiktoken` + `openai-whisper`, and records ids and decoded text a
   Whisper's special tokens (99 or 100 languages, timestamps <|0.00|>..<|30.00|>); ids from
   `tiktoken`, decoded text from `whisper.tokenizer.Tokenizer`, prompts, sot sequences,
   the non-speech token set.
-- marian/, t5/, nllb/, mbart50/, m2m100/, bart/: model-directory files as the families ship
+- marian/, t5/, nllb/, mbart50/, mbart/, m2m100/, bart/: model-directory files as the families ship
   them and the ids/decoded text of the `transformers` tokenizers.
 
 Usage: python3 tools/make_text_golden.py   (needs sentencepiece, tokenizers, transformers,
@@ -101,7 +101,7 @@ def corpus_lines(n=3000, seed=7):
 def write_json(path, obj):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(obj, f, ensure_ascii=False, indent=1)
+        json.dump(obj, f, ensure_ascii=False, separators=(",", ":"))
         f.write("\n")
 
 
@@ -433,6 +433,7 @@ def make_families(tmp, spms, bytebpe):
         ("t5", tf.T5Tokenizer, spms["unigram_bytes"], "spiece.model", [(None, None)]),
         ("nllb", tf.NllbTokenizer, spms["bpe"], "sentencepiece.bpe.model", [("eng_Latn", "fra_Latn"), ("rus_Cyrl", "zho_Hans")]),
         ("mbart50", tf.MBart50Tokenizer, spms["unigram_bytes"], "sentencepiece.bpe.model", [("en_XX", "fr_XX"), ("ru_RU", "zh_CN")]),
+        ("mbart", tf.MBartTokenizer, spms["unigram_bytes"], "sentencepiece.bpe.model", [("en_XX", "ro_RO"), ("ru_RU", "zh_CN")]),
     ]:
         d = os.path.join(tmp, name)
         os.makedirs(d)

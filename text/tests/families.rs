@@ -1,5 +1,5 @@
 //! Family conventions against the `transformers` tokenizers (MarianTokenizer, M2M100Tokenizer,
-//! NllbTokenizer, MBart50Tokenizer, T5Tokenizer, BartTokenizer): source ids, target ids,
+//! NllbTokenizer, MBart50Tokenizer, MBartTokenizer, T5Tokenizer, BartTokenizer): source ids, target ids,
 //! forced target-language token and decoded text with special tokens skipped, from model
 //! directories laid out as the families ship them (fixtures: tools/make_text_golden.py).
 
@@ -114,6 +114,11 @@ fn mbart50_matches_transformers() {
         "mbart50/expected.json",
         Family::Mbart50,
     );
+}
+
+#[test]
+fn mbart_matches_transformers() {
+    golden(&fixture("mbart"), "mbart/expected.json", Family::Mbart);
 }
 
 #[test]
