@@ -33,10 +33,12 @@ impl HfTokenizer {
 
     /// Loads `tokenizer.json` content; `name` names it in errors.
     pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, TextError> {
-        let tokenizer = Tokenizer::from_bytes(bytes).map_err(|e| TextError::malformed(name, e))?;
+        // `tokenizers` panics (`expect`) on invalid JSON inside a decoder and on a Precompiled
+        // normalizer it cannot read, so both are checked before it sees the bytes.
         let json: serde_json::Value =
             serde_json::from_slice(bytes).map_err(|e| TextError::malformed(name, e))?;
         validate_charsmaps(&json).map_err(|reason| TextError::malformed(name, reason))?;
+        let tokenizer = Tokenizer::from_bytes(bytes).map_err(|e| TextError::malformed(name, e))?;
         let added = tokenizer.get_added_tokens_decoder();
         let special = added
             .iter()
@@ -115,8 +117,9 @@ impl HfTokenizer {
     }
 }
 
-/// Checks every `Precompiled` normalizer's character map (see [`charsmap::validate`]): the
-/// `tokenizers` crate reads it without bounds checks while normalizing.
+/// Checks every `Precompiled` normalizer's character map: a base64 string of a blob that
+/// [`charsmap::validate`] accepts (the `tokenizers` crate panics on one it cannot parse, and
+/// reads the trie without bounds checks while normalizing).
 fn validate_charsmaps(json: &serde_json::Value) -> Result<(), String> {
     match json {
         serde_json::Value::Object(map) => {
@@ -124,12 +127,10 @@ fn validate_charsmaps(json: &serde_json::Value) -> Result<(), String> {
                 let text = map
                     .get("precompiled_charsmap")
                     .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default();
+                    .ok_or("Precompiled normalizer without a precompiled_charsmap string")?;
                 let blob =
                     base64::decode(text).map_err(|e| format!("precompiled_charsmap: {e}"))?;
-                if !blob.is_empty() {
-                    charsmap::validate(&blob).map_err(|e| format!("precompiled_charsmap: {e}"))?;
-                }
+                charsmap::validate(&blob).map_err(|e| format!("precompiled_charsmap: {e}"))?;
             }
             map.values().try_for_each(validate_charsmaps)
         }

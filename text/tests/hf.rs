@@ -65,3 +65,29 @@ fn a_corrupt_precompiled_charsmap_is_refused_at_load() {
         "{err}"
     );
 }
+
+#[test]
+fn inputs_that_make_tokenizers_panic_are_refused_first() {
+    let text = std::fs::read_to_string(fixture("bytebpe/tokenizer.json")).unwrap();
+    // An invalid escape inside the decoder: `tokenizers` panics with `expect("Helper")`
+    // (found by the tokenizer_files fuzz target).
+    let bad_escape = text.replacen(r#""decoder": {"#, r#""decoder": {"x":"\ud800","#, 1);
+    assert_ne!(bad_escape, text);
+    let err = HfTokenizer::from_bytes(bad_escape.as_bytes(), "t")
+        .err()
+        .unwrap();
+    assert!(matches!(err, TextError::Malformed { .. }), "{err}");
+    // A Precompiled normalizer `tokenizers` cannot read panics with `expect("Precompiled")`.
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for charsmap in [
+        serde_json::json!(""),
+        serde_json::json!("!!"),
+        serde_json::json!(5),
+    ] {
+        json["normalizer"] =
+            serde_json::json!({"type": "Precompiled", "precompiled_charsmap": charsmap});
+        let bytes = serde_json::to_vec(&json).unwrap();
+        let err = HfTokenizer::from_bytes(&bytes, "t").err().unwrap();
+        assert!(matches!(err, TextError::Malformed { .. }), "{err}");
+    }
+}
