@@ -22,6 +22,8 @@ pub struct HfTokenizer {
     special: HashSet<u32>,
     /// One past the largest id (model vocabulary and added tokens).
     vocab_size: usize,
+    /// The file's name, for errors.
+    name: String,
 }
 
 impl HfTokenizer {
@@ -56,16 +58,29 @@ impl HfTokenizer {
             tokenizer,
             special,
             vocab_size,
+            name: name.to_owned(),
         })
     }
 
     /// Encodes `text`; `add_special_tokens` applies the file's post-processor (e.g. `</s>`).
+    /// A post-processor that emits an id with no token (a file whose template names ids
+    /// outside its vocabulary) is [`TextError::Malformed`].
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TextError> {
         let encoding = self
             .tokenizer
             .encode(text, add_special_tokens)
             .map_err(TextError::pipeline)?;
-        Ok(encoding.get_ids().to_vec())
+        let ids = encoding.get_ids();
+        if let Some(&id) = ids
+            .iter()
+            .find(|&&id| self.tokenizer.id_to_token(id).is_none())
+        {
+            return Err(TextError::malformed(
+                self.name.as_str(),
+                format!("the pipeline emits id {id}, which has no token"),
+            ));
+        }
+        Ok(ids.to_vec())
     }
 
     /// Decodes `ids`; `skip_special_tokens` drops the special added tokens. An id with no token

@@ -91,3 +91,17 @@ fn inputs_that_make_tokenizers_panic_are_refused_first() {
         assert!(matches!(err, TextError::Malformed { .. }), "{err}");
     }
 }
+
+#[test]
+fn a_template_naming_ids_outside_the_vocabulary_is_malformed() {
+    let text = std::fs::read_to_string(fixture("nllb/tokenizer.json")).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["post_processor"]["special_tokens"]["</s>"]["ids"] = serde_json::json!([999_999]);
+    let tok = HfTokenizer::from_bytes(&serde_json::to_vec(&json).unwrap(), "t").unwrap();
+    assert!(tok.encode("hello", false).is_ok());
+    let err = tok.encode("hello", true).err().unwrap();
+    assert!(
+        matches!(err, TextError::Malformed { ref reason, .. } if reason.contains("999999")),
+        "{err}"
+    );
+}
