@@ -1,0 +1,155 @@
+//! Hugging Face `tokenizer.json` files through the `tokenizers` crate (built without its C
+//! dependencies: `fancy-regex` instead of Oniguruma, no C++ suffix array).
+//!
+//! Encoding and decoding are the crate's, so they are those of the Python `tokenizers`
+//! library and of every `transformers` tokenizer backed by it; what this wrapper adds is typed
+//! errors and the refusal to decode ids outside the vocabulary (the library skips them
+//! silently). Golden test: `tests/hf.rs` (a byte-level BPE trained with the Python library).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use tokenizers::Tokenizer;
+
+use crate::error::{read_file, TextError};
+use crate::spm::charsmap;
+
+/// A tokenizer loaded from a `tokenizer.json`.
+pub struct HfTokenizer {
+    /// The pipeline.
+    tokenizer: Tokenizer,
+    /// Ids of the added tokens marked special.
+    special: HashSet<u32>,
+    /// One past the largest id (model vocabulary and added tokens).
+    vocab_size: usize,
+    /// The file's name, for errors.
+    name: String,
+}
+
+impl HfTokenizer {
+    /// Loads a `tokenizer.json` file.
+    pub fn from_file(path: &Path) -> Result<Self, TextError> {
+        let bytes = read_file(path)?;
+        Self::from_bytes(&bytes, &path.display().to_string())
+    }
+
+    /// Loads `tokenizer.json` content; `name` names it in errors.
+    pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, TextError> {
+        // `tokenizers` panics (`expect`) on invalid JSON inside a decoder and on a Precompiled
+        // normalizer it cannot read, so both are checked before it sees the bytes.
+        let json: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| TextError::malformed(name, e))?;
+        validate_charsmaps(&json).map_err(|reason| TextError::malformed(name, reason))?;
+        let tokenizer = Tokenizer::from_bytes(bytes).map_err(|e| TextError::malformed(name, e))?;
+        let added = tokenizer.get_added_tokens_decoder();
+        let special = added
+            .iter()
+            .filter(|(_, t)| t.special)
+            .map(|(&id, _)| id)
+            .collect();
+        let model_size = tokenizer.get_vocab_size(false);
+        let vocab_size = added
+            .keys()
+            .map(|&id| id as usize + 1)
+            .chain(std::iter::once(model_size))
+            .max()
+            .unwrap_or(0);
+        Ok(Self {
+            tokenizer,
+            special,
+            vocab_size,
+            name: name.to_owned(),
+        })
+    }
+
+    /// Encodes `text`; `add_special_tokens` applies the file's post-processor (e.g. `</s>`).
+    /// A post-processor that emits an id with no token (a file whose template names ids
+    /// outside its vocabulary) is [`TextError::Malformed`].
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TextError> {
+        let encoding = self
+            .tokenizer
+            .encode(text, add_special_tokens)
+            .map_err(TextError::pipeline)?;
+        let ids = encoding.get_ids();
+        if let Some(&id) = ids
+            .iter()
+            .find(|&&id| self.tokenizer.id_to_token(id).is_none())
+        {
+            return Err(TextError::malformed(
+                self.name.as_str(),
+                format!("the pipeline emits id {id}, which has no token"),
+            ));
+        }
+        Ok(ids.to_vec())
+    }
+
+    /// Decodes `ids`; `skip_special_tokens` drops the special added tokens. An id with no token
+    /// is a [`TextError::UnknownId`].
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, TextError> {
+        self.check_ids(ids)?;
+        self.tokenizer
+            .decode(ids, skip_special_tokens)
+            .map_err(TextError::pipeline)
+    }
+
+    /// Fails with [`TextError::UnknownId`] on the first id that has no token.
+    pub fn check_ids(&self, ids: &[u32]) -> Result<(), TextError> {
+        match ids
+            .iter()
+            .find(|&&id| self.tokenizer.id_to_token(id).is_none())
+        {
+            Some(&id) => Err(TextError::UnknownId {
+                id,
+                vocab_size: self.vocab_size,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The id of a token (model vocabulary or added).
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.tokenizer.token_to_id(token)
+    }
+
+    /// The token of an id.
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.tokenizer.id_to_token(id)
+    }
+
+    /// Whether `id` is an added token marked special.
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special.contains(&id)
+    }
+
+    /// One past the largest id.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// The underlying `tokenizers` pipeline.
+    pub fn inner(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+}
+
+/// Checks every `Precompiled` normalizer's character map: a base64 string of a blob that
+/// [`charsmap::validate`] accepts (the `tokenizers` crate panics on one it cannot parse, and
+/// reads the trie without bounds checks while normalizing).
+fn validate_charsmaps(json: &serde_json::Value) -> Result<(), String> {
+    match json {
+        serde_json::Value::Object(map) => {
+            if map.get("type").and_then(serde_json::Value::as_str) == Some("Precompiled") {
+                let text = map
+                    .get("precompiled_charsmap")
+                    .and_then(serde_json::Value::as_str)
+                    .ok_or("Precompiled normalizer without a precompiled_charsmap string")?;
+                let blob =
+                    base64::decode(text).map_err(|e| format!("precompiled_charsmap: {e}"))?;
+                charsmap::validate(&blob).map_err(|e| format!("precompiled_charsmap: {e}"))?;
+            }
+            map.values().try_for_each(validate_charsmaps)
+        }
+        serde_json::Value::Array(items) => items.iter().try_for_each(validate_charsmaps),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,270 @@
+//! Family conventions against the `transformers` tokenizers (MarianTokenizer, M2M100Tokenizer,
+//! NllbTokenizer, MBart50Tokenizer, MBartTokenizer, T5Tokenizer, BartTokenizer): source ids, target ids,
+//! forced target-language token and decoded text with special tokens skipped, from model
+//! directories laid out as the families ship them (fixtures: tools/make_text_golden.py).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{copy_into, fixture, json, temp_dir, DecodeCase, EncodeCase, Mismatches};
+use serde::Deserialize;
+use tessel_text::{Family, TextError, TextTokenizer};
+
+#[derive(Deserialize)]
+struct FamilyCases {
+    encode: Vec<EncodeCase>,
+    target: Vec<EncodeCase>,
+    decode: Vec<DecodeCase>,
+    #[serde(default)]
+    forced_bos: Option<u32>,
+}
+
+fn check(tok: &TextTokenizer, cases: &FamilyCases, what: &str, m: &mut Mismatches) {
+    for case in &cases.encode {
+        m.check(
+            format!("{what} encode {:?}", case.text),
+            tok.encode(&case.text).unwrap(),
+            case.ids.clone(),
+        );
+    }
+    for case in &cases.target {
+        let got = tok.encode_target(&case.text).unwrap();
+        m.check(
+            format!("{what} target {:?}", case.text),
+            got,
+            case.ids.clone(),
+        );
+    }
+    for case in &cases.decode {
+        m.check(
+            format!("{what} decode {:?}", case.ids),
+            tok.decode(&case.ids).unwrap(),
+            case.text.clone(),
+        );
+    }
+    if let Some(want) = cases.forced_bos {
+        m.check(
+            format!("{what} forced bos"),
+            tok.forced_bos_id().unwrap(),
+            Some(want),
+        );
+    }
+}
+
+/// Every language pair of a fixture, loaded from `dir` with that pair.
+fn golden(dir: &Path, expected: &str, family: Family) {
+    let all: BTreeMap<String, FamilyCases> = json(expected);
+    let mut m = Mismatches::default();
+    for (pair, cases) in &all {
+        let tok = TextTokenizer::from_dir(dir).unwrap();
+        assert_eq!(tok.family(), family);
+        let tok = match pair.split_once('-') {
+            Some((src, tgt)) => tok.with_languages(Some(src), Some(tgt)).unwrap(),
+            None => tok,
+        };
+        check(&tok, cases, pair, &mut m);
+    }
+    m.finish();
+}
+
+#[test]
+fn marian_matches_transformers() {
+    let dir = temp_dir("marian");
+    copy_into(
+        &dir,
+        &[
+            ("spm/unigram.model", "source.spm"),
+            ("spm/bpe.model", "target.spm"),
+            ("marian/vocab.json", "vocab.json"),
+        ],
+    );
+    let tok = TextTokenizer::from_dir(&dir).unwrap();
+    assert_eq!(tok.family(), Family::Marian);
+    let cases: FamilyCases = json("marian/expected.json");
+    let mut m = Mismatches::default();
+    check(&tok, &cases, "marian", &mut m);
+    m.check("marian pad", tok.pad_id(), tok.token_to_id("<pad>"));
+    m.finish();
+}
+
+#[test]
+fn m2m100_matches_transformers() {
+    let dir = temp_dir("m2m100");
+    copy_into(
+        &dir,
+        &[
+            ("spm/bpe.model", "sentencepiece.bpe.model"),
+            ("m2m100/vocab.json", "vocab.json"),
+        ],
+    );
+    golden(&dir, "m2m100/expected.json", Family::M2m100);
+}
+
+#[test]
+fn nllb_matches_transformers() {
+    golden(&fixture("nllb"), "nllb/expected.json", Family::Nllb);
+}
+
+#[test]
+fn mbart50_matches_transformers() {
+    golden(
+        &fixture("mbart50"),
+        "mbart50/expected.json",
+        Family::Mbart50,
+    );
+}
+
+#[test]
+fn mbart_matches_transformers() {
+    golden(&fixture("mbart"), "mbart/expected.json", Family::Mbart);
+}
+
+#[test]
+fn t5_matches_transformers() {
+    let mut all: BTreeMap<String, FamilyCases> = json("t5/expected.json");
+    let clean_up = all.remove("clean_up").unwrap();
+    let mut m = Mismatches::default();
+    check(
+        &TextTokenizer::from_dir(&fixture("t5")).unwrap(),
+        &all["default"],
+        "t5",
+        &mut m,
+    );
+    // The same files with clean_up_tokenization_spaces set in tokenizer_config.json.
+    let dir = temp_dir("t5-clean-up");
+    copy_into(&dir, &[("t5/tokenizer.json", "tokenizer.json")]);
+    let config = std::fs::read_to_string(fixture("t5/tokenizer_config.json")).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    config["clean_up_tokenization_spaces"] = serde_json::Value::Bool(true);
+    std::fs::write(dir.join("tokenizer_config.json"), config.to_string()).unwrap();
+    check(
+        &TextTokenizer::from_dir(&dir).unwrap(),
+        &clean_up,
+        "t5 clean_up",
+        &mut m,
+    );
+    m.finish();
+}
+
+#[test]
+fn bart_matches_transformers() {
+    golden(&fixture("bart"), "bart/expected.json", Family::Bart);
+}
+
+#[test]
+fn unknown_languages_and_missing_files_are_typed_errors() {
+    let nllb = TextTokenizer::from_dir(&fixture("nllb")).unwrap();
+    let err = nllb.with_languages(Some("xx_Fake"), None).err().unwrap();
+    assert!(
+        matches!(err, TextError::UnknownLanguage { ref code, .. } if code == "xx_Fake"),
+        "{err}"
+    );
+
+    let dir = temp_dir("m2m100-langs");
+    copy_into(
+        &dir,
+        &[
+            ("spm/bpe.model", "sentencepiece.bpe.model"),
+            ("m2m100/vocab.json", "vocab.json"),
+        ],
+    );
+    let m2m = TextTokenizer::from_dir(&dir).unwrap();
+    assert!(matches!(
+        m2m.with_languages(None, Some("tlh")),
+        Err(TextError::UnknownLanguage { .. })
+    ));
+
+    let dir = temp_dir("marian-missing");
+    copy_into(
+        &dir,
+        &[
+            ("spm/unigram.model", "source.spm"),
+            ("marian/vocab.json", "vocab.json"),
+        ],
+    );
+    let err = TextTokenizer::from_dir(&dir).err().unwrap();
+    assert!(
+        matches!(err, TextError::MissingFile { ref path, .. } if path.ends_with("target.spm")),
+        "{err}"
+    );
+
+    let empty = temp_dir("empty");
+    assert!(matches!(
+        TextTokenizer::from_dir(&empty),
+        Err(TextError::NoTokenizer { .. })
+    ));
+    std::fs::write(
+        empty.join("tokenizer_config.json"),
+        r#"{"tokenizer_class": "NllbTokenizer"}"#,
+    )
+    .unwrap();
+    let err = TextTokenizer::from_dir(&empty).err().unwrap();
+    assert!(
+        matches!(err, TextError::MissingFile { ref path, .. } if path.ends_with("tokenizer.json")),
+        "{err}"
+    );
+    std::fs::write(empty.join("tokenizer_config.json"), "{not json").unwrap();
+    assert!(matches!(
+        TextTokenizer::from_dir(&empty),
+        Err(TextError::Malformed { .. })
+    ));
+}
+
+#[test]
+fn t5_from_spiece_model_appends_eos_and_skips_sentinels() {
+    let dir = temp_dir("t5-spiece");
+    copy_into(&dir, &[("spm/unigram.model", "spiece.model")]);
+    let config = r#"{"tokenizer_class": "T5Tokenizer", "extra_ids": 100}"#;
+    std::fs::write(dir.join("tokenizer_config.json"), config).unwrap();
+    let tok = TextTokenizer::from_dir(&dir).unwrap();
+    assert_eq!(tok.family(), Family::T5);
+    let eos = tok.eos_id().unwrap();
+    let cases: common::Cases = json("spm/unigram.json");
+    let n = tok.vocab_size() as u32;
+    let mut m = Mismatches::default();
+    for case in &cases.encode {
+        let mut want = case.ids.clone();
+        want.push(eos);
+        m.check(
+            format!("encode {:?}", case.text),
+            tok.encode(&case.text).unwrap(),
+            want,
+        );
+        // The highest ids are the sentinels <extra_id_0>, <extra_id_1>, ...
+        let mut ids = vec![n - 1];
+        ids.extend(&case.ids);
+        ids.extend([n - 2, eos]);
+        m.check(
+            format!("decode {:?}", case.ids),
+            tok.decode(&ids).unwrap(),
+            case.decoded.clone().unwrap(),
+        );
+    }
+    m.finish();
+    assert!(matches!(tok.decode(&[n]), Err(TextError::UnknownId { .. })));
+}
+
+#[test]
+fn plain_directories_load_their_one_file() {
+    let dir = temp_dir("plain-spm");
+    copy_into(&dir, &[("spm/unigram.model", "spiece.model")]);
+    let tok = TextTokenizer::from_dir(&dir).unwrap();
+    assert_eq!(tok.family(), Family::Plain);
+    let cases: common::Cases = json("spm/unigram.json");
+    let mut m = Mismatches::default();
+    for case in &cases.encode {
+        m.check(
+            format!("encode {:?}", case.text),
+            tok.encode(&case.text).unwrap(),
+            case.ids.clone(),
+        );
+    }
+    m.finish();
+
+    let whisper = TextTokenizer::from_dir(&fixture("whisper/v3")).unwrap();
+    assert_eq!(whisper.family(), Family::Whisper);
+    let w = whisper.whisper().unwrap();
+    assert_eq!(whisper.eos_id(), Some(w.eot()));
+}

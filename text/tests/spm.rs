@@ -1,0 +1,76 @@
+//! SentencePiece models against the Python `sentencepiece` library: ids of a multi-script
+//! corpus and decoded text, for unigram and BPE models with and without byte fallback and with
+//! the nmt_nfkc, a custom and the identity normalization (fixtures: tools/make_text_golden.py).
+
+mod common;
+
+use common::{fixture, json, Cases, Mismatches};
+use tessel_text::spm::SentencePiece;
+use tessel_text::TextError;
+
+fn golden(name: &str) {
+    let sp = SentencePiece::from_file(&fixture(&format!("spm/{name}.model"))).unwrap();
+    let cases: Cases = json(&format!("spm/{name}.json"));
+    let mut m = Mismatches::default();
+    for case in &cases.encode {
+        m.check(
+            format!("{name} encode {:?}", case.text),
+            sp.encode(&case.text).unwrap(),
+            case.ids.clone(),
+        );
+        let want = case.decoded.clone().unwrap();
+        m.check(
+            format!("{name} decode {:?}", case.ids),
+            sp.decode(&case.ids).unwrap(),
+            want,
+        );
+    }
+    for case in &cases.decode {
+        m.check(
+            format!("{name} decode {:?}", case.ids),
+            sp.decode(&case.ids).unwrap(),
+            case.text.clone(),
+        );
+    }
+    m.finish();
+}
+
+#[test]
+fn unigram_nmt_nfkc_matches_sentencepiece() {
+    golden("unigram");
+}
+
+#[test]
+fn bpe_custom_rules_matches_sentencepiece() {
+    golden("bpe");
+}
+
+#[test]
+fn unigram_byte_fallback_matches_sentencepiece() {
+    golden("unigram_bytes");
+}
+
+#[test]
+fn bpe_byte_fallback_identity_matches_sentencepiece() {
+    golden("bpe_bytes");
+}
+
+#[test]
+fn out_of_range_ids_and_garbage_files_are_typed_errors() {
+    let sp = SentencePiece::from_file(&fixture("spm/unigram.model")).unwrap();
+    let n = sp.len() as u32;
+    assert!(matches!(sp.decode(&[5, n]), Err(TextError::UnknownId { id, .. }) if id == n));
+    assert!(matches!(
+        SentencePiece::from_bytes(b"not a model", "x.model"),
+        Err(TextError::Malformed { .. })
+    ));
+    assert!(matches!(
+        SentencePiece::from_bytes(b"", "empty.model"),
+        Err(TextError::Malformed { .. })
+    ));
+    let missing = fixture("spm/none.model");
+    assert!(matches!(
+        SentencePiece::from_file(&missing),
+        Err(TextError::Io { .. })
+    ));
+}
