@@ -89,6 +89,7 @@ pub struct ModelArgs {
 /// Options of `tessel run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// The model.
     #[command(flatten)]
     pub model: ModelArgs,
 
@@ -104,6 +105,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = defaults::STEPS, value_parser = positive)]
     pub steps: usize,
 
+    /// Runs, seed, threads and weight storage.
     #[command(flatten)]
     pub common: CommonArgs,
 
@@ -120,6 +122,7 @@ pub struct RunArgs {
 /// Options of `tessel bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// Runs, seed, threads and weight storage.
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -150,6 +153,7 @@ pub struct CommonArgs {
 /// Options of `tessel plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
+    /// The model.
     #[command(flatten)]
     pub model: ModelArgs,
 

@@ -1,50 +1,32 @@
 //! `tessel`: the command-line face of the tessel inference engine.
 //!
 //! - `tessel` / `tessel --text TEXT`: the embedded numbers model (English number words to
-//!   digits, [`numbers`]) reads built-in examples or the given texts ([`read`]).
-//! - `tessel run`: a model directory or seeded random weights, measured ([`measure`]).
-//! - `tessel bench`: the Transformer-base benchmark ([`measure`]).
-//! - `tessel plan`: the arena of a model and limits, region by region ([`plan`]).
+//!   digits) reads built-in examples or the given texts.
+//! - `tessel run`: a model directory or seeded random weights, measured.
+//! - `tessel bench`: the Transformer-base benchmark.
+//! - `tessel plan`: the arena of a model and limits, region by region.
 //!
-//! `tessel --help` and `tessel <command> --help` explain every option ([`args`]). The process
-//! runs under a counting global allocator ([`counting`]) so every report states the heap
-//! allocations made while the model ran. Errors are printed as `tessel: <message>` with exit
-//! status 1; a command line clap rejects exits with status 2.
-
-mod args;
-mod counting;
-mod error;
-mod measure;
-mod numbers;
-mod plan;
-mod read;
-mod source;
+//! `tessel --help` and `tessel <command> --help` explain every option. The process runs under
+//! a counting global allocator so every report states the heap allocations made while the
+//! model ran. Errors are printed as `tessel: <message>` with exit status 1; a command line clap
+//! rejects exits with status 2.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-
-use args::{Cli, Command};
-use error::CliError;
+use tessel_cli::args::Cli;
+use tessel_cli::counting::Counting;
+use tessel_cli::error::CliError;
 
 #[global_allocator]
-static GLOBAL: counting::Counting = counting::Counting;
-
-/// Runs what `cli` asks, writing the report to `out`.
-fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
-    match &cli.command {
-        None => read::read(&cli.text, out),
-        Some(Command::Run(args)) => measure::measure(&measure::Measure::run(args)?, out),
-        Some(Command::Bench(args)) => measure::measure(&measure::Measure::bench(args), out),
-        Some(Command::Plan(args)) => plan::plan(args, out),
-    }
-}
+static GLOBAL: Counting = Counting;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut out = std::io::stdout().lock();
-    match dispatch(&cli, &mut out).and_then(|()| out.flush().map_err(CliError::from)) {
+    let done = tessel_cli::dispatch(&cli, &mut out);
+    match done.and_then(|()| out.flush().map_err(CliError::from)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Nothing more can be reported if stderr is closed too.

@@ -98,6 +98,11 @@ impl Numbers {
         &self.model
     }
 
+    /// The most decoder steps a reading runs (the target's length limit, BOS included).
+    pub fn max_steps(&self) -> usize {
+        self.vocab.max_target()
+    }
+
     /// Whether the model reads `text` (its characters and length).
     pub fn check(&self, text: &str) -> Result<(), TextError> {
         self.vocab.encode_into(text, &mut Vec::new())
