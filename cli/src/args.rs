@@ -1,0 +1,233 @@
+//! The command line, declared with `clap`'s derive API: the embedded model's options at the
+//! top level and one subcommand per other use (`run`, `bench`, `plan`). Every option's doc
+//! comment is its `--help` text.
+
+use std::path::PathBuf;
+
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
+use tessel_model::WeightType;
+
+/// Defaults of the Transformer-base measurement (`tessel bench`, and `tessel run` without
+/// options).
+pub mod defaults {
+    /// Source tokens encoded.
+    pub const SRC_LEN: usize = 32;
+    /// Tokens decoded.
+    pub const STEPS: usize = 32;
+    /// Measured runs.
+    pub const RUNS: usize = 5;
+    /// Seed of the random weights and of the source tokens.
+    pub const SEED: u64 = 42;
+}
+
+/// tessel: a CPU inference engine for transformer encoder-decoders.
+///
+/// With no subcommand, runs the small model compiled into this binary, which reads English
+/// numbers written in words and answers with their digits ("four hundred and twelve thousand
+/// and seven" -> 412007): a few built-in examples, or the texts given with --text, each
+/// printed with its output and its time.
+///
+/// `TESSEL_ISA=scalar|avx2|avx512|neon` forces an instruction-set level (default: the best
+/// this CPU runs).
+#[derive(Debug, Parser)]
+#[command(name = "tessel", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// A number in English words for the embedded model to read (repeat the option for
+    /// several). Letters, spaces, commas and hyphens, at most 128 characters once runs of
+    /// spaces are collapsed; case does not matter. Without it, built-in examples are read.
+    #[arg(long, value_name = "TEXT")]
+    pub text: Vec<String>,
+
+    /// What to do instead of running the embedded model.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Runs a model on a deterministic source and reports its latency, memory and heap
+    /// allocations.
+    ///
+    /// The model is a directory (--model), or seeded random weights for a config (--config)
+    /// or for Transformer-base (neither). A source of --src-len token ids is encoded and
+    /// --steps tokens are decoded, --runs times after one unmeasured warm-up run. Printed:
+    /// the ISA level, weight bytes and the bytes one decode step reads, the arena's size,
+    /// the encode time, the median and 99th-percentile time per decoded token, and the heap
+    /// allocations counted during the measured runs (0: nothing allocates after setup).
+    Run(RunArgs),
+    /// The Transformer-base benchmark: 32 tokens encoded, 32 greedy-decoded, timed.
+    ///
+    /// `tessel run` on a Transformer-base shaped model (6+6 layers, d_model 512, 8 heads,
+    /// d_ff 2048, vocabulary 32000) with seeded random weights, encoding 32 tokens and
+    /// greedy-decoding 32 (EOS ignored so every run decodes them all), with the same report.
+    Bench(BenchArgs),
+    /// Prints the arena a session of a model allocates, region by region.
+    ///
+    /// Each region's name, offset and size in bytes, for the limits given (by default the
+    /// model's own maxima).
+    /// A tessel model directory's config.json is read without its weights; a CTranslate2
+    /// directory is loaded (its config comes from model.bin).
+    Plan(PlanArgs),
+}
+
+/// Where a model comes from.
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// A model directory: tessel's config.json + model.safetensors (tensor names as in
+    /// tessel-model's `weights` module), or a CTranslate2 Transformer directory (model.bin,
+    /// config.json, vocabularies). Without --model or --config: Transformer-base.
+    #[arg(long, value_name = "DIR", conflicts_with = "config")]
+    pub model: Option<PathBuf>,
+
+    /// A tessel config.json: a model of that shape with seeded random weights.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// Options of `tessel run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The model.
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// Beam width; 1 is greedy search. At most the model's max_beam.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive)]
+    pub beam: usize,
+
+    /// Source length in tokens (deterministic ids from --seed, avoiding the special ids).
+    #[arg(long, value_name = "N", default_value_t = defaults::SRC_LEN, value_parser = positive)]
+    pub src_len: usize,
+
+    /// Most tokens to decode (decoder steps, the step fed BOS included).
+    #[arg(long, value_name = "N", default_value_t = defaults::STEPS, value_parser = positive)]
+    pub steps: usize,
+
+    /// Runs, seed, threads and weight storage.
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// Treat EOS as an ordinary token so every run decodes all --steps tokens (the default
+    /// for random weights).
+    #[arg(long, conflicts_with = "stop_at_eos")]
+    pub ignore_eos: bool,
+
+    /// Finish a hypothesis when it produces EOS (the default with --model).
+    #[arg(long)]
+    pub stop_at_eos: bool,
+}
+
+/// Options of `tessel bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Runs, seed, threads and weight storage.
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// The measurement options `run` and `bench` share.
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// Measured runs (after one unmeasured warm-up run); times are medians over them.
+    #[arg(long, value_name = "N", default_value_t = defaults::RUNS, value_parser = positive)]
+    pub runs: usize,
+
+    /// Seed of the random weights and of the source token ids.
+    #[arg(long, value_name = "N", default_value_t = defaults::SEED)]
+    pub seed: u64,
+
+    /// Threads the GEMMs split their columns over, the calling one included (results are
+    /// bit-identical for every count).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive)]
+    pub threads: usize,
+
+    /// How the linear layers' weights are stored in memory. Without it each keeps the type
+    /// its file stores (an f16 checkpoint stays f16; random weights are f32). Activations are
+    /// f32 throughout except inside bf16-dot products.
+    #[arg(long, value_name = "TYPE", value_parser = weight_type_parser())]
+    pub weights: Option<WeightType>,
+}
+
+/// Options of `tessel plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The model.
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// Longest source to plan for (default: the config's max_src_len; 512 for CTranslate2).
+    #[arg(long, value_name = "N", value_parser = positive)]
+    pub max_src_len: Option<usize>,
+
+    /// Most target positions to plan for, BOS included (default: the config's max_tgt_len;
+    /// 512 for CTranslate2).
+    #[arg(long, value_name = "N", value_parser = positive)]
+    pub max_tgt_len: Option<usize>,
+
+    /// Widest beam to plan for (default: the config's max_beam; 4 for CTranslate2).
+    #[arg(long, value_name = "N", value_parser = positive)]
+    pub max_beam: Option<usize>,
+
+    /// Threads the GEMMs run on (scratch is planned per thread).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive)]
+    pub threads: usize,
+}
+
+/// A count of at least 1.
+fn positive(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a count: {e}")),
+    }
+}
+
+/// The weight types by name, each with its help line.
+fn weight_type_parser() -> impl TypedValueParser<Value = WeightType> {
+    PossibleValuesParser::new(WeightType::ALL.map(|t| {
+        PossibleValue::new(t.name()).help(match t {
+            WeightType::F32 => "32-bit floats: the file's values exactly",
+            WeightType::F16 => "IEEE half precision: half the bytes of f32",
+            WeightType::Bf16 => "bfloat16: half the bytes of f32, f32's range",
+            WeightType::Bf16Dot => {
+                "bfloat16, activations rounded to bfloat16 inside each product \
+                 (AVX-512 BF16 dot products where the CPU has them)"
+            }
+        })
+    }))
+    .try_map(|name| name.parse::<WeightType>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn counts_must_be_positive_numbers() {
+        assert_eq!(positive("3"), Ok(3));
+        assert!(positive("0").is_err());
+        assert!(positive("-1").is_err());
+        assert!(positive("three").is_err());
+    }
+
+    #[test]
+    fn every_weight_type_parses_by_its_name() {
+        for t in WeightType::ALL {
+            let cli = Cli::try_parse_from(["tessel", "bench", "--weights", t.name()])
+                .expect("a weight type name parses");
+            match cli.command {
+                Some(Command::Bench(b)) => assert_eq!(b.common.weights, Some(t)),
+                other => panic!("parsed as {other:?}"),
+            }
+        }
+        assert!(Cli::try_parse_from(["tessel", "bench", "--weights", "f64"]).is_err());
+    }
+}

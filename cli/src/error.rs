@@ -1,0 +1,63 @@
+//! Everything a command can fail with, each cause kept as its own typed error.
+
+use std::path::PathBuf;
+
+use tessel_kernels::IsaError;
+use tessel_model::ct2::Ct2Error;
+use tessel_model::{ConfigError, LoadError, RunError, SessionError};
+use thiserror::Error;
+
+use crate::numbers::NumbersError;
+
+/// Why a command failed.
+#[derive(Debug, Error)]
+pub enum CliError {
+    /// `TESSEL_ISA` names an unknown level or one this CPU lacks.
+    #[error("TESSEL_ISA: {0}")]
+    Isa(#[from] IsaError),
+    /// A file given on the command line could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A config file is invalid.
+    #[error("{path}: {source}")]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: ConfigError,
+    },
+    /// No arena can be planned for this config and these limits.
+    #[error("cannot plan the arena: {0}")]
+    Plan(ConfigError),
+    /// A tessel model could not be built.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A CTranslate2 model could not be loaded.
+    #[error(transparent)]
+    Ct2(#[from] Ct2Error),
+    /// The session could not be set up.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// Encoding or search failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The embedded model could not be set up.
+    #[error(transparent)]
+    Numbers(#[from] NumbersError),
+    /// The embedded model refused a text or failed on it.
+    #[error("{text:?}: {source}")]
+    Reading {
+        /// The text.
+        text: String,
+        /// Why.
+        source: NumbersError,
+    },
+    /// The report could not be written (for instance a closed pipe).
+    #[error("writing the output: {0}")]
+    Write(#[from] std::io::Error),
+}

@@ -1,0 +1,33 @@
+//! tessel-cli: the `tessel` command's parts, as a library so tests and fuzz targets reach them.
+//!
+//! - [`numbers`]: the embedded numbers model (English number words to digits), its vocabulary
+//!   and tokeniser; [`read`] runs it on the built-in examples or `--text` inputs.
+//! - [`measure`]: `tessel run` and `tessel bench`; [`plan`]: `tessel plan`; [`source`]: the
+//!   model those commands load.
+//! - [`args`]: the command line (clap); [`error`]: every failure as a typed error;
+//!   [`counting`]: the counting allocator the binary installs, so reports state the heap
+//!   allocations made while a model ran.
+
+pub mod args;
+pub mod counting;
+pub mod error;
+pub mod measure;
+pub mod numbers;
+pub mod plan;
+pub mod read;
+pub mod source;
+
+use std::io::Write;
+
+use args::{Cli, Command};
+use error::CliError;
+
+/// Runs what `cli` asks, writing the report to `out`.
+pub fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
+    match &cli.command {
+        None => read::read(&cli.text, out),
+        Some(Command::Run(args)) => measure::measure(&measure::Measure::run(args)?, out),
+        Some(Command::Bench(args)) => measure::measure(&measure::Measure::bench(args), out),
+        Some(Command::Plan(args)) => plan::plan(args, out),
+    }
+}

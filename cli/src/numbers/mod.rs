@@ -1,0 +1,227 @@
+//! The embedded default model: English numbers in words to their digits.
+//!
+//! A small encoder-decoder (`assets/numbers/`, trained by `tools/train_numbers.py`) is compiled
+//! into the binary: its `config.json`, `model.safetensors` (loaded from the binary's bytes,
+//! each linear layer keeping the type the file stores) and `vocab.json`. A text is tokenised
+//! as [`vocab`] says, encoded, and greedy-decoded from BOS for at most the target's length;
+//! the digits before EOS are the answer.
+
+pub mod vocab;
+
+use std::time::{Duration, Instant};
+
+use tessel_kernels::Isa;
+use tessel_model::{Config, ConfigError, Limits, LoadError, Model, RunError, SearchOptions};
+use tessel_model::{Session, SessionError};
+use thiserror::Error;
+
+use crate::counting;
+pub use vocab::{TextError, Vocab, VocabError};
+
+/// The embedded `config.json`.
+const CONFIG_JSON: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../assets/numbers/config.json"
+));
+
+/// The embedded `model.safetensors`.
+const WEIGHTS: &[u8] = include_bytes!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../assets/numbers/model.safetensors"
+));
+
+/// The embedded `vocab.json`.
+const VOCAB_JSON: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../assets/numbers/vocab.json"
+));
+
+/// What `tessel` reads when given no text.
+pub const EXAMPLES: [&str; 6] = [
+    "four hundred and twelve thousand and seven",
+    "nineteen",
+    "one thousand nine hundred and eighty-four",
+    "two million, three hundred thousand",
+    "ninety-nine thousand nine hundred ninety-nine",
+    "seven hundred five million and sixty",
+];
+
+/// Why the embedded model failed.
+#[derive(Debug, Error)]
+pub enum NumbersError {
+    /// The embedded config is invalid.
+    #[error("embedded config.json: {0}")]
+    Config(#[from] ConfigError),
+    /// The embedded weights do not load.
+    #[error("embedded model.safetensors: {0}")]
+    Load(#[from] LoadError),
+    /// The embedded vocabulary does not fit the model.
+    #[error("embedded {0}")]
+    Vocab(#[from] VocabError),
+    /// The session could not be set up.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The text is not one the model reads.
+    #[error(transparent)]
+    Text(#[from] TextError),
+    /// Encoding or search failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+/// The numbers model and its vocabulary.
+pub struct Numbers {
+    model: Model,
+    vocab: Vocab,
+}
+
+impl Numbers {
+    /// The model compiled into the binary.
+    pub fn embedded() -> Result<Numbers, NumbersError> {
+        Numbers::from_parts(CONFIG_JSON, WEIGHTS, VOCAB_JSON)
+    }
+
+    /// The model from the bytes of its three files.
+    pub fn from_parts(
+        config_json: &str,
+        weights: &[u8],
+        vocab_json: &str,
+    ) -> Result<Numbers, NumbersError> {
+        let config = Config::from_json(config_json)?;
+        let vocab = Vocab::from_json(vocab_json, &config)?;
+        let model = Model::from_safetensors_bytes(config, weights)?;
+        Ok(Numbers { model, vocab })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The most decoder steps a reading runs (the target's length limit, BOS included).
+    pub fn max_steps(&self) -> usize {
+        self.vocab.max_target()
+    }
+
+    /// Whether the model reads `text` (its characters and length).
+    pub fn check(&self, text: &str) -> Result<(), TextError> {
+        self.vocab.encode_into(text, &mut Vec::new())
+    }
+
+    /// A greedy reader at `isa`, its arena planned for one beam and the vocabulary's lengths.
+    pub fn reader(&self, isa: Isa) -> Result<Reader<'_>, NumbersError> {
+        let limits = Limits {
+            max_src_len: self.vocab.max_source(),
+            max_tgt_len: self.vocab.max_target(),
+            max_beam: 1,
+            threads: 1,
+        };
+        let session = Session::with_limits(&self.model, isa, limits)?;
+        Ok(Reader {
+            session,
+            vocab: &self.vocab,
+            ids: Vec::with_capacity(self.vocab.max_source()),
+            best: Vec::with_capacity(self.vocab.max_target()),
+            options: SearchOptions::greedy(self.vocab.max_target()),
+        })
+    }
+}
+
+/// A session over the numbers model with its token buffer.
+pub struct Reader<'a> {
+    session: Session<&'a Model>,
+    vocab: &'a Vocab,
+    ids: Vec<u32>,
+    best: Vec<u32>,
+    options: SearchOptions,
+}
+
+/// One text read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reading {
+    /// The digits.
+    pub digits: String,
+    /// Whether the model ended its answer (EOS) within the step limit.
+    pub finished: bool,
+    /// Encoder time.
+    pub encode: Duration,
+    /// Encode and greedy search.
+    pub total: Duration,
+    /// Decoder steps run.
+    pub steps: usize,
+    /// Heap allocations during encode and search.
+    pub allocations: usize,
+}
+
+impl Reader<'_> {
+    /// Reads `text` once.
+    pub fn read(&mut self, text: &str) -> Result<Reading, NumbersError> {
+        let Reader {
+            session,
+            vocab,
+            ids,
+            best,
+            options,
+        } = self;
+        vocab.encode_into(text, ids)?;
+        let (timed, allocations) = counting::count(|| -> Result<_, RunError> {
+            let start = Instant::now();
+            session.encode(ids)?;
+            let encode = start.elapsed();
+            let mut steps = 0usize;
+            let hyps = session.generate(options, |_| steps += 1)?;
+            // At most `max_target` tokens: within `best`'s capacity, so no allocation.
+            best.clear();
+            if let Some(h) = hyps.best() {
+                best.extend_from_slice(h.tokens);
+            }
+            Ok((encode, start.elapsed(), steps))
+        });
+        let (encode, total, steps) = timed?;
+        let decoded = vocab.decode(best);
+        Ok(Reading {
+            digits: decoded.text,
+            finished: decoded.finished,
+            encode,
+            total,
+            steps,
+            allocations,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_files_fit_each_other_and_read_every_example() {
+        let numbers = Numbers::embedded().expect("the embedded model loads");
+        let config = numbers.model().config();
+        assert!(numbers.vocab.max_source() <= config.max_src_len);
+        assert!(numbers.vocab.max_target() <= config.max_tgt_len);
+        let mut reader = numbers.reader(Isa::best()).expect("a session");
+        for text in EXAMPLES {
+            let reading = reader.read(text).expect("an example reads");
+            assert!(reading.steps >= 1 && reading.steps <= numbers.vocab.max_target());
+            assert!(reading.total >= reading.encode);
+        }
+    }
+
+    #[test]
+    fn damaged_embedded_files_are_refused() {
+        let truncated = &WEIGHTS[..WEIGHTS.len() / 2];
+        assert!(matches!(
+            Numbers::from_parts(CONFIG_JSON, truncated, VOCAB_JSON),
+            Err(NumbersError::Load(_))
+        ));
+        assert!(matches!(
+            Numbers::from_parts("{", WEIGHTS, VOCAB_JSON),
+            Err(NumbersError::Config(_))
+        ));
+        assert!(matches!(
+            Numbers::from_parts(CONFIG_JSON, WEIGHTS, "[]"),
+            Err(NumbersError::Vocab(_))
+        ));
+    }
+}

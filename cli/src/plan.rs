@@ -1,0 +1,50 @@
+//! `tessel plan`: the arena a session allocates for a model and limits, region by region.
+
+use std::io::Write;
+
+use tessel_model::ct2::Ct2Options;
+use tessel_model::{ArenaPlan, Limits};
+
+use crate::args::PlanArgs;
+use crate::error::CliError;
+use crate::source::Source;
+
+/// Plans the arena `args` describe and writes it to `out`.
+pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let source = Source::of(&args.model)?;
+    let ct2_defaults = Ct2Options::default();
+    let ct2_limits = Ct2Options {
+        max_src_len: args.max_src_len.unwrap_or(ct2_defaults.max_src_len),
+        max_tgt_len: args.max_tgt_len.unwrap_or(ct2_defaults.max_tgt_len),
+        max_beam: args.max_beam.unwrap_or(ct2_defaults.max_beam),
+        ..ct2_defaults
+    };
+    let config = source.config(ct2_limits)?;
+    let own = Limits::of(&config);
+    let limits = Limits {
+        max_src_len: args.max_src_len.unwrap_or(own.max_src_len),
+        max_tgt_len: args.max_tgt_len.unwrap_or(own.max_tgt_len),
+        max_beam: args.max_beam.unwrap_or(own.max_beam),
+        threads: args.threads,
+    };
+    let plan = ArenaPlan::with_limits(&config, limits).map_err(CliError::Plan)?;
+    writeln!(
+        out,
+        "arena {} bytes ({:.2} MB) for max src {}, max tgt {}, max beam {}, {} thread{}",
+        plan.total_bytes(),
+        plan.total_bytes() as f64 / 1e6,
+        limits.max_src_len,
+        limits.max_tgt_len,
+        limits.max_beam,
+        limits.threads,
+        if limits.threads == 1 { "" } else { "s" }
+    )?;
+    for r in plan.regions() {
+        writeln!(
+            out,
+            "  {:<28} offset {:>12} B  size {:>12} B",
+            r.name, r.offset_bytes, r.bytes
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! The model a `run`, `bench` or `plan` command works on: a tessel directory, a CTranslate2
+//! directory, or seeded random weights for a config file or for Transformer-base.
+
+use std::path::{Path, PathBuf};
+
+use tessel_model::ct2::{self, Ct2Options};
+use tessel_model::{Config, LoadOptions, Model, WeightType};
+
+use crate::args::ModelArgs;
+use crate::error::CliError;
+
+/// Where the model comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Source {
+    /// `config.json` + `model.safetensors`.
+    Tessel(PathBuf),
+    /// A CTranslate2 directory (`model.bin`).
+    Ct2(PathBuf),
+    /// Seeded random weights; `name` says where `config` came from.
+    Random {
+        /// The shape.
+        config: Config,
+        /// `transformer-base` or the config file's path.
+        name: String,
+    },
+}
+
+/// A model, built, with a line saying what it is.
+pub struct Built {
+    /// The model.
+    pub model: Model,
+    /// What was loaded, for the report.
+    pub what: String,
+}
+
+impl Source {
+    /// The source `args` name (a config file is read here).
+    pub fn of(args: &ModelArgs) -> Result<Source, CliError> {
+        match (&args.model, &args.config) {
+            (Some(dir), _) if ct2::is_ct2_dir(dir) => Ok(Source::Ct2(dir.clone())),
+            (Some(dir), _) => Ok(Source::Tessel(dir.clone())),
+            (None, Some(file)) => Ok(Source::Random {
+                config: read_config(file)?,
+                name: file.display().to_string(),
+            }),
+            (None, None) => Ok(Source::transformer_base()),
+        }
+    }
+
+    /// Transformer-base with random weights.
+    pub fn transformer_base() -> Source {
+        Source::Random {
+            config: Config::transformer_base(),
+            name: "transformer-base".to_owned(),
+        }
+    }
+
+    /// Whether the weights are seeded random ones.
+    pub fn is_random(&self) -> bool {
+        matches!(self, Source::Random { .. })
+    }
+
+    /// The config, reading no weights when the source allows (a CTranslate2 directory is
+    /// loaded whole, planned for `ct2_limits`).
+    pub fn config(&self, ct2_limits: Ct2Options) -> Result<Config, CliError> {
+        match self {
+            Source::Tessel(dir) => read_config(&dir.join("config.json")),
+            Source::Ct2(dir) => Ok(ct2::load_dir(dir, ct2_limits)?.model.config().clone()),
+            Source::Random { config, .. } => Ok(config.clone()),
+        }
+    }
+
+    /// Builds the model: `weights` overrides the stored types, `seed` seeds random weights,
+    /// `ct2_limits` bounds a CTranslate2 model.
+    pub fn build(
+        &self,
+        weights: Option<WeightType>,
+        seed: u64,
+        ct2_limits: Ct2Options,
+    ) -> Result<Built, CliError> {
+        let options = LoadOptions { weights };
+        match self {
+            Source::Tessel(dir) => Ok(Built {
+                model: Model::load_dir_with(dir, &options)?,
+                what: dir.display().to_string(),
+            }),
+            Source::Ct2(dir) => {
+                let options = Ct2Options {
+                    weights,
+                    ..ct2_limits
+                };
+                Ok(Built {
+                    model: ct2::load_dir(dir, options)?.model,
+                    what: format!("{} (CTranslate2)", dir.display()),
+                })
+            }
+            Source::Random { config, name } => Ok(Built {
+                model: Model::random_with(config.clone(), seed, &options)?,
+                what: format!("{name}, seeded random weights (seed {seed})"),
+            }),
+        }
+    }
+}
+
+/// Reads a tessel `config.json`.
+fn read_config(path: &Path) -> Result<Config, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CliError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    Config::from_json(&text).map_err(|source| CliError::Config {
+        path: path.to_owned(),
+        source,
+    })
+}
