@@ -2,6 +2,8 @@
 //! reduction length, NaN-canary buffers that catch out-of-bounds writes and reads of
 //! uninitialised output, and proptest strategies for awkward shapes.
 
+pub mod golden;
+
 use proptest::prelude::*;
 use tessel_kernels::Isa;
 

@@ -6,11 +6,12 @@
 
 use std::path::{Path, PathBuf};
 
-use safetensors::{Dtype, SafeTensors};
+use safetensors::SafeTensors;
 use tessel_model::families::bart::{self, Family};
 use tessel_model::families::t5;
 use tessel_model::{LoadOptions, Model, SearchOptions, Session};
 use tessel_tests::for_each_isa;
+use tessel_tests::golden::{assert_teacher_forced_logits, values};
 
 const FIXTURES: [(&str, Family); 4] = [
     ("marian", Family::Marian),
@@ -23,22 +24,6 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("translation")
         .join(name)
-}
-
-fn values(file: &SafeTensors<'_>, name: &str) -> Vec<f64> {
-    let view = file.tensor(name).unwrap_or_else(|_| panic!("{name}"));
-    let data = view.data();
-    match view.dtype() {
-        Dtype::F64 => data
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-            .collect(),
-        Dtype::I64 => data
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
-            .collect(),
-        other => panic!("{name}: dtype {other:?}"),
-    }
 }
 
 struct Expected {
@@ -93,25 +78,6 @@ fn generation(name: &str) -> (Vec<u32>, Vec<u32>) {
     (prompt, banned)
 }
 
-fn check_logits(session: &mut Session<&Model>, expected: &Expected, what: &str) {
-    let vocab = session.model().config().tgt_vocab;
-    let scale = expected.logits.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-    let bound = 1e-4 * scale;
-    for (step, &token) in expected.forced.iter().enumerate() {
-        let logits = session.decode_step(&[token]).unwrap();
-        let want = &expected.logits[step * vocab..(step + 1) * vocab];
-        let worst = logits
-            .iter()
-            .zip(want)
-            .map(|(&g, &w)| (g as f64 - w).abs())
-            .fold(0.0f64, f64::max);
-        assert!(
-            worst <= bound,
-            "{what}: step {step} logits differ by {worst} (bound {bound})"
-        );
-    }
-}
-
 fn search(
     session: &mut Session<&Model>,
     prompt: &[u32],
@@ -156,7 +122,7 @@ fn hugging_face_bart_family_matches_transformers_and_ctranslate2() {
             let what = format!("{name} at {isa}");
             let mut session = Session::new(&model, isa).unwrap();
             session.encode(&expected.src).unwrap();
-            check_logits(&mut session, &expected, &what);
+            assert_teacher_forced_logits(&mut session, &expected.forced, &expected.logits, &what);
             let total = expected.greedy.len();
             assert_eq!(
                 search(&mut session, &prompt, &banned, 1, total),
@@ -187,7 +153,7 @@ fn hugging_face_t5_matches_transformers_and_ctranslate2() {
             let what = format!("{name} at {isa}");
             let mut session = Session::new(&model, isa).unwrap();
             session.encode(&expected.src).unwrap();
-            check_logits(&mut session, &expected, &what);
+            assert_teacher_forced_logits(&mut session, &expected.forced, &expected.logits, &what);
             let total = expected.greedy.len();
             let greedy = search(&mut session, &prompt, &banned, 1, total);
             assert_eq!(greedy, expected.greedy, "{what}: greedy");

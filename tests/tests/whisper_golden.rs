@@ -6,10 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
-use safetensors::{Dtype, SafeTensors};
+use safetensors::SafeTensors;
 use tessel_model::families::whisper;
 use tessel_model::{LoadOptions, Model, SearchOptions, Session, WeightType};
 use tessel_tests::for_each_isa;
+use tessel_tests::golden::{assert_teacher_forced_logits, values};
 
 const FIXTURES: [&str; 2] = ["tiny_like_80", "odd_128"];
 
@@ -28,26 +29,6 @@ struct Expected {
     ct2_greedy: Vec<u32>,
 }
 
-fn values(file: &SafeTensors<'_>, name: &str) -> Vec<f64> {
-    let view = file.tensor(name).unwrap_or_else(|_| panic!("{name}"));
-    let data = view.data();
-    match view.dtype() {
-        Dtype::F32 => data
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
-            .collect(),
-        Dtype::F64 => data
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-            .collect(),
-        Dtype::I64 => data
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
-            .collect(),
-        other => panic!("{name}: dtype {other:?}"),
-    }
-}
-
 fn expected(name: &str) -> Expected {
     let bytes = std::fs::read(fixture(name).join("expected.safetensors")).unwrap();
     let file = SafeTensors::deserialize(&bytes).unwrap();
@@ -64,26 +45,6 @@ fn expected(name: &str) -> Expected {
         prompt: ids("prompt"),
         greedy: ids("greedy_tokens"),
         ct2_greedy: ids("ct2_greedy_tokens"),
-    }
-}
-
-/// Feeds the forced ids one step at a time and checks every step's logits.
-fn check_logits(session: &mut Session<&Model>, expected: &Expected, what: &str) {
-    let vocab = session.model().config().tgt_vocab;
-    let scale = expected.logits.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-    let bound = 1e-4 * scale;
-    for (step, &token) in expected.forced.iter().enumerate() {
-        let logits = session.decode_step(&[token]).unwrap();
-        let want = &expected.logits[step * vocab..(step + 1) * vocab];
-        let worst = logits
-            .iter()
-            .zip(want)
-            .map(|(&g, &w)| (g as f64 - w).abs())
-            .fold(0.0f64, f64::max);
-        assert!(
-            worst <= bound,
-            "{what}: step {step} logits differ by {worst} (bound {bound})"
-        );
     }
 }
 
@@ -111,7 +72,7 @@ fn hugging_face_whisper_matches_transformers_and_ctranslate2() {
             let what = format!("{name} at {isa}");
             let mut session = Session::new(&model, isa).unwrap();
             session.encode_audio(&expected.mel).unwrap();
-            check_logits(&mut session, &expected, &what);
+            assert_teacher_forced_logits(&mut session, &expected.forced, &expected.logits, &what);
             assert_eq!(
                 greedy(&mut session, &expected),
                 expected.greedy,
@@ -145,7 +106,12 @@ fn ctranslate2_whisper_matches_transformers_and_ctranslate2() {
                 let mut session = Session::new(model, isa).unwrap();
                 session.encode_audio(&expected.mel).unwrap();
                 if exact {
-                    check_logits(&mut session, &expected, &what);
+                    assert_teacher_forced_logits(
+                        &mut session,
+                        &expected.forced,
+                        &expected.logits,
+                        &what,
+                    );
                 }
                 // f16 weights: CTranslate2's f16 model gives the f64 tokens too.
                 assert_eq!(
