@@ -47,11 +47,11 @@ impl HfTokenizer {
             .filter(|(_, t)| t.special)
             .map(|(&id, _)| id)
             .collect();
-        let model_size = tokenizer.get_vocab_size(false);
-        let vocab_size = added
-            .keys()
+        // The largest id, not the count: a vocabulary may leave ids unused.
+        let vocab_size = tokenizer
+            .get_vocab(true)
+            .values()
             .map(|&id| id as usize + 1)
-            .chain(std::iter::once(model_size))
             .max()
             .unwrap_or(0);
         Ok(Self {
@@ -121,7 +121,7 @@ impl HfTokenizer {
         self.special.contains(&id)
     }
 
-    /// One past the largest id.
+    /// One past the largest id (ids below it may still have no token).
     pub fn vocab_size(&self) -> usize {
         self.vocab_size
     }
