@@ -120,3 +120,26 @@ fn vocab_size_covers_the_largest_id_of_a_sparse_vocabulary() {
         Err(TextError::UnknownId { id: 4999, .. })
     ));
 }
+
+#[test]
+fn a_template_naming_an_undefined_special_token_is_malformed() {
+    let text = std::fs::read_to_string(fixture("nllb/tokenizer.json")).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let specials = json["post_processor"]["special_tokens"]
+        .as_object_mut()
+        .unwrap();
+    specials.remove("</s>");
+    let err = HfTokenizer::from_bytes(&serde_json::to_vec(&json).unwrap(), "t")
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, TextError::Malformed { ref reason, .. } if reason.contains("</s>")),
+        "{err}"
+    );
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["post_processor"]["special_tokens"]["</s>"]["ids"] = serde_json::json!([2, 2]);
+    let err = HfTokenizer::from_bytes(&serde_json::to_vec(&json).unwrap(), "t")
+        .err()
+        .unwrap();
+    assert!(matches!(err, TextError::Malformed { .. }), "{err}");
+}
