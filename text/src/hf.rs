@@ -35,11 +35,12 @@ impl HfTokenizer {
 
     /// Loads `tokenizer.json` content; `name` names it in errors.
     pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, TextError> {
-        // `tokenizers` panics (`expect`) on invalid JSON inside a decoder and on a Precompiled
-        // normalizer it cannot read, so both are checked before it sees the bytes.
+        // `tokenizers` panics (`expect`) on invalid JSON inside a decoder, on a Precompiled
+        // normalizer it cannot read and, when encoding, on a template naming a special token
+        // it does not define: all are checked before it sees the bytes.
         let json: serde_json::Value =
             serde_json::from_slice(bytes).map_err(|e| TextError::malformed(name, e))?;
-        validate_charsmaps(&json).map_err(|reason| TextError::malformed(name, reason))?;
+        validate_json(&json).map_err(|reason| TextError::malformed(name, reason))?;
         let tokenizer = Tokenizer::from_bytes(bytes).map_err(|e| TextError::malformed(name, e))?;
         let added = tokenizer.get_added_tokens_decoder();
         let special = added
@@ -47,11 +48,11 @@ impl HfTokenizer {
             .filter(|(_, t)| t.special)
             .map(|(&id, _)| id)
             .collect();
-        let model_size = tokenizer.get_vocab_size(false);
-        let vocab_size = added
-            .keys()
+        // The largest id, not the count: a vocabulary may leave ids unused.
+        let vocab_size = tokenizer
+            .get_vocab(true)
+            .values()
             .map(|&id| id as usize + 1)
-            .chain(std::iter::once(model_size))
             .max()
             .unwrap_or(0);
         Ok(Self {
@@ -121,7 +122,7 @@ impl HfTokenizer {
         self.special.contains(&id)
     }
 
-    /// One past the largest id.
+    /// One past the largest id (ids below it may still have no token).
     pub fn vocab_size(&self) -> usize {
         self.vocab_size
     }
@@ -132,12 +133,17 @@ impl HfTokenizer {
     }
 }
 
-/// Checks every `Precompiled` normalizer's character map: a base64 string of a blob that
-/// [`charsmap::validate`] accepts (the `tokenizers` crate panics on one it cannot parse, and
-/// reads the trie without bounds checks while normalizing).
-fn validate_charsmaps(json: &serde_json::Value) -> Result<(), String> {
+/// Checks what the `tokenizers` crate trusts in a `tokenizer.json`: every `Precompiled`
+/// normalizer's character map is a base64 string of a blob that [`charsmap::validate`] accepts
+/// (it panics on one it cannot parse, and reads the trie without bounds checks while
+/// normalizing), and every `TemplateProcessing` defines the special tokens its templates name,
+/// each with as many ids as tokens (it looks them up with `[]` while encoding).
+fn validate_json(json: &serde_json::Value) -> Result<(), String> {
     match json {
         serde_json::Value::Object(map) => {
+            if map.get("type").and_then(serde_json::Value::as_str) == Some("TemplateProcessing") {
+                validate_template(map)?;
+            }
             if map.get("type").and_then(serde_json::Value::as_str) == Some("Precompiled") {
                 let text = map
                     .get("precompiled_charsmap")
@@ -147,9 +153,49 @@ fn validate_charsmaps(json: &serde_json::Value) -> Result<(), String> {
                     base64::decode(text).map_err(|e| format!("precompiled_charsmap: {e}"))?;
                 charsmap::validate(&blob).map_err(|e| format!("precompiled_charsmap: {e}"))?;
             }
-            map.values().try_for_each(validate_charsmaps)
+            map.values().try_for_each(validate_json)
         }
-        serde_json::Value::Array(items) => items.iter().try_for_each(validate_charsmaps),
+        serde_json::Value::Array(items) => items.iter().try_for_each(validate_json),
         _ => Ok(()),
     }
+}
+
+/// A `TemplateProcessing` object: its templates' special tokens are defined, with as many
+/// ids as tokens.
+fn validate_template(map: &serde_json::Map<String, serde_json::Value>) -> Result<(), String> {
+    let specials = map
+        .get("special_tokens")
+        .and_then(serde_json::Value::as_object);
+    for (name, token) in specials.into_iter().flatten() {
+        let len = |key: &str| {
+            token
+                .get(key)
+                .and_then(serde_json::Value::as_array)
+                .map(Vec::len)
+        };
+        if len("ids") != len("tokens") {
+            return Err(format!(
+                "template special token {name:?}: ids and tokens differ in length"
+            ));
+        }
+    }
+    let pieces = ["single", "pair"]
+        .iter()
+        .filter_map(|k| map.get(*k).and_then(serde_json::Value::as_array))
+        .flatten();
+    for piece in pieces {
+        let Some(id) = piece
+            .get("SpecialToken")
+            .and_then(|t| t.get("id"))
+            .and_then(serde_json::Value::as_str)
+        else {
+            continue;
+        };
+        if !specials.is_some_and(|s| s.contains_key(id)) {
+            return Err(format!(
+                "template names special token {id:?}, which it does not define"
+            ));
+        }
+    }
+    Ok(())
 }

@@ -105,3 +105,41 @@ fn a_template_naming_ids_outside_the_vocabulary_is_malformed() {
         "{err}"
     );
 }
+
+#[test]
+fn vocab_size_covers_the_largest_id_of_a_sparse_vocabulary() {
+    let text = std::fs::read_to_string(fixture("bytebpe/tokenizer.json")).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["model"]["vocab"]["Ġzzqq"] = serde_json::json!(5000);
+    let tok = HfTokenizer::from_bytes(&serde_json::to_vec(&json).unwrap(), "t").unwrap();
+    assert_eq!(tok.vocab_size(), 5001);
+    assert_eq!(tok.token_to_id("Ġzzqq"), Some(5000));
+    assert_eq!(tok.decode(&[5000], false).unwrap(), " zzqq");
+    assert!(matches!(
+        tok.decode(&[4999], false),
+        Err(TextError::UnknownId { id: 4999, .. })
+    ));
+}
+
+#[test]
+fn a_template_naming_an_undefined_special_token_is_malformed() {
+    let text = std::fs::read_to_string(fixture("nllb/tokenizer.json")).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let specials = json["post_processor"]["special_tokens"]
+        .as_object_mut()
+        .unwrap();
+    specials.remove("</s>");
+    let err = HfTokenizer::from_bytes(&serde_json::to_vec(&json).unwrap(), "t")
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, TextError::Malformed { ref reason, .. } if reason.contains("</s>")),
+        "{err}"
+    );
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["post_processor"]["special_tokens"]["</s>"]["ids"] = serde_json::json!([2, 2]);
+    let err = HfTokenizer::from_bytes(&serde_json::to_vec(&json).unwrap(), "t")
+        .err()
+        .unwrap();
+    assert!(matches!(err, TextError::Malformed { .. }), "{err}");
+}
