@@ -1,6 +1,6 @@
 //! The BART-derived translation models from a Hugging Face directory (`config.json` +
 //! `model.safetensors`): Marian (OPUS-MT), BART, mBART and M2M100/NLLB. They share the block
-//! layout of [`super::hf_layers`] and one token table (`model.shared.weight`, tied to the output
+//! layout of `hf_layers` and one token table (`model.shared.weight`, tied to the output
 //! projection) and differ in the parts this module maps:
 //!
 //! | `model_type` | norms | positions | embedding norm | output bias |

@@ -1,4 +1,5 @@
-//! The immutable, shareable model: weights laid out once (from safetensors or seeded random).
+//! Loading a [`Model`] from PyTorch `nn.Transformer` safetensors or seeded random weights, and
+//! the `Loader` every Hugging Face family maps its own tensor names through.
 //!
 //! # Tensor names (PyTorch `nn.Transformer` state_dict, plus embeddings and generator)
 //!
