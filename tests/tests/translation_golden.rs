@@ -11,7 +11,7 @@ use tessel_model::families::bart::{self, Family};
 use tessel_model::families::t5;
 use tessel_model::{LoadOptions, Model, SearchOptions, Session};
 use tessel_tests::for_each_isa;
-use tessel_tests::golden::{assert_teacher_forced_logits, values};
+use tessel_tests::golden::{assert_teacher_forced_logits, ids, values};
 
 const FIXTURES: [(&str, Family); 4] = [
     ("marian", Family::Marian),
@@ -39,12 +39,7 @@ struct Expected {
 fn expected(name: &str) -> Expected {
     let bytes = std::fs::read(fixture(name).join("expected.safetensors")).unwrap();
     let file = SafeTensors::deserialize(&bytes).unwrap();
-    let ids = |n: &str| {
-        values(&file, n)
-            .iter()
-            .map(|&v| v as u32)
-            .collect::<Vec<_>>()
-    };
+    let ids = |n: &str| ids(&file, n);
     Expected {
         src: ids("src_ids"),
         forced: ids("decoder_input_ids"),

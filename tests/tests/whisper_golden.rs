@@ -10,7 +10,7 @@ use safetensors::SafeTensors;
 use tessel_model::families::whisper;
 use tessel_model::{LoadOptions, Model, SearchOptions, Session, WeightType};
 use tessel_tests::for_each_isa;
-use tessel_tests::golden::{assert_teacher_forced_logits, values};
+use tessel_tests::golden::{assert_teacher_forced_logits, ids, values};
 
 const FIXTURES: [&str; 2] = ["tiny_like_80", "odd_128"];
 
@@ -32,12 +32,7 @@ struct Expected {
 fn expected(name: &str) -> Expected {
     let bytes = std::fs::read(fixture(name).join("expected.safetensors")).unwrap();
     let file = SafeTensors::deserialize(&bytes).unwrap();
-    let ids = |n: &str| {
-        values(&file, n)
-            .iter()
-            .map(|&v| v as u32)
-            .collect::<Vec<_>>()
-    };
+    let ids = |n: &str| ids(&file, n);
     Expected {
         mel: values(&file, "mel").iter().map(|&v| v as f32).collect(),
         forced: ids("decoder_input_ids"),
@@ -174,12 +169,7 @@ fn decoding_rules_match_ctranslate2_greedy_and_beam() {
         let expected = self::expected(name);
         let bytes = std::fs::read(fixture(name).join("rules.safetensors")).unwrap();
         let file = SafeTensors::deserialize(&bytes).unwrap();
-        let ids = |n: &str| {
-            values(&file, n)
-                .iter()
-                .map(|&v| v as u32)
-                .collect::<Vec<_>>()
-        };
+        let ids = |n: &str| ids(&file, n);
         let options = Ct2Options {
             max_beam: 5,
             ..Ct2Options::default()
