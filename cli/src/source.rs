@@ -28,7 +28,7 @@ pub enum Source {
 /// A model, built, with a line saying what it is.
 pub struct Built {
     /// The model.
-    pub model: Model,
+    pub model: Model<'static>,
     /// What was loaded, for the report.
     pub what: String,
 }

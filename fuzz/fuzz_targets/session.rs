@@ -39,8 +39,8 @@ struct Input {
     calls: Vec<Call>,
 }
 
-fn models() -> &'static Vec<Model> {
-    static MODELS: OnceLock<Vec<Model>> = OnceLock::new();
+fn models() -> &'static Vec<Model<'static>> {
+    static MODELS: OnceLock<Vec<Model<'static>>> = OnceLock::new();
     MODELS.get_or_init(|| {
         (0..8)
             .map(|v| {

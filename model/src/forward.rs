@@ -107,7 +107,7 @@ fn work<'a>(parts: [&'a mut [f32]; 8], scratch: &'a mut [f32]) -> Work<'a> {
 /// Runs the encoder over `src` (validated) and writes every decoder layer's cross-attention
 /// K/V of its output.
 pub(crate) fn encode(
-    model: &Model,
+    model: &Model<'_>,
     run: Run<'_>,
     plan: &ArenaPlan,
     arena: &mut [f32],
@@ -146,7 +146,7 @@ pub(crate) fn encode(
 /// Runs Whisper's convolutional front end over `frames` frames of `mel` (`n_mels × frames`,
 /// validated), then the encoder, then the cross-attention K/V of its output.
 pub(crate) fn encode_audio(
-    model: &Model,
+    model: &Model<'_>,
     run: Run<'_>,
     plan: &ArenaPlan,
     arena: &mut [f32],
@@ -185,7 +185,7 @@ pub(crate) fn encode_audio(
 /// The encoder blocks over the `s` rows of `work.hidden`, its final norm, and every decoder
 /// layer's cross-attention K/V of the result.
 fn encoder_stack(
-    model: &Model,
+    model: &Model<'_>,
     run: Run<'_>,
     plan: &ArenaPlan,
     s: usize,
@@ -198,7 +198,7 @@ fn encoder_stack(
         Some(table) => Some(table.fill(0, s, s, bias)?),
         None => None,
     };
-    for block in &model.encoder.blocks {
+    for block in model.encoder.blocks() {
         let mode = SelfMode::Bidirectional { bias };
         block.forward(run, s, &mut work, mode, None)?;
     }
@@ -216,7 +216,7 @@ fn encoder_stack(
         None => hidden,
     };
     let mut cross = CrossKv::new(cross_kv, plan.limits.max_src_len, d);
-    for (i, block) in model.decoder.blocks.iter().enumerate() {
+    for (i, block) in model.decoder.blocks().iter().enumerate() {
         if let Some(attention) = block.cross_attention() {
             attention.project_memory(run, s, memory, cross.layer_mut(i), scratch)?;
         }
@@ -227,7 +227,7 @@ fn encoder_stack(
 /// One decoder pass at the session's position: one row per beam ([`Rows::Beams`], logits for
 /// every row) or a chunk of a forced prefix ([`Rows::Prefix`], logits for its last row).
 pub(crate) fn decode(
-    model: &Model,
+    model: &Model<'_>,
     run: Run<'_>,
     plan: &ArenaPlan,
     arena: &mut [f32],
@@ -276,7 +276,7 @@ pub(crate) fn decode(
         Some(table) => Some(table.fill(position, q_len, position + q_len, bias)?),
         None => None,
     };
-    for (i, block) in model.decoder.blocks.iter().enumerate() {
+    for (i, block) in model.decoder.blocks().iter().enumerate() {
         let cache = cache.layer(i);
         let mode = if prefix {
             SelfMode::Prefix {

@@ -41,6 +41,7 @@ pub mod ops;
 pub mod plan;
 pub mod search;
 pub mod session;
+pub mod storage;
 pub mod threads;
 pub mod weights;
 
@@ -50,6 +51,7 @@ pub use plan::{ArenaPlan, Limits, Region};
 pub use layers::WeightType;
 pub use model::Model;
 pub use search::{Hypotheses, Hypothesis, SearchOptions, StepLogits, StepView};
-pub use session::{RunError, Session, SessionError};
+pub use session::{ModelRef, RunError, Session, SessionError};
+pub use storage::Weights;
 pub use threads::{PoolError, ThreadPool};
 pub use weights::{LoadError, LoadOptions};

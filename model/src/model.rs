@@ -9,14 +9,36 @@ use crate::layers::{Block, ConvStem, Embedding, Linear, Norm, RelativeBias};
 
 /// What the encoder reads.
 #[derive(Clone, Debug)]
-pub enum Source {
+pub enum Source<'w> {
     /// Token ids through an embedding.
-    Tokens(Embedding),
+    Tokens(Embedding<'w>),
     /// Log-mel frames through a convolutional stem.
-    Audio(ConvStem),
+    Audio(ConvStem<'w>),
 }
 
-impl Source {
+/// The blocks of a stack: a list the model owns, or a slice in storage the host provides (a
+/// model parsed from a packed image without an allocator).
+#[derive(Clone, Debug)]
+pub enum Blocks<'w> {
+    /// Blocks in memory the host keeps alive for `'w`.
+    Borrowed(&'w [Block<'w>]),
+    /// Blocks the stack owns.
+    #[cfg(feature = "std")]
+    Owned(Vec<Block<'w>>),
+}
+
+impl<'w> Blocks<'w> {
+    /// The blocks, first to last.
+    pub fn as_slice(&self) -> &[Block<'w>] {
+        match self {
+            Blocks::Borrowed(blocks) => blocks,
+            #[cfg(feature = "std")]
+            Blocks::Owned(blocks) => blocks,
+        }
+    }
+}
+
+impl Source<'_> {
     /// Bytes of its weights and tables, the embedding table counted when `count_table`.
     fn bytes(&self, count_table: bool) -> usize {
         match self {
@@ -29,15 +51,21 @@ impl Source {
 /// A stack of blocks, its optional final norm and its optional relative position bias
 /// (shared by every block's self-attention).
 #[derive(Clone, Debug)]
-pub struct Stack {
-    pub(crate) blocks: Vec<Block>,
-    pub(crate) final_norm: Option<Norm>,
-    pub(crate) position_bias: Option<RelativeBias>,
+pub struct Stack<'w> {
+    pub(crate) blocks: Blocks<'w>,
+    pub(crate) final_norm: Option<Norm<'w>>,
+    pub(crate) position_bias: Option<RelativeBias<'w>>,
 }
 
-impl Stack {
+impl<'w> Stack<'w> {
     /// A stack of `blocks` followed by `final_norm`.
-    pub fn new(blocks: Vec<Block>, final_norm: Option<Norm>) -> Stack {
+    #[cfg(feature = "std")]
+    pub fn new(blocks: Vec<Block<'w>>, final_norm: Option<Norm<'w>>) -> Stack<'w> {
+        Stack::over(Blocks::Owned(blocks), final_norm)
+    }
+
+    /// A stack of `blocks`, owned or borrowed, followed by `final_norm`.
+    pub fn over(blocks: Blocks<'w>, final_norm: Option<Norm<'w>>) -> Stack<'w> {
         Stack {
             blocks,
             final_norm,
@@ -46,68 +74,94 @@ impl Stack {
     }
 
     /// The same stack with a relative position bias on every block's self-attention.
-    pub fn with_position_bias(mut self, bias: RelativeBias) -> Stack {
+    pub fn with_position_bias(mut self, bias: RelativeBias<'w>) -> Stack<'w> {
         self.position_bias = Some(bias);
         self
     }
 
     /// The blocks, first to last.
-    pub fn blocks(&self) -> &[Block] {
-        &self.blocks
+    pub fn blocks(&self) -> &[Block<'w>] {
+        self.blocks.as_slice()
     }
 
     /// The norm applied to the last block's output, if any.
-    pub fn final_norm(&self) -> Option<&Norm> {
+    pub fn final_norm(&self) -> Option<&Norm<'w>> {
         self.final_norm.as_ref()
+    }
+
+    /// The relative position bias of the stack's self-attention, if any.
+    pub fn position_bias(&self) -> Option<&RelativeBias<'w>> {
+        self.position_bias.as_ref()
     }
 
     /// Bytes one pass reads (cross-attention memory projections excluded).
     pub fn step_bytes(&self) -> usize {
-        self.blocks.iter().map(Block::step_bytes).sum::<usize>()
+        self.blocks().iter().map(Block::step_bytes).sum::<usize>()
             + self.final_norm.as_ref().map_or(0, Norm::bytes)
             + self.position_bias.as_ref().map_or(0, RelativeBias::bytes)
     }
 }
 
 /// A loaded model: immutable, `Send + Sync`, shared by any number of [`crate::Session`]s.
+///
+/// `'w` is how long its borrowed tensors live: loaders build `Model<'static>` (every tensor
+/// owned); a model parsed from a packed image ([`crate::image`]) borrows the image's bytes.
 #[derive(Clone, Debug)]
-pub struct Model {
+pub struct Model<'w> {
     pub(crate) config: Config,
-    pub(crate) source: Source,
-    pub(crate) target: Embedding,
-    pub(crate) encoder: Stack,
-    pub(crate) decoder: Stack,
-    pub(crate) generator: Linear,
+    pub(crate) source: Source<'w>,
+    pub(crate) target: Embedding<'w>,
+    pub(crate) encoder: Stack<'w>,
+    pub(crate) decoder: Stack<'w>,
+    pub(crate) generator: Linear<'w>,
 }
 
-impl Model {
+impl<'w> Model<'w> {
+    /// A model from its parts (the loaders' and the image reader's last step).
+    pub fn from_parts(
+        config: Config,
+        source: Source<'w>,
+        target: Embedding<'w>,
+        (encoder, decoder): (Stack<'w>, Stack<'w>),
+        generator: Linear<'w>,
+    ) -> Model<'w> {
+        Model {
+            config,
+            source,
+            target,
+            encoder,
+            decoder,
+            generator,
+        }
+    }
+
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
     }
 
     /// What the encoder reads.
-    pub fn source(&self) -> &Source {
+    pub fn source(&self) -> &Source<'w> {
         &self.source
     }
 
     /// The target embedding.
-    pub fn target_embedding(&self) -> &Embedding {
+    pub fn target_embedding(&self) -> &Embedding<'w> {
         &self.target
     }
 
     /// The encoder stack.
-    pub fn encoder(&self) -> &Stack {
+    pub fn encoder(&self) -> &Stack<'w> {
         &self.encoder
     }
 
     /// The decoder stack.
-    pub fn decoder(&self) -> &Stack {
+    pub fn decoder(&self) -> &Stack<'w> {
         &self.decoder
     }
 
     /// The output projection to target logits.
-    pub fn generator(&self) -> &Linear {
+    pub fn generator(&self) -> &Linear<'w> {
         &self.generator
     }
 
@@ -115,12 +169,12 @@ impl Model {
     /// once).
     pub fn weight_bytes(&self) -> usize {
         let shared = match &self.source {
-            Source::Tokens(e) => std::sync::Arc::ptr_eq(e.table(), self.target.table()),
+            Source::Tokens(e) => e.table().same_as(self.target.table()),
             Source::Audio(_) => false,
         };
         let memory: usize = self
             .decoder
-            .blocks
+            .blocks()
             .iter()
             .filter_map(Block::cross_attention)
             .map(|c| c.memory_bytes())

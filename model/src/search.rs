@@ -7,13 +7,10 @@
 //! have finished or after `max_steps` tokens (live beams are then finished as they are).
 //! Greedy search is the one-beam case without the log-softmax over the whole vocabulary.
 
-use std::ops::Deref;
-
 use crate::forward::Tokens;
-use crate::model::Model;
 use crate::ops::{argmax, log_softmax, logsumexp};
 use crate::plan::search_parts;
-use crate::session::{check_tokens, RunError, Session};
+use crate::session::{check_tokens, ModelRef, RunError, Session};
 
 /// How to search.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -242,7 +239,7 @@ fn normalise(score: f32, len: usize, alpha: f32) -> f32 {
     }
 }
 
-impl<M: Deref<Target = Model>> Session<M> {
+impl<M: ModelRef> Session<M> {
     fn check_search(&self, options: &SearchOptions) -> Result<(), RunError> {
         if self.source_len().is_none() {
             return Err(RunError::NotEncoded);

@@ -4,7 +4,6 @@
 //! After the session is created nothing here allocates: every buffer is a region of the arena
 //! the [`ArenaPlan`] sized from the config. A refused call changes nothing.
 
-use std::ops::Deref;
 use std::sync::Arc;
 
 use tessel_kernels::{Isa, KernelError};
@@ -122,12 +121,43 @@ pub enum SessionError {
     Threads(#[from] PoolError),
 }
 
+/// How a session holds its model: `&Model`, or (with `std`) `Arc<Model>`, `Rc<Model>`,
+/// `Box<Model>`, whatever the lifetime of the model's tensors.
+pub trait ModelRef {
+    /// The model, its tensors seen for as long as the borrow of the handle.
+    fn model(&self) -> &Model<'_>;
+}
+
+impl<'w> ModelRef for &Model<'w> {
+    fn model(&self) -> &Model<'_> {
+        self
+    }
+}
+
+/// The owning pointers a host may keep a model in.
+#[cfg(feature = "std")]
+macro_rules! model_ref_for {
+    ($($pointer:ident)::+) => {
+        impl<'w> ModelRef for $($pointer)::+<Model<'w>> {
+            fn model(&self) -> &Model<'_> {
+                self
+            }
+        }
+    };
+}
+#[cfg(feature = "std")]
+model_ref_for!(std::sync::Arc);
+#[cfg(feature = "std")]
+model_ref_for!(std::rc::Rc);
+#[cfg(feature = "std")]
+model_ref_for!(Box);
+
 /// One model's working state: the arena, the encoded source and the decoder caches.
 ///
-/// `M` is how the session holds its model: `&Model` (borrowed) or `Arc<Model>` (owned and
-/// shared, for hosts that keep sessions without lifetimes), or any other pointer to a
-/// [`Model`].
-pub struct Session<M: Deref<Target = Model>> {
+/// `M` is how the session holds its model ([`ModelRef`]): `&Model` (borrowed) or
+/// `Arc<Model>` (owned and shared, for hosts that keep sessions without lifetimes), or any
+/// other pointer to a [`Model`].
+pub struct Session<M: ModelRef> {
     model: M,
     isa: Isa,
     plan: ArenaPlan,
@@ -148,18 +178,18 @@ pub(crate) fn check_tokens(
     }
 }
 
-impl<M: Deref<Target = Model>> Session<M> {
+impl<M: ModelRef> Session<M> {
     /// A session over `model` running at `isa`, planned for the config's maximum lengths and
     /// beam: plans and allocates the whole arena, once.
     pub fn new(model: M, isa: Isa) -> Result<Session<M>, SessionError> {
-        let limits = Limits::of(model.config());
+        let limits = Limits::of(model.model().config());
         Session::with_limits(model, isa, limits)
     }
 
     /// A session planned for `limits` (each at most the config's maximum): a smaller arena for
     /// hosts that know their lengths.
     pub fn with_limits(model: M, isa: Isa, limits: Limits) -> Result<Session<M>, SessionError> {
-        let plan = ArenaPlan::with_limits(model.config(), limits)?;
+        let plan = ArenaPlan::with_limits(model.model().config(), limits)?;
         let pool = ThreadPool::new(limits.threads)?;
         let arena = AlignedBuf::zeros(plan.total_f32())
             .map_err(|e| SessionError::OutOfMemory { bytes: e.bytes })?;
@@ -189,8 +219,8 @@ impl<M: Deref<Target = Model>> Session<M> {
     }
 
     /// The model.
-    pub fn model(&self) -> &Model {
-        &self.model
+    pub fn model(&self) -> &Model<'_> {
+        self.model.model()
     }
 
     /// Length of the encoded source, if any.
@@ -226,19 +256,25 @@ impl<M: Deref<Target = Model>> Session<M> {
                 max,
             });
         }
-        if self.model.config().front_end.n_mels().is_some() {
+        if self.model().config().front_end.n_mels().is_some() {
             return Err(RunError::WrongInput {
                 expected: "audio frames",
                 got: "tokens",
             });
         }
-        check_tokens("source", src, self.model.config().src_vocab)?;
+        check_tokens("source", src, self.model().config().src_vocab)?;
         self.state = forward::State::default();
         let run = Run {
             isa: self.isa,
             parallel: &*self.pool,
         };
-        forward::encode(&self.model, run, &self.plan, self.arena.as_mut_slice(), src)?;
+        forward::encode(
+            self.model.model(),
+            run,
+            &self.plan,
+            self.arena.as_mut_slice(),
+            src,
+        )?;
         self.state.src_len = Some(src.len());
         Ok(())
     }
@@ -248,7 +284,7 @@ impl<M: Deref<Target = Model>> Session<M> {
     /// projects the cross-attention K/V of every decoder layer once for all beams. `frames`
     /// must be even and at most `2 · max_src_len`. Resets the decoder.
     pub fn encode_audio(&mut self, mel: &[f32]) -> Result<(), RunError> {
-        let Some(n_mels) = self.model.config().front_end.n_mels() else {
+        let Some(n_mels) = self.model().config().front_end.n_mels() else {
             return Err(RunError::WrongInput {
                 expected: "tokens",
                 got: "audio frames",
@@ -273,7 +309,7 @@ impl<M: Deref<Target = Model>> Session<M> {
             parallel: &*self.pool,
         };
         forward::encode_audio(
-            &self.model,
+            self.model.model(),
             run,
             &self.plan,
             self.arena.as_mut_slice(),
@@ -311,7 +347,7 @@ impl<M: Deref<Target = Model>> Session<M> {
                 max: limits.max_tgt_len,
             });
         }
-        check_tokens("target", tokens, self.model.config().tgt_vocab)
+        check_tokens("target", tokens, self.model().config().tgt_vocab)
     }
 
     /// Decodes one position for each beam: row `i` of the cache continues with `tokens[i]`.
@@ -332,7 +368,7 @@ impl<M: Deref<Target = Model>> Session<M> {
         };
         let rows = tokens.len();
         forward::decode(
-            &self.model,
+            self.model.model(),
             run,
             &self.plan,
             self.arena.as_mut_slice(),
@@ -347,7 +383,7 @@ impl<M: Deref<Target = Model>> Session<M> {
     /// Logits of the last decoder step, one row per beam of that step (empty before any step
     /// since the last encode or reset; a later [`Session::reorder_beams`] does not move them).
     pub fn logits(&self) -> &[f32] {
-        let vocab = self.model.config().tgt_vocab;
+        let vocab = self.model().config().tgt_vocab;
         &self.arena.as_slice()[self.plan.layout.logits.range()][..self.state.logits_rows * vocab]
     }
 
@@ -374,14 +410,14 @@ impl<M: Deref<Target = Model>> Session<M> {
                 max: limits.max_tgt_len,
             });
         }
-        check_tokens("target", tokens, self.model.config().tgt_vocab)?;
+        check_tokens("target", tokens, self.model().config().tgt_vocab)?;
         for chunk in tokens.chunks(limits.max_src_len) {
             let run = Run {
                 isa: self.isa,
                 parallel: &*self.pool,
             };
             forward::decode(
-                &self.model,
+                self.model.model(),
                 run,
                 &self.plan,
                 self.arena.as_mut_slice(),
@@ -428,7 +464,7 @@ impl<M: Deref<Target = Model>> Session<M> {
     /// The arena regions a search works in: the last logits, the staged tokens and parents of
     /// the next step, and the search state.
     pub(crate) fn search_buffers(&mut self) -> forward::SearchBuffers<'_> {
-        let vocab = self.model.config().tgt_vocab;
+        let vocab = self.model().config().tgt_vocab;
         let rows = self.state.logits_rows;
         forward::search_buffers(&self.plan, self.arena.as_mut_slice(), rows * vocab)
     }

@@ -24,7 +24,7 @@ fn weights() -> Vec<u8> {
 fn load_edited<'a>(
     bytes: &'a [u8],
     edit: impl FnOnce(&mut Vec<(String, TensorView<'a>)>),
-) -> Result<Model, LoadError> {
+) -> Result<Model<'static>, LoadError> {
     let file = SafeTensors::deserialize(bytes).unwrap();
     let mut tensors = file.tensors();
     edit(&mut tensors);

@@ -95,7 +95,7 @@ fn logits(model: &Model, isa: Isa) -> Vec<f32> {
     out
 }
 
-fn load(bytes: &[u8], weights: WeightType) -> Model {
+fn load(bytes: &[u8], weights: WeightType) -> Model<'static> {
     Model::from_safetensors_bytes_with(config(), bytes, &LoadOptions::weights(weights))
         .unwrap_or_else(|e| panic!("{weights}: {e}"))
 }

@@ -71,7 +71,7 @@ pub enum NumbersError {
 
 /// The numbers model and its vocabulary.
 pub struct Numbers {
-    model: Model,
+    model: Model<'static>,
     vocab: Vocab,
 }
 
@@ -94,7 +94,7 @@ impl Numbers {
     }
 
     /// The model.
-    pub fn model(&self) -> &Model {
+    pub fn model(&self) -> &Model<'static> {
         &self.model
     }
 
@@ -129,7 +129,7 @@ impl Numbers {
 
 /// A session over the numbers model with its token buffer.
 pub struct Reader<'a> {
-    session: Session<&'a Model>,
+    session: Session<&'a Model<'static>>,
     vocab: &'a Vocab,
     ids: Vec<u32>,
     best: Vec<u32>,

@@ -269,7 +269,7 @@ impl Default for Ct2Tokens {
 #[derive(Debug)]
 pub struct Ct2Model {
     /// The model, ready for [`crate::Session::new`].
-    pub model: Model,
+    pub model: Model<'static>,
     /// Source vocabulary (ids are embedding rows).
     pub source_vocabulary: Vocabulary,
     /// Target vocabulary.

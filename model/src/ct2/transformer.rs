@@ -232,7 +232,7 @@ impl Builder<'_, '_, '_> {
         from: &str,
         out: usize,
         inp: usize,
-    ) -> Result<Linear, Ct2Error> {
+    ) -> Result<Linear<'static>, Ct2Error> {
         let name = format!("{from}/weight");
         let weight = self.vars.stored(&name, &[out, inp])?;
         let bias_name = format!("{from}/bias");
@@ -252,7 +252,7 @@ impl Builder<'_, '_, '_> {
         )?)
     }
 
-    pub(super) fn norm(&mut self, from: &str) -> Result<Norm, Ct2Error> {
+    pub(super) fn norm(&mut self, from: &str) -> Result<Norm<'static>, Ct2Error> {
         let d = self.d;
         let gamma = self.table(&format!("{from}/gamma"), &[d])?;
         let beta = self.table(&format!("{from}/beta"), &[d])?;
@@ -266,7 +266,7 @@ impl Builder<'_, '_, '_> {
     pub(super) fn self_attention(
         &mut self,
         layer: &str,
-    ) -> Result<(Norm, SelfAttention), Ct2Error> {
+    ) -> Result<(Norm<'static>, SelfAttention<'static>), Ct2Error> {
         let (d, scope) = (self.d, format!("{layer}/self_attention"));
         let qkv = self.linear(&format!("{scope}/linear_0"), 3 * d, d)?;
         let out = self.linear(&format!("{scope}/linear_1"), d, d)?;
@@ -281,7 +281,7 @@ impl Builder<'_, '_, '_> {
     pub(super) fn cross_attention(
         &mut self,
         layer: &str,
-    ) -> Result<(Norm, CrossAttention), Ct2Error> {
+    ) -> Result<(Norm<'static>, CrossAttention<'static>), Ct2Error> {
         let (d, scope) = (self.d, format!("{layer}/attention"));
         let q = self.linear(&format!("{scope}/linear_0"), d, d)?;
         let kv = self.linear(&format!("{scope}/linear_1"), 2 * d, d)?;
@@ -297,7 +297,7 @@ impl Builder<'_, '_, '_> {
         layer: &str,
         d_ff: usize,
         activation: FfnActivation,
-    ) -> Result<(Norm, FeedForward), Ct2Error> {
+    ) -> Result<(Norm<'static>, FeedForward<'static>), Ct2Error> {
         let (d, scope) = (self.d, format!("{layer}/ffn"));
         let up = self.linear(&format!("{scope}/linear_0"), d_ff, d)?;
         let down = self.linear(&format!("{scope}/linear_1"), d, d_ff)?;
@@ -400,7 +400,7 @@ pub fn build(
     source_vocabulary: &Vocabulary,
     target_vocabulary: &Vocabulary,
     options: Ct2Options,
-) -> Result<Model, Ct2Error> {
+) -> Result<Model<'static>, Ct2Error> {
     if !(file.spec.is_empty() || file.spec == "TransformerSpec") {
         return Err(Ct2Error::UnsupportedSpec(file.spec.clone()));
     }

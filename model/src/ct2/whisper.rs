@@ -31,7 +31,7 @@ fn convolution(
     name: &str,
     out: usize,
     channels: usize,
-) -> Result<Linear, Ct2Error> {
+) -> Result<Linear<'static>, Ct2Error> {
     let weight_name = format!("{name}/weight");
     let stored = b.vars.stored(&weight_name, &[out, channels, 3])?;
     let bias = b.vars.tensor(&format!("{name}/bias"), &[out])?;
@@ -62,7 +62,7 @@ pub fn build(
     file: &ModelBin<'_>,
     vocabulary: &Vocabulary,
     options: Ct2Options,
-) -> Result<Model, Ct2Error> {
+) -> Result<Model<'static>, Ct2Error> {
     let mut vars = Vars {
         file,
         used: BTreeSet::new(),

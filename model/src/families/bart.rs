@@ -137,7 +137,7 @@ pub fn load_hf_dir(
     dir: &Path,
     max_beam: usize,
     options: &LoadOptions,
-) -> Result<(Family, Model), LoadError> {
+) -> Result<(Family, Model<'static>), LoadError> {
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read(&path).map_err(|source| LoadError::Io { path, source })
@@ -220,7 +220,7 @@ fn embedding(
     family: Family,
     stack: &str,
     table: &Arc<AlignedBuf>,
-) -> Result<Embedding, LoadError> {
+) -> Result<Embedding<'static>, LoadError> {
     let c = l.config;
     let scale = if c.scale_embeddings {
         (c.d_model as f32).sqrt()
@@ -241,7 +241,7 @@ fn build(
     config: &Config,
     source: &mut dyn TensorSource,
     options: &LoadOptions,
-) -> Result<Model, LoadError> {
+) -> Result<Model<'static>, LoadError> {
     let (d, vocab) = (config.d_model, config.tgt_vocab);
     let mut l = Loader {
         source,

@@ -16,7 +16,7 @@ pub(crate) fn self_attention(
     l: &mut Loader<'_>,
     p: &str,
     key_bias: bool,
-) -> Result<SelfAttention, LoadError> {
+) -> Result<SelfAttention<'static>, LoadError> {
     let d = l.config.d_model;
     let (q, k, v) = (
         format!("{p}.q_proj"),
@@ -32,7 +32,7 @@ fn cross_attention(
     l: &mut Loader<'_>,
     p: &str,
     key_bias: bool,
-) -> Result<CrossAttention, LoadError> {
+) -> Result<CrossAttention<'static>, LoadError> {
     let d = l.config.d_model;
     let q = l.linear(&format!("{p}.q_proj"), d, d, true)?;
     let (k, v) = (format!("{p}.k_proj"), format!("{p}.v_proj"));
@@ -41,7 +41,7 @@ fn cross_attention(
     CrossAttention::new(q, kv, out, l.heads()).map_err(malformed(p))
 }
 
-fn feed_forward(l: &mut Loader<'_>, p: &str) -> Result<FeedForward, LoadError> {
+fn feed_forward(l: &mut Loader<'_>, p: &str) -> Result<FeedForward<'static>, LoadError> {
     let (d, f) = (l.config.d_model, l.config.d_ff);
     let up = l.linear(&format!("{p}.fc1"), f, d, true)?;
     let down = l.linear(&format!("{p}.fc2"), d, f, true)?;
@@ -53,7 +53,7 @@ pub(crate) fn encoder_blocks(
     l: &mut Loader<'_>,
     stack: &str,
     key_bias: bool,
-) -> Result<Vec<Block>, LoadError> {
+) -> Result<Vec<Block<'static>>, LoadError> {
     let mut blocks = Vec::with_capacity(l.config.encoder_layers);
     for i in 0..l.config.encoder_layers {
         let p = format!("{stack}.layers.{i}");
@@ -77,7 +77,7 @@ pub(crate) fn decoder_blocks(
     l: &mut Loader<'_>,
     stack: &str,
     key_bias: bool,
-) -> Result<Vec<Block>, LoadError> {
+) -> Result<Vec<Block<'static>>, LoadError> {
     let mut blocks = Vec::with_capacity(l.config.decoder_layers);
     for i in 0..l.config.decoder_layers {
         let p = format!("{stack}.layers.{i}");

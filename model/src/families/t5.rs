@@ -153,7 +153,7 @@ pub fn load_hf_dir(
     max_len: usize,
     max_beam: usize,
     options: &LoadOptions,
-) -> Result<Model, LoadError> {
+) -> Result<Model<'static>, LoadError> {
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read(&path).map_err(|source| LoadError::Io { path, source })
@@ -182,7 +182,7 @@ pub fn load_hf_dir(
     }
 }
 
-fn self_attention(l: &mut Loader<'_>, p: &str) -> Result<SelfAttention, LoadError> {
+fn self_attention(l: &mut Loader<'_>, p: &str) -> Result<SelfAttention<'static>, LoadError> {
     let d = l.config.d_model;
     let (q, k, v) = (format!("{p}.q"), format!("{p}.k"), format!("{p}.v"));
     let qkv = l.fused(&[&q, &k, &v], &[false; 3], d, d)?;
@@ -190,7 +190,7 @@ fn self_attention(l: &mut Loader<'_>, p: &str) -> Result<SelfAttention, LoadErro
     SelfAttention::new(qkv, out, l.heads()).map_err(malformed(p))
 }
 
-fn cross_attention(l: &mut Loader<'_>, p: &str) -> Result<CrossAttention, LoadError> {
+fn cross_attention(l: &mut Loader<'_>, p: &str) -> Result<CrossAttention<'static>, LoadError> {
     let d = l.config.d_model;
     let q = l.linear(&format!("{p}.q"), d, d, false)?;
     let (k, v) = (format!("{p}.k"), format!("{p}.v"));
@@ -199,7 +199,7 @@ fn cross_attention(l: &mut Loader<'_>, p: &str) -> Result<CrossAttention, LoadEr
     CrossAttention::new(q, kv, out, l.heads()).map_err(malformed(p))
 }
 
-fn feed_forward(l: &mut Loader<'_>, p: &str) -> Result<FeedForward, LoadError> {
+fn feed_forward(l: &mut Loader<'_>, p: &str) -> Result<FeedForward<'static>, LoadError> {
     let (d, f) = (l.config.d_model, l.config.d_ff);
     let activation = l.config.activation.kernel();
     let down = |l: &mut Loader<'_>| l.linear(&format!("{p}.wo"), d, f, false);
@@ -214,8 +214,13 @@ fn feed_forward(l: &mut Loader<'_>, p: &str) -> Result<FeedForward, LoadError> {
     layer.map_err(malformed(p))
 }
 
-fn stack(l: &mut Loader<'_>, side: &str, layers: usize, decoder: bool) -> Result<Stack, LoadError> {
-    let mut blocks: Vec<Block> = Vec::with_capacity(layers);
+fn stack(
+    l: &mut Loader<'_>,
+    side: &str,
+    layers: usize,
+    decoder: bool,
+) -> Result<Stack<'static>, LoadError> {
+    let mut blocks: Vec<Block<'static>> = Vec::with_capacity(layers);
     for i in 0..layers {
         let p = format!("{side}.block.{i}.layer");
         let attention = self_attention(l, &format!("{p}.0.SelfAttention"))?;
@@ -265,7 +270,7 @@ fn build(
     scale_outputs: bool,
     source: &mut dyn TensorSource,
     options: &LoadOptions,
-) -> Result<Model, LoadError> {
+) -> Result<Model<'static>, LoadError> {
     let (d, vocab) = (config.d_model, config.tgt_vocab);
     let mut l = Loader {
         source,

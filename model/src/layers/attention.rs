@@ -103,7 +103,7 @@ impl Heads {
 /// Checks that a projection maps `d` to `parts · d` and the heads divide `d`.
 fn check_projection(
     what: &'static str,
-    p: &Linear,
+    p: &Linear<'_>,
     d: usize,
     parts: usize,
 ) -> Result<(), KernelError> {
@@ -128,15 +128,19 @@ fn check_heads(heads: &Heads, d: usize) -> Result<(), KernelError> {
 
 /// Self-attention: `[Q | K | V] = x·W_qkv + b` in one GEMM, attention, output projection.
 #[derive(Clone, Debug)]
-pub struct SelfAttention {
-    qkv: Linear,
-    out: Linear,
+pub struct SelfAttention<'w> {
+    qkv: Linear<'w>,
+    out: Linear<'w>,
     heads: Heads,
 }
 
-impl SelfAttention {
+impl<'w> SelfAttention<'w> {
     /// From the fused `d → 3d` projection and the `d → d` output projection.
-    pub fn new(qkv: Linear, out: Linear, heads: Heads) -> Result<SelfAttention, KernelError> {
+    pub fn new(
+        qkv: Linear<'w>,
+        out: Linear<'w>,
+        heads: Heads,
+    ) -> Result<SelfAttention<'w>, KernelError> {
         let d = out.out_features();
         check_heads(&heads, d)?;
         check_projection("self-attention qkv", &qkv, d, 3)?;
@@ -150,8 +154,13 @@ impl SelfAttention {
     }
 
     /// The output projection.
-    pub fn output(&self) -> &Linear {
+    pub fn output(&self) -> &Linear<'w> {
         &self.out
+    }
+
+    /// The fused Q/K/V projection.
+    pub fn qkv(&self) -> &Linear<'w> {
+        &self.qkv
     }
 
     /// Bytes of its weights.
@@ -205,21 +214,21 @@ impl SelfAttention {
 /// Cross-attention: `Q = x·W_q + b` from the decoder, `[K | V] = memory·W_kv + b` from the
 /// encoder output (projected once per source), attention, output projection.
 #[derive(Clone, Debug)]
-pub struct CrossAttention {
-    q: Linear,
-    kv: Linear,
-    out: Linear,
+pub struct CrossAttention<'w> {
+    q: Linear<'w>,
+    kv: Linear<'w>,
+    out: Linear<'w>,
     heads: Heads,
 }
 
-impl CrossAttention {
+impl<'w> CrossAttention<'w> {
     /// From the `d → d` query, the fused `d → 2d` key/value and the `d → d` output projections.
     pub fn new(
-        q: Linear,
-        kv: Linear,
-        out: Linear,
+        q: Linear<'w>,
+        kv: Linear<'w>,
+        out: Linear<'w>,
         heads: Heads,
-    ) -> Result<CrossAttention, KernelError> {
+    ) -> Result<CrossAttention<'w>, KernelError> {
         let d = out.out_features();
         check_heads(&heads, d)?;
         check_projection("cross-attention query", &q, d, 1)?;
@@ -229,8 +238,23 @@ impl CrossAttention {
     }
 
     /// The output projection.
-    pub fn output(&self) -> &Linear {
+    pub fn output(&self) -> &Linear<'w> {
         &self.out
+    }
+
+    /// The query projection.
+    pub fn query(&self) -> &Linear<'w> {
+        &self.q
+    }
+
+    /// The fused key/value projection of the encoder memory.
+    pub fn memory(&self) -> &Linear<'w> {
+        &self.kv
+    }
+
+    /// The head layout.
+    pub fn heads(&self) -> &Heads {
+        &self.heads
     }
 
     /// Bytes a decoder step reads (query and output projections).

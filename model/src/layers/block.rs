@@ -21,13 +21,13 @@ use crate::config::NormPlacement;
 
 /// One block's layers.
 #[derive(Clone, Debug)]
-pub struct Block {
+pub struct Block<'w> {
     placement: NormPlacement,
-    attention_norm: Norm,
-    attention: SelfAttention,
-    cross: Option<(Norm, CrossAttention)>,
-    ffn_norm: Norm,
-    feed_forward: FeedForward,
+    attention_norm: Norm<'w>,
+    attention: SelfAttention<'w>,
+    cross: Option<(Norm<'w>, CrossAttention<'w>)>,
+    ffn_norm: Norm<'w>,
+    feed_forward: FeedForward<'w>,
 }
 
 /// The sizes that shape a block's working buffers and scratch.
@@ -159,7 +159,7 @@ pub enum SelfMode<'c> {
 fn sublayer_input<'w>(
     run: Run<'_>,
     placement: NormPlacement,
-    norm: &Norm,
+    norm: &Norm<'_>,
     rows: usize,
     hidden: &'w [f32],
     normed: &'w mut [f32],
@@ -180,10 +180,10 @@ fn sublayer_input<'w>(
 fn residual<'a>(
     run: Run<'_>,
     placement: NormPlacement,
-    norm: &Norm,
+    norm: &Norm<'_>,
     rows: usize,
     (inner, inner_stride): (&[f32], usize),
-    projection: &Linear,
+    projection: &Linear<'_>,
     (hidden, spare): (&mut &'a mut [f32], &mut &'a mut [f32]),
     scratch: &mut [f32],
 ) -> Result<(), KernelError> {
@@ -211,14 +211,14 @@ fn residual<'a>(
     }
 }
 
-impl Block {
+impl<'w> Block<'w> {
     /// A block from its layers; `cross` is the decoder's cross-attention with its norm.
     pub fn new(
         placement: NormPlacement,
-        (attention_norm, attention): (Norm, SelfAttention),
-        cross: Option<(Norm, CrossAttention)>,
-        (ffn_norm, feed_forward): (Norm, FeedForward),
-    ) -> Result<Block, KernelError> {
+        (attention_norm, attention): (Norm<'w>, SelfAttention<'w>),
+        cross: Option<(Norm<'w>, CrossAttention<'w>)>,
+        (ffn_norm, feed_forward): (Norm<'w>, FeedForward<'w>),
+    ) -> Result<Block<'w>, KernelError> {
         let d = attention.output().out_features();
         let widths = [
             attention_norm.width(),
@@ -259,8 +259,28 @@ impl Block {
     }
 
     /// The cross-attention layer, when the block has one.
-    pub fn cross_attention(&self) -> Option<&CrossAttention> {
+    pub fn cross_attention(&self) -> Option<&CrossAttention<'w>> {
         self.cross.as_ref().map(|(_, c)| c)
+    }
+
+    /// Where its norms sit.
+    pub fn placement(&self) -> NormPlacement {
+        self.placement
+    }
+
+    /// The self-attention layer and its norm.
+    pub fn self_attention_layer(&self) -> (&Norm<'w>, &SelfAttention<'w>) {
+        (&self.attention_norm, &self.attention)
+    }
+
+    /// The cross-attention layer and its norm, when the block has one.
+    pub fn cross_attention_layer(&self) -> Option<(&Norm<'w>, &CrossAttention<'w>)> {
+        self.cross.as_ref().map(|(n, c)| (n, c))
+    }
+
+    /// The feed-forward layer and its norm.
+    pub fn feed_forward_layer(&self) -> (&Norm<'w>, &FeedForward<'w>) {
+        (&self.ffn_norm, &self.feed_forward)
     }
 
     /// Bytes a pass over `rows` rows reads (the memory projection of cross-attention excluded:

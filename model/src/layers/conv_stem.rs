@@ -15,17 +15,17 @@ use tessel_kernels::gemm::MatRef;
 use tessel_kernels::{KernelError, ScratchSpec};
 
 use super::{linear, Linear, Run};
-use crate::aligned::AlignedBuf;
+use crate::storage::Weights;
 
 /// Taps of each convolution.
 pub const TAPS: usize = 3;
 
 /// The two convolutions and the encoder's position table.
 #[derive(Clone, Debug)]
-pub struct ConvStem {
-    conv1: Linear,
-    conv2: Linear,
-    positions: AlignedBuf,
+pub struct ConvStem<'w> {
+    conv1: Linear<'w>,
+    conv2: Linear<'w>,
+    positions: Weights<'w, f32>,
     n_mels: usize,
 }
 
@@ -38,16 +38,17 @@ pub struct StemSizes {
     pub middle: usize,
 }
 
-impl ConvStem {
+impl<'w> ConvStem<'w> {
     /// From conv1 (`3·n_mels → d`), conv2 (`3d → d`), both packed with `(tap, channel)`
     /// reduction order (see [`ConvStem::pack_weight`]), and `positions` (at least `frames / 2`
     /// rows of `d`).
     pub fn new(
-        conv1: Linear,
-        conv2: Linear,
-        positions: AlignedBuf,
+        conv1: Linear<'w>,
+        conv2: Linear<'w>,
+        positions: impl Into<Weights<'w, f32>>,
         n_mels: usize,
-    ) -> Result<ConvStem, KernelError> {
+    ) -> Result<ConvStem<'w>, KernelError> {
+        let positions = positions.into();
         let d = conv2.out_features();
         if conv1.in_features() != TAPS * n_mels
             || conv1.out_features() != d
@@ -64,6 +65,16 @@ impl ConvStem {
             positions,
             n_mels,
         })
+    }
+
+    /// The two convolutions, as linear layers over windows of 3 rows.
+    pub fn convolutions(&self) -> (&Linear<'w>, &Linear<'w>) {
+        (&self.conv1, &self.conv2)
+    }
+
+    /// The position table.
+    pub fn positions(&self) -> &[f32] {
+        self.positions.as_slice()
     }
 
     /// PyTorch's `Conv1d` weight `[out][channel][tap]` as the `[out][tap · channels + channel]`

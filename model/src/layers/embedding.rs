@@ -1,30 +1,28 @@
 //! Token embeddings: a table row per token, times a scale, plus a position row, optionally
 //! normalised (BART's `layernorm_embedding`).
 
-use std::sync::Arc;
-
 use tessel_kernels::{Isa, KernelError};
 
 use super::Norm;
-use crate::aligned::AlignedBuf;
+use crate::storage::Weights;
 
 /// `out[i] = N(table[token_i] · scale + positions[offset + position_i])`, `N` optional.
 #[derive(Clone, Debug)]
-pub struct Embedding {
-    table: Arc<AlignedBuf>,
+pub struct Embedding<'w> {
+    table: Weights<'w, f32>,
     width: usize,
     scale: f32,
-    positions: Option<AlignedBuf>,
+    positions: Option<Weights<'w, f32>>,
     position_offset: usize,
-    norm: Option<Norm>,
+    norm: Option<Norm<'w>>,
 }
 
-impl Embedding {
+impl<'w> Embedding<'w> {
     /// Rows of `width` values from `table` (`vocab × width`, possibly shared with the other
     /// stack or the output projection), multiplied by `scale`, no positions, no norm.
-    pub fn new(table: Arc<AlignedBuf>, width: usize, scale: f32) -> Embedding {
+    pub fn new(table: impl Into<Weights<'w, f32>>, width: usize, scale: f32) -> Embedding<'w> {
         Embedding {
-            table,
+            table: table.into(),
             width,
             scale,
             positions: None,
@@ -34,21 +32,46 @@ impl Embedding {
     }
 
     /// Adds row `offset + p` of `positions` (`rows × width`) at position `p`.
-    pub fn with_positions(mut self, positions: AlignedBuf, offset: usize) -> Embedding {
-        self.positions = Some(positions);
+    pub fn with_positions(
+        mut self,
+        positions: impl Into<Weights<'w, f32>>,
+        offset: usize,
+    ) -> Embedding<'w> {
+        self.positions = Some(positions.into());
         self.position_offset = offset;
         self
     }
 
     /// Normalises each embedded row.
-    pub fn with_norm(mut self, norm: Norm) -> Embedding {
+    pub fn with_norm(mut self, norm: Norm<'w>) -> Embedding<'w> {
         self.norm = Some(norm);
         self
     }
 
     /// The token table.
-    pub fn table(&self) -> &Arc<AlignedBuf> {
+    pub fn table(&self) -> &Weights<'w, f32> {
         &self.table
+    }
+
+    /// Width of a row.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// The factor each table row is multiplied by.
+    pub fn scale(&self) -> f32 {
+        self.scale
+    }
+
+    /// The position table and the row of position 0, if the embedding adds positions.
+    pub fn positions(&self) -> Option<(&[f32], usize)> {
+        let table = self.positions.as_ref()?;
+        Some((table.as_slice(), self.position_offset))
+    }
+
+    /// The norm applied to each embedded row, if any.
+    pub fn norm(&self) -> Option<&Norm<'w>> {
+        self.norm.as_ref()
     }
 
     /// Tokens in the table.
@@ -60,7 +83,7 @@ impl Embedding {
     pub fn bytes(&self, count_table: bool) -> usize {
         let table = if count_table { self.table.bytes() } else { 0 };
         table
-            + self.positions.as_ref().map_or(0, AlignedBuf::bytes)
+            + self.positions.as_ref().map_or(0, Weights::bytes)
             + self.norm.as_ref().map_or(0, Norm::bytes)
     }
 

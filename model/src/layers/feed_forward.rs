@@ -10,20 +10,20 @@ use super::{linear, Linear, Run};
 
 /// `down(act(x·W_up + b_up))`, or with a gate `down(act(x·W_gate + b_gate) ⊙ (x·W_up + b_up))`.
 #[derive(Clone, Debug)]
-pub struct FeedForward {
-    up: Linear,
-    gate: Option<Linear>,
-    down: Linear,
+pub struct FeedForward<'w> {
+    up: Linear<'w>,
+    gate: Option<Linear<'w>>,
+    down: Linear<'w>,
     activation: Activation,
 }
 
-impl FeedForward {
+impl<'w> FeedForward<'w> {
     /// From the `d → d_ff` up projection, the `d_ff → d` down projection and the activation.
     pub fn new(
-        up: Linear,
-        down: Linear,
+        up: Linear<'w>,
+        down: Linear<'w>,
         activation: Activation,
-    ) -> Result<FeedForward, KernelError> {
+    ) -> Result<FeedForward<'w>, KernelError> {
         if up.out_features() != down.in_features() || up.in_features() != down.out_features() {
             return Err(KernelError::ShapeMismatch {
                 what: "feed-forward inner width",
@@ -41,11 +41,11 @@ impl FeedForward {
 
     /// The gated form: `down(act(x·W_gate + b) ⊙ (x·W_up + b))`; `gate` has `up`'s shape.
     pub fn gated(
-        gate: Linear,
-        up: Linear,
-        down: Linear,
+        gate: Linear<'w>,
+        up: Linear<'w>,
+        down: Linear<'w>,
         activation: Activation,
-    ) -> Result<FeedForward, KernelError> {
+    ) -> Result<FeedForward<'w>, KernelError> {
         if gate.in_features() != up.in_features() || gate.out_features() != up.out_features() {
             return Err(KernelError::ShapeMismatch {
                 what: "feed-forward gate width",
@@ -69,8 +69,23 @@ impl FeedForward {
     }
 
     /// The down projection.
-    pub fn output(&self) -> &Linear {
+    pub fn output(&self) -> &Linear<'w> {
         &self.down
+    }
+
+    /// The up projection.
+    pub fn up(&self) -> &Linear<'w> {
+        &self.up
+    }
+
+    /// The gate projection of the gated form.
+    pub fn gate(&self) -> Option<&Linear<'w>> {
+        self.gate.as_ref()
+    }
+
+    /// The activation.
+    pub fn activation(&self) -> Activation {
+        self.activation
     }
 
     /// Bytes of its weights.

@@ -17,6 +17,7 @@ use tessel_kernels::{KernelError, ScratchSpec};
 
 use super::Run;
 use crate::aligned::{AlignedBuf, AllocError};
+use crate::storage::Weights;
 
 /// How the weights of the linear layers are stored in memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -76,23 +77,50 @@ impl FromStr for WeightType {
     }
 }
 
-/// A packed weight in one of the storage types.
+/// A packed weight in one of the storage types, owned or borrowed ([`Weights`]): the one
+/// dispatch point of every linear layer. (Room for more element types, such as `int8` with
+/// row scales: a variant here and an arm in [`Linear::forward`].)
 #[derive(Clone, Debug)]
-enum PackedWeight {
-    F32(PackedB<AlignedBuf<f32>>),
-    F16(PackedB<AlignedBuf<f16>, f16>),
-    Bf16(PackedB<AlignedBuf<bf16>, bf16>),
+pub enum PackedWeight<'w> {
+    /// `f32` panels.
+    F32(PackedB<Weights<'w, f32>>),
+    /// IEEE half panels.
+    F16(PackedB<Weights<'w, f16>, f16>),
+    /// bfloat16 panels (with or without the bf16 dot-product mode).
+    Bf16(PackedB<Weights<'w, bf16>, bf16>),
 }
 
 /// A linear layer `y = x·W + b`, its weight packed once at load into the GEMM's panel layout
-/// (valid at every ISA level), 64-byte aligned.
+/// (valid at every ISA level), 64-byte aligned when owned.
 #[derive(Clone, Debug)]
-pub struct Linear {
-    weight: PackedWeight,
-    bias: Option<AlignedBuf>,
+pub struct Linear<'w> {
+    weight: PackedWeight<'w>,
+    bias: Option<Weights<'w, f32>>,
 }
 
-impl Linear {
+impl<'w> Linear<'w> {
+    /// A layer over an already packed weight and an optional bias of `out_features` values.
+    pub fn from_parts(
+        weight: PackedWeight<'w>,
+        bias: Option<Weights<'w, f32>>,
+    ) -> Result<Linear<'w>, KernelError> {
+        let layer = Linear { weight, bias };
+        if let Some(b) = &layer.bias {
+            check_dim("linear bias elements", layer.out_features(), b.len())?;
+        }
+        Ok(layer)
+    }
+
+    /// The packed weight.
+    pub fn weight(&self) -> &PackedWeight<'w> {
+        &self.weight
+    }
+
+    /// The bias, if any.
+    pub fn bias(&self) -> Option<&[f32]> {
+        self.bias.as_ref().map(Weights::as_slice)
+    }
+
     /// From PyTorch's layout: `weight` is `[out × in]` row-major, `bias` has `out` elements;
     /// stored as `f32`.
     pub fn from_out_in(
@@ -100,7 +128,7 @@ impl Linear {
         in_features: usize,
         weight: &[f32],
         bias: Option<&[f32]>,
-    ) -> Result<Linear, LinearError> {
+    ) -> Result<Linear<'w>, LinearError> {
         Linear::packed(WeightType::F32, out_features, in_features, weight, bias)
     }
 
@@ -113,7 +141,7 @@ impl Linear {
         in_features: usize,
         weight: &[S],
         bias: Option<&[f32]>,
-    ) -> Result<Linear, LinearError> {
+    ) -> Result<Linear<'w>, LinearError> {
         let len = out_features
             .checked_mul(in_features)
             .ok_or(KernelError::Overflow("linear weight"))?;
@@ -130,7 +158,10 @@ impl Linear {
         };
         Ok(Linear {
             weight,
-            bias: bias.map(AlignedBuf::from_slice).transpose()?,
+            bias: bias
+                .map(AlignedBuf::from_slice)
+                .transpose()?
+                .map(Weights::Owned),
         })
     }
 
@@ -174,18 +205,23 @@ impl Linear {
             PackedWeight::F16(b) => core::mem::size_of_val(b.as_slice()),
             PackedWeight::Bf16(b) => core::mem::size_of_val(b.as_slice()),
         };
-        weight + self.bias.as_ref().map_or(0, AlignedBuf::bytes)
+        weight + self.bias.as_ref().map_or(0, Weights::bytes)
     }
 }
 
 /// Packs an `n × k` (`nn.Linear`) weight of element type `S` as `T`, in fresh aligned storage.
-fn pack<S: Element, T: Element + bytemuck::Pod>(
+fn pack<'w, S: Element, T: Element + bytemuck::Pod>(
     weight: &[S],
     n: usize,
     k: usize,
-) -> Result<PackedB<AlignedBuf<T>, T>, LinearError> {
+) -> Result<PackedB<Weights<'w, T>, T>, LinearError> {
     let storage = AlignedBuf::zeros(gemm::packed_len_of::<T>(k, n)?)?;
-    Ok(PackedB::from_nk_elems(storage, weight, n, k, k)?)
+    let packed = PackedB::from_nk_elems(storage, weight, n, k, k)?;
+    Ok(PackedB::from_packed(
+        Weights::Owned(packed.into_inner()),
+        k,
+        n,
+    )?)
 }
 
 /// Why a [`Linear`] could not be built.
@@ -211,7 +247,7 @@ pub fn scratch(
     gemm::gemm_scratch(rows, in_features, out_features, threads)
 }
 
-impl Linear {
+impl Linear<'_> {
     /// `out[r] = activation(x[r]·W + b) + residual[r]` for `rows` rows: `x` rows are
     /// `in_features()` wide at stride `x_stride`, `out` rows `out_features()` wide at stride
     /// `out_stride`; `residual`, when given, is an `rows × out_features()` view. `out` is only
@@ -232,7 +268,7 @@ impl Linear {
         let a = MatRef::new(x, rows, self.in_features(), x_stride);
         let c = MatMut::new(out, rows, self.out_features(), out_stride);
         let epilogue = gemm::Epilogue {
-            bias: self.bias.as_ref().map(AlignedBuf::as_slice),
+            bias: self.bias(),
             activation,
             residual,
         };

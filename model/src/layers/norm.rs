@@ -6,33 +6,52 @@
 use tessel_kernels::norm::{self, RowShape, Rows, RowsMut};
 use tessel_kernels::{Isa, KernelError};
 
-use crate::aligned::AlignedBuf;
+use crate::storage::Weights;
 
 /// LayerNorm or RMSNorm over rows of `width` values.
 #[derive(Clone, Debug)]
-pub struct Norm {
-    gamma: AlignedBuf,
-    beta: Option<AlignedBuf>,
+pub struct Norm<'w> {
+    gamma: Weights<'w, f32>,
+    beta: Option<Weights<'w, f32>>,
     epsilon: f32,
 }
 
-impl Norm {
+impl<'w> Norm<'w> {
     /// LayerNorm: `(s - mean) / sqrt(var + epsilon) · gamma + beta`.
-    pub fn layer(gamma: AlignedBuf, beta: AlignedBuf, epsilon: f32) -> Norm {
+    pub fn layer(
+        gamma: impl Into<Weights<'w, f32>>,
+        beta: impl Into<Weights<'w, f32>>,
+        epsilon: f32,
+    ) -> Norm<'w> {
         Norm {
-            gamma,
-            beta: Some(beta),
+            gamma: gamma.into(),
+            beta: Some(beta.into()),
             epsilon,
         }
     }
 
     /// RMSNorm: `s / sqrt(mean(s²) + epsilon) · gamma`.
-    pub fn rms(gamma: AlignedBuf, epsilon: f32) -> Norm {
+    pub fn rms(gamma: impl Into<Weights<'w, f32>>, epsilon: f32) -> Norm<'w> {
         Norm {
-            gamma,
+            gamma: gamma.into(),
             beta: None,
             epsilon,
         }
+    }
+
+    /// The scale `γ`.
+    pub fn gamma(&self) -> &[f32] {
+        self.gamma.as_slice()
+    }
+
+    /// The shift `β` (LayerNorm only).
+    pub fn beta(&self) -> Option<&[f32]> {
+        self.beta.as_ref().map(Weights::as_slice)
+    }
+
+    /// The epsilon.
+    pub fn epsilon(&self) -> f32 {
+        self.epsilon
     }
 
     /// The kernels' description of this norm.
@@ -50,7 +69,7 @@ impl Norm {
 
     /// Bytes of its parameters.
     pub fn bytes(&self) -> usize {
-        self.gamma.bytes() + self.beta.as_ref().map_or(0, AlignedBuf::bytes)
+        self.gamma.bytes() + self.beta.as_ref().map_or(0, Weights::bytes)
     }
 
     /// `out = N(x)` over `rows` contiguous rows.

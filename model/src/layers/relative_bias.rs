@@ -12,27 +12,28 @@
 use tessel_kernels::attention::Bias;
 use tessel_kernels::KernelError;
 
-use crate::aligned::AlignedBuf;
+use crate::storage::Weights;
 
 /// The bias table `[bucket][head]` and its bucketing.
 #[derive(Clone, Debug)]
-pub struct RelativeBias {
-    table: AlignedBuf,
+pub struct RelativeBias<'w> {
+    table: Weights<'w, f32>,
     heads: usize,
     buckets: usize,
     max_distance: usize,
     bidirectional: bool,
 }
 
-impl RelativeBias {
+impl<'w> RelativeBias<'w> {
     /// From Hugging Face's `relative_attention_bias.weight` (`[buckets × heads]`).
     pub fn new(
-        table: AlignedBuf,
+        table: impl Into<Weights<'w, f32>>,
         heads: usize,
         buckets: usize,
         max_distance: usize,
         bidirectional: bool,
-    ) -> Result<RelativeBias, KernelError> {
+    ) -> Result<RelativeBias<'w>, KernelError> {
+        let table = table.into();
         if buckets == 0 || heads == 0 || table.len() != buckets * heads {
             return Err(KernelError::InvalidArgument(
                 "relative bias table must be buckets × heads",
@@ -45,6 +46,22 @@ impl RelativeBias {
             max_distance,
             bidirectional,
         })
+    }
+
+    /// The table, `[bucket][head]`.
+    pub fn table(&self) -> &[f32] {
+        self.table.as_slice()
+    }
+
+    /// Heads, buckets, the distance from which every key falls in the last bucket, and
+    /// whether keys after the query have buckets of their own (the encoder).
+    pub fn shape(&self) -> (usize, usize, usize, bool) {
+        (
+            self.heads,
+            self.buckets,
+            self.max_distance,
+            self.bidirectional,
+        )
     }
 
     /// Bytes of the table.

@@ -114,7 +114,7 @@ pub(crate) fn linear_rows(
     inp: usize,
     bias: Option<&[f32]>,
     storage: WeightType,
-) -> Result<Linear, LoadError> {
+) -> Result<Linear<'static>, LoadError> {
     let n = rows.len();
     let elements = rows.start * inp..rows.end * inp;
     let layer = match tensor {
@@ -166,9 +166,9 @@ impl LoadOptions {
     }
 }
 
-impl Model {
+impl Model<'_> {
     /// Builds a model with seeded random weights (same seed, same weights).
-    pub fn random(config: Config, seed: u64) -> Result<Model, LoadError> {
+    pub fn random(config: Config, seed: u64) -> Result<Model<'static>, LoadError> {
         Model::random_with(config, seed, &LoadOptions::default())
     }
 
@@ -177,18 +177,18 @@ impl Model {
         config: Config,
         seed: u64,
         options: &LoadOptions,
-    ) -> Result<Model, LoadError> {
+    ) -> Result<Model<'static>, LoadError> {
         let mut source = RandomSource::new(seed, config.d_model);
         Model::build_from(config, &mut source, options)
     }
 
     /// Loads `config.json` and `model.safetensors` from `dir`.
-    pub fn load_dir(dir: &Path) -> Result<Model, LoadError> {
+    pub fn load_dir(dir: &Path) -> Result<Model<'static>, LoadError> {
         Model::load_dir_with(dir, &LoadOptions::default())
     }
 
     /// [`Model::load_dir`], laid out as `options` say.
-    pub fn load_dir_with(dir: &Path, options: &LoadOptions) -> Result<Model, LoadError> {
+    pub fn load_dir_with(dir: &Path, options: &LoadOptions) -> Result<Model<'static>, LoadError> {
         let config_path = dir.join("config.json");
         let text = std::fs::read_to_string(&config_path).map_err(io_error(&config_path))?;
         let config = Config::from_json(&text)?;
@@ -196,7 +196,7 @@ impl Model {
     }
 
     /// Memory-maps a safetensors file and lays its tensors out for `config`.
-    pub fn load_safetensors(config: Config, path: &Path) -> Result<Model, LoadError> {
+    pub fn load_safetensors(config: Config, path: &Path) -> Result<Model<'static>, LoadError> {
         Model::load_safetensors_with(config, path, &LoadOptions::default())
     }
 
@@ -205,7 +205,7 @@ impl Model {
         config: Config,
         path: &Path,
         options: &LoadOptions,
-    ) -> Result<Model, LoadError> {
+    ) -> Result<Model<'static>, LoadError> {
         let file = std::fs::File::open(path).map_err(io_error(path))?;
         // SAFETY: the map is read-only and lives only for this call; the weights are copied into
         // the model's own buffers before it is dropped. As with every mmap, a concurrent
@@ -215,7 +215,10 @@ impl Model {
     }
 
     /// Lays out the tensors of an in-memory safetensors file for `config`.
-    pub fn from_safetensors_bytes(config: Config, bytes: &[u8]) -> Result<Model, LoadError> {
+    pub fn from_safetensors_bytes(
+        config: Config,
+        bytes: &[u8],
+    ) -> Result<Model<'static>, LoadError> {
         Model::from_safetensors_bytes_with(config, bytes, &LoadOptions::default())
     }
 
@@ -224,7 +227,7 @@ impl Model {
         config: Config,
         bytes: &[u8],
         options: &LoadOptions,
-    ) -> Result<Model, LoadError> {
+    ) -> Result<Model<'static>, LoadError> {
         config.validate()?;
         let file =
             SafeTensors::deserialize(bytes).map_err(|e| LoadError::Malformed(e.to_string()))?;
@@ -240,7 +243,7 @@ impl Model {
         config: Config,
         source: &mut dyn TensorSource,
         options: &LoadOptions,
-    ) -> Result<Model, LoadError> {
+    ) -> Result<Model<'static>, LoadError> {
         config.validate()?;
         let model = Model::build(config, source, options)?;
         match source.first_unused() {
@@ -263,7 +266,7 @@ impl Model {
         config: Config,
         source: &mut dyn TensorSource,
         options: &LoadOptions,
-    ) -> Result<Model, LoadError> {
+    ) -> Result<Model<'static>, LoadError> {
         let d = config.d_model;
         let mut loader = Loader {
             source,
@@ -375,10 +378,10 @@ impl Model {
 pub(crate) fn block(
     prefix: &str,
     placement: crate::config::NormPlacement,
-    attention: (Norm, SelfAttention),
-    cross: Option<(Norm, CrossAttention)>,
-    feed_forward: (Norm, FeedForward),
-) -> Result<Block, LoadError> {
+    attention: (Norm<'static>, SelfAttention<'static>),
+    cross: Option<(Norm<'static>, CrossAttention<'static>)>,
+    feed_forward: (Norm<'static>, FeedForward<'static>),
+) -> Result<Block<'static>, LoadError> {
     Block::new(placement, attention, cross, feed_forward)
         .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
 }
@@ -429,7 +432,7 @@ impl Loader<'_> {
         Ok(self.tensor(name, &[len])?.into_owned())
     }
 
-    pub(crate) fn norm(&mut self, prefix: &str) -> Result<Norm, LoadError> {
+    pub(crate) fn norm(&mut self, prefix: &str) -> Result<Norm<'static>, LoadError> {
         let (d, eps, kind) = (
             self.config.d_model,
             self.config.layer_norm_eps,
@@ -451,7 +454,7 @@ impl Loader<'_> {
     }
 
     /// `linear1` (with the activation) and `linear2` of `prefix`.
-    fn feed_forward(&mut self, prefix: &str) -> Result<FeedForward, LoadError> {
+    fn feed_forward(&mut self, prefix: &str) -> Result<FeedForward<'static>, LoadError> {
         let (d, f, bias) = (
             self.config.d_model,
             self.config.d_ff,
@@ -469,7 +472,7 @@ impl Loader<'_> {
         out: usize,
         inp: usize,
         bias: bool,
-    ) -> Result<Linear, LoadError> {
+    ) -> Result<Linear<'static>, LoadError> {
         let [linear] = self.linears(
             &format!("{prefix}.weight"),
             &format!("{prefix}.bias"),
@@ -490,7 +493,7 @@ impl Loader<'_> {
         parts: [usize; N],
         inp: usize,
         bias: bool,
-    ) -> Result<[Linear; N], LoadError> {
+    ) -> Result<[Linear<'static>; N], LoadError> {
         let out = parts.iter().sum();
         let b = if bias {
             Some(self.vector(bias_name, out)?)
@@ -529,7 +532,7 @@ impl Loader<'_> {
         biases: &[bool],
         out: usize,
         inp: usize,
-    ) -> Result<Linear, LoadError> {
+    ) -> Result<Linear<'static>, LoadError> {
         let mut parts = Vec::with_capacity(prefixes.len());
         let mut bias = vec![0.0f32; out * prefixes.len()];
         for (i, (prefix, &has_bias)) in prefixes.iter().zip(biases).enumerate() {
@@ -559,7 +562,7 @@ impl Loader<'_> {
 
     /// `in_proj_weight [3d, d]`, `in_proj_bias`, `out_proj.*`: the fused Q/K/V projection and
     /// the output projection.
-    fn self_attention(&mut self, prefix: &str) -> Result<SelfAttention, LoadError> {
+    fn self_attention(&mut self, prefix: &str) -> Result<SelfAttention<'static>, LoadError> {
         let d = self.config.d_model;
         let b = self.config.biases;
         let [qkv] = self.linears(
@@ -576,7 +579,7 @@ impl Loader<'_> {
 
     /// As [`Loader::self_attention`], the input projection cut into the query projection (of
     /// the decoder state) and the fused K/V projection (of the encoder output).
-    fn cross_attention(&mut self, prefix: &str) -> Result<CrossAttention, LoadError> {
+    fn cross_attention(&mut self, prefix: &str) -> Result<CrossAttention<'static>, LoadError> {
         let d = self.config.d_model;
         let b = self.config.biases;
         let [q, kv] = self.linears(

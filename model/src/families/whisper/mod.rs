@@ -137,7 +137,11 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<Config, LoadError> 
 }
 
 /// Loads `config.json` and `model.safetensors` of a Hugging Face Whisper directory.
-pub fn load_hf_dir(dir: &Path, max_beam: usize, options: &LoadOptions) -> Result<Model, LoadError> {
+pub fn load_hf_dir(
+    dir: &Path,
+    max_beam: usize,
+    options: &LoadOptions,
+) -> Result<Model<'static>, LoadError> {
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read(&path).map_err(|source| LoadError::Io { path, source })
@@ -154,7 +158,7 @@ pub fn from_hf_safetensors(
     config: Config,
     bytes: &[u8],
     options: &LoadOptions,
-) -> Result<Model, LoadError> {
+) -> Result<Model<'static>, LoadError> {
     let file = safetensors::SafeTensors::deserialize(bytes)
         .map_err(|e| LoadError::Malformed(e.to_string()))?;
     let mut source = SafetensorsSource {
@@ -173,7 +177,7 @@ fn build(
     config: &Config,
     source: &mut dyn TensorSource,
     options: &LoadOptions,
-) -> Result<Model, LoadError> {
+) -> Result<Model<'static>, LoadError> {
     let d = config.d_model;
     let n_mels = config.front_end.n_mels().unwrap_or(0);
     let mut l = Loader {
@@ -214,7 +218,7 @@ fn convolution(
     name: &str,
     out: usize,
     channels: usize,
-) -> Result<Linear, LoadError> {
+) -> Result<Linear<'static>, LoadError> {
     let bias = l.vector(&format!("{name}.bias"), out)?;
     let wanted = l.options.weights;
     let stored = l.stored(&format!("{name}.weight"), &[out, channels, 3])?;
@@ -246,7 +250,7 @@ fn convolution(
     layer.map_err(linear_error(&weight_name))
 }
 
-fn conv_stem(l: &mut Loader<'_>, n_mels: usize) -> Result<ConvStem, LoadError> {
+fn conv_stem(l: &mut Loader<'_>, n_mels: usize) -> Result<ConvStem<'static>, LoadError> {
     let d = l.config.d_model;
     let conv1 = convolution(l, "model.encoder.conv1", d, n_mels)?;
     let conv2 = convolution(l, "model.encoder.conv2", d, d)?;
