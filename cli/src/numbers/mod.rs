@@ -98,6 +98,12 @@ impl Numbers {
         &self.model
     }
 
+    /// The model and its vocabulary, for hosts that hold the model themselves (shared in an
+    /// `Arc`, as the C API does).
+    pub fn into_parts(self) -> (Model, Vocab) {
+        (self.model, self.vocab)
+    }
+
     /// The most decoder steps a reading runs (the target's length limit, BOS included).
     pub fn max_steps(&self) -> usize {
         self.vocab.max_target()

@@ -1,0 +1,105 @@
+//! Checked views of C arguments: NULL, alignment and `(pointer, length)` pairs become typed
+//! errors before anything is dereferenced.
+
+use std::ffi::{c_char, CStr};
+
+use crate::status::{fail, tessel_status, Error};
+
+/// `ptr` as a shared reference, or `TESSEL_ERR_NULL` naming `what`.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a valid, initialised `T` that outlives `'a` and is not
+/// written meanwhile.
+pub unsafe fn read<'a, T>(ptr: *const T, what: &'static str) -> Result<&'a T, Error> {
+    // SAFETY: the caller's contract for non-NULL pointers; `as_ref` maps NULL to `None`.
+    unsafe { ptr.as_ref() }.ok_or(Error::new(tessel_status::TESSEL_ERR_NULL, what))
+}
+
+/// `ptr` as an exclusive reference, or `TESSEL_ERR_NULL` naming `what`.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a valid `T` (an out-parameter the caller owns) that outlives
+/// `'a` and is not accessed otherwise meanwhile.
+pub unsafe fn write<'a, T>(ptr: *mut T, what: &'static str) -> Result<&'a mut T, Error> {
+    // SAFETY: the caller's contract for non-NULL pointers; `as_mut` maps NULL to `None`.
+    unsafe { ptr.as_mut() }.ok_or(Error::new(tessel_status::TESSEL_ERR_NULL, what))
+}
+
+/// `len` elements at `ptr` as a slice; NULL is allowed only with `len == 0`.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to `len` initialised, aligned `T`s that outlive `'a` and are
+/// not written meanwhile.
+pub unsafe fn slice<'a, T>(
+    ptr: *const T,
+    len: usize,
+    what: &'static str,
+) -> Result<&'a [T], Error> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return fail(tessel_status::TESSEL_ERR_NULL, what);
+    }
+    if !ptr.is_aligned() {
+        return fail(tessel_status::TESSEL_ERR_ARGUMENT, "misaligned array");
+    }
+    // SAFETY: non-NULL and aligned, and the caller guarantees `len` valid elements.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// `cap` elements at `ptr` as a writable slice; NULL is allowed only with `cap == 0`.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to `cap` writable, aligned `T`s that outlive `'a` and are not
+/// accessed otherwise meanwhile.
+pub unsafe fn slice_mut<'a, T>(
+    ptr: *mut T,
+    cap: usize,
+    what: &'static str,
+) -> Result<&'a mut [T], Error> {
+    if cap == 0 {
+        return Ok(&mut []);
+    }
+    if ptr.is_null() {
+        return fail(tessel_status::TESSEL_ERR_NULL, what);
+    }
+    if !ptr.is_aligned() {
+        return fail(tessel_status::TESSEL_ERR_ARGUMENT, "misaligned buffer");
+    }
+    // SAFETY: non-NULL and aligned, and the caller guarantees `cap` writable elements.
+    Ok(unsafe { std::slice::from_raw_parts_mut(ptr, cap) })
+}
+
+/// A NUL-terminated UTF-8 string.
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string that outlives `'a`.
+pub unsafe fn text<'a>(ptr: *const c_char, what: &'static str) -> Result<&'a str, Error> {
+    if ptr.is_null() {
+        return fail(tessel_status::TESSEL_ERR_NULL, what);
+    }
+    // SAFETY: non-NULL, and the caller guarantees the NUL terminator.
+    let bytes = unsafe { CStr::from_ptr(ptr) };
+    bytes.to_str().map_err(|_| {
+        Error::new(
+            tessel_status::TESSEL_ERR_ARGUMENT,
+            "the string is not valid UTF-8",
+        )
+    })
+}
+
+/// Writes `text` and a NUL into `out` (`cap` bytes) and its length (without the NUL) into
+/// `len`; `TESSEL_ERR_BUFFER_TOO_SMALL` (nothing written but `len`) when it does not fit.
+pub fn put_text(text: &str, out: &mut [u8], len: &mut usize) -> Result<(), Error> {
+    *len = text.len();
+    if out.len() <= text.len() {
+        return fail(
+            tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
+            "the text buffer is too small; the length was written",
+        );
+    }
+    out[..text.len()].copy_from_slice(text.as_bytes());
+    out[text.len()] = 0;
+    Ok(())
+}

@@ -1,0 +1,30 @@
+//! tessel-capi: the C ABI of tessel, declared in `include/tessel.h` (generated from this crate
+//! by cbindgen; `tests/header.rs` fails when the committed header differs).
+//!
+//! - [`status`]: status codes, the thread-local last error, the `catch_unwind` guard every
+//!   entry point runs in;
+//! - [`info`]: version, status names, the last error, the ISA level (forcing one);
+//! - [`model`]: `tessel_model`, immutable and reference-counted, loaded from a directory or
+//!   the embedded numbers model; model info and arena sizes;
+//! - [`session`]: `tessel_session`, its arena allocated once at creation; encode, decode
+//!   steps, beam reordering, greedy and beam search with a step callback, hypotheses into
+//!   caller buffers, the numbers model's text call;
+//! - [`engine`]: the one module that builds models and sessions of `tessel-model`;
+//! - [`args`]: checked views of C pointers and lengths.
+//!
+//! The rules the header states: every call that can fail returns a [`status::tessel_status`]
+//! and never unwinds; NULL, mismatched handles and out-of-range arguments are errors; models
+//! are shared by threads, a session is used by one thread at a time; after
+//! `tessel_session_new` the token-level calls do not allocate.
+
+pub mod args;
+pub mod engine;
+pub mod info;
+pub mod model;
+pub mod session;
+pub mod status;
+
+pub use info::*;
+pub use model::*;
+pub use session::*;
+pub use status::tessel_status;

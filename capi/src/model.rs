@@ -1,0 +1,353 @@
+//! `tessel_model`: an immutable, reference-counted model shared by any number of sessions on
+//! any threads.
+//!
+//! The handle is `Arc::into_raw` of a [`ModelHandle`], whose first field is a tag: a pointer
+//! whose first word is not the model tag (a session handle, say) is refused with
+//! `TESSEL_ERR_HANDLE` instead of being used. `tessel_model_retain` and
+//! `tessel_model_release` move the `Arc`'s strong count; each session holds one reference.
+
+use std::ffi::c_char;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use ::tessel_model::{Limits, Model, WeightType};
+use tessel_cli::numbers::Vocab;
+
+use crate::args;
+use crate::engine::{self, LoadSettings, Loaded};
+use crate::status::{fail, guard, tessel_status, Error};
+
+/// The tag in the first word of a live model handle ("tslmodel").
+const MODEL_TAG: u64 = u64::from_le_bytes(*b"tslmodel");
+/// The tag a model handle gets when it is dropped.
+const DEAD_TAG: u64 = u64::from_le_bytes(*b"tsl-dead");
+
+/// An immutable model, shared by sessions and threads; created by `tessel_model_load_dir` or
+/// `tessel_model_load_numbers`, released with `tessel_model_release`.
+#[allow(non_camel_case_types)]
+pub struct tessel_model {
+    _opaque: [u8; 0],
+}
+
+/// What a `tessel_model` points to.
+#[repr(C)]
+pub struct ModelHandle {
+    tag: u64,
+    /// The model.
+    pub model: Model,
+    /// The numbers-format text vocabulary, when the model came with one.
+    pub vocab: Option<Vocab>,
+}
+
+impl Drop for ModelHandle {
+    fn drop(&mut self) {
+        self.tag = DEAD_TAG;
+    }
+}
+
+/// How `tessel_model_load_dir` loads. Start from `tessel_load_options_default()`.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct tessel_load_options {
+    /// Widest beam sessions may plan for, where the directory's config does not state it
+    /// (Hugging Face and CTranslate2 directories). Default 4.
+    pub max_beam: usize,
+    /// Longest source and target, where the config does not state it (T5, CTranslate2;
+    /// capped by stored position tables). Default 512.
+    pub max_len: usize,
+    /// Storage of the linear layers' weights: "f32", "f16", "bf16", "bf16-dot", or NULL to
+    /// keep the type the files store.
+    pub weights: *const c_char,
+}
+
+/// What a model is: its sizes, special ids and maxima.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct tessel_model_info {
+    /// Source vocabulary size (valid ids are below it).
+    pub src_vocab: usize,
+    /// Target vocabulary size: the length of one row of logits.
+    pub tgt_vocab: usize,
+    /// Decoder start id.
+    pub bos_id: u32,
+    /// End-of-sequence id.
+    pub eos_id: u32,
+    /// Padding id.
+    pub pad_id: u32,
+    /// Mel bins per audio frame for models that read audio (`tessel_encode_audio`), 0 for
+    /// models that read tokens (`tessel_encode`).
+    pub n_mels: usize,
+    /// Bytes of weights held in memory.
+    pub weight_bytes: usize,
+    /// The model's maximum source length, target positions and beam width.
+    pub max_src_len: usize,
+    /// See `max_src_len`.
+    pub max_tgt_len: usize,
+    /// See `max_src_len`.
+    pub max_beam: usize,
+    /// Whether `tessel_numbers_read` works on this model's sessions (it came with a vocabulary
+    /// in the numbers model's format).
+    pub has_text_vocab: bool,
+}
+
+/// The sizes a session plans its arena for. A zero field means the model's maximum (one thread
+/// for `threads`).
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct tessel_limits {
+    /// Longest source (tokens, or encoder positions: half the audio frames).
+    pub max_src_len: usize,
+    /// Most target positions, the start token included.
+    pub max_tgt_len: usize,
+    /// Widest beam.
+    pub max_beam: usize,
+    /// Threads each GEMM runs on, the calling thread included; the workers start with the
+    /// session.
+    pub threads: usize,
+}
+
+/// Wraps a Rust model as a C handle with one reference (for Rust hosts that build a model
+/// themselves and hand it to C code). Release it with `tessel_model_release`.
+pub fn model_handle(model: Model) -> *mut tessel_model {
+    into_handle(Loaded { model, vocab: None })
+}
+
+fn into_handle(loaded: Loaded) -> *mut tessel_model {
+    let handle = Arc::new(ModelHandle {
+        tag: MODEL_TAG,
+        model: loaded.model,
+        vocab: loaded.vocab,
+    });
+    Arc::into_raw(handle).cast_mut().cast::<tessel_model>()
+}
+
+/// The handle behind `model`, checked: NULL, misaligned and untagged pointers are errors.
+///
+/// # Safety
+/// `model` is NULL or points to at least 8 readable bytes; a pointer from
+/// `tessel_model_load_*` must not have been released to zero.
+pub unsafe fn handle<'a>(model: *const tessel_model) -> Result<&'a ModelHandle, Error> {
+    let ptr = model.cast::<ModelHandle>();
+    if ptr.is_null() {
+        return fail(tessel_status::TESSEL_ERR_NULL, "the model handle is NULL");
+    }
+    if !ptr.is_aligned() {
+        return fail(tessel_status::TESSEL_ERR_HANDLE, "not a model handle");
+    }
+    // SAFETY: aligned and non-NULL; the caller guarantees the first word is readable. The
+    // tag is the first field of the `repr(C)` `ModelHandle`.
+    let tag = unsafe { ptr.cast::<u64>().read() };
+    if tag != MODEL_TAG {
+        return fail(tessel_status::TESSEL_ERR_HANDLE, "not a model handle");
+    }
+    // SAFETY: the tag says this is a live `ModelHandle` from `into_handle`.
+    Ok(unsafe { &*ptr })
+}
+
+/// A new strong reference to the handle behind `model` (checked as [`handle`]).
+///
+/// # Safety
+/// As [`handle`].
+pub unsafe fn share(model: *const tessel_model) -> Result<Arc<ModelHandle>, Error> {
+    // SAFETY: the caller's contract.
+    let checked = unsafe { handle(model) }?;
+    let ptr: *const ModelHandle = checked;
+    // SAFETY: `ptr` came from `Arc::into_raw` (the tag says so) and the caller holds a
+    // reference, so the count is at least one while we add ours.
+    unsafe {
+        Arc::increment_strong_count(ptr);
+        Ok(Arc::from_raw(ptr))
+    }
+}
+
+impl ModelHandle {
+    /// `limits` with zero fields replaced by the model's maxima (threads by 1).
+    pub fn limits(&self, limits: Option<&tessel_limits>) -> Limits {
+        let max = Limits::of(self.model.config());
+        let given = limits.copied().unwrap_or_default();
+        let or = |value: usize, default: usize| if value == 0 { default } else { value };
+        Limits {
+            max_src_len: or(given.max_src_len, max.max_src_len),
+            max_tgt_len: or(given.max_tgt_len, max.max_tgt_len),
+            max_beam: or(given.max_beam, max.max_beam),
+            threads: or(given.threads, 1),
+        }
+    }
+}
+
+/// The default load options: beam 4, length 512, weights as stored.
+#[no_mangle]
+pub extern "C" fn tessel_load_options_default() -> tessel_load_options {
+    tessel_load_options {
+        max_beam: 4,
+        max_len: 512,
+        weights: std::ptr::null(),
+    }
+}
+
+fn settings(options: Option<&tessel_load_options>) -> Result<LoadSettings, Error> {
+    let options = options
+        .copied()
+        .unwrap_or_else(|| tessel_load_options_default());
+    if options.max_beam == 0 || options.max_len == 0 {
+        return fail(
+            tessel_status::TESSEL_ERR_ARGUMENT,
+            "max_beam and max_len must be positive",
+        );
+    }
+    let weights = if options.weights.is_null() {
+        None
+    } else {
+        // SAFETY: non-NULL; the caller guarantees a NUL-terminated string.
+        let name = unsafe { args::text(options.weights, "weights") }?;
+        Some(
+            WeightType::from_str(name)
+                .map_err(|e| Error::boxed(tessel_status::TESSEL_ERR_ARGUMENT, e))?,
+        )
+    };
+    Ok(LoadSettings {
+        max_beam: options.max_beam,
+        max_len: options.max_len,
+        weights,
+    })
+}
+
+/// Loads the model in directory `path` (UTF-8, NUL-terminated), detecting its format:
+/// CTranslate2 (`model.bin`), Hugging Face Whisper, T5/mT5, Marian/BART/mBART/M2M100
+/// (`config.json` with a `model_type`), or tessel's `nn.Transformer` layout (`config.json` and
+/// `model.safetensors`). `options` may be NULL for the defaults. On success `*out` holds a
+/// model with one reference. Allocates (the weights).
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `options` is NULL or valid; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_model_load_dir(
+    path: *const c_char,
+    options: *const tessel_load_options,
+    out: *mut *mut tessel_model,
+) -> tessel_status {
+    guard(|| {
+        // SAFETY: the caller's contract for each pointer.
+        let (path, options, out) = unsafe {
+            (
+                args::text(path, "path is NULL")?,
+                options.as_ref(),
+                args::write(out, "out is NULL")?,
+            )
+        };
+        *out = std::ptr::null_mut();
+        let loaded = engine::load_dir(Path::new(path), settings(options)?)?;
+        *out = into_handle(loaded);
+        Ok(())
+    })
+}
+
+/// Loads the numbers model compiled into the library (English number words to digits; its
+/// vocabulary makes `tessel_numbers_read` work). On success `*out` holds a model with one
+/// reference. Allocates (the weights, about 0.6 MB).
+///
+/// # Safety
+/// `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_model_load_numbers(out: *mut *mut tessel_model) -> tessel_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let out = unsafe { args::write(out, "out is NULL") }?;
+        *out = std::ptr::null_mut();
+        *out = into_handle(engine::numbers()?);
+        Ok(())
+    })
+}
+
+/// Adds a reference to `model` (for another owner, e.g. another thread).
+///
+/// # Safety
+/// `model` is NULL or a handle from this library with at least one reference.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_model_retain(model: *mut tessel_model) -> tessel_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let shared = unsafe { share(model) }?;
+        std::mem::forget(shared);
+        Ok(())
+    })
+}
+
+/// Drops a reference to `model`; the last one (sessions hold one each) frees it. NULL is
+/// accepted and does nothing.
+///
+/// # Safety
+/// `model` is NULL or a handle from this library with at least one reference owned by the
+/// caller, which it gives up.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_model_release(model: *mut tessel_model) -> tessel_status {
+    guard(|| {
+        if model.is_null() {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        let checked: *const ModelHandle = unsafe { handle(model) }?;
+        // SAFETY: `checked` came from `Arc::into_raw` and the caller gives up one reference.
+        drop(unsafe { Arc::from_raw(checked) });
+        Ok(())
+    })
+}
+
+/// Writes `model`'s sizes, ids and maxima into `*info`.
+///
+/// # Safety
+/// `model` is NULL or a live handle; `info` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_model_get_info(
+    model: *const tessel_model,
+    info: *mut tessel_model_info,
+) -> tessel_status {
+    guard(|| {
+        // SAFETY: the caller's contract for each pointer.
+        let (handle, info) = unsafe { (handle(model)?, args::write(info, "info is NULL")?) };
+        let config = handle.model.config();
+        *info = tessel_model_info {
+            src_vocab: config.src_vocab,
+            tgt_vocab: config.tgt_vocab,
+            bos_id: config.bos_id,
+            eos_id: config.eos_id,
+            pad_id: config.pad_id,
+            n_mels: config.front_end.n_mels().unwrap_or(0),
+            weight_bytes: handle.model.weight_bytes(),
+            max_src_len: config.max_src_len,
+            max_tgt_len: config.max_tgt_len,
+            max_beam: config.max_beam,
+            has_text_vocab: handle.vocab.is_some(),
+        };
+        Ok(())
+    })
+}
+
+/// Writes the bytes of the arena a session over `model` planned for `limits` (NULL: the
+/// model's maxima) allocates at creation, or refuses limits above the model's.
+///
+/// # Safety
+/// `model` is NULL or a live handle; `limits` is NULL or valid; `bytes` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_session_arena_bytes(
+    model: *const tessel_model,
+    limits: *const tessel_limits,
+    bytes: *mut usize,
+) -> tessel_status {
+    guard(|| {
+        // SAFETY: the caller's contract for each pointer.
+        let (handle, limits, bytes) = unsafe {
+            (
+                handle(model)?,
+                limits.as_ref(),
+                args::write(bytes, "bytes is NULL")?,
+            )
+        };
+        *bytes = engine::arena_bytes(&handle.model, handle.limits(limits))?;
+        Ok(())
+    })
+}

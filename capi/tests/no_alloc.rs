@@ -1,0 +1,194 @@
+//! Proves the header's promise: after `tessel_session_new`, the token-level C calls (encode,
+//! decode steps, beam reordering, greedy and beam search with a step callback reading tokens,
+//! hypotheses, limits and ISA queries, and refusals with their messages) allocate nothing,
+//! counted by a global allocator that counts the allocations of the measuring thread only.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::ffi::{c_char, c_void, CStr};
+use std::ptr::{null, null_mut};
+
+use tessel::*;
+
+struct Counting;
+
+thread_local! {
+    static ACTIVE: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note() {
+    // `try_with` never allocates and tolerates thread teardown.
+    let _ = ACTIVE.try_with(|active| {
+        if active.get() {
+            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        }
+    });
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by `run` on this thread.
+fn allocations(run: impl FnOnce()) -> usize {
+    COUNT.with(|c| c.set(0));
+    ACTIVE.with(|a| a.set(true));
+    run();
+    ACTIVE.with(|a| a.set(false));
+    COUNT.with(|c| c.get())
+}
+
+#[track_caller]
+fn ok(status: tessel_status) {
+    // SAFETY: a NUL-terminated thread-owned string.
+    let message = unsafe { CStr::from_ptr(tessel_last_error()) }.to_string_lossy();
+    assert_eq!(status, tessel_status::TESSEL_OK, "{message}");
+}
+
+/// Reads every hypothesis's tokens and counts the steps.
+unsafe extern "C" fn on_step(user_data: *mut c_void, step: *mut tessel_step) {
+    // SAFETY: `user_data` is the test's counter; `step` is valid during the call.
+    let (steps, step) = unsafe { (&mut *user_data.cast::<usize>(), &*step) };
+    *steps += 1;
+    for beam in 0..step.beams {
+        let (mut tokens, mut len) = (null(), 0);
+        // SAFETY: the callback's step and writable out-pointers.
+        let status = unsafe { tessel_step_tokens(step, beam, &mut tokens, &mut len) };
+        assert_eq!(status, tessel_status::TESSEL_OK);
+    }
+}
+
+/// Every token-level call, refusals included, on an encoded-from-scratch session.
+fn token_level_calls(model: *mut tessel_model, session: *mut tessel_session, vocab: usize) {
+    let src = [10u32, 11, 12, 3, 20, 21];
+    let mut logits = [0f32; 64];
+    let (mut len, mut count, mut score, mut steps) = (0usize, 0usize, 0f32, 0usize);
+    let mut tokens = [0u32; 16];
+    let mut name: *const c_char = null();
+    let mut limits = tessel_limits::default();
+    let mut info = tessel_model_info::default();
+    let mut message = [0 as c_char; 256];
+    assert!(2 * vocab <= logits.len());
+    // SAFETY: live handles and buffers of the stated sizes; the refusals pass bad arguments
+    // on purpose.
+    unsafe {
+        ok(tessel_encode(session, src.as_ptr(), src.len()));
+        let bos = [1u32, 1];
+        ok(tessel_decode_step(
+            session,
+            bos.as_ptr(),
+            2,
+            logits.as_mut_ptr(),
+            64,
+            &mut len,
+        ));
+        ok(tessel_reorder_beams(session, [1u32, 0].as_ptr(), 2));
+        ok(tessel_decode_step(
+            session,
+            [4u32, 5].as_ptr(),
+            2,
+            logits.as_mut_ptr(),
+            64,
+            &mut len,
+        ));
+        for beam in [1, 3] {
+            let options = tessel_generate_options {
+                beam,
+                on_step: Some(on_step),
+                user_data: (&mut steps as *mut usize).cast(),
+                ..tessel_generate_options_default()
+            };
+            ok(tessel_generate(session, &options, &mut count));
+            for i in 0..count {
+                ok(tessel_hypothesis(
+                    session,
+                    i,
+                    tokens.as_mut_ptr(),
+                    16,
+                    &mut len,
+                    &mut score,
+                ));
+            }
+        }
+        ok(tessel_session_get_limits(session, &mut limits));
+        ok(tessel_session_isa_name(session, &mut name));
+        ok(tessel_model_get_info(model, &mut info));
+        // Refusals, each formatting its message into the thread's buffer.
+        let refused = [
+            tessel_encode(session, [9999u32].as_ptr(), 1),
+            tessel_encode(session, null(), 0),
+            tessel_encode(model.cast(), src.as_ptr(), 1),
+            tessel_decode_step(
+                session,
+                [1u32].as_ptr(),
+                1,
+                logits.as_mut_ptr(),
+                1,
+                &mut len,
+            ),
+            tessel_generate(null_mut(), null(), &mut count),
+            tessel_hypothesis(session, 99, tokens.as_mut_ptr(), 16, &mut len, null_mut()),
+        ];
+        assert!(refused.iter().all(|s| *s != tessel_status::TESSEL_OK));
+        ok(tessel_last_error_copy(message.as_mut_ptr(), 256, &mut len));
+        assert!(!tessel_last_error().is_null());
+    }
+    assert!(steps > 0 && count > 0);
+}
+
+#[test]
+fn token_level_c_calls_do_not_allocate_after_session_creation() {
+    let probe = allocations(|| drop(std::hint::black_box(vec![1u8; 8])));
+    assert_eq!(probe, 1, "the counter sees this thread's allocations");
+    let mut model = null_mut();
+    let mut info = tessel_model_info::default();
+    // SAFETY: writable out-pointers; the handles are freed at the end.
+    unsafe {
+        ok(tessel_model_load_numbers(&mut model));
+        ok(tessel_model_get_info(model, &mut info));
+    }
+    for threads in [1, 2] {
+        let limits = tessel_limits {
+            threads,
+            ..tessel_limits::default()
+        };
+        let mut session = null_mut();
+        // SAFETY: live model, valid limits, writable out-pointer.
+        ok(unsafe { tessel_session_new(model, &limits, &mut session) });
+        // Twice: the first pass may warm nothing up either.
+        for pass in 0..2 {
+            let count = allocations(|| token_level_calls(model, session, info.tgt_vocab));
+            assert_eq!(
+                count, 0,
+                "{count} allocations ({threads} threads, pass {pass})"
+            );
+        }
+        // SAFETY: the session from above, freed once.
+        ok(unsafe { tessel_session_free(session) });
+    }
+    // SAFETY: the model from above, released once.
+    ok(unsafe { tessel_model_release(model) });
+}
