@@ -35,7 +35,7 @@ fn convolution(
     let weight_name = format!("{name}/weight");
     let stored = b.vars.stored(&weight_name, &[out, channels, 3])?;
     let bias = b.vars.tensor(&format!("{name}/bias"), &[out])?;
-    let storage = b.weights.unwrap_or(stored.weight_type());
+    let storage = b.weights.unwrap_or(stored.weight_type()).for_conv_stem();
     let packed = match &stored {
         crate::weights::source::Tensor::F32(w) => {
             crate::weights::source::Tensor::F32(ConvStem::pack_weight(w, out, channels).into())
