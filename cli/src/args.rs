@@ -144,8 +144,9 @@ pub struct CommonArgs {
     pub threads: usize,
 
     /// How the linear layers' weights are stored in memory. Without it each keeps the type
-    /// its file stores (an f16 checkpoint stays f16; random weights are f32). Activations are
-    /// f32 throughout except inside bf16-dot products.
+    /// its file stores (an f16 checkpoint stays f16, a CTranslate2 int8 one int8; random
+    /// weights are f32). Activations are f32 throughout except inside bf16-dot products and
+    /// int8 products (quantised per row).
     #[arg(long, value_name = "TYPE", value_parser = weight_type_parser())]
     pub weights: Option<WeightType>,
 }
@@ -194,6 +195,10 @@ fn weight_type_parser() -> impl TypedValueParser<Value = WeightType> {
             WeightType::Bf16Dot => {
                 "bfloat16, activations rounded to bfloat16 inside each product \
                  (AVX-512 BF16 dot products where the CPU has them)"
+            }
+            WeightType::Int8 => {
+                "int8, one scale per output channel; activations quantised per row, \
+                 exact integer sums (a quarter of the bytes of f32)"
             }
         })
     }))

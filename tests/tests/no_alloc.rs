@@ -98,6 +98,8 @@ fn nothing_allocates_after_session_creation() {
         (NormPlacement::Pre, WeightType::F16),
         (NormPlacement::Post, WeightType::Bf16),
         (NormPlacement::Post, WeightType::Bf16Dot),
+        (NormPlacement::Pre, WeightType::Int8),
+        (NormPlacement::Post, WeightType::Int8),
     ];
     for (norm, weights) in cases {
         let model =

@@ -4,10 +4,10 @@
 //! Supported: the `TransformerSpec` encoder-decoder (binary versions 1 to 6), pre- or post-norm,
 //! ReLU / GELU / tanh-GELU, shared or separate embeddings, tied or separate output projection,
 //! stored (learned) position tables or CTranslate2's sinusoidal encoding, with or without
-//! biases. Linear weights stored as `float16` or `bfloat16` stay so in memory (unless
-//! [`Ct2Options::weights`] asks otherwise); `int8` and `int16` weights are dequantised to `f32`
-//! with their `weight_scale` (`q / scale`, per row for int8, one scale for int16), so tessel
-//! computes on exactly the weights the file holds. Anything else (relative positions, ALiBi, rotary, RMSNorm, GLU, embedding LayerNorm,
+//! biases. Linear weights stored as `float16`, `bfloat16` or `int8` stay so in memory (unless
+//! [`Ct2Options::weights`] asks otherwise): int8 ones with their per-row `weight_scale`, packed
+//! as they are (`int8.rs`); `int16` weights, and int8 embedding tables, are dequantised to `f32`
+//! (`q / scale`), so tessel computes on exactly the weights the file holds. Anything else (relative positions, ALiBi, rotary, RMSNorm, GLU, embedding LayerNorm,
 //! multi-query attention, several source embeddings, AWQ) is refused with a typed
 //! [`Ct2Error`] naming the variable.
 //!
@@ -24,6 +24,7 @@
 //!   ([`Ct2Model::source_ids`] applies them).
 
 mod binary;
+mod int8;
 mod transformer;
 mod vocab;
 pub mod whisper;
@@ -174,7 +175,7 @@ pub struct Ct2Options {
     /// Widest beam.
     pub max_beam: usize,
     /// Storage of the linear layers' weights whatever `model.bin` holds, or `None` to keep
-    /// the stored type (quantised weights become `f32`).
+    /// the stored type (int8 stays int8, int16 becomes `f32`).
     pub weights: Option<crate::WeightType>,
 }
 

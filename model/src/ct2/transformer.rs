@@ -10,9 +10,10 @@
 //! | `{encoder,decoder}/layer_norm` (pre-norm) | the stacks' final norms |
 //! | `decoder/projection` | the generator |
 //!
-//! Linear weights keep the type `model.bin` stores them in (`float32`, `float16`, `bfloat16`)
-//! unless [`Ct2Options::weights`] asks for another; `int8`/`int16` weights are dequantised with
-//! their scales to `f32`. Embeddings, positions, norms and biases are `f32` in memory.
+//! Linear weights keep the type `model.bin` stores them in (`float32`, `float16`, `bfloat16`,
+//! `int8` with its per-row `weight_scale`, see [`super::int8`]) unless [`Ct2Options::weights`]
+//! asks for another; `int16` weights are dequantised with their scale to `f32`. Embeddings
+//! (int8 ones dequantised), positions, norms and biases are `f32` in memory.
 
 use crate::config::NormKind;
 use std::borrow::Cow;
@@ -234,13 +235,16 @@ impl Builder<'_, '_, '_> {
         inp: usize,
     ) -> Result<Linear<'static>, Ct2Error> {
         let name = format!("{from}/weight");
-        let weight = self.vars.stored(&name, &[out, inp])?;
         let bias_name = format!("{from}/bias");
         let bias = if self.vars.has(&bias_name) {
             Some(self.vars.tensor(&bias_name, &[out])?)
         } else {
             None
         };
+        if let Some(layer) = self.stored_int8(&name, out, inp, bias.as_deref())? {
+            return Ok(layer);
+        }
+        let weight = self.vars.stored(&name, &[out, inp])?;
         let storage = self.weights.unwrap_or(weight.weight_type());
         Ok(linear_rows(
             &name,
@@ -651,18 +655,15 @@ pub fn build(
         } else {
             None
         };
-        let stored = m
-            .vars
-            .stored("decoder/embeddings/weight", &[tgt_vocab, d])?;
-        let storage = options.weights.unwrap_or(stored.weight_type());
-        linear_rows(
-            "decoder/embeddings/weight",
-            &stored,
-            0..tgt_vocab,
-            d,
-            bias.as_deref(),
-            storage,
-        )?
+        let table = "decoder/embeddings/weight";
+        match m.stored_int8(table, tgt_vocab, d, bias.as_deref())? {
+            Some(layer) => layer,
+            None => {
+                let stored = m.vars.stored(table, &[tgt_vocab, d])?;
+                let storage = options.weights.unwrap_or(stored.weight_type());
+                linear_rows(table, &stored, 0..tgt_vocab, d, bias.as_deref(), storage)?
+            }
+        }
     } else {
         m.linear("decoder/projection", tgt_vocab, d)?
     };

@@ -35,7 +35,7 @@ fn convolution(
     let weight_name = format!("{name}/weight");
     let stored = b.vars.stored(&weight_name, &[out, channels, 3])?;
     let bias = b.vars.tensor(&format!("{name}/bias"), &[out])?;
-    let storage = b.weights.unwrap_or(stored.weight_type());
+    let storage = b.weights.unwrap_or(stored.weight_type()).for_conv_stem();
     let packed = match &stored {
         crate::weights::source::Tensor::F32(w) => {
             crate::weights::source::Tensor::F32(ConvStem::pack_weight(w, out, channels).into())
@@ -207,18 +207,15 @@ pub fn build(
     let target = Embedding::new(Arc::clone(&table), d, 1.0)
         .with_positions(b.positions("decoder", config.max_tgt_len)?, 0);
     b.vars.get("decoder/projection/weight");
-    let stored = b
-        .vars
-        .stored("decoder/embeddings/weight", &[tgt_vocab, d])?;
-    let storage = options.weights.unwrap_or(stored.weight_type());
-    let generator = linear_rows(
-        "decoder/embeddings/weight",
-        &stored,
-        0..tgt_vocab,
-        d,
-        None,
-        storage,
-    )?;
+    let name = "decoder/embeddings/weight";
+    let generator = match b.stored_int8(name, tgt_vocab, d, None)? {
+        Some(layer) => layer,
+        None => {
+            let stored = b.vars.stored(name, &[tgt_vocab, d])?;
+            let storage = options.weights.unwrap_or(stored.weight_type());
+            linear_rows(name, &stored, 0..tgt_vocab, d, None, storage)?
+        }
+    };
     let used = &b.vars.used;
     if let Some(unused) = file.variables.keys().find(|n| !used.contains(*n)) {
         return Err(Ct2Error::UnsupportedFeature {

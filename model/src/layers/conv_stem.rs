@@ -59,6 +59,14 @@ impl<'w> ConvStem<'w> {
                 "conv stem: conv1 must map 3·n_mels to d, conv2 3d to d, positions rows of d",
             ));
         }
+        if [&conv1, &conv2]
+            .iter()
+            .any(|c| c.weight_type() == super::WeightType::Int8)
+        {
+            return Err(KernelError::InvalidArgument(
+                "conv stem: int8 weights cannot read overlapping windows (keep float weights)",
+            ));
+        }
         Ok(ConvStem {
             conv1,
             conv2,

@@ -1,11 +1,13 @@
 //! Linear layers: a weight packed once at load into the GEMM's panel layout, stored as `f32`,
-//! `f16` or `bf16` ([`WeightType`]), and the fused bias/activation/residual epilogue.
+//! `f16`, `bf16` or `int8` ([`WeightType`]), and the fused bias/activation/residual epilogue.
 //!
 //! Activations and accumulation are `f32` whatever the weight type: 16-bit weights halve the
 //! bytes a decode step reads (decoding at batch 1 is bound by reading the weights) and are
 //! widened exactly in registers. With [`WeightType::Bf16Dot`] the activations are also rounded
 //! to `bf16` so AVX-512 BF16's dot-product instruction can run (where the CPU has it; elsewhere
-//! it behaves as [`WeightType::Bf16`]).
+//! it behaves as [`WeightType::Bf16`]). [`WeightType::Int8`] stores symmetric int8 weights with
+//! one scale per output channel and quantises the activations per row as it runs (`int8`
+//! submodule, `linear_int8.rs`).
 
 use std::str::FromStr;
 
@@ -18,6 +20,9 @@ use tessel_kernels::{KernelError, ScratchSpec};
 use super::Run;
 use crate::aligned::{AlignedBuf, AllocError};
 use crate::storage::Weights;
+
+#[path = "linear_int8.rs"]
+mod int8;
 
 /// How the weights of the linear layers are stored in memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -33,24 +38,30 @@ pub enum WeightType {
     /// bfloat16 weights, and activations rounded to bfloat16 inside each product so AVX-512
     /// BF16 `vdpbf16ps` can run where the CPU has it.
     Bf16Dot,
+    /// Symmetric int8 with one `f32` scale per output channel (CTranslate2's layout),
+    /// activations quantised per row at run time, exact `i32` sums.
+    Int8,
 }
 
 impl WeightType {
     /// Every weight type, in the order of their names.
-    pub const ALL: [WeightType; 4] = [
+    pub const ALL: [WeightType; 5] = [
         WeightType::F32,
         WeightType::F16,
         WeightType::Bf16,
         WeightType::Bf16Dot,
+        WeightType::Int8,
     ];
 
-    /// The name used on the command line and in reports: `f32`, `f16`, `bf16`, `bf16-dot`.
+    /// The name used on the command line and in reports: `f32`, `f16`, `bf16`, `bf16-dot`,
+    /// `int8`.
     pub const fn name(self) -> &'static str {
         match self {
             WeightType::F32 => "f32",
             WeightType::F16 => "f16",
             WeightType::Bf16 => "bf16",
             WeightType::Bf16Dot => "bf16-dot",
+            WeightType::Int8 => "int8",
         }
     }
 }
@@ -63,7 +74,7 @@ impl std::fmt::Display for WeightType {
 
 /// A name that is not a [`WeightType`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown weight type `{0}` (expected f32, f16, bf16 or bf16-dot)")]
+#[error("unknown weight type `{0}` (expected f32, f16, bf16, bf16-dot or int8)")]
 pub struct UnknownWeightType(pub String);
 
 impl FromStr for WeightType {
@@ -78,8 +89,7 @@ impl FromStr for WeightType {
 }
 
 /// A packed weight in one of the storage types, owned or borrowed ([`Weights`]): the one
-/// dispatch point of every linear layer. (Room for more element types, such as `int8` with
-/// row scales: a variant here and an arm in [`Linear::forward`].)
+/// dispatch point of every linear layer.
 #[derive(Clone, Debug)]
 pub enum PackedWeight<'w> {
     /// `f32` panels.
@@ -88,6 +98,8 @@ pub enum PackedWeight<'w> {
     F16(PackedB<Weights<'w, f16>, f16>),
     /// bfloat16 panels (with or without the bf16 dot-product mode).
     Bf16(PackedB<Weights<'w, bf16>, bf16>),
+    /// Symmetric int8 panels with one scale per output channel.
+    I8(int8::PackedInt8<'w>),
 }
 
 /// A linear layer `y = x·W + b`, its weight packed once at load into the GEMM's panel layout
@@ -134,7 +146,8 @@ impl<'w> Linear<'w> {
 
     /// From PyTorch's layout, `weight` given in any element type (`f32`, `f16`, `bf16`: for
     /// example a 16-bit tensor straight from a file) and stored as `storage` (converted
-    /// exactly when it widens, rounded to nearest even when it narrows).
+    /// exactly when it widens, rounded to nearest even when it narrows, quantised per output
+    /// channel for int8).
     pub fn packed<S: Element>(
         storage: WeightType,
         out_features: usize,
@@ -155,6 +168,7 @@ impl<'w> Linear<'w> {
             WeightType::F16 => PackedWeight::F16(pack(weight, n, k)?),
             WeightType::Bf16 => PackedWeight::Bf16(pack(weight, n, k)?),
             WeightType::Bf16Dot => PackedWeight::Bf16(pack(weight, n, k)?.with_bf16_dot(true)),
+            WeightType::Int8 => PackedWeight::I8(int8::quantize(weight, n, k)?),
         };
         Ok(Linear {
             weight,
@@ -172,6 +186,7 @@ impl<'w> Linear<'w> {
             PackedWeight::F16(_) => WeightType::F16,
             PackedWeight::Bf16(b) if b.bf16_dot() => WeightType::Bf16Dot,
             PackedWeight::Bf16(_) => WeightType::Bf16,
+            PackedWeight::I8(_) => WeightType::Int8,
         }
     }
 
@@ -181,6 +196,7 @@ impl<'w> Linear<'w> {
             PackedWeight::F32(b) => b.k(),
             PackedWeight::F16(b) => b.k(),
             PackedWeight::Bf16(b) => b.k(),
+            PackedWeight::I8(b) => b.k(),
         }
     }
 
@@ -190,6 +206,7 @@ impl<'w> Linear<'w> {
             PackedWeight::F32(b) => b.n(),
             PackedWeight::F16(b) => b.n(),
             PackedWeight::Bf16(b) => b.n(),
+            PackedWeight::I8(b) => b.n(),
         }
     }
 
@@ -204,6 +221,7 @@ impl<'w> Linear<'w> {
             PackedWeight::F32(b) => core::mem::size_of_val(b.as_slice()),
             PackedWeight::F16(b) => core::mem::size_of_val(b.as_slice()),
             PackedWeight::Bf16(b) => core::mem::size_of_val(b.as_slice()),
+            PackedWeight::I8(b) => core::mem::size_of_val(b.as_slice()),
         };
         weight + self.bias.as_ref().map_or(0, Weights::bytes)
     }
@@ -236,8 +254,8 @@ pub enum LinearError {
 }
 
 /// Scratch [`Linear::forward`] needs for up to `rows` rows of an `in_features → out_features`
-/// layer run on `threads` threads, whatever its weight type (the GEMM's packing buffers; none
-/// for up to 16 rows).
+/// layer run on `threads` threads, whatever its weight type (the float GEMM's packing buffers,
+/// none for up to 16 rows; the int8 GEMM's quantised rows).
 pub fn scratch(
     rows: usize,
     in_features: usize,
@@ -245,6 +263,7 @@ pub fn scratch(
     threads: usize,
 ) -> ScratchSpec {
     gemm::gemm_scratch(rows, in_features, out_features, threads)
+        .or(int8::scratch(rows, in_features))
 }
 
 impl Linear<'_> {
@@ -277,6 +296,7 @@ impl Linear<'_> {
             PackedWeight::F32(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
             PackedWeight::F16(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
             PackedWeight::Bf16(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
+            PackedWeight::I8(b) => gemm::int8::gemm_i8(isa, a, b, c, &epilogue, scratch, parallel),
         }
     }
 }

@@ -222,7 +222,7 @@ fn convolution(
     let bias = l.vector(&format!("{name}.bias"), out)?;
     let wanted = l.options.weights;
     let stored = l.stored(&format!("{name}.weight"), &[out, channels, 3])?;
-    let storage = wanted.unwrap_or(stored.weight_type());
+    let storage = wanted.unwrap_or(stored.weight_type()).for_conv_stem();
     let weight_name = format!("{name}.weight");
     let layer = match &stored {
         crate::weights::source::Tensor::F32(w) => Linear::packed(
