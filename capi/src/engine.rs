@@ -8,7 +8,6 @@
 //! is tessel's own `nn.Transformer` layout. A `vocab.json` in the numbers model's format is
 //! attached as the model's text vocabulary.
 
-use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -16,6 +15,7 @@ use tessel_cli::numbers::{Numbers, Vocab};
 use tessel_kernels::Isa;
 use tessel_model::ct2::{self, Ct2Options};
 use tessel_model::families::{bart, t5, whisper};
+use tessel_model::session::ModelRef;
 use tessel_model::{ArenaPlan, Limits, LoadOptions, Model, Session, SessionError, WeightType};
 
 use crate::model::ModelHandle;
@@ -35,7 +35,7 @@ pub struct LoadSettings {
 /// A loaded model and, when its directory has one, its text vocabulary.
 pub struct Loaded {
     /// The model.
-    pub model: Model,
+    pub model: Model<'static>,
     /// The numbers-format vocabulary.
     pub vocab: Option<Vocab>,
 }
@@ -105,10 +105,8 @@ pub fn numbers() -> Result<Loaded, Error> {
 /// A session's hold on its model: the C handle's reference count keeps the model alive.
 pub struct SharedModel(pub Arc<ModelHandle>);
 
-impl Deref for SharedModel {
-    type Target = Model;
-
-    fn deref(&self) -> &Model {
+impl ModelRef for SharedModel {
+    fn model(&self) -> &Model<'_> {
         &self.0.model
     }
 }

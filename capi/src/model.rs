@@ -35,7 +35,7 @@ pub struct tessel_model {
 pub struct ModelHandle {
     tag: u64,
     /// The model.
-    pub model: Model,
+    pub model: Model<'static>,
     /// The numbers-format text vocabulary, when the model came with one.
     pub vocab: Option<Vocab>,
 }
@@ -112,7 +112,7 @@ pub struct tessel_limits {
 
 /// Wraps a Rust model as a C handle with one reference (for Rust hosts that build a model
 /// themselves and hand it to C code). Release it with `tessel_model_release`.
-pub fn model_handle(model: Model) -> *mut tessel_model {
+pub fn model_handle(model: Model<'static>) -> *mut tessel_model {
     into_handle(Loaded { model, vocab: None })
 }
 

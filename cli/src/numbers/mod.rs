@@ -100,7 +100,7 @@ impl Numbers {
 
     /// The model and its vocabulary, for hosts that hold the model themselves (shared in an
     /// `Arc`, as the C API does).
-    pub fn into_parts(self) -> (Model, Vocab) {
+    pub fn into_parts(self) -> (Model<'static>, Vocab) {
         (self.model, self.vocab)
     }
 
