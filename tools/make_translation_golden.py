@@ -17,6 +17,16 @@ family puts them, and writes under tests/translation/<name>/:
              `greedy_tokens`, `beam4_tokens` (transformers generate, float64),
              `ct2_greedy_tokens`, `ct2_beam4_tokens` (CTranslate2 translate_batch, float32),
              `greedy_margin` (F64 [1]); token sequences start with the decoder start token
+  ct2_f16/   (the families in F16_FIXTURES) hf/ converted with quantization="float16": every
+             non-scalar float variable stored as float16, scalars kept float32
+  ct2_expected.safetensors  what a reader of ct2/ (and ct2_f16/) must reproduce: `logits`
+             (F64 [len, V'], the float64 teacher-forced logits of `expected.safetensors` cut
+             to CTranslate2's vocabulary V' and multiplied by `output_scale`, CTranslate2's
+             `decoder/scale_outputs` over the one transformers applies: 48^-0.5 for `t5`,
+             1 elsewhere), `output_scale` (F64 [1]); for ct2_f16/ also `f16_logits` (the same
+             from the float64 model whose parameters and buffers were rounded to float16, as
+             the converter rounds them), `f16_greedy_tokens`, `f16_beam4_tokens`
+             (CTranslate2 translate_batch on ct2_f16/, compute_type float32)
   names.txt  the HF state-dict keys and the model.bin variables, with shapes
   stats.json agreement figures quoted in tests/translation/README.md
 
@@ -34,6 +44,7 @@ Checked with torch 2.15.0, transformers 5.23.0, ctranslate2 4.8.5.
 The Rust tests never need Python: they read the committed fixtures.
 """
 
+import copy
 import json
 import os
 import shutil
@@ -77,6 +88,9 @@ CONFIGS = {
                     ff="relu", tied=True, buckets=32, max_distance=128,
                     gain=2.5, embed_std=1.0, rel_std=1.0, cross_out=0.3),
 }
+
+# Families that also get a float16 CTranslate2 directory (ct2_f16/).
+F16_FIXTURES = ("marian", "bart", "t5")
 
 LANGS = ["en", "de", "fr", "ro", "zh"]
 MBART_LANGS = ["en_XX", "de_DE", "fr_XX", "ro_RO", "zh_CN"]
@@ -304,7 +318,8 @@ def ct2_translate(ct2_dir, tokens, src, prefix, beams):
 
 
 def read_model_bin(path):
-    """(spec, revision, [(name, dtype, shape)], [(alias, target)]) of a CTranslate2 model.bin."""
+    """(spec, revision, [(name, dtype, shape)], [(alias, target)], {scalar f32 name: value}) of
+    a CTranslate2 model.bin."""
     data = open(path, "rb").read()
     pos = 0
 
@@ -325,17 +340,19 @@ def read_model_bin(path):
     spec, (revision,) = string(), take("I")
     assert version >= 4, version
     dtypes = {0: "f32", 1: "i8", 2: "i16", 3: "i32", 4: "f16", 5: "bf16"}
-    variables = []
+    variables, scalars = [], {}
     for _ in range(take("I")[0]):
         name = string()
         (rank,) = take("B")
         shape = list(take("%dI" % rank)) if rank else []
         (dtype,) = take("B")
         (nbytes,) = take("I")
+        if not shape and dtypes[dtype] == "f32":
+            scalars[name] = struct.unpack_from("<f", data, pos)[0]
         pos += nbytes
         variables.append((name, dtypes[dtype], shape))
     aliases = [(string(), string()) for _ in range(take("I")[0])]
-    return spec, revision, variables, aliases
+    return spec, revision, variables, aliases, scalars
 
 
 def write_names(out):
@@ -346,12 +363,53 @@ def write_names(out):
     with safe_open(os.path.join(out, "hf", "model.safetensors"), "np") as f:
         for k in sorted(f.keys()):
             lines.append("%s %s" % (k, list(f.get_slice(k).get_shape())))
-    spec, rev, variables, aliases = read_model_bin(os.path.join(out, "ct2", "model.bin"))
+    spec, rev, variables, aliases, _ = read_model_bin(os.path.join(out, "ct2", "model.bin"))
     lines.append("# ct2/model.bin: spec %s revision %d" % (spec, rev))
     lines += ["%s %s %s" % (n, t, s) for n, t, s in variables]
     lines += ["alias %s -> %s" % a for a in aliases]
     with open(os.path.join(out, "names.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+def output_scale(model, ct2_dir):
+    """CTranslate2's `decoder/scale_outputs` over the decoder-output scale transformers applies
+    (1 when neither scales)."""
+    scalars = read_model_bin(os.path.join(ct2_dir, "model.bin"))[4]
+    ct2 = scalars.get("decoder/scale_outputs", 1.0)
+    hf = model.config.d_model ** -0.5 if getattr(model.config, "scale_decoder_outputs",
+                                                   False) else 1.0
+    return ct2 / hf
+
+
+def build_ct2_expected(name, out, model64, ct2_tokens, src, forced, prefix, log64):
+    """ct2_expected.safetensors (and ct2_f16/ for F16_FIXTURES); returns stats entries."""
+    import ctranslate2
+
+    vocab = len(ct2_tokens)
+    scale = output_scale(model64, os.path.join(out, "ct2"))
+    tensors = {"logits": log64[:, :vocab] * scale, "output_scale": np.asarray([scale])}
+    stats = {"ct2_output_scale": scale}
+    if name in F16_FIXTURES:
+        f16_dir = os.path.join(out, "ct2_f16")
+        ctranslate2.converters.TransformersConverter(os.path.join(out, "hf")).convert(
+            f16_dir, quantization="float16", force=True)
+        rounded = copy.deepcopy(model64).half().double()
+        with torch.no_grad():
+            log16 = rounded(input_ids=torch.tensor([src]),
+                            decoder_input_ids=torch.tensor([forced])).logits[0].numpy()
+        greedy16, _ = ct2_translate(f16_dir, ct2_tokens, src, prefix, 1)
+        beam16, _ = ct2_translate(f16_dir, ct2_tokens, src, prefix, 4)
+        i64 = lambda xs: np.asarray(xs, dtype=np.int64)
+        tensors.update({"f16_logits": log16[:, :vocab] * scale,
+                        "f16_greedy_tokens": i64(greedy16), "f16_beam4_tokens": i64(beam16)})
+        stats.update({
+            "ct2_f16_greedy": greedy16,
+            "ct2_f16_beam4": beam16,
+            "f16_logits_minus_f32_max_abs": float(np.abs(log16 - log64).max() * scale),
+            "f16_greedy_margin": margin_along(rounded, src, greedy16, len(prefix)) * scale,
+        })
+    save_file(tensors, os.path.join(out, "ct2_expected.safetensors"))
+    return stats
 
 
 def build(name, c):
@@ -433,6 +491,7 @@ def build(name, c):
         "logit_scale": float(np.abs(log64).max()),
         "logits_f32_max_abs": float(np.abs(log32 - log64).max()),
     }
+    stats.update(build_ct2_expected(name, out, model64, ct2_tokens, src, forced, prefix, log64))
     write_names(out)
     with open(os.path.join(out, "stats.json"), "w") as f:
         json.dump(stats, f, indent=1)

@@ -68,8 +68,8 @@ enum Input {
 /// One fixture: the same weights stored as `f32` and as int8.
 struct Case {
     name: String,
-    f32: Model,
-    int8: Model,
+    f32: Model<'static>,
+    int8: Model<'static>,
     input: Input,
     prompt: Vec<u32>,
     bound: f64,
@@ -185,7 +185,7 @@ fn check(case: &Case) {
     });
 }
 
-fn both<E: std::fmt::Debug>(load: impl Fn(WeightType) -> Result<Model, E>) -> (Model, Model) {
+fn both<E: std::fmt::Debug>(load: impl Fn(WeightType) -> Result<Model<'static>, E>) -> (Model<'static>, Model<'static>) {
     let f32 = load(WeightType::F32).expect("f32 model");
     let int8 = load(WeightType::Int8).expect("int8 model");
     (f32, int8)

@@ -1,31 +1,48 @@
 //! Loading CTranslate2 model directories (`model.bin`, `config.json`, vocabularies) into a
 //! tessel [`Model`].
 //!
-//! Supported: the `TransformerSpec` encoder-decoder (binary versions 1 to 6), pre- or post-norm,
-//! ReLU / GELU / tanh-GELU, shared or separate embeddings, tied or separate output projection,
-//! stored (learned) position tables or CTranslate2's sinusoidal encoding, with or without
-//! biases. Linear weights stored as `float16`, `bfloat16` or `int8` stay so in memory (unless
+//! Supported: the `TransformerSpec` encoder-decoder (binary versions 1 to 6) as
+//! `ct2-transformers-converter` writes it for Marian (OPUS-MT), BART, mBART, M2M100/NLLB and
+//! T5/mT5/Flan-T5, and as OpenNMT writes it: pre- or post-norm, LayerNorm or RMSNorm, ReLU /
+//! GELU / tanh-GELU / swish, plain or gated feed-forward, shared or separate embeddings, tied
+//! or separate output projection, stored (learned or sinusoidal) position tables, CTranslate2's
+//! own sinusoid, or T5's relative attention bias, a norm after the embeddings, a zero start
+//! embedding, scaled decoder outputs, with or without biases; and the `WhisperSpec`. The
+//! optional parts are found from the variables present, as CTranslate2 does ([`spec`]'s
+//! table). Linear weights stored as `float16`, `bfloat16` or `int8` stay so in memory (unless
 //! [`Ct2Options::weights`] asks otherwise): int8 ones with their per-row `weight_scale`, packed
 //! as they are (`int8.rs`); `int16` weights, and int8 embedding tables, are dequantised to `f32`
-//! (`q / scale`), so tessel computes on exactly the weights the file holds. Anything else (relative positions, ALiBi, rotary, RMSNorm, GLU, embedding LayerNorm,
-//! multi-query attention, several source embeddings, AWQ) is refused with a typed
-//! [`Ct2Error`] naming the variable.
+//! (`q / scale`), so tessel computes on exactly the weights the file holds. Anything else (relative position
+//! keys/values, ALiBi, rotary, multi-query attention, several source embeddings, AWQ,
+//! input/output projections, a variable no part reads) is refused with a typed [`Ct2Error`]
+//! naming the variable.
 //!
-//! Conventions mapped (checked against CTranslate2 itself by the `ct2_*` tests):
+//! The modules, one idea each: `binary` parses `model.bin` (once per load), `int8` keeps its
+//! int8 linear weights as int8, `vars` gives access
+//! to its variables, `spec` reads a `TransformerSpec`'s attributes, `transformer` builds the
+//! layers, `seq2seq` assembles the encoder-decoder, `whisper` the `WhisperSpec`.
+//!
+//! Conventions mapped (checked against CTranslate2 itself by the `ct2_*` and
+//! `translation_ct2` tests):
 //! - CTranslate2's sinusoidal encoding is `[sin(p·ω_i) | cos(p·ω_i)]` (halves, not interleaved)
 //!   with `ω_i = 10000^(-i/(d/2-1))`, positions counted from 1 (OpenNMT-tf's convention). It
 //!   differs from tessel's interleaved table, so it is computed here and loaded as a learned
 //!   table.
-//! - Embeddings are multiplied by `√d` when the `scale_embeddings` attribute (or
-//!   `multiply_by_sqrt_depth`) says so.
-//! - Decoding starts from `config.json`'s `decoder_start_token` (default `<s>`) and ends at its
-//!   `eos_token` (default `</s>`); the LayerNorm epsilon is `layer_norm_epsilon` or 1e-6.
+//! - Embeddings are multiplied by the `scale_embeddings` attribute: an `int8` flag (`√d` or 1)
+//!   or the factor itself; absent, `√d`.
+//! - Decoding starts from `config.json`'s `decoder_start_token` (default `<s>`), or from the
+//!   zero start row of a `start_from_zero_embedding` model, and ends at its `eos_token`
+//!   (default `</s>`); the norm epsilon is `layer_norm_epsilon` or CTranslate2's 1e-5
+//!   (LayerNorm) / 1e-6 (RMSNorm).
 //! - A source is fed as-is unless `add_source_bos` / `add_source_eos` ask for BOS / EOS
 //!   ([`Ct2Model::source_ids`] applies them).
 
 mod binary;
 mod int8;
+mod seq2seq;
+mod spec;
 mod transformer;
+mod vars;
 mod vocab;
 pub mod whisper;
 
@@ -34,6 +51,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 pub use binary::{parse, Dtype, ModelBin, Variable, MAX_BINARY_VERSION};
+pub use seq2seq::START_LOGIT;
 pub use vocab::Vocabulary;
 
 use crate::model::Model;
@@ -273,7 +291,8 @@ pub struct Ct2Model {
     pub model: Model<'static>,
     /// Source vocabulary (ids are embedding rows).
     pub source_vocabulary: Vocabulary,
-    /// Target vocabulary.
+    /// Target vocabulary. A `start_from_zero_embedding` model (Marian) has one more target
+    /// row than tokens: its start row, the model's `bos_id`, which is never produced.
     pub target_vocabulary: Vocabulary,
     /// Special-token settings.
     pub tokens: Ct2Tokens,
@@ -363,7 +382,7 @@ pub fn load_dir(dir: &Path, options: Ct2Options) -> Result<Ct2Model, Ct2Error> {
             (source, target)
         }
     };
-    from_parts(&bytes, tokens, source, target, options)
+    from_file(&file, tokens, source, target, options)
 }
 
 /// Builds a model from `model.bin` bytes, the parsed `config.json` and the vocabularies.
@@ -375,8 +394,19 @@ pub fn from_parts(
     options: Ct2Options,
 ) -> Result<Ct2Model, Ct2Error> {
     let file = parse(model_bin)?;
-    let model = transformer::build(
-        &file,
+    from_file(&file, tokens, source_vocabulary, target_vocabulary, options)
+}
+
+/// Builds a model from a parsed `TransformerSpec` file.
+fn from_file(
+    file: &ModelBin<'_>,
+    tokens: Ct2Tokens,
+    source_vocabulary: Vocabulary,
+    target_vocabulary: Vocabulary,
+    options: Ct2Options,
+) -> Result<Ct2Model, Ct2Error> {
+    let model = seq2seq::build(
+        file,
         &tokens,
         &source_vocabulary,
         &target_vocabulary,

@@ -13,7 +13,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::binary::ModelBin;
-use super::transformer::{activation_of, Builder, Vars};
+use super::spec::activation_of;
+use super::transformer::Builder;
+use super::vars::Vars;
 use super::{Ct2Error, Ct2Options, Vocabulary};
 use crate::config::{Biases, Config, FrontEnd, NormPlacement, Positions};
 use crate::layers::{ConvStem, Embedding, Heads, Linear};
@@ -178,7 +180,7 @@ pub fn build(
             d_head,
             scale: tessel_kernels::attention::default_scale(d_head),
         },
-        eps: config.layer_norm_eps,
+        eps: Some(config.layer_norm_eps),
         weights: options.weights,
     };
     let conv1 = convolution(&mut b, "encoder/conv1", d, n_mels)?;
