@@ -39,6 +39,7 @@ pub mod layers;
 pub mod model;
 pub mod ops;
 pub mod plan;
+pub mod sampling;
 pub mod search;
 pub mod session;
 pub mod threads;
@@ -49,6 +50,7 @@ pub use plan::{ArenaPlan, Limits, Region};
 
 pub use layers::WeightType;
 pub use model::Model;
+pub use sampling::Sampling;
 pub use search::{Hypotheses, Hypothesis, SearchOptions, StepLogits, StepView};
 pub use session::{RunError, Session, SessionError};
 pub use threads::{PoolError, ThreadPool};
