@@ -173,7 +173,9 @@ fn multilingual_model_matches_faster_whisper() {
 fn malformed_inputs_get_typed_errors() {
     let dir = root().join("tiny_en_32").join("model");
     let transcriber = Arc::new(Transcriber::load(&dir, 5, None).unwrap());
-    let mut session = transcriber.session(tessel_kernels::Isa::best(), 2, 1).unwrap();
+    let mut session = transcriber
+        .session(tessel_kernels::Isa::best(), 2, 1)
+        .unwrap();
     let defaults = TranscribeOptions {
         beam: 2,
         ..TranscribeOptions::default()
@@ -194,11 +196,26 @@ fn malformed_inputs_get_typed_errors() {
     ));
     // Options out of range (this session holds beams up to 2; `.en` cannot translate).
     for options in [
-        TranscribeOptions { beam: 3, ..defaults.clone() },
-        TranscribeOptions { best_of: 0, ..defaults.clone() },
-        TranscribeOptions { temperatures: vec![], ..defaults.clone() },
-        TranscribeOptions { temperatures: vec![0.0, f32::NAN], ..defaults.clone() },
-        TranscribeOptions { task: Task::Translate, ..defaults.clone() },
+        TranscribeOptions {
+            beam: 3,
+            ..defaults.clone()
+        },
+        TranscribeOptions {
+            best_of: 0,
+            ..defaults.clone()
+        },
+        TranscribeOptions {
+            temperatures: vec![],
+            ..defaults.clone()
+        },
+        TranscribeOptions {
+            temperatures: vec![0.0, f32::NAN],
+            ..defaults.clone()
+        },
+        TranscribeOptions {
+            task: Task::Translate,
+            ..defaults.clone()
+        },
     ] {
         assert!(matches!(
             session.transcribe(&[0.0; 16000], &options, &mut ()),
@@ -221,7 +238,10 @@ fn malformed_inputs_get_typed_errors() {
     ));
     std::fs::copy(dir.join("model.bin"), empty.join("model.bin")).unwrap();
     let missing_vocabulary = Transcriber::load(&empty, 5, None);
-    assert!(matches!(missing_vocabulary, Err(TranscribeError::Ct2(_))), "{missing_vocabulary:?}");
+    assert!(
+        matches!(missing_vocabulary, Err(TranscribeError::Ct2(_))),
+        "{missing_vocabulary:?}"
+    );
     for f in ["config.json", "vocabulary.json"] {
         std::fs::copy(dir.join(f), empty.join(f)).unwrap();
     }

@@ -167,7 +167,10 @@ mod tests {
         assert!(t.needs_fallback(&judged(-0.5, 2.5, 0.1)), "repetitive");
         assert!(t.needs_fallback(&judged(-1.5, 1.8, 0.1)), "unlikely");
         assert!(!t.needs_fallback(&judged(-1.5, 1.8, 0.7)), "silence");
-        assert!(t.needs_fallback(&judged(-0.5, 2.5, 0.7)), "repetitive speech");
+        assert!(
+            t.needs_fallback(&judged(-0.5, 2.5, 0.7)),
+            "repetitive speech"
+        );
         assert!(t.is_silence(&judged(-1.5, 1.0, 0.7)));
         assert!(!t.is_silence(&judged(-0.5, 1.0, 0.7)), "confident");
         let off = Thresholds {
@@ -205,6 +208,10 @@ mod tests {
         assert_eq!(c.ratio(&"a".repeat(100)), 100.0 / 12.0);
         let text = "The quick brown fox jumps over the lazy dog.";
         assert!(c.ratio(text) < 1.0);
-        assert_eq!(c.ratio(&"a".repeat(100)), 100.0 / 12.0, "reset between uses");
+        assert_eq!(
+            c.ratio(&"a".repeat(100)),
+            100.0 / 12.0,
+            "reset between uses"
+        );
     }
 }

@@ -44,8 +44,8 @@ use tessel_kernels::Isa;
 use tessel_model::ct2::Ct2Error;
 use tessel_model::families::whisper::WhisperRules;
 use tessel_model::{
-    Hypotheses, Limits, LoadError, Model, RunError, Sampling, SearchOptions, Session,
-    SessionError, WeightType,
+    Hypotheses, Limits, LoadError, Model, RunError, Sampling, SearchOptions, Session, SessionError,
+    WeightType,
 };
 use tessel_text::whisper::{python_strip, Task, WhisperTokenizer};
 use tessel_text::TextError;
@@ -466,10 +466,11 @@ impl TranscribeSession {
         stats.mel = started.elapsed();
         if self.tried.len() < options.temperatures.len() {
             let capacity = self.session.limits().max_tgt_len;
-            self.tried.resize_with(options.temperatures.len(), || Decoded {
-                tokens: Vec::with_capacity(capacity),
-                ..Decoded::default()
-            });
+            self.tried
+                .resize_with(options.temperatures.len(), || Decoded {
+                    tokens: Vec::with_capacity(capacity),
+                    ..Decoded::default()
+                });
         }
 
         let tok = Arc::clone(&self.tokenizer);
@@ -488,7 +489,10 @@ impl TranscribeSession {
         let mut reset_since = 0;
         let mut seek = 0;
         while seek < frames {
-            observer.progress(seek as f64 * segments::SECONDS_PER_FRAME, frames as f64 * 0.01);
+            observer.progress(
+                seek as f64 * segments::SECONDS_PER_FRAME,
+                frames as f64 * 0.01,
+            );
             let size = N_FRAMES.min(frames - seek);
             segment(&self.spectrogram, self.n_mels, seek, size, &mut self.window)?;
             self.encode(&mut stats, observer)?;
@@ -515,11 +519,14 @@ impl TranscribeSession {
             let best = self.decode_with_fallback(&window, &mut stats, observer)?;
             let (judged, temperature) = {
                 let d = &self.tried[best];
-                (d.judged.unwrap_or(Judged {
-                    avg_logprob: 0.0,
-                    compression_ratio: 0.0,
-                    no_speech_prob,
-                }), d.temperature)
+                (
+                    d.judged.unwrap_or(Judged {
+                        avg_logprob: 0.0,
+                        compression_ratio: 0.0,
+                        no_speech_prob,
+                    }),
+                    d.temperature,
+                )
             };
             if options.thresholds.no_speech.is_some() && options.thresholds.is_silence(&judged) {
                 seek += size;
@@ -613,7 +620,10 @@ impl TranscribeSession {
         let logits = logits?;
         let mut best: Option<(&str, f32)> = None;
         for &(code, id) in self.tokenizer.language_tokens() {
-            let v = logits.get(id as usize).copied().unwrap_or(f32::NEG_INFINITY);
+            let v = logits
+                .get(id as usize)
+                .copied()
+                .unwrap_or(f32::NEG_INFINITY);
             if best.is_none_or(|(_, b)| v > b) {
                 best = Some((code, v));
             }
@@ -715,7 +725,11 @@ impl TranscribeSession {
             max_initial_timestamp_index: Some(max_initial as u32),
         };
         let isa = self.session.isa();
-        let runs = if temperature > 0.0 { options.best_of } else { 1 };
+        let runs = if temperature > 0.0 {
+            options.best_of
+        } else {
+            1
+        };
         let decoded = &mut self.tried[slot];
         decoded.tokens.clear();
         decoded.temperature = temperature;
@@ -751,9 +765,14 @@ impl TranscribeSession {
             if run == 0 || best.score > best_score {
                 best_score = best.score;
                 let len = best.tokens.len();
-                best_sum = f64::from(best.score) * (len as f64).powf(f64::from(search.length_penalty));
+                best_sum =
+                    f64::from(best.score) * (len as f64).powf(f64::from(search.length_penalty));
                 decoded.tokens.clear();
-                let end = best.tokens.iter().position(|&t| t == tok.eot()).unwrap_or(len);
+                let end = best
+                    .tokens
+                    .iter()
+                    .position(|&t| t == tok.eot())
+                    .unwrap_or(len);
                 decoded.tokens.extend_from_slice(&best.tokens[..end]);
             }
         }

@@ -145,7 +145,14 @@ mod tests {
     #[test]
     fn without_pairs_one_segment_spans_the_window() {
         let (cuts, next) = run(&[1, 2, 3], 300, 3000);
-        assert_eq!(cuts, vec![Cut { tokens: 0..3, start: 3.0, end: 33.0 }]);
+        assert_eq!(
+            cuts,
+            vec![Cut {
+                tokens: 0..3,
+                start: 3.0,
+                end: 33.0
+            }]
+        );
         assert_eq!(next, 3300);
         // A lone timestamp other than <|0.00|> sets the end.
         let (cuts, _) = run(&[B + 5, 1, 2], 0, 3000);
