@@ -486,6 +486,7 @@ fn search_options<'a>(
             max_steps,
             length_penalty: options.length_penalty,
             stop_at_eos: options.stop_at_eos,
+            sampling: None,
         },
         prefix,
     ))

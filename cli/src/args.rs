@@ -70,6 +70,13 @@ pub enum Command {
     /// A tessel model directory's config.json is read without its weights; a CTranslate2
     /// directory is loaded (its config comes from model.bin).
     Plan(PlanArgs),
+    /// Transcribes (or translates) a WAV file with a Whisper model directory.
+    ///
+    /// openai-whisper's algorithm: 30 s windows seeking by timestamps, conditioning on the
+    /// previous text, temperature fallback, no-speech detection, language detection. Prints
+    /// the transcript, then on stderr a summary (real-time factor, encode and per-token
+    /// times, arena bytes, allocations during inference).
+    Transcribe(crate::transcribe::TranscribeArgs),
 }
 
 /// Where a model comes from.
@@ -186,7 +193,7 @@ fn positive(text: &str) -> Result<usize, String> {
 }
 
 /// The weight types by name, each with its help line.
-fn weight_type_parser() -> impl TypedValueParser<Value = WeightType> {
+pub(crate) fn weight_type_parser() -> impl TypedValueParser<Value = WeightType> {
     PossibleValuesParser::new(WeightType::ALL.map(|t| {
         PossibleValue::new(t.name()).help(match t {
             WeightType::F32 => "32-bit floats: the file's values exactly",

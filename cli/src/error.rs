@@ -12,6 +12,12 @@ use crate::numbers::NumbersError;
 /// Why a command failed.
 #[derive(Debug, Error)]
 pub enum CliError {
+    /// `tessel transcribe` failed (model directory, audio, options or a model call).
+    #[error(transparent)]
+    Transcribe(#[from] tessel_pipeline::transcribe::TranscribeError),
+    /// The audio file could not be read.
+    #[error("{0}")]
+    Audio(#[from] tessel_audio::AudioError),
     /// `TESSEL_ISA` names an unknown level or one this CPU lacks.
     #[error("TESSEL_ISA: {0}")]
     Isa(#[from] IsaError),

@@ -111,6 +111,7 @@ fn apply(session: &mut Session<&Model>, call: &Call) -> Outcome {
                     *length_penalty as f32 / 32.0
                 },
                 stop_at_eos: *stop_at_eos,
+                sampling: None,
             };
             let mut steps = 0;
             let on_step = |view: tessel_model::StepView<'_>| {

@@ -39,6 +39,7 @@ pub mod layers;
 pub mod model;
 pub mod ops;
 pub mod plan;
+pub mod sampling;
 pub mod search;
 pub mod session;
 pub mod storage;
@@ -50,6 +51,7 @@ pub use plan::{ArenaPlan, Limits, Region};
 
 pub use layers::WeightType;
 pub use model::Model;
+pub use sampling::Sampling;
 pub use search::{Hypotheses, Hypothesis, SearchOptions, StepLogits, StepView};
 pub use session::{ModelRef, RunError, Session, SessionError};
 pub use storage::Weights;

@@ -6,10 +6,18 @@
 //! others, reordering the self-attention cache rows in place. It stops when `beam` hypotheses
 //! have finished or after `max_steps` tokens (live beams are then finished as they are).
 //! Greedy search is the one-beam case without the log-softmax over the whole vocabulary.
+//!
+//! Sampling ([`SearchOptions::sampling`], one beam only) draws each token from
+//! `softmax(logits / T)` after the logits processors ran (see [`crate::sampling`]) instead of
+//! taking the argmax. The hypothesis score is still the sum of the log-probabilities of the
+//! chosen tokens under the *untempered* processed distribution, `log_softmax(logits)[token]`,
+//! as openai-whisper accumulates `sum_logprobs` at every temperature (its fallback compares
+//! `sum_logprobs / (len + 1)` against a threshold), then normalised as for greedy search.
 
 use crate::forward::Tokens;
 use crate::ops::{argmax, log_softmax, logsumexp};
 use crate::plan::search_parts;
+use crate::sampling::{sample, Sampling};
 use crate::session::{check_tokens, ModelRef, RunError, Session};
 
 /// How to search.
@@ -24,6 +32,9 @@ pub struct SearchOptions {
     /// Finish a hypothesis when it produces EOS; `false` treats EOS as an ordinary token, so
     /// every search runs exactly `max_steps` steps (benchmarks).
     pub stop_at_eos: bool,
+    /// Draw each token at random instead of taking the most likely one (`beam` must be 1);
+    /// `None` is greedy or beam search.
+    pub sampling: Option<Sampling>,
 }
 
 impl SearchOptions {
@@ -34,6 +45,7 @@ impl SearchOptions {
             max_steps,
             length_penalty: 1.0,
             stop_at_eos: true,
+            sampling: None,
         }
     }
 
@@ -41,6 +53,14 @@ impl SearchOptions {
     pub fn beam(beam: usize, max_steps: usize) -> SearchOptions {
         SearchOptions {
             beam,
+            ..SearchOptions::greedy(max_steps)
+        }
+    }
+
+    /// One hypothesis of at most `max_steps` tokens, each drawn as `sampling` says.
+    pub fn sample(sampling: Sampling, max_steps: usize) -> SearchOptions {
+        SearchOptions {
+            sampling: Some(sampling),
             ..SearchOptions::greedy(max_steps)
         }
     }
@@ -263,6 +283,12 @@ impl<M: ModelRef> Session<M> {
         if !options.length_penalty.is_finite() {
             return Err(RunError::BadOption("length_penalty must be finite"));
         }
+        if let Some(sampling) = &options.sampling {
+            if options.beam != 1 {
+                return Err(RunError::BadOption("sampling needs beam 1"));
+            }
+            sampling.check().map_err(RunError::BadOption)?;
+        }
         Ok(())
     }
 
@@ -330,6 +356,7 @@ impl<M: ModelRef> Session<M> {
         let mut live = 1;
         let mut finished = 0;
         let mut cur = 0;
+        let mut rng = options.sampling.as_ref().map(Sampling::rng);
         for step in 0..options.max_steps {
             if step == 0 {
                 self.prefill(prefix)?;
@@ -354,7 +381,11 @@ impl<M: ModelRef> Session<M> {
             let len = step + 1;
             let last_step = len == options.max_steps;
             if beam == 1 {
-                let (token, value) = argmax(logits).map_or((eos, 0.0), |(i, v)| (i as u32, v));
+                let chosen = match (&options.sampling, &mut rng) {
+                    (Some(sampling), Some(rng)) => sample(logits, sampling, rng),
+                    _ => argmax(logits).map(|(i, _)| i as u32),
+                };
+                let (token, value) = chosen.map_or((eos, 0.0), |t| (t, logits[t as usize]));
                 st.beam_score[0] += value - logsumexp(isa, logits);
                 st.history[cur][step] = token;
                 if (options.stop_at_eos && token == eos) || last_step {

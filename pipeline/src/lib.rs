@@ -5,3 +5,5 @@
 //! A task object holds one shared, immutable model and tokenizer; each concurrent user gets
 //! its own session, whose arena is planned from the model and the limits before the first
 //! input, as everywhere in tessel.
+
+pub mod transcribe;

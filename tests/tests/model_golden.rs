@@ -176,6 +176,7 @@ fn check_fixture(name: &str) {
             max_steps,
             length_penalty,
             stop_at_eos: true,
+            sampling: None,
         };
         let hyps = session.generate(&options, |_| {}).expect("beam search");
         assert_eq!(hyps.len(), expected.beam.len(), "{name} {isa}: hypotheses");

@@ -459,7 +459,7 @@ proptest::proptest! {
                     let _ = session.reorder_beams(parents);
                 }
                 Call::Generate { beam, steps, eos } => {
-                    let options = SearchOptions { beam: *beam, max_steps: *steps, length_penalty: 1.0, stop_at_eos: *eos };
+                    let options = SearchOptions { beam: *beam, max_steps: *steps, length_penalty: 1.0, stop_at_eos: *eos, sampling: None };
                     if let Ok(hyps) = session.generate(&options, |_| {}) {
                         proptest::prop_assert!(!hyps.is_empty() && hyps.len() <= *beam);
                         for h in hyps.iter() {

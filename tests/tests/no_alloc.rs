@@ -1,13 +1,13 @@
 //! Proves that nothing allocates after `Session::new`: encode, greedy search, beam search,
-//! single steps, beam reordering and refused calls, counted by a global allocator that counts
+//! sampling, single steps, beam reordering and refused calls, counted by a global allocator that counts
 //! the allocations of the measuring thread only (the test harness's threads do not interfere).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use tessel_model::{
-    Config, FfnActivation, LoadOptions, Model, NormPlacement, Positions, SearchOptions, Session,
-    WeightType,
+    Config, FfnActivation, LoadOptions, Model, NormPlacement, Positions, Sampling, SearchOptions,
+    Session, WeightType,
 };
 use tessel_tests::for_each_isa;
 
@@ -128,6 +128,18 @@ fn nothing_allocates_after_session_creation() {
                     ..SearchOptions::beam(4, 16)
                 };
                 let hyps = session.generate(&beam, |_| seen += 1).expect("beam");
+                assert!(!hyps.is_empty());
+                let sampled = SearchOptions::sample(Sampling::temperature(0.7, 3), 12);
+                let hyps = session.generate(&sampled, |_| seen += 1).expect("sampling");
+                assert!(!hyps.is_empty());
+                let nucleus = Sampling {
+                    top_k: 5,
+                    top_p: 0.9,
+                    ..Sampling::temperature(1.0, 4)
+                };
+                let hyps = session
+                    .generate(&SearchOptions::sample(nucleus, 12), |_| seen += 1)
+                    .expect("top-k, top-p");
                 assert!(!hyps.is_empty());
                 session.reset_decoder();
                 session.decode_step(&[1]).expect("step");

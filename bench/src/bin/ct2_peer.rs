@@ -86,6 +86,7 @@ fn run(args: Args) -> Result<(), String> {
         max_steps: args.steps,
         length_penalty: 1.0,
         stop_at_eos: false,
+        sampling: None,
     };
     let mut times = Vec::with_capacity(args.runs);
     let mut tokens = Vec::new();

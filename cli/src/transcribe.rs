@@ -1,0 +1,200 @@
+//! `tessel transcribe`: a WAV file to text with a Whisper model directory (CTranslate2 or
+//! Hugging Face), through [`tessel_pipeline::transcribe`].
+//!
+//! Prints the transcript (`--format txt|srt|vtt|json`) on standard output; on standard error a
+//! progress line for audio longer than one 30 s window, then a summary: audio seconds, the
+//! real-time factor (wall time of read + mel + encode + decode over the audio's length), the
+//! encode time, the time per decoded token, the arena's size and the heap allocations counted
+//! while the model ran (between the pipeline's inference marks; the output text and segments
+//! are made outside them).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use tessel_audio::{load_wav, ReadOptions};
+use tessel_model::isa_env::isa_from_env;
+use tessel_model::WeightType;
+use tessel_pipeline::transcribe::{render, Format, Observer, TranscribeOptions, Transcriber};
+use tessel_text::whisper::Task;
+
+use crate::args::weight_type_parser;
+use crate::counting::allocations;
+use crate::error::CliError;
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// One line per segment.
+    Txt,
+    /// SubRip subtitles.
+    Srt,
+    /// WebVTT subtitles.
+    Vtt,
+    /// Segments with times, tokens and decoding figures.
+    Json,
+}
+
+/// What the decoder does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TaskArg {
+    /// Speech to text in the spoken language.
+    Transcribe,
+    /// Speech to English text (multilingual models).
+    Translate,
+}
+
+/// `tessel transcribe` options.
+#[derive(Debug, Args)]
+pub struct TranscribeArgs {
+    /// The WAV file (PCM 8/16/24/32-bit or float, any channels and sample rate).
+    pub audio: PathBuf,
+    /// Whisper model directory: CTranslate2 (model.bin) or Hugging Face (model.safetensors),
+    /// with its tokenizer.json.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Txt)]
+    pub format: FormatArg,
+    /// Beam width at temperature 0 (1: greedy).
+    #[arg(long, default_value_t = 5)]
+    pub beam: usize,
+    /// Samples per window at fallback temperatures.
+    #[arg(long, default_value_t = 5)]
+    pub best_of: usize,
+    /// Spoken language (code or English name); detected by multilingual models if absent.
+    #[arg(long)]
+    pub language: Option<String>,
+    /// Transcribe, or translate to English.
+    #[arg(long, value_enum, default_value_t = TaskArg::Transcribe)]
+    pub task: TaskArg,
+    /// Threads the model runs on.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Predict timestamps (timed segments within each window; the default).
+    #[arg(long, overrides_with = "no_timestamps")]
+    pub timestamps: bool,
+    /// Do not predict timestamps (one segment per window).
+    #[arg(long)]
+    pub no_timestamps: bool,
+    /// Text that conditions the first window (names, spelling, style).
+    #[arg(long)]
+    pub initial_prompt: Option<String>,
+    /// Do not prompt each window with the text so far.
+    #[arg(long)]
+    pub no_condition_on_previous_text: bool,
+    /// Linear layers stored as this type (default: as the files store them).
+    #[arg(long, value_name = "TYPE", value_parser = weight_type_parser())]
+    pub weights: Option<WeightType>,
+    /// Seed of the sampling at fallback temperatures.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// No progress line and no summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Counts allocations between the pipeline's inference marks and shows progress.
+struct Watch {
+    since: usize,
+    during: usize,
+    progress: bool,
+}
+
+impl Observer for Watch {
+    fn inference(&mut self, running: bool) {
+        if running {
+            self.since = allocations();
+        } else {
+            self.during += allocations() - self.since;
+        }
+    }
+
+    fn progress(&mut self, done: f64, total: f64) {
+        if self.progress {
+            // A closed stderr only loses the progress line.
+            let _ = write!(
+                std::io::stderr(),
+                "\rtranscribing: {done:.1} / {total:.1} s"
+            );
+        }
+    }
+}
+
+/// Runs `tessel transcribe`.
+pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let isa = isa_from_env()?;
+    let started = Instant::now();
+    let transcriber = Transcriber::load(&args.model, args.beam.max(5), args.weights)?;
+    let mut session = transcriber.session(isa, args.beam.max(1), args.threads)?;
+    let loaded = started.elapsed();
+    let options = TranscribeOptions {
+        task: match args.task {
+            TaskArg::Transcribe => Task::Transcribe,
+            TaskArg::Translate => Task::Translate,
+        },
+        language: args.language.clone(),
+        beam: args.beam,
+        best_of: args.best_of,
+        condition_on_previous_text: !args.no_condition_on_previous_text,
+        initial_prompt: args.initial_prompt.clone(),
+        timestamps: !args.no_timestamps,
+        seed: args.seed,
+        ..TranscribeOptions::default()
+    };
+    let started = Instant::now();
+    let audio = load_wav(&args.audio, &ReadOptions::default())?;
+    let read = started.elapsed();
+    let long = audio.samples.len() > tessel_audio::N_SAMPLES;
+    let mut watch = Watch {
+        since: 0,
+        during: 0,
+        progress: long && !args.quiet,
+    };
+    let transcript = session.transcribe(&audio.samples, &options, &mut watch)?;
+    let total = started.elapsed();
+    if watch.progress {
+        let _ = writeln!(std::io::stderr());
+    }
+    let format = match args.format {
+        FormatArg::Txt => Format::Txt,
+        FormatArg::Srt => Format::Srt,
+        FormatArg::Vtt => Format::Vtt,
+        FormatArg::Json => Format::Json,
+    };
+    out.write_all(render(&transcript, format).as_bytes())?;
+    if !args.quiet {
+        let s = &transcript.stats;
+        let per_token = if s.tokens > 0 {
+            s.decode.as_secs_f64() * 1e3 / s.tokens as f64
+        } else {
+            0.0
+        };
+        let mut err = std::io::stderr().lock();
+        // A closed stderr only loses the summary.
+        let _ = writeln!(
+            err,
+            "isa {}, {} thread(s), language {}, load {:.0} ms\n\
+             audio {:.2} s, real-time factor {:.4} (read {:.1} ms, mel {:.1} ms, encode {:.1} ms \
+             over {} windows, decode {:.1} ms: {:.3} ms per token over {} tokens)\n\
+             arena {} bytes, allocations during inference: {}",
+            isa,
+            args.threads,
+            transcript.language,
+            loaded.as_secs_f64() * 1e3,
+            s.audio_seconds,
+            total.as_secs_f64() / s.audio_seconds.max(1e-9),
+            read.as_secs_f64() * 1e3,
+            s.mel.as_secs_f64() * 1e3,
+            s.encode.as_secs_f64() * 1e3,
+            s.windows,
+            s.decode.as_secs_f64() * 1e3,
+            per_token,
+            s.tokens,
+            session.arena_bytes(),
+            watch.during,
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,161 @@
+//! `tessel transcribe` end to end: a WAV file of the golden fixture's audio through the
+//! binary, its JSON output against faster-whisper's segments (tests/transcribe/), the summary's
+//! allocation count, the other formats, and failures reported as `tessel: <message>`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe")
+}
+
+fn tessel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .args(args)
+        .output()
+        .expect("run tessel")
+}
+
+/// The fixture's long audio (clip.wav, 1.5 s of silence, four times) as a WAV file.
+fn long_wav(path: &Path) {
+    let clip = std::fs::read(root().join("clip.wav")).unwrap();
+    // A canonical 44-byte header: the PCM data follows it.
+    assert_eq!(&clip[36..40], b"data");
+    let pcm = &clip[44..];
+    let mut data = Vec::new();
+    for _ in 0..4 {
+        data.extend_from_slice(pcm);
+        data.extend(std::iter::repeat_n(0u8, 2 * 24_000));
+    }
+    let mut wav = clip[..44].to_vec();
+    wav[4..8].copy_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    wav[40..44].copy_from_slice(&(data.len() as u32).to_le_bytes());
+    wav.extend_from_slice(&data);
+    std::fs::write(path, wav).unwrap();
+}
+
+#[test]
+fn transcribes_a_wav_file_as_faster_whisper_does() {
+    let dir = std::env::temp_dir().join(format!("tessel-transcribe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wav = dir.join("long.wav");
+    long_wav(&wav);
+    let model = root().join("tiny_en_32/model");
+    let (model, wav_s) = (model.to_str().unwrap(), wav.to_str().unwrap());
+    let out = tessel(&[
+        "transcribe",
+        "--model",
+        model,
+        wav_s,
+        "--beam",
+        "1",
+        "--format",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("allocations during inference: 0"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("real-time factor"), "{stderr}");
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tiny_en_32/expected.json")).unwrap(),
+    )
+    .unwrap();
+    let tokens = |segments: &serde_json::Value| -> Vec<serde_json::Value> {
+        segments
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["tokens"].clone())
+            .collect()
+    };
+    assert_eq!(
+        tokens(&got["segments"]),
+        tokens(&want["runs"]["greedy"]["segments"])
+    );
+    // The other formats hold the same segments.
+    let srt = tessel(&[
+        "transcribe",
+        "--model",
+        model,
+        wav_s,
+        "--beam",
+        "1",
+        "--format",
+        "srt",
+        "-q",
+    ]);
+    let srt = String::from_utf8(srt.stdout).unwrap();
+    let cues = want["runs"]["greedy"]["segments"].as_array().unwrap().len();
+    assert_eq!(srt.matches(" --> ").count(), cues);
+    assert!(srt.starts_with("1\n00:00:00,100 --> "), "{srt}");
+    let vtt = tessel(&[
+        "transcribe",
+        "--model",
+        model,
+        wav_s,
+        "--beam",
+        "1",
+        "--format",
+        "vtt",
+        "-q",
+    ]);
+    assert!(String::from_utf8(vtt.stdout)
+        .unwrap()
+        .starts_with("WEBVTT\n\n00:00.100 --> "));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn failures_are_reported_with_their_cause() {
+    let dir = std::env::temp_dir().join(format!("tessel-transcribe-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = root().join("tiny_en_32/model");
+    let clip = root().join("clip.wav");
+    let truncated = dir.join("truncated.wav");
+    let bytes = std::fs::read(&clip).unwrap();
+    std::fs::write(&truncated, &bytes[..30]).unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--model", dir.to_str().unwrap(), clip.to_str().unwrap()],
+            "model directory",
+        ),
+        (
+            &[
+                "--model",
+                model.to_str().unwrap(),
+                truncated.to_str().unwrap(),
+            ],
+            "WAV",
+        ),
+        (
+            &["--model", model.to_str().unwrap(), "no-such.wav"],
+            "cannot read",
+        ),
+        (
+            &[
+                "--model",
+                model.to_str().unwrap(),
+                clip.to_str().unwrap(),
+                "--task",
+                "translate",
+            ],
+            "cannot translate",
+        ),
+    ];
+    for (args, message) in cases {
+        let mut all = vec!["transcribe"];
+        all.extend_from_slice(args);
+        let out = tessel(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("tessel: ") && stderr.contains(message),
+            "{args:?}: {stderr}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

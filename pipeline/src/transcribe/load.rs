@@ -1,0 +1,58 @@
+//! A Whisper model directory: the weights (a CTranslate2 `WhisperSpec` directory with
+//! `model.bin`, or a Hugging Face directory with `config.json` + `model.safetensors`) and the
+//! tokenizer (`tokenizer.json`) the directory ships.
+
+use std::path::Path;
+
+use tessel_model::ct2::{self, Ct2Options};
+use tessel_model::families::whisper;
+use tessel_model::{LoadOptions, Model, WeightType};
+use tessel_text::hf::HfTokenizer;
+use tessel_text::whisper::WhisperTokenizer;
+
+use super::TranscribeError;
+
+/// Most encoder positions and decoder positions a Whisper directory is read with (the
+/// stored position tables cap them).
+const MAX_POSITIONS: usize = 1500;
+const MAX_TARGET: usize = 448;
+
+/// Loads the model and tokenizer of `dir`, planned for beams up to `max_beam`, the linear
+/// layers stored as `weights` (or as the file stores them).
+pub fn load_dir(
+    dir: &Path,
+    max_beam: usize,
+    weights: Option<WeightType>,
+) -> Result<(Model<'static>, WhisperTokenizer), TranscribeError> {
+    if !dir.is_dir() {
+        return Err(TranscribeError::ModelDir {
+            dir: dir.to_owned(),
+            reason: "not a directory".into(),
+        });
+    }
+    let model = if dir.join("model.bin").is_file() {
+        let options = Ct2Options {
+            max_src_len: MAX_POSITIONS,
+            max_tgt_len: MAX_TARGET,
+            max_beam,
+            weights,
+        };
+        ct2::load_dir(dir, options)?.model
+    } else if dir.join("model.safetensors").is_file() {
+        whisper::load_hf_dir(dir, max_beam, &LoadOptions { weights })?
+    } else {
+        return Err(TranscribeError::ModelDir {
+            dir: dir.to_owned(),
+            reason: "no model.bin (CTranslate2) or model.safetensors (Hugging Face)".into(),
+        });
+    };
+    let path = dir.join("tokenizer.json");
+    if !path.is_file() {
+        return Err(TranscribeError::ModelDir {
+            dir: dir.to_owned(),
+            reason: "no tokenizer.json".into(),
+        });
+    }
+    let tokenizer = WhisperTokenizer::new(HfTokenizer::from_file(&path)?, "tokenizer.json")?;
+    Ok((model, tokenizer))
+}

@@ -1,0 +1,257 @@
+//! `TranscribeSession::transcribe` against faster-whisper's `transcribe` on random-weight
+//! Whisper models with the real 30 s geometry, over espeak-ng speech longer than 30 s
+//! (fixtures: tools/make_transcribe_golden.py, tests/transcribe/README.md): every segment's
+//! seek, start, end, tokens and text identical; its average log-probability, compression
+//! ratio and no-speech probability within stated tolerances; greedy and beam 5, with and
+//! without timestamps, conditioned on previous text or not, with an initial prompt, language
+//! detection and translation. Then the typed errors of malformed inputs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use tessel_audio::{load_wav, ReadOptions};
+use tessel_pipeline::transcribe::{TranscribeError, TranscribeOptions, Transcriber};
+use tessel_tests::for_each_isa;
+use tessel_text::whisper::Task;
+
+#[derive(Debug, Deserialize)]
+struct Segment {
+    seek: usize,
+    start: f64,
+    end: f64,
+    tokens: Vec<u32>,
+    text: String,
+    temperature: f32,
+    avg_logprob: f64,
+    compression_ratio: f64,
+    no_speech_prob: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct RunOptions {
+    beam_size: usize,
+    #[serde(default)]
+    without_timestamps: bool,
+    #[serde(default = "yes")]
+    condition_on_previous_text: bool,
+    #[serde(default)]
+    initial_prompt: Option<String>,
+    #[serde(default)]
+    task: Option<String>,
+    #[serde(default)]
+    language: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+struct Run {
+    language: String,
+    segments: Vec<Segment>,
+    options: RunOptions,
+}
+
+#[derive(Debug, Deserialize)]
+struct Expected {
+    repeats: usize,
+    gap_samples: usize,
+    samples: usize,
+    runs: BTreeMap<String, Run>,
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe")
+}
+
+fn expected(name: &str) -> Expected {
+    let text = std::fs::read_to_string(root().join(name).join("expected.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// clip.wav, each copy followed by `gap` zeros, `repeats` times (as the script builds it).
+fn long_audio(e: &Expected) -> Vec<f32> {
+    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).unwrap();
+    let mut audio = Vec::new();
+    for _ in 0..e.repeats {
+        audio.extend_from_slice(&clip.samples);
+        audio.extend(std::iter::repeat_n(0.0, e.gap_samples));
+    }
+    assert_eq!(audio.len(), e.samples);
+    audio
+}
+
+fn options(run: &RunOptions) -> TranscribeOptions {
+    TranscribeOptions {
+        beam: run.beam_size,
+        timestamps: !run.without_timestamps,
+        condition_on_previous_text: run.condition_on_previous_text,
+        initial_prompt: run.initial_prompt.clone(),
+        task: match run.task.as_deref() {
+            Some("translate") => Task::Translate,
+            _ => Task::Transcribe,
+        },
+        language: run.language.clone(),
+        ..TranscribeOptions::default()
+    }
+}
+
+/// Equal up to the last bit or two: the reference's values are exact (the same integer
+/// arithmetic in `f64`), but serde_json's float parsing may be one ulp off.
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * b.abs().max(1.0)
+}
+
+fn golden(name: &str, multilingual: bool) {
+    let e = expected(name);
+    let audio = long_audio(&e);
+    let transcriber = Transcriber::load(&root().join(name).join("model"), 5, None)
+        .unwrap()
+        .with_multilingual(multilingual);
+    assert_eq!(transcriber.is_multilingual(), multilingual);
+    for_each_isa(|isa| {
+        let mut session = transcriber.session(isa, 5, 1).unwrap();
+        for (run_name, run) in &e.runs {
+            let what = format!("{name} {run_name} {isa:?}");
+            let got = session
+                .transcribe(&audio, &options(&run.options), &mut ())
+                .unwrap();
+            assert_eq!(got.language, run.language, "{what}");
+            let seeks: Vec<usize> = got.segments.iter().map(|s| s.seek).collect();
+            let want_seeks: Vec<usize> = run.segments.iter().map(|s| s.seek).collect();
+            assert_eq!(seeks, want_seeks, "{what}: windows");
+            assert!(want_seeks.iter().any(|&s| s > 0), "{what}: seeks past 30 s");
+            assert_eq!(got.segments.len(), run.segments.len(), "{what}");
+            for (i, (g, w)) in got.segments.iter().zip(&run.segments).enumerate() {
+                let at = format!("{what} segment {i}");
+                assert_eq!(g.tokens, w.tokens, "{at}");
+                assert!(
+                    close(g.start, w.start) && close(g.end, w.end),
+                    "{at}: {:?} vs {:?}",
+                    (g.start, g.end),
+                    (w.start, w.end)
+                );
+                assert_eq!(g.text, w.text, "{at}");
+                assert_eq!(g.temperature, w.temperature, "{at}");
+                assert!(
+                    close(g.compression_ratio, w.compression_ratio),
+                    "{at}: compression ratio {} vs {}",
+                    g.compression_ratio,
+                    w.compression_ratio
+                );
+                assert!(
+                    (g.avg_logprob - w.avg_logprob).abs() < 2e-4,
+                    "{at}: avg_logprob {} vs {}",
+                    g.avg_logprob,
+                    w.avg_logprob
+                );
+                assert!(
+                    (g.no_speech_prob - w.no_speech_prob).abs() < 1e-4,
+                    "{at}: no_speech_prob {} vs {}",
+                    g.no_speech_prob,
+                    w.no_speech_prob
+                );
+            }
+        }
+    });
+}
+
+#[test]
+fn english_only_model_matches_faster_whisper() {
+    golden("tiny_en_32", false);
+}
+
+#[test]
+fn multilingual_model_matches_faster_whisper() {
+    golden("tiny_multi_32", true);
+}
+
+#[test]
+fn malformed_inputs_get_typed_errors() {
+    let dir = root().join("tiny_en_32").join("model");
+    let transcriber = Arc::new(Transcriber::load(&dir, 5, None).unwrap());
+    let mut session = transcriber
+        .session(tessel_kernels::Isa::best(), 2, 1)
+        .unwrap();
+    let defaults = TranscribeOptions {
+        beam: 2,
+        ..TranscribeOptions::default()
+    };
+    // Empty audio and audio shorter than one frame.
+    for samples in [&[][..], &[0.1; 100][..]] {
+        assert!(matches!(
+            session.transcribe(samples, &defaults, &mut ()),
+            Err(TranscribeError::EmptyAudio)
+        ));
+    }
+    // Non-finite samples.
+    let mut bad = vec![0.0; 16000];
+    bad[77] = f32::NAN;
+    assert!(matches!(
+        session.transcribe(&bad, &defaults, &mut ()),
+        Err(TranscribeError::Mel(_))
+    ));
+    // Options out of range (this session holds beams up to 2; `.en` cannot translate).
+    for options in [
+        TranscribeOptions {
+            beam: 3,
+            ..defaults.clone()
+        },
+        TranscribeOptions {
+            best_of: 0,
+            ..defaults.clone()
+        },
+        TranscribeOptions {
+            temperatures: vec![],
+            ..defaults.clone()
+        },
+        TranscribeOptions {
+            temperatures: vec![0.0, f32::NAN],
+            ..defaults.clone()
+        },
+        TranscribeOptions {
+            task: Task::Translate,
+            ..defaults.clone()
+        },
+    ] {
+        assert!(matches!(
+            session.transcribe(&[0.0; 16000], &options, &mut ()),
+            Err(TranscribeError::BadOption(_))
+        ));
+    }
+    // A truncated WAV file.
+    let wav = std::fs::read(root().join("clip.wav")).unwrap();
+    let tmp = std::env::temp_dir().join(format!("tessel-truncated-{}.wav", std::process::id()));
+    std::fs::write(&tmp, &wav[..wav.len() / 3 + 1]).unwrap();
+    let read = load_wav(&tmp, &ReadOptions::default());
+    std::fs::remove_file(&tmp).unwrap();
+    assert!(read.is_err(), "truncated WAV: {read:?}");
+    // Missing model files.
+    let empty = std::env::temp_dir().join(format!("tessel-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    assert!(matches!(
+        Transcriber::load(&empty, 5, None),
+        Err(TranscribeError::ModelDir { .. })
+    ));
+    std::fs::copy(dir.join("model.bin"), empty.join("model.bin")).unwrap();
+    let missing_vocabulary = Transcriber::load(&empty, 5, None);
+    assert!(
+        matches!(missing_vocabulary, Err(TranscribeError::Ct2(_))),
+        "{missing_vocabulary:?}"
+    );
+    for f in ["config.json", "vocabulary.json"] {
+        std::fs::copy(dir.join(f), empty.join(f)).unwrap();
+    }
+    assert!(matches!(
+        Transcriber::load(&empty, 5, None),
+        Err(TranscribeError::ModelDir { .. })
+    ));
+    std::fs::remove_dir_all(&empty).unwrap();
+    assert!(matches!(
+        Transcriber::load(&root().join("no-such-model"), 5, None),
+        Err(TranscribeError::ModelDir { .. })
+    ));
+}
