@@ -439,8 +439,8 @@ fn int8_variables_are_packed_as_stored() {
     assert_eq!(weight.dtype, ct2::Dtype::I8);
     let (n, k) = (weight.shape[0], weight.shape[1]);
     assert_eq!((packed.n(), packed.k()), (n, k));
-    for j in 0..n {
-        assert_eq!(packed.dequant(j), Some(1.0 / scale[j]), "channel {j}");
+    for (j, s) in scale.iter().enumerate() {
+        assert_eq!(packed.dequant(j), Some(1.0 / s), "channel {j}");
         for p in 0..k {
             assert_eq!(
                 packed.get(j, p),
