@@ -285,3 +285,46 @@ fn family_parts_that_tessel_cannot_honour_are_typed_errors_naming_the_variable()
         rotary,
     );
 }
+
+/// The logits of a few teacher-forced steps of `loaded` on the fixture's inputs.
+fn forced_logits(loaded: &Ct2Model, name: &str) -> Vec<f32> {
+    let case = case(name, false);
+    let mut session = Session::new(&loaded.model, tessel_kernels::Isa::scalar()).unwrap();
+    session.encode(&case.src).unwrap();
+    let mut forced = case.forced;
+    forced[0] = loaded.model.config().bos_id;
+    let mut out = Vec::new();
+    for token in forced {
+        out.extend_from_slice(session.decode_step(&[token]).unwrap());
+    }
+    out
+}
+
+#[test]
+fn stored_copies_instead_of_aliases_load_as_untied_and_unshared_with_equal_logits() {
+    // transformers 5 always ties T5's lm_head, so the untied layout of transformers 4
+    // checkpoints (a stored `decoder/projection/weight`) is made by replacing the aliases.
+    for name in ["t5", "marian"] {
+        let aliased = load(name, "ct2");
+        let copies = load_edited(name, |v, a| {
+            let table = v
+                .iter()
+                .find(|e| e.0 == "decoder/embeddings/weight")
+                .unwrap()
+                .clone();
+            for alias in ["decoder/projection/weight", "encoder/embeddings_0/weight"] {
+                a.retain(|(n, _)| n != alias);
+                v.push((alias.to_owned(), table.1.clone(), table.2, table.3.clone()));
+            }
+        })
+        .unwrap();
+        let (tied, split) = (aliased.model.config(), copies.model.config());
+        assert!(tied.tie_output && tied.share_embeddings, "{name}");
+        assert!(!split.tie_output && !split.share_embeddings, "{name}");
+        assert_eq!(
+            forced_logits(&aliased, name),
+            forced_logits(&copies, name),
+            "{name}"
+        );
+    }
+}
