@@ -17,8 +17,9 @@ family puts them, and writes under tests/translation/<name>/:
              `greedy_tokens`, `beam4_tokens` (transformers generate, float64),
              `ct2_greedy_tokens`, `ct2_beam4_tokens` (CTranslate2 translate_batch, float32),
              `greedy_margin` (F64 [1]); token sequences start with the decoder start token
-  ct2_f16/   (the families in F16_FIXTURES) hf/ converted with quantization="float16": every
-             non-scalar float variable stored as float16, scalars kept float32
+  ct2_f16/   (the families in HALF_FIXTURES) hf/ converted with quantization="float16": every
+             non-scalar float variable stored as float16, scalars kept float32; ct2_bf16/ the
+             same in bfloat16 (bart)
   ct2_expected.safetensors  what a reader of ct2/ (and ct2_f16/) must reproduce: `logits`
              (F64 [len, V'], the float64 teacher-forced logits of `expected.safetensors` cut
              to CTranslate2's vocabulary V' and multiplied by `output_scale`, CTranslate2's
@@ -26,7 +27,8 @@ family puts them, and writes under tests/translation/<name>/:
              1 elsewhere), `output_scale` (F64 [1]); for ct2_f16/ also `f16_logits` (the same
              from the float64 model whose parameters and buffers were rounded to float16, as
              the converter rounds them), `f16_greedy_tokens`, `f16_beam4_tokens`
-             (CTranslate2 translate_batch on ct2_f16/, compute_type float32)
+             (CTranslate2 translate_batch on ct2_f16/, compute_type float32); for ct2_bf16/
+             the same under `bf16_`
   names.txt  the HF state-dict keys and the model.bin variables, with shapes
   stats.json agreement figures quoted in tests/translation/README.md
 
@@ -89,8 +91,10 @@ CONFIGS = {
                     gain=2.5, embed_std=1.0, rel_std=1.0, cross_out=0.3),
 }
 
-# Families that also get a float16 CTranslate2 directory (ct2_f16/).
-F16_FIXTURES = ("marian", "bart", "t5")
+# Families that also get 16-bit CTranslate2 directories: ct2_f16/ (float16), ct2_bf16/
+# (bfloat16), with their references under the prefix `f16_` / `bf16_`.
+HALF_FIXTURES = {"marian": ("float16",), "bart": ("float16", "bfloat16"), "t5": ("float16",)}
+HALF_TYPES = {"float16": ("f16", torch.float16), "bfloat16": ("bf16", torch.bfloat16)}
 
 LANGS = ["en", "de", "fr", "ro", "zh"]
 MBART_LANGS = ["en_XX", "de_DE", "fr_XX", "ro_RO", "zh_CN"]
@@ -382,31 +386,34 @@ def output_scale(model, ct2_dir):
 
 
 def build_ct2_expected(name, out, model64, ct2_tokens, src, forced, prefix, log64):
-    """ct2_expected.safetensors (and ct2_f16/ for F16_FIXTURES); returns stats entries."""
+    """ct2_expected.safetensors (and the 16-bit directories of HALF_FIXTURES); returns stats
+    entries."""
     import ctranslate2
 
     vocab = len(ct2_tokens)
     scale = output_scale(model64, os.path.join(out, "ct2"))
     tensors = {"logits": log64[:, :vocab] * scale, "output_scale": np.asarray([scale])}
     stats = {"ct2_output_scale": scale}
-    if name in F16_FIXTURES:
-        f16_dir = os.path.join(out, "ct2_f16")
+    for quantization in HALF_FIXTURES.get(name, ()):
+        tag, dtype = HALF_TYPES[quantization]
+        half_dir = os.path.join(out, "ct2_" + tag)
         ctranslate2.converters.TransformersConverter(os.path.join(out, "hf")).convert(
-            f16_dir, quantization="float16", force=True)
-        rounded = copy.deepcopy(model64).half().double()
+            half_dir, quantization=quantization, force=True)
+        rounded = copy.deepcopy(model64).to(dtype).double()
         with torch.no_grad():
-            log16 = rounded(input_ids=torch.tensor([src]),
-                            decoder_input_ids=torch.tensor([forced])).logits[0].numpy()
-        greedy16, _ = ct2_translate(f16_dir, ct2_tokens, src, prefix, 1)
-        beam16, _ = ct2_translate(f16_dir, ct2_tokens, src, prefix, 4)
+            logits = rounded(input_ids=torch.tensor([src]),
+                             decoder_input_ids=torch.tensor([forced])).logits[0].numpy()
+        greedy, _ = ct2_translate(half_dir, ct2_tokens, src, prefix, 1)
+        beam, _ = ct2_translate(half_dir, ct2_tokens, src, prefix, 4)
         i64 = lambda xs: np.asarray(xs, dtype=np.int64)
-        tensors.update({"f16_logits": log16[:, :vocab] * scale,
-                        "f16_greedy_tokens": i64(greedy16), "f16_beam4_tokens": i64(beam16)})
+        tensors.update({tag + "_logits": logits[:, :vocab] * scale,
+                        tag + "_greedy_tokens": i64(greedy),
+                        tag + "_beam4_tokens": i64(beam)})
         stats.update({
-            "ct2_f16_greedy": greedy16,
-            "ct2_f16_beam4": beam16,
-            "f16_logits_minus_f32_max_abs": float(np.abs(log16 - log64).max() * scale),
-            "f16_greedy_margin": margin_along(rounded, src, greedy16, len(prefix)) * scale,
+            "ct2_%s_greedy" % tag: greedy,
+            "ct2_%s_beam4" % tag: beam,
+            "%s_logits_minus_f32_max_abs" % tag: float(np.abs(logits - log64).max() * scale),
+            "%s_greedy_margin" % tag: margin_along(rounded, src, greedy, len(prefix)) * scale,
         })
     save_file(tensors, os.path.join(out, "ct2_expected.safetensors"))
     return stats

@@ -54,10 +54,10 @@ pub fn assert_teacher_forced_columns(
     columns: usize,
     what: &str,
 ) {
-    assert_eq!(
-        expected.len(),
-        forced.len() * columns,
-        "{what}: reference shape"
+    assert!(
+        expected.len() >= forced.len() * columns,
+        "{what}: the reference has fewer than {} steps of {columns}",
+        forced.len()
     );
     let scale = expected.iter().fold(1.0f64, |m, v| m.max(v.abs()));
     let bound = 1e-4 * scale;

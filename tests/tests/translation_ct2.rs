@@ -1,11 +1,12 @@
 //! The translation families from CTranslate2 directories that `ct2-transformers-converter`
-//! made from the Hugging Face fixtures (`tests/translation/*/ct2` in float32 and, for marian,
-//! bart and t5, `ct2_f16` in float16; made by `tools/make_translation_golden.py`): Marian,
-//! BART, mBART, M2M100 (NLLB's spec), T5 v1.1 gated-GELU (untied) and T5 v1.0 ReLU (tied).
+//! made from the Hugging Face fixtures (`tests/translation/*/ct2` in float32, `ct2_f16` in
+//! float16 for marian, bart and t5, `ct2_bf16` in bfloat16 for bart; made by
+//! `tools/make_translation_golden.py`): Marian, BART, mBART, M2M100 (NLLB's spec), T5 v1.1
+//! gated-GELU (untied) and T5 v1.0 ReLU (tied).
 //!
 //! At every ISA level: teacher-forced logits within 1e-4 of the logit scale of `transformers`
-//! in float64 (for float16 directories, of the float64 model whose parameters were rounded to
-//! float16 as the converter rounds them), and greedy and beam-4 tokens identical to
+//! in float64 (for 16-bit directories, of the float64 model whose parameters were rounded to
+//! that type as the converter rounds them), and greedy and beam-4 tokens identical to
 //! CTranslate2's `translate_batch` on the same directory. The references are cut to
 //! CTranslate2's vocabulary (Marian's has no `<pad>`) and multiplied by the output scale
 //! CTranslate2 applies where transformers does not (`t5`: `decoder/scale_outputs` = 48^-0.5,
@@ -24,14 +25,15 @@ use tessel_tests::ct2_bin::{edited, Entry};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{assert_teacher_forced_columns, ids, values};
 
-/// Fixture, whether it has a float16 directory.
-const FIXTURES: [(&str, bool); 6] = [
-    ("marian", true),
-    ("bart", true),
-    ("mbart", false),
-    ("m2m100", false),
-    ("t5", true),
-    ("t5_tied", false),
+/// Every fixture with a float32 CTranslate2 directory.
+const FIXTURES: [&str; 6] = ["marian", "bart", "mbart", "m2m100", "t5", "t5_tied"];
+
+/// The 16-bit directories: fixture, stored type.
+const HALF: [(&str, WeightType); 4] = [
+    ("marian", WeightType::F16),
+    ("bart", WeightType::F16),
+    ("bart", WeightType::Bf16),
+    ("t5", WeightType::F16),
 ];
 
 fn fixture(name: &str) -> PathBuf {
@@ -55,25 +57,29 @@ struct Case {
     beam4: Vec<u32>,
 }
 
-fn case(name: &str, f16: bool) -> Case {
+/// The directory of `stored` weights of fixture `name` and what it must reproduce.
+fn case(name: &str, stored: WeightType) -> Case {
     let expected = read(name, "expected.safetensors");
     let expected = SafeTensors::deserialize(&expected).unwrap();
     let ct2 = read(name, "ct2_expected.safetensors");
     let ct2 = SafeTensors::deserialize(&ct2).unwrap();
-    let (dir, logits, greedy, beam4) = if f16 {
+    let half = |dir, tag: &str| {
         (
-            "ct2_f16",
-            values(&ct2, "f16_logits"),
-            ids(&ct2, "f16_greedy_tokens"),
-            ids(&ct2, "f16_beam4_tokens"),
+            dir,
+            values(&ct2, &format!("{tag}_logits")),
+            ids(&ct2, &format!("{tag}_greedy_tokens")),
+            ids(&ct2, &format!("{tag}_beam4_tokens")),
         )
-    } else {
-        (
+    };
+    let (dir, logits, greedy, beam4) = match stored {
+        WeightType::F16 => half("ct2_f16", "f16"),
+        WeightType::Bf16 => half("ct2_bf16", "bf16"),
+        _ => (
             "ct2",
             values(&ct2, "logits"),
             ids(&expected, "ct2_greedy_tokens"),
             ids(&expected, "ct2_beam4_tokens"),
-        )
+        ),
     };
     Case {
         dir,
@@ -110,17 +116,12 @@ fn search(session: &mut Session<&Model>, prompt: &[u32], beam: usize, total: usi
     tokens
 }
 
-fn check(name: &str, f16: bool) {
-    let case = case(name, f16);
+fn check(name: &str, stored: WeightType) {
+    let case = case(name, stored);
     let loaded = load(name, case.dir);
     let model = &loaded.model;
     let config = model.config();
     let vocab = loaded.target_vocabulary.len();
-    let stored = if f16 {
-        WeightType::F16
-    } else {
-        WeightType::F32
-    };
     let cross = model.decoder().blocks()[0].cross_attention().unwrap();
     assert_eq!(cross.output().weight_type(), stored, "{name}/{}", case.dir);
     assert_eq!(
@@ -155,17 +156,15 @@ fn check(name: &str, f16: bool) {
 
 #[test]
 fn ctranslate2_directories_of_every_family_match_transformers_and_ctranslate2() {
-    for (name, _) in FIXTURES {
-        check(name, false);
+    for name in FIXTURES {
+        check(name, WeightType::F32);
     }
 }
 
 #[test]
-fn float16_ctranslate2_directories_keep_float16_and_match_ctranslate2() {
-    for (name, f16) in FIXTURES {
-        if f16 {
-            check(name, true);
-        }
+fn sixteen_bit_ctranslate2_directories_keep_their_type_and_match_ctranslate2() {
+    for (name, stored) in HALF {
+        check(name, stored);
     }
 }
 
@@ -284,4 +283,47 @@ fn family_parts_that_tessel_cannot_honour_are_typed_errors_naming_the_variable()
         }),
         rotary,
     );
+}
+
+/// The logits of a few teacher-forced steps of `loaded` on the fixture's inputs.
+fn forced_logits(loaded: &Ct2Model, name: &str) -> Vec<f32> {
+    let case = case(name, WeightType::F32);
+    let mut session = Session::new(&loaded.model, tessel_kernels::Isa::scalar()).unwrap();
+    session.encode(&case.src).unwrap();
+    let mut forced = case.forced;
+    forced[0] = loaded.model.config().bos_id;
+    let mut out = Vec::new();
+    for token in forced {
+        out.extend_from_slice(session.decode_step(&[token]).unwrap());
+    }
+    out
+}
+
+#[test]
+fn stored_copies_instead_of_aliases_load_as_untied_and_unshared_with_equal_logits() {
+    // transformers 5 always ties T5's lm_head, so the untied layout of transformers 4
+    // checkpoints (a stored `decoder/projection/weight`) is made by replacing the aliases.
+    for name in ["t5", "marian"] {
+        let aliased = load(name, "ct2");
+        let copies = load_edited(name, |v, a| {
+            let table = v
+                .iter()
+                .find(|e| e.0 == "decoder/embeddings/weight")
+                .unwrap()
+                .clone();
+            for alias in ["decoder/projection/weight", "encoder/embeddings_0/weight"] {
+                a.retain(|(n, _)| n != alias);
+                v.push((alias.to_owned(), table.1.clone(), table.2, table.3.clone()));
+            }
+        })
+        .unwrap();
+        let (tied, split) = (aliased.model.config(), copies.model.config());
+        assert!(tied.tie_output && tied.share_embeddings, "{name}");
+        assert!(!split.tie_output && !split.share_embeddings, "{name}");
+        assert_eq!(
+            forced_logits(&aliased, name),
+            forced_logits(&copies, name),
+            "{name}"
+        );
+    }
 }
