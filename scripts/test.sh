@@ -5,7 +5,9 @@
 #   1. formatting (cargo fmt --check) and lints (cargo clippy -D warnings), workspace and nostd-check;
 #   2. the workspace tests once per ISA level this CPU runs (TESSEL_ISA=scalar, avx2, avx512),
 #      and the doc tests once;
-#   3. that tessel-kernels builds and runs with neither std nor alloc (nostd-check/);
+#   3. that tessel-kernels builds and runs with neither std nor alloc (nostd-check/), and the
+#      C API examples (capi/run-examples.sh: C and C++ against the static and shared library,
+#      once under Valgrind);
 #   4. the kernel and integration tests at TESSEL_ISA=neon, cross-built for aarch64 with Debian's
 #      Rust and run under qemu-user (the toolchain is installed when missing; where it cannot be,
 #      the step is skipped loudly, except under CI=true where that is a failure);
@@ -163,6 +165,13 @@ nostd_check() {
 }
 
 step "no_std and no alloc: nostd-check" nostd_check
+
+# --- the C API: examples in C and C++ against libtessel, and under Valgrind ------------------
+
+# capi/run-examples.sh builds the static and shared library (release), compiles the examples
+# with -Wall -Wextra -Werror, runs them, and runs them once under Valgrind. A missing compiler
+# or Valgrind is a loud skip (exit 0), a failure under CI=true.
+step "C API: examples against libtessel.a and libtessel.so, Valgrind" capi/run-examples.sh
 
 # --- NEON under qemu --------------------------------------------------------------------------
 

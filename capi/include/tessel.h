@@ -34,7 +34,7 @@
  *
  * Allocation. Loading a model and creating a session allocate. After tessel_session_new, the
  * token-level calls (tessel_encode, tessel_encode_audio, tessel_decode_step,
- * tessel_reorder_beams, tessel_generate and its callback's tessel_step_tokens,
+ * tessel_reset_decoder, tessel_reorder_beams, tessel_generate and its callback's tessel_step_tokens,
  * tessel_hypothesis, the info and error calls), refusals included, allocate nothing: no
  * malloc, no hidden growth. Text calls (tessel_numbers_read) may allocate.
  */
@@ -465,6 +465,15 @@ enum tessel_status tessel_session_isa_name(struct tessel_session *session, const
  * `session` is NULL or a live session handle; `ids` is NULL or points to `len` ids.
  */
 enum tessel_status tessel_encode(struct tessel_session *session, const uint32_t *ids, size_t len);
+
+/**
+ * Forgets the decoded positions and keeps the encoded source (and its cross-attention K/V):
+ * the next `tessel_decode_step` starts again at position 0.
+ *
+ * # Safety
+ * `session` is NULL or a live session handle.
+ */
+enum tessel_status tessel_reset_decoder(struct tessel_session *session);
 
 /**
  * Runs a Whisper-style model's convolutional front end and encoder over log-mel features

@@ -266,6 +266,21 @@ pub unsafe extern "C" fn tessel_encode(
     unsafe { with_session(session, body) }
 }
 
+/// Forgets the decoded positions and keeps the encoded source (and its cross-attention K/V):
+/// the next `tessel_decode_step` starts again at position 0.
+///
+/// # Safety
+/// `session` is NULL or a live session handle.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_reset_decoder(session: *mut tessel_session) -> tessel_status {
+    let body = |inner: &mut Inner| {
+        inner.session.reset_decoder();
+        Ok(())
+    };
+    // SAFETY: the caller's contract for `session`.
+    unsafe { with_session(session, body) }
+}
+
 /// Runs a Whisper-style model's convolutional front end and encoder over log-mel features
 /// `mel[0..len]`, laid out `n_mels × frames` (bin-major), `frames` even and at most
 /// `2 · max_src_len`; resets the decoder.

@@ -160,6 +160,18 @@ fn decode_steps_write_the_rust_logits_and_report_small_buffers() {
             &mut len,
         ));
         assert_eq!(&logits[..len], rust.decode_step(&next).expect("a step"));
+        // After a reset the first step from BOS again gives the first step's logits.
+        ok(tessel_reset_decoder(s));
+        ok(tessel_decode_step(
+            s,
+            bos.as_ptr(),
+            1,
+            logits.as_mut_ptr(),
+            logits.len(),
+            &mut len,
+        ));
+        rust.reset_decoder();
+        assert_eq!(&logits[..len], rust.decode_step(&bos[..1]).expect("a step"));
         ok(tessel_session_free(s));
         ok(tessel_model_release(model));
     }

@@ -106,6 +106,15 @@ fn token_level_calls(model: *mut tessel_model, session: *mut tessel_session, voc
             &mut len,
         ));
         ok(tessel_reorder_beams(session, [1u32, 0].as_ptr(), 2));
+        ok(tessel_reset_decoder(session));
+        ok(tessel_decode_step(
+            session,
+            bos.as_ptr(),
+            2,
+            logits.as_mut_ptr(),
+            64,
+            &mut len,
+        ));
         ok(tessel_decode_step(
             session,
             [4u32, 5].as_ptr(),

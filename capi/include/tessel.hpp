@@ -1,0 +1,212 @@
+// tessel.hpp: a header-only C++17 wrapper over tessel.h (RAII handles, exceptions).
+// SPDX-License-Identifier: MIT OR Apache-2.0
+//
+// - tessel::Model owns one reference to a tessel_model: copying it shares the model
+//   (tessel_model_retain), destruction releases the reference.
+// - tessel::Session owns a tessel_session: move-only, freed on destruction. One thread at a
+//   time, as in C.
+// - A failing call throws tessel::Error (the status and tessel_last_error()).
+// - The pointer-and-size overloads (encode, decode_step, hypothesis into a buffer) allocate
+//   nothing after the session exists, as the C calls; the std::vector / std::string
+//   conveniences allocate in the caller's program.
+// - A step callback may be any callable; an exception it throws is caught before it could
+//   cross tessel, the rest of the search runs without it, and the exception is rethrown when
+//   generate returns.
+#ifndef TESSEL_HPP
+#define TESSEL_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessel.h"
+
+namespace tessel {
+
+/// A failed call: its status and message.
+class Error : public std::runtime_error {
+  public:
+    Error(tessel_status status, const char *message)
+        : std::runtime_error(std::string(tessel_status_name(status)) + ": " + message),
+          status_(status) {}
+
+    /// The status the call returned.
+    tessel_status status() const noexcept { return status_; }
+
+  private:
+    tessel_status status_;
+};
+
+/// Throws Error unless `status` is TESSEL_OK.
+inline void check(tessel_status status) {
+    if (status != TESSEL_OK) {
+        throw Error(status, tessel_last_error());
+    }
+}
+
+/// One reference to an immutable, shared model.
+class Model {
+  public:
+    /// The numbers model compiled into the library.
+    static Model numbers() {
+        tessel_model *model = nullptr;
+        check(tessel_model_load_numbers(&model));
+        return Model(model);
+    }
+
+    /// The model in `dir` (format detected); `options` may be null for the defaults.
+    static Model load_dir(const std::string &dir, const tessel_load_options *options = nullptr) {
+        tessel_model *model = nullptr;
+        check(tessel_model_load_dir(dir.c_str(), options, &model));
+        return Model(model);
+    }
+
+    Model(const Model &other) : model_(other.model_) { check(tessel_model_retain(model_)); }
+    Model(Model &&other) noexcept : model_(std::exchange(other.model_, nullptr)) {}
+    Model &operator=(Model other) noexcept {
+        std::swap(model_, other.model_);
+        return *this;
+    }
+    ~Model() { tessel_model_release(model_); }
+
+    /// Sizes, ids and maxima.
+    tessel_model_info info() const {
+        tessel_model_info info{};
+        check(tessel_model_get_info(model_, &info));
+        return info;
+    }
+
+    /// Bytes of the arena a session planned for `limits` (null: the model's maxima) allocates.
+    std::size_t arena_bytes(const tessel_limits *limits = nullptr) const {
+        std::size_t bytes = 0;
+        check(tessel_session_arena_bytes(model_, limits, &bytes));
+        return bytes;
+    }
+
+    /// The C handle, still owned by this object.
+    tessel_model *get() const noexcept { return model_; }
+
+  private:
+    explicit Model(tessel_model *model) noexcept : model_(model) {}
+    tessel_model *model_;
+};
+
+/// A finished hypothesis.
+struct Hypothesis {
+    std::vector<std::uint32_t> tokens;
+    float score;
+};
+
+/// One model's working state, its arena allocated once here.
+class Session {
+  public:
+    /// A session over `model` planned for `limits` (null: the model's maxima).
+    explicit Session(const Model &model, const tessel_limits *limits = nullptr) {
+        check(tessel_session_new(model.get(), limits, &session_));
+    }
+    Session(const Session &) = delete;
+    Session &operator=(const Session &) = delete;
+    Session(Session &&other) noexcept : session_(std::exchange(other.session_, nullptr)) {}
+    Session &operator=(Session &&other) noexcept {
+        std::swap(session_, other.session_);
+        return *this;
+    }
+    ~Session() { tessel_session_free(session_); }
+
+    /// Runs the encoder over `len` source ids.
+    void encode(const std::uint32_t *ids, std::size_t len) {
+        check(tessel_encode(session_, ids, len));
+    }
+    void encode(const std::vector<std::uint32_t> &ids) { encode(ids.data(), ids.size()); }
+
+    /// One decoder step for `beams` rows; returns the logits written (beams × tgt_vocab).
+    std::size_t decode_step(const std::uint32_t *tokens, std::size_t beams, float *logits,
+                            std::size_t cap) {
+        std::size_t len = 0;
+        check(tessel_decode_step(session_, tokens, beams, logits, cap, &len));
+        return len;
+    }
+
+    /// Greedy or beam search; returns the number of hypotheses.
+    std::size_t generate(const tessel_generate_options &options) {
+        std::size_t count = 0;
+        check(tessel_generate(session_, &options, &count));
+        return count;
+    }
+
+    /// Search calling `on_step(tessel_step &)` after every step (options.on_step is replaced).
+    template <class F>
+    std::size_t generate(tessel_generate_options options, F &&on_step) {
+        struct Context {
+            F *callable;
+            std::exception_ptr error;
+        } context{&on_step, nullptr};
+        options.on_step = [](void *user_data, tessel_step *step) {
+            auto *ctx = static_cast<Context *>(user_data);
+            if (ctx->error) {
+                return;
+            }
+            try {
+                (*ctx->callable)(*step);
+            } catch (...) {
+                ctx->error = std::current_exception();
+            }
+        };
+        options.user_data = &context;
+        std::size_t count = generate(options);
+        if (context.error) {
+            std::rethrow_exception(context.error);
+        }
+        return count;
+    }
+
+    /// Hypothesis `index` of the last search into `tokens` (`cap` ids); returns its length.
+    std::size_t hypothesis(std::size_t index, std::uint32_t *tokens, std::size_t cap,
+                           float *score = nullptr) {
+        std::size_t len = 0;
+        check(tessel_hypothesis(session_, index, tokens, cap, &len, score));
+        return len;
+    }
+
+    /// Hypothesis `index` of the last search.
+    Hypothesis hypothesis(std::size_t index) {
+        Hypothesis h{{}, 0.0f};
+        std::size_t len = 0;
+        tessel_status status = tessel_hypothesis(session_, index, nullptr, 0, &len, &h.score);
+        if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
+            check(status);
+        }
+        h.tokens.resize(len);
+        check(tessel_hypothesis(session_, index, h.tokens.data(), len, &len, &h.score));
+        return h;
+    }
+
+    /// The numbers model's reading of `text` (its digits).
+    std::string read_numbers(const std::string &text) {
+        std::string out(16, '\0');
+        std::size_t len = 0;
+        tessel_status status =
+            tessel_numbers_read(session_, text.c_str(), out.data(), out.size(), &len);
+        if (status == TESSEL_ERR_BUFFER_TOO_SMALL) {
+            out.assign(len + 1, '\0');
+            status = tessel_numbers_read(session_, text.c_str(), out.data(), out.size(), &len);
+        }
+        check(status);
+        out.resize(len);
+        return out;
+    }
+
+    /// The C handle, still owned by this object.
+    tessel_session *get() const noexcept { return session_; }
+
+  private:
+    tessel_session *session_ = nullptr;
+};
+
+}  // namespace tessel
+
+#endif  // TESSEL_HPP
