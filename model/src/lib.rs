@@ -32,13 +32,16 @@
 pub mod aligned;
 pub mod config;
 pub mod ct2;
+pub mod decoding;
 pub mod families;
 mod forward;
+pub mod generation;
 pub mod isa_env;
 pub mod layers;
 pub mod model;
 pub mod ops;
 pub mod plan;
+pub mod processors;
 pub mod sampling;
 pub mod search;
 pub mod session;
@@ -49,6 +52,8 @@ pub mod weights;
 pub use config::{Biases, Config, ConfigError, FfnActivation, FrontEnd, NormPlacement, Positions};
 pub use plan::{ArenaPlan, Limits, Region};
 
+pub use decoding::{Convention, DecodeOptions};
+pub use generation::{Generation, GenerationError};
 pub use layers::WeightType;
 pub use model::Model;
 pub use sampling::Sampling;

@@ -106,6 +106,15 @@ impl StepLogits<'_> {
     pub fn row_mut(&mut self, beam: usize) -> &mut [f32] {
         &mut self.logits[beam * self.vocab..(beam + 1) * self.vocab]
     }
+
+    /// Hypothesis `beam`'s tokens so far and its row of logits, together.
+    pub fn tokens_and_row_mut(&mut self, beam: usize) -> (&[u32], &mut [f32]) {
+        let tokens = &self.history[beam * self.stride..beam * self.stride + self.step];
+        (
+            tokens,
+            &mut self.logits[beam * self.vocab..(beam + 1) * self.vocab],
+        )
+    }
 }
 
 /// One finished hypothesis.
@@ -331,6 +340,31 @@ impl<M: ModelRef> Session<M> {
         &mut self,
         prefix: &[u32],
         options: &SearchOptions,
+        process: impl FnMut(&mut StepLogits<'_>),
+    ) -> Result<Hypotheses<'_>, RunError> {
+        self.search_processed(prefix, options, false, process)
+    }
+
+    /// [`Session::generate_with`] with the rules of `transformers`' beam search: the processor
+    /// gets each row's log-probabilities (`log_softmax` of the raw logits) and the search ranks
+    /// what it leaves without normalising again; and an EOS continuation finishes a hypothesis
+    /// only when it ranks among the best `beam` of the step's `2·beam` candidates (lower ones
+    /// are dropped). Greedy search (one beam) still hands the processor raw logits, as
+    /// `transformers`' greedy search does.
+    pub fn generate_as_transformers(
+        &mut self,
+        prefix: &[u32],
+        options: &SearchOptions,
+        process: impl FnMut(&mut StepLogits<'_>),
+    ) -> Result<Hypotheses<'_>, RunError> {
+        self.search_processed(prefix, options, true, process)
+    }
+
+    fn search_processed(
+        &mut self,
+        prefix: &[u32],
+        options: &SearchOptions,
+        transformers: bool,
         mut process: impl FnMut(&mut StepLogits<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
         self.check_search(options)?;
@@ -370,6 +404,12 @@ impl<M: ModelRef> Session<M> {
             if step == 0 {
                 st.beam_score[0] = 0.0;
             }
+            let normalised = transformers && beam > 1;
+            if normalised {
+                for row in logits.chunks_exact_mut(vocab) {
+                    log_softmax(isa, row);
+                }
+            }
             process(&mut StepLogits {
                 step,
                 logits: &mut *logits,
@@ -399,7 +439,9 @@ impl<M: ModelRef> Session<M> {
             }
             let mut count = 0;
             for (b, row) in logits.chunks_exact_mut(vocab).enumerate() {
-                log_softmax(isa, row);
+                if !normalised {
+                    log_softmax(isa, row);
+                }
                 let base = st.beam_score[b];
                 for (token, &lp) in row.iter().enumerate() {
                     st.offer(&mut count, k, base + lp, b as u32, token as u32);
@@ -411,7 +453,7 @@ impl<M: ModelRef> Session<M> {
                 let (score, from, token) =
                     (st.cand_score[c], st.cand_beam[c] as usize, st.cand_token[c]);
                 if options.stop_at_eos && token == eos {
-                    if finished < beam {
+                    if finished < beam && (!transformers || c < beam) {
                         let norm = normalise(score, len, options.length_penalty);
                         st.finish(finished, cur, from, len, token, norm, tgt);
                         finished += 1;

@@ -1,0 +1,42 @@
+//! `Generation::from_json` on arbitrary text, then a search with the options it accepts on a
+//! tiny random model: a typed `GenerationError` or `RunError`, never a panic, whatever the
+//! token ids, lengths, penalties and n-gram sizes the file holds.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tessel_kernels::Isa;
+use tessel_model::{Config, Generation, Model, Session};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(generation) = Generation::from_json(text) else {
+        return;
+    };
+    let config = Config {
+        d_model: 16,
+        heads: 2,
+        encoder_layers: 1,
+        decoder_layers: 1,
+        d_ff: 32,
+        src_vocab: 40,
+        tgt_vocab: 40,
+        max_src_len: 8,
+        max_tgt_len: 12,
+        max_beam: 3,
+        ..Config::transformer_base()
+    };
+    let model = Model::random(config, 3).expect("a valid config");
+    let mut session = Session::new(&model, Isa::best()).expect("a session");
+    session.encode(&[3, 4, 5]).expect("encode");
+    let mut options = generation.options;
+    options.max_new_tokens = Some(options.max_new_tokens.unwrap_or(8).min(12));
+    if let Ok(hyps) = session.generate_decoded(&options) {
+        assert!(hyps.len() <= options.search.beam);
+        for h in hyps.iter() {
+            assert!(h.tokens.len() <= 12);
+            assert!(h.tokens.iter().all(|&t| t < 40));
+        }
+    }
+});

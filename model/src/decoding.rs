@@ -1,0 +1,206 @@
+//! Decoding options as translation users know them (`transformers.generate`, CTranslate2's
+//! `translate_batch`) on top of [`crate::search`]: lengths, the logits processors of
+//! [`crate::processors`], forced tokens and n-best lists. [`Session::generate_decoded`] turns
+//! [`DecodeOptions`] into one search from the decoder start token.
+//!
+//! Lengths: `max_length` counts decoder positions with the start token (`transformers`'
+//! `max_length`), so at most `max_length - 1` tokens are generated; `max_new_tokens`
+//! (`transformers`; CTranslate2's `max_decoding_length`, which counts a target prefix as
+//! generated) replaces it when set; `max_length_ratio` `(a, b)` caps the generated tokens at
+//! `⌈a · source_len⌉ + b` (fairseq's `max_len_a`/`max_len_b`). The smallest bound wins, and the
+//! session's planned target length caps them all.
+//!
+//! Forced tokens (a forced BOS such as NLLB's target language, then a target prefix) are
+//! generated steps whose only possible token is the forced one, with log-probability 0: they
+//! count in the length that normalises scores, as in `transformers` (forced BOS) and
+//! CTranslate2 (target prefix), and are part of every hypothesis's tokens.
+//!
+//! [`Convention`] chooses the beam search rules where the references differ: `transformers`
+//! edits log-probabilities (its beam search normalises first) and finishes a hypothesis on
+//! EOS only when the EOS continuation ranks among the best `beam` candidates
+//! ([`Session::generate_as_transformers`]); CTranslate2 edits raw logits and then normalises
+//! ([`Session::generate_with`]). Greedy search edits raw logits under both, as both
+//! references do. The repetition penalty (which scales scores) and bans that change the
+//! normaliser give different beam rankings under the two conventions.
+
+use crate::session::ModelRef;
+
+use crate::processors::Processors;
+use crate::search::{Hypotheses, SearchOptions};
+use crate::session::{check_tokens, RunError, Session};
+
+/// Which reference's conventions a search follows where they differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Convention {
+    /// `transformers.generate`: beam search applies the processors to log-probabilities and
+    /// finishes hypotheses only from the best `beam` candidates.
+    #[default]
+    Transformers,
+    /// CTranslate2: beam search applies the processors to logits, then normalises.
+    CTranslate2,
+}
+
+/// Everything a translation search can be asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecodeOptions {
+    /// Beam width, length penalty, stopping at EOS (and any other search setting);
+    /// `max_steps` is replaced by the length bounds below.
+    pub search: SearchOptions,
+    /// Hypotheses to return, best first (`num_return_sequences`, `num_hypotheses`), at most
+    /// the beam width.
+    pub num_hypotheses: usize,
+    /// Decoder positions with the start token (`max_length`).
+    pub max_length: usize,
+    /// Tokens to generate at most, forced ones included (`max_new_tokens`,
+    /// `max_decoding_length`); replaces `max_length` when set.
+    pub max_new_tokens: Option<usize>,
+    /// `(a, b)`: at most `⌈a · source_len⌉ + b` generated tokens.
+    pub max_length_ratio: Option<(f32, usize)>,
+    /// Decoder positions with the start token before EOS may be generated (`min_length`).
+    pub min_length: usize,
+    /// Repetition penalty θ ≥ 1 discourages, 1 is off (`repetition_penalty`).
+    pub repetition_penalty: f32,
+    /// Never repeat an n-gram of this size; 0 is off (`no_repeat_ngram_size`).
+    pub no_repeat_ngram_size: usize,
+    /// Tokens never generated (`suppress_tokens`).
+    pub suppress_tokens: Vec<u32>,
+    /// Token sequences never generated (`bad_words_ids`; one-token sequences are suppressed).
+    pub bad_words: Vec<Vec<u32>>,
+    /// Token forced first (`forced_bos_token_id`, e.g. the target language).
+    pub forced_bos: Option<u32>,
+    /// Token forced at the last step when the search gets there (`forced_eos_token_id`).
+    pub forced_eos: Option<u32>,
+    /// Tokens forced after the forced BOS (a target prefix).
+    pub prefix: Vec<u32>,
+    /// The decoder's first input; `None` is the model config's `bos_id`.
+    pub decoder_start: Option<u32>,
+    /// Where beam search applies the processors.
+    pub convention: Convention,
+}
+
+impl DecodeOptions {
+    /// Greedy search of at most `max_new_tokens` tokens, nothing else asked.
+    pub fn greedy(max_new_tokens: usize) -> DecodeOptions {
+        DecodeOptions {
+            search: SearchOptions::greedy(max_new_tokens.max(1)),
+            num_hypotheses: 1,
+            max_length: usize::MAX,
+            max_new_tokens: Some(max_new_tokens),
+            max_length_ratio: None,
+            min_length: 0,
+            repetition_penalty: 1.0,
+            no_repeat_ngram_size: 0,
+            suppress_tokens: Vec::new(),
+            bad_words: Vec::new(),
+            forced_bos: None,
+            forced_eos: None,
+            prefix: Vec::new(),
+            decoder_start: None,
+            convention: Convention::Transformers,
+        }
+    }
+
+    /// Beam search of width `beam`, at most `max_new_tokens` tokens.
+    pub fn beam(beam: usize, max_new_tokens: usize) -> DecodeOptions {
+        let mut options = DecodeOptions::greedy(max_new_tokens);
+        options.search.beam = beam;
+        options
+    }
+
+    /// The most tokens a search over a source of `source_len` tokens generates, before the
+    /// session's own limit.
+    pub fn max_steps(&self, source_len: usize) -> usize {
+        let mut steps = match self.max_new_tokens {
+            Some(n) => n,
+            None => self.max_length.saturating_sub(1),
+        };
+        if let Some((a, b)) = self.max_length_ratio {
+            let scaled = (a as f64 * source_len as f64).ceil();
+            let cap = if scaled.is_finite() && scaled >= 0.0 {
+                (scaled as usize).saturating_add(b)
+            } else {
+                b
+            };
+            steps = steps.min(cap);
+        }
+        steps
+    }
+
+    /// Checks what the search itself does not.
+    fn check(&self, tgt_vocab: usize) -> Result<(), RunError> {
+        if self.num_hypotheses == 0 || self.num_hypotheses > self.search.beam {
+            return Err(RunError::BadOption(
+                "num_hypotheses must be between 1 and the beam width",
+            ));
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+            return Err(RunError::BadOption(
+                "repetition_penalty must be finite and positive",
+            ));
+        }
+        check_tokens("target", &self.suppress_tokens, tgt_vocab)?;
+        check_tokens("target", &self.prefix, tgt_vocab)?;
+        for word in &self.bad_words {
+            check_tokens("target", word, tgt_vocab)?;
+        }
+        let single = |t: Option<u32>| t.map(|t| [t]).unwrap_or_default();
+        check_tokens("target", &single(self.forced_bos), tgt_vocab)?;
+        check_tokens("target", &single(self.forced_eos), tgt_vocab)?;
+        check_tokens("target", &single(self.decoder_start), tgt_vocab)?;
+        Ok(())
+    }
+}
+
+impl<M: ModelRef> Session<M> {
+    /// Searches from the decoder start token over the encoded source with `options`: the
+    /// processors of [`crate::processors`] edit every step, forced tokens come first.
+    /// Returns up to the beam width's hypotheses, best first (take
+    /// `options.num_hypotheses`), borrowed from the arena until the next call.
+    pub fn generate_decoded(
+        &mut self,
+        options: &DecodeOptions,
+    ) -> Result<Hypotheses<'_>, RunError> {
+        let source_len = self.source_len().ok_or(RunError::NotEncoded)?;
+        let config = self.model().config();
+        options.check(config.tgt_vocab)?;
+        let steps = options.max_steps(source_len).min(self.limits().max_tgt_len);
+        if steps == 0 {
+            return Err(RunError::BadOption(
+                "the length limits leave no token to generate",
+            ));
+        }
+        let start = options.decoder_start.unwrap_or(config.bos_id);
+        let processors = Processors {
+            start,
+            context_has_start: options.convention == Convention::Transformers,
+            eos: config.eos_id,
+            forced_bos: options.forced_bos,
+            prefix: &options.prefix,
+            forced_eos: options.forced_eos,
+            last_step: steps - 1,
+            repetition_penalty: options.repetition_penalty,
+            no_repeat_ngram_size: options.no_repeat_ngram_size,
+            suppress: &options.suppress_tokens,
+            bad_words: &options.bad_words,
+            min_length: options.min_length,
+        };
+        if processors.forced_len() > steps {
+            return Err(RunError::BadOption(
+                "more forced tokens than the length limits allow",
+            ));
+        }
+        let search = SearchOptions {
+            max_steps: steps,
+            ..options.search
+        };
+        let prefix = [start];
+        match options.convention {
+            Convention::Transformers => {
+                self.generate_as_transformers(&prefix, &search, |step| processors.apply(step))
+            }
+            Convention::CTranslate2 => {
+                self.generate_with(&prefix, &search, |step| processors.apply(step))
+            }
+        }
+    }
+}
