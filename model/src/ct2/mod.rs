@@ -8,7 +8,7 @@
 //! or separate output projection, stored (learned or sinusoidal) position tables, CTranslate2's
 //! own sinusoid, or T5's relative attention bias, a norm after the embeddings, a zero start
 //! embedding, scaled decoder outputs, with or without biases; and the `WhisperSpec`. The
-//! optional parts are found from the variables present, as CTranslate2 does ([`spec`]'s
+//! optional parts are found from the variables present, as CTranslate2 does (the `spec` module's
 //! table). Linear weights stored as `float16` or `bfloat16` stay so in memory (unless
 //! [`Ct2Options::weights`] asks otherwise); `int8` and `int16` weights are dequantised to `f32`
 //! with their `weight_scale` (`q / scale`, per row for int8, one scale for int16), so tessel
