@@ -8,14 +8,14 @@
 //! or separate output projection, stored (learned or sinusoidal) position tables, CTranslate2's
 //! own sinusoid, or T5's relative attention bias, a norm after the embeddings, a zero start
 //! embedding, scaled decoder outputs, with or without biases; and the `WhisperSpec`. The
-//! optional parts are found from the variables present, as CTranslate2 does ([`spec`]'s
+//! optional parts are found from the variables present, as CTranslate2 does (the `spec` module's
 //! table). Linear weights stored as `float16`, `bfloat16` or `int8` stay so in memory (unless
 //! [`Ct2Options::weights`] asks otherwise): int8 ones with their per-row `weight_scale`, packed
 //! as they are (`int8.rs`); `int16` weights, and int8 embedding tables, are dequantised to `f32`
-//! (`q / scale`), so tessel computes on exactly the weights the file holds. Anything else (relative position
-//! keys/values, ALiBi, rotary, multi-query attention, several source embeddings, AWQ,
-//! input/output projections, a variable no part reads) is refused with a typed [`Ct2Error`]
-//! naming the variable.
+//! (`q / scale`), so tessel computes on exactly the weights the file holds. Anything else
+//! (relative position keys/values, ALiBi, rotary, multi-query attention, several source
+//! embeddings, AWQ, input/output projections, a variable no part reads) is refused with a typed
+//! [`Ct2Error`] naming the variable.
 //!
 //! The modules, one idea each: `binary` parses `model.bin` (once per load), `int8` keeps its
 //! int8 linear weights as int8, `vars` gives access
