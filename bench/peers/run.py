@@ -137,7 +137,7 @@ def main():
                else "n/a (1-thread build) | %.2f (tessel 1t)" % (m["tessel 1"] / m["ct2 2"]))
         print("| %s | %.1f | %.1f | %.2f | %.1f | %s | %.1f | %.1f | %d (%d distinct) | %d/%d |" % (
             name, m["ct2 1"], m["tessel 1"], m["tessel 1"] / m["ct2 1"], m["ct2 2"], two,
-            m["int8"], m["bf16"], n, distinct, same, n))
+            m["int8 1"], m["bf16"], n, distinct, same, n))
     print("ratio = tessel time / CTranslate2 float32 time (below 1: tessel is faster); "
           "tessel bf16 = the same model with its linear layers stored as bf16 (--weights bf16), "
           "beside CTranslate2's int8; its tokens are compared with the f32 ones, not required equal")
