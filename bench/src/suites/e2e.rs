@@ -7,8 +7,11 @@
 //! greedy decode, compared with that streaming floor: ratio = stream time / step time, 1 is the
 //! floor); `greedy-32x32` and `beam4-32x32` (encode + 32 decoded tokens, EOS ignored so every
 //! run does the full work). Then, on one thread, `decode-step` with the linear layers' weights
-//! stored as f32, f16, bf16 and bf16-dot (impl `tessel-<type>`), measured round-robin in the
-//! same run, each against the f32 step (ratio = f32 step time / this step time).
+//! stored as f32, f16, bf16, bf16-dot and int8 (impl `tessel-<type>`), measured round-robin in
+//! the same run, each against the f32 step (ratio = f32 step time / this step time); the int8
+//! step once more against streaming its own bytes (`stream-read-step-weights-int8`, impl
+//! `tessel-int8`, ratio = stream time / step time); and `encode-src128` (a 128-token source) with
+//! f32 and int8 weights, also round-robin, int8 against f32.
 
 use std::time::{Duration, Instant};
 
@@ -110,6 +113,21 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     weight_types(budget, isa, &src, emit);
 }
 
+/// The floor of reading `bytes` once at `isa`: a stream-read record of case `case`.
+fn stream_record(budget: Budget, isa: Isa, bytes: usize, case: &str) -> Option<Record> {
+    // Allocated like the weights (huge pages where they are), so the floor is a fair one.
+    let mut buffer = AlignedBuf::<f32>::zeros(bytes / 4).ok()?;
+    for (i, value) in buffer.as_mut_slice().iter_mut().enumerate() {
+        *value = (i % 7) as f32;
+    }
+    let ns = median_ns(budget, || {
+        std::hint::black_box(stream_sum(isa, std::hint::black_box(buffer.as_slice())));
+    });
+    let level = isa.level().to_string();
+    let work = Work::bytes(bytes as f64);
+    Some(Record::new("e2e", case, "stream-read", &level, 1, ns, work))
+}
+
 /// Median decode step of 32-step greedy decodes (EOS ignored) of `src`, repeated for the
 /// budget's time and samples.
 fn median_step_ns(budget: Budget, session: &mut Session<&Model>, src: &[u32]) -> f64 {
@@ -186,9 +204,91 @@ fn weight_types(budget: Budget, isa: Isa, src: &[u32], emit: &mut dyn FnMut(Reco
         match &f32_step {
             None => {
                 f32_step = Some(record.clone());
+                emit(record.clone());
+            }
+            Some(base) => emit(record.clone().against(base)),
+        }
+        if weights == WeightType::Int8 {
+            let case = "stream-read-step-weights-int8";
+            if let Some(stream) = stream_record(budget, isa, bytes as usize, case) {
+                emit(stream.clone());
+                emit(
+                    Record {
+                        case: case.to_owned(),
+                        ..record
+                    }
+                    .against(&stream),
+                );
+            }
+        }
+    }
+    encoder_int8(budget, isa, &models, emit);
+}
+
+/// Source length of the encoder comparison.
+const LONG_SRC: usize = 128;
+
+/// `encode-src128` with f32 and int8 weights, round-robin; int8 against f32.
+fn encoder_int8(
+    budget: Budget,
+    isa: Isa,
+    models: &[(WeightType, Model)],
+    emit: &mut dyn FnMut(Record),
+) {
+    let level = isa.level().to_string();
+    let mut sessions = Vec::new();
+    for (weights, model) in models {
+        if !matches!(weights, WeightType::F32 | WeightType::Int8) {
+            continue;
+        }
+        let limits = Limits::of(model.config()).with_threads(1);
+        let Ok(session) = Session::with_limits(model, isa, limits) else {
+            return;
+        };
+        sessions.push((*weights, session, Vec::new()));
+    }
+    let Some(config) = models.first().map(|(_, m)| m.config().clone()) else {
+        return;
+    };
+    let src: Vec<u32> = (0..LONG_SRC as u32)
+        .map(|i| 3 + (i * 7919) % (config.src_vocab as u32 - 3))
+        .collect();
+    let round = Budget {
+        time: budget.time / ROUNDS as u32,
+        min_samples: budget.min_samples.div_ceil(ROUNDS),
+    };
+    for _ in 0..ROUNDS {
+        for (_, session, medians) in sessions.iter_mut() {
+            medians.push(median_ns(round, || {
+                let _ = session.encode(&src);
+            }));
+        }
+    }
+    let d = config.d_model as f64;
+    let flop = config.encoder_layers as f64
+        * LONG_SRC as f64
+        * 2.0
+        * (4.0 * d * d + 2.0 * d * config.d_ff as f64);
+    let mut base: Option<Record> = None;
+    for (weights, _, mut medians) in sessions {
+        medians.sort_by(f64::total_cmp);
+        let ns = medians[medians.len() / 2];
+        let impl_name = format!("tessel-{weights}");
+        let record = Record::new(
+            "e2e",
+            "encode-src128",
+            &impl_name,
+            &level,
+            1,
+            ns,
+            Work::flops(flop),
+        );
+        match &base {
+            None => {
+                base = Some(record.clone());
                 emit(record);
             }
-            Some(base) => emit(record.against(base)),
+            Some(b) => emit(record.against(b)),
         }
     }
 }
