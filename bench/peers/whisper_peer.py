@@ -3,6 +3,15 @@
 directory, same WAV file, same beam and thread count, identical segments checked.
 
     python3 bench/peers/whisper_peer.py MODEL_DIR AUDIO.wav [--beam 1] [--runs 5]
+    python3 bench/peers/whisper_peer.py --kernels OUT [--runs 5]   # OUT from make_whisper_tiny_en.py
+
+`--kernels OUT` times the model itself on OUT/clip30.wav (one full 30 s window) and the whole
+transcription of OUT/clip15.wav, alternating the engines run by run (medians; ratios within the
+same run): CTranslate2's encoder (`Whisper.encode` of the 80x3000 log-mel) and its time per
+token (`Whisper.generate` from the encoded window, greedy, <|endoftext|> suppressed so that every
+run decodes the same number of tokens) at float32 and int8, against tessel's encode ms and ms per
+token from the `tessel transcribe` summary (OUT/ct2 float32 and OUT/ct2_f16 float16 weights);
+then the whole transcribe of the 15 s clip, faster-whisper int8 against tessel f16 and f32.
 
 Each engine transcribes the file `--runs` times after a warm-up; the median wall time of the
 `transcribe` call is reported (faster-whisper: `list(model.transcribe(path, ...))`, which reads
@@ -17,6 +26,7 @@ import json
 import re
 import statistics
 import subprocess
+import sys
 import time
 
 from faster_whisper import WhisperModel
@@ -48,7 +58,112 @@ def tessel(binary, model_dir, audio, beam, threads, runs):
     return statistics.median(times), tokens
 
 
+def tessel_summary(binary, model_dir, audio, beam, threads):
+    """encode ms per window, ms per token, whole ms and segment tokens of one `tessel transcribe`."""
+    args = [binary, "transcribe", "--model", model_dir, audio, "--beam", str(beam),
+            "--threads", str(threads), "--format", "json"]
+    out = subprocess.run(args, capture_output=True, text=True, check=True)
+    err = out.stderr
+    seconds = float(re.search(r"audio ([0-9.]+) s", err).group(1))
+    rtf = float(re.search(r"real-time factor ([0-9.]+)", err).group(1))
+    found = re.search(r"encode ([0-9.]+) ms over ([0-9]+) windows", err)
+    enc = float(found.group(1)) / int(found.group(2))
+    tok = float(re.search(r"([0-9.]+) ms per token", err).group(1))
+    tokens = [s["tokens"] for s in json.loads(out.stdout)["segments"]]
+    return enc, tok, rtf * seconds * 1e3, tokens
+
+
+def ct2_model(model_dir, threads, compute_type):
+    import ctranslate2
+    return ctranslate2.models.Whisper(model_dir, device="cpu", compute_type=compute_type,
+                                      intra_threads=threads, inter_threads=1)
+
+
+def ct2_times(model, mel, prompt, eot, n_tokens):
+    """CTranslate2 encode ms and greedy ms per token from the encoded window."""
+    import ctranslate2
+    feats = ctranslate2.StorageView.from_array(mel)
+    start = time.perf_counter()
+    enc = model.encode(feats, to_cpu=True)
+    enc_ms = (time.perf_counter() - start) * 1e3
+    start = time.perf_counter()
+    res = model.generate(enc, [prompt], beam_size=1, max_length=n_tokens + len(prompt),
+                         suppress_tokens=[eot], suppress_blank=False)
+    gen_ms = (time.perf_counter() - start) * 1e3
+    n = len(res[0].sequences_ids[0])
+    return enc_ms, gen_ms / n
+
+
+def kernels(out, binary, runs):
+    import numpy as np
+    import whisper
+    audio30 = whisper.audio.load_audio(f"{out}/clip30.wav")
+    mel = whisper.audio.log_mel_spectrogram(whisper.audio.pad_or_trim(audio30), 80)
+    mel = np.ascontiguousarray(mel.numpy()[None], dtype=np.float32)
+    eot, sot, nots = 50256, 50257, 50362
+    prompt = [sot, nots]
+    clip30, clip15 = f"{out}/clip30.wav", f"{out}/clip15.wav"
+    print("| threads | CT2 f32 enc | CT2 int8 enc | tessel f32 enc | tessel f16 enc "
+          "| f32/CT2 f32 | f16/CT2 f32 | CT2 f32 tok | CT2 int8 tok | tessel f32 tok "
+          "| tessel f16 tok | f16/CT2 f32 tok | f16/CT2 int8 tok |")
+    print("|" + "---|" * 13)
+    rows = {}
+    for threads in (1, 2):
+        ct = {ct: ct2_model(f"{out}/ct2", threads, ct) for ct in ("float32", "int8")}
+        for m in ct.values():
+            ct2_times(m, mel, prompt, eot, 8)  # warm-up
+        r = {k: [] for k in ("e32", "e8", "t32", "t8", "te32", "te16", "tt32", "tt16")}
+        for _ in range(runs):
+            e, t = ct2_times(ct["float32"], mel, prompt, eot, 100)
+            r["e32"].append(e), r["t32"].append(t)
+            e, t, _, _ = tessel_summary(binary, f"{out}/ct2", clip30, 1, threads)
+            r["te32"].append(e), r["tt32"].append(t)
+            e, t = ct2_times(ct["int8"], mel, prompt, eot, 100)
+            r["e8"].append(e), r["t8"].append(t)
+            e, t, _, _ = tessel_summary(binary, f"{out}/ct2_f16", clip30, 1, threads)
+            r["te16"].append(e), r["tt16"].append(t)
+        m = {k: statistics.median(v) for k, v in r.items()}
+        print(f"| {threads} | {m['e32']:.0f} ms | {m['e8']:.0f} ms | {m['te32']:.0f} ms "
+              f"| {m['te16']:.0f} ms | {m['te32'] / m['e32']:.2f} | {m['te16'] / m['e32']:.2f} "
+              f"| {m['t32']:.2f} ms | {m['t8']:.2f} ms | {m['tt32']:.2f} ms | {m['tt16']:.2f} ms "
+              f"| {m['tt16'] / m['t32']:.2f} | {m['tt16'] / m['t8']:.2f} |", flush=True)
+        del ct
+    print()
+    print("| threads | beam | faster-whisper int8 | tessel f16 | tessel f32 | f16 / fw int8 "
+          "| f32 / fw int8 | same tokens (tessel f32 vs fw f32) |")
+    print("|" + "---|" * 8)
+    for threads in (1, 2):
+        for beam in (1, 5):
+            fw = WhisperModel(f"{out}/ct2", device="cpu", compute_type="int8",
+                              cpu_threads=threads)
+            fw32 = WhisperModel(f"{out}/ct2", device="cpu", compute_type="float32",
+                                cpu_threads=threads)
+            kw = dict(beam_size=beam, word_timestamps=False, vad_filter=False)
+            want = [s.tokens for s in fw32.transcribe(clip15, **kw)[0]]
+            list(fw.transcribe(clip15, **kw)[0])
+            f, t16, t32, same = [], [], [], True
+            for _ in range(runs):
+                start = time.perf_counter()
+                list(fw.transcribe(clip15, **kw)[0])
+                f.append((time.perf_counter() - start) * 1e3)
+                t16.append(tessel_summary(binary, f"{out}/ct2_f16", clip15, beam, threads)[2])
+                _, _, w, got = tessel_summary(binary, f"{out}/ct2", clip15, beam, threads)
+                t32.append(w)
+                same = same and got == want
+            f, a, b = (statistics.median(x) for x in (f, t16, t32))
+            print(f"| {threads} | {beam} | {f:.0f} ms | {a:.0f} ms | {b:.0f} ms | {a / f:.2f} "
+                  f"| {b / f:.2f} | {same} |", flush=True)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--kernels":
+        p = argparse.ArgumentParser()
+        p.add_argument("--kernels", required=True)
+        p.add_argument("--runs", type=int, default=5)
+        p.add_argument("--tessel", default="target/release/tessel")
+        a = p.parse_args()
+        kernels(a.kernels, a.tessel, a.runs)
+        return
     p = argparse.ArgumentParser()
     p.add_argument("model")
     p.add_argument("audio")

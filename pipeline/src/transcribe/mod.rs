@@ -360,6 +360,7 @@ impl Transcriber {
             window: vec![0.0; self.n_mels * N_FRAMES],
             prompt: Vec::with_capacity(max_tgt),
             tried: Vec::new(),
+            judged: Vec::new(),
             cuts: Vec::with_capacity(max_tgt),
             compressor: Compressor::new(),
         })
@@ -388,6 +389,7 @@ pub struct TranscribeSession {
     window: Vec<f32>,
     prompt: Vec<u32>,
     tried: Vec<Decoded>,
+    judged: Vec<Judged>,
     cuts: Vec<Cut>,
     compressor: Compressor,
 }
@@ -677,11 +679,10 @@ impl TranscribeSession {
                 return Ok(i);
             }
         }
-        let judged: Vec<Judged> = self.tried[..temperatures.len()]
-            .iter()
-            .filter_map(|d| d.judged)
-            .collect();
-        let best = fallback::pick_after_failures(&options.thresholds, &judged).unwrap_or(0);
+        self.judged.clear();
+        let tried = self.tried[..temperatures.len()].iter();
+        self.judged.extend(tried.filter_map(|d| d.judged));
+        let best = fallback::pick_after_failures(&options.thresholds, &self.judged).unwrap_or(0);
         // Reported at the last temperature tried, as the reference does.
         let last = temperatures[temperatures.len() - 1];
         self.tried[best].temperature = last;
