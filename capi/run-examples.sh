@@ -34,15 +34,27 @@ echo "--- building libtessel (release: static and shared)"
 cargo build --locked --release -p tessel-capi
 
 mkdir -p "$out"
-warn=(-Wall -Wextra -Werror -O2 -g -Icapi/include)
+warn=(-Wall -Wextra -Werror -O2 -g)
 # What the static library needs besides libc (rustc --print native-static-libs).
 static_libs=(-lpthread -ldl -lm -lrt -lutil -lgcc_s)
 
+# The shared builds take their flags from capi/tessel.pc.in, filled in for this tree.
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+sed -e "s|@INCLUDEDIR@|$root/capi/include|" -e "s|@LIBDIR@|$lib|" -e "s|@VERSION@|$version|" \
+    capi/tessel.pc.in >"$out/tessel.pc"
+if command -v pkg-config >/dev/null; then
+    read -r -a shared_flags < <(PKG_CONFIG_PATH=$out pkg-config --cflags --libs tessel)
+    echo "pkg-config tessel: ${shared_flags[*]}"
+else
+    echo "pkg-config is missing: the shared builds use the flags of tessel.pc by hand"
+    shared_flags=(-I"$root/capi/include" -L"$lib" -ltessel)
+fi
+
 build() {
     local compiler=$1 std=$2 src=$3 name=$4
-    "$compiler" "$std" "${warn[@]}" "$src" "$lib/libtessel.a" "${static_libs[@]}" \
+    "$compiler" "$std" "${warn[@]}" -Icapi/include "$src" "$lib/libtessel.a" "${static_libs[@]}" \
         -o "$out/$name-static"
-    "$compiler" "$std" "${warn[@]}" "$src" -L"$lib" -ltessel -Wl,-rpath,"$lib" \
+    "$compiler" "$std" "${warn[@]}" "$src" "${shared_flags[@]}" -Wl,-rpath,"$lib" \
         -o "$out/$name-shared"
     echo "built $name-static and $name-shared"
 }

@@ -35,8 +35,10 @@
  * Allocation. Loading a model and creating a session allocate. After tessel_session_new, the
  * token-level calls (tessel_encode, tessel_encode_audio, tessel_decode_step,
  * tessel_reset_decoder, tessel_reorder_beams, tessel_generate and its callback's tessel_step_tokens,
- * tessel_hypothesis, the info and error calls), refusals included, allocate nothing: no
- * malloc, no hidden growth. Text calls (tessel_numbers_read) may allocate.
+ * tessel_hypothesis, tessel_session_get_limits, tessel_session_isa_name,
+ * tessel_model_get_info, tessel_last_error and tessel_last_error_copy), refusals included,
+ * allocate nothing: no malloc, no hidden growth (capi/tests/no_alloc.rs counts). Loading,
+ * tessel_session_arena_bytes, tessel_isa_* and the text call (tessel_numbers_read) may.
  */
 
 

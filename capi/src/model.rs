@@ -40,6 +40,12 @@ pub struct ModelHandle {
     pub vocab: Option<Vocab>,
 }
 
+// Models are shared by threads through raw pointers, which the compiler cannot check.
+const _: () = {
+    const fn shared_by_threads<T: Send + Sync>() {}
+    shared_by_threads::<ModelHandle>();
+};
+
 impl Drop for ModelHandle {
     fn drop(&mut self) {
         self.tag = DEAD_TAG;

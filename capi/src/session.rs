@@ -60,6 +60,13 @@ struct Inner {
     ids: Vec<u32>,
 }
 
+// A session may move between threads (one at a time), through a raw pointer the compiler
+// cannot check.
+const _: () = {
+    const fn moves_between_threads<T: Send>() {}
+    moves_between_threads::<Inner>();
+};
+
 /// Releases the busy flag when dropped (also when a panic unwinds).
 struct Busy<'a>(&'a AtomicBool);
 

@@ -201,3 +201,52 @@ fn token_level_c_calls_do_not_allocate_after_session_creation() {
     // SAFETY: the model from above, released once.
     ok(unsafe { tessel_model_release(model) });
 }
+
+#[test]
+fn encode_audio_does_not_allocate_after_session_creation() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/whisper/tiny_like_80/hf\0"
+    );
+    let (mut model, mut session) = (null_mut(), null_mut());
+    let mut info = tessel_model_info::default();
+    // SAFETY: a NUL-terminated path and writable out-pointers.
+    unsafe {
+        ok(tessel_model_load_dir(
+            dir.as_ptr().cast(),
+            null(),
+            &mut model,
+        ));
+        ok(tessel_model_get_info(model, &mut info));
+        ok(tessel_session_new(model, null(), &mut session));
+    }
+    let frames = 2 * info.max_src_len;
+    let mel: Vec<f32> = (0..info.n_mels * frames)
+        .map(|i| (i % 7) as f32 / 7.0 - 0.5)
+        .collect();
+    let mut logits = vec![0f32; info.tgt_vocab];
+    let mut len = 0;
+    let count = allocations(|| {
+        // SAFETY: live session, arrays of the stated lengths.
+        unsafe {
+            ok(tessel_encode_audio(session, mel.as_ptr(), mel.len()));
+            let bos = [info.bos_id];
+            ok(tessel_decode_step(
+                session,
+                bos.as_ptr(),
+                1,
+                logits.as_mut_ptr(),
+                logits.len(),
+                &mut len,
+            ));
+            let refused = tessel_encode_audio(session, mel.as_ptr(), mel.len() - 1);
+            assert_eq!(refused, tessel_status::TESSEL_ERR_RUN);
+        }
+    });
+    assert_eq!(count, 0, "{count} allocations");
+    // SAFETY: the handles from above, freed once.
+    unsafe {
+        ok(tessel_session_free(session));
+        ok(tessel_model_release(model));
+    }
+}
