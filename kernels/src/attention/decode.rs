@@ -25,7 +25,7 @@
 //! reach the first query too (its weight 0 times NaN), as for keys masked inside a prefill tile.
 
 use super::lanes::{transpose_sum, MAX_LANES};
-use super::prefetch::prefetch_line;
+use super::prefetch::{prefetch_line, prefetch_rows};
 use super::{Checked, Operands, StridedMut};
 use crate::error::KernelError;
 use crate::isa::Isa;
@@ -185,6 +185,9 @@ fn run_queries<S: Simd, const Q: usize>(
             let Some(rows) = ChunkRows::new(&operands.k, j0 + t, chunk, dims.width) else {
                 break;
             };
+            // The same keys' V rows, whole and in order (a stream the memory system serves at
+            // full speed), into L2 for the `P V` update, which walks them a head at a time.
+            prefetch_rows(&operands.v, j0 + t..j0 + t + chunk, 0, dims.width);
             score_chunk::<S, Q>(
                 simd,
                 q_pad,
