@@ -34,6 +34,7 @@ pub mod config;
 pub mod ct2;
 pub mod families;
 mod forward;
+pub mod image;
 pub mod isa_env;
 pub mod layers;
 pub mod model;
