@@ -77,6 +77,31 @@ pub enum Command {
     /// the transcript, then on stderr a summary (real-time factor, encode and per-token
     /// times, arena bytes, allocations during inference).
     Transcribe(crate::transcribe::TranscribeArgs),
+    /// Writes a model as one packed image file.
+    ///
+    /// The image holds the config and every tensor, the linear layers' weights already in
+    /// the GEMM's packed layout (the same at every ISA level), each 64-byte aligned: `tessel
+    /// run --model FILE` runs it, and a host without an allocator can compile it in with
+    /// `include_bytes!` (see tessel-model's `image` module for the format).
+    Pack(PackArgs),
+}
+
+/// Options of `tessel pack`.
+#[derive(Debug, Args)]
+pub struct PackArgs {
+    /// The model to pack (a directory, --config for seeded random weights, or neither for
+    /// Transformer-base).
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// The image file to write.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// How the linear layers' weights are stored in the image. Without it each keeps the
+    /// type its file stores.
+    #[arg(long, value_name = "TYPE", value_parser = weight_type_parser())]
+    pub weights: Option<WeightType>,
 }
 
 /// Where a model comes from.
@@ -84,7 +109,7 @@ pub enum Command {
 pub struct ModelArgs {
     /// A model directory: tessel's config.json + model.safetensors (tensor names as in
     /// tessel-model's `weights` module), or a CTranslate2 Transformer directory (model.bin,
-    /// config.json, vocabularies). Without --model or --config: Transformer-base.
+    /// config.json, vocabularies), or a packed image file written by `tessel pack`. Without --model or --config: Transformer-base.
     #[arg(long, value_name = "DIR", conflicts_with = "config")]
     pub model: Option<PathBuf>,
 

@@ -43,6 +43,9 @@ pub enum CliError {
     /// A tessel model could not be built.
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// A model could not be packed, or a packed image could not be loaded.
+    #[error(transparent)]
+    Pack(#[from] tessel_model::image::PackError),
     /// A CTranslate2 model could not be loaded.
     #[error(transparent)]
     Ct2(#[from] Ct2Error),

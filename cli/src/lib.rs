@@ -2,8 +2,8 @@
 //!
 //! - [`numbers`]: the embedded numbers model (English number words to digits), its vocabulary
 //!   and tokeniser; [`read`] runs it on the built-in examples or `--text` inputs.
-//! - [`measure`]: `tessel run` and `tessel bench`; [`plan`]: `tessel plan`; [`source`]: the
-//!   model those commands load; [`transcribe`]: `tessel transcribe`.
+//! - [`measure`]: `tessel run` and `tessel bench`; [`plan`]: `tessel plan`; [`pack`]:
+//!   `tessel pack`; [`source`]: the model those commands load; [`transcribe`]: `tessel transcribe`.
 //! - [`args`]: the command line (clap); [`error`]: every failure as a typed error;
 //!   [`counting`]: the counting allocator the binary installs, so reports state the heap
 //!   allocations made while a model ran.
@@ -13,6 +13,7 @@ pub mod counting;
 pub mod error;
 pub mod measure;
 pub mod numbers;
+pub mod pack;
 pub mod plan;
 pub mod read;
 pub mod source;
@@ -31,5 +32,6 @@ pub fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Some(Command::Bench(args)) => measure::measure(&measure::Measure::bench(args), out),
         Some(Command::Plan(args)) => plan::plan(args, out),
         Some(Command::Transcribe(args)) => transcribe::transcribe(args, out),
+        Some(Command::Pack(args)) => pack::pack(args, out),
     }
 }

@@ -5,6 +5,7 @@
 //! - `tessel run`: a model directory or seeded random weights, measured.
 //! - `tessel bench`: the Transformer-base benchmark.
 //! - `tessel plan`: the arena of a model and limits, region by region.
+//! - `tessel pack`: a model as one packed image file.
 //!
 //! `tessel --help` and `tessel <command> --help` explain every option. The process runs under
 //! a counting global allocator so every report states the heap allocations made while the

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use tessel_model::ct2::{self, Ct2Options};
+use tessel_model::image;
 use tessel_model::{Config, LoadOptions, Model, WeightType};
 
 use crate::args::ModelArgs;
@@ -16,6 +17,8 @@ pub enum Source {
     Tessel(PathBuf),
     /// A CTranslate2 directory (`model.bin`).
     Ct2(PathBuf),
+    /// A packed image file (`tessel pack`).
+    Image(PathBuf),
     /// Seeded random weights; `name` says where `config` came from.
     Random {
         /// The shape.
@@ -37,6 +40,7 @@ impl Source {
     /// The source `args` name (a config file is read here).
     pub fn of(args: &ModelArgs) -> Result<Source, CliError> {
         match (&args.model, &args.config) {
+            (Some(file), _) if file.is_file() => Ok(Source::Image(file.clone())),
             (Some(dir), _) if ct2::is_ct2_dir(dir) => Ok(Source::Ct2(dir.clone())),
             (Some(dir), _) => Ok(Source::Tessel(dir.clone())),
             (None, Some(file)) => Ok(Source::Random {
@@ -66,6 +70,7 @@ impl Source {
         match self {
             Source::Tessel(dir) => read_config(&dir.join("config.json")),
             Source::Ct2(dir) => Ok(ct2::load_dir(dir, ct2_limits)?.model.config().clone()),
+            Source::Image(file) => Ok(image::load(file)?.config().clone()),
             Source::Random { config, .. } => Ok(config.clone()),
         }
     }
@@ -94,12 +99,38 @@ impl Source {
                     what: format!("{} (CTranslate2)", dir.display()),
                 })
             }
+            Source::Image(file) => {
+                let model = image::load(file)?;
+                if weights.is_some_and(|w| model_weights_differ(&model, w)) {
+                    return Err(CliError::Pack(image::PackError::Mismatch(
+                        "--weights cannot convert a packed image; pack it again with --weights",
+                    )));
+                }
+                Ok(Built {
+                    model,
+                    what: format!("{} (packed image)", file.display()),
+                })
+            }
             Source::Random { config, name } => Ok(Built {
                 model: Model::random_with(config.clone(), seed, &options)?,
                 what: format!("{name}, seeded random weights (seed {seed})"),
             }),
         }
     }
+}
+
+/// Whether any linear layer of `model` is stored otherwise than as `weights`.
+fn model_weights_differ(model: &Model<'_>, weights: WeightType) -> bool {
+    let stacks = [model.encoder(), model.decoder()];
+    let blocks = stacks.iter().flat_map(|s| s.blocks());
+    let layers = blocks.flat_map(|b| {
+        let (_, attention) = b.self_attention_layer();
+        let (_, ffn) = b.feed_forward_layer();
+        [attention.qkv(), attention.output(), ffn.up(), ffn.output()]
+    });
+    layers
+        .chain([model.generator()])
+        .any(|l| l.weight_type() != weights)
 }
 
 /// Reads a tessel `config.json`.

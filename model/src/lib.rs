@@ -36,6 +36,7 @@ pub mod decoding;
 pub mod families;
 mod forward;
 pub mod generation;
+pub mod image;
 pub mod isa_env;
 pub mod layers;
 pub mod model;

@@ -1,0 +1,193 @@
+//! The [`Config`] as a fixed record of little-endian `u32` words (no serde in the core).
+//!
+//! | word | field |
+//! |---|---|
+//! | 0–6 | d_model, heads, encoder_layers, decoder_layers, d_ff, src_vocab, tgt_vocab |
+//! | 7–9 | max_src_len, max_tgt_len, max_beam |
+//! | 10 | flags: share_embeddings 1, tie_output 2, final_norm 4, gated_ffn 8, embedding_norm 16, scale_embeddings 32, pre-LN 64, RMSNorm 128, learned positions 256 |
+//! | 11 | biases: attention_in 1, attention_key 2, attention_out 4, ffn 8, generator 16 |
+//! | 12 | activation: 0 ReLU, 1 GELU, 2 tanh-GELU, 3 SiLU |
+//! | 13, 14 | front end: 0 tokens, 1 conv; n_mels |
+//! | 15, 16 | attention scale: 0 default, 1 given; its `f32` bits |
+//! | 17–19 | relative attention: 0 none, 1 given; buckets; max_distance |
+//! | 20 | position_offset |
+//! | 21 | layer_norm_eps (`f32` bits) |
+//! | 22–24 | bos_id, eos_id, pad_id |
+//! | 25–31 | zero |
+
+use crate::config::{
+    Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions, RelativeAttention,
+};
+
+use super::ImageError;
+
+/// Words of the config record.
+pub const CONFIG_WORDS: usize = 32;
+
+const SHARE: u32 = 1;
+const TIE: u32 = 2;
+const FINAL_NORM: u32 = 4;
+const GATED: u32 = 8;
+const EMBEDDING_NORM: u32 = 16;
+const SCALE_EMBEDDINGS: u32 = 32;
+const PRE_LN: u32 = 64;
+const RMS: u32 = 128;
+const LEARNED: u32 = 256;
+const ALL_FLAGS: u32 = 511;
+
+/// The record of `config`. Sizes above `u32::MAX` cannot occur in a validated config
+/// ([`crate::config::MAX_DIM`]); they saturate.
+pub fn config_to_words(config: &Config) -> [u32; CONFIG_WORDS] {
+    let size = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    let bit = |on: bool, b: u32| if on { b } else { 0 };
+    let mut w = [0u32; CONFIG_WORDS];
+    let sizes = [
+        config.d_model,
+        config.heads,
+        config.encoder_layers,
+        config.decoder_layers,
+        config.d_ff,
+        config.src_vocab,
+        config.tgt_vocab,
+        config.max_src_len,
+        config.max_tgt_len,
+        config.max_beam,
+    ];
+    for (word, value) in w.iter_mut().zip(sizes) {
+        *word = size(value);
+    }
+    w[10] = bit(config.share_embeddings, SHARE)
+        | bit(config.tie_output, TIE)
+        | bit(config.final_norm, FINAL_NORM)
+        | bit(config.gated_ffn, GATED)
+        | bit(config.embedding_norm, EMBEDDING_NORM)
+        | bit(config.scale_embeddings, SCALE_EMBEDDINGS)
+        | bit(config.norm == NormPlacement::Pre, PRE_LN)
+        | bit(config.norm_kind == NormKind::Rms, RMS)
+        | bit(config.positions == Positions::Learned, LEARNED);
+    let b = config.biases;
+    w[11] = bit(b.attention_in, 1)
+        | bit(b.attention_key, 2)
+        | bit(b.attention_out, 4)
+        | bit(b.ffn, 8)
+        | bit(b.generator, 16);
+    w[12] = match config.activation {
+        FfnActivation::Relu => 0,
+        FfnActivation::Gelu => 1,
+        FfnActivation::GeluTanh => 2,
+        FfnActivation::Silu => 3,
+    };
+    if let FrontEnd::Conv { n_mels } = config.front_end {
+        w[13] = 1;
+        w[14] = size(n_mels);
+    }
+    if let Some(scale) = config.attention_scale {
+        w[15] = 1;
+        w[16] = scale.to_bits();
+    }
+    if let Some(r) = config.relative_attention {
+        w[17] = 1;
+        w[18] = size(r.buckets);
+        w[19] = size(r.max_distance);
+    }
+    w[20] = size(config.position_offset);
+    w[21] = config.layer_norm_eps.to_bits();
+    w[22] = config.bos_id;
+    w[23] = config.eos_id;
+    w[24] = config.pad_id;
+    w
+}
+
+/// The config a record describes, validated ([`Config::validate`]).
+pub fn config_from_words(w: &[u32; CONFIG_WORDS]) -> Result<Config, ImageError> {
+    let flags = w[10];
+    if flags & !ALL_FLAGS != 0 {
+        return Err(ImageError::ConfigField("flags"));
+    }
+    if w[11] & !31 != 0 {
+        return Err(ImageError::ConfigField("biases"));
+    }
+    if w[25..].iter().any(|&x| x != 0) {
+        return Err(ImageError::ConfigField("reserved"));
+    }
+    let on = |b: u32| flags & b != 0;
+    let bias = |b: u32| w[11] & b != 0;
+    let activation = match w[12] {
+        0 => FfnActivation::Relu,
+        1 => FfnActivation::Gelu,
+        2 => FfnActivation::GeluTanh,
+        3 => FfnActivation::Silu,
+        _ => return Err(ImageError::ConfigField("activation")),
+    };
+    let front_end = match (w[13], w[14]) {
+        (0, 0) => FrontEnd::Tokens,
+        (1, n_mels) => FrontEnd::Conv {
+            n_mels: n_mels as usize,
+        },
+        _ => return Err(ImageError::ConfigField("front_end")),
+    };
+    let attention_scale = match (w[15], w[16]) {
+        (0, 0) => None,
+        (1, bits) => Some(f32::from_bits(bits)),
+        _ => return Err(ImageError::ConfigField("attention_scale")),
+    };
+    let relative_attention = match (w[17], w[18], w[19]) {
+        (0, 0, 0) => None,
+        (1, buckets, max_distance) => Some(RelativeAttention {
+            buckets: buckets as usize,
+            max_distance: max_distance as usize,
+        }),
+        _ => return Err(ImageError::ConfigField("relative_attention")),
+    };
+    let config = Config {
+        d_model: w[0] as usize,
+        heads: w[1] as usize,
+        encoder_layers: w[2] as usize,
+        decoder_layers: w[3] as usize,
+        d_ff: w[4] as usize,
+        src_vocab: w[5] as usize,
+        tgt_vocab: w[6] as usize,
+        share_embeddings: on(SHARE),
+        tie_output: on(TIE),
+        max_src_len: w[7] as usize,
+        max_tgt_len: w[8] as usize,
+        max_beam: w[9] as usize,
+        norm: if on(PRE_LN) {
+            NormPlacement::Pre
+        } else {
+            NormPlacement::Post
+        },
+        final_norm: on(FINAL_NORM),
+        activation,
+        positions: if on(LEARNED) {
+            Positions::Learned
+        } else {
+            Positions::Sinusoidal
+        },
+        biases: Biases {
+            attention_in: bias(1),
+            attention_key: bias(2),
+            attention_out: bias(4),
+            ffn: bias(8),
+            generator: bias(16),
+        },
+        front_end,
+        norm_kind: if on(RMS) {
+            NormKind::Rms
+        } else {
+            NormKind::Layer
+        },
+        gated_ffn: on(GATED),
+        attention_scale,
+        relative_attention,
+        embedding_norm: on(EMBEDDING_NORM),
+        position_offset: w[20] as usize,
+        scale_embeddings: on(SCALE_EMBEDDINGS),
+        layer_norm_eps: f32::from_bits(w[21]),
+        bos_id: w[22],
+        eos_id: w[23],
+        pad_id: w[24],
+    };
+    config.validate()?;
+    Ok(config)
+}

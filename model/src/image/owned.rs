@@ -1,0 +1,145 @@
+//! A copy of a model that owns every tensor (`Model<'static>`): what a host keeps when the
+//! bytes a model borrows from go away (a packed file read into a buffer).
+
+use std::sync::Arc;
+
+use tessel_kernels::gemm::int8::PackedI8;
+use tessel_kernels::gemm::PackedB;
+
+use crate::aligned::AlignedBuf;
+use crate::layers::linear::PackedWeight;
+use crate::layers::{
+    Block, ConvStem, CrossAttention, Embedding, FeedForward, Linear, LinearError, Norm,
+    RelativeBias, SelfAttention,
+};
+use crate::model::{Model, Source, Stack};
+use crate::storage::Weights;
+
+fn owned<T: bytemuck::Pod>(values: &[T]) -> Result<Weights<'static, T>, LinearError> {
+    Ok(Weights::Owned(AlignedBuf::from_slice(values)?))
+}
+
+fn linear(layer: &Linear<'_>) -> Result<Linear<'static>, LinearError> {
+    let weight = match layer.weight() {
+        PackedWeight::F32(b) => {
+            PackedWeight::F32(PackedB::from_packed(owned(b.as_slice())?, b.k(), b.n())?)
+        }
+        PackedWeight::F16(b) => {
+            PackedWeight::F16(PackedB::from_packed(owned(b.as_slice())?, b.k(), b.n())?)
+        }
+        PackedWeight::Bf16(b) => PackedWeight::Bf16(
+            PackedB::from_packed(owned(b.as_slice())?, b.k(), b.n())?.with_bf16_dot(b.bf16_dot()),
+        ),
+        PackedWeight::I8(b) => {
+            PackedWeight::I8(PackedI8::from_packed(owned(b.as_slice())?, b.k(), b.n())?)
+        }
+    };
+    let bias = layer.bias().map(owned).transpose()?;
+    Ok(Linear::from_parts(weight, bias)?)
+}
+
+fn norm(layer: &Norm<'_>) -> Result<Norm<'static>, LinearError> {
+    let gamma = owned(layer.gamma())?;
+    Ok(match layer.beta() {
+        Some(beta) => Norm::layer(gamma, owned(beta)?, layer.epsilon()),
+        None => Norm::rms(gamma, layer.epsilon()),
+    })
+}
+
+fn embedding(
+    layer: &Embedding<'_>,
+    table: Weights<'static, f32>,
+) -> Result<Embedding<'static>, LinearError> {
+    let mut copy = Embedding::new(table, layer.width(), layer.scale());
+    if let Some((positions, offset)) = layer.positions() {
+        copy = copy.with_positions(owned(positions)?, offset);
+    }
+    if let Some(n) = layer.norm() {
+        copy = copy.with_norm(norm(n)?);
+    }
+    Ok(copy)
+}
+
+fn block(layer: &Block<'_>) -> Result<Block<'static>, LinearError> {
+    let (attention_norm, attention) = layer.self_attention_layer();
+    let attention = SelfAttention::new(
+        linear(attention.qkv())?,
+        linear(attention.output())?,
+        *attention.heads(),
+    )?;
+    let cross = match layer.cross_attention_layer() {
+        Some((n, c)) => Some((
+            norm(n)?,
+            CrossAttention::new(
+                linear(c.query())?,
+                linear(c.memory())?,
+                linear(c.output())?,
+                *c.heads(),
+            )?,
+        )),
+        None => None,
+    };
+    let (ffn_norm, ffn) = layer.feed_forward_layer();
+    let (up, down) = (linear(ffn.up())?, linear(ffn.output())?);
+    let feed_forward = match ffn.gate() {
+        Some(gate) => FeedForward::gated(linear(gate)?, up, down, ffn.activation())?,
+        None => FeedForward::new(up, down, ffn.activation())?,
+    };
+    Ok(Block::new(
+        layer.placement(),
+        (norm(attention_norm)?, attention),
+        cross,
+        (norm(ffn_norm)?, feed_forward),
+    )?)
+}
+
+fn stack(layer: &Stack<'_>) -> Result<Stack<'static>, LinearError> {
+    let blocks = layer.blocks().iter().map(block).collect::<Result<_, _>>()?;
+    let final_norm = layer.final_norm().map(norm).transpose()?;
+    let mut copy = Stack::new(blocks, final_norm);
+    if let Some(bias) = layer.position_bias() {
+        let (heads, buckets, max_distance, bidirectional) = bias.shape();
+        let table = owned(bias.table())?;
+        copy = copy.with_position_bias(RelativeBias::new(
+            table,
+            heads,
+            buckets,
+            max_distance,
+            bidirectional,
+        )?);
+    }
+    Ok(copy)
+}
+
+/// A copy of `model` owning every tensor; a table both embeddings read stays one table.
+pub fn to_owned(model: &Model<'_>) -> Result<Model<'static>, LinearError> {
+    let target_layer = model.target_embedding();
+    let target_table = Arc::new(AlignedBuf::from_slice(target_layer.table().as_slice())?);
+    let source = match model.source() {
+        Source::Tokens(e) => {
+            let table = if e.table().same_as(target_layer.table()) {
+                Weights::Shared(Arc::clone(&target_table))
+            } else {
+                owned(e.table().as_slice())?
+            };
+            Source::Tokens(embedding(e, table)?)
+        }
+        Source::Audio(stem) => {
+            let (conv1, conv2) = stem.convolutions();
+            Source::Audio(ConvStem::new(
+                linear(conv1)?,
+                linear(conv2)?,
+                owned(stem.positions())?,
+                stem.n_mels(),
+            )?)
+        }
+    };
+    let target = embedding(target_layer, Weights::Shared(target_table))?;
+    Ok(Model::from_parts(
+        model.config().clone(),
+        source,
+        target,
+        (stack(model.encoder())?, stack(model.decoder())?),
+        linear(model.generator())?,
+    ))
+}

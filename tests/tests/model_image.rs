@@ -1,0 +1,244 @@
+//! The packed model image (`tessel_model::image`): a model packed and parsed back (borrowing
+//! the image's bytes, or loaded as an owned copy) computes bit-identical logits to the model it
+//! was packed from, for the numbers model, a Whisper fixture and a T5 fixture (relative bias,
+//! RMSNorm, gated feed-forward) in every weight type; malformed images are typed errors.
+
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use tessel_kernels::Isa;
+use tessel_model::aligned::AlignedBuf;
+use tessel_model::families::{t5, whisper};
+use tessel_model::image::{self, ImageError};
+use tessel_model::layers::Block;
+use tessel_model::{LoadOptions, Model, Session, WeightType};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The image's bytes in 64-byte aligned memory (as `include_bytes!` into `image::Aligned`).
+struct AlignedBytes(AlignedBuf<u8>);
+
+impl AlignedBytes {
+    fn new(bytes: &[u8]) -> AlignedBytes {
+        AlignedBytes(AlignedBuf::from_slice(bytes).unwrap())
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+}
+
+/// Logits of a teacher-forced run: encode, then `steps` decoder steps feeding fixed tokens.
+fn logits(model: &Model<'_>, isa: Isa, input: &Input) -> Vec<u32> {
+    let mut session = Session::new(model, isa).unwrap();
+    match input {
+        Input::Tokens(src) => session.encode(src).unwrap(),
+        Input::Mel(mel) => session.encode_audio(mel).unwrap(),
+    }
+    let mut bits = Vec::new();
+    let mut token = model.config().bos_id;
+    let vocab = model.config().tgt_vocab as u32;
+    for step in 0..4u32 {
+        let logits = session.decode_step(&[token]).unwrap();
+        bits.extend(logits.iter().map(|v| v.to_bits()));
+        token = (token * 7 + 3 + step) % vocab;
+    }
+    bits
+}
+
+enum Input {
+    Tokens(Vec<u32>),
+    Mel(Vec<f32>),
+}
+
+fn input(model: &Model<'_>) -> Input {
+    let config = model.config();
+    match config.front_end.n_mels() {
+        Some(n_mels) => {
+            let frames = 2 * config.max_src_len.min(8);
+            Input::Mel(
+                (0..n_mels * frames)
+                    .map(|i| ((i * 37 % 101) as f32 / 50.0 - 1.0) * 0.7)
+                    .collect(),
+            )
+        }
+        None => Input::Tokens(
+            (0..config.max_src_len.min(9))
+                .map(|i| (i as u32 * 5 + 3) % config.src_vocab as u32)
+                .collect(),
+        ),
+    }
+}
+
+/// Packs `model`, parses the image in place and loads it as an owned copy; both give the
+/// original's logits bit for bit, and packing the parsed model gives the same image.
+fn round_trip(what: &str, model: &Model<'_>, isas: &[Isa]) {
+    let packed = model.pack().unwrap();
+    let aligned = AlignedBytes::new(&packed);
+    let needed = image::blocks_needed(aligned.bytes()).unwrap();
+    let mut slots: Vec<MaybeUninit<Block<'_>>> = Vec::new();
+    slots.resize_with(needed, MaybeUninit::uninit);
+    let borrowed = image::parse(aligned.bytes(), &mut slots).unwrap();
+    assert_eq!(borrowed.config(), model.config(), "{what}");
+    assert_eq!(borrowed.weight_bytes(), model.weight_bytes(), "{what}");
+    assert_eq!(borrowed.pack().unwrap(), packed, "{what}: repacking");
+    let owned = image::to_owned(&borrowed).unwrap();
+    let input = input(model);
+    for &isa in isas {
+        let expected = logits(model, isa, &input);
+        assert_eq!(
+            logits(&borrowed, isa, &input),
+            expected,
+            "{what} at {isa:?}"
+        );
+        assert_eq!(
+            logits(&owned, isa, &input),
+            expected,
+            "{what} owned at {isa:?}"
+        );
+    }
+}
+
+const TYPES: [WeightType; 4] = [
+    WeightType::F32,
+    WeightType::F16,
+    WeightType::Bf16,
+    WeightType::Bf16Dot,
+];
+
+#[test]
+fn numbers_model_round_trips_bit_identical_at_every_level() {
+    let dir = root().join("assets").join("numbers");
+    let levels = tessel_tests::isa_levels();
+    for weights in TYPES {
+        let model = Model::load_dir_with(&dir, &LoadOptions::weights(weights)).unwrap();
+        round_trip(&format!("numbers {weights}"), &model, &levels);
+    }
+    // As stored (f16), through a file.
+    let model = Model::load_dir(&dir).unwrap();
+    let path = std::env::temp_dir().join(format!("tessel-image-{}.tessel", std::process::id()));
+    std::fs::write(&path, model.pack().unwrap()).unwrap();
+    let loaded = image::load(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let input = input(&model);
+    assert_eq!(
+        logits(&loaded, Isa::best(), &input),
+        logits(&model, Isa::best(), &input)
+    );
+}
+
+#[test]
+fn whisper_fixture_round_trips_bit_identical() {
+    let dir = root().join("tests/whisper/tiny_like_80/hf");
+    for weights in TYPES {
+        let model = whisper::load_hf_dir(&dir, 2, &LoadOptions::weights(weights)).unwrap();
+        round_trip(&format!("whisper {weights}"), &model, &[Isa::best()]);
+    }
+}
+
+#[test]
+fn t5_fixtures_round_trip_bit_identical() {
+    for name in ["t5", "t5_tied"] {
+        let dir = root().join("tests/translation").join(name).join("hf");
+        for weights in TYPES {
+            let model = t5::load_hf_dir(&dir, 32, 2, &LoadOptions::weights(weights)).unwrap();
+            round_trip(&format!("{name} {weights}"), &model, &[Isa::best()]);
+        }
+    }
+}
+
+fn numbers_image() -> &'static [u8] {
+    use std::sync::OnceLock;
+    static IMAGE: OnceLock<Vec<u8>> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let dir = root().join("assets").join("numbers");
+        Model::load_dir(&dir).unwrap().pack().unwrap()
+    })
+}
+
+/// Parses `bytes` (copied to aligned memory); the outcome's error, if any.
+fn parse_error(bytes: &[u8]) -> Option<ImageError> {
+    let aligned = AlignedBytes::new(bytes);
+    let mut slots: Vec<MaybeUninit<Block<'_>>> = Vec::new();
+    slots.resize_with(64, MaybeUninit::uninit);
+    image::parse(aligned.bytes(), &mut slots).err()
+}
+
+#[test]
+fn malformed_images_are_typed_errors() {
+    let image = numbers_image();
+    assert_eq!(parse_error(image), None);
+    assert!(matches!(
+        parse_error(&image[..10]),
+        Some(ImageError::Truncated { .. })
+    ));
+    assert!(matches!(
+        parse_error(&image[..image.len() - 1]),
+        Some(ImageError::Truncated { .. })
+    ));
+    let mut bad = image.to_vec();
+    bad[0] ^= 1;
+    assert_eq!(parse_error(&bad), Some(ImageError::BadMagic));
+    let mut bad = image.to_vec();
+    bad[12..16].copy_from_slice(&0x0102_0304u32.to_be_bytes());
+    assert_eq!(parse_error(&bad), Some(ImageError::ByteOrder));
+    let mut bad = image.to_vec();
+    bad.push(0);
+    assert!(matches!(parse_error(&bad), Some(ImageError::Header(_))));
+    // Too few block slots, and a buffer off the 64-byte boundary.
+    let aligned = AlignedBytes::new(image);
+    let mut slots: Vec<MaybeUninit<Block<'_>>> = Vec::new();
+    slots.resize_with(1, MaybeUninit::uninit);
+    assert!(matches!(
+        image::parse(aligned.bytes(), &mut slots),
+        Err(ImageError::BlockStorage { .. })
+    ));
+    let mut shifted = vec![0u8; image.len() + 128];
+    let skew = (64 - shifted.as_ptr() as usize % 64) % 64 + 4;
+    shifted[skew..skew + image.len()].copy_from_slice(image);
+    let mut slots: Vec<MaybeUninit<Block<'_>>> = Vec::new();
+    slots.resize_with(64, MaybeUninit::uninit);
+    assert_eq!(
+        image::parse(&shifted[skew..skew + image.len()], &mut slots).err(),
+        Some(ImageError::Misaligned(64))
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any truncation is refused with a typed error.
+    #[test]
+    fn truncated_images_are_errors(cut in 0usize..1 << 20) {
+        let image = numbers_image();
+        let cut = cut % image.len();
+        prop_assert!(parse_error(&image[..cut]).is_some());
+    }
+
+    /// Flipped bytes in the header, config or directory are either refused with a typed error
+    /// or (a flip inside a value the format allows) still parse; never a panic. A model that
+    /// parses runs (or refuses) a short session without panicking.
+    #[test]
+    fn corrupted_images_never_panic(flips in prop::collection::vec((0usize..4096, 1u8..=255), 1..4)) {
+        let image = numbers_image();
+        let mut bad = image.to_vec();
+        let meta = 64 + 128 + image::RECORD_BYTES * 200;
+        for (at, xor) in flips {
+            let at = at % meta.min(bad.len());
+            bad[at] ^= xor;
+        }
+        let aligned = AlignedBytes::new(&bad);
+        let mut slots: Vec<MaybeUninit<Block<'_>>> = Vec::new();
+        slots.resize_with(64, MaybeUninit::uninit);
+        if let Ok(model) = image::parse(aligned.bytes(), &mut slots) {
+            if let Ok(mut session) = Session::new(&model, Isa::best()) {
+                if session.encode(&[3, 4, 5]).is_ok() {
+                    let _ = session.decode_step(&[model.config().bos_id]);
+                }
+            }
+        }
+    }
+}
