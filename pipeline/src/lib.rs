@@ -5,3 +5,9 @@
 //! A task object holds one shared, immutable model and tokenizer; each concurrent user gets
 //! its own session, whose arena is planned from the model and the limits before the first
 //! input, as everywhere in tessel.
+
+pub mod model_dir;
+pub mod translate;
+
+pub use model_dir::{LoadSettings, ModelDir, ModelDirError};
+pub use translate::{TranslateError, TranslateOptions, Translating, Translation, Translator};
