@@ -70,6 +70,9 @@ pub enum Command {
     /// A tessel model directory's config.json is read without its weights; a CTranslate2
     /// directory is loaded (its config comes from model.bin).
     Plan(PlanArgs),
+    /// Translates text with a translation model directory: the texts given, or each line of
+    /// standard input, one output line each.
+    Translate(crate::translate::TranslateArgs),
 }
 
 /// Where a model comes from.
@@ -176,7 +179,7 @@ pub struct PlanArgs {
 }
 
 /// A count of at least 1.
-fn positive(text: &str) -> Result<usize, String> {
+pub(crate) fn positive(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(0) => Err("must be at least 1".to_owned()),
         Ok(n) => Ok(n),
@@ -185,7 +188,7 @@ fn positive(text: &str) -> Result<usize, String> {
 }
 
 /// The weight types by name, each with its help line.
-fn weight_type_parser() -> impl TypedValueParser<Value = WeightType> {
+pub(crate) fn weight_type_parser() -> impl TypedValueParser<Value = WeightType> {
     PossibleValuesParser::new(WeightType::ALL.map(|t| {
         PossibleValue::new(t.name()).help(match t {
             WeightType::F32 => "32-bit floats: the file's values exactly",

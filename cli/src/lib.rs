@@ -3,7 +3,7 @@
 //! - [`numbers`]: the embedded numbers model (English number words to digits), its vocabulary
 //!   and tokeniser; [`read`] runs it on the built-in examples or `--text` inputs.
 //! - [`measure`]: `tessel run` and `tessel bench`; [`plan`]: `tessel plan`; [`source`]: the
-//!   model those commands load.
+//!   model those commands load; [`translate`]: `tessel translate`.
 //! - [`args`]: the command line (clap); [`error`]: every failure as a typed error;
 //!   [`counting`]: the counting allocator the binary installs, so reports state the heap
 //!   allocations made while a model ran.
@@ -16,6 +16,7 @@ pub mod numbers;
 pub mod plan;
 pub mod read;
 pub mod source;
+pub mod translate;
 
 use std::io::Write;
 
@@ -29,5 +30,8 @@ pub fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Some(Command::Run(args)) => measure::measure(&measure::Measure::run(args)?, out),
         Some(Command::Bench(args)) => measure::measure(&measure::Measure::bench(args), out),
         Some(Command::Plan(args)) => plan::plan(args, out),
+        Some(Command::Translate(args)) => {
+            translate::translate(args, &mut std::io::stdin().lock(), out)
+        }
     }
 }
