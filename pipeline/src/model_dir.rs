@@ -214,7 +214,6 @@ impl ModelDir {
         require(dir, "model.safetensors", "the weights, as safetensors")?;
         let options = LoadOptions {
             weights: settings.weights,
-            ..LoadOptions::default()
         };
         let model = match family {
             HfFamily::T5 => t5::load_hf_dir(dir, settings.max_len, settings.max_beam, &options)?,
