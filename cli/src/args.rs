@@ -77,6 +77,9 @@ pub enum Command {
     /// the transcript, then on stderr a summary (real-time factor, encode and per-token
     /// times, arena bytes, allocations during inference).
     Transcribe(crate::transcribe::TranscribeArgs),
+    /// Translates text with a translation model directory: the texts given, or each line of
+    /// standard input, one output line each.
+    Translate(crate::translate::TranslateArgs),
     /// Writes a model as one packed image file.
     ///
     /// The image holds the config and every tensor, the linear layers' weights already in
@@ -209,7 +212,7 @@ pub struct PlanArgs {
 }
 
 /// A count of at least 1.
-fn positive(text: &str) -> Result<usize, String> {
+pub(crate) fn positive(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(0) => Err("must be at least 1".to_owned()),
         Ok(n) => Ok(n),

@@ -66,6 +66,15 @@ pub enum CliError {
         /// Why.
         source: NumbersError,
     },
+    /// `tessel translate` failed: the model directory, the tokenizer or a translation.
+    #[error(transparent)]
+    Translate(#[from] tessel_pipeline::TranslateError),
+    /// A translating thread could not be started.
+    #[error("cannot start a translating thread: {0}")]
+    ThreadSpawn(std::io::Error),
+    /// A translating thread panicked (an internal error).
+    #[error("a translating thread stopped unexpectedly")]
+    WorkerPanicked,
     /// The report could not be written (for instance a closed pipe).
     #[error("writing the output: {0}")]
     Write(#[from] std::io::Error),

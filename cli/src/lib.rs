@@ -3,7 +3,8 @@
 //! - [`numbers`]: the embedded numbers model (English number words to digits), its vocabulary
 //!   and tokeniser; [`read`] runs it on the built-in examples or `--text` inputs.
 //! - [`measure`]: `tessel run` and `tessel bench`; [`plan`]: `tessel plan`; [`pack`]:
-//!   `tessel pack`; [`source`]: the model those commands load; [`transcribe`]: `tessel transcribe`.
+//!   `tessel pack`; [`source`]: the model those commands load; [`transcribe`]:
+//!   `tessel transcribe`; [`translate`]: `tessel translate`.
 //! - [`args`]: the command line (clap); [`error`]: every failure as a typed error;
 //!   [`counting`]: the counting allocator the binary installs, so reports state the heap
 //!   allocations made while a model ran.
@@ -18,6 +19,7 @@ pub mod plan;
 pub mod read;
 pub mod source;
 pub mod transcribe;
+pub mod translate;
 
 use std::io::Write;
 
@@ -33,5 +35,8 @@ pub fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Some(Command::Plan(args)) => plan::plan(args, out),
         Some(Command::Transcribe(args)) => transcribe::transcribe(args, out),
         Some(Command::Pack(args)) => pack::pack(args, out),
+        Some(Command::Translate(args)) => {
+            translate::translate(args, &mut std::io::stdin().lock(), out)
+        }
     }
 }

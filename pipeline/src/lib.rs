@@ -7,3 +7,8 @@
 //! input, as everywhere in tessel.
 
 pub mod transcribe;
+pub mod model_dir;
+pub mod translate;
+
+pub use model_dir::{LoadSettings, ModelDir, ModelDirError};
+pub use translate::{TranslateError, TranslateOptions, Translating, Translation, Translator};

@@ -1,0 +1,213 @@
+//! Text in, text out: a [`Translator`] holds one model, its tokenizer and its decoding
+//! defaults, shared (`Arc`) by any number of [`Translating`] sessions, one per concurrent
+//! user, each with its own preallocated arena.
+//!
+//! One translation is what the Python pipeline of `transformers` does: `tokenizer(text)` (the
+//! family's special tokens, the source language code where the family has one), then
+//! `model.generate` with the directory's `generation_config.json` (the target language token
+//! as forced BOS where the tokenizer has one), then `tokenizer.decode(ids,
+//! skip_special_tokens=True)`. A source longer than the model reads is
+//! [`TranslateError::SourceTooLong`] unless [`TranslateOptions::truncate`] is set, which keeps
+//! the first `max - 1` ids and the last one (the family's closing special token).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tessel_kernels::Isa;
+use tessel_model::{DecodeOptions, Limits, Model, RunError, Session, SessionError};
+use tessel_text::{Family, TextError, TextTokenizer};
+use thiserror::Error;
+
+use crate::model_dir::{Kind, LoadSettings, ModelDir, ModelDirError};
+
+/// Why a translation failed.
+#[derive(Debug, Error)]
+pub enum TranslateError {
+    /// The model directory could not be loaded.
+    #[error(transparent)]
+    ModelDir(#[from] ModelDirError),
+    /// The tokenizer refused the text, the ids or a language code.
+    #[error(transparent)]
+    Tokenizer(#[from] TextError),
+    /// The directory holds a model that does not translate text (Whisper).
+    #[error("{0} is not a text-to-text model")]
+    NotTextModel(&'static str),
+    /// The source is longer than the model reads, and truncation was not asked for.
+    #[error("the source is {len} tokens, more than the {max} this model reads (ask for truncation to cut it)")]
+    SourceTooLong {
+        /// Source tokens.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A session could not be created.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// The search refused its input or options.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+/// Per-call options: the search and what to do with long sources.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TranslateOptions {
+    /// Beam, lengths, penalties, n-best (and the sampling settings of the search).
+    pub decode: DecodeOptions,
+    /// Cut sources longer than the model reads instead of refusing them.
+    pub truncate: bool,
+}
+
+/// One hypothesis as text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Translation {
+    /// The decoded text.
+    pub text: String,
+    /// The generated ids (forced tokens and EOS included).
+    pub tokens: Vec<u32>,
+    /// Its score: summed log-probabilities over `length^length_penalty`.
+    pub score: f32,
+}
+
+/// A shared translation model: cheap to clone, `Send + Sync`.
+#[derive(Clone)]
+pub struct Translator {
+    model: Arc<Model<'static>>,
+    tokenizer: Arc<TextTokenizer>,
+    defaults: TranslateOptions,
+}
+
+impl Translator {
+    /// Loads a model directory ([`ModelDir::load`]) with source and target languages (for the
+    /// families that have them; an unknown code is [`TextError::UnknownLanguage`]).
+    pub fn load(
+        dir: &Path,
+        settings: LoadSettings,
+        src_lang: Option<&str>,
+        tgt_lang: Option<&str>,
+    ) -> Result<Translator, TranslateError> {
+        Translator::new(ModelDir::load(dir, settings)?, src_lang, tgt_lang)
+    }
+
+    /// A translator over a loaded directory.
+    pub fn new(
+        dir: ModelDir,
+        src_lang: Option<&str>,
+        tgt_lang: Option<&str>,
+    ) -> Result<Translator, TranslateError> {
+        if dir.kind == Kind::HuggingFace(crate::model_dir::HfFamily::Whisper)
+            || dir.tokenizer.family() == Family::Whisper
+        {
+            return Err(TranslateError::NotTextModel("Whisper"));
+        }
+        let tokenizer = dir.tokenizer.with_languages(src_lang, tgt_lang)?;
+        let mut decode = dir.generation.options;
+        if let Some(bos) = tokenizer.forced_bos_id()? {
+            decode.forced_bos = Some(bos);
+        }
+        Ok(Translator {
+            model: Arc::new(dir.model),
+            tokenizer: Arc::new(tokenizer),
+            defaults: TranslateOptions {
+                decode,
+                truncate: false,
+            },
+        })
+    }
+
+    /// The model's defaults (from its generation config and languages), to start options from.
+    pub fn defaults(&self) -> &TranslateOptions {
+        &self.defaults
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<Model<'static>> {
+        &self.model
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &TextTokenizer {
+        &self.tokenizer
+    }
+
+    /// A session planned for the model's limits with `threads` GEMM threads, at `isa`.
+    pub fn session(&self, isa: Isa, threads: usize) -> Result<Translating, TranslateError> {
+        let limits = Limits::of(self.model.config()).with_threads(threads);
+        let session = Session::with_limits(Arc::clone(&self.model), isa, limits)?;
+        Ok(Translating {
+            translator: self.clone(),
+            session,
+        })
+    }
+}
+
+/// One user's translating session.
+pub struct Translating {
+    translator: Translator,
+    session: Session<Arc<Model<'static>>>,
+}
+
+impl Translating {
+    /// Translates `text` with the model's defaults: the best hypothesis's text.
+    pub fn translate(&mut self, text: &str) -> Result<String, TranslateError> {
+        let options = self.translator.defaults.clone();
+        let mut best = self.translate_with(text, &options)?;
+        Ok(if best.is_empty() {
+            String::new()
+        } else {
+            best.swap_remove(0).text
+        })
+    }
+
+    /// Translates `text`: `options.decode.num_hypotheses` hypotheses, best first.
+    pub fn translate_with(
+        &mut self,
+        text: &str,
+        options: &TranslateOptions,
+    ) -> Result<Vec<Translation>, TranslateError> {
+        let tokenizer = &self.translator.tokenizer;
+        let mut ids = tokenizer.encode(text)?;
+        let max = self.session.limits().max_src_len;
+        if ids.len() > max {
+            if !options.truncate {
+                return Err(TranslateError::SourceTooLong {
+                    len: ids.len(),
+                    max,
+                });
+            }
+            let last = ids[ids.len() - 1];
+            ids.truncate(max - 1);
+            ids.push(last);
+        }
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.session.encode(&ids)?;
+        let hyps = self.session.generate_decoded(&options.decode)?;
+        let mut out = Vec::with_capacity(options.decode.num_hypotheses);
+        for h in hyps.iter().take(options.decode.num_hypotheses) {
+            out.push(Translation {
+                text: tokenizer.decode(h.tokens)?,
+                tokens: h.tokens.to_vec(),
+                score: h.score,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Translates each line (the best hypothesis of each), in order.
+    pub fn translate_lines<S: AsRef<str>>(
+        &mut self,
+        lines: &[S],
+        options: &TranslateOptions,
+    ) -> Result<Vec<Vec<Translation>>, TranslateError> {
+        lines
+            .iter()
+            .map(|line| self.translate_with(line.as_ref(), options))
+            .collect()
+    }
+
+    /// The translator this session belongs to.
+    pub fn translator(&self) -> &Translator {
+        &self.translator
+    }
+}
