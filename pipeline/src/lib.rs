@@ -6,8 +6,8 @@
 //! its own session, whose arena is planned from the model and the limits before the first
 //! input, as everywhere in tessel.
 
-pub mod transcribe;
 pub mod model_dir;
+pub mod transcribe;
 pub mod translate;
 
 pub use model_dir::{LoadSettings, ModelDir, ModelDirError};

@@ -185,7 +185,9 @@ fn check(case: &Case) {
     });
 }
 
-fn both<E: std::fmt::Debug>(load: impl Fn(WeightType) -> Result<Model<'static>, E>) -> (Model<'static>, Model<'static>) {
+fn both<E: std::fmt::Debug>(
+    load: impl Fn(WeightType) -> Result<Model<'static>, E>,
+) -> (Model<'static>, Model<'static>) {
     let f32 = load(WeightType::F32).expect("f32 model");
     let int8 = load(WeightType::Int8).expect("int8 model");
     (f32, int8)

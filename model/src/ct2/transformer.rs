@@ -109,7 +109,11 @@ impl Builder<'_, '_, '_> {
     }
 
     /// The norm `{from}` with its output multiplied by `scale` (folded into `γ` and `β`).
-    pub(super) fn norm_scaled(&mut self, from: &str, scale: f32) -> Result<Norm<'static>, Ct2Error> {
+    pub(super) fn norm_scaled(
+        &mut self,
+        from: &str,
+        scale: f32,
+    ) -> Result<Norm<'static>, Ct2Error> {
         let d = self.d;
         let beta_name = format!("{from}/beta");
         let scaled = |b: &mut Self, name: &str| -> Result<AlignedBuf, Ct2Error> {

@@ -3,7 +3,6 @@
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 
-
 use super::config_record::config_to_words;
 use super::read::{offsets, slot_count};
 use super::record::{Kind, Layout, TensorRecord};

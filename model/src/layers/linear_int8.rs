@@ -48,7 +48,11 @@ pub(super) fn quantize<'w, S: Element>(
 /// The same packed weight, held as the layer's own [`Weights`].
 fn owned<'w>(packed: PackedI8<AlignedBuf<i8>>) -> Result<PackedInt8<'w>, LinearError> {
     let (k, n) = (packed.k(), packed.n());
-    Ok(PackedI8::from_packed(Weights::Owned(packed.into_inner()), k, n)?)
+    Ok(PackedI8::from_packed(
+        Weights::Owned(packed.into_inner()),
+        k,
+        n,
+    )?)
 }
 
 /// Scratch of the int8 GEMM for up to `rows` rows of depth `in_features`: the quantised rows
