@@ -17,8 +17,15 @@ use tessel_fuzz::tiny_config;
 
 #[derive(Arbitrary, Debug)]
 enum Call {
-    Encode { ids: Vec<u8>, null_ids: bool },
-    DecodeStep { tokens: Vec<u8>, cap: u8, null_len: bool },
+    Encode {
+        ids: Vec<u8>,
+        null_ids: bool,
+    },
+    DecodeStep {
+        tokens: Vec<u8>,
+        cap: u8,
+        null_len: bool,
+    },
     Reorder(Vec<u8>),
     Reset,
     Generate {
@@ -30,8 +37,14 @@ enum Call {
         prefix: Option<Vec<u8>>,
         callback: bool,
     },
-    Hypothesis { index: u8, cap: u8 },
-    Read { text: Vec<u8>, cap: u8 },
+    Hypothesis {
+        index: u8,
+        cap: u8,
+    },
+    Read {
+        text: Vec<u8>,
+        cap: u8,
+    },
     WrongHandle,
 }
 
@@ -122,16 +135,27 @@ fuzz_target!(|input: Input| {
         // long as the length passed with it.
         unsafe {
             match call {
-                Call::Encode { ids: bytes, null_ids } => {
+                Call::Encode {
+                    ids: bytes,
+                    null_ids,
+                } => {
                     let src = ids(bytes);
                     let ptr = if *null_ids { null() } else { src.as_ptr() };
                     check(tessel_encode(session, ptr, src.len()));
                 }
-                Call::DecodeStep { tokens: bytes, cap, null_len } => {
+                Call::DecodeStep {
+                    tokens: bytes,
+                    cap,
+                    null_len,
+                } => {
                     let step = ids(bytes);
                     let cap = usize::from(*cap);
                     let mut len = 0;
-                    let len_ptr = if *null_len { null_mut() } else { &mut len as *mut usize };
+                    let len_ptr = if *null_len {
+                        null_mut()
+                    } else {
+                        &mut len as *mut usize
+                    };
                     let status = tessel_decode_step(
                         session,
                         step.as_ptr(),
@@ -150,7 +174,11 @@ fuzz_target!(|input: Input| {
                 }
                 Call::Reorder(bytes) => {
                     let parents: Vec<u32> = bytes.iter().map(|&b| u32::from(b % 8)).collect();
-                    check(tessel_reorder_beams(session, parents.as_ptr(), parents.len()));
+                    check(tessel_reorder_beams(
+                        session,
+                        parents.as_ptr(),
+                        parents.len(),
+                    ));
                 }
                 Call::Reset => check(tessel_reset_decoder(session)),
                 Call::Generate {
@@ -209,8 +237,13 @@ fuzz_target!(|input: Input| {
                     let text = CString::new(text).expect("no NUL");
                     let (cap, mut len) = (usize::from(*cap % 24), 0);
                     let mut out = vec![0 as c_char; cap];
-                    let status =
-                        tessel_numbers_read(session, text.as_ptr(), out.as_mut_ptr(), cap, &mut len);
+                    let status = tessel_numbers_read(
+                        session,
+                        text.as_ptr(),
+                        out.as_mut_ptr(),
+                        cap,
+                        &mut len,
+                    );
                     check(status);
                     if status == tessel_status::TESSEL_OK {
                         assert!(input.numbers && len < cap && out[len] == 0);
