@@ -130,9 +130,9 @@ pub fn new_session(
     Session::with_limits(SharedModel(model), isa, limits).map_err(|e| {
         let status = match e {
             SessionError::OutOfMemory { .. } => tessel_status::TESSEL_ERR_OUT_OF_MEMORY,
-            SessionError::Limits(_) | SessionError::Threads(_) => {
-                tessel_status::TESSEL_ERR_ARGUMENT
-            }
+            SessionError::Limits(_)
+            | SessionError::Threads(_)
+            | SessionError::BufferTooSmall { .. } => tessel_status::TESSEL_ERR_ARGUMENT,
         };
         Error::boxed(status, e)
     })

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use tessel_model::{ArenaPlan, Config, Limits};
+use tessel_model::{ArenaPlan, Config, Limits, Model};
 
 /// Runs `tessel` with `args` (and `TESSEL_ISA` as the test runs with).
 fn tessel(args: &[&str]) -> Output {
@@ -97,7 +97,7 @@ fn help_explains_every_command_and_option() {
     let cases: [(&[&str], &[&str]); 4] = [
         (
             &["--help"],
-            &["--text", "run", "bench", "plan", "TESSEL_ISA"],
+            &["--text", "run", "bench", "plan", "pack", "TESSEL_ISA"],
         ),
         (
             &["run", "--help"],
@@ -257,6 +257,36 @@ fn plan_lists_every_region_of_the_arena() {
         ];
         assert_eq!(words, expected, "{report}");
     }
+}
+
+#[test]
+fn pack_writes_an_image_that_runs() {
+    let config = tiny_config();
+    let path = write_config("pack", &config);
+    let image = std::env::temp_dir().join(format!("tessel-cli-pack-{}.tessel", std::process::id()));
+    let report = success(&["pack", "--config", path_str(&path), "-o", path_str(&image)]);
+    let bytes = std::fs::read(&image).expect("the image was written");
+    assert!(
+        report.contains(&format!("{} bytes", bytes.len())),
+        "{report}"
+    );
+    // The image is the seeded model's (the default seed of `run`).
+    let model = Model::random(config, 42).expect("tiny model");
+    assert_eq!(bytes, model.pack().expect("it packs"));
+    let report = success(&[
+        "run",
+        "--model",
+        path_str(&image),
+        "--src-len",
+        "4",
+        "--steps",
+        "3",
+        "--runs",
+        "1",
+    ]);
+    assert_eq!(field(&report, "heap allocs"), "0 during inference");
+    assert!(report.contains("(packed image)"), "{report}");
+    std::fs::remove_file(&image).expect("cleanup");
 }
 
 #[test]

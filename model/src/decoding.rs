@@ -23,7 +23,7 @@
 //! references do. The repetition penalty (which scales scores) and bans that change the
 //! normaliser give different beam rankings under the two conventions.
 
-use crate::session::ModelRef;
+use crate::session::{Arena, ModelRef};
 
 use crate::processors::Processors;
 use crate::search::{Hypotheses, SearchOptions};
@@ -151,7 +151,7 @@ impl DecodeOptions {
     }
 }
 
-impl<M: ModelRef> Session<M> {
+impl<M: ModelRef, A: Arena> Session<M, A> {
     /// Searches from the decoder start token over the encoded source with `options`: the
     /// processors of [`crate::processors`] edit every step, forced tokens come first.
     /// Returns up to the beam width's hypotheses, best first (take

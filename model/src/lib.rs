@@ -59,7 +59,7 @@ pub use layers::WeightType;
 pub use model::Model;
 pub use sampling::Sampling;
 pub use search::{Hypotheses, Hypothesis, SearchOptions, StepLogits, StepView};
-pub use session::{ModelRef, RunError, Session, SessionError};
+pub use session::{Arena, ModelRef, RunError, Session, SessionError};
 pub use storage::Weights;
 pub use threads::{PoolError, ThreadPool};
 pub use weights::{LoadError, LoadOptions};

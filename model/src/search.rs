@@ -18,7 +18,7 @@ use crate::forward::Tokens;
 use crate::ops::{argmax, log_softmax, logsumexp};
 use crate::plan::search_parts;
 use crate::sampling::{sample, Sampling};
-use crate::session::{check_tokens, ModelRef, RunError, Session};
+use crate::session::{check_tokens, Arena, ModelRef, RunError, Session};
 
 /// How to search.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -268,7 +268,7 @@ fn normalise(score: f32, len: usize, alpha: f32) -> f32 {
     }
 }
 
-impl<M: ModelRef> Session<M> {
+impl<M: ModelRef, A: Arena> Session<M, A> {
     fn check_search(&self, options: &SearchOptions) -> Result<(), RunError> {
         if self.source_len().is_none() {
             return Err(RunError::NotEncoded);

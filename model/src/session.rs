@@ -116,6 +116,14 @@ pub enum SessionError {
         /// Arena size.
         bytes: usize,
     },
+    /// A host's buffer cannot hold the arena ([`buffer_bytes`]).
+    #[error("the buffer holds {got} bytes, the session needs {needed}")]
+    BufferTooSmall {
+        /// Bytes needed (the arena and alignment slack).
+        needed: usize,
+        /// Bytes given.
+        got: usize,
+    },
     /// The worker threads could not be started (or the count is out of range).
     #[error(transparent)]
     Threads(#[from] PoolError),
@@ -152,16 +160,22 @@ model_ref_for!(std::rc::Rc);
 #[cfg(feature = "std")]
 model_ref_for!(Box);
 
+/// Memory a session's arena can live in: its own [`AlignedBuf`] (the default), or `&mut
+/// [f32]` carved from a buffer the host provides ([`Session::in_buffer`]).
+pub trait Arena: AsRef<[f32]> + AsMut<[f32]> {}
+
+impl<A: AsRef<[f32]> + AsMut<[f32]>> Arena for A {}
+
 /// One model's working state: the arena, the encoded source and the decoder caches.
 ///
 /// `M` is how the session holds its model ([`ModelRef`]): `&Model` (borrowed) or
 /// `Arc<Model>` (owned and shared, for hosts that keep sessions without lifetimes), or any
-/// other pointer to a [`Model`].
-pub struct Session<M: ModelRef> {
+/// other pointer to a [`Model`]. `A` is where its arena lives ([`Arena`]).
+pub struct Session<M: ModelRef, A: Arena = AlignedBuf> {
     model: M,
     isa: Isa,
     plan: ArenaPlan,
-    arena: AlignedBuf,
+    arena: A,
     pool: Arc<ThreadPool>,
     state: forward::State,
 }
@@ -202,7 +216,53 @@ impl<M: ModelRef> Session<M> {
             state: forward::State::default(),
         })
     }
+}
 
+/// Bytes a buffer for [`Session::in_buffer`] needs for `plan`: the arena and up to 63 bytes
+/// to reach a 64-byte boundary.
+pub fn buffer_bytes(plan: &ArenaPlan) -> usize {
+    plan.total_bytes() + crate::aligned::ALIGN_BYTES - 1
+}
+
+impl<'b, M: ModelRef> Session<M, &'b mut [f32]> {
+    /// A session whose arena is carved from `buffer`, which the host provides (at least
+    /// [`buffer_bytes`] of the plan for `limits`; any alignment): nothing is allocated for
+    /// the arena. The part used is zeroed. GEMMs run on the calling thread whatever
+    /// `limits.threads` says.
+    pub fn in_buffer(
+        model: M,
+        isa: Isa,
+        limits: Limits,
+        buffer: &'b mut [u8],
+    ) -> Result<Session<M, &'b mut [f32]>, SessionError> {
+        let limits = limits.with_threads(1);
+        let plan = ArenaPlan::with_limits(model.model().config(), limits)?;
+        let align = crate::aligned::ALIGN_BYTES;
+        let skip = (align - buffer.as_ptr() as usize % align) % align;
+        let needed = plan.total_bytes();
+        let got = buffer.len();
+        let too_small = SessionError::BufferTooSmall {
+            needed: buffer_bytes(&plan),
+            got,
+        };
+        let bytes = buffer
+            .get_mut(skip..)
+            .and_then(|rest| rest.get_mut(..needed))
+            .ok_or(too_small)?;
+        bytes.fill(0);
+        let arena: &'b mut [f32] = bytemuck::cast_slice_mut(bytes);
+        Ok(Session {
+            model,
+            isa,
+            plan,
+            arena,
+            pool: Arc::new(ThreadPool::new(1)?),
+            state: forward::State::default(),
+        })
+    }
+}
+
+impl<M: ModelRef, A: Arena> Session<M, A> {
     /// The lengths and beam width this session holds.
     pub fn limits(&self) -> Limits {
         self.plan.limits
@@ -272,7 +332,7 @@ impl<M: ModelRef> Session<M> {
             self.model.model(),
             run,
             &self.plan,
-            self.arena.as_mut_slice(),
+            self.arena.as_mut(),
             src,
         )?;
         self.state.src_len = Some(src.len());
@@ -312,7 +372,7 @@ impl<M: ModelRef> Session<M> {
             self.model.model(),
             run,
             &self.plan,
-            self.arena.as_mut_slice(),
+            self.arena.as_mut(),
             mel,
             frames,
         )?;
@@ -371,7 +431,7 @@ impl<M: ModelRef> Session<M> {
             self.model.model(),
             run,
             &self.plan,
-            self.arena.as_mut_slice(),
+            self.arena.as_mut(),
             &self.state,
             tokens,
             forward::Rows::Beams,
@@ -384,7 +444,7 @@ impl<M: ModelRef> Session<M> {
     /// since the last encode or reset; a later [`Session::reorder_beams`] does not move them).
     pub fn logits(&self) -> &[f32] {
         let vocab = self.model().config().tgt_vocab;
-        &self.arena.as_slice()[self.plan.layout.logits.range()][..self.state.logits_rows * vocab]
+        &self.arena.as_ref()[self.plan.layout.logits.range()][..self.state.logits_rows * vocab]
     }
 
     /// Feeds a forced target prefix as one beam (BOS first when starting from scratch), in
@@ -420,7 +480,7 @@ impl<M: ModelRef> Session<M> {
                 self.model.model(),
                 run,
                 &self.plan,
-                self.arena.as_mut_slice(),
+                self.arena.as_mut(),
                 &self.state,
                 Tokens::Given(chunk),
                 forward::Rows::Prefix,
@@ -454,7 +514,7 @@ impl<M: ModelRef> Session<M> {
         let beams = parents.len();
         forward::reorder(
             &self.plan,
-            self.arena.as_mut_slice(),
+            self.arena.as_mut(),
             self.state.position,
             parents,
         );
@@ -466,6 +526,6 @@ impl<M: ModelRef> Session<M> {
     pub(crate) fn search_buffers(&mut self) -> forward::SearchBuffers<'_> {
         let vocab = self.model().config().tgt_vocab;
         let rows = self.state.logits_rows;
-        forward::search_buffers(&self.plan, self.arena.as_mut_slice(), rows * vocab)
+        forward::search_buffers(&self.plan, self.arena.as_mut(), rows * vocab)
     }
 }

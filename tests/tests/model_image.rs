@@ -12,7 +12,10 @@ use tessel_model::aligned::AlignedBuf;
 use tessel_model::families::{t5, whisper};
 use tessel_model::image::{self, ImageError};
 use tessel_model::layers::Block;
-use tessel_model::{LoadOptions, Model, Session, WeightType};
+use tessel_model::session::buffer_bytes;
+use tessel_model::{
+    ArenaPlan, Limits, LoadOptions, Model, SearchOptions, Session, SessionError, WeightType,
+};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -240,5 +243,49 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+/// A session whose arena lives in a host's byte buffer (any alignment) computes what an
+/// owning session does; a buffer too small is a typed error.
+#[test]
+fn a_session_runs_in_a_host_buffer() {
+    let dir = root().join("assets").join("numbers");
+    let model = Model::load_dir(&dir).unwrap();
+    let limits = Limits::of(model.config());
+    let plan = ArenaPlan::with_limits(model.config(), limits).unwrap();
+    let needed = buffer_bytes(&plan);
+    let mut small = vec![0u8; needed - 64];
+    assert!(matches!(
+        Session::in_buffer(&model, Isa::best(), limits, &mut small),
+        Err(SessionError::BufferTooSmall { .. })
+    ));
+    let src: Vec<u32> = (3..12).collect();
+    let mut buffer = vec![0xa5u8; needed + 8];
+    for skew in [0, 1, 3, 8] {
+        let mut hosted =
+            Session::in_buffer(&model, Isa::best(), limits, &mut buffer[skew..]).unwrap();
+        let mut owned = Session::new(&model, Isa::best()).unwrap();
+        hosted.encode(&src).unwrap();
+        owned.encode(&src).unwrap();
+        let bos = [model.config().bos_id];
+        let a: Vec<u32> = hosted
+            .decode_step(&bos)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        let b: Vec<u32> = owned
+            .decode_step(&bos)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert_eq!(a, b, "skew {skew}");
+        let options = SearchOptions::beam(2, model.config().max_tgt_len);
+        let best = |h: tessel_model::Hypotheses<'_>| h.best().map(|h| h.tokens.to_vec());
+        let a = best(hosted.generate(&options, |_| {}).unwrap());
+        let b = best(owned.generate(&options, |_| {}).unwrap());
+        assert_eq!(a, b, "skew {skew}");
     }
 }
