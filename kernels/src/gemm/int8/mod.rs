@@ -15,7 +15,7 @@
 //! [`reference::gemm_int8`](crate::reference::gemm_int8); [`gemm_i32`] exposes it) and the
 //! three `f32` roundings of the last step add a relative error of at most `3 · 2^-24`. The
 //! quantisation error dominates: per product `|a·w - (q_a d_a)(q_w d_w)| <= |a| e_w + |w| e_a +
-//! e_a e_w` with `e_a <= amax_A[i] / 254`, `e_w <= amax_W[j] / 254` (each `· (1 + 2^-20)`).
+//! e_a e_w` with `e_a <= amax_A[i] / 254`, `e_w <= amax_W[j] / 254` (each `· (1 + 2^-14)`).
 //!
 //! # Exactness of the `i32` sums at every level
 //!

@@ -11,7 +11,7 @@
 //!
 //! Quantising a channel rounds `w · scale` to nearest (ties to even) and clamps to `±127`:
 //! `|w - q / scale| <= 0.5 / scale` up to the `f32` rounding of `scale` and of the product,
-//! i.e. `|w - q · d| <= amax / 254 · (1 + 2^-20)` with `d = 1 / scale` (the round trip the tests
+//! i.e. `|w - q · d| <= amax / 254 · (1 + 2^-14)` with `d = 1 / scale` (the round trip the tests
 //! check). A channel whose largest magnitude is below `2^-120` (all zero, say) stores `q = 0`
 //! and `d = 0`.
 //!

@@ -2,7 +2,11 @@
 //!
 //! Each row `x` of `A` gets its own symmetric scale, like the weights: `amax = max |x|`,
 //! `scale = 127 / amax`, `q = round(x · scale)` (nearest, ties to even) clamped to `±127`, and
-//! the row's dequantisation factor `d = 1 / scale`, so `|x - q · d| <= amax / 254 · (1 + 2^-20)`.
+//! the row's dequantisation factor `d = 1 / scale`, so `|x - q · d| <= amax / 254 · (1 + 2^-14)`.
+//! (With `u = 2^-24`: `scale` and `x · scale` each round by at most `u` relative, which moves
+//! `x · scale` by at most `127 · 2u` before `round`, and `d` is off `amax / 127` by at most `2u`
+//! relative, so the error is at most `amax / 254 · (1 + 1016u)`, below the `2^-14` stated; a
+//! product landing near a half-integer is where the `0.5` is exceeded at all.)
 //! A row whose `amax` is below `2^-120` becomes zeros with `d = 0`. A row holding a NaN or an
 //! infinity becomes zeros with `d = NaN`, so every output of that row is NaN (as an `f32`
 //! product with such a row would be NaN or infinite).
