@@ -247,7 +247,7 @@ fn plan_lists_every_region_of_the_arena() {
         let offset = region.offset_bytes.to_string();
         let bytes = region.bytes.to_string();
         let expected = [
-            region.name.as_str(),
+            region.name,
             "offset",
             &offset,
             "B",

@@ -25,7 +25,7 @@ pub(crate) struct Span {
 }
 
 impl Span {
-    pub fn range(self) -> std::ops::Range<usize> {
+    pub fn range(self) -> core::ops::Range<usize> {
         self.start..self.start + self.len
     }
 }
@@ -78,10 +78,10 @@ impl Limits {
 }
 
 /// One named region of the arena.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Region {
     /// What the region holds.
-    pub name: String,
+    pub name: &'static str,
     /// Byte offset from the start of the arena.
     pub offset_bytes: usize,
     /// Size in bytes.
@@ -118,15 +118,29 @@ pub(crate) struct WorkSpans {
 }
 
 impl WorkSpans {
-    const NAMES: [&'static str; 8] = [
-        "hidden",
-        "spare",
-        "normed",
-        "qkv",
-        "cross_q",
-        "attention",
-        "ffn",
-        "ffn_gate",
+    /// Region names of the buffers, in [`WorkSpans::spans`] order, for the wide and the narrow
+    /// phase.
+    const NAMES: [[&'static str; 8]; 2] = [
+        [
+            "work.wide.hidden",
+            "work.wide.spare",
+            "work.wide.normed",
+            "work.wide.qkv",
+            "work.wide.cross_q",
+            "work.wide.attention",
+            "work.wide.ffn",
+            "work.wide.ffn_gate",
+        ],
+        [
+            "work.narrow.hidden",
+            "work.narrow.spare",
+            "work.narrow.normed",
+            "work.narrow.qkv",
+            "work.narrow.cross_q",
+            "work.narrow.attention",
+            "work.narrow.ffn",
+            "work.narrow.ffn_gate",
+        ],
     ];
 
     fn plan(cursor: &mut Cursor, sizes: WorkSizes) -> WorkSpans {
@@ -199,8 +213,65 @@ pub struct ArenaPlan {
     pub(crate) layout: Layout,
     pub(crate) limits: Limits,
     pub(crate) kv: KvLayout,
-    regions: Vec<Region>,
+    regions: Regions,
     total_f32: usize,
+}
+
+/// Most regions a plan names: two phases of eight working buffers and twelve others.
+const MAX_REGIONS: usize = 28;
+
+/// The named regions of a plan, in arena order, in a fixed array (no allocation).
+#[derive(Clone, Debug)]
+struct Regions {
+    list: [Region; MAX_REGIONS],
+    len: usize,
+}
+
+impl Regions {
+    /// Names the non-empty working buffers of both phases and every other region (the front
+    /// end's and the position bias only when the model has them).
+    fn of(layout: &Layout) -> Regions {
+        let mut regions = Regions {
+            list: [Region::default(); MAX_REGIONS],
+            len: 0,
+        };
+        for (names, spans) in WorkSpans::NAMES.iter().zip([layout.wide, layout.narrow]) {
+            for (&name, span) in names.iter().zip(spans.spans()) {
+                if span.len > 0 {
+                    regions.push(name, span);
+                }
+            }
+        }
+        for (name, span) in [
+            ("logits", layout.logits),
+            ("cross_attention.kv", layout.cross_kv),
+            ("self_attention.k_cache", layout.self_k),
+            ("self_attention.v_cache", layout.self_v),
+            ("beam_reorder.stage", layout.stage),
+            ("scratch", layout.scratch),
+            ("step_tokens", layout.step_tokens),
+            ("beam_parents", layout.parents),
+            ("search", layout.search),
+            ("front_end.input", layout.stem_input),
+            ("front_end.conv1", layout.stem_middle),
+            ("position_bias", layout.position_bias),
+        ] {
+            if span.len == 0 && (name.starts_with("front_end") || name == "position_bias") {
+                continue;
+            }
+            regions.push(name, span);
+        }
+        regions
+    }
+
+    fn push(&mut self, name: &'static str, span: Span) {
+        self.list[self.len] = Region {
+            name,
+            offset_bytes: span.start * 4,
+            bytes: span.len * 4,
+        };
+        self.len += 1;
+    }
 }
 
 struct Cursor(usize);
@@ -299,41 +370,7 @@ impl ArenaPlan {
             stem_middle,
             position_bias,
         };
-        let mut named: Vec<(String, Span)> = Vec::new();
-        for (phase, spans) in [("wide", wide), ("narrow", narrow)] {
-            for (name, span) in WorkSpans::NAMES.iter().zip(spans.spans()) {
-                if span.len > 0 {
-                    named.push((format!("work.{phase}.{name}"), span));
-                }
-            }
-        }
-        for (name, span) in [
-            ("logits", logits),
-            ("cross_attention.kv", cross_kv),
-            ("self_attention.k_cache", self_k),
-            ("self_attention.v_cache", self_v),
-            ("beam_reorder.stage", stage),
-            ("scratch", scratch),
-            ("step_tokens", step_tokens),
-            ("beam_parents", parents),
-            ("search", search),
-            ("front_end.input", stem_input),
-            ("front_end.conv1", stem_middle),
-            ("position_bias", position_bias),
-        ] {
-            if span.len == 0 && (name.starts_with("front_end") || name == "position_bias") {
-                continue;
-            }
-            named.push((name.to_owned(), span));
-        }
-        let regions = named
-            .into_iter()
-            .map(|(name, span)| Region {
-                name,
-                offset_bytes: span.start * 4,
-                bytes: span.len * 4,
-            })
-            .collect();
+        let regions = Regions::of(&layout);
         Ok(ArenaPlan {
             layout,
             limits,
@@ -350,12 +387,12 @@ impl ArenaPlan {
 
     /// Every region, in arena order (`work.wide.*` and `work.narrow.*` overlap by design).
     pub fn regions(&self) -> &[Region] {
-        &self.regions
+        &self.regions.list[..self.regions.len]
     }
 
     /// The region called `name`.
     pub fn region(&self, name: &str) -> Option<&Region> {
-        self.regions.iter().find(|r| r.name == name)
+        self.regions().iter().find(|r| r.name == name)
     }
 
     /// Size of the whole arena in bytes.
