@@ -4,16 +4,20 @@
 //! After the session is created nothing here allocates: every buffer is a region of the arena
 //! the [`ArenaPlan`] sized from the config. A refused call changes nothing.
 
+#[cfg(feature = "std")]
 use std::sync::Arc;
 
 use tessel_kernels::{Isa, KernelError};
 use thiserror::Error;
 
+#[cfg(feature = "std")]
 use crate::aligned::AlignedBuf;
 use crate::forward::{self, Tokens};
 use crate::layers::Run;
 use crate::model::Model;
 use crate::plan::{ArenaPlan, Limits};
+use crate::runner::Runner;
+#[cfg(feature = "std")]
 use crate::threads::{PoolError, ThreadPool};
 
 /// Why a call on a session was refused. A refused call changes nothing: the session keeps its
@@ -125,6 +129,7 @@ pub enum SessionError {
         got: usize,
     },
     /// The worker threads could not be started (or the count is out of range).
+    #[cfg(feature = "std")]
     #[error(transparent)]
     Threads(#[from] PoolError),
 }
@@ -160,23 +165,30 @@ model_ref_for!(std::rc::Rc);
 #[cfg(feature = "std")]
 model_ref_for!(Box);
 
-/// Memory a session's arena can live in: its own [`AlignedBuf`] (the default), or `&mut
-/// [f32]` carved from a buffer the host provides ([`Session::in_buffer`]).
+/// Memory a session's arena can live in: its own `AlignedBuf` (the default, with `std`), or
+/// `&mut [f32]` carved from a buffer the host provides ([`Session::in_buffer`]).
 pub trait Arena: AsRef<[f32]> + AsMut<[f32]> {}
 
 impl<A: AsRef<[f32]> + AsMut<[f32]>> Arena for A {}
+
+/// The arena a session allocates for itself.
+#[cfg(feature = "std")]
+pub type OwnArena = AlignedBuf;
+/// Without `std` a session's arena is always a host's buffer.
+#[cfg(not(feature = "std"))]
+pub type OwnArena = &'static mut [f32];
 
 /// One model's working state: the arena, the encoded source and the decoder caches.
 ///
 /// `M` is how the session holds its model ([`ModelRef`]): `&Model` (borrowed) or
 /// `Arc<Model>` (owned and shared, for hosts that keep sessions without lifetimes), or any
 /// other pointer to a [`Model`]. `A` is where its arena lives ([`Arena`]).
-pub struct Session<M: ModelRef, A: Arena = AlignedBuf> {
+pub struct Session<M: ModelRef, A: Arena = OwnArena> {
     model: M,
     isa: Isa,
     plan: ArenaPlan,
     arena: A,
-    pool: Arc<ThreadPool>,
+    runner: Runner,
     state: forward::State,
 }
 
@@ -192,6 +204,7 @@ pub(crate) fn check_tokens(
     }
 }
 
+#[cfg(feature = "std")]
 impl<M: ModelRef> Session<M> {
     /// A session over `model` running at `isa`, planned for the config's maximum lengths and
     /// beam: plans and allocates the whole arena, once.
@@ -212,7 +225,7 @@ impl<M: ModelRef> Session<M> {
             isa,
             plan,
             arena,
-            pool: Arc::new(pool),
+            runner: Runner::Pool(Arc::new(pool)),
             state: forward::State::default(),
         })
     }
@@ -226,8 +239,8 @@ pub fn buffer_bytes(plan: &ArenaPlan) -> usize {
 
 impl<'b, M: ModelRef> Session<M, &'b mut [f32]> {
     /// A session whose arena is carved from `buffer`, which the host provides (at least
-    /// [`buffer_bytes`] of the plan for `limits`; any alignment): nothing is allocated for
-    /// the arena. The part used is zeroed. GEMMs run on the calling thread whatever
+    /// [`buffer_bytes`] of the plan for `limits`; any alignment): nothing is allocated and no
+    /// thread is started. The part used is zeroed. GEMMs run on the calling thread whatever
     /// `limits.threads` says.
     pub fn in_buffer(
         model: M,
@@ -256,7 +269,7 @@ impl<'b, M: ModelRef> Session<M, &'b mut [f32]> {
             isa,
             plan,
             arena,
-            pool: Arc::new(ThreadPool::new(1)?),
+            runner: Runner::Serial,
             state: forward::State::default(),
         })
     }
@@ -326,7 +339,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         self.state = forward::State::default();
         let run = Run {
             isa: self.isa,
-            parallel: &*self.pool,
+            parallel: self.runner.parallel(),
         };
         forward::encode(
             self.model.model(),
@@ -366,7 +379,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         self.state = forward::State::default();
         let run = Run {
             isa: self.isa,
-            parallel: &*self.pool,
+            parallel: self.runner.parallel(),
         };
         forward::encode_audio(
             self.model.model(),
@@ -424,7 +437,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     pub(crate) fn step(&mut self, tokens: Tokens<'_>) -> Result<(), RunError> {
         let run = Run {
             isa: self.isa,
-            parallel: &*self.pool,
+            parallel: self.runner.parallel(),
         };
         let rows = tokens.len();
         forward::decode(
@@ -474,7 +487,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         for chunk in tokens.chunks(limits.max_src_len) {
             let run = Run {
                 isa: self.isa,
-                parallel: &*self.pool,
+                parallel: self.runner.parallel(),
             };
             forward::decode(
                 self.model.model(),
