@@ -1,6 +1,7 @@
 //! Storage whose first element sits on a 64-byte boundary (one cache line, one AVX-512
 //! register), allocated once and fallibly: sizes can come from files, so a failed allocation
-//! is an error value, never an abort.
+//! is an error value, never an abort. The buffer type needs `std`; its alignment and error
+//! are shared with the `no_std` core.
 
 use thiserror::Error;
 
@@ -27,6 +28,7 @@ pub const HUGE_PAGE_BYTES: usize = 2 << 20;
 /// stream a TLB miss every 4 KiB (measured here: ~5% more single-core read bandwidth). The
 /// partial last page stays in 4 KiB pages, so resident memory is the buffer's size, as before.
 /// Smaller buffers, other platforms, or a kernel without huge pages: ordinary heap memory.
+#[cfg(feature = "std")]
 #[derive(Debug, Default)]
 pub struct AlignedBuf<T = f32> {
     backing: Backing<T>,
@@ -36,6 +38,7 @@ pub struct AlignedBuf<T = f32> {
 }
 
 /// Where the elements of an [`AlignedBuf`] live.
+#[cfg(feature = "std")]
 #[derive(Debug)]
 enum Backing<T> {
     /// A vector with enough slack to advance to a 64-byte boundary.
@@ -46,12 +49,14 @@ enum Backing<T> {
     Mapped(memmap2::MmapMut),
 }
 
+#[cfg(feature = "std")]
 impl<T> Default for Backing<T> {
     fn default() -> Backing<T> {
         Backing::Heap(Vec::new())
     }
 }
 
+#[cfg(feature = "std")]
 impl<T: bytemuck::Pod> AlignedBuf<T> {
     /// Elements of slack that let any allocation be advanced to a 64-byte boundary.
     const SLACK: usize = ALIGN_BYTES / core::mem::size_of::<T>() - 1;
@@ -164,6 +169,7 @@ impl<T: bytemuck::Pod> AlignedBuf<T> {
     }
 }
 
+#[cfg(feature = "std")]
 impl<T: bytemuck::Pod> Clone for AlignedBuf<T> {
     /// A copy with the same alignment and backing. Like any `Clone` of owned memory, it aborts
     /// if the allocation fails; loaders never clone.
@@ -178,19 +184,21 @@ impl<T: bytemuck::Pod> Clone for AlignedBuf<T> {
     }
 }
 
+#[cfg(feature = "std")]
 impl<T: bytemuck::Pod> AsRef<[T]> for AlignedBuf<T> {
     fn as_ref(&self) -> &[T] {
         self.as_slice()
     }
 }
 
+#[cfg(feature = "std")]
 impl<T: bytemuck::Pod> AsMut<[T]> for AlignedBuf<T> {
     fn as_mut(&mut self) -> &mut [T] {
         self.as_mut_slice()
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
 

@@ -1,12 +1,14 @@
 //! The model configuration (`config.json`) and its validation.
 
+#[cfg(feature = "std")]
 use serde::{Deserialize, Serialize};
 use tessel_kernels::activation::Activation;
 use thiserror::Error;
 
 /// Where the LayerNorms sit in each layer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "std", serde(rename_all = "lowercase"))]
 pub enum NormPlacement {
     /// `x = LN(x + sublayer(x))`: the 2017 paper and `nn.Transformer(norm_first=False)`.
     Post,
@@ -15,8 +17,9 @@ pub enum NormPlacement {
 }
 
 /// The feed-forward activation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "std", serde(rename_all = "lowercase"))]
 pub enum FfnActivation {
     /// `max(x, 0)`.
     Relu,
@@ -25,7 +28,7 @@ pub enum FfnActivation {
     /// tanh-approximated GELU.
     GeluTanh,
     /// SiLU, `x · σ(x)` (called swish by Marian, OPUS-MT and CTranslate2).
-    #[serde(alias = "swish")]
+    #[cfg_attr(feature = "std", serde(alias = "swish"))]
     Silu,
 }
 
@@ -42,8 +45,9 @@ impl FfnActivation {
 }
 
 /// How positions are encoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "std", serde(rename_all = "lowercase"))]
 pub enum Positions {
     /// Fixed table: `pe[p, 2i] = sin(p / 10000^(2i/d))`, `pe[p, 2i+1] = cos(p / 10000^(2i/d))`.
     Sinusoidal,
@@ -53,8 +57,9 @@ pub enum Positions {
 }
 
 /// Which normalisation every norm of the model is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "std", serde(rename_all = "lowercase"))]
 pub enum NormKind {
     /// LayerNorm with scale and shift.
     #[default]
@@ -66,7 +71,8 @@ pub enum NormKind {
 /// T5's relative position buckets: an additive attention bias per head, learned per bucket of
 /// key-minus-query distance (bidirectional in the encoder, causal in the decoder), shared by
 /// every layer of a stack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
 pub struct RelativeAttention {
     /// Buckets (T5: 32).
     pub buckets: usize,
@@ -75,8 +81,9 @@ pub struct RelativeAttention {
 }
 
 /// What the encoder reads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "std", serde(rename_all = "snake_case", tag = "kind"))]
 pub enum FrontEnd {
     /// Source token ids, through the source embedding.
     #[default]
@@ -101,13 +108,14 @@ impl FrontEnd {
 }
 
 /// Which projections carry a bias.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
 pub struct Biases {
     /// Q/K/V input projections (`in_proj_bias`).
     pub attention_in: bool,
     /// With `attention_in`: whether the key projection has one too (Whisper's has none; its
     /// part of the fused bias is then zero).
-    #[serde(default = "default_true")]
+    #[cfg_attr(feature = "std", serde(default = "default_true"))]
     pub attention_key: bool,
     /// Attention output projections (`out_proj.bias`).
     pub attention_out: bool,
@@ -129,15 +137,18 @@ impl Default for Biases {
     }
 }
 
+#[cfg(feature = "std")]
 fn default_eps() -> f32 {
     1e-5
 }
+#[cfg(feature = "std")]
 fn default_true() -> bool {
     true
 }
 
 /// Everything that shapes a model, serialised as `config.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
 pub struct Config {
     /// Width of the residual stream.
     pub d_model: usize,
@@ -154,10 +165,10 @@ pub struct Config {
     /// Target vocabulary size.
     pub tgt_vocab: usize,
     /// One embedding table (`tgt_embed.weight`) for source and target; needs equal vocabularies.
-    #[serde(default)]
+    #[cfg_attr(feature = "std", serde(default))]
     pub share_embeddings: bool,
     /// The output projection is the target embedding (transposed); no `generator.weight`.
-    #[serde(default)]
+    #[cfg_attr(feature = "std", serde(default))]
     pub tie_output: bool,
     /// Longest source a session accepts.
     pub max_src_len: usize,
@@ -169,42 +180,42 @@ pub struct Config {
     pub norm: NormPlacement,
     /// Final LayerNorms after the encoder and decoder stacks (`encoder.norm`, `decoder.norm`);
     /// `nn.Transformer` always has them.
-    #[serde(default = "default_true")]
+    #[cfg_attr(feature = "std", serde(default = "default_true"))]
     pub final_norm: bool,
     /// Feed-forward activation.
     pub activation: FfnActivation,
     /// Position encoding.
     pub positions: Positions,
     /// Which projections carry biases.
-    #[serde(default)]
+    #[cfg_attr(feature = "std", serde(default))]
     pub biases: Biases,
     /// What the encoder reads: tokens (the default) or audio frames.
-    #[serde(default)]
+    #[cfg_attr(feature = "std", serde(default))]
     pub front_end: FrontEnd,
     /// LayerNorm (the default) or RMSNorm.
-    #[serde(default)]
+    #[cfg_attr(feature = "std", serde(default))]
     pub norm_kind: NormKind,
     /// Gated feed-forward (T5 v1.1, Flan-T5): `down(act(x·W_gate) ⊙ (x·W_up))`.
-    #[serde(default)]
+    #[cfg_attr(feature = "std", serde(default))]
     pub gated_ffn: bool,
     /// Attention score scale; `None` is `1/√d_head` (T5 uses 1).
-    #[serde(default)]
+    #[cfg_attr(feature = "std", serde(default))]
     pub attention_scale: Option<f32>,
     /// Relative position buckets as an attention bias (T5); `None`: no bias.
-    #[serde(default)]
+    #[cfg_attr(feature = "std", serde(default))]
     pub relative_attention: Option<RelativeAttention>,
     /// A norm after the embeddings (BART, mBART: `layernorm_embedding`).
-    #[serde(default)]
+    #[cfg_attr(feature = "std", serde(default))]
     pub embedding_norm: bool,
     /// Rows of the position tables skipped before position 0 (BART's learned positions and
     /// fairseq's sinusoids start at 2).
-    #[serde(default)]
+    #[cfg_attr(feature = "std", serde(default))]
     pub position_offset: usize,
     /// Multiply embeddings by `√d_model` before adding positions.
-    #[serde(default = "default_true")]
+    #[cfg_attr(feature = "std", serde(default = "default_true"))]
     pub scale_embeddings: bool,
     /// LayerNorm epsilon.
-    #[serde(default = "default_eps")]
+    #[cfg_attr(feature = "std", serde(default = "default_eps"))]
     pub layer_norm_eps: f32,
     /// Beginning-of-sequence id: the first decoder input.
     pub bos_id: u32,
@@ -266,6 +277,7 @@ pub enum ConfigError {
         max: usize,
     },
     /// `config.json` could not be parsed.
+    #[cfg(feature = "std")]
     #[error("config.json: {0}")]
     Parse(String),
 }
@@ -321,6 +333,7 @@ impl Config {
     }
 
     /// Parses and validates `config.json` text.
+    #[cfg(feature = "std")]
     pub fn from_json(text: &str) -> Result<Config, ConfigError> {
         let config: Config =
             serde_json::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
@@ -329,6 +342,7 @@ impl Config {
     }
 
     /// The JSON text of this config.
+    #[cfg(feature = "std")]
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }

@@ -28,32 +28,54 @@
 //! assert!(!best.tokens.is_empty() && best.tokens.len() <= 8);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Without `std`
+//!
+//! With `default-features = false` the crate is `#![no_std]` and links no `alloc`: a host
+//! parses a packed image ([`image::parse`], for instance of `include_bytes!` data) into a
+//! [`Model`] whose tensors it borrows, and runs a [`Session::in_buffer`] over a byte buffer it
+//! provides (size [`session::buffer_bytes`] of the plan), GEMMs on the calling thread. The
+//! loaders, decoding options, owned weights and the thread pool come with `std`
+//! (`nostd-check/` is such a host and runs the numbers model).
+
+#![cfg_attr(not(feature = "std"), no_std)]
 
 pub mod aligned;
 pub mod config;
+#[cfg(feature = "std")]
 pub mod ct2;
+#[cfg(feature = "std")]
 pub mod decoding;
+#[cfg(feature = "std")]
 pub mod families;
 mod forward;
+#[cfg(feature = "std")]
 pub mod generation;
 pub mod image;
+#[cfg(feature = "std")]
 pub mod isa_env;
 pub mod layers;
 pub mod model;
 pub mod ops;
 pub mod plan;
+#[cfg(feature = "std")]
 pub mod processors;
+mod runner;
 pub mod sampling;
 pub mod search;
 pub mod session;
 pub mod storage;
+#[cfg(feature = "std")]
 pub mod threads;
+#[cfg(feature = "std")]
 pub mod weights;
 
 pub use config::{Biases, Config, ConfigError, FfnActivation, FrontEnd, NormPlacement, Positions};
 pub use plan::{ArenaPlan, Limits, Region};
 
+#[cfg(feature = "std")]
 pub use decoding::{Convention, DecodeOptions};
+#[cfg(feature = "std")]
 pub use generation::{Generation, GenerationError};
 pub use layers::WeightType;
 pub use model::Model;
@@ -61,5 +83,7 @@ pub use sampling::Sampling;
 pub use search::{Hypotheses, Hypothesis, SearchOptions, StepLogits, StepView};
 pub use session::{Arena, ModelRef, RunError, Session, SessionError};
 pub use storage::Weights;
+#[cfg(feature = "std")]
 pub use threads::{PoolError, ThreadPool};
+#[cfg(feature = "std")]
 pub use weights::{LoadError, LoadOptions};

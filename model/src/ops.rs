@@ -85,5 +85,5 @@ fn log_sum_exp<S: Simd>(simd: S, values: &[f32]) -> f32 {
         simd.partial_store_f32s(&mut lanes[..n], e);
         sum += lanes[..n].iter().sum::<f32>();
     }
-    max + sum.ln()
+    max + libm::logf(sum)
 }

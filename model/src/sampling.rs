@@ -104,7 +104,7 @@ fn largest_threshold(mut keep: impl FnMut(f32) -> bool) -> f32 {
 /// every finite one).
 fn cut(row: &[f32], max: f32, options: &Sampling) -> f32 {
     let inv_t = 1.0 / f64::from(options.temperature);
-    let weight = |v: f32| ((f64::from(v) - f64::from(max)) * inv_t).exp();
+    let weight = |v: f32| libm::exp((f64::from(v) - f64::from(max)) * inv_t);
     let mut floor = f32::NEG_INFINITY;
     if options.top_k > 0 {
         // The largest τ with at least k values ≥ τ is the k-th largest value.
@@ -136,7 +136,7 @@ pub fn sample(row: &[f32], options: &Sampling, rng: &mut impl Rng) -> Option<u32
     }
     let floor = cut(row, max, options);
     let inv_t = 1.0 / f64::from(options.temperature);
-    let weight = |v: f32| ((f64::from(v) - f64::from(max)) * inv_t).exp();
+    let weight = |v: f32| libm::exp((f64::from(v) - f64::from(max)) * inv_t);
     let live = |v: f32| v >= floor && v > f32::NEG_INFINITY;
     let total: f64 = row.iter().filter(|&&v| live(v)).map(|&v| weight(v)).sum();
     let target = rng.gen::<f64>() * total;

@@ -264,7 +264,7 @@ fn normalise(score: f32, len: usize, alpha: f32) -> f32 {
     if alpha == 0.0 {
         score
     } else {
-        score / (len as f32).powf(alpha)
+        score / libm::powf(len as f32, alpha)
     }
 }
 

@@ -87,6 +87,7 @@ impl<'w> ConvStem<'w> {
 
     /// PyTorch's `Conv1d` weight `[out][channel][tap]` as the `[out][tap · channels + channel]`
     /// rows of a linear layer's weight.
+    #[cfg(feature = "std")]
     pub fn pack_weight<T: Copy>(weight: &[T], out: usize, channels: usize) -> Vec<T> {
         let mut packed = Vec::with_capacity(weight.len());
         for o in 0..out {

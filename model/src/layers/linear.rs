@@ -9,24 +9,28 @@
 //! one scale per output channel and quantises the activations per row as it runs (`int8`
 //! submodule, `linear_int8.rs`).
 
-use std::str::FromStr;
-
+#[cfg(feature = "std")]
 use serde::{Deserialize, Serialize};
 use tessel_kernels::activation::Activation;
 use tessel_kernels::error::check_dim;
-use tessel_kernels::gemm::{self, bf16, f16, Element, MatMut, MatRef, PackedB};
+#[cfg(feature = "std")]
+use tessel_kernels::gemm::Element;
+use tessel_kernels::gemm::{self, bf16, f16, MatMut, MatRef, PackedB};
 use tessel_kernels::{KernelError, ScratchSpec};
 
 use super::Run;
-use crate::aligned::{AlignedBuf, AllocError};
+#[cfg(feature = "std")]
+use crate::aligned::AlignedBuf;
+use crate::aligned::AllocError;
 use crate::storage::Weights;
 
 #[path = "linear_int8.rs"]
 mod int8;
 
 /// How the weights of the linear layers are stored in memory.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "std", serde(rename_all = "kebab-case"))]
 pub enum WeightType {
     /// 32-bit floats (the default): the file's values exactly.
     #[default]
@@ -66,18 +70,20 @@ impl WeightType {
     }
 }
 
-impl std::fmt::Display for WeightType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for WeightType {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.name())
     }
 }
 
 /// A name that is not a [`WeightType`].
+#[cfg(feature = "std")]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown weight type `{0}` (expected f32, f16, bf16, bf16-dot or int8)")]
 pub struct UnknownWeightType(pub String);
 
-impl FromStr for WeightType {
+#[cfg(feature = "std")]
+impl core::str::FromStr for WeightType {
     type Err = UnknownWeightType;
 
     fn from_str(name: &str) -> Result<WeightType, UnknownWeightType> {
@@ -135,6 +141,7 @@ impl<'w> Linear<'w> {
 
     /// From PyTorch's layout: `weight` is `[out × in]` row-major, `bias` has `out` elements;
     /// stored as `f32`.
+    #[cfg(feature = "std")]
     pub fn from_out_in(
         out_features: usize,
         in_features: usize,
@@ -148,6 +155,7 @@ impl<'w> Linear<'w> {
     /// example a 16-bit tensor straight from a file) and stored as `storage` (converted
     /// exactly when it widens, rounded to nearest even when it narrows, quantised per output
     /// channel for int8).
+    #[cfg(feature = "std")]
     pub fn packed<S: Element>(
         storage: WeightType,
         out_features: usize,
@@ -228,6 +236,7 @@ impl<'w> Linear<'w> {
 }
 
 /// Packs an `n × k` (`nn.Linear`) weight of element type `S` as `T`, in fresh aligned storage.
+#[cfg(feature = "std")]
 fn pack<'w, S: Element, T: Element + bytemuck::Pod>(
     weight: &[S],
     n: usize,

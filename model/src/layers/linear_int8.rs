@@ -23,12 +23,19 @@
 //! int8 rows must not overlap (`x_stride >= in_features`); Whisper's convolution stem, which
 //! reads overlapping windows, keeps float weights ([`WeightType::for_conv_stem`]).
 
+#[cfg(feature = "std")]
 use tessel_kernels::error::check_dim;
-use tessel_kernels::gemm::int8::{gemm_i8_scratch, packed_i8_len, PackedI8};
-use tessel_kernels::gemm::Element;
-use tessel_kernels::{KernelError, ScratchSpec};
+use tessel_kernels::gemm::int8::{gemm_i8_scratch, PackedI8};
+#[cfg(feature = "std")]
+use tessel_kernels::gemm::{int8::packed_i8_len, Element};
+#[cfg(feature = "std")]
+use tessel_kernels::KernelError;
+use tessel_kernels::ScratchSpec;
 
-use super::{Linear, LinearError, PackedWeight, WeightType};
+#[cfg(feature = "std")]
+use super::LinearError;
+use super::{Linear, PackedWeight, WeightType};
+#[cfg(feature = "std")]
 use crate::aligned::AlignedBuf;
 use crate::storage::Weights;
 
@@ -36,6 +43,7 @@ use crate::storage::Weights;
 pub(super) type PackedInt8<'w> = PackedI8<Weights<'w, i8>>;
 
 /// Quantises an `n × k` (`nn.Linear`) weight of element type `S` per output channel.
+#[cfg(feature = "std")]
 pub(super) fn quantize<'w, S: Element>(
     weight: &[S],
     n: usize,
@@ -46,6 +54,7 @@ pub(super) fn quantize<'w, S: Element>(
 }
 
 /// The same packed weight, held as the layer's own [`Weights`].
+#[cfg(feature = "std")]
 fn owned<'w>(packed: PackedI8<AlignedBuf<i8>>) -> Result<PackedInt8<'w>, LinearError> {
     let (k, n) = (packed.k(), packed.n());
     Ok(PackedI8::from_packed(
@@ -65,6 +74,7 @@ impl<'w> Linear<'w> {
     /// From CTranslate2's int8 variables, kept as they are: `weight` is `[out × in]` row-major
     /// `int8` (no `-128`), `weight_scale` has `out` finite positive values with
     /// `w ≈ q / scale`, `bias` has `out` elements. Stored as [`WeightType::Int8`].
+    #[cfg(feature = "std")]
     pub fn from_ct2_int8(
         out_features: usize,
         in_features: usize,

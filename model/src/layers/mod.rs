@@ -32,7 +32,9 @@ pub use conv_stem::{ConvStem, StemSizes};
 pub use embedding::Embedding;
 pub use feed_forward::FeedForward;
 pub use kv_cache::{CrossKv, KvCache, KvLayout, LayerCache};
-pub use linear::{Linear, LinearError, UnknownWeightType, WeightType};
+#[cfg(feature = "std")]
+pub use linear::UnknownWeightType;
+pub use linear::{Linear, LinearError, WeightType};
 pub use norm::Norm;
 pub use relative_bias::RelativeBias;
 

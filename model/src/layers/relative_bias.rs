@@ -86,8 +86,8 @@ impl<'w> RelativeBias<'w> {
         if distance < max_exact {
             return (bucket + distance) as usize;
         }
-        let ratio = (distance as f32 / max_exact as f32).ln();
-        let range = (self.max_distance as f64 / max_exact as f64).ln() as f32;
+        let ratio = libm::logf(distance as f32 / max_exact as f32);
+        let range = libm::log(self.max_distance as f64 / max_exact as f64) as f32;
         let large = max_exact + (ratio / range * (buckets - max_exact) as f32) as i64;
         (bucket + large.min(buckets - 1)) as usize
     }
