@@ -1,12 +1,18 @@
-//! A freestanding binary that links tessel-kernels with neither `std` nor `alloc`.
+//! A freestanding binary that links tessel-kernels and the tessel-model core with neither
+//! `std` nor `alloc`, and runs a real model.
 //!
 //! It has no `#[global_allocator]`, so the build fails if anything in its dependency graph
 //! links `alloc`, and it has its own `#[panic_handler]`, so the build fails if anything links
-//! `std`. Only the C library is linked, for the process entry point and `abort`. At run time
-//! it drives every ISA level this CPU supports through the exp and GELU kernels and exits
-//! with a non-zero status if a result is wrong.
+//! `std`. Only the C library is linked, for the process entry point, `write`, `clock_gettime`
+//! and `abort`. At run time it drives every ISA level this CPU supports through the exp and
+//! GELU kernels, then through the numbers model ([`numbers`]: English number words to digits,
+//! packed by `build.rs` and compiled in), whose answers it prints; it exits with a non-zero
+//! status if a result is wrong.
 #![no_std]
 #![no_main]
+
+mod numbers;
+mod out;
 
 use core::panic::PanicInfo;
 use tessel_kernels::activation::Activation;
@@ -29,6 +35,8 @@ fn panic(_info: &PanicInfo) -> ! {
 const WRONG_RESULT: i32 = 1;
 /// Exit status when the best level is not among the supported ones.
 const INCONSISTENT_ISA: i32 = 2;
+/// Exit status when the model gives a wrong answer or cannot run.
+const WRONG_ANSWER: i32 = 3;
 
 /// Process entry point, called by the C runtime.
 #[no_mangle]
@@ -40,6 +48,11 @@ pub extern "C" fn main(_argc: i32, _argv: *const *const u8) -> i32 {
     for isa in Isa::supported() {
         if !exp_is_right(isa) || !gelu_is_right(isa) {
             return WRONG_RESULT;
+        }
+    }
+    for isa in Isa::supported() {
+        if !numbers::reads_every_example(isa) {
+            return WRONG_ANSWER;
         }
     }
     0
