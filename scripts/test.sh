@@ -5,7 +5,8 @@
 #   1. formatting (cargo fmt --check) and lints (cargo clippy -D warnings), workspace and nostd-check;
 #   2. the workspace tests once per ISA level this CPU runs (TESSEL_ISA=scalar, avx2, avx512),
 #      and the doc tests once;
-#   3. that tessel-kernels builds and runs with neither std nor alloc (nostd-check/), and the
+#   3. that tessel-kernels and the tessel-model core build and run a real model with neither std
+#      nor alloc (nostd-check/), and the
 #      C API examples (capi/run-examples.sh: C and C++ against the static and shared library,
 #      once under Valgrind);
 #   4. the kernel and integration tests at TESSEL_ISA=neon, cross-built for aarch64 with Debian's
@@ -161,7 +162,7 @@ nostd_check() {
     seed_nostd_lock &&
         cargo build --release "${nostd_manifest[@]}" &&
         "$target_dir/nostd-check/release/tessel-nostd-check" &&
-        echo "tessel-kernels links without std or alloc and its kernels ran correctly at every level"
+        echo "tessel-kernels and the tessel-model core link without std or alloc; kernels and the numbers model ran correctly at every level"
 }
 
 step "no_std and no alloc: nostd-check" nostd_check
