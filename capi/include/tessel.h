@@ -7,9 +7,13 @@
  *
  * Handles. A tessel_model is immutable and reference-counted: tessel_model_load_* returns it
  * with one reference, tessel_model_retain adds one, tessel_model_release drops one, and each
- * session holds one, so a model may be released while its sessions live. A tessel_session is
- * one model's working state: its arena is allocated once by tessel_session_new (its size is
- * tessel_session_arena_bytes for the same limits) and freed by tessel_session_free.
+ * session holds one, so a model may be released while its sessions live. It is loaded from a
+ * directory, a packed image file (`tessel pack`), or a packed image in caller memory that
+ * tessel_model_load_memory reads in place: those bytes must outlive the model. A
+ * tessel_session is one model's working state: its arena is allocated once by
+ * tessel_session_new and freed by tessel_session_free, or placed by
+ * tessel_session_new_in_buffer in a caller buffer of tessel_session_arena_bytes bytes that
+ * must outlive the session.
  *
  * Ownership. The library owns nothing the caller did not ask it to create, and the caller
  * frees nothing the library allocated except through these calls. Every result goes into a
@@ -37,8 +41,11 @@
  * tessel_reset_decoder, tessel_reorder_beams, tessel_generate and its callback's tessel_step_tokens,
  * tessel_hypothesis, tessel_session_get_limits, tessel_session_isa_name,
  * tessel_model_get_info, tessel_last_error and tessel_last_error_copy), refusals included,
- * allocate nothing: no malloc, no hidden growth (capi/tests/no_alloc.rs counts). Loading,
- * tessel_session_arena_bytes, tessel_isa_* and the text call (tessel_numbers_read) may.
+ * allocate nothing: no malloc, no hidden growth (capi/tests/no_alloc.rs counts), whether
+ * the arena was allocated or lives in a caller buffer. Loading (tessel_model_load_memory
+ * allocates the layers' descriptors, not the weights), creating a session (an in-buffer
+ * session allocates its small bookkeeping, not the arena), tessel_session_arena_bytes,
+ * tessel_isa_* and the text call (tessel_numbers_read) may.
  */
 
 
@@ -111,11 +118,16 @@ typedef enum tessel_status {
      * be released.
      */
     TESSEL_ERR_PANIC = 10,
+    /**
+     * A caller buffer does not start on the boundary the call needs (a packed image in
+     * memory: 64 bytes); nothing was done.
+     */
+    TESSEL_ERR_MISALIGNED = 11,
 } tessel_status;
 
 /**
- * An immutable model, shared by sessions and threads; created by `tessel_model_load_dir` or
- * `tessel_model_load_numbers`, released with `tessel_model_release`.
+ * An immutable model, shared by sessions and threads; created by a `tessel_model_load_*`
+ * call, released with `tessel_model_release`.
  */
 typedef struct tessel_model tessel_model;
 
@@ -371,6 +383,47 @@ enum tessel_status tessel_model_load_dir(const char *path,
                                          struct tessel_model **out);
 
 /**
+ * Loads `path` (UTF-8, NUL-terminated): a directory as `tessel_model_load_dir` does, a file
+ * whose first bytes are the packed image's magic as `tessel_model_load_file` does; anything
+ * else is `TESSEL_ERR_LOAD`. `options` (NULL for the defaults) applies to directories.
+ * Allocates (the weights).
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `options` is NULL or valid; `out` is NULL or writable.
+ */
+enum tessel_status tessel_model_load(const char *path,
+                                     const struct tessel_load_options *options,
+                                     struct tessel_model **out);
+
+/**
+ * Loads the packed image file at `path` (UTF-8, NUL-terminated; written by `tessel pack`):
+ * read into memory and copied into the model, so the file may change afterwards. A malformed
+ * image is `TESSEL_ERR_LOAD`. On success `*out` holds a model with one reference. Allocates
+ * (the weights).
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `out` is NULL or writable.
+ */
+enum tessel_status tessel_model_load_file(const char *path, struct tessel_model **out);
+
+/**
+ * Reads the packed image in `data[0..len]` (one whole image, as `tessel pack` writes it) in
+ * place: every tensor borrows these bytes, none is copied. `data` must start on a 64-byte
+ * boundary (`TESSEL_ERR_MISALIGNED` otherwise, e.g. `aligned_alloc(64, ...)` or
+ * `_Alignas(64)`); a malformed image is `TESSEL_ERR_LOAD`. The caller keeps the bytes alive
+ * and unchanged until the model's last reference is released (sessions hold references).
+ * On success `*out` holds a model with one reference. Allocates a few hundred bytes per
+ * layer (the layers' descriptors), not the weights.
+ *
+ * # Safety
+ * `data` is NULL or points to `len` readable bytes that stay valid and unwritten while the
+ * model lives; `out` is NULL or writable.
+ */
+enum tessel_status tessel_model_load_memory(const uint8_t *data,
+                                            size_t len,
+                                            struct tessel_model **out);
+
+/**
  * Loads the numbers model compiled into the library (English number words to digits; its
  * vocabulary makes `tessel_numbers_read` work). On success `*out` holds a model with one
  * reference. Allocates (the weights, about 0.6 MB).
@@ -408,8 +461,10 @@ enum tessel_status tessel_model_get_info(const struct tessel_model *model,
                                          struct tessel_model_info *info);
 
 /**
- * Writes the bytes of the arena a session over `model` planned for `limits` (NULL: the
- * model's maxima) allocates at creation, or refuses limits above the model's.
+ * Writes the bytes a session over `model` planned for `limits` (NULL: the model's maxima)
+ * needs for its arena, or refuses limits above the model's: the size of the buffer
+ * `tessel_session_new_in_buffer` needs with the same limits (the arena and up to 63 bytes to
+ * reach a 64-byte boundary), and at most 63 bytes above what `tessel_session_new` allocates.
  *
  * # Safety
  * `model` is NULL or a live handle; `limits` is NULL or valid; `bytes` is NULL or writable.
@@ -431,6 +486,29 @@ enum tessel_status tessel_session_arena_bytes(const struct tessel_model *model,
 enum tessel_status tessel_session_new(struct tessel_model *model,
                                       const struct tessel_limits *limits,
                                       struct tessel_session **out);
+
+/**
+ * Creates a session over `model` whose arena lives in the caller's `buffer` (`len` bytes,
+ * any alignment): nothing is allocated for the arena, and the part used is zeroed. The buffer
+ * must stay valid, and must not be touched, until `tessel_session_free` returns. The session
+ * runs on the calling thread: `limits->threads` must be 0 or 1. `*needed` (NULL to skip)
+ * receives the bytes the buffer needs, `tessel_session_arena_bytes` for the same limits;
+ * a shorter buffer is `TESSEL_ERR_BUFFER_TOO_SMALL` and creates nothing. Otherwise as
+ * `tessel_session_new`: the session's bookkeeping (the handle, the copy of the finished
+ * hypotheses and the text call's source ids, about `4 · (max_beam · max_tgt_len +
+ * max_src_len)` bytes) is allocated here, once.
+ *
+ * # Safety
+ * `model` is NULL or a live model handle; `limits` is NULL or valid; `buffer` is NULL or
+ * points to `len` writable bytes that outlive the session and are used by nothing else
+ * meanwhile; `needed` and `out` are NULL or writable.
+ */
+enum tessel_status tessel_session_new_in_buffer(struct tessel_model *model,
+                                                const struct tessel_limits *limits,
+                                                void *buffer,
+                                                size_t len,
+                                                size_t *needed,
+                                                struct tessel_session **out);
 
 /**
  * Frees `session` (NULL is accepted) and drops its model reference. `TESSEL_ERR_BUSY` if

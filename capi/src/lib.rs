@@ -4,8 +4,10 @@
 //! - [`status`]: status codes, the thread-local last error, the `catch_unwind` guard every
 //!   entry point runs in;
 //! - [`info`]: version, status names, the last error, the ISA level (forcing one);
-//! - [`model`]: `tessel_model`, immutable and reference-counted, loaded from a directory or
-//!   the embedded numbers model; model info and arena sizes;
+//! - [`model`]: `tessel_model`, immutable and reference-counted, loaded from a directory, a
+//!   packed image file or caller memory, or the embedded numbers model; model info and arena
+//!   sizes;
+//! - [`memory`]: a model read in place from a packed image the caller owns;
 //! - [`session`]: `tessel_session`, its arena allocated once at creation; encode, decode
 //!   steps, beam reordering, greedy and beam search with a step callback, hypotheses into
 //!   caller buffers, the numbers model's text call;
@@ -20,6 +22,7 @@
 pub mod args;
 pub mod engine;
 pub mod info;
+pub mod memory;
 pub mod model;
 pub mod session;
 pub mod status;
