@@ -11,6 +11,9 @@
 //! - [`session`]: `tessel_session`, its arena allocated once at creation; encode, decode
 //!   steps, beam reordering, greedy and beam search with a step callback, hypotheses into
 //!   caller buffers, the numbers model's text call;
+//! - [`translate`]: `tessel_translator`, text to text over a translation model directory;
+//! - [`transcribe`]: `tessel_transcriber`, speech to timed segments over a Whisper directory;
+//! - [`exclusive`]: the one-thread-at-a-time handle of the task-level calls;
 //! - [`engine`]: the one module that builds models and sessions of `tessel-model`;
 //! - [`args`]: checked views of C pointers and lengths.
 //!
@@ -21,13 +24,18 @@
 
 pub mod args;
 pub mod engine;
+pub mod exclusive;
 pub mod info;
 pub mod memory;
 pub mod model;
 pub mod session;
 pub mod status;
+pub mod transcribe;
+pub mod translate;
 
 pub use info::*;
 pub use model::*;
 pub use session::*;
 pub use status::tessel_status;
+pub use transcribe::*;
+pub use translate::*;
