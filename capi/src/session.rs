@@ -1,5 +1,6 @@
-//! `tessel_session`: one model's working state in one arena, allocated at creation, and the
-//! token-level calls that run it.
+//! `tessel_session`: one model's working state in one arena, allocated at creation
+//! (`tessel_session_new`) or placed in a caller buffer (`tessel_session_new_in_buffer`), and
+//! the token-level calls that run it.
 //!
 //! A session is used by one thread at a time. Every call takes the session's `busy` flag with
 //! one compare-and-swap and gives it back on return (a panic included); a second thread, or a
