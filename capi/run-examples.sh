@@ -77,6 +77,7 @@ build gcc -std=c11 capi/examples/threads.c threads
 build gcc -std=c11 capi/examples/translate.c translate
 build gcc -std=c11 capi/examples/transcribe.c transcribe
 build g++ -std=c++17 capi/examples/numbers.cpp numbers_cpp
+build g++ -std=c++17 capi/examples/tasks.cpp tasks_cpp
 # The header alone compiles as C++ too (extern "C" guards).
 g++ -std=c++17 "${warn[@]}" -x c++ -fsyntax-only capi/include/tessel.h
 
@@ -88,6 +89,7 @@ for kind in static shared; do
     "$out/numbers_cpp-$kind" "$tsv" 9
     "$out/translate-$kind" "$nllb" eng_Latn fra_Latn "$line" "${expected[@]}"
     "$out/transcribe-$kind" "$whisper" "$clip"
+    "$out/tasks_cpp-$kind" "$nllb" eng_Latn fra_Latn "$line" "$whisper" "$clip"
 done
 
 if ! command -v valgrind >/dev/null; then
@@ -106,4 +108,5 @@ vg=(valgrind --quiet --error-exitcode=99 --leak-check=full --num-callers=40
 "${vg[@]}" "$out/numbers_cpp-static" "$tsv" 400
 "${vg[@]}" "$out/translate-static" "$nllb" eng_Latn fra_Latn "$line" "${expected[@]}"
 "${vg[@]}" "$out/transcribe-static" "$whisper" "$clip"
+"${vg[@]}" "$out/tasks_cpp-static" "$nllb" eng_Latn fra_Latn "$line" "$whisper" "$clip"
 echo "C API examples: built against the static and shared library, ran, and Valgrind found no leak or error"
