@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds libtessel (static and shared, release), compiles the C and C++ examples of
 # capi/examples/ against each with gcc/g++ -Wall -Wextra -Werror, runs them on the embedded
-# numbers model, and runs them once more under Valgrind (zero leaks, zero errors). Called by
-# scripts/test.sh; run it alone from anywhere: capi/run-examples.sh
+# numbers model and on test fixtures (the NLLB model of tests/decoding, the Whisper model and
+# speech clip of tests/transcribe), and runs them once more under Valgrind (zero leaks, zero
+# errors). Called by scripts/test.sh; run it alone from anywhere: capi/run-examples.sh
 #
 # Environment:
 #   CI           when "true", missing gcc/g++/valgrind is a failure instead of a loud skip
@@ -15,6 +16,17 @@ target_dir=${CARGO_TARGET_DIR:-$root/target}
 lib=$target_dir/release
 out=$target_dir/capi-examples
 tsv=assets/numbers/pytorch_greedy.tsv
+nllb=tests/decoding/nllb/hf
+whisper=tests/transcribe/tiny_en_32/model
+clip=tests/transcribe/clip.wav
+line="Hello world"
+# The Python pipeline's translation of $line (tests/decoding/nllb/expected.json), when jq is
+# there to read it; without jq translate.c only prints it (capi/tests/translate.rs checks it).
+expected=()
+if command -v jq >/dev/null; then
+    expected=("$(jq -r --arg t "$line" '.pipeline[] | select(.text == $t) | .output' \
+        tests/decoding/nllb/expected.json)")
+fi
 
 loud() {
     printf '!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n'
@@ -62,7 +74,10 @@ build() {
 echo "--- compiling the examples (-Wall -Wextra -Werror)"
 build gcc -std=c11 capi/examples/numbers.c numbers
 build gcc -std=c11 capi/examples/threads.c threads
+build gcc -std=c11 capi/examples/translate.c translate
+build gcc -std=c11 capi/examples/transcribe.c transcribe
 build g++ -std=c++17 capi/examples/numbers.cpp numbers_cpp
+build g++ -std=c++17 capi/examples/tasks.cpp tasks_cpp
 # The header alone compiles as C++ too (extern "C" guards).
 g++ -std=c++17 "${warn[@]}" -x c++ -fsyntax-only capi/include/tessel.h
 
@@ -72,6 +87,9 @@ for kind in static shared; do
     "$out/numbers-$kind" assets/numbers "$tsv" 7
     "$out/threads-$kind" "$tsv" 4
     "$out/numbers_cpp-$kind" "$tsv" 9
+    "$out/translate-$kind" "$nllb" eng_Latn fra_Latn "$line" "${expected[@]}"
+    "$out/transcribe-$kind" "$whisper" "$clip"
+    "$out/tasks_cpp-$kind" "$nllb" eng_Latn fra_Latn "$line" "$whisper" "$clip"
 done
 
 if ! command -v valgrind >/dev/null; then
@@ -81,9 +99,14 @@ if ! command -v valgrind >/dev/null; then
     exit 0
 fi
 echo "--- the examples under Valgrind (static library; every leak kind and error fails)"
-vg=(valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible
+# capi/valgrind.supp names the one dependency's process-lifetime statics it suppresses.
+vg=(valgrind --quiet --error-exitcode=99 --leak-check=full --num-callers=40
+    --suppressions=capi/valgrind.supp --show-leak-kinds=definite,indirect,possible
     --errors-for-leak-kinds=definite,indirect,possible)
 "${vg[@]}" "$out/numbers-static" embedded "$tsv" 200
 "${vg[@]}" "$out/threads-static" "$tsv" 800
 "${vg[@]}" "$out/numbers_cpp-static" "$tsv" 400
+"${vg[@]}" "$out/translate-static" "$nllb" eng_Latn fra_Latn "$line" "${expected[@]}"
+"${vg[@]}" "$out/transcribe-static" "$whisper" "$clip"
+"${vg[@]}" "$out/tasks_cpp-static" "$nllb" eng_Latn fra_Latn "$line" "$whisper" "$clip"
 echo "C API examples: built against the static and shared library, ran, and Valgrind found no leak or error"

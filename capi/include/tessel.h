@@ -7,9 +7,13 @@
  *
  * Handles. A tessel_model is immutable and reference-counted: tessel_model_load_* returns it
  * with one reference, tessel_model_retain adds one, tessel_model_release drops one, and each
- * session holds one, so a model may be released while its sessions live. A tessel_session is
- * one model's working state: its arena is allocated once by tessel_session_new (its size is
- * tessel_session_arena_bytes for the same limits) and freed by tessel_session_free.
+ * session holds one, so a model may be released while its sessions live. It is loaded from a
+ * directory, a packed image file (`tessel pack`), or a packed image in caller memory that
+ * tessel_model_load_memory reads in place: those bytes must outlive the model. A
+ * tessel_session is one model's working state: its arena is allocated once by
+ * tessel_session_new and freed by tessel_session_free, or placed by
+ * tessel_session_new_in_buffer in a caller buffer of tessel_session_arena_bytes bytes that
+ * must outlive the session.
  *
  * Ownership. The library owns nothing the caller did not ask it to create, and the caller
  * frees nothing the library allocated except through these calls. Every result goes into a
@@ -27,6 +31,15 @@
  * session usable and unchanged. A pointer that was never a handle, or a freed handle, is
  * undefined behaviour, as with free().
  *
+ * Task level. A tessel_translator (tessel_translator_load: a translation model directory
+ * with its tokenizer and generation config) turns text into text with tessel_translate; a
+ * tessel_transcriber (tessel_transcriber_load: a Whisper directory) turns 16 kHz mono samples
+ * or a WAV file into timed segments with tessel_transcribe and tessel_transcribe_wav. Each
+ * holds its model and one session, is used by one thread at a time (as a session), and is
+ * freed with tessel_translator_free / tessel_transcriber_free. Their outputs go into caller
+ * buffers; a call that finds a buffer too small keeps its result, and the retry with the same
+ * input copies it instead of running again.
+ *
  * Threads. A model may be used from any number of threads at once. A session is used by one
  * thread at a time (it may move between threads); a call that overlaps another call on the
  * same session returns TESSEL_ERR_BUSY instead of racing. Process-wide state: the forced ISA
@@ -37,8 +50,12 @@
  * tessel_reset_decoder, tessel_reorder_beams, tessel_generate and its callback's tessel_step_tokens,
  * tessel_hypothesis, tessel_session_get_limits, tessel_session_isa_name,
  * tessel_model_get_info, tessel_last_error and tessel_last_error_copy), refusals included,
- * allocate nothing: no malloc, no hidden growth (capi/tests/no_alloc.rs counts). Loading,
- * tessel_session_arena_bytes, tessel_isa_* and the text call (tessel_numbers_read) may.
+ * allocate nothing: no malloc, no hidden growth (capi/tests/no_alloc.rs counts), whether
+ * the arena was allocated or lives in a caller buffer. Loading (tessel_model_load_memory
+ * allocates the layers' descriptors, not the weights), creating a session (an in-buffer
+ * session allocates its small bookkeeping, not the arena), tessel_session_arena_bytes,
+ * tessel_isa_*, the text call (tessel_numbers_read) and the task-level calls (loading a
+ * translator or transcriber, tessel_translate, tessel_transcribe*) may.
  */
 
 
@@ -111,11 +128,16 @@ typedef enum tessel_status {
      * be released.
      */
     TESSEL_ERR_PANIC = 10,
+    /**
+     * A caller buffer does not start on the boundary the call needs (a packed image in
+     * memory: 64 bytes); nothing was done.
+     */
+    TESSEL_ERR_MISALIGNED = 11,
 } tessel_status;
 
 /**
- * An immutable model, shared by sessions and threads; created by `tessel_model_load_dir` or
- * `tessel_model_load_numbers`, released with `tessel_model_release`.
+ * An immutable model, shared by sessions and threads; created by a `tessel_model_load_*`
+ * call, released with `tessel_model_release`.
  */
 typedef struct tessel_model tessel_model;
 
@@ -124,6 +146,18 @@ typedef struct tessel_model tessel_model;
  * freed by `tessel_session_free`.
  */
 typedef struct tessel_session tessel_session;
+
+/**
+ * A Whisper model with its tokenizer and one session; used by one thread at a time. Created
+ * by `tessel_transcriber_load`, freed by `tessel_transcriber_free`.
+ */
+typedef struct tessel_transcriber tessel_transcriber;
+
+/**
+ * A translation model with its tokenizer and one session; used by one thread at a time.
+ * Created by `tessel_translator_load`, freed by `tessel_translator_free`.
+ */
+typedef struct tessel_translator tessel_translator;
 
 /**
  * How `tessel_model_load_dir` loads. Start from `tessel_load_options_default()`.
@@ -299,6 +333,95 @@ typedef struct tessel_generate_options {
     void *user_data;
 } tessel_generate_options;
 
+/**
+ * How `tessel_transcribe` decodes. Start from `tessel_transcribe_options_default()`.
+ */
+typedef struct tessel_transcribe_options {
+    /**
+     * Beam width at temperature 0 (1: greedy; at most the transcriber's `max_beam`).
+     * Default 5.
+     */
+    size_t beam;
+    /**
+     * Timed segments within each window (default true); false gives one segment per window.
+     */
+    bool timestamps;
+    /**
+     * Prompt each window with the text so far (default true).
+     */
+    bool condition_on_previous_text;
+    /**
+     * Translate to English instead of transcribing (multilingual models). Default false.
+     */
+    bool translate;
+    /**
+     * Spoken language (code or English name), or NULL (the default) to detect it on
+     * multilingual models.
+     */
+    const char *language;
+    /**
+     * Text to condition the first window on, or NULL (the default).
+     */
+    const char *initial_prompt;
+} tessel_transcribe_options;
+
+/**
+ * One timed piece of a transcript; its text is `text[text_offset .. text_offset + text_len]`
+ * of the text buffer the same call filled (UTF-8, not NUL-terminated on its own).
+ */
+typedef struct tessel_segment {
+    /**
+     * Start, seconds from the start of the audio.
+     */
+    double start;
+    /**
+     * End, seconds.
+     */
+    double end;
+    /**
+     * Byte offset of its text in the text buffer.
+     */
+    size_t text_offset;
+    /**
+     * Bytes of its text.
+     */
+    size_t text_len;
+} tessel_segment;
+
+/**
+ * How `tessel_translator_load` sets a translator up. Start from
+ * `tessel_translate_options_default()`.
+ */
+typedef struct tessel_translate_options {
+    /**
+     * Source language code (e.g. "eng_Latn" for NLLB, "en_XX" for mBART), for the families
+     * that take one; NULL for the tokenizer's default or families without languages.
+     */
+    const char *source_lang;
+    /**
+     * Target language code, as `source_lang` (it becomes the forced first token).
+     */
+    const char *target_lang;
+    /**
+     * Beam width; 0 (the default) for the directory's generation config.
+     */
+    size_t beam;
+    /**
+     * Cut sources longer than the model reads (keeping the closing token) instead of
+     * refusing them with `TESSEL_ERR_ARGUMENT`. Default false.
+     */
+    bool truncate;
+    /**
+     * Threads each GEMM runs on; 0 (the default) for 1.
+     */
+    size_t threads;
+    /**
+     * Storage of the linear weights ("f32", "f16", "bf16", "bf16-dot"), NULL (the default)
+     * for the stored type.
+     */
+    const char *weights;
+} tessel_translate_options;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -371,6 +494,47 @@ enum tessel_status tessel_model_load_dir(const char *path,
                                          struct tessel_model **out);
 
 /**
+ * Loads `path` (UTF-8, NUL-terminated): a directory as `tessel_model_load_dir` does, a file
+ * whose first bytes are the packed image's magic as `tessel_model_load_file` does; anything
+ * else is `TESSEL_ERR_LOAD`. `options` (NULL for the defaults) applies to directories.
+ * Allocates (the weights).
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `options` is NULL or valid; `out` is NULL or writable.
+ */
+enum tessel_status tessel_model_load(const char *path,
+                                     const struct tessel_load_options *options,
+                                     struct tessel_model **out);
+
+/**
+ * Loads the packed image file at `path` (UTF-8, NUL-terminated; written by `tessel pack`):
+ * read into memory and copied into the model, so the file may change afterwards. A malformed
+ * image is `TESSEL_ERR_LOAD`. On success `*out` holds a model with one reference. Allocates
+ * (the weights).
+ *
+ * # Safety
+ * `path` is a NUL-terminated string; `out` is NULL or writable.
+ */
+enum tessel_status tessel_model_load_file(const char *path, struct tessel_model **out);
+
+/**
+ * Reads the packed image in `data[0..len]` (one whole image, as `tessel pack` writes it) in
+ * place: every tensor borrows these bytes, none is copied. `data` must start on a 64-byte
+ * boundary (`TESSEL_ERR_MISALIGNED` otherwise, e.g. `aligned_alloc(64, ...)` or
+ * `_Alignas(64)`); a malformed image is `TESSEL_ERR_LOAD`. The caller keeps the bytes alive
+ * and unchanged until the model's last reference is released (sessions hold references).
+ * On success `*out` holds a model with one reference. Allocates a few hundred bytes per
+ * layer (the layers' descriptors), not the weights.
+ *
+ * # Safety
+ * `data` is NULL or points to `len` readable bytes that stay valid and unwritten while the
+ * model lives; `out` is NULL or writable.
+ */
+enum tessel_status tessel_model_load_memory(const uint8_t *data,
+                                            size_t len,
+                                            struct tessel_model **out);
+
+/**
  * Loads the numbers model compiled into the library (English number words to digits; its
  * vocabulary makes `tessel_numbers_read` work). On success `*out` holds a model with one
  * reference. Allocates (the weights, about 0.6 MB).
@@ -408,8 +572,10 @@ enum tessel_status tessel_model_get_info(const struct tessel_model *model,
                                          struct tessel_model_info *info);
 
 /**
- * Writes the bytes of the arena a session over `model` planned for `limits` (NULL: the
- * model's maxima) allocates at creation, or refuses limits above the model's.
+ * Writes the bytes a session over `model` planned for `limits` (NULL: the model's maxima)
+ * needs for its arena, or refuses limits above the model's: the size of the buffer
+ * `tessel_session_new_in_buffer` needs with the same limits (the arena and up to 63 bytes to
+ * reach a 64-byte boundary), and at most 63 bytes above what `tessel_session_new` allocates.
  *
  * # Safety
  * `model` is NULL or a live handle; `limits` is NULL or valid; `bytes` is NULL or writable.
@@ -431,6 +597,29 @@ enum tessel_status tessel_session_arena_bytes(const struct tessel_model *model,
 enum tessel_status tessel_session_new(struct tessel_model *model,
                                       const struct tessel_limits *limits,
                                       struct tessel_session **out);
+
+/**
+ * Creates a session over `model` whose arena lives in the caller's `buffer` (`len` bytes,
+ * any alignment): nothing is allocated for the arena, and the part used is zeroed. The buffer
+ * must stay valid, and must not be touched, until `tessel_session_free` returns. The session
+ * runs on the calling thread: `limits->threads` must be 0 or 1. `*needed` (NULL to skip)
+ * receives the bytes the buffer needs, `tessel_session_arena_bytes` for the same limits;
+ * a shorter buffer is `TESSEL_ERR_BUFFER_TOO_SMALL` and creates nothing. Otherwise as
+ * `tessel_session_new`: the session's bookkeeping (the handle, the copy of the finished
+ * hypotheses and the text call's source ids, about `4 · (max_beam · max_tgt_len +
+ * max_src_len)` bytes) is allocated here, once.
+ *
+ * # Safety
+ * `model` is NULL or a live model handle; `limits` is NULL or valid; `buffer` is NULL or
+ * points to `len` writable bytes that outlive the session and are used by nothing else
+ * meanwhile; `needed` and `out` are NULL or writable.
+ */
+enum tessel_status tessel_session_new_in_buffer(struct tessel_model *model,
+                                                const struct tessel_limits *limits,
+                                                void *buffer,
+                                                size_t len,
+                                                size_t *needed,
+                                                struct tessel_session **out);
 
 /**
  * Frees `session` (NULL is accepted) and drops its model reference. `TESSEL_ERR_BUSY` if
@@ -588,30 +777,133 @@ enum tessel_status tessel_numbers_read(struct tessel_session *session,
                                        size_t cap,
                                        size_t *len);
 
+/**
+ * The reference's defaults: beam 5, timestamps, conditioned on previous text, transcribe,
+ * language detected, no prompt (temperature fallback 0, 0.2 … 1.0 with best of 5).
+ */
+struct tessel_transcribe_options tessel_transcribe_options_default(void);
+
+/**
+ * Loads the Whisper model in directory `path` (UTF-8, NUL-terminated; Hugging Face or
+ * CTranslate2 with its tokenizer) and creates its session for beams up to `max_beam` (0: 5)
+ * on `threads` threads (0: 1). `multilingual` is 1 to treat the model as multilingual
+ * (language and task tokens, language detection), 0 as English-only, -1 to decide by its
+ * vocabulary size as the reference does. Refused: a directory that cannot be loaded
+ * (`TESSEL_ERR_LOAD`), a model that does not read audio (`TESSEL_ERR_UNSUPPORTED`). On
+ * success `*out` holds the transcriber. Allocates (the weights, the tokenizer, the arena).
+ *
+ * # Safety
+ * `path` is NULL or NUL-terminated; `out` is NULL or writable.
+ */
+enum tessel_status tessel_transcriber_load(const char *path,
+                                           size_t max_beam,
+                                           size_t threads,
+                                           int32_t multilingual,
+                                           struct tessel_transcriber **out);
+
+/**
+ * Transcribes `samples[0..n_samples]`, 16 kHz mono floats in [-1, 1], as `options` (NULL:
+ * the defaults) say. Writes the segments, in time order, into `segments` (`segments_cap`
+ * of them) and their count into `*n_segments`; their texts, concatenated and NUL-terminated
+ * (the transcript's text), into `text` (`text_cap` bytes) and its length without the NUL into
+ * `*text_len`. When `segments_cap < *n_segments` or `text_cap <= *text_len` the call returns
+ * `TESSEL_ERR_BUFFER_TOO_SMALL` with both sizes written and keeps the transcript: a retry
+ * with the same samples and options copies it. Refused: less than 10 ms of audio,
+ * non-finite samples, options out of range (`TESSEL_ERR_ARGUMENT`). Allocates.
+ *
+ * # Safety
+ * `transcriber` is NULL or a live transcriber; `samples` is NULL or points to `n_samples`
+ * floats; `options` is NULL or valid; `segments` and `text` are NULL or point to their
+ * capacities of writable elements; `n_segments` and `text_len` are NULL or writable.
+ */
+enum tessel_status tessel_transcribe(struct tessel_transcriber *transcriber,
+                                     const float *samples,
+                                     size_t n_samples,
+                                     const struct tessel_transcribe_options *options,
+                                     struct tessel_segment *segments,
+                                     size_t segments_cap,
+                                     size_t *n_segments,
+                                     char *text,
+                                     size_t text_cap,
+                                     size_t *text_len);
+
+/**
+ * `tessel_transcribe` over the WAV file at `path` (UTF-8, NUL-terminated; PCM 8/16/24/32-bit
+ * or float, any rate and channel count, mixed to mono and resampled to 16 kHz). A file that
+ * cannot be read or decoded is `TESSEL_ERR_LOAD`.
+ *
+ * # Safety
+ * As `tessel_transcribe`, with `path` NULL or NUL-terminated.
+ */
+enum tessel_status tessel_transcribe_wav(struct tessel_transcriber *transcriber,
+                                         const char *path,
+                                         const struct tessel_transcribe_options *options,
+                                         struct tessel_segment *segments,
+                                         size_t segments_cap,
+                                         size_t *n_segments,
+                                         char *text,
+                                         size_t text_cap,
+                                         size_t *text_len);
+
+/**
+ * Frees `transcriber` (NULL is accepted). `TESSEL_ERR_BUSY` if another thread is inside a
+ * call on it (then nothing is freed).
+ *
+ * # Safety
+ * `transcriber` is NULL or a live transcriber; it must not be used after success.
+ */
+enum tessel_status tessel_transcriber_free(struct tessel_transcriber *transcriber);
+
+/**
+ * The default translator setup: the tokenizer's languages, the directory's beam, no
+ * truncation, one thread, stored weights.
+ */
+struct tessel_translate_options tessel_translate_options_default(void);
+
+/**
+ * Loads the translation model in directory `path` (UTF-8, NUL-terminated) with its tokenizer
+ * and generation config, and creates its session, as `options` (NULL: the defaults) say.
+ * Refused: a directory that cannot be loaded (`TESSEL_ERR_LOAD`), an unknown language code
+ * (`TESSEL_ERR_ARGUMENT`), a speech model (`TESSEL_ERR_UNSUPPORTED`). On success `*out`
+ * holds the translator. Allocates (the weights, the tokenizer, the arena).
+ *
+ * # Safety
+ * `path` is NULL or NUL-terminated; `options` is NULL or valid, its strings NULL or
+ * NUL-terminated; `out` is NULL or writable.
+ */
+enum tessel_status tessel_translator_load(const char *path,
+                                          const struct tessel_translate_options *options,
+                                          struct tessel_translator **out);
+
+/**
+ * Translates `text` (UTF-8, NUL-terminated) and writes the best hypothesis's text,
+ * NUL-terminated, into `out` (`cap` bytes) and its length without the NUL into `*len`.
+ * `TESSEL_ERR_BUFFER_TOO_SMALL` with `*len` written when `cap <= *len`: the translation is
+ * kept, and a retry with the same text copies it. A source the tokenizer refuses, or too
+ * long without `truncate`, is `TESSEL_ERR_ARGUMENT`.
+ * Allocates (tokens and strings).
+ *
+ * # Safety
+ * `translator` is NULL or a live translator; `text` is NULL or NUL-terminated; `out` is NULL
+ * or points to `cap` writable bytes; `len` is NULL or writable.
+ */
+enum tessel_status tessel_translate(struct tessel_translator *translator,
+                                    const char *text,
+                                    char *out,
+                                    size_t cap,
+                                    size_t *len);
+
+/**
+ * Frees `translator` (NULL is accepted). `TESSEL_ERR_BUSY` if another thread is inside a
+ * call on it (then nothing is freed).
+ *
+ * # Safety
+ * `translator` is NULL or a live translator; it must not be used after success.
+ */
+enum tessel_status tessel_translator_free(struct tessel_translator *translator);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
 
 #endif  /* TESSEL_H */
-
-/*
- * Planned (round 2, not in this library yet): the task-level calls over the model's own
- * tokenizer and audio front end. Their intended shape:
- *
- *   typedef struct tessel_translate_options { size_t beam; size_t max_len;
- *       float length_penalty; const char *source_lang; const char *target_lang; }
- *       tessel_translate_options;
- *   tessel_translate_options tessel_translate_options_default(void);
- *   tessel_status tessel_translate(tessel_session *s, const char *text,
- *       const tessel_translate_options *options, char *out, size_t cap, size_t *len);
- *
- *   typedef struct tessel_segment { double start; double end; size_t text_offset;
- *       size_t text_len; } tessel_segment;
- *   tessel_status tessel_transcribe(tessel_session *s, const float *samples_16k,
- *       size_t n_samples, const tessel_transcribe_options *options, tessel_segment *segments,
- *       size_t segments_cap, size_t *n_segments, char *text, size_t text_cap,
- *       size_t *text_len);
- *   tessel_status tessel_transcribe_wav(tessel_session *s, const char *path, ...same outputs);
- *
- * Segments index into one caller-owned text buffer; both sizes are reported when too small.
- */

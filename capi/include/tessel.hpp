@@ -5,6 +5,8 @@
 //   (tessel_model_retain), destruction releases the reference.
 // - tessel::Session owns a tessel_session: move-only, freed on destruction. One thread at a
 //   time, as in C.
+// - tessel::Translator and tessel::Transcriber own a tessel_translator / tessel_transcriber:
+//   move-only, one thread at a time; their calls allocate, as the C task-level calls do.
 // - A failing call throws tessel::Error (the status and tessel_last_error()).
 // - The pointer-and-size overloads (encode, decode_step, hypothesis into a buffer) allocate
 //   nothing after the session exists, as the C calls; the std::vector / std::string
@@ -65,6 +67,21 @@ class Model {
         return Model(model);
     }
 
+    /// The model at `path`: a directory, or a packed image file (detected).
+    static Model load(const std::string &path, const tessel_load_options *options = nullptr) {
+        tessel_model *model = nullptr;
+        check(tessel_model_load(path.c_str(), options, &model));
+        return Model(model);
+    }
+
+    /// The packed image at `data` (64-byte aligned, `len` bytes), read in place: the bytes
+    /// must outlive every copy of this Model and every Session over it.
+    static Model load_memory(const void *data, std::size_t len) {
+        tessel_model *model = nullptr;
+        check(tessel_model_load_memory(static_cast<const std::uint8_t *>(data), len, &model));
+        return Model(model);
+    }
+
     Model(const Model &other) : model_(other.model_) { check(tessel_model_retain(model_)); }
     Model(Model &&other) noexcept : model_(std::exchange(other.model_, nullptr)) {}
     Model &operator=(Model other) noexcept {
@@ -80,7 +97,8 @@ class Model {
         return info;
     }
 
-    /// Bytes of the arena a session planned for `limits` (null: the model's maxima) allocates.
+    /// Bytes a session planned for `limits` (null: the model's maxima) needs for its arena: the
+    /// buffer size tessel_session_new_in_buffer needs.
     std::size_t arena_bytes(const tessel_limits *limits = nullptr) const {
         std::size_t bytes = 0;
         check(tessel_session_arena_bytes(model_, limits, &bytes));
@@ -205,6 +223,127 @@ class Session {
 
   private:
     tessel_session *session_ = nullptr;
+};
+
+/// The string a call writes into a caller buffer, `call(buffer, capacity, &len)`: first with
+/// a 256-byte buffer, then, when the call reports a larger size, once more with that size.
+template <class F>
+std::string fill_string(F &&call) {
+    std::string out(256, '\0');
+    std::size_t len = 0;
+    tessel_status status = call(out.data(), out.size(), &len);
+    if (status == TESSEL_ERR_BUFFER_TOO_SMALL) {
+        out.assign(len + 1, '\0');
+        status = call(out.data(), out.size(), &len);
+    }
+    check(status);
+    out.resize(len);
+    return out;
+}
+
+/// A translation model with its tokenizer and one session (tessel_translator).
+class Translator {
+  public:
+    /// Loads the directory `dir`; `options` may be null for the defaults.
+    explicit Translator(const std::string &dir, const tessel_translate_options *options = nullptr) {
+        check(tessel_translator_load(dir.c_str(), options, &translator_));
+    }
+    Translator(const Translator &) = delete;
+    Translator &operator=(const Translator &) = delete;
+    Translator(Translator &&other) noexcept
+        : translator_(std::exchange(other.translator_, nullptr)) {}
+    Translator &operator=(Translator &&other) noexcept {
+        std::swap(translator_, other.translator_);
+        return *this;
+    }
+    ~Translator() { tessel_translator_free(translator_); }
+
+    /// The best translation of `text`.
+    std::string translate(const std::string &text) {
+        return fill_string([&](char *out, std::size_t cap, std::size_t *len) {
+            return tessel_translate(translator_, text.c_str(), out, cap, len);
+        });
+    }
+
+    /// The C handle, still owned by this object.
+    tessel_translator *get() const noexcept { return translator_; }
+
+  private:
+    tessel_translator *translator_ = nullptr;
+};
+
+/// One timed piece of a transcript.
+struct Segment {
+    double start;
+    double end;
+    std::string text;
+};
+
+/// A Whisper model with its tokenizer and one session (tessel_transcriber).
+class Transcriber {
+  public:
+    /// Loads the directory `dir` for beams up to `max_beam` on `threads` threads;
+    /// `multilingual`: 1, 0, or -1 to decide by the vocabulary.
+    explicit Transcriber(const std::string &dir, std::size_t max_beam = 5, std::size_t threads = 1,
+                         std::int32_t multilingual = -1) {
+        check(tessel_transcriber_load(dir.c_str(), max_beam, threads, multilingual,
+                                      &transcriber_));
+    }
+    Transcriber(const Transcriber &) = delete;
+    Transcriber &operator=(const Transcriber &) = delete;
+    Transcriber(Transcriber &&other) noexcept
+        : transcriber_(std::exchange(other.transcriber_, nullptr)) {}
+    Transcriber &operator=(Transcriber &&other) noexcept {
+        std::swap(transcriber_, other.transcriber_);
+        return *this;
+    }
+    ~Transcriber() { tessel_transcriber_free(transcriber_); }
+
+    /// The segments of 16 kHz mono `samples`; `options` may be null for the defaults.
+    std::vector<Segment> transcribe(const std::vector<float> &samples,
+                                    const tessel_transcribe_options *options = nullptr) {
+        return collect([&](tessel_segment *segments, std::size_t cap, std::size_t *n, char *text,
+                           std::size_t text_cap, std::size_t *len) {
+            return tessel_transcribe(transcriber_, samples.data(), samples.size(), options,
+                                     segments, cap, n, text, text_cap, len);
+        });
+    }
+
+    /// The segments of the WAV file at `path`.
+    std::vector<Segment> transcribe_wav(const std::string &path,
+                                        const tessel_transcribe_options *options = nullptr) {
+        return collect([&](tessel_segment *segments, std::size_t cap, std::size_t *n, char *text,
+                           std::size_t text_cap, std::size_t *len) {
+            return tessel_transcribe_wav(transcriber_, path.c_str(), options, segments, cap, n,
+                                         text, text_cap, len);
+        });
+    }
+
+    /// The C handle, still owned by this object.
+    tessel_transcriber *get() const noexcept { return transcriber_; }
+
+  private:
+    /// Calls `call` with no arrays for the sizes, then with arrays of those sizes (the
+    /// transcript is kept between the two calls, not computed again).
+    template <class F>
+    static std::vector<Segment> collect(F &&call) {
+        std::size_t n = 0, len = 0;
+        tessel_status status = call(nullptr, 0, &n, nullptr, 0, &len);
+        if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
+            check(status);
+        }
+        std::vector<tessel_segment> raw(n);
+        std::string text(len + 1, '\0');
+        check(call(raw.data(), raw.size(), &n, text.data(), text.size(), &len));
+        std::vector<Segment> segments;
+        segments.reserve(n);
+        for (const tessel_segment &s : raw) {
+            segments.push_back({s.start, s.end, text.substr(s.text_offset, s.text_len)});
+        }
+        return segments;
+    }
+
+    tessel_transcriber *transcriber_ = nullptr;
 };
 
 }  // namespace tessel

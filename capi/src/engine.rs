@@ -2,12 +2,16 @@
 //! model from a directory (the format detected), the embedded numbers model, the arena size
 //! for given limits, and creating a session that holds its model through the C handle.
 //!
+//! A path is a directory or a packed image file (`tessel pack`, recognised by its magic);
+//! a packed image in caller memory is read in place ([`crate::memory`]).
+//!
 //! Directory detection, in order: `model.bin` is a CTranslate2 directory; a `config.json`
 //! with a `model_type` is a Hugging Face directory (`whisper`, `t5`/`mt5`, and the BART family
 //! for every other type, whose loader names the types it reads); a `config.json` without one
 //! is tessel's own `nn.Transformer` layout. A `vocab.json` in the numbers model's format is
 //! attached as the model's text vocabulary.
 
+use std::io::Read as _;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,9 +19,14 @@ use tessel_cli::numbers::{Numbers, Vocab};
 use tessel_kernels::Isa;
 use tessel_model::ct2::{self, Ct2Options};
 use tessel_model::families::{bart, t5, whisper};
-use tessel_model::session::ModelRef;
-use tessel_model::{ArenaPlan, Limits, LoadOptions, Model, Session, SessionError, WeightType};
+use tessel_model::image::{self, PackError};
+use tessel_model::session::{buffer_bytes, ModelRef};
+use tessel_model::{
+    ArenaPlan, Hypotheses, Limits, LoadOptions, Model, RunError, SearchOptions, Session,
+    SessionError, StepLogits, StepView, WeightType,
+};
 
+use crate::memory::{self, BlockStore};
 use crate::model::ModelHandle;
 use crate::status::{tessel_status, Error};
 
@@ -33,11 +42,25 @@ pub struct LoadSettings {
 }
 
 /// A loaded model and, when its directory has one, its text vocabulary.
+///
+/// Fields drop in order: the model before the block storage it may borrow.
 pub struct Loaded {
     /// The model.
     pub model: Model<'static>,
     /// The numbers-format vocabulary.
     pub vocab: Option<Vocab>,
+    /// The blocks of a model read in place from caller memory.
+    pub blocks: Option<BlockStore>,
+}
+
+impl Loaded {
+    fn owned(model: Model<'static>, vocab: Option<Vocab>) -> Loaded {
+        Loaded {
+            model,
+            vocab,
+            blocks: None,
+        }
+    }
 }
 
 fn load_error(error: impl std::fmt::Display + Send + 'static) -> Error {
@@ -53,8 +76,66 @@ fn model_type(config_json: &str) -> Result<Option<String>, Error> {
         .map(str::to_owned))
 }
 
+/// Whether `path` is a file that starts with the packed image's magic.
+fn is_image_file(path: &Path) -> bool {
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut file| file.read_exact(&mut magic))
+        .is_ok_and(|()| magic == image::MAGIC)
+}
+
+/// Loads `path`: a directory as [`load_dir`], a packed image file as [`load_image_file`].
+pub fn load_path(path: &Path, settings: LoadSettings) -> Result<Loaded, Error> {
+    if path.is_dir() {
+        load_dir(path, settings)
+    } else if is_image_file(path) {
+        load_image_file(path)
+    } else if path.exists() {
+        Err(load_error(format!(
+            "{}: neither a model directory nor a packed tessel image",
+            path.display()
+        )))
+    } else {
+        Err(load_error(format!(
+            "{}: no such file or directory",
+            path.display()
+        )))
+    }
+}
+
+/// Loads the packed image file at `path`; the model owns a copy of its tensors.
+pub fn load_image_file(path: &Path) -> Result<Loaded, Error> {
+    if path.is_dir() {
+        return Err(load_error(format!(
+            "{}: a directory, not a packed image (load it with tessel_model_load_dir)",
+            path.display()
+        )));
+    }
+    let model = image::load(path).map_err(|e| match e {
+        PackError::Image(e) => memory::image_error(e),
+        e => load_error(e),
+    })?;
+    Ok(Loaded::owned(model, None))
+}
+
+/// The model of the packed image in `bytes`, borrowing its tensors.
+pub fn load_memory(bytes: &'static [u8]) -> Result<Loaded, Error> {
+    let (model, blocks) = memory::parse_in_place(bytes)?;
+    Ok(Loaded {
+        model,
+        vocab: None,
+        blocks: Some(blocks),
+    })
+}
+
 /// Loads the model in `dir`, detecting its format as the module says.
 pub fn load_dir(dir: &Path, settings: LoadSettings) -> Result<Loaded, Error> {
+    if !dir.is_dir() && is_image_file(dir) {
+        return Err(load_error(format!(
+            "{}: a packed image file, not a directory (load it with tessel_model_load_file)",
+            dir.display()
+        )));
+    }
     let options = LoadOptions {
         weights: settings.weights,
     };
@@ -90,16 +171,13 @@ pub fn load_dir(dir: &Path, settings: LoadSettings) -> Result<Loaded, Error> {
         Ok(text) => Vocab::from_json(&text, model.config()).ok(),
         Err(_) => None,
     };
-    Ok(Loaded { model, vocab })
+    Ok(Loaded::owned(model, vocab))
 }
 
 /// The numbers model compiled into the library, with its vocabulary.
 pub fn numbers() -> Result<Loaded, Error> {
     let (model, vocab) = Numbers::embedded().map_err(load_error)?.into_parts();
-    Ok(Loaded {
-        model,
-        vocab: Some(vocab),
-    })
+    Ok(Loaded::owned(model, Some(vocab)))
 }
 
 /// A session's hold on its model: the C handle's reference count keeps the model alive.
@@ -111,14 +189,102 @@ impl ModelRef for SharedModel {
     }
 }
 
-/// The session type behind a `tessel_session`.
-pub type EngineSession = Session<SharedModel>;
+/// The session behind a `tessel_session`: its arena allocated at creation, or carved from a
+/// buffer the caller owns (and promises to keep alive until the session is freed).
+pub enum EngineSession {
+    /// `tessel_session_new`.
+    Owned(Session<SharedModel>),
+    /// `tessel_session_new_in_buffer`.
+    InBuffer(Session<SharedModel, &'static mut [f32]>),
+}
 
-/// The arena bytes a session over `model` with `limits` allocates.
+/// `$body` with `$s` bound to the session inside an [`EngineSession`] of either kind.
+macro_rules! each {
+    ($session:expr, $s:ident => $body:expr) => {
+        match $session {
+            EngineSession::Owned($s) => $body,
+            EngineSession::InBuffer($s) => $body,
+        }
+    };
+}
+
+impl EngineSession {
+    /// [`Session::limits`].
+    pub fn limits(&self) -> Limits {
+        each!(self, s => s.limits())
+    }
+
+    /// [`Session::isa`].
+    pub fn isa(&self) -> Isa {
+        each!(self, s => s.isa())
+    }
+
+    /// [`Session::model`].
+    pub fn model(&self) -> &Model<'_> {
+        each!(self, s => s.model())
+    }
+
+    /// [`Session::encode`].
+    pub fn encode(&mut self, src: &[u32]) -> Result<(), RunError> {
+        each!(self, s => s.encode(src))
+    }
+
+    /// [`Session::encode_audio`].
+    pub fn encode_audio(&mut self, mel: &[f32]) -> Result<(), RunError> {
+        each!(self, s => s.encode_audio(mel))
+    }
+
+    /// [`Session::reset_decoder`].
+    pub fn reset_decoder(&mut self) {
+        each!(self, s => s.reset_decoder())
+    }
+
+    /// [`Session::decode_step`].
+    pub fn decode_step(&mut self, tokens: &[u32]) -> Result<&[f32], RunError> {
+        each!(self, s => s.decode_step(tokens))
+    }
+
+    /// [`Session::reorder_beams`].
+    pub fn reorder_beams(&mut self, parents: &[u32]) -> Result<(), RunError> {
+        each!(self, s => s.reorder_beams(parents))
+    }
+
+    /// [`Session::generate`].
+    pub fn generate(
+        &mut self,
+        options: &SearchOptions,
+        on_step: impl FnMut(StepView<'_>),
+    ) -> Result<Hypotheses<'_>, RunError> {
+        each!(self, s => s.generate(options, on_step))
+    }
+
+    /// [`Session::generate_with`].
+    pub fn generate_with(
+        &mut self,
+        prefix: &[u32],
+        options: &SearchOptions,
+        process: impl FnMut(&mut StepLogits<'_>),
+    ) -> Result<Hypotheses<'_>, RunError> {
+        each!(self, s => s.generate_with(prefix, options, process))
+    }
+}
+
+/// The bytes a buffer for a session over `model` with `limits` needs: the arena and the
+/// slack to reach a 64-byte boundary ([`buffer_bytes`]).
 pub fn arena_bytes(model: &Model, limits: Limits) -> Result<usize, Error> {
     ArenaPlan::with_limits(model.config(), limits)
-        .map(|plan| plan.total_bytes())
+        .map(|plan| buffer_bytes(&plan))
         .map_err(|e| Error::boxed(tessel_status::TESSEL_ERR_ARGUMENT, e))
+}
+
+/// The status of a session refusal.
+fn session_error(e: SessionError) -> Error {
+    let status = match e {
+        SessionError::OutOfMemory { .. } => tessel_status::TESSEL_ERR_OUT_OF_MEMORY,
+        SessionError::BufferTooSmall { .. } => tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
+        SessionError::Limits(_) | SessionError::Threads(_) => tessel_status::TESSEL_ERR_ARGUMENT,
+    };
+    Error::boxed(status, e)
 }
 
 /// A session over `model` at `isa` planned for `limits`: the arena's one allocation.
@@ -127,13 +293,20 @@ pub fn new_session(
     isa: Isa,
     limits: Limits,
 ) -> Result<EngineSession, Error> {
-    Session::with_limits(SharedModel(model), isa, limits).map_err(|e| {
-        let status = match e {
-            SessionError::OutOfMemory { .. } => tessel_status::TESSEL_ERR_OUT_OF_MEMORY,
-            SessionError::Limits(_)
-            | SessionError::Threads(_)
-            | SessionError::BufferTooSmall { .. } => tessel_status::TESSEL_ERR_ARGUMENT,
-        };
-        Error::boxed(status, e)
-    })
+    Session::with_limits(SharedModel(model), isa, limits)
+        .map(EngineSession::Owned)
+        .map_err(session_error)
+}
+
+/// A session over `model` at `isa` planned for `limits` (one thread), its arena carved from
+/// `buffer`: `TESSEL_ERR_BUFFER_TOO_SMALL` when it holds fewer than [`arena_bytes`].
+pub fn new_session_in(
+    model: Arc<ModelHandle>,
+    isa: Isa,
+    limits: Limits,
+    buffer: &'static mut [u8],
+) -> Result<EngineSession, Error> {
+    Session::in_buffer(SharedModel(model), isa, limits, buffer)
+        .map(EngineSession::InBuffer)
+        .map_err(session_error)
 }

@@ -4,11 +4,16 @@
 //! - [`status`]: status codes, the thread-local last error, the `catch_unwind` guard every
 //!   entry point runs in;
 //! - [`info`]: version, status names, the last error, the ISA level (forcing one);
-//! - [`model`]: `tessel_model`, immutable and reference-counted, loaded from a directory or
-//!   the embedded numbers model; model info and arena sizes;
+//! - [`model`]: `tessel_model`, immutable and reference-counted, loaded from a directory, a
+//!   packed image file or caller memory, or the embedded numbers model; model info and arena
+//!   sizes;
+//! - [`memory`]: a model read in place from a packed image the caller owns;
 //! - [`session`]: `tessel_session`, its arena allocated once at creation; encode, decode
 //!   steps, beam reordering, greedy and beam search with a step callback, hypotheses into
 //!   caller buffers, the numbers model's text call;
+//! - [`translate`]: `tessel_translator`, text to text over a translation model directory;
+//! - [`transcribe`]: `tessel_transcriber`, speech to timed segments over a Whisper directory;
+//! - [`exclusive`]: the one-thread-at-a-time handle of the task-level calls;
 //! - [`engine`]: the one module that builds models and sessions of `tessel-model`;
 //! - [`args`]: checked views of C pointers and lengths.
 //!
@@ -19,12 +24,18 @@
 
 pub mod args;
 pub mod engine;
+pub mod exclusive;
 pub mod info;
+pub mod memory;
 pub mod model;
 pub mod session;
 pub mod status;
+pub mod transcribe;
+pub mod translate;
 
 pub use info::*;
 pub use model::*;
 pub use session::*;
 pub use status::tessel_status;
+pub use transcribe::*;
+pub use translate::*;

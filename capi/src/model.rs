@@ -16,6 +16,7 @@ use tessel_cli::numbers::Vocab;
 
 use crate::args;
 use crate::engine::{self, LoadSettings, Loaded};
+use crate::memory::BlockStore;
 use crate::status::{fail, guard, tessel_status, Error};
 
 /// The tag in the first word of a live model handle ("tslmodel").
@@ -23,14 +24,15 @@ const MODEL_TAG: u64 = u64::from_le_bytes(*b"tslmodel");
 /// The tag a model handle gets when it is dropped.
 const DEAD_TAG: u64 = u64::from_le_bytes(*b"tsl-dead");
 
-/// An immutable model, shared by sessions and threads; created by `tessel_model_load_dir` or
-/// `tessel_model_load_numbers`, released with `tessel_model_release`.
+/// An immutable model, shared by sessions and threads; created by a `tessel_model_load_*`
+/// call, released with `tessel_model_release`.
 #[allow(non_camel_case_types)]
 pub struct tessel_model {
     _opaque: [u8; 0],
 }
 
-/// What a `tessel_model` points to.
+/// What a `tessel_model` points to. Fields drop in order: the model before the block storage
+/// it may borrow.
 #[repr(C)]
 pub struct ModelHandle {
     tag: u64,
@@ -38,6 +40,8 @@ pub struct ModelHandle {
     pub model: Model<'static>,
     /// The numbers-format text vocabulary, when the model came with one.
     pub vocab: Option<Vocab>,
+    /// The blocks of a model read in place from caller memory.
+    blocks: Option<BlockStore>,
 }
 
 // Models are shared by threads through raw pointers, which the compiler cannot check.
@@ -119,7 +123,11 @@ pub struct tessel_limits {
 /// Wraps a Rust model as a C handle with one reference (for Rust hosts that build a model
 /// themselves and hand it to C code). Release it with `tessel_model_release`.
 pub fn model_handle(model: Model<'static>) -> *mut tessel_model {
-    into_handle(Loaded { model, vocab: None })
+    into_handle(Loaded {
+        model,
+        vocab: None,
+        blocks: None,
+    })
 }
 
 fn into_handle(loaded: Loaded) -> *mut tessel_model {
@@ -127,6 +135,7 @@ fn into_handle(loaded: Loaded) -> *mut tessel_model {
         tag: MODEL_TAG,
         model: loaded.model,
         vocab: loaded.vocab,
+        blocks: loaded.blocks,
     });
     Arc::into_raw(handle).cast_mut().cast::<tessel_model>()
 }
@@ -252,6 +261,94 @@ pub unsafe extern "C" fn tessel_model_load_dir(
     })
 }
 
+/// Loads `path` (UTF-8, NUL-terminated): a directory as `tessel_model_load_dir` does, a file
+/// whose first bytes are the packed image's magic as `tessel_model_load_file` does; anything
+/// else is `TESSEL_ERR_LOAD`. `options` (NULL for the defaults) applies to directories.
+/// Allocates (the weights).
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `options` is NULL or valid; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_model_load(
+    path: *const c_char,
+    options: *const tessel_load_options,
+    out: *mut *mut tessel_model,
+) -> tessel_status {
+    guard(|| {
+        // SAFETY: the caller's contract for each pointer.
+        let (path, options, out) = unsafe {
+            (
+                args::text(path, "path is NULL")?,
+                options.as_ref(),
+                args::write(out, "out is NULL")?,
+            )
+        };
+        *out = std::ptr::null_mut();
+        let loaded = engine::load_path(Path::new(path), settings(options)?)?;
+        *out = into_handle(loaded);
+        Ok(())
+    })
+}
+
+/// Loads the packed image file at `path` (UTF-8, NUL-terminated; written by `tessel pack`):
+/// read into memory and copied into the model, so the file may change afterwards. A malformed
+/// image is `TESSEL_ERR_LOAD`. On success `*out` holds a model with one reference. Allocates
+/// (the weights).
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_model_load_file(
+    path: *const c_char,
+    out: *mut *mut tessel_model,
+) -> tessel_status {
+    guard(|| {
+        // SAFETY: the caller's contract for each pointer.
+        let (path, out) = unsafe {
+            (
+                args::text(path, "path is NULL")?,
+                args::write(out, "out is NULL")?,
+            )
+        };
+        *out = std::ptr::null_mut();
+        *out = into_handle(engine::load_image_file(Path::new(path))?);
+        Ok(())
+    })
+}
+
+/// Reads the packed image in `data[0..len]` (one whole image, as `tessel pack` writes it) in
+/// place: every tensor borrows these bytes, none is copied. `data` must start on a 64-byte
+/// boundary (`TESSEL_ERR_MISALIGNED` otherwise, e.g. `aligned_alloc(64, ...)` or
+/// `_Alignas(64)`); a malformed image is `TESSEL_ERR_LOAD`. The caller keeps the bytes alive
+/// and unchanged until the model's last reference is released (sessions hold references).
+/// On success `*out` holds a model with one reference. Allocates a few hundred bytes per
+/// layer (the layers' descriptors), not the weights.
+///
+/// # Safety
+/// `data` is NULL or points to `len` readable bytes that stay valid and unwritten while the
+/// model lives; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_model_load_memory(
+    data: *const u8,
+    len: usize,
+    out: *mut *mut tessel_model,
+) -> tessel_status {
+    guard(|| {
+        // SAFETY: the caller's contract for `out`.
+        let out = unsafe { args::write(out, "out is NULL") }?;
+        *out = std::ptr::null_mut();
+        if data.is_null() {
+            return fail(tessel_status::TESSEL_ERR_NULL, "data is NULL");
+        }
+        // SAFETY: non-NULL, and the caller guarantees `len` readable bytes that outlive the
+        // model (every reference to it, sessions included) and are not written meanwhile:
+        // the model holds them as `'static` for exactly that long.
+        let bytes: &'static [u8] = unsafe { std::slice::from_raw_parts(data, len) };
+        *out = into_handle(engine::load_memory(bytes)?);
+        Ok(())
+    })
+}
+
 /// Loads the numbers model compiled into the library (English number words to digits; its
 /// vocabulary makes `tessel_numbers_read` work). On success `*out` holds a model with one
 /// reference. Allocates (the weights, about 0.6 MB).
@@ -333,8 +430,10 @@ pub unsafe extern "C" fn tessel_model_get_info(
     })
 }
 
-/// Writes the bytes of the arena a session over `model` planned for `limits` (NULL: the
-/// model's maxima) allocates at creation, or refuses limits above the model's.
+/// Writes the bytes a session over `model` planned for `limits` (NULL: the model's maxima)
+/// needs for its arena, or refuses limits above the model's: the size of the buffer
+/// `tessel_session_new_in_buffer` needs with the same limits (the arena and up to 63 bytes to
+/// reach a 64-byte boundary), and at most 63 bytes above what `tessel_session_new` allocates.
 ///
 /// # Safety
 /// `model` is NULL or a live handle; `limits` is NULL or valid; `bytes` is NULL or writable.

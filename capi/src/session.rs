@@ -1,5 +1,6 @@
-//! `tessel_session`: one model's working state in one arena, allocated at creation, and the
-//! token-level calls that run it.
+//! `tessel_session`: one model's working state in one arena, allocated at creation
+//! (`tessel_session_new`) or placed in a caller buffer (`tessel_session_new_in_buffer`), and
+//! the token-level calls that run it.
 //!
 //! A session is used by one thread at a time. Every call takes the session's `busy` flag with
 //! one compare-and-swap and gives it back on return (a panic included); a second thread, or a
@@ -156,26 +157,98 @@ pub unsafe extern "C" fn tessel_session_new(
         let limits = shared.limits(limits);
         let isa = info::session_isa()?;
         let session = engine::new_session(Arc::clone(&shared), isa, limits)?;
-        let stride = limits.max_tgt_len;
-        let handle = Box::new(SessionHandle {
-            tag: SESSION_TAG,
-            busy: AtomicBool::new(false),
-            inner: UnsafeCell::new(Inner {
-                session,
-                model: shared,
-                results: Results {
-                    tokens: vec![0; limits.max_beam * stride],
-                    lens: vec![0; limits.max_beam],
-                    scores: vec![0.0; limits.max_beam],
-                    count: 0,
-                    stride,
-                },
-                ids: Vec::with_capacity(limits.max_src_len),
-            }),
-        });
-        *out = Box::into_raw(handle).cast::<tessel_session>();
+        *out = into_handle(session, shared);
         Ok(())
     })
+}
+
+/// Creates a session over `model` whose arena lives in the caller's `buffer` (`len` bytes,
+/// any alignment): nothing is allocated for the arena, and the part used is zeroed. The buffer
+/// must stay valid, and must not be touched, until `tessel_session_free` returns. The session
+/// runs on the calling thread: `limits->threads` must be 0 or 1. `*needed` (NULL to skip)
+/// receives the bytes the buffer needs, `tessel_session_arena_bytes` for the same limits;
+/// a shorter buffer is `TESSEL_ERR_BUFFER_TOO_SMALL` and creates nothing. Otherwise as
+/// `tessel_session_new`: the session's bookkeeping (the handle, the copy of the finished
+/// hypotheses and the text call's source ids, about `4 · (max_beam · max_tgt_len +
+/// max_src_len)` bytes) is allocated here, once.
+///
+/// # Safety
+/// `model` is NULL or a live model handle; `limits` is NULL or valid; `buffer` is NULL or
+/// points to `len` writable bytes that outlive the session and are used by nothing else
+/// meanwhile; `needed` and `out` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_session_new_in_buffer(
+    model: *mut tessel_model,
+    limits: *const tessel_limits,
+    buffer: *mut c_void,
+    len: usize,
+    needed: *mut usize,
+    out: *mut *mut tessel_session,
+) -> tessel_status {
+    guard(|| {
+        // SAFETY: the caller's contract for each pointer.
+        let (shared, limits, needed, out) = unsafe {
+            (
+                model::share(model)?,
+                limits.as_ref(),
+                needed.as_mut(),
+                args::write(out, "out is NULL")?,
+            )
+        };
+        *out = std::ptr::null_mut();
+        let limits = shared.limits(limits);
+        if limits.threads != 1 {
+            return fail(
+                tessel_status::TESSEL_ERR_ARGUMENT,
+                "a session in a caller buffer runs on the calling thread: threads must be 0 or 1",
+            );
+        }
+        let bytes = engine::arena_bytes(&shared.model, limits)?;
+        if let Some(needed) = needed {
+            *needed = bytes;
+        }
+        if len < bytes {
+            return fail(
+                tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
+                "the buffer is smaller than tessel_session_arena_bytes (written to needed)",
+            );
+        }
+        if buffer.is_null() {
+            return fail(tessel_status::TESSEL_ERR_NULL, "buffer is NULL");
+        }
+        // SAFETY: non-NULL; the caller guarantees `len` writable bytes, used by nothing else,
+        // that outlive the session: the session holds them as `'static` for exactly that long
+        // and `tessel_session_free` ends its use.
+        let buffer: &'static mut [u8] =
+            unsafe { std::slice::from_raw_parts_mut(buffer.cast::<u8>(), len) };
+        let isa = info::session_isa()?;
+        let session = engine::new_session_in(Arc::clone(&shared), isa, limits, buffer)?;
+        *out = into_handle(session, shared);
+        Ok(())
+    })
+}
+
+/// Boxes `session` into a C handle with its result buffers, sized for its limits.
+fn into_handle(session: EngineSession, model: Arc<ModelHandle>) -> *mut tessel_session {
+    let limits = session.limits();
+    let stride = limits.max_tgt_len;
+    let handle = Box::new(SessionHandle {
+        tag: SESSION_TAG,
+        busy: AtomicBool::new(false),
+        inner: UnsafeCell::new(Inner {
+            session,
+            model,
+            results: Results {
+                tokens: vec![0; limits.max_beam * stride],
+                lens: vec![0; limits.max_beam],
+                scores: vec![0.0; limits.max_beam],
+                count: 0,
+                stride,
+            },
+            ids: Vec::with_capacity(limits.max_src_len),
+        }),
+    });
+    Box::into_raw(handle).cast::<tessel_session>()
 }
 
 /// Frees `session` (NULL is accepted) and drops its model reference. `TESSEL_ERR_BUSY` if

@@ -47,10 +47,13 @@ pub enum tessel_status {
     /// A bug inside tessel (a Rust panic), caught at the boundary. The handle involved should
     /// be released.
     TESSEL_ERR_PANIC = 10,
+    /// A caller buffer does not start on the boundary the call needs (a packed image in
+    /// memory: 64 bytes); nothing was done.
+    TESSEL_ERR_MISALIGNED = 11,
 }
 
 /// Every status, in code order.
-pub(crate) const STATUSES: [tessel_status; 11] = [
+pub(crate) const STATUSES: [tessel_status; 12] = [
     tessel_status::TESSEL_OK,
     tessel_status::TESSEL_ERR_NULL,
     tessel_status::TESSEL_ERR_HANDLE,
@@ -62,6 +65,7 @@ pub(crate) const STATUSES: [tessel_status; 11] = [
     tessel_status::TESSEL_ERR_UNSUPPORTED,
     tessel_status::TESSEL_ERR_BUSY,
     tessel_status::TESSEL_ERR_PANIC,
+    tessel_status::TESSEL_ERR_MISALIGNED,
 ];
 
 impl tessel_status {
@@ -79,6 +83,7 @@ impl tessel_status {
             tessel_status::TESSEL_ERR_UNSUPPORTED => c"TESSEL_ERR_UNSUPPORTED",
             tessel_status::TESSEL_ERR_BUSY => c"TESSEL_ERR_BUSY",
             tessel_status::TESSEL_ERR_PANIC => c"TESSEL_ERR_PANIC",
+            tessel_status::TESSEL_ERR_MISALIGNED => c"TESSEL_ERR_MISALIGNED",
         }
     }
 }

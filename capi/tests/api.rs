@@ -6,6 +6,7 @@
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr::{null, null_mut};
 
+use ::tessel_model::session::buffer_bytes;
 use ::tessel_model::{ArenaPlan, Limits, SearchOptions, Session};
 use tessel::*;
 use tessel_cli::numbers::Numbers;
@@ -396,9 +397,9 @@ fn limits_arena_bytes_and_reference_counts() {
     unsafe {
         ok(tessel_session_arena_bytes(model, &limits, &mut bytes));
         let plan = ArenaPlan::with_limits(config, want).expect("plans");
-        assert_eq!(bytes, plan.total_bytes());
+        assert_eq!(bytes, buffer_bytes(&plan));
         ok(tessel_session_arena_bytes(model, null(), &mut bytes));
-        assert_eq!(bytes, ArenaPlan::new(config).expect("plans").total_bytes());
+        assert_eq!(bytes, buffer_bytes(&ArenaPlan::new(config).expect("plans")));
         let too_wide = tessel_limits {
             max_beam: config.max_beam + 1,
             ..limits

@@ -1,6 +1,7 @@
 //! Proves the header's promise: after `tessel_session_new`, the token-level C calls (encode,
 //! decode steps, beam reordering, greedy and beam search with a step callback reading tokens,
 //! hypotheses, limits and ISA queries, and refusals with their messages) allocate nothing,
+//! whether the arena was allocated or lives in a caller buffer (`tessel_session_new_in_buffer`),
 //! counted by a global allocator that counts the allocations of the measuring thread only.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -198,8 +199,33 @@ fn token_level_c_calls_do_not_allocate_after_session_creation() {
         // SAFETY: the session from above, freed once.
         ok(unsafe { tessel_session_free(session) });
     }
-    // SAFETY: the model from above, released once.
-    ok(unsafe { tessel_model_release(model) });
+    // A session in a caller buffer (one byte off a 64-byte boundary): no allocation either.
+    let mut bytes = 0;
+    // SAFETY: live model, default limits, writable out-pointer.
+    ok(unsafe { tessel_session_arena_bytes(model, null(), &mut bytes) });
+    let mut buffer = vec![0u8; bytes + 1];
+    let mut session = null_mut();
+    // SAFETY: the buffer outlives the session (freed below, before the buffer drops).
+    ok(unsafe {
+        tessel_session_new_in_buffer(
+            model,
+            null(),
+            buffer[1..].as_mut_ptr().cast(),
+            bytes,
+            null_mut(),
+            &mut session,
+        )
+    });
+    for pass in 0..2 {
+        let count = allocations(|| token_level_calls(model, session, info.tgt_vocab));
+        assert_eq!(count, 0, "{count} allocations (in a buffer, pass {pass})");
+    }
+    // SAFETY: the session and the model from above, each freed once.
+    unsafe {
+        ok(tessel_session_free(session));
+        ok(tessel_model_release(model));
+    }
+    drop(buffer);
 }
 
 #[test]

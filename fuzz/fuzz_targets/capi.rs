@@ -4,6 +4,10 @@
 //! kind, odd search options (NaN penalties, bad prefixes), arbitrary text bytes. Every call
 //! returns a status and never `TESSEL_ERR_PANIC`; a failure leaves a message; a buffer too
 //! small reports a size above its capacity; what a successful call writes is in range.
+//!
+//! And `tessel_model_load_memory` on a packed image in memory: arbitrary bytes, the numbers
+//! model's image with bytes changed at arbitrary offsets, or a valid image at a misaligned
+//! address. Each is refused with a status, or loads a model that a session then runs.
 #![no_main]
 
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -48,8 +52,20 @@ enum Call {
     WrongHandle,
 }
 
+/// A memory block for `tessel_model_load_memory`.
+#[derive(Arbitrary, Debug)]
+enum Image {
+    /// Arbitrary bytes.
+    Raw(Vec<u8>),
+    /// The numbers model's image with `(offset, xor)` changes and a new length.
+    Mutated(Vec<(u32, u8)>, Option<u32>),
+    /// The valid image `skew` bytes past a 64-byte boundary.
+    Skewed(u8),
+}
+
 #[derive(Arbitrary, Debug)]
 struct Input {
+    image: Option<Image>,
     numbers: bool,
     limits: (u8, u8, u8),
     calls: Vec<Call>,
@@ -108,7 +124,75 @@ fn check(status: tessel_status) {
     }
 }
 
+/// The numbers model's packed image.
+fn numbers_image() -> &'static [u8] {
+    static IMAGE: OnceLock<Vec<u8>> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let (model, _) = tessel_cli::numbers::Numbers::embedded()
+            .expect("embedded")
+            .into_parts();
+        model.pack().expect("packs")
+    })
+}
+
+/// Loads `image` from memory; a model that loads runs one short search.
+fn load_memory(image: &Image) {
+    let (bytes, skew) = match image {
+        Image::Raw(bytes) => (bytes.clone(), 0),
+        Image::Mutated(changes, len) => {
+            let mut bytes = numbers_image().to_vec();
+            for &(at, xor) in changes {
+                let n = bytes.len();
+                bytes[at as usize % n] ^= xor;
+            }
+            if let Some(len) = len {
+                bytes.truncate(*len as usize % (bytes.len() + 1));
+            }
+            (bytes, 0)
+        }
+        Image::Skewed(skew) => (numbers_image().to_vec(), usize::from(*skew % 64)),
+    };
+    let mut block = ::tessel_model::aligned::AlignedBuf::<u8>::zeros(bytes.len() + skew)
+        .expect("allocates");
+    block.as_mut_slice()[skew..].copy_from_slice(&bytes);
+    let data = block.as_slice()[skew..].as_ptr();
+    let mut model = null_mut();
+    // SAFETY: `bytes.len()` readable bytes at `data`, alive until after the release below.
+    let status = unsafe { tessel_model_load_memory(data, bytes.len(), &mut model) };
+    check(status);
+    if skew != 0 {
+        assert_eq!(status, tessel_status::TESSEL_ERR_MISALIGNED);
+    }
+    if status != tessel_status::TESSEL_OK {
+        assert!(model.is_null());
+        return;
+    }
+    let limits = tessel_limits {
+        max_src_len: 8,
+        max_tgt_len: 4,
+        max_beam: 1,
+        threads: 1,
+    };
+    let (mut session, mut count) = (null_mut(), 0);
+    // SAFETY: a live model, valid limits and out-pointers; each handle freed once.
+    unsafe {
+        let status = tessel_session_new(model, &limits, &mut session);
+        check(status);
+        if status == tessel_status::TESSEL_OK {
+            check(tessel_encode(session, [1u32, 2].as_ptr(), 2));
+            check(tessel_generate(session, null(), &mut count));
+            check(tessel_session_free(session));
+        }
+        check(tessel_model_release(model));
+    }
+    drop(block);
+}
+
 fuzz_target!(|input: Input| {
+    if let Some(image) = &input.image {
+        load_memory(image);
+        return;
+    }
     let model = model(input.numbers);
     let mut info = tessel_model_info::default();
     // SAFETY: a live handle and a writable out-pointer.

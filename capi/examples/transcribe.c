@@ -1,0 +1,139 @@
+/*
+ * transcribe.c: speech to timed text through tessel's C API.
+ *
+ *   transcribe MODEL_DIR WAV
+ *
+ * MODEL_DIR is a Whisper model directory (Hugging Face or CTranslate2, with its tokenizer);
+ * WAV is a 16 kHz mono 16-bit PCM file. The example reads the WAV itself into a float buffer
+ * and transcribes the buffer (greedy, with timestamps) into arrays sized from the first call's
+ * report; then it transcribes the file by path and fails unless both give the same segments.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessel.h"
+
+/* Prints the failing call and this thread's last error, then exits. */
+#define CHECK(call)                                                                           \
+    do {                                                                                      \
+        tessel_status status_ = (call);                                                       \
+        if (status_ != TESSEL_OK) {                                                           \
+            fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,               \
+                    tessel_status_name(status_), tessel_last_error());                        \
+            exit(1);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+static uint32_t le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The samples of a 16 kHz mono 16-bit PCM WAV file as floats in [-1, 1); NULL on failure. */
+static float *read_wav(const char *path, size_t *n) {
+    FILE *file = fopen(path, "rb");
+    if (file == NULL) {
+        perror(path);
+        return NULL;
+    }
+    unsigned char header[12];
+    float *samples = NULL;
+    if (fread(header, 1, 12, file) != 12 || memcmp(header, "RIFF", 4) != 0 ||
+        memcmp(header + 8, "WAVE", 4) != 0) {
+        goto done;
+    }
+    unsigned char chunk[8];
+    int format_ok = 0;
+    while (fread(chunk, 1, 8, file) == 8) {
+        uint32_t size = le32(chunk + 4);
+        if (memcmp(chunk, "fmt ", 4) == 0) {
+            unsigned char fmt[16];
+            if (size < 16 || fread(fmt, 1, 16, file) != 16) {
+                goto done;
+            }
+            format_ok = fmt[0] == 1 && fmt[2] == 1 && le32(fmt + 4) == 16000 && fmt[14] == 16;
+            fseek(file, (long)(size - 16 + (size & 1)), SEEK_CUR);
+        } else if (memcmp(chunk, "data", 4) == 0 && format_ok) {
+            *n = size / 2;
+            samples = malloc(*n * sizeof *samples + 1);
+            unsigned char pair[2];
+            for (size_t i = 0; samples != NULL && i < *n; i++) {
+                if (fread(pair, 1, 2, file) != 2) {
+                    free(samples);
+                    samples = NULL;
+                    break;
+                }
+                samples[i] = (float)(int16_t)(pair[0] | pair[1] << 8) / 32768.0f;
+            }
+            goto done;
+        } else {
+            fseek(file, (long)(size + (size & 1)), SEEK_CUR);
+        }
+    }
+done:
+    fclose(file);
+    if (samples == NULL) {
+        fprintf(stderr, "%s: not a 16 kHz mono 16-bit PCM WAV file\n", path);
+    }
+    return samples;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s MODEL_DIR WAV\n", argv[0]);
+        return 2;
+    }
+    size_t n_samples = 0;
+    float *samples = read_wav(argv[2], &n_samples);
+    if (samples == NULL) {
+        return 1;
+    }
+    tessel_transcriber *transcriber = NULL;
+    CHECK(tessel_transcriber_load(argv[1], 1, 1, -1, &transcriber));
+    tessel_transcribe_options options = tessel_transcribe_options_default();
+    options.beam = 1;
+
+    /* No arrays: the call reports the sizes and keeps the transcript for the retry. */
+    size_t n_segments = 0, text_len = 0;
+    tessel_status status = tessel_transcribe(transcriber, samples, n_samples, &options, NULL, 0,
+                                             &n_segments, NULL, 0, &text_len);
+    if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
+        CHECK(status);
+    }
+    printf("%.2f s of audio: %zu segments, %zu bytes of text\n", (double)n_samples / 16000.0,
+           n_segments, text_len);
+    tessel_segment *segments = malloc((n_segments + 1) * sizeof *segments);
+    char *text = malloc(text_len + 1);
+    if (segments == NULL || text == NULL) {
+        return 1;
+    }
+    CHECK(tessel_transcribe(transcriber, samples, n_samples, &options, segments, n_segments,
+                            &n_segments, text, text_len + 1, &text_len));
+    for (size_t i = 0; i < n_segments; i++) {
+        printf("[%6.2f -> %6.2f] %.*s\n", segments[i].start, segments[i].end,
+               (int)segments[i].text_len, text + segments[i].text_offset);
+    }
+
+    /* The same file by path: the library reads and resamples it. */
+    tessel_segment *by_path = malloc((n_segments + 1) * sizeof *by_path);
+    char *by_path_text = malloc(text_len + 1);
+    size_t n_by_path = 0, len_by_path = 0;
+    if (by_path == NULL || by_path_text == NULL) {
+        return 1;
+    }
+    CHECK(tessel_transcribe_wav(transcriber, argv[2], &options, by_path, n_segments + 1,
+                                &n_by_path, by_path_text, text_len + 1, &len_by_path));
+    int failed = n_segments == 0 || n_by_path != n_segments || len_by_path != text_len ||
+                 strcmp(text, by_path_text) != 0 ||
+                 memcmp(segments, by_path, n_segments * sizeof *segments) != 0;
+    printf("by path: %s\n", failed ? "DIFFERENT" : "the same segments");
+
+    free(by_path_text);
+    free(by_path);
+    free(text);
+    free(segments);
+    free(samples);
+    CHECK(tessel_transcriber_free(transcriber));
+    return failed;
+}

@@ -1,0 +1,212 @@
+//! `tessel_translate` on the random-weight Marian and NLLB directories of `tests/decoding/`
+//! (the fixtures of pipeline/tests/translate_golden.rs): the text of the Python pipeline
+//! (`expected.json`) and of the Rust [`Translator`], line by line; a buffer too small reports
+//! the length and the retry copies the kept text; bad paths, languages, models, handles and
+//! NULL pointers are typed statuses.
+
+use std::ffi::{c_char, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::ptr::{null, null_mut};
+
+use serde_json::Value;
+use tessel::*;
+use tessel_kernels::isa::Isa;
+use tessel_pipeline::{LoadSettings, Translator};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn last_error() -> String {
+    // SAFETY: a NUL-terminated thread-owned string.
+    unsafe { CStr::from_ptr(tessel_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[track_caller]
+fn ok(status: tessel_status) {
+    assert_eq!(status, tessel_status::TESSEL_OK, "{}", last_error());
+}
+
+/// The fixture's model directory; Marian's gets the source SentencePiece model copied in, as
+/// the pipeline's test does.
+fn model_dir(name: &str) -> PathBuf {
+    let hf = root().join("tests/decoding").join(name).join("hf");
+    if name != "marian" {
+        return hf;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capi-translate-marian");
+    std::fs::create_dir_all(&dir).expect("creates the directory");
+    for entry in std::fs::read_dir(&hf).expect("reads the fixture") {
+        let path = entry.expect("an entry").path();
+        std::fs::copy(&path, dir.join(path.file_name().expect("a name"))).expect("copies");
+    }
+    let spm = root().join("text/tests/fixtures/spm/unigram.model");
+    std::fs::copy(spm, dir.join("source.spm")).expect("copies source.spm");
+    dir
+}
+
+fn expected(name: &str) -> Value {
+    let path = root()
+        .join("tests/decoding")
+        .join(name)
+        .join("expected.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("reads")).expect("parses")
+}
+
+fn c(text: &str) -> CString {
+    CString::new(text).expect("no NUL")
+}
+
+fn load(dir: &Path, src: Option<&CString>, tgt: Option<&CString>) -> *mut tessel_translator {
+    let options = tessel_translate_options {
+        source_lang: src.map_or(null(), |s| s.as_ptr()),
+        target_lang: tgt.map_or(null(), |s| s.as_ptr()),
+        ..tessel_translate_options_default()
+    };
+    let path = c(dir.to_str().expect("UTF-8"));
+    let mut translator = null_mut();
+    // SAFETY: NUL-terminated strings, valid options, a writable out-pointer.
+    ok(unsafe { tessel_translator_load(path.as_ptr(), &options, &mut translator) });
+    translator
+}
+
+/// `text` translated through C, with a buffer of `cap` bytes.
+fn translate(
+    translator: *mut tessel_translator,
+    text: &str,
+    cap: usize,
+) -> Result<String, (tessel_status, usize)> {
+    let text = c(text);
+    let mut out = vec![0u8; cap];
+    let mut len = usize::MAX;
+    // SAFETY: a live translator, a NUL-terminated text, `cap` writable bytes.
+    let status = unsafe {
+        tessel_translate(
+            translator,
+            text.as_ptr(),
+            out.as_mut_ptr().cast::<c_char>(),
+            cap,
+            &mut len,
+        )
+    };
+    if status != tessel_status::TESSEL_OK {
+        return Err((status, len));
+    }
+    assert_eq!(out[len], 0, "NUL-terminated");
+    Ok(String::from_utf8(out[..len].to_vec()).expect("UTF-8"))
+}
+
+#[test]
+fn translations_equal_the_python_and_rust_pipelines() {
+    for name in ["marian", "nllb"] {
+        let dir = model_dir(name);
+        let expected = expected(name);
+        let lang = |k: &str| expected["languages"][k].as_str().map(str::to_owned);
+        let (src, tgt) = (lang("src_lang"), lang("tgt_lang"));
+        let (c_src, c_tgt) = (src.as_deref().map(c), tgt.as_deref().map(c));
+        let translator = load(&dir, c_src.as_ref(), c_tgt.as_ref());
+        let rust = Translator::load(
+            &dir,
+            LoadSettings::default(),
+            src.as_deref(),
+            tgt.as_deref(),
+        )
+        .expect("the Rust translator loads");
+        let mut isa_name: *const c_char = null();
+        // SAFETY: a writable out-pointer; the name is static.
+        ok(unsafe { tessel_isa_name(&mut isa_name) });
+        // SAFETY: a static NUL-terminated name.
+        let isa = unsafe { CStr::from_ptr(isa_name) }.to_str().expect("ASCII");
+        let mut session = rust
+            .session(Isa::from_name(isa).expect("a level"), 1)
+            .expect("a Rust session");
+        for line in expected["pipeline"].as_array().expect("lines") {
+            let text = line["text"].as_str().expect("text");
+            let got = translate(translator, text, 4096).expect("translates");
+            assert_eq!(
+                got,
+                line["output"].as_str().expect("output"),
+                "{name}: {text:?}"
+            );
+            assert_eq!(
+                got,
+                session.translate(text).expect("Rust translates"),
+                "{name}"
+            );
+        }
+        // An empty source (the family's special tokens alone) as the Rust path has it.
+        let empty = session.translate("").expect("Rust translates");
+        assert_eq!(translate(translator, "", 4096).expect("translates"), empty);
+        // SAFETY: the translator from above, freed once.
+        ok(unsafe { tessel_translator_free(translator) });
+    }
+}
+
+#[test]
+fn small_buffers_keep_the_text_and_errors_are_typed() {
+    let dir = model_dir("nllb");
+    let (src, tgt) = (c("eng_Latn"), c("fra_Latn"));
+    let translator = load(&dir, Some(&src), Some(&tgt));
+    let text = "Hello world";
+    let want = translate(translator, text, 4096).expect("translates");
+    assert!(!want.is_empty());
+    // Too small: the length is reported, and the same text is copied on the retry.
+    assert_eq!(
+        translate(translator, text, want.len()),
+        Err((tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL, want.len()))
+    );
+    assert_eq!(
+        translate(translator, text, want.len() + 1).as_deref(),
+        Ok(&*want)
+    );
+    // A source over the model's 64 positions is refused (no truncation asked for).
+    let long = "The quick brown fox jumps over the lazy dog. ".repeat(8);
+    let (status, _) = translate(translator, &long, 4096).expect_err("too long");
+    assert_eq!(status, tessel_status::TESSEL_ERR_ARGUMENT);
+    assert!(last_error().contains("64"), "{}", last_error());
+    let mut len = 0;
+    let mut out = [0 as c_char; 8];
+    // SAFETY: NULL pointers and a handle of another kind, which the calls refuse; the
+    // translator is freed once.
+    unsafe {
+        let status = tessel_translate(translator, null(), out.as_mut_ptr(), 8, &mut len);
+        assert_eq!(status, tessel_status::TESSEL_ERR_NULL);
+        let status = tessel_translate(translator, c"a".as_ptr(), out.as_mut_ptr(), 8, null_mut());
+        assert_eq!(status, tessel_status::TESSEL_ERR_NULL);
+        let status = tessel_translate(null_mut(), c"a".as_ptr(), out.as_mut_ptr(), 8, &mut len);
+        assert_eq!(status, tessel_status::TESSEL_ERR_NULL);
+        let mut model = null_mut();
+        ok(tessel_model_load_numbers(&mut model));
+        let status = tessel_translate(model.cast(), c"a".as_ptr(), out.as_mut_ptr(), 8, &mut len);
+        assert_eq!(status, tessel_status::TESSEL_ERR_HANDLE);
+        ok(tessel_model_release(model));
+        ok(tessel_translator_free(translator));
+        ok(tessel_translator_free(null_mut()));
+    }
+    // Loading: a missing directory, an unknown language, a speech model.
+    let whisper = root().join("tests/whisper/tiny_like_80/hf");
+    let fake = c("xx_Fake");
+    let cases = [
+        (
+            root().join("tests/missing"),
+            None,
+            tessel_status::TESSEL_ERR_LOAD,
+        ),
+        (dir.clone(), Some(&fake), tessel_status::TESSEL_ERR_ARGUMENT),
+        (whisper, None, tessel_status::TESSEL_ERR_UNSUPPORTED),
+    ];
+    for (path, target, status) in cases {
+        let options = tessel_translate_options {
+            target_lang: target.map_or(null(), |t| t.as_ptr()),
+            ..tessel_translate_options_default()
+        };
+        let path = c(path.to_str().expect("UTF-8"));
+        let mut translator = std::ptr::dangling_mut();
+        // SAFETY: NUL-terminated strings, valid options, a writable out-pointer.
+        let got = unsafe { tessel_translator_load(path.as_ptr(), &options, &mut translator) };
+        assert_eq!(got, status, "{:?}: {}", path, last_error());
+        assert!(translator.is_null());
+    }
+}
