@@ -33,6 +33,20 @@ pub(crate) struct AttentionTiling {
     pub query_vectors: usize,
 }
 
+/// The attention decode path (a few queries over a long KV cache): how many vector
+/// accumulators its `P V` update holds in registers. The update keeps `queries × vectors`
+/// accumulators (`vectors` consecutive vectors of `d_head` for every query, each loaded `V`
+/// vector used by every query), and splits the keys in two interleaved sets when that is fewer
+/// than [`DecodeTiling::min_chains`] independent FMA chains.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DecodeTiling {
+    /// Accumulator registers of the `P V` tile (the rest hold the loaded `V` vectors and the
+    /// broadcast weight).
+    pub accumulators: usize,
+    /// Independent FMA chains that keep the FMA units busy (units × latency).
+    pub min_chains: usize,
+}
+
 /// Every tile size and block of one ISA level.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LevelTiling {
@@ -43,6 +57,8 @@ pub(crate) struct LevelTiling {
     pub gemm_small_rows: usize,
     /// The attention prefill microkernel.
     pub attention: AttentionTiling,
+    /// The attention decode path.
+    pub decode: DecodeTiling,
 }
 
 /// AVX-512 (32 zmm registers, 16 lanes).
@@ -62,7 +78,9 @@ pub(crate) struct LevelTiling {
 /// microkernel matched the crate's but the packing took ~7% of a 512³ product; `kc` 256–1024,
 /// `mc` 64–256 and column blocks of 256–768 KB of `B`: within the ±3% run-to-run noise.
 ///
-/// Attention: 8 × 3 zmm accumulators, 48 queries per tile.
+/// Attention: 8 × 3 zmm accumulators, 48 queries per tile. Decode: 24 accumulators (5 queries
+/// × 4 keys of partial scores, 5 queries × 4 vectors of `P V`), the other 8 registers for the
+/// loaded K or V vectors and the broadcasts.
 pub(crate) const AVX512: LevelTiling = LevelTiling {
     gemm: GemmBlocking {
         mr: 8,
@@ -75,6 +93,10 @@ pub(crate) const AVX512: LevelTiling = LevelTiling {
         rows: 8,
         query_vectors: 3,
     },
+    decode: DecodeTiling {
+        accumulators: 24,
+        min_chains: 8,
+    },
 };
 
 /// AVX2 (16 ymm registers, 8 lanes).
@@ -84,6 +106,8 @@ pub(crate) const AVX512: LevelTiling = LevelTiling {
 /// runs; 1024 and `mc` 72–288 no better): one pass over `C` fewer for `k <= 512`.
 ///
 /// Attention: 4 × 3 ymm accumulators (room for the broadcast and the `B` row), 24 queries.
+/// Decode: 12 accumulators (5 queries × 2 keys or 2 vectors), the other 4 registers for the
+/// loaded K or V vectors and the broadcast.
 pub(crate) const AVX2: LevelTiling = LevelTiling {
     gemm: GemmBlocking {
         mr: 6,
@@ -96,11 +120,16 @@ pub(crate) const AVX2: LevelTiling = LevelTiling {
         rows: 4,
         query_vectors: 3,
     },
+    decode: DecodeTiling {
+        accumulators: 12,
+        min_chains: 8,
+    },
 };
 
 /// NEON (32 q registers, 4 lanes).
 ///
-/// GEMM: 6 × 16 tile, 24 accumulators of 32 registers. Attention: 8 × 3, 12 queries.
+/// GEMM: 6 × 16 tile, 24 accumulators of 32 registers. Attention: 8 × 3, 12 queries. Decode:
+/// 24 accumulators, as AVX-512.
 pub(crate) const NEON: LevelTiling = LevelTiling {
     gemm: GemmBlocking {
         mr: 6,
@@ -113,9 +142,13 @@ pub(crate) const NEON: LevelTiling = LevelTiling {
         rows: 8,
         query_vectors: 3,
     },
+    decode: DecodeTiling {
+        accumulators: 24,
+        min_chains: 8,
+    },
 };
 
-/// Scalar (one lane): GEMM 4 × 4 tile; attention 4 × 4, 4 queries.
+/// Scalar (one lane): GEMM 4 × 4 tile; attention 4 × 4, 4 queries; decode 8 accumulators.
 pub(crate) const SCALAR: LevelTiling = LevelTiling {
     gemm: GemmBlocking {
         mr: 4,
@@ -127,6 +160,10 @@ pub(crate) const SCALAR: LevelTiling = LevelTiling {
     attention: AttentionTiling {
         rows: 4,
         query_vectors: 4,
+    },
+    decode: DecodeTiling {
+        accumulators: 8,
+        min_chains: 4,
     },
 };
 
@@ -177,6 +214,14 @@ mod tests {
             assert_eq!(found.attention.rows, tiling.attention.rows, "{level}");
             assert!(tiling.gemm.mc.is_multiple_of(tiling.gemm.mr), "{level}");
             assert!(tiling.gemm_small_rows >= 1 && tiling.attention.query_vectors >= 1);
+            assert_eq!(
+                found.decode.accumulators, tiling.decode.accumulators,
+                "{level}"
+            );
+            assert!(
+                tiling.decode.accumulators >= tiling.decode.min_chains,
+                "{level}"
+            );
         }
     }
 }

@@ -192,9 +192,27 @@ fn check(isa: Isa, case: &Case) {
 const D_HEADS: [usize; 6] = [1, 7, 32, 64, 80, 128];
 
 fn case_strategy(max_q: usize, max_kv: usize) -> impl Strategy<Value = Case> {
+    case_strategy_with(awkward_dim(max_q), awkward_dim(max_kv), 1..=3)
+}
+
+/// Key counts of the beam cases: 0, 1, primes, around the decode path's 128-key blocks and
+/// Whisper's 1500 encoder positions, or any up to 1600.
+fn beam_keys() -> BoxedStrategy<usize> {
+    prop_oneof![
+        1 => proptest::sample::select(vec![0, 1, 2, 13, 61, 64, 127, 128, 129, 1499, 1500, 1501]),
+        1 => 0usize..=1600,
+    ]
+    .boxed()
+}
+
+fn case_strategy_with(
+    q_lens: impl Strategy<Value = usize>,
+    kv_lens: impl Strategy<Value = usize>,
+    heads: std::ops::RangeInclusive<usize>,
+) -> impl Strategy<Value = Case> {
     (
-        (1usize..=3, proptest::sample::select(D_HEADS.to_vec())),
-        (awkward_dim(max_q), awkward_dim(max_kv)),
+        (heads, proptest::sample::select(D_HEADS.to_vec())),
+        (q_lens, kv_lens),
         proptest::array::uniform5(prop_oneof![3 => Just(0usize), 1 => 1usize..9]),
         (any::<bool>(), any::<bool>(), 0usize..3, any::<u64>()),
         (any::<bool>(), 0usize..4, any::<bool>()),
@@ -248,6 +266,45 @@ proptest! {
     #[test]
     fn decode_matches_the_reference(case in case_strategy(17, 2100)) {
         for_each_isa(|isa| check(isa, &case));
+    }
+
+    /// Every beam width (1 to 8 queries, each K and V vector shared by all of them) over key
+    /// counts of 0, 1, primes, block edges and 1500, with every mask and bias.
+    #[test]
+    fn beam_widths_match_the_reference(
+        case in case_strategy_with(1usize..=8, beam_keys(), 1..=6)
+    ) {
+        for_each_isa(|isa| check(isa, &case));
+    }
+}
+
+/// The queries of a call share every K vector, but a key one query does not see never reaches
+/// it: a NaN in the K row of the last query's own position (causal, 2 to 8 queries at the end of
+/// 100 keys) leaves every other query, and the last query's other heads, finite and equal to
+/// the reference.
+#[test]
+fn a_nan_key_reaches_only_the_queries_that_see_it() {
+    for q_len in 2..=8 {
+        let mut case = plain_case(3, 64, q_len, 100);
+        case.causal_offset = Some(100 - q_len);
+        let mut inputs = case.inputs();
+        let width = 3 * 64;
+        inputs.k[99 * width + 5] = f32::NAN;
+        let want = expected(&case, &inputs);
+        let tolerance = bound(&case, &inputs);
+        for_each_isa(|isa| {
+            let got = run(isa, &case, &inputs);
+            for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+                // Head 0 of the last query sees the NaN key: its outputs are not compared.
+                if n / width == q_len - 1 && n % width < 64 {
+                    continue;
+                }
+                assert!(
+                    (*g as f64 - *w as f64).abs() <= tolerance,
+                    "{isa} q_len {q_len}: {n}: {g} vs {w}"
+                );
+            }
+        });
     }
 }
 

@@ -123,9 +123,16 @@ fn span(rows: usize, cols: usize, stride: usize) -> usize {
 
 #[test]
 fn attention_matches_the_reference_on_both_paths() {
-    // q_len 1 takes the decode path, 5 the prefill path; per-head bias with -inf entries,
-    // causal offset, window and key padding.
-    for &(heads, d_head, q_len, kv_len) in &[(2, 3, 1, 6), (1, 5, 5, 7), (3, 2, 2, 3)] {
+    // q_len 1 to 8 takes the decode path (several queries sharing each K and V load), 9 the
+    // prefill path; per-head bias with -inf entries, causal offset, window and key padding.
+    let cases = [
+        (2, 3, 1, 6),
+        (1, 5, 5, 7),
+        (3, 2, 2, 3),
+        (2, 3, 8, 10),
+        (1, 5, 9, 11),
+    ];
+    for &(heads, d_head, q_len, kv_len) in &cases {
         let shape = AttentionShape {
             heads,
             d_head,

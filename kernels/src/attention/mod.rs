@@ -15,10 +15,10 @@
 //!   visible band (causal, key padding, sliding window) are skipped whole; on a band edge (the
 //!   causal diagonal) each query vector of the tile computes only the keys it sees, so causal
 //!   attention costs about half the unmasked one.
-//! - **decode** (a few queries, e.g. one per beam, over a long KV cache): lanes run along
-//!   `d_head` for the products, and a transpose-and-add tree turns a vector's worth of keys'
-//!   partial products into one vector of scores; each key block is read once from memory for all
-//!   the queries of the call.
+//! - **decode** (up to 8 queries, e.g. one per beam or a short forced prefix, over a long KV
+//!   cache): lanes run along `d_head` for the products, and a transpose-and-add tree turns a
+//!   vector's worth of keys' partial products into one vector of scores; every K and V vector is
+//!   loaded once and used by all the queries of the call from a register.
 //!
 //! Scores, running maxima and sums are `f32`; exponentials use [`crate::math::exp`]. A query that
 //! sees no key gets a zero output row, not NaN; scores of any finite magnitude (±1e4 and beyond)

@@ -36,3 +36,18 @@ pub(crate) fn prefetch_rows(src: &Strided<'_>, rows: Range<usize>, col: usize, d
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (src, rows, col, d);
 }
+
+/// Hints that the cache line holding `ptr` will be read soon (into L1). `ptr` may point
+/// anywhere, even outside any allocation: the hint is never dereferenced as a read.
+#[inline(always)]
+pub(crate) fn prefetch_line(ptr: *const f32) {
+    // SAFETY: `prefetch` never faults and has no effect on memory, whatever the address. SSE is
+    // part of the x86-64 baseline.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unused_unsafe)]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr.cast::<i8>())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ptr;
+}
