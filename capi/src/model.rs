@@ -245,20 +245,8 @@ pub unsafe extern "C" fn tessel_model_load_dir(
     options: *const tessel_load_options,
     out: *mut *mut tessel_model,
 ) -> tessel_status {
-    guard(|| {
-        // SAFETY: the caller's contract for each pointer.
-        let (path, options, out) = unsafe {
-            (
-                args::text(path, "path is NULL")?,
-                options.as_ref(),
-                args::write(out, "out is NULL")?,
-            )
-        };
-        *out = std::ptr::null_mut();
-        let loaded = engine::load_dir(Path::new(path), settings(options)?)?;
-        *out = into_handle(loaded);
-        Ok(())
-    })
+    // SAFETY: the caller's contract, passed on.
+    unsafe { load_with(path, options, out, engine::load_dir) }
 }
 
 /// Loads `path` (UTF-8, NUL-terminated): a directory as `tessel_model_load_dir` does, a file
@@ -274,6 +262,21 @@ pub unsafe extern "C" fn tessel_model_load(
     options: *const tessel_load_options,
     out: *mut *mut tessel_model,
 ) -> tessel_status {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { load_with(path, options, out, engine::load_path) }
+}
+
+/// Runs `load` on `path` with `options` and stores the model in `*out` (NULL first, so a
+/// failed load leaves no stale handle).
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `options` is NULL or valid; `out` is NULL or writable.
+unsafe fn load_with(
+    path: *const c_char,
+    options: *const tessel_load_options,
+    out: *mut *mut tessel_model,
+    load: fn(&Path, LoadSettings) -> Result<Loaded, Error>,
+) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract for each pointer.
         let (path, options, out) = unsafe {
@@ -284,8 +287,7 @@ pub unsafe extern "C" fn tessel_model_load(
             )
         };
         *out = std::ptr::null_mut();
-        let loaded = engine::load_path(Path::new(path), settings(options)?)?;
-        *out = into_handle(loaded);
+        *out = into_handle(load(Path::new(path), settings(options)?)?);
         Ok(())
     })
 }

@@ -12,17 +12,8 @@ use tessel::*;
 use tessel_cli::numbers::Numbers;
 use tessel_kernels::isa::Isa;
 
-fn last_error() -> String {
-    // SAFETY: tessel_last_error returns a NUL-terminated thread-owned string.
-    unsafe { CStr::from_ptr(tessel_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-#[track_caller]
-fn ok(status: tessel_status) {
-    assert_eq!(status, tessel_status::TESSEL_OK, "{}", last_error());
-}
+mod common;
+use common::{last_error, ok};
 
 fn numbers_model() -> *mut tessel_model {
     let mut model = null_mut();

@@ -6,13 +6,16 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::ptr::{null, null_mut};
 
 use ::tessel_model::aligned::AlignedBuf;
 use tessel::*;
 use tessel_cli::numbers::Numbers;
+
+mod common;
+use common::{last_error, ok};
 
 /// Counts the bytes the measuring thread allocates.
 struct Counting;
@@ -63,18 +66,6 @@ fn allocated(run: impl FnOnce()) -> usize {
     run();
     ACTIVE.with(|a| a.set(false));
     BYTES.with(|b| b.get())
-}
-
-fn last_error() -> String {
-    // SAFETY: a NUL-terminated thread-owned string.
-    unsafe { CStr::from_ptr(tessel_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-#[track_caller]
-fn ok(status: tessel_status) {
-    assert_eq!(status, tessel_status::TESSEL_OK, "{}", last_error());
 }
 
 /// The embedded numbers model's packed image.

@@ -3,22 +3,13 @@
 //! its own arena; a buffer one byte short is `TESSEL_ERR_BUFFER_TOO_SMALL` with the size
 //! written, and NULL, threads and limits are typed refusals.
 
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
 use tessel::*;
 
-fn last_error() -> String {
-    // SAFETY: a NUL-terminated thread-owned string.
-    unsafe { CStr::from_ptr(tessel_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-#[track_caller]
-fn ok(status: tessel_status) {
-    assert_eq!(status, tessel_status::TESSEL_OK, "{}", last_error());
-}
+mod common;
+use common::{last_error, ok};
 
 /// Beam-3 search over "nine hundred and one", every hypothesis's tokens and score, and the
 /// numbers text call's answer.

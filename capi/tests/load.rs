@@ -12,22 +12,13 @@ use ::tessel_model::{LoadOptions, Model, Session};
 use tessel::*;
 use tessel_kernels::isa::Isa;
 
+mod common;
+use common::{last_error, ok};
+
 fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests")
         .join(path)
-}
-
-fn last_error() -> String {
-    // SAFETY: a NUL-terminated thread-owned string.
-    unsafe { CStr::from_ptr(tessel_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-#[track_caller]
-fn ok(status: tessel_status) {
-    assert_eq!(status, tessel_status::TESSEL_OK, "{}", last_error());
 }
 
 fn load(dir: &Path) -> Result<*mut tessel_model, tessel_status> {

@@ -6,10 +6,13 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void};
 use std::ptr::{null, null_mut};
 
 use tessel::*;
+
+mod common;
+use common::ok;
 
 struct Counting;
 
@@ -60,13 +63,6 @@ fn allocations(run: impl FnOnce()) -> usize {
     run();
     ACTIVE.with(|a| a.set(false));
     COUNT.with(|c| c.get())
-}
-
-#[track_caller]
-fn ok(status: tessel_status) {
-    // SAFETY: a NUL-terminated thread-owned string.
-    let message = unsafe { CStr::from_ptr(tessel_last_error()) }.to_string_lossy();
-    assert_eq!(status, tessel_status::TESSEL_OK, "{message}");
 }
 
 /// Reads every hypothesis's tokens and counts the steps.

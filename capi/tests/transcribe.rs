@@ -14,20 +14,11 @@ use tessel_audio::{load_wav, ReadOptions};
 use tessel_kernels::isa::Isa;
 use tessel_pipeline::transcribe::{TranscribeOptions, Transcriber};
 
+mod common;
+use common::{last_error, ok};
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe")
-}
-
-fn last_error() -> String {
-    // SAFETY: a NUL-terminated thread-owned string.
-    unsafe { CStr::from_ptr(tessel_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-#[track_caller]
-fn ok(status: tessel_status) {
-    assert_eq!(status, tessel_status::TESSEL_OK, "{}", last_error());
 }
 
 fn c(path: &Path) -> CString {

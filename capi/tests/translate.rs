@@ -13,20 +13,11 @@ use tessel::*;
 use tessel_kernels::isa::Isa;
 use tessel_pipeline::{LoadSettings, Translator};
 
+mod common;
+use common::{last_error, ok};
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn last_error() -> String {
-    // SAFETY: a NUL-terminated thread-owned string.
-    unsafe { CStr::from_ptr(tessel_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-#[track_caller]
-fn ok(status: tessel_status) {
-    assert_eq!(status, tessel_status::TESSEL_OK, "{}", last_error());
 }
 
 /// The fixture's model directory; Marian's gets the source SentencePiece model copied in, as
