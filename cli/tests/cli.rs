@@ -246,15 +246,7 @@ fn plan_lists_every_region_of_the_arena() {
         let words: Vec<&str> = line.split_whitespace().collect();
         let offset = region.offset_bytes.to_string();
         let bytes = region.bytes.to_string();
-        let expected = [
-            region.name,
-            "offset",
-            &offset,
-            "B",
-            "size",
-            &bytes,
-            "B",
-        ];
+        let expected = [region.name, "offset", &offset, "B", "size", &bytes, "B"];
         assert_eq!(words, expected, "{report}");
     }
 }
