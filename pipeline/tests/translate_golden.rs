@@ -5,6 +5,7 @@
 //! of the model-directory loader and the translator.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 use tessel_kernels::Isa;
@@ -17,9 +18,15 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A temporary copy of a fixture model directory, with Marian's source.spm copied in.
+/// A temporary copy of a fixture model directory, with Marian's source.spm copied in: one of
+/// its own for every call, since the tests run in parallel and each removes its copy.
 fn model_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessel-translate-{name}-{}", std::process::id()));
+    static COPIES: AtomicUsize = AtomicUsize::new(0);
+    let copy = COPIES.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "tessel-translate-{name}-{}-{copy}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let hf = root().join("tests/decoding").join(name).join("hf");
     for entry in std::fs::read_dir(&hf).unwrap() {
