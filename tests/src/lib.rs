@@ -4,6 +4,7 @@
 
 pub mod ct2_bin;
 pub mod golden;
+pub mod runners;
 
 use proptest::prelude::*;
 use tessel_kernels::Isa;

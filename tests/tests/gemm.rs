@@ -6,12 +6,12 @@ mod gemm_support;
 
 use gemm_support::{spec, Source, Spec, Values};
 use proptest::prelude::*;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use tessel_kernels::activation::Activation;
 use tessel_kernels::gemm::{
-    gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB, Parallel, Sequential,
+    gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB, Sequential,
 };
 use tessel_kernels::{reference, Isa, KernelError};
+use tessel_tests::runners::{Faulty, Threads};
 use tessel_tests::{awkward_dim, cases, for_each_isa};
 
 fn check_every_level(spec: &Spec) {
@@ -163,30 +163,6 @@ fn epilogue_order_is_bias_activation_residual() {
     });
 }
 
-/// Runs tasks on scoped std threads, each thread pulling task indices from a shared counter.
-struct ScopedThreads(usize);
-
-impl Parallel for ScopedThreads {
-    fn threads(&self) -> usize {
-        self.0
-    }
-
-    fn run(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
-        let next = AtomicUsize::new(0);
-        std::thread::scope(|scope| {
-            for _ in 0..self.0 {
-                scope.spawn(|| loop {
-                    let t = next.fetch_add(1, Ordering::Relaxed);
-                    if t >= tasks {
-                        break;
-                    }
-                    task(t);
-                });
-            }
-        });
-    }
-}
-
 #[test]
 fn any_thread_count_is_bit_identical() {
     for (m, k, n) in [
@@ -205,7 +181,7 @@ fn any_thread_count_is_bit_identical() {
         for_each_isa(|isa| {
             let one = problem.run(isa, &b, &Sequential);
             for threads in [2, 3, 4, 7, 64, 100] {
-                let many = problem.run(isa, &b, &ScopedThreads(threads));
+                let many = problem.run(isa, &b, &Threads::new(threads));
                 let same = one
                     .elements()
                     .zip(many.elements())
@@ -216,33 +192,19 @@ fn any_thread_count_is_bit_identical() {
     }
 }
 
-/// A runner that misbehaves: skips the last task, or runs every task twice.
-struct Faulty {
-    skip_last: bool,
-}
-
-impl Parallel for Faulty {
-    fn threads(&self) -> usize {
-        3
-    }
-
-    fn run(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
-        let count = if self.skip_last { tasks - 1 } else { tasks };
-        for t in 0..count {
-            task(t);
-            if !self.skip_last {
-                task(t);
-            }
-        }
-    }
-}
-
 #[test]
 fn faulty_runners_are_detected_or_harmless() {
     let problem = fixed(20, 50, 100).problem(Values::small_int);
     let expected = problem.expected();
     let b = problem.pack::<f32>(Source::Kn);
-    let twice = problem.run(Isa::best(), &b, &Faulty { skip_last: false });
+    let twice = problem.run(
+        Isa::best(),
+        &b,
+        &Faulty {
+            skip_last: false,
+            threads: 3,
+        },
+    );
     assert!(twice
         .elements()
         .zip(expected.elements())
@@ -256,7 +218,10 @@ fn faulty_runners_are_detected_or_harmless() {
         MatMut::new(&mut c, 20, 100, 100),
         &problem.epilogue(),
         &mut scratch,
-        &Faulty { skip_last: true },
+        &Faulty {
+            skip_last: true,
+            threads: 3,
+        },
     );
     assert!(
         matches!(result, Err(KernelError::InvalidArgument(_))),

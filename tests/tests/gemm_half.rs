@@ -11,9 +11,10 @@ use gemm_support::{spec, Problem, Source, Spec, Values};
 use proptest::prelude::*;
 use tessel_kernels::gemm::{
     bf16, f16, gemm, gemm_scratch, packed_len, packed_len_of, Element, Epilogue, MatMut, MatRef,
-    PackedB, Parallel, Sequential,
+    PackedB, Sequential,
 };
 use tessel_kernels::KernelError;
+use tessel_tests::runners::Threads;
 use tessel_tests::{awkward_dim, cases, for_each_isa};
 
 /// `problem` with B replaced by the `f32` values of its `T` rounding: what the kernel computes
@@ -365,23 +366,6 @@ fn bad_arguments_are_typed_errors() {
     assert!(c.iter().all(|x| x.is_nan()));
 }
 
-/// Runs the tasks of a call on scoped threads at once, each task once; reports `.0` threads.
-struct Threads(usize);
-
-impl Parallel for Threads {
-    fn threads(&self) -> usize {
-        self.0
-    }
-
-    fn run(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
-        std::thread::scope(|scope| {
-            for t in 0..tasks {
-                scope.spawn(move || task(t));
-            }
-        });
-    }
-}
-
 /// The blocked path (`m > 16`) widens each micro-panel of a 16-bit B once into a per-task
 /// buffer of the scratch: several blocks of `k` (an odd `k` above every level's deepest block),
 /// row blocks with a remainder below the last whole tile, tasks running at once, in a scratch
@@ -393,7 +377,7 @@ fn widened_blocks_match_reference<T: Element>() {
     let storage = vec![T::from_f32(f32::NAN); packed_len_of::<T>(k, n).unwrap()];
     let packed = PackedB::from_kn(storage, MatRef::new(&b, k, n, n)).unwrap();
     for threads in [1, 3] {
-        let runner = Threads(threads);
+        let runner = Threads::new(threads);
         let mut scratch = vec![f32::NAN; gemm_scratch(64, k, n, threads).len()];
         for_each_isa(|isa| {
             for m in [17, 23, 64] {

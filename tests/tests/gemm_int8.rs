@@ -21,6 +21,7 @@ use tessel_kernels::gemm::int8::{
 use tessel_kernels::gemm::{bf16, f16, Element, Epilogue, MatMut, MatRef, Parallel, Sequential};
 use tessel_kernels::reference::gemm_int8 as reference;
 use tessel_kernels::{Isa, KernelError};
+use tessel_tests::runners::Reversed;
 use tessel_tests::{assert_close, awkward_dim, cases, for_each_isa, CanaryMatrix};
 
 /// Every (level, primitive) pair this run covers.
@@ -299,21 +300,6 @@ fn assert_packed(b: &PackedI8<Vec<i8>>, w_q: &[i8], w_d: &[f32]) {
     }
     assert_eq!(b.get(n, 0), None);
     assert_eq!(b.get(0, k), None);
-}
-
-/// A runner with `threads` threads that runs its tasks on the calling thread, last first.
-struct Reversed(usize);
-
-impl Parallel for Reversed {
-    fn threads(&self) -> usize {
-        self.0
-    }
-
-    fn run(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
-        for t in (0..tasks).rev() {
-            task(t);
-        }
-    }
 }
 
 /// Both quantisers (weights from f32, f16 and bf16; activations) against the reference, and
