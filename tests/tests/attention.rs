@@ -5,11 +5,14 @@
 
 use proptest::prelude::*;
 use tessel_kernels::attention::{
-    attention, attention_scratch, default_scale, AttentionShape, Bias, Mask, Strided, StridedMut,
+    attention, attention_parallel, attention_parallel_scratch, attention_scratch, attention_split,
+    default_scale, AttentionShape, Bias, Mask, Split, Strided, StridedMut, MIN_TASK_WORK,
 };
+use tessel_kernels::gemm::Parallel;
 use tessel_kernels::math::EXP_MAX_RELATIVE_ERROR;
 use tessel_kernels::reference::attention as reference;
 use tessel_kernels::{Isa, KernelError};
+use tessel_tests::runners::{Faulty, Reversed, Threads};
 use tessel_tests::{awkward_dim, canary, cases, dot_tolerance, for_each_isa, CanaryMatrix};
 
 /// How the bias of a case is built.
@@ -777,5 +780,163 @@ fn beams_of_up_to_eight_queries_take_the_decode_path() {
                 for_each_isa(|isa| check(isa, &case));
             }
         }
+    }
+}
+
+/// Runs `case` through [`attention_split`] on `runner`, splitting down to `min_task_work`
+/// multiply-adds per task, with canaries around the output and a NaN-filled scratch.
+fn run_parallel(
+    isa: Isa,
+    case: &Case,
+    inputs: &Inputs,
+    runner: &dyn Parallel,
+    min_task_work: usize,
+) -> Result<Vec<f32>, KernelError> {
+    let s = &case.shape;
+    let mut out = CanaryMatrix::new(s.q_len, s.heads * s.d_head, inputs.strides[3]);
+    let spec = attention_parallel_scratch(isa, s, runner.threads());
+    let mut scratch = vec![f32::NAN; spec.len()];
+    let split = Split {
+        parallel: runner,
+        min_task_work,
+    };
+    attention_split(
+        isa,
+        split,
+        s,
+        inputs.operand(0),
+        inputs.operand(1),
+        inputs.operand(2),
+        StridedMut {
+            data: out.view_mut(),
+            stride: inputs.strides[3],
+        },
+        &case.mask(inputs),
+        case.scale,
+        &mut scratch,
+    )?;
+    out.assert_padding_intact(&format!("{isa} {case:?} on {} threads", runner.threads()));
+    Ok(out.elements().collect())
+}
+
+/// Asserts that `case` gives the single-threaded call's bits on `threads` threads, run at once
+/// and in reverse order, split down to `min_task_work` multiply-adds per task; returns how many
+/// tasks the threaded run was cut into.
+fn check_parallel(isa: Isa, case: &Case, threads: usize, min_task_work: usize) -> usize {
+    let inputs = case.inputs();
+    let one = run(isa, case, &inputs);
+    let runner = Threads::new(threads);
+    let what = format!("{isa} {case:?} on {threads} threads");
+    for got in [
+        run_parallel(isa, case, &inputs, &runner, min_task_work),
+        run_parallel(isa, case, &inputs, &Reversed(threads), min_task_work),
+    ] {
+        let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+        let same = got
+            .iter()
+            .zip(&one)
+            .all(|(x, y)| x.to_bits() == y.to_bits());
+        assert!(
+            same && got.len() == one.len(),
+            "{what}: differs from one thread"
+        );
+    }
+    runner.last_tasks()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(32)))]
+
+    /// Any split, of rows (many queries) or heads (a beam's queries), gives the bits of one
+    /// thread, under every mask and bias; every call is split as far as it goes.
+    #[test]
+    fn threads_give_the_bits_of_one_thread(
+        case in case_strategy_with(awkward_dim(160), 0usize..=700, 1..=7),
+        threads in 2usize..=5,
+    ) {
+        for_each_isa(|isa| {
+            check_parallel(isa, &case, threads, 1);
+        });
+    }
+}
+
+/// Whisper-sized calls are split at the default threshold (the encoder's 1500 queries by rows, a beam's queries
+/// over 1500 encoder positions by heads, a causal prefix with a per-head bias and a window) and
+/// give the bits of one thread.
+#[test]
+fn large_calls_are_split_and_exact() {
+    let whisper = |q_len: usize, kv_len: usize| Case {
+        causal_offset: None,
+        ..plain_case(6, 64, q_len, kv_len)
+    };
+    let causal = Case {
+        causal_offset: Some(7),
+        window: Some(150),
+        bias: Some(BiasKind::PerHead),
+        key_len: Some(290),
+        ..plain_case(8, 40, 283, 300)
+    };
+    for_each_isa(|isa| {
+        for (case, threads) in [
+            (whisper(1500, 1500), 2),
+            (whisper(203, 1500), 3),
+            (whisper(5, 1500), 2),
+            (whisper(1, 1500), 4),
+            (causal.clone(), 7),
+        ] {
+            let tasks = check_parallel(isa, &case, threads, MIN_TASK_WORK);
+            assert!(
+                tasks > 1,
+                "{isa} {:?}: not split over {threads} threads",
+                case.shape
+            );
+        }
+    });
+}
+
+/// A runner that skips a task is an error; one that repeats a task changes nothing; a scratch
+/// smaller than [`attention_parallel_scratch`] is an error before anything runs.
+#[test]
+fn broken_runners_and_short_scratch_are_detected() {
+    let isa = Isa::best();
+    for case in [plain_case(6, 64, 200, 900), plain_case(6, 64, 3, 1500)] {
+        let inputs = case.inputs();
+        let one = run(isa, &case, &inputs);
+        let skip = Faulty {
+            skip_last: true,
+            threads: 3,
+        };
+        assert!(matches!(
+            run_parallel(isa, &case, &inputs, &skip, MIN_TASK_WORK),
+            Err(KernelError::InvalidArgument(_))
+        ));
+        let twice = Faulty {
+            skip_last: false,
+            threads: 3,
+        };
+        let got = run_parallel(isa, &case, &inputs, &twice, MIN_TASK_WORK).unwrap();
+        assert!(got
+            .iter()
+            .zip(&one)
+            .all(|(x, y)| x.to_bits() == y.to_bits()));
+        let spec = attention_parallel_scratch(isa, &case.shape, 3);
+        let mut scratch = vec![0.0; spec.len() - 1];
+        let mut out = vec![0.0; case.shape.q_len * 6 * 64];
+        let result = attention_parallel(
+            isa,
+            &Threads::new(3),
+            &case.shape,
+            inputs.operand(0),
+            inputs.operand(1),
+            inputs.operand(2),
+            StridedMut {
+                data: &mut out,
+                stride: 6 * 64,
+            },
+            &Mask::NONE,
+            None,
+            &mut scratch,
+        );
+        assert!(matches!(result, Err(KernelError::ScratchTooSmall { .. })));
     }
 }

@@ -6,6 +6,7 @@
 
 use tessel_kernels::activation::{bias_activation_into, Activation};
 use tessel_kernels::attention::{attention, attention_scratch, AttentionShape, Bias, Mask};
+use tessel_kernels::attention::{attention_parallel_scratch, attention_split, Split};
 use tessel_kernels::attention::{Strided, StridedMut};
 use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB};
 use tessel_kernels::gemm::{Parallel, Sequential};
@@ -202,6 +203,94 @@ fn attention_matches_the_reference_on_both_paths() {
             } else {
                 assert!(g.is_nan(), "gap written");
             }
+        }
+    }
+}
+
+/// Runs the tasks on two scoped threads at once (Miri checks them for data races).
+struct ScopedPair;
+
+impl Parallel for ScopedPair {
+    fn threads(&self) -> usize {
+        2
+    }
+
+    fn run(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+        std::thread::scope(|scope| {
+            scope.spawn(|| (0..tasks).step_by(2).for_each(task));
+            (1..tasks).step_by(2).for_each(task);
+        });
+    }
+}
+
+#[test]
+fn attention_split_over_threads_equals_one_call() {
+    // 3 queries split by heads (each head's rows copied out of the task's scratch), 33 queries
+    // split by rows (query blocks of 16 at the scalar level, the one-row last run merged).
+    for &(heads, d_head, q_len, kv_len) in &[(3, 2, 3, 5), (2, 2, 33, 34)] {
+        let shape = AttentionShape {
+            heads,
+            d_head,
+            q_len,
+            kv_len,
+        };
+        let width = heads * d_head;
+        let stride = width + 1;
+        let q = values(span(q_len, width, stride), 1);
+        let k = values(span(kv_len, width, stride), 2);
+        let v = values(span(kv_len, width, stride), 3);
+        let mask = Mask {
+            causal_offset: Some(kv_len - q_len),
+            ..Mask::NONE
+        };
+        let views = (
+            Strided { data: &q, stride },
+            Strided { data: &k, stride },
+            Strided { data: &v, stride },
+        );
+        let mut one = vec![f32::NAN; span(q_len, width, stride)];
+        let mut scratch = vec![0.0; attention_scratch(ISA, &shape).len()];
+        let out = StridedMut {
+            data: &mut one,
+            stride,
+        };
+        attention(
+            ISA,
+            &shape,
+            views.0,
+            views.1,
+            views.2,
+            out,
+            &mask,
+            None,
+            &mut scratch,
+        )
+        .unwrap();
+        let mut split = vec![f32::NAN; one.len()];
+        let mut scratch = vec![0.0; attention_parallel_scratch(ISA, &shape, 2).len()];
+        let how = Split {
+            parallel: &ScopedPair,
+            min_task_work: 1,
+        };
+        let out = StridedMut {
+            data: &mut split,
+            stride,
+        };
+        attention_split(
+            ISA,
+            how,
+            &shape,
+            views.0,
+            views.1,
+            views.2,
+            out,
+            &mask,
+            None,
+            &mut scratch,
+        )
+        .unwrap();
+        for (i, (a, b)) in one.iter().zip(&split).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "element {i} of {shape:?}");
         }
     }
 }

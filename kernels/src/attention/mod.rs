@@ -33,6 +33,7 @@
 mod band;
 mod decode;
 mod lanes;
+mod parallel;
 mod prefetch;
 mod prefill;
 mod tile;
@@ -41,6 +42,13 @@ use crate::error::{check_view, KernelError};
 use crate::isa::Isa;
 use crate::scratch::{Scratch, ScratchSpec};
 use band::Band;
+pub use parallel::{
+    attention_parallel, attention_parallel_scratch, attention_split, Split, MIN_TASK_WORK,
+};
+
+/// Most queries a call may have to take the few-query decode path (a beam of up to 8); more
+/// take the tiled prefill path.
+pub const MAX_DECODE_QUERIES: usize = decode::MAX_QUERIES;
 
 /// Sizes of one attention call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

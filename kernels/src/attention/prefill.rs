@@ -39,6 +39,12 @@ pub(crate) const fn query_tile(lanes: usize) -> usize {
     lanes * query_vectors(lanes)
 }
 
+/// Queries per block (the unit of the query loop, [`BLOCK_TILES`] tiles) at a level with
+/// `lanes` f32 lanes.
+pub(crate) const fn query_block_len(lanes: usize) -> usize {
+    BLOCK_TILES * query_tile(lanes)
+}
+
 /// Rows of the packed K and V tiles: a key tile, or a query tile staged before transposition.
 const fn staging_rows(lanes: usize) -> usize {
     let tile = query_tile(lanes);
@@ -174,7 +180,7 @@ fn run_blocks<S: Simd, const MR: usize, const NR: usize>(
         lo: scratch.take(tile_len)?,
         hi: scratch.take(tile_len)?,
     };
-    let block_len = BLOCK_TILES * tile_len;
+    let block_len = query_block_len(lanes);
     for head in 0..checked.shape.heads {
         let mut i0 = 0;
         while i0 < checked.shape.q_len {

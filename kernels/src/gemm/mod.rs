@@ -61,7 +61,7 @@ mod driver;
 mod element;
 pub mod int8;
 mod packed_b;
-mod parallel;
+pub(crate) mod parallel;
 mod tile;
 
 pub use element::Element;
