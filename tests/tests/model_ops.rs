@@ -10,6 +10,7 @@ use tessel_kernels::reference::activation as reference;
 use tessel_model::aligned::AlignedBuf;
 use tessel_model::layers::{linear, Heads, Linear, Norm, Run};
 use tessel_model::ops::{argmax, log_softmax, logsumexp};
+use tessel_tests::runners::Threads;
 use tessel_tests::{assert_close, awkward_dim, cases, dot_tolerance, for_each_isa, CanaryMatrix};
 
 fn values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
@@ -102,9 +103,10 @@ proptest! {
         let mask = Mask { causal_offset: causal, ..Mask::NONE };
         for_each_isa(|isa| {
             let mut out = CanaryMatrix::new(q_rows, w, stride);
-            let mut scratch = vec![0.0; layout.scratch(q_rows, kv_len).len()];
+            let mut scratch = vec![0.0; layout.scratch(q_rows, kv_len, 2).len()];
             let os = out.stride();
-            layout.attend(isa, q_rows, kv_len, Strided { data: &q, stride },
+            let run = Run { isa, parallel: &Threads::new(2) };
+            layout.attend(run, q_rows, kv_len, Strided { data: &q, stride },
                 Strided { data: &k, stride }, Strided { data: &v, stride }, &mask,
                 out.view_mut(), os, &mut scratch).unwrap();
             let mut expected = Vec::new();
@@ -240,14 +242,14 @@ fn layers_refuse_bad_shapes() {
         data: &[0.0; 11],
         stride: 4,
     };
-    let mut scratch = vec![0.0; layout.scratch(1, 3).len()];
+    let mut scratch = vec![0.0; layout.scratch(1, 3, 1).len()];
     let none = &Mask::NONE;
     assert!(layout
-        .attend(isa, 1, 3, q, kv, kv, none, &mut [0.0; 4], 4, &mut scratch)
+        .attend(run, 1, 3, q, kv, kv, none, &mut [0.0; 4], 4, &mut scratch)
         .is_err());
     let no_heads = Heads { heads: 0, ..layout };
     assert!(no_heads
-        .attend(isa, 1, 3, q, kv, kv, none, &mut [0.0; 4], 4, &mut scratch)
+        .attend(run, 1, 3, q, kv, kv, none, &mut [0.0; 4], 4, &mut scratch)
         .is_err());
     let gamma = AlignedBuf::from_slice(&[1.0; 4]).unwrap();
     let norm = Norm::rms(gamma, 1e-6);

@@ -629,26 +629,47 @@ fn search_from_a_forced_prefix_continues_it() {
 fn threaded_sessions_give_bit_identical_logits() {
     // A source longer than the GEMM's small-m path, so the packed path splits over threads too;
     // d_ff and the vocabulary span several 32-column panels.
-    let config = Config {
+    let gemm_split = Config {
         max_src_len: 40,
         d_ff: 200,
         tgt_vocab: 101,
         ..small(NormPlacement::Pre, Positions::Sinusoidal)
     };
-    let model = Model::random(config, 21).unwrap();
-    let src: Vec<u32> = (0..37).map(|i| (i * 7 + 3) % 31).collect();
+    // Attention large enough to split too: the encoder's queries by rows, three beams'
+    // cross-attention over 1100 positions by heads.
+    let attention_split = Config {
+        d_model: 256,
+        heads: 4,
+        encoder_layers: 1,
+        decoder_layers: 1,
+        max_src_len: 1100,
+        max_beam: 3,
+        ..gemm_split.clone()
+    };
+    for (config, seed) in [(gemm_split, 21), (attention_split, 22)] {
+        let model = Model::random(config, seed).unwrap();
+        let len = model.config().max_src_len - 3;
+        let src: Vec<u32> = (0..len as u32).map(|i| (i * 7 + 3) % 31).collect();
+        assert_threads_do_not_change_bits(&model, &src, model.config().max_beam.min(3));
+    }
+}
+
+/// Encodes `src` and decodes a few steps of `beams` beams on 1, 2 and 3 threads; every logit
+/// must have the same bits.
+fn assert_threads_do_not_change_bits(model: &Model, src: &[u32], beams: usize) {
     let bits = |logits: &[f32]| logits.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     for_each_isa(|isa| {
-        let mut one = Session::new(&model, isa).unwrap();
+        let mut one = Session::new(model, isa).unwrap();
         for threads in [2, 3] {
             let limits = Limits::of(model.config()).with_threads(threads);
-            let mut many = Session::with_limits(&model, isa, limits).unwrap();
-            one.encode(&src).unwrap();
-            many.encode(&src).unwrap();
+            let mut many = Session::with_limits(model, isa, limits).unwrap();
+            one.encode(src).unwrap();
+            many.encode(src).unwrap();
             for token in [1u32, 9, 33, 2] {
-                let expected = bits(one.decode_step(&[token]).unwrap());
+                let tokens = vec![token; beams];
+                let expected = bits(one.decode_step(&tokens).unwrap());
                 assert_eq!(
-                    bits(many.decode_step(&[token]).unwrap()),
+                    bits(many.decode_step(&tokens).unwrap()),
                     expected,
                     "{isa} x{threads}"
                 );

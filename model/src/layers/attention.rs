@@ -52,13 +52,16 @@ impl Heads {
         }
     }
 
-    /// Scratch for any call of at most `q_rows` queries over at most `kv_len` keys, at every
-    /// ISA level this machine runs (a session may be forced to any of them), through either of
-    /// the kernel's paths (few-query decode and tiled prefill).
-    pub fn scratch(&self, q_rows: usize, kv_len: usize) -> ScratchSpec {
+    /// Scratch for any call of at most `q_rows` queries over at most `kv_len` keys on
+    /// `threads` threads, at every ISA level this machine runs (a session may be forced to any
+    /// of them), through either of the kernel's paths (few-query decode and tiled prefill).
+    pub fn scratch(&self, q_rows: usize, kv_len: usize, threads: usize) -> ScratchSpec {
+        let beam = q_rows.min(flash::MAX_DECODE_QUERIES);
         Isa::supported().fold(ScratchSpec::EMPTY, |spec, isa| {
-            spec.or(flash::attention_scratch(isa, &self.shape(q_rows, kv_len)))
-                .or(flash::attention_scratch(isa, &self.shape(1, kv_len)))
+            [q_rows, beam, 1].into_iter().fold(spec, |spec, q_len| {
+                let shape = self.shape(q_len, kv_len);
+                spec.or(flash::attention_parallel_scratch(isa, &shape, threads))
+            })
         })
     }
 
@@ -67,7 +70,7 @@ impl Heads {
     #[allow(clippy::too_many_arguments)]
     pub fn attend(
         &self,
-        isa: Isa,
+        run: Run<'_>,
         q_len: usize,
         kv_len: usize,
         q: Strided<'_>,
@@ -83,8 +86,9 @@ impl Heads {
                 "heads and d_head must be positive",
             ));
         }
-        flash::attention(
-            isa,
+        flash::attention_parallel(
+            run.isa,
+            run.parallel,
             &self.shape(q_len, kv_len),
             q,
             k,
@@ -172,7 +176,7 @@ impl<'w> SelfAttention<'w> {
     pub fn scratch(heads: &Heads, rows: usize, kv_len: usize, threads: usize) -> ScratchSpec {
         let d = heads.width();
         heads
-            .scratch(rows, kv_len)
+            .scratch(rows, kv_len, threads)
             .or(linear::scratch(rows, d, 3 * d, threads))
             .or(linear::scratch(rows, d, d, threads))
     }
@@ -271,7 +275,7 @@ impl<'w> CrossAttention<'w> {
     pub fn scratch(heads: &Heads, rows: usize, src_rows: usize, threads: usize) -> ScratchSpec {
         let d = heads.width();
         heads
-            .scratch(rows, src_rows)
+            .scratch(rows, src_rows, threads)
             .or(linear::scratch(rows, d, d, threads))
             .or(linear::scratch(src_rows, d, 2 * d, threads))
     }
@@ -326,7 +330,7 @@ impl<'w> CrossAttention<'w> {
             scratch,
         )?;
         self.heads.attend(
-            run.isa,
+            run,
             rows,
             kv_len,
             Strided { data: q, stride: d },

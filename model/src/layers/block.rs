@@ -369,18 +369,7 @@ impl<'w> Block<'w> {
             SelfMode::Bidirectional { bias } => {
                 let [q, k, v] = SelfAttention::split(qkv, d, 0);
                 let mask = Mask { bias, ..Mask::NONE };
-                heads.attend(
-                    run.isa,
-                    rows,
-                    rows,
-                    q,
-                    k,
-                    v,
-                    &mask,
-                    work.attn,
-                    d,
-                    work.scratch,
-                )?;
+                heads.attend(run, rows, rows, q, k, v, &mask, work.attn, d, work.scratch)?;
             }
             SelfMode::Step {
                 mut cache,
@@ -396,18 +385,7 @@ impl<'w> Block<'w> {
                     let [q, _, _] = SelfAttention::split(qkv, d, r);
                     let (k, v) = cache.beam(r);
                     let out = &mut work.attn[r * d..];
-                    heads.attend(
-                        run.isa,
-                        1,
-                        position + 1,
-                        q,
-                        k,
-                        v,
-                        &mask,
-                        out,
-                        d,
-                        work.scratch,
-                    )?;
+                    heads.attend(run, 1, position + 1, q, k, v, &mask, out, d, work.scratch)?;
                 }
             }
             SelfMode::Prefix {
@@ -427,7 +405,7 @@ impl<'w> Block<'w> {
                     ..Mask::NONE
                 };
                 heads.attend(
-                    run.isa,
+                    run,
                     rows,
                     position + rows,
                     q,
