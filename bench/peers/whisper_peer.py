@@ -11,7 +11,8 @@ same run): CTranslate2's encoder (`Whisper.encode` of the 80x3000 log-mel) and i
 token (`Whisper.generate` from the encoded window, greedy, <|endoftext|> suppressed so that every
 run decodes the same number of tokens) at float32 and int8, against tessel's encode ms and ms per
 token from the `tessel transcribe` summary (OUT/ct2 float32 and OUT/ct2_f16 float16 weights);
-then the whole transcribe of the 15 s clip, faster-whisper int8 against tessel f16 and f32.
+then the whole transcribe of the 15 s clip, faster-whisper int8 against tessel int8 (the float32
+directory quantised at load, `--weights int8`), f16 and f32.
 
 Each engine transcribes the file `--runs` times after a warm-up; the median wall time of the
 `transcribe` call is reported (faster-whisper: `list(model.transcribe(path, ...))`, which reads
@@ -58,10 +59,13 @@ def tessel(binary, model_dir, audio, beam, threads, runs):
     return statistics.median(times), tokens
 
 
-def tessel_summary(binary, model_dir, audio, beam, threads):
-    """encode ms per window, ms per token, whole ms and segment tokens of one `tessel transcribe`."""
+def tessel_summary(binary, model_dir, audio, beam, threads, weights=None):
+    """encode ms per window, ms per token, whole ms and segment tokens of one `tessel transcribe`
+    (`weights`: the `--weights` type, default as the directory stores them)."""
     args = [binary, "transcribe", "--model", model_dir, audio, "--beam", str(beam),
             "--threads", str(threads), "--format", "json"]
+    if weights:
+        args += ["--weights", weights]
     out = subprocess.run(args, capture_output=True, text=True, check=True)
     err = out.stderr
     seconds = float(re.search(r"audio ([0-9.]+) s", err).group(1))
@@ -129,9 +133,10 @@ def kernels(out, binary, runs):
               f"| {m['tt16'] / m['t32']:.2f} | {m['tt16'] / m['t8']:.2f} |", flush=True)
         del ct
     print()
-    print("| threads | beam | faster-whisper int8 | tessel f16 | tessel f32 | f16 / fw int8 "
-          "| f32 / fw int8 | same tokens (tessel f32 vs fw f32) |")
-    print("|" + "---|" * 8)
+    print("| threads | beam | faster-whisper int8 | tessel int8 | tessel f16 | tessel f32 "
+          "| int8 / fw int8 | f16 / fw int8 | f32 / fw int8 | same tokens: tessel f32 vs fw f32 "
+          "| tessel int8 vs fw int8 |")
+    print("|" + "---|" * 10)
     for threads in (1, 2):
         for beam in (1, 5):
             fw = WhisperModel(f"{out}/ct2", device="cpu", compute_type="int8",
@@ -140,19 +145,21 @@ def kernels(out, binary, runs):
                                 cpu_threads=threads)
             kw = dict(beam_size=beam, word_timestamps=False, vad_filter=False)
             want = [s.tokens for s in fw32.transcribe(clip15, **kw)[0]]
-            list(fw.transcribe(clip15, **kw)[0])
-            f, t16, t32, same = [], [], [], True
+            want8 = [s.tokens for s in fw.transcribe(clip15, **kw)[0]]
+            f, t8, t16, t32, same, same8 = [], [], [], [], True, True
             for _ in range(runs):
                 start = time.perf_counter()
                 list(fw.transcribe(clip15, **kw)[0])
                 f.append((time.perf_counter() - start) * 1e3)
+                _, _, w, got8 = tessel_summary(binary, f"{out}/ct2", clip15, beam, threads, "int8")
+                t8.append(w)
                 t16.append(tessel_summary(binary, f"{out}/ct2_f16", clip15, beam, threads)[2])
                 _, _, w, got = tessel_summary(binary, f"{out}/ct2", clip15, beam, threads)
                 t32.append(w)
-                same = same and got == want
-            f, a, b = (statistics.median(x) for x in (f, t16, t32))
-            print(f"| {threads} | {beam} | {f:.0f} ms | {a:.0f} ms | {b:.0f} ms | {a / f:.2f} "
-                  f"| {b / f:.2f} | {same} |", flush=True)
+                same, same8 = same and got == want, same8 and got8 == want8
+            f, a, b, c = (statistics.median(x) for x in (f, t8, t16, t32))
+            print(f"| {threads} | {beam} | {f:.0f} ms | {a:.0f} ms | {b:.0f} ms | {c:.0f} ms "
+                  f"| {a / f:.2f} | {b / f:.2f} | {c / f:.2f} | {same} | {same8} |", flush=True)
 
 
 def main():
