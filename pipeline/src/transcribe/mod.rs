@@ -19,9 +19,10 @@
 //!    language and task for multilingual models) and `<|notimestamps|>` without timestamps.
 //!    The window is decoded with the decoding rules ([`WhisperRules`]) and temperature
 //!    fallback ([`fallback`]); the no-speech probability is the softmax of the logits at the
-//!    `<|startoftranscript|>` row. A window that is silence (see [`fallback::Thresholds`]) is
-//!    skipped whole; otherwise its tokens are split into timed segments and the next `seek`
-//!    chosen ([`segments`]). Segments with no text or no length are dropped; the others'
+//!    `<|startoftranscript|>` row (the first decoding's step-0 logits when that token ends the
+//!    prompt, otherwise one prefill of the prompt up to it). A window that is silence (see
+//!    [`fallback::Thresholds`]) is skipped whole; otherwise its tokens are split into timed
+//!    segments and the next `seek` chosen ([`segments`]). Segments with no text or no length are dropped; the others'
 //!    tokens extend the conditioning text, which is reset after a window decoded above
 //!    temperature 0.5 or always without `condition_on_previous_text`.
 //!
@@ -406,7 +407,9 @@ impl std::fmt::Debug for TranscribeSession {
 struct WindowDecode<'a> {
     options: &'a TranscribeOptions,
     window: usize,
-    no_speech_prob: f64,
+    /// `softmax(logits)[<|nospeech|>]` at the `<|startoftranscript|>` row; `None` until the
+    /// first decoding reads it, when that row is the prompt's last (its step-0 logits).
+    no_speech_prob: Option<f64>,
 }
 
 impl TranscribeSession {
@@ -511,14 +514,19 @@ impl TranscribeSession {
             if !options.timestamps {
                 self.prompt.push(tok.no_timestamps());
             }
-            let no_speech_prob = self.no_speech_prob(sot_at, &mut stats, observer)?;
-            let window = WindowDecode {
+            let no_speech_prob = if sot_at + 1 == self.prompt.len() {
+                None
+            } else {
+                Some(self.no_speech_prob(sot_at, &mut stats, observer)?)
+            };
+            let mut window = WindowDecode {
                 options,
                 window: stats.windows,
                 no_speech_prob,
             };
             stats.windows += 1;
-            let best = self.decode_with_fallback(&window, &mut stats, observer)?;
+            let best = self.decode_with_fallback(&mut window, &mut stats, observer)?;
+            let no_speech_prob = window.no_speech_prob.unwrap_or(0.0);
             let (judged, temperature) = {
                 let d = &self.tried[best];
                 (
@@ -646,23 +654,14 @@ impl TranscribeSession {
         let logits = self.session.prefill(&self.prompt[..=sot_at]);
         observer.inference(false);
         stats.decode += started.elapsed();
-        let logits = logits?;
-        let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-        let total: f64 = logits
-            .iter()
-            .map(|&v| (f64::from(v) - f64::from(max)).exp())
-            .sum();
-        let target = logits
-            .get(self.tokenizer.no_speech() as usize)
-            .map_or(f64::NEG_INFINITY, |&v| f64::from(v) - f64::from(max));
-        Ok(target.exp() / total)
+        Ok(softmax_at(logits?, self.tokenizer.no_speech()))
     }
 
     /// Decodes the window at each temperature until one is judged fine; returns the index in
     /// `tried` of the decoding kept.
     fn decode_with_fallback(
         &mut self,
-        window: &WindowDecode<'_>,
+        window: &mut WindowDecode<'_>,
         stats: &mut Stats,
         observer: &mut dyn Observer,
     ) -> Result<usize, TranscribeError> {
@@ -673,7 +672,7 @@ impl TranscribeSession {
             let judged = self.tried[i].judged.unwrap_or(Judged {
                 avg_logprob: 0.0,
                 compression_ratio: 0.0,
-                no_speech_prob: window.no_speech_prob,
+                no_speech_prob: window.no_speech_prob.unwrap_or(0.0),
             });
             if !options.thresholds.needs_fallback(&judged) {
                 return Ok(i);
@@ -694,7 +693,7 @@ impl TranscribeSession {
         &mut self,
         slot: usize,
         temperature: f32,
-        window: &WindowDecode<'_>,
+        window: &mut WindowDecode<'_>,
         stats: &mut Stats,
         observer: &mut dyn Observer,
     ) -> Result<(), TranscribeError> {
@@ -755,9 +754,13 @@ impl TranscribeSession {
             };
             let started = Instant::now();
             observer.inference(true);
-            let hyps = self
-                .session
-                .generate_with(&self.prompt, &search, |step| rules.apply(isa, step));
+            let no_speech = &mut window.no_speech_prob;
+            let hyps = self.session.generate_with(&self.prompt, &search, |step| {
+                if step.step == 0 && no_speech.is_none() {
+                    *no_speech = Some(softmax_at(step.row_mut(0), tok.no_speech()));
+                }
+                rules.apply(isa, step)
+            });
             observer.inference(false);
             stats.decode += started.elapsed();
             let hyps: Hypotheses<'_> = hyps?;
@@ -782,8 +785,21 @@ impl TranscribeSession {
         decoded.judged = Some(Judged {
             avg_logprob: best_sum / (n as f64 + 1.0),
             compression_ratio: self.compressor.ratio(python_strip(&decoded.text)),
-            no_speech_prob: window.no_speech_prob,
+            no_speech_prob: window.no_speech_prob.unwrap_or(0.0),
         });
         Ok(())
     }
+}
+
+/// `softmax(logits)[token]` in `f64` (0 when `token` is out of range).
+fn softmax_at(logits: &[f32], token: u32) -> f64 {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let total: f64 = logits
+        .iter()
+        .map(|&v| (f64::from(v) - f64::from(max)).exp())
+        .sum();
+    let target = logits
+        .get(token as usize)
+        .map_or(f64::NEG_INFINITY, |&v| f64::from(v) - f64::from(max));
+    target.exp() / total
 }
