@@ -449,8 +449,12 @@ fn run_half(budget: Budget, isa: Isa, emit: &mut dyn FnMut(Record)) {
 fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     let isa = tessel_model::isa_env::isa_from_env().unwrap_or_else(|_| Isa::best());
     let shapes = std::env::var("GEMM_SHAPES").ok();
-    if shapes.is_none() {
+    // `GEMM_SHAPES=half` runs only the 16-bit records.
+    if shapes.as_deref().is_none_or(|s| s.trim() == "half") {
         run_half(budget, isa, emit);
+    }
+    if shapes.as_deref().is_some_and(|s| s.trim() == "half") {
+        return;
     }
     // The int8 records (see `gemm_int8`); `GEMM_SHAPES=int8` runs only them.
     if shapes.as_deref().is_none_or(|s| s.trim() == "int8") {
