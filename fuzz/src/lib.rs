@@ -51,7 +51,8 @@ impl<'a> Values<'a> {
         let code = if self.codes.is_empty() {
             (i as u16).wrapping_mul(40503)
         } else {
-            self.codes[i % self.codes.len()].wrapping_add((i / self.codes.len()) as u16 * 7919)
+            self.codes[i % self.codes.len()]
+                .wrapping_add(((i / self.codes.len()) as u16).wrapping_mul(7919))
         };
         if self.specials && code % 8 == 7 {
             return SPECIALS[(code as usize / 8) % SPECIALS.len()];
