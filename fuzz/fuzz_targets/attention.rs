@@ -1,16 +1,19 @@
 //! Attention against `reference::attention` with fuzzer-chosen shapes (both the decode and the
 //! prefill paths), strides, masks (causal offset, key padding, window), per-head or shared
 //! biases (with `-inf` entries), scales, values and injected argument faults, at every ISA
-//! level. Valid calls must match the reference where the inputs are tame and write nothing
-//! outside the output view; refused calls return a typed error and write nothing.
+//! level, on one thread or split over 2 to 4 tasks ([`attention_split`], every call split as far
+//! as it goes). Valid calls must match the reference where the inputs are tame and write
+//! nothing outside the output view; refused calls return a typed error and write nothing.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tessel_fuzz::{assert_close, dot_tolerance, isa, maybe_short, span, tame, Guarded, Values};
 use tessel_kernels::attention::{
-    attention, attention_scratch, default_scale, AttentionShape, Bias, Mask, Strided, StridedMut,
+    attention, attention_parallel_scratch, attention_scratch, attention_split, default_scale,
+    AttentionShape, Bias, Mask, Split, Strided, StridedMut,
 };
+use tessel_kernels::gemm::Parallel;
 use tessel_kernels::math::EXP_MAX_RELATIVE_ERROR;
 use tessel_kernels::reference;
 
@@ -39,8 +42,23 @@ struct Input {
     masked: u8,
     scale: Option<i16>,
     fault: u8,
+    /// Threads of the call (0 or 1: the single-threaded kernel).
+    threads: u8,
     specials: bool,
     values: Vec<u16>,
+}
+
+/// Claims `.0` threads and runs the tasks on the calling thread, last first.
+struct Reversed(usize);
+
+impl Parallel for Reversed {
+    fn threads(&self) -> usize {
+        self.0
+    }
+
+    fn run(&self, tasks: usize, task: &(dyn Fn(usize) + Sync)) {
+        (0..tasks).rev().for_each(task);
+    }
 }
 
 const D_HEADS: [usize; 10] = [0, 1, 2, 3, 7, 8, 16, 17, 32, 65];
@@ -134,7 +152,12 @@ fn run(input: Input) {
         }),
         _ => input.scale.map(|s| s as f32 / 1024.0),
     };
-    let spec = attention_scratch(isa, &shape).len();
+    let threads = input.threads as usize % 5;
+    let spec = if threads > 1 {
+        attention_parallel_scratch(isa, &shape, threads).len()
+    } else {
+        attention_scratch(isa, &shape).len()
+    };
     let (scratch_len, scratch_short) = maybe_short(spec, fault == 5);
     let mut scratch = vec![f32::NAN; scratch_len];
 
@@ -148,23 +171,45 @@ fn run(input: Input) {
         || fault == 8
         || (fault == 9 && q_len > 0)
         || scratch_short;
-    let what = format!("{isa} {shape:?} fault={fault} mask={mask:?} scale={scale:?}");
+    let what =
+        format!("{isa} {shape:?} threads={threads} fault={fault} mask={mask:?} scale={scale:?}");
 
     let mut got = out.clone();
-    let result = attention(
-        isa,
-        &shape,
-        view(&q),
-        view(&k),
-        view(&v),
-        StridedMut {
-            data: &mut got.data,
-            stride: out_stride,
-        },
-        &mask,
-        scale,
-        &mut scratch,
-    );
+    let out_view = StridedMut {
+        data: &mut got.data,
+        stride: out_stride,
+    };
+    let (q_view, k_view, v_view) = (view(&q), view(&k), view(&v));
+    let result = if threads > 1 {
+        let split = Split {
+            parallel: &Reversed(threads),
+            min_task_work: 1,
+        };
+        attention_split(
+            isa,
+            split,
+            &shape,
+            q_view,
+            k_view,
+            v_view,
+            out_view,
+            &mask,
+            scale,
+            &mut scratch,
+        )
+    } else {
+        attention(
+            isa,
+            &shape,
+            q_view,
+            k_view,
+            v_view,
+            out_view,
+            &mask,
+            scale,
+            &mut scratch,
+        )
+    };
     match result {
         Err(e) => {
             assert!(faulted, "{what}: valid call refused: {e}");
