@@ -3,7 +3,7 @@
 directory, same WAV file, same beam and thread count, identical segments checked.
 
     python3 bench/peers/whisper_peer.py MODEL_DIR AUDIO.wav [--beam 1] [--runs 5]
-    python3 bench/peers/whisper_peer.py --kernels OUT [--runs 5]   # OUT from make_whisper_tiny_en.py
+    python3 bench/peers/whisper_peer.py --kernels OUT [--runs 5]   # OUT from make_whisper_en.py
 
 `--kernels OUT` times the model itself on OUT/clip30.wav (one full 30 s window) and the whole
 transcription of OUT/clip15.wav, alternating the engines run by run (medians; ratios within the

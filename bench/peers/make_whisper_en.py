@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""A random-weight Whisper at the real tiny.en shape, for speed runs (never committed).
+"""A random-weight Whisper at the real shape of tiny.en, base.en or small.en, for speed runs
+(never committed).
 
-d_model 384, 4 encoder + 4 decoder layers, 6 heads, ffn 1536, 80 mel bins, 1500 source and
+tiny: d_model 384, 4 encoder + 4 decoder layers, 6 heads, ffn 1536; base: 512, 6 + 6, 8 heads,
+ffn 2048; small: 768, 12 + 12, 12 heads, ffn 3072. Each with 80 mel bins, 1500 source and
 448 target positions, the real 51864-token `.en` vocabulary: GPT-2's byte-level BPE (built
 from openai-whisper's `gpt2.tiktoken` with transformers' TikTokenConverter: 50256 text tokens),
 then <|endoftext|> 50256, <|startoftranscript|> 50257, 99 languages, the six task tokens,
@@ -15,9 +17,10 @@ saved with transformers and converted with ct2-transformers-converter:
     OUT/clip15.wav  15 s of espeak-ng speech, 16 kHz mono int16
     OUT/clip30.wav  30 s (the clip's speech repeated and padded), one full window
 
-    python3 bench/peers/make_whisper_tiny_en.py [OUT=/tmp/whisper_tiny_en]
+    python3 bench/peers/make_whisper_en.py [OUT=/tmp/whisper_tiny_en] [--shape tiny|base|small]
 """
 
+import argparse
 import os
 import sys
 
@@ -33,10 +36,17 @@ TEXT = ("Whisper is a general purpose speech recognition model. It is trained on
         "multilingual speech recognition, speech translation, and language identification.")
 
 CONFIG = dict(
-    d_model=384, heads=6, encoder_layers=4, decoder_layers=4, ffn=1536,
     num_mel_bins=80, max_source_positions=1500, max_target_positions=448,
-    text_tokens=50256, timestamps=1501, english_only=True, seed=384,
+    text_tokens=50256, timestamps=1501, english_only=True,
 )
+
+# The published sizes' widths and depths.
+SHAPES = {
+    "tiny": dict(d_model=384, heads=6, encoder_layers=4, decoder_layers=4, ffn=1536, seed=384),
+    "base": dict(d_model=512, heads=8, encoder_layers=6, decoder_layers=6, ffn=2048, seed=512),
+    "small": dict(d_model=768, heads=12, encoder_layers=12, decoder_layers=12, ffn=3072,
+                  seed=768),
+}
 
 
 def build_tokenizer(c, out_dir):
@@ -67,8 +77,12 @@ def main():
     import whisper
     from transformers import WhisperFeatureExtractor
 
-    out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/whisper_tiny_en"
-    c = dict(CONFIG, languages=list(whisper.tokenizer.LANGUAGES)[:99])
+    p = argparse.ArgumentParser()
+    p.add_argument("out", nargs="?", default="/tmp/whisper_tiny_en")
+    p.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
+    a = p.parse_args()
+    out = a.out
+    c = dict(CONFIG, **SHAPES[a.shape], languages=list(whisper.tokenizer.LANGUAGES)[:99])
     hf, ct2, ct2_16 = (os.path.join(out, d) for d in ("hf", "ct2", "ct2_f16"))
     os.makedirs(hf, exist_ok=True)
     tokenizer = build_tokenizer(c, hf)
