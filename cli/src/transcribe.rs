@@ -90,6 +90,25 @@ pub struct TranscribeArgs {
     /// Seed of the sampling at fallback temperatures.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Temperatures tried in turn while a window's decoding falls back, comma-separated
+    /// (default 0,0.2,0.4,0.6,0.8,1; `0` alone never falls back).
+    #[arg(
+        long,
+        value_name = "T,...",
+        value_delimiter = ',',
+        allow_negative_numbers = true
+    )]
+    pub temperatures: Option<Vec<f32>>,
+    /// Fall back when a window's text compresses (gzip) by more than this ratio (default 2.4).
+    #[arg(long, value_name = "RATIO")]
+    pub compression_ratio_threshold: Option<f64>,
+    /// Fall back when a window's average log-probability is below this (default -1).
+    #[arg(long, value_name = "LOGPROB", allow_negative_numbers = true)]
+    pub logprob_threshold: Option<f64>,
+    /// A window is silence when its no-speech probability is above this and its average
+    /// log-probability below the log-probability threshold (default 0.6).
+    #[arg(long, value_name = "P")]
+    pub no_speech_threshold: Option<f64>,
     /// No progress line and no summary.
     #[arg(long, short)]
     pub quiet: bool,
@@ -122,6 +141,28 @@ impl Observer for Watch {
     }
 }
 
+/// `options` with the temperature ladder and the thresholds the flags set.
+fn with_fallback_flags(args: &TranscribeArgs, mut options: TranscribeOptions) -> TranscribeOptions {
+    if let Some(temperatures) = &args.temperatures {
+        options.temperatures = temperatures.clone();
+    }
+    let thresholds = &mut options.thresholds;
+    let flags = [
+        (
+            &mut thresholds.compression_ratio,
+            args.compression_ratio_threshold,
+        ),
+        (&mut thresholds.logprob, args.logprob_threshold),
+        (&mut thresholds.no_speech, args.no_speech_threshold),
+    ];
+    for (threshold, flag) in flags {
+        if flag.is_some() {
+            *threshold = flag;
+        }
+    }
+    options
+}
+
 /// Runs `tessel transcribe`.
 pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let isa = isa_from_env()?;
@@ -143,6 +184,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         seed: args.seed,
         ..TranscribeOptions::default()
     };
+    let options = with_fallback_flags(args, options);
     let started = Instant::now();
     let audio = load_wav(&args.audio, &ReadOptions::default())?;
     let read = started.elapsed();

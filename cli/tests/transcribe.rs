@@ -109,6 +109,66 @@ fn transcribes_a_wav_file_as_faster_whisper_does() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The temperatures of the segments of a JSON transcript, and its tokens.
+fn temperatures_and_tokens(out: &Output) -> (Vec<f64>, Vec<serde_json::Value>) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let segments = got["segments"].as_array().unwrap();
+    (
+        segments
+            .iter()
+            .map(|s| s["temperature"].as_f64().unwrap())
+            .collect(),
+        segments.iter().map(|s| s["tokens"].clone()).collect(),
+    )
+}
+
+#[test]
+fn fallback_flags_set_the_temperatures_and_thresholds() {
+    let model = root().join("tiny_en_32/model");
+    let clip = root().join("clip.wav");
+    let base = [
+        "transcribe",
+        "--model",
+        model.to_str().unwrap(),
+        clip.to_str().unwrap(),
+        "--beam",
+        "1",
+        "--format",
+        "json",
+        "-q",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        tessel(&args)
+    };
+    // At the default thresholds the fixture's clip decodes at temperature 0.
+    let (default, tokens) = temperatures_and_tokens(&run(&[]));
+    assert!(default.iter().all(|&t| t == 0.0), "{default:?}");
+    // Thresholds no decoding passes make every window fall back along the ladder...
+    for strict in [
+        ["--compression-ratio-threshold", "0.01"],
+        ["--logprob-threshold", "0"],
+    ] {
+        let (fell_back, _) = temperatures_and_tokens(&run(&strict));
+        assert!(
+            fell_back.iter().any(|&t| t > 0.0),
+            "{strict:?}: {fell_back:?}"
+        );
+        // ...unless the ladder is temperature 0 alone: the same text as by default.
+        let zero_only = [strict[0], strict[1], "--temperatures", "0"];
+        let (kept, same) = temperatures_and_tokens(&run(&zero_only));
+        assert!(kept.iter().all(|&t| t == 0.0), "{kept:?}");
+        assert_eq!(same, tokens);
+    }
+    let bad = run(&["--temperatures", "0,-1"]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("temperatures"), "{stderr}");
+}
+
 #[test]
 fn failures_are_reported_with_their_cause() {
     let dir = std::env::temp_dir().join(format!("tessel-transcribe-bad-{}", std::process::id()));
