@@ -12,7 +12,9 @@ token (`Whisper.generate` from the encoded window, greedy, <|endoftext|> suppres
 run decodes the same number of tokens) at float32 and int8, against tessel's encode ms and ms per
 token from the `tessel transcribe` summary (OUT/ct2 float32 and OUT/ct2_f16 float16 weights);
 then the whole transcribe of the 15 s clip, faster-whisper int8 against tessel int8 (the float32
-directory quantised at load, `--weights int8`), f16 and f32.
+directory quantised at load, `--weights int8`), f16 and f32, at temperature 0 only: a random
+model's text often falls back to sampling, and the two engines' random draws differ, so
+fallback decodings would time different work.
 
 Each engine transcribes the file `--runs` times after a warm-up; the median wall time of the
 `transcribe` call is reported (faster-whisper: `list(model.transcribe(path, ...))`, which reads
@@ -59,13 +61,16 @@ def tessel(binary, model_dir, audio, beam, threads, runs):
     return statistics.median(times), tokens
 
 
-def tessel_summary(binary, model_dir, audio, beam, threads, weights=None):
+def tessel_summary(binary, model_dir, audio, beam, threads, weights=None, fallback=True):
     """encode ms per window, ms per token, whole ms and segment tokens of one `tessel transcribe`
-    (`weights`: the `--weights` type, default as the directory stores them)."""
+    (`weights`: the `--weights` type, default as the directory stores them; without `fallback`
+    only temperature 0 is tried)."""
     args = [binary, "transcribe", "--model", model_dir, audio, "--beam", str(beam),
             "--threads", str(threads), "--format", "json"]
     if weights:
         args += ["--weights", weights]
+    if not fallback:
+        args += ["--temperatures", "0"]
     out = subprocess.run(args, capture_output=True, text=True, check=True)
     err = out.stderr
     seconds = float(re.search(r"audio ([0-9.]+) s", err).group(1))
@@ -143,7 +148,7 @@ def kernels(out, binary, runs):
                               cpu_threads=threads)
             fw32 = WhisperModel(f"{out}/ct2", device="cpu", compute_type="float32",
                                 cpu_threads=threads)
-            kw = dict(beam_size=beam, word_timestamps=False, vad_filter=False)
+            kw = dict(beam_size=beam, word_timestamps=False, vad_filter=False, temperature=[0.0])
             want = [s.tokens for s in fw32.transcribe(clip15, **kw)[0]]
             want8 = [s.tokens for s in fw.transcribe(clip15, **kw)[0]]
             f, t8, t16, t32, same, same8 = [], [], [], [], True, True
@@ -151,10 +156,13 @@ def kernels(out, binary, runs):
                 start = time.perf_counter()
                 list(fw.transcribe(clip15, **kw)[0])
                 f.append((time.perf_counter() - start) * 1e3)
-                _, _, w, got8 = tessel_summary(binary, f"{out}/ct2", clip15, beam, threads, "int8")
+                _, _, w, got8 = tessel_summary(binary, f"{out}/ct2", clip15, beam, threads, "int8",
+                                               fallback=False)
                 t8.append(w)
-                t16.append(tessel_summary(binary, f"{out}/ct2_f16", clip15, beam, threads)[2])
-                _, _, w, got = tessel_summary(binary, f"{out}/ct2", clip15, beam, threads)
+                t16.append(tessel_summary(binary, f"{out}/ct2_f16", clip15, beam, threads,
+                                          fallback=False)[2])
+                _, _, w, got = tessel_summary(binary, f"{out}/ct2", clip15, beam, threads,
+                                              fallback=False)
                 t32.append(w)
                 same, same8 = same and got == want, same8 and got8 == want8
             f, a, b, c = (statistics.median(x) for x in (f, t8, t16, t32))
