@@ -76,26 +76,9 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
 
     // The streaming floor of one decode step.
     let step_bytes = model.decode_step_weight_bytes();
-    // Allocated like the weights (huge pages where they are), so the floor is a fair one.
-    let Ok(mut buffer) = AlignedBuf::<f32>::zeros(step_bytes / 4) else {
+    let Some(stream) = stream_record(budget, isa, step_bytes, "stream-read-step-weights") else {
         return;
     };
-    for (i, value) in buffer.as_mut_slice().iter_mut().enumerate() {
-        *value = (i % 7) as f32;
-    }
-    let stream_ns = median_ns(budget, || {
-        std::hint::black_box(stream_sum(isa, std::hint::black_box(buffer.as_slice())));
-    });
-    drop(buffer);
-    let stream = Record::new(
-        "e2e",
-        "stream-read-step-weights",
-        "stream-read",
-        &level,
-        1,
-        stream_ns,
-        Work::bytes(step_bytes as f64),
-    );
     emit(stream.clone());
 
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -113,8 +96,9 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
     weight_types(budget, isa, &src, emit);
 }
 
-/// The floor of reading `bytes` once at `isa`: a stream-read record of case `case`.
-fn stream_record(budget: Budget, isa: Isa, bytes: usize, case: &str) -> Option<Record> {
+/// The floor of reading `bytes` once at `isa`: a stream-read record of case `case` (also used
+/// by `ct2_peer --stream-read` for the step of a loaded model).
+pub fn stream_record(budget: Budget, isa: Isa, bytes: usize, case: &str) -> Option<Record> {
     // Allocated like the weights (huge pages where they are), so the floor is a fair one.
     let mut buffer = AlignedBuf::<f32>::zeros(bytes / 4).ok()?;
     for (i, value) in buffer.as_mut_slice().iter_mut().enumerate() {
