@@ -361,7 +361,10 @@ fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
     let mut full = Session::new(&model, isa).unwrap();
     let mut small_session = Session::with_limits(&model, isa, limits).unwrap();
     assert_eq!(small_session.limits(), limits);
-    assert!(small_session.plan().total_bytes() < full.plan().total_bytes());
+    // Against the full limits on as many threads (scratch is planned per thread).
+    let full_limits = Limits::of(model.config()).with_threads(limits.threads);
+    let full_plan = tessel_model::ArenaPlan::with_limits(model.config(), full_limits).unwrap();
+    assert!(small_session.plan().total_bytes() < full_plan.total_bytes());
     full.encode(&SRC).unwrap();
     small_session.encode(&SRC).unwrap();
     let options = SearchOptions::beam(2, 6);
