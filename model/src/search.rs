@@ -7,6 +7,15 @@
 //! have finished or after `max_steps` tokens (live beams are then finished as they are).
 //! Greedy search is the one-beam case without the log-softmax over the whole vocabulary.
 //!
+//! Under `transformers`' rules ([`Session::generate_as_transformers`]) the finished set is
+//! `transformers`' beam hypotheses: each step, the candidates among the best `beam` that end
+//! (EOS, or any token at the last step) are offered to a set of the `beam` best finished
+//! hypotheses by normalised score, where a better one replaces the worst. When the search
+//! stops is [`EarlyStopping`]: as soon as the set is full (`early_stopping=True`), or only when
+//! the best live hypothesis, normalised as if it ended now (`False`) or, with a positive length
+//! penalty, at the length limit (`"never"`), cannot beat the worst finished one
+//! (`BeamSearchScorer`'s `is_done` heuristic); always at the length limit.
+//!
 //! Sampling ([`SearchOptions::sampling`], one beam only) draws each token from
 //! `softmax(logits / T)` after the logits processors ran (see [`crate::sampling`]) instead of
 //! taking the argmax. The hypothesis score is still the sum of the log-probabilities of the
@@ -64,6 +73,33 @@ impl SearchOptions {
             ..SearchOptions::greedy(max_steps)
         }
     }
+}
+
+/// When a beam search under `transformers`' rules stops before its length limit
+/// (`early_stopping` of `transformers.generate`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EarlyStopping {
+    /// `early_stopping=True`: as soon as `beam` hypotheses have finished.
+    WhenFull,
+    /// `early_stopping=False` (`transformers`' default): once `beam` hypotheses have finished
+    /// and the best live one, its score normalised by its current length, is no better than
+    /// the worst finished one.
+    #[default]
+    Heuristic,
+    /// `early_stopping="never"`: as `Heuristic`, but with a positive length penalty the live
+    /// score is normalised by the length limit (the best it could reach), so the search
+    /// nearly always runs to the limit.
+    Never,
+}
+
+/// Which reference's beam search rules a search follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rules {
+    /// CTranslate2's (and tessel's own): the first `beam` finished hypotheses, stop then.
+    CTranslate2,
+    /// `transformers`': the best `beam` of the best candidates that finished, with its
+    /// stopping rule.
+    Transformers(EarlyStopping),
 }
 
 /// What the host sees after each decoder step.
@@ -245,6 +281,44 @@ impl<'a> State<'a> {
         self.finished_score[slot] = score;
     }
 
+    /// Offers a finished hypothesis to the set of the best `beam` (`count` so far): it takes a
+    /// free slot, else replaces the worst when it scores better.
+    #[allow(clippy::too_many_arguments)]
+    fn offer_finished(
+        &mut self,
+        count: &mut usize,
+        beam: usize,
+        cur: usize,
+        from: usize,
+        len: usize,
+        last: u32,
+        score: f32,
+        tgt: usize,
+    ) {
+        let slot = if *count < beam {
+            *count += 1;
+            *count - 1
+        } else {
+            let worst = self.worst_finished(beam);
+            if score <= self.finished_score[worst] {
+                return;
+            }
+            worst
+        };
+        self.finish(slot, cur, from, len, last, score, tgt);
+    }
+
+    /// The slot of the lowest score among the first `count` finished hypotheses (`count` > 0).
+    fn worst_finished(&self, count: usize) -> usize {
+        (1..count).fold(0, |worst, i| {
+            if self.finished_score[i] < self.finished_score[worst] {
+                i
+            } else {
+                worst
+            }
+        })
+    }
+
     /// Sorts the first `count` finished hypotheses by score, best first (insertion sort).
     fn sort_finished(&mut self, count: usize, tgt: usize) {
         for i in 1..count {
@@ -257,6 +331,34 @@ impl<'a> State<'a> {
                 j -= 1;
             }
         }
+    }
+}
+
+impl State<'_> {
+    /// Whether a beam search under `transformers`' rules stops after a step that generated
+    /// the `len`-th token, with `finished` hypotheses finished and the live ones' scores in
+    /// `beam_score`, best first (`BeamHypotheses.is_done`).
+    fn transformers_done(
+        &self,
+        finished: usize,
+        beam: usize,
+        early_stopping: EarlyStopping,
+        len: usize,
+        options: &SearchOptions,
+    ) -> bool {
+        if finished < beam {
+            return false;
+        }
+        let alpha = options.length_penalty;
+        let horizon = match early_stopping {
+            EarlyStopping::WhenFull => return true,
+            EarlyStopping::Never if alpha > 0.0 => options.max_steps,
+            EarlyStopping::Heuristic | EarlyStopping::Never => len,
+        };
+        let best_live = normalise(self.beam_score[0], horizon, alpha);
+        let worst = self.finished_score[self.worst_finished(finished)];
+        // `transformers` goes on while the best live hypothesis could still do better.
+        best_live <= worst
     }
 }
 
@@ -342,31 +444,39 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         options: &SearchOptions,
         process: impl FnMut(&mut StepLogits<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
-        self.search_processed(prefix, options, false, process)
+        self.search_processed(prefix, options, Rules::CTranslate2, process)
     }
 
     /// [`Session::generate_with`] with the rules of `transformers`' beam search: the processor
     /// gets each row's log-probabilities (`log_softmax` of the raw logits) and the search ranks
     /// what it leaves without normalising again; and an EOS continuation finishes a hypothesis
     /// only when it ranks among the best `beam` of the step's `2·beam` candidates (lower ones
-    /// are dropped). Greedy search (one beam) still hands the processor raw logits, as
-    /// `transformers`' greedy search does.
+    /// are dropped), into the set of the best `beam` finished ones; the search stops as
+    /// `early_stopping` says (see the module documentation). Greedy search (one beam) still
+    /// hands the processor raw logits, as `transformers`' greedy search does.
     pub fn generate_as_transformers(
         &mut self,
         prefix: &[u32],
         options: &SearchOptions,
+        early_stopping: EarlyStopping,
         process: impl FnMut(&mut StepLogits<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
-        self.search_processed(prefix, options, true, process)
+        self.search_processed(
+            prefix,
+            options,
+            Rules::Transformers(early_stopping),
+            process,
+        )
     }
 
     fn search_processed(
         &mut self,
         prefix: &[u32],
         options: &SearchOptions,
-        transformers: bool,
+        rules: Rules,
         mut process: impl FnMut(&mut StepLogits<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
+        let transformers = matches!(rules, Rules::Transformers(_));
         self.check_search(options)?;
         let config = self.model().config();
         let limits = self.limits();
@@ -452,8 +562,13 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             for c in 0..count {
                 let (score, from, token) =
                     (st.cand_score[c], st.cand_beam[c] as usize, st.cand_token[c]);
-                if options.stop_at_eos && token == eos {
-                    if finished < beam && (!transformers || c < beam) {
+                let at_eos = options.stop_at_eos && token == eos;
+                if transformers && (at_eos || last_step) && c < beam {
+                    let norm = normalise(score, len, options.length_penalty);
+                    st.offer_finished(&mut finished, beam, cur, from, len, token, norm, tgt);
+                }
+                if at_eos {
+                    if !transformers && finished < beam {
                         let norm = normalise(score, len, options.length_penalty);
                         st.finish(finished, cur, from, len, token, norm, tgt);
                         finished += 1;
@@ -471,6 +586,17 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                 }
             }
             cur = next;
+            if let Rules::Transformers(early_stopping) = rules {
+                if last_step
+                    || kept == 0
+                    || st.transformers_done(finished, beam, early_stopping, len, options)
+                {
+                    break;
+                }
+                self.reorder(Tokens::Staged(kept));
+                live = kept;
+                continue;
+            }
             if finished >= beam || kept == 0 {
                 break;
             }

@@ -2,7 +2,8 @@
 //! random-weight Marian and NLLB models of `tests/decoding/` (made by
 //! `tools/make_decoding_golden.py`): repetition penalty, no-repeat n-grams, min length, forced
 //! BOS and EOS, target prefixes, suppressed tokens and sequences, length limits, n-best lists
-//! with their scores, at every ISA level.
+//! with their scores, `early_stopping` (True, False and "never" under length penalties 0, 1
+//! and 2), at every ISA level.
 //!
 //! Each case runs under [`Convention::Transformers`] against `transformers` and, where
 //! CTranslate2 has the option, under [`Convention::CTranslate2`] against CTranslate2. The two
@@ -13,7 +14,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tessel_model::families::bart;
-use tessel_model::{Convention, DecodeOptions, Generation, LoadOptions, Model, Session};
+use tessel_model::{
+    Convention, DecodeOptions, EarlyStopping, Generation, LoadOptions, Model, Session,
+};
 use tessel_tests::for_each_isa;
 
 fn fixture(name: &str) -> PathBuf {
@@ -48,6 +51,13 @@ fn options(defaults: &DecodeOptions, opts: &Value, convention: Convention) -> De
     if let Some(words) = opts.get("bad_words").and_then(Value::as_array) {
         o.bad_words.extend(words.iter().map(u32s));
     }
+    // The fixtures' cases pass `early_stopping=True` unless they name it.
+    o.early_stopping = match &opts["early_stopping"] {
+        Value::Null | Value::Bool(true) => EarlyStopping::WhenFull,
+        Value::Bool(false) => EarlyStopping::Heuristic,
+        v if v == "never" => EarlyStopping::Never,
+        v => panic!("early_stopping {v}"),
+    };
     o.convention = convention;
     o
 }
@@ -131,5 +141,31 @@ fn decoding_options_match_transformers_and_ctranslate2() {
                 }
             }
         });
+    }
+}
+
+#[test]
+fn generation_config_reads_early_stopping() {
+    let read = |text: &str| Generation::from_json(text).map(|g| g.options.early_stopping);
+    assert_eq!(read("{}"), Ok(EarlyStopping::Heuristic));
+    assert_eq!(
+        read(r#"{"early_stopping": null}"#),
+        Ok(EarlyStopping::Heuristic)
+    );
+    assert_eq!(
+        read(r#"{"early_stopping": false}"#),
+        Ok(EarlyStopping::Heuristic)
+    );
+    assert_eq!(
+        read(r#"{"early_stopping": true}"#),
+        Ok(EarlyStopping::WhenFull)
+    );
+    assert_eq!(
+        read(r#"{"early_stopping": "never"}"#),
+        Ok(EarlyStopping::Never)
+    );
+    for bad in [r#""always""#, "1", "[true]"] {
+        let err = read(&format!(r#"{{"early_stopping": {bad}}}"#)).unwrap_err();
+        assert!(err.to_string().contains("early_stopping"), "{bad}: {err}");
     }
 }
