@@ -20,7 +20,7 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use clap::Args;
-use tessel_model::WeightType;
+use tessel_model::{EarlyStopping, WeightType};
 use tessel_pipeline::{LoadSettings, TranslateOptions, Translation, Translator};
 
 use crate::args::{positive, weight_type_parser};
@@ -86,6 +86,13 @@ pub struct TranslateArgs {
     /// config's).
     #[arg(long, value_name = "N")]
     pub no_repeat_ngram_size: Option<usize>,
+    /// When beam search stops before the length limit (`transformers`' `early_stopping`):
+    /// `true` once the beam's hypotheses have finished, `false` once the best live one cannot
+    /// beat the worst finished one at its current length, `never` (with a positive length
+    /// penalty) only when it cannot at the length limit (default: the generation config's,
+    /// else `false`).
+    #[arg(long, value_name = "WHEN", value_parser = early_stopping)]
+    pub early_stopping: Option<EarlyStopping>,
     /// Target text every output starts with, tokenized with the target tokenizer and forced
     /// after the forced BOS (the target language); it is part of the output and of its score.
     #[arg(long, value_name = "TEXT")]
@@ -113,6 +120,16 @@ pub struct TranslateArgs {
     /// (default: a different seed each run).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+}
+
+/// `true`, `false` or `never`.
+fn early_stopping(text: &str) -> Result<EarlyStopping, String> {
+    match text {
+        "true" => Ok(EarlyStopping::WhenFull),
+        "false" => Ok(EarlyStopping::Heuristic),
+        "never" => Ok(EarlyStopping::Never),
+        _ => Err("must be true, false or never".to_owned()),
+    }
 }
 
 /// A finite number.
@@ -189,6 +206,9 @@ pub fn options(
     }
     if let Some(n) = args.no_repeat_ngram_size {
         decode.no_repeat_ngram_size = n;
+    }
+    if let Some(when) = args.early_stopping {
+        decode.early_stopping = when;
     }
     if let Some(text) = &args.prefix {
         decode.prefix = translator.target_prefix(text)?;

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::Sampling;
+use tessel_model::{EarlyStopping, Sampling};
 use tessel_pipeline::{LoadSettings, TranslateOptions, Translation, Translator};
 
 const TEXTS: [&str; 2] = [
@@ -141,11 +141,24 @@ fn each_decoding_flag_equals_the_library_option() {
     let long = m.library(&m.options(|o| o.decode.min_length = 12));
     assert!(plain[0][0].tokens.len() < 11, "{:?}", plain[0][0].tokens);
     assert!(long[0][0].tokens.len() >= 11, "{:?}", long[0][0].tokens);
+    // Stopping once four hypotheses have finished loses the longer ones found later.
+    let nbest = |when| {
+        m.library(&m.options(|o| {
+            o.decode.num_hypotheses = 4;
+            o.decode.early_stopping = when;
+        }))
+    };
+    let (full, heuristic) = (
+        nbest(EarlyStopping::WhenFull),
+        nbest(EarlyStopping::Heuristic),
+    );
+    let longest = |hyps: &[Translation]| hyps.iter().map(|h| h.tokens.len()).max();
+    assert!(longest(&full[0]) < longest(&heuristic[0]));
 }
 
 fn flags_equal_the_library(m: &Model) {
     type Change = fn(&mut TranslateOptions);
-    let cases: [(&[&str], Change); 8] = [
+    let cases: [(&[&str], Change); 10] = [
         (&[], |_| {}),
         (&["--beam", "1"], |o| o.decode.search.beam = 1),
         (&["--length-penalty", "2.5"], |o| {
@@ -166,11 +179,20 @@ fn flags_equal_the_library(m: &Model) {
         (&["--max-length", "3"], |o| {
             o.decode.max_new_tokens = Some(3)
         }),
+        (&["--early-stopping", "true", "--nbest", "4"], |o| {
+            o.decode.early_stopping = EarlyStopping::WhenFull;
+            o.decode.num_hypotheses = 4;
+        }),
+        (&["--early-stopping", "never", "--nbest", "4"], |o| {
+            o.decode.early_stopping = EarlyStopping::Never;
+            o.decode.num_hypotheses = 4;
+        }),
     ];
     for (flags, change) in cases {
         let options = m.options(change);
         let want = m.library(&options);
-        assert_eq!(m.run(flags), printed(&want, 1), "{} {flags:?}", m.name);
+        let nbest = options.decode.num_hypotheses;
+        assert_eq!(m.run(flags), printed(&want, nbest), "{} {flags:?}", m.name);
         for (hyps, text) in want.iter().zip(TEXTS) {
             let tokens = &hyps[0].tokens;
             let decode = &options.decode;
@@ -336,7 +358,7 @@ fn a_generation_config_with_do_sample_samples_by_default() {
 #[test]
 fn bad_decoding_flags_are_refused_with_a_message() {
     let m = Model::load("marian");
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 12] = [
         (&["--length-penalty", "nan"], "must be finite"),
         (&["--length-penalty", "x"], "not a number"),
         (&["--repetition-penalty", "0"], "must be above 0"),
@@ -345,6 +367,10 @@ fn bad_decoding_flags_are_refused_with_a_message() {
         (&["--top-p", "1.5"], "must be above 0 and at most 1"),
         (&["--max-length-ratio", "1.5,x"], "B is not a count"),
         (&["--min-length", "-2"], "--min-length"),
+        (
+            &["--early-stopping", "always"],
+            "must be true, false or never",
+        ),
         (&["--seed", "3"], "--seed applies to sampling"),
         (
             &["--sample", "--beam", "4"],
