@@ -21,7 +21,7 @@
 //! ([`Session::generate_as_transformers`]), keeps the best `beam` finished hypotheses and
 //! stops as [`DecodeOptions::early_stopping`] says (`transformers`' default: when the best live
 //! hypothesis cannot beat the worst finished one); CTranslate2 edits raw logits and then
-//! normalises ([`Session::generate_with`]). Greedy search edits raw logits under both, as both
+//! normalises, and builds n-best lists by its own rules ([`Session::generate_as_ctranslate2`]). Greedy search edits raw logits under both, as both
 //! references do. The repetition penalty (which scales scores) and bans that change the
 //! normaliser give different beam rankings under the two conventions.
 
@@ -206,9 +206,13 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                     processors.apply(step)
                 })
             }
-            Convention::CTranslate2 => {
-                self.generate_with(&prefix, &search, |step| processors.apply(step))
-            }
+            Convention::CTranslate2 => self.generate_as_ctranslate2(
+                &prefix,
+                &search,
+                options.num_hypotheses,
+                processors.forced_len(),
+                |step| processors.apply(step),
+            ),
         }
     }
 }

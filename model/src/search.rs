@@ -95,8 +95,15 @@ pub enum EarlyStopping {
 /// Which reference's beam search rules a search follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Rules {
-    /// CTranslate2's (and tessel's own): the first `beam` finished hypotheses, stop then.
-    CTranslate2,
+    /// tessel's own: the first `beam` finished hypotheses, stop then.
+    Plain,
+    /// CTranslate2's `BeamSearch` (see [`Session::generate_as_ctranslate2`]).
+    CTranslate2 {
+        /// Hypotheses asked for (`num_hypotheses`), which its early exit waits for.
+        num_hypotheses: usize,
+        /// Steps forced by a target prefix before the first free one.
+        forced: usize,
+    },
     /// `transformers`': the best `beam` of the best candidates that finished, with its
     /// stopping rule.
     Transformers(EarlyStopping),
@@ -281,6 +288,27 @@ impl<'a> State<'a> {
         self.finished_score[slot] = score;
     }
 
+    /// Continues hypothesis `from` of `history[cur]` with `token` as live hypothesis `slot` of
+    /// the other history, scored `score`.
+    #[allow(clippy::too_many_arguments)]
+    fn keep(
+        &mut self,
+        cur: usize,
+        step: usize,
+        slot: usize,
+        from: usize,
+        token: u32,
+        score: f32,
+        tgt: usize,
+    ) {
+        let (src, dst) = (from * tgt, slot * tgt);
+        let [a, b] = &mut self.history;
+        let (old, new) = if cur == 0 { (&*a, b) } else { (&*b, a) };
+        new[dst..dst + step].copy_from_slice(&old[src..src + step]);
+        new[dst + step] = token;
+        self.beam_score[slot] = score;
+    }
+
     /// Offers a finished hypothesis to the set of the best `beam` (`count` so far): it takes a
     /// free slot, else replaces the worst when it scores better.
     #[allow(clippy::too_many_arguments)]
@@ -444,7 +472,32 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         options: &SearchOptions,
         process: impl FnMut(&mut StepLogits<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
-        self.search_processed(prefix, options, Rules::CTranslate2, process)
+        self.search_processed(prefix, options, Rules::Plain, process)
+    }
+
+    /// [`Session::generate_with`] with the rules of CTranslate2's beam search
+    /// (`BeamSearch::search`, `translate_batch` with `num_hypotheses`): of the step's `2·beam`
+    /// candidates, each of the best `beam` that ends (EOS, or any at the last step) is
+    /// registered as finished and its place taken by the next candidate of the other `beam`
+    /// that is not EOS. Registered hypotheses are ranked by normalised score and the best
+    /// `num_hypotheses` returned. The search stops at the length limit, or with a length
+    /// penalty of 0 once the best candidate of some step has ended and `num_hypotheses` are
+    /// registered, or else once `beam` are. The first free step after `forced` forced steps
+    /// (a target prefix, a forced BOS) finishes only on its best candidate: an EOS further down
+    /// ends no hypothesis and takes its beam out of the search (CTranslate2 scores it -1e10).
+    pub fn generate_as_ctranslate2(
+        &mut self,
+        prefix: &[u32],
+        options: &SearchOptions,
+        num_hypotheses: usize,
+        forced: usize,
+        process: impl FnMut(&mut StepLogits<'_>),
+    ) -> Result<Hypotheses<'_>, RunError> {
+        let rules = Rules::CTranslate2 {
+            num_hypotheses,
+            forced,
+        };
+        self.search_processed(prefix, options, rules, process)
     }
 
     /// [`Session::generate_with`] with the rules of `transformers`' beam search: the processor
@@ -499,6 +552,8 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         self.reset_decoder();
         let mut live = 1;
         let mut finished = 0;
+        // CTranslate2's rules: hypotheses registered, and whether a step's best one ended.
+        let (mut registered, mut top_finished) = (0, false);
         let mut cur = 0;
         let mut rng = options.sampling.as_ref().map(Sampling::rng);
         for step in 0..options.max_steps {
@@ -559,6 +614,61 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             }
             let next = 1 - cur;
             let mut kept = 0;
+            if let Rules::CTranslate2 {
+                num_hypotheses,
+                forced,
+            } = rules
+            {
+                let first_free = forced > 0 && step == forced;
+                let is_eos = |st: &State, c: usize| options.stop_at_eos && st.cand_token[c] == eos;
+                // An EOS below the best candidate at the first free step: neither ends nor lives.
+                let dead = |st: &State, c: usize| first_free && c > 0 && is_eos(st, c);
+                let mut secondary = beam;
+                for slot in 0..count.min(beam) {
+                    let mut take = slot;
+                    if (is_eos(&st, slot) && !dead(&st, slot)) || last_step {
+                        let (score, from, token) = (
+                            st.cand_score[slot],
+                            st.cand_beam[slot] as usize,
+                            st.cand_token[slot],
+                        );
+                        top_finished |= slot == 0;
+                        registered += 1;
+                        let norm = normalise(score, len, options.length_penalty);
+                        st.offer_finished(&mut finished, beam, cur, from, len, token, norm, tgt);
+                        let replacement =
+                            (secondary..count).find(|&j| dead(&st, j) || !is_eos(&st, j));
+                        if let Some(j) = replacement {
+                            take = j;
+                            secondary = j + 1;
+                        }
+                    }
+                    if last_step || dead(&st, take) {
+                        continue;
+                    }
+                    let (score, from, token) = (
+                        st.cand_score[take],
+                        st.cand_beam[take] as usize,
+                        st.cand_token[take],
+                    );
+                    st.keep(cur, step, kept, from, token, score, tgt);
+                    parents[kept] = from as u32;
+                    step_tokens[kept] = token;
+                    kept += 1;
+                }
+                cur = next;
+                let done = if options.length_penalty == 0.0 {
+                    top_finished && registered >= num_hypotheses
+                } else {
+                    registered >= beam
+                };
+                if last_step || kept == 0 || done {
+                    break;
+                }
+                self.reorder(Tokens::Staged(kept));
+                live = kept;
+                continue;
+            }
             for c in 0..count {
                 let (score, from, token) =
                     (st.cand_score[c], st.cand_beam[c] as usize, st.cand_token[c]);
@@ -574,12 +684,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                         finished += 1;
                     }
                 } else if kept < beam {
-                    let (src, dst) = (from * tgt, kept * tgt);
-                    let [a, b] = &mut st.history;
-                    let (old, new) = if cur == 0 { (&*a, b) } else { (&*b, a) };
-                    new[dst..dst + step].copy_from_slice(&old[src..src + step]);
-                    new[dst + step] = token;
-                    st.beam_score[kept] = score;
+                    st.keep(cur, step, kept, from, token, score, tgt);
                     parents[kept] = from as u32;
                     step_tokens[kept] = token;
                     kept += 1;
