@@ -23,11 +23,12 @@ expected.json, per model:
       generation_config.json (early_stopping: transformers' default, False), then
       tokenizer.decode(skip_special_tokens=True);
       per line: text, src_ids, generated ids (decoder start dropped), output text.
-  "cases": decoding options on one source, each with the options, transformers' tokens and
-      scores (float64 model; sequences_scores for beam search) and, where CTranslate2 has the
+  "cases": decoding options on one source (or the case's own "src_ids"), each with the
+      options, transformers' tokens and scores (float64 model; sequences_scores for beam search) and, where CTranslate2 has the
       same option, CTranslate2's tokens and scores (float32, translate_batch). Cases run with
       early_stopping=True unless they set it (the early_stopping_* cases: False and "never",
-      which CTranslate2 does not have).
+      which CTranslate2 does not have); "hf_steps": the decoder steps transformers ran (the
+      length of its `scores`), which shows when its search stopped.
 
 Usage: python3 tools/make_decoding_golden.py   (torch, transformers, ctranslate2, tokenizers,
 sentencepiece). Checked with torch 2.15.0, transformers 5.23.0, ctranslate2 4.8.5.
@@ -159,6 +160,8 @@ def hf_run(model, src, opts, start, pad, eos):
         scores = [float(x) for x in out.sequences_scores]
     else:
         scores = None
+    # The decoder steps the search ran (one score row each): when it stopped.
+    hf_run.steps = len(out.scores)
     return seqs, scores
 
 
@@ -207,6 +210,12 @@ CASES = [
     (f"early_stopping_{name}_lp{lp}", dict(beam=4, num_hypotheses=4, length_penalty=float(lp),
                                            early_stopping=value))
     for name, value in (("false", False), ("never", "never")) for lp in (0, 1, 2)
+] + [
+    # A source whose False search stops before the length limit with a length penalty of 1,
+    # where "never" goes on to it.
+    (f"early_stopping_{name}_lp1_station", dict(beam=4, num_hypotheses=4, early_stopping=value,
+                                                text="Where is the station?"))
+    for name, value in (("false", False), ("never", "never"))
 ]
 
 
@@ -278,8 +287,13 @@ def build(name):
     cases = []
     for case, opts in CASES:
         opts = resolve(dict(base, **opts), plain[0], plain_beam[0], eos, words)
-        hf_tokens, hf_scores = hf_run(model, src, opts, start, pad, eos)
-        entry = {"name": case, "options": opts, "hf_tokens": hf_tokens, "hf_scores": hf_scores}
+        text = opts.pop("text", None)
+        case_src = tok(text)["input_ids"] if text else src
+        hf_tokens, hf_scores = hf_run(model, case_src, opts, start, pad, eos)
+        entry = {"name": case, "options": opts, "hf_tokens": hf_tokens, "hf_scores": hf_scores,
+                 "hf_steps": hf_run.steps}
+        if text:
+            entry["src_ids"] = case_src
         if "forced_eos_token_id" not in opts and "early_stopping" not in opts:
             ct2_t, ct2_s = ct2_run(ct2_dir, ct2_tokens, src, opts)
             entry["ct2_tokens"], entry["ct2_scores"] = ct2_t, ct2_s

@@ -28,7 +28,7 @@
 use crate::session::{Arena, ModelRef};
 
 use crate::processors::Processors;
-use crate::search::{EarlyStopping, Hypotheses, SearchOptions};
+use crate::search::{EarlyStopping, Hypotheses, SearchOptions, StepLogits, StepView};
 use crate::session::{check_tokens, RunError, Session};
 
 /// Which reference's conventions a search follows where they differ.
@@ -166,6 +166,17 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         &mut self,
         options: &DecodeOptions,
     ) -> Result<Hypotheses<'_>, RunError> {
+        self.generate_decoded_with(options, |_| {})
+    }
+
+    /// [`Session::generate_decoded`] with `on_step` seeing every step's logits after the
+    /// processors ran (log-probabilities in `transformers`' beam search), one call per decoder
+    /// step the search runs.
+    pub fn generate_decoded_with(
+        &mut self,
+        options: &DecodeOptions,
+        mut on_step: impl FnMut(StepView<'_>),
+    ) -> Result<Hypotheses<'_>, RunError> {
         let source_len = self.source_len().ok_or(RunError::NotEncoded)?;
         let config = self.model().config();
         options.check(config.tgt_vocab)?;
@@ -200,18 +211,25 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             ..options.search
         };
         let prefix = [start];
+        let process = |step: &mut StepLogits<'_>| {
+            processors.apply(step);
+            on_step(StepView {
+                step: step.step,
+                logits: step.logits,
+                beams: step.beams,
+                vocab: step.vocab,
+            });
+        };
         match options.convention {
             Convention::Transformers => {
-                self.generate_as_transformers(&prefix, &search, options.early_stopping, |step| {
-                    processors.apply(step)
-                })
+                self.generate_as_transformers(&prefix, &search, options.early_stopping, process)
             }
             Convention::CTranslate2 => self.generate_as_ctranslate2(
                 &prefix,
                 &search,
                 options.num_hypotheses,
                 processors.forced_len(),
-                |step| processors.apply(step),
+                process,
             ),
         }
     }
