@@ -14,7 +14,10 @@
 //! stops is [`EarlyStopping`]: as soon as the set is full (`early_stopping=True`), or only when
 //! the best live hypothesis, normalised as if it ended now (`False`) or, with a positive length
 //! penalty, at the length limit (`"never"`), cannot beat the worst finished one
-//! (`BeamSearchScorer`'s `is_done` heuristic); always at the length limit.
+//! (`_check_early_stop_heuristic` in `transformers`' `generation/utils.py`); always at the
+//! length limit. Under CTranslate2's rules ([`Session::generate_as_ctranslate2`]) every ending
+//! candidate among the best `beam` is registered (possibly more than `beam` in all), the best
+//! `num_hypotheses` are returned, and the search stops as its `BeamSearch` does.
 //!
 //! Sampling ([`SearchOptions::sampling`], one beam only) draws each token from
 //! `softmax(logits / T)` after the logits processors ran (see [`crate::sampling`]) instead of
@@ -365,7 +368,7 @@ impl<'a> State<'a> {
 impl State<'_> {
     /// Whether a beam search under `transformers`' rules stops after a step that generated
     /// the `len`-th token, with `finished` hypotheses finished and the live ones' scores in
-    /// `beam_score`, best first (`BeamHypotheses.is_done`).
+    /// `beam_score`, best first (`transformers`' `_beam_search_has_unfinished_sequences`).
     fn transformers_done(
         &self,
         finished: usize,
