@@ -365,7 +365,168 @@ impl<'a> State<'a> {
     }
 }
 
+/// One beam step's candidates as the selection rules see them.
+#[derive(Clone, Copy, Debug)]
+struct BeamStep {
+    /// Beam width.
+    beam: usize,
+    /// Candidates, best first, in the state's `cand_*` lists.
+    count: usize,
+    /// Step index; the candidates are the `step + 1`-th tokens.
+    step: usize,
+    /// The history the live hypotheses are in.
+    cur: usize,
+    /// Stride of the histories (the planned target length).
+    tgt: usize,
+    /// The token that ends a hypothesis; `None` when EOS is an ordinary token.
+    eos: Option<u32>,
+    /// Exponent of the length normalisation.
+    length_penalty: f32,
+    /// Whether this is the last step the length limits allow.
+    last: bool,
+}
+
+impl BeamStep {
+    fn len(&self) -> usize {
+        self.step + 1
+    }
+}
+
+/// What a search has finished so far.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    /// Finished hypotheses held.
+    finished: usize,
+    /// Hypotheses CTranslate2's rules registered (may exceed those held: only the best `beam`
+    /// are kept).
+    registered: usize,
+    /// Whether the best candidate of some step ended (CTranslate2's `top_beam_finished`).
+    top_finished: bool,
+}
+
+impl Tally {
+    /// CTranslate2's stop before the length limit: with a length penalty of 0, once a step's
+    /// best candidate has ended and `num_hypotheses` are registered; else once `beam` are
+    /// (`patience` 1).
+    fn ctranslate2_done(&self, beam: usize, num_hypotheses: usize, length_penalty: f32) -> bool {
+        if length_penalty == 0.0 {
+            self.top_finished && self.registered >= num_hypotheses
+        } else {
+            self.registered >= beam
+        }
+    }
+}
+
 impl State<'_> {
+    fn is_eos(&self, at: &BeamStep, c: usize) -> bool {
+        Some(self.cand_token[c]) == at.eos
+    }
+
+    /// Candidate `c` continues as live hypothesis `slot`.
+    fn keep_candidate(
+        &mut self,
+        at: &BeamStep,
+        c: usize,
+        slot: usize,
+        parents: &mut [u32],
+        step_tokens: &mut [u32],
+    ) {
+        let (score, from, token) = (
+            self.cand_score[c],
+            self.cand_beam[c] as usize,
+            self.cand_token[c],
+        );
+        self.keep(at.cur, at.step, slot, from, token, score, at.tgt);
+        parents[slot] = from as u32;
+        step_tokens[slot] = token;
+    }
+
+    /// Candidate `c` ends: offered to the best `beam` finished hypotheses.
+    fn register(&mut self, at: &BeamStep, c: usize, tally: &mut Tally) {
+        let (score, from, token) = (
+            self.cand_score[c],
+            self.cand_beam[c] as usize,
+            self.cand_token[c],
+        );
+        let norm = normalise(score, at.len(), at.length_penalty);
+        let (beam, cur, len, tgt) = (at.beam, at.cur, at.len(), at.tgt);
+        self.offer_finished(&mut tally.finished, beam, cur, from, len, token, norm, tgt);
+    }
+
+    /// tessel's and `transformers`' selection: the best `beam` candidates that are not EOS
+    /// live on. An EOS candidate finishes while fewer than `beam` have (tessel), or, under
+    /// `transformers`' rules, when it ranks among the best `beam`, where at the last step
+    /// every such candidate ends. Returns the live hypotheses.
+    fn select_best(
+        &mut self,
+        at: &BeamStep,
+        transformers: bool,
+        tally: &mut Tally,
+        parents: &mut [u32],
+        step_tokens: &mut [u32],
+    ) -> usize {
+        let mut kept = 0;
+        for c in 0..at.count {
+            let at_eos = self.is_eos(at, c);
+            if transformers && (at_eos || at.last) && c < at.beam {
+                self.register(at, c, tally);
+            }
+            if at_eos {
+                if !transformers && tally.finished < at.beam {
+                    let (score, from, token) = (
+                        self.cand_score[c],
+                        self.cand_beam[c] as usize,
+                        self.cand_token[c],
+                    );
+                    let norm = normalise(score, at.len(), at.length_penalty);
+                    self.finish(tally.finished, at.cur, from, at.len(), token, norm, at.tgt);
+                    tally.finished += 1;
+                }
+            } else if kept < at.beam {
+                self.keep_candidate(at, c, kept, parents, step_tokens);
+                kept += 1;
+            }
+        }
+        kept
+    }
+
+    /// CTranslate2's selection (`BeamSearch::search`): each of the best `beam` candidates
+    /// that ends (EOS, any at the last step) is registered and its place taken by the next of
+    /// the other candidates that is not EOS. At the first free step after a forced prefix an
+    /// EOS below the best candidate neither ends nor lives (CTranslate2 scores it -1e10), and
+    /// may be such a replacement. Returns the live hypotheses.
+    fn select_ctranslate2(
+        &mut self,
+        at: &BeamStep,
+        first_free: bool,
+        tally: &mut Tally,
+        parents: &mut [u32],
+        step_tokens: &mut [u32],
+    ) -> usize {
+        let dead = |st: &Self, c: usize| first_free && c > 0 && st.is_eos(at, c);
+        let mut kept = 0;
+        let mut secondary = at.beam;
+        for slot in 0..at.count.min(at.beam) {
+            let mut take = slot;
+            if (self.is_eos(at, slot) && !dead(self, slot)) || at.last {
+                tally.top_finished |= slot == 0;
+                tally.registered += 1;
+                self.register(at, slot, tally);
+                let replacement =
+                    (secondary..at.count).find(|&j| dead(self, j) || !self.is_eos(at, j));
+                if let Some(j) = replacement {
+                    take = j;
+                    secondary = j + 1;
+                }
+            }
+            if !at.last && !dead(self, take) {
+                self.keep_candidate(at, take, kept, parents, step_tokens);
+                kept += 1;
+            }
+        }
+        kept
+    }
+
     /// Whether a beam search under `transformers`' rules stops after a step that generated
     /// the `len`-th token, with `finished` hypotheses finished and the live ones' scores in
     /// `beam_score`, best first (`transformers`' `_beam_search_has_unfinished_sequences`).
@@ -554,9 +715,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         let k = 2 * beam;
         self.reset_decoder();
         let mut live = 1;
-        let mut finished = 0;
-        // CTranslate2's rules: hypotheses registered, and whether a step's best one ended.
-        let (mut registered, mut top_finished) = (0, false);
+        let mut tally = Tally::default();
         let mut cur = 0;
         let mut rng = options.sampling.as_ref().map(Sampling::rng);
         for step in 0..options.max_steps {
@@ -599,7 +758,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                 if (options.stop_at_eos && token == eos) || last_step {
                     let score = normalise(st.beam_score[0], len, options.length_penalty);
                     st.finish(0, cur, 0, len, token, score, tgt);
-                    finished = 1;
+                    tally.finished = 1;
                     break;
                 }
                 step_tokens[0] = token;
@@ -615,105 +774,46 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                     st.offer(&mut count, k, base + lp, b as u32, token as u32);
                 }
             }
-            let next = 1 - cur;
-            let mut kept = 0;
-            if let Rules::CTranslate2 {
-                num_hypotheses,
-                forced,
-            } = rules
-            {
-                let first_free = forced > 0 && step == forced;
-                let is_eos = |st: &State, c: usize| options.stop_at_eos && st.cand_token[c] == eos;
-                // An EOS below the best candidate at the first free step: neither ends nor lives.
-                let dead = |st: &State, c: usize| first_free && c > 0 && is_eos(st, c);
-                let mut secondary = beam;
-                for slot in 0..count.min(beam) {
-                    let mut take = slot;
-                    if (is_eos(&st, slot) && !dead(&st, slot)) || last_step {
-                        let (score, from, token) = (
-                            st.cand_score[slot],
-                            st.cand_beam[slot] as usize,
-                            st.cand_token[slot],
-                        );
-                        top_finished |= slot == 0;
-                        registered += 1;
-                        let norm = normalise(score, len, options.length_penalty);
-                        st.offer_finished(&mut finished, beam, cur, from, len, token, norm, tgt);
-                        let replacement =
-                            (secondary..count).find(|&j| dead(&st, j) || !is_eos(&st, j));
-                        if let Some(j) = replacement {
-                            take = j;
-                            secondary = j + 1;
-                        }
-                    }
-                    if last_step || dead(&st, take) {
-                        continue;
-                    }
-                    let (score, from, token) = (
-                        st.cand_score[take],
-                        st.cand_beam[take] as usize,
-                        st.cand_token[take],
-                    );
-                    st.keep(cur, step, kept, from, token, score, tgt);
-                    parents[kept] = from as u32;
-                    step_tokens[kept] = token;
-                    kept += 1;
+            let at = BeamStep {
+                beam,
+                count,
+                step,
+                cur,
+                tgt,
+                eos: Some(eos).filter(|_| options.stop_at_eos),
+                length_penalty: options.length_penalty,
+                last: last_step,
+            };
+            let kept = match rules {
+                Rules::CTranslate2 { forced, .. } => {
+                    let first_free = forced > 0 && step == forced;
+                    st.select_ctranslate2(&at, first_free, &mut tally, parents, step_tokens)
                 }
-                cur = next;
-                let done = if options.length_penalty == 0.0 {
-                    top_finished && registered >= num_hypotheses
-                } else {
-                    registered >= beam
+                Rules::Plain | Rules::Transformers(_) => {
+                    st.select_best(&at, transformers, &mut tally, parents, step_tokens)
+                }
+            };
+            cur = 1 - cur;
+            let done = last_step
+                || kept == 0
+                || match rules {
+                    Rules::Plain => tally.finished >= beam,
+                    Rules::CTranslate2 { num_hypotheses, .. } => {
+                        tally.ctranslate2_done(beam, num_hypotheses, options.length_penalty)
+                    }
+                    Rules::Transformers(early_stopping) => {
+                        st.transformers_done(tally.finished, beam, early_stopping, len, options)
+                    }
                 };
-                if last_step || kept == 0 || done {
-                    break;
-                }
-                self.reorder(Tokens::Staged(kept));
-                live = kept;
-                continue;
-            }
-            for c in 0..count {
-                let (score, from, token) =
-                    (st.cand_score[c], st.cand_beam[c] as usize, st.cand_token[c]);
-                let at_eos = options.stop_at_eos && token == eos;
-                if transformers && (at_eos || last_step) && c < beam {
-                    let norm = normalise(score, len, options.length_penalty);
-                    st.offer_finished(&mut finished, beam, cur, from, len, token, norm, tgt);
-                }
-                if at_eos {
-                    if !transformers && finished < beam {
-                        let norm = normalise(score, len, options.length_penalty);
-                        st.finish(finished, cur, from, len, token, norm, tgt);
-                        finished += 1;
+            if done {
+                if rules == Rules::Plain && last_step && tally.finished < beam {
+                    // The live hypotheses finish as they are.
+                    for b in 0..kept.min(beam - tally.finished) {
+                        let last = st.history[cur][b * tgt + step];
+                        let norm = normalise(st.beam_score[b], len, options.length_penalty);
+                        st.finish(tally.finished, cur, b, len, last, norm, tgt);
+                        tally.finished += 1;
                     }
-                } else if kept < beam {
-                    st.keep(cur, step, kept, from, token, score, tgt);
-                    parents[kept] = from as u32;
-                    step_tokens[kept] = token;
-                    kept += 1;
-                }
-            }
-            cur = next;
-            if let Rules::Transformers(early_stopping) = rules {
-                if last_step
-                    || kept == 0
-                    || st.transformers_done(finished, beam, early_stopping, len, options)
-                {
-                    break;
-                }
-                self.reorder(Tokens::Staged(kept));
-                live = kept;
-                continue;
-            }
-            if finished >= beam || kept == 0 {
-                break;
-            }
-            if last_step {
-                for b in 0..kept.min(beam - finished) {
-                    let last = st.history[cur][b * tgt + step];
-                    let norm = normalise(st.beam_score[b], len, options.length_penalty);
-                    st.finish(finished, cur, b, len, last, norm, tgt);
-                    finished += 1;
                 }
                 break;
             }
@@ -721,7 +821,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             live = kept;
         }
         let mut st = State::new(self.search_buffers().search, max_beam, tgt);
-        st.sort_finished(finished, tgt);
+        st.sort_finished(tally.finished, tgt);
         let State {
             finished: tokens,
             finished_len: lens,
@@ -732,7 +832,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             tokens,
             lens,
             scores,
-            count: finished,
+            count: tally.finished,
             stride: tgt,
         })
     }
