@@ -19,12 +19,16 @@ is not kept either.
 
 expected.json, per model:
   "pipeline": the Python pipeline, text to text: tokenizer(text) (src_lang set for NLLB), then
-      model.generate(**inputs, early_stopping=True[, forced_bos_token_id=tgt_lang]) with the
-      directory's generation_config.json, then tokenizer.decode(skip_special_tokens=True);
+      model.generate(**inputs[, forced_bos_token_id=tgt_lang]) with the directory's
+      generation_config.json (early_stopping: transformers' default, False), then
+      tokenizer.decode(skip_special_tokens=True);
       per line: text, src_ids, generated ids (decoder start dropped), output text.
-  "cases": decoding options on one source, each with the options, transformers' tokens and
-      scores (float64 model; sequences_scores for beam search) and, where CTranslate2 has the
-      same option, CTranslate2's tokens and scores (float32, translate_batch).
+  "cases": decoding options on one source (or the case's own "src_ids"), each with the
+      options, transformers' tokens and scores (float64 model; sequences_scores for beam search) and, where CTranslate2 has the
+      same option, CTranslate2's tokens and scores (float32, translate_batch). Cases run with
+      early_stopping=True unless they set it (the early_stopping_* cases: False and "never",
+      which CTranslate2 does not have); "hf_steps": the decoder steps transformers ran (the
+      length of its `scores`), which shows when its search stopped.
 
 Usage: python3 tools/make_decoding_golden.py   (torch, transformers, ctranslate2, tokenizers,
 sentencepiece). Checked with torch 2.15.0, transformers 5.23.0, ctranslate2 4.8.5.
@@ -129,7 +133,8 @@ def strip(seq, start, pad, eos):
 
 def hf_run(model, src, opts, start, pad, eos):
     """(tokens of each returned sequence, scores) of transformers generate."""
-    kw = dict(do_sample=False, early_stopping=True, num_beams=opts.get("beam", 1),
+    kw = dict(do_sample=False, early_stopping=opts.get("early_stopping", True),
+              num_beams=opts.get("beam", 1),
               max_new_tokens=opts.get("max_new_tokens", 20), forced_eos_token_id=None,
               length_penalty=opts.get("length_penalty", 1.0),
               repetition_penalty=opts.get("repetition_penalty", 1.0),
@@ -155,6 +160,8 @@ def hf_run(model, src, opts, start, pad, eos):
         scores = [float(x) for x in out.sequences_scores]
     else:
         scores = None
+    # The decoder steps the search ran (one score row each): when it stopped.
+    hf_run.steps = len(out.scores)
     return seqs, scores
 
 
@@ -199,6 +206,16 @@ CASES = [
     ("bad_words_beam4", dict(beam=4, bad_words="beam:2")),
     ("forced_eos", dict(max_new_tokens=3, forced_eos_token_id="eos")),
     ("max_new3_beam4", dict(beam=4, max_new_tokens=3)),
+] + [
+    (f"early_stopping_{name}_lp{lp}", dict(beam=4, num_hypotheses=4, length_penalty=float(lp),
+                                           early_stopping=value))
+    for name, value in (("false", False), ("never", "never")) for lp in (0, 1, 2)
+] + [
+    # A source whose False search stops before the length limit with a length penalty of 1,
+    # where "never" goes on to it.
+    (f"early_stopping_{name}_lp1_station", dict(beam=4, num_hypotheses=4, early_stopping=value,
+                                                text="Where is the station?"))
+    for name, value in (("false", False), ("never", "never"))
 ]
 
 
@@ -254,8 +271,7 @@ def build(name):
         kw = {}
         if name == "nllb":
             kw["forced_bos_token_id"] = tok.convert_tokens_to_ids("fra_Latn")
-        seq = model.generate(input_ids=torch.tensor([src]), generation_config=gen,
-                             early_stopping=True, **kw)[0]
+        seq = model.generate(input_ids=torch.tensor([src]), generation_config=gen, **kw)[0]
         ids = [int(t) for t in seq][1:]
         pipeline.append({"text": text, "src_ids": src, "generated": ids,
                          "output": tok.decode(seq, skip_special_tokens=True)})
@@ -271,9 +287,14 @@ def build(name):
     cases = []
     for case, opts in CASES:
         opts = resolve(dict(base, **opts), plain[0], plain_beam[0], eos, words)
-        hf_tokens, hf_scores = hf_run(model, src, opts, start, pad, eos)
-        entry = {"name": case, "options": opts, "hf_tokens": hf_tokens, "hf_scores": hf_scores}
-        if "forced_eos_token_id" not in opts:
+        text = opts.pop("text", None)
+        case_src = tok(text)["input_ids"] if text else src
+        hf_tokens, hf_scores = hf_run(model, case_src, opts, start, pad, eos)
+        entry = {"name": case, "options": opts, "hf_tokens": hf_tokens, "hf_scores": hf_scores,
+                 "hf_steps": hf_run.steps}
+        if text:
+            entry["src_ids"] = case_src
+        if "forced_eos_token_id" not in opts and "early_stopping" not in opts:
             ct2_t, ct2_s = ct2_run(ct2_dir, ct2_tokens, src, opts)
             entry["ct2_tokens"], entry["ct2_scores"] = ct2_t, ct2_s
             entry["ct2_equal_hf"] = ct2_t == hf_tokens

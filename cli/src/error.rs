@@ -69,6 +69,9 @@ pub enum CliError {
     /// `tessel translate` failed: the model directory, the tokenizer or a translation.
     #[error(transparent)]
     Translate(#[from] tessel_pipeline::TranslateError),
+    /// Options that cannot be used together.
+    #[error("{0}")]
+    BadOption(&'static str),
     /// A translating thread could not be started.
     #[error("cannot start a translating thread: {0}")]
     ThreadSpawn(std::io::Error),

@@ -1,11 +1,12 @@
 //! `Generation::from_json` on arbitrary text, then a search with the options it accepts on a
 //! tiny random model: a typed `GenerationError` or `RunError`, never a panic, whatever the
-//! token ids, lengths, penalties and n-gram sizes the file holds.
+//! token ids, lengths, penalties, n-gram sizes and early stopping the file holds, under both
+//! conventions' beam search rules.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use tessel_kernels::Isa;
-use tessel_model::{Config, Generation, Model, Session};
+use tessel_model::{Config, Convention, Generation, Model, Session};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -32,11 +33,14 @@ fuzz_target!(|data: &[u8]| {
     session.encode(&[3, 4, 5]).expect("encode");
     let mut options = generation.options;
     options.max_new_tokens = Some(options.max_new_tokens.unwrap_or(8).min(12));
-    if let Ok(hyps) = session.generate_decoded(&options) {
-        assert!(hyps.len() <= options.search.beam);
-        for h in hyps.iter() {
-            assert!(h.tokens.len() <= 12);
-            assert!(h.tokens.iter().all(|&t| t < 40));
+    for convention in [Convention::Transformers, Convention::CTranslate2] {
+        options.convention = convention;
+        if let Ok(hyps) = session.generate_decoded(&options) {
+            assert!(hyps.len() <= options.search.beam);
+            for h in hyps.iter() {
+                assert!(h.tokens.len() <= 12);
+                assert!(h.tokens.iter().all(|&t| t < 40));
+            }
         }
     }
 });

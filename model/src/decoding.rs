@@ -18,15 +18,17 @@
 //! [`Convention`] chooses the beam search rules where the references differ: `transformers`
 //! edits log-probabilities (its beam search normalises first) and finishes a hypothesis on
 //! EOS only when the EOS continuation ranks among the best `beam` candidates
-//! ([`Session::generate_as_transformers`]); CTranslate2 edits raw logits and then normalises
-//! ([`Session::generate_with`]). Greedy search edits raw logits under both, as both
+//! ([`Session::generate_as_transformers`]), keeps the best `beam` finished hypotheses and
+//! stops as [`DecodeOptions::early_stopping`] says (`transformers`' default: when the best live
+//! hypothesis cannot beat the worst finished one); CTranslate2 edits raw logits and then
+//! normalises, and builds n-best lists by its own rules ([`Session::generate_as_ctranslate2`]). Greedy search edits raw logits under both, as both
 //! references do. The repetition penalty (which scales scores) and bans that change the
 //! normaliser give different beam rankings under the two conventions.
 
 use crate::session::{Arena, ModelRef};
 
 use crate::processors::Processors;
-use crate::search::{Hypotheses, SearchOptions};
+use crate::search::{EarlyStopping, Hypotheses, SearchOptions, StepLogits, StepView};
 use crate::session::{check_tokens, RunError, Session};
 
 /// Which reference's conventions a search follows where they differ.
@@ -76,6 +78,9 @@ pub struct DecodeOptions {
     pub decoder_start: Option<u32>,
     /// Where beam search applies the processors.
     pub convention: Convention,
+    /// When beam search stops before the length limit under [`Convention::Transformers`]
+    /// (`early_stopping`; CTranslate2 stops when `beam` hypotheses have finished).
+    pub early_stopping: EarlyStopping,
 }
 
 impl DecodeOptions {
@@ -97,6 +102,7 @@ impl DecodeOptions {
             prefix: Vec::new(),
             decoder_start: None,
             convention: Convention::Transformers,
+            early_stopping: EarlyStopping::Heuristic,
         }
     }
 
@@ -160,6 +166,17 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         &mut self,
         options: &DecodeOptions,
     ) -> Result<Hypotheses<'_>, RunError> {
+        self.generate_decoded_with(options, |_| {})
+    }
+
+    /// [`Session::generate_decoded`] with `on_step` seeing every step's logits after the
+    /// processors ran (log-probabilities in `transformers`' beam search), one call per decoder
+    /// step the search runs.
+    pub fn generate_decoded_with(
+        &mut self,
+        options: &DecodeOptions,
+        mut on_step: impl FnMut(StepView<'_>),
+    ) -> Result<Hypotheses<'_>, RunError> {
         let source_len = self.source_len().ok_or(RunError::NotEncoded)?;
         let config = self.model().config();
         options.check(config.tgt_vocab)?;
@@ -194,13 +211,26 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             ..options.search
         };
         let prefix = [start];
+        let process = |step: &mut StepLogits<'_>| {
+            processors.apply(step);
+            on_step(StepView {
+                step: step.step,
+                logits: step.logits,
+                beams: step.beams,
+                vocab: step.vocab,
+            });
+        };
         match options.convention {
             Convention::Transformers => {
-                self.generate_as_transformers(&prefix, &search, |step| processors.apply(step))
+                self.generate_as_transformers(&prefix, &search, options.early_stopping, process)
             }
-            Convention::CTranslate2 => {
-                self.generate_with(&prefix, &search, |step| processors.apply(step))
-            }
+            Convention::CTranslate2 => self.generate_as_ctranslate2(
+                &prefix,
+                &search,
+                options.num_hypotheses,
+                processors.forced_len(),
+                process,
+            ),
         }
     }
 }

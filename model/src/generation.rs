@@ -7,13 +7,14 @@
 //! `eos_token_id` (a list keeps its first id, the one search stops at). Absent or `null` keys
 //! take `transformers`' defaults (`max_length` 20, one beam, penalties off). Sampling keys
 //! (`do_sample`, `temperature`, `top_k`, `top_p`) are kept in [`Generation::sampling`] for the
-//! host; `early_stopping` is not read: tessel's beam search stops when the beam's hypotheses
-//! have finished, which is `early_stopping=True`.
+//! host. `early_stopping` (`true`, `false`, `"never"`; absent: `false`, as in `transformers`)
+//! becomes [`DecodeOptions::early_stopping`].
 
 use serde_json::Value;
 use thiserror::Error;
 
 use crate::decoding::DecodeOptions;
+use crate::search::EarlyStopping;
 
 /// Why a generation config was refused.
 #[derive(Clone, Debug, PartialEq, Error)]
@@ -93,6 +94,18 @@ fn float(v: &Value, key: &'static str) -> Result<Option<f32>, GenerationError> {
     }
 }
 
+fn early_stopping(v: &Value) -> Result<EarlyStopping, GenerationError> {
+    match v.get("early_stopping") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(EarlyStopping::Heuristic),
+        Some(Value::Bool(true)) => Ok(EarlyStopping::WhenFull),
+        Some(Value::String(s)) if s == "never" => Ok(EarlyStopping::Never),
+        Some(_) => Err(GenerationError::BadValue {
+            key: "early_stopping",
+            reason: "is not true, false or \"never\"",
+        }),
+    }
+}
+
 fn ids(v: &Value, key: &'static str) -> Result<Vec<u32>, GenerationError> {
     id_list(v.get(key), key)
 }
@@ -160,6 +173,7 @@ impl Generation {
                 })
             }
         };
+        options.early_stopping = early_stopping(v)?;
         options.forced_bos = id(v, "forced_bos_token_id")?;
         options.forced_eos = id(v, "forced_eos_token_id")?;
         options.decoder_start = id(v, "decoder_start_token_id")?;

@@ -80,7 +80,7 @@ pub use generation::{Generation, GenerationError};
 pub use layers::WeightType;
 pub use model::Model;
 pub use sampling::Sampling;
-pub use search::{Hypotheses, Hypothesis, SearchOptions, StepLogits, StepView};
+pub use search::{EarlyStopping, Hypotheses, Hypothesis, SearchOptions, StepLogits, StepView};
 pub use session::{Arena, ModelRef, RunError, Session, SessionError};
 pub use storage::Weights;
 #[cfg(feature = "std")]

@@ -7,6 +7,18 @@
 //! have finished or after `max_steps` tokens (live beams are then finished as they are).
 //! Greedy search is the one-beam case without the log-softmax over the whole vocabulary.
 //!
+//! Under `transformers`' rules ([`Session::generate_as_transformers`]) the finished set is
+//! `transformers`' beam hypotheses: each step, the candidates among the best `beam` that end
+//! (EOS, or any token at the last step) are offered to a set of the `beam` best finished
+//! hypotheses by normalised score, where a better one replaces the worst. When the search
+//! stops is [`EarlyStopping`]: as soon as the set is full (`early_stopping=True`), or only when
+//! the best live hypothesis, normalised as if it ended now (`False`) or, with a positive length
+//! penalty, at the length limit (`"never"`), cannot beat the worst finished one
+//! (`_check_early_stop_heuristic` in `transformers`' `generation/utils.py`); always at the
+//! length limit. Under CTranslate2's rules ([`Session::generate_as_ctranslate2`]) every ending
+//! candidate among the best `beam` is registered (possibly more than `beam` in all), the best
+//! `num_hypotheses` are returned, and the search stops as its `BeamSearch` does.
+//!
 //! Sampling ([`SearchOptions::sampling`], one beam only) draws each token from
 //! `softmax(logits / T)` after the logits processors ran (see [`crate::sampling`]) instead of
 //! taking the argmax. The hypothesis score is still the sum of the log-probabilities of the
@@ -64,6 +76,40 @@ impl SearchOptions {
             ..SearchOptions::greedy(max_steps)
         }
     }
+}
+
+/// When a beam search under `transformers`' rules stops before its length limit
+/// (`early_stopping` of `transformers.generate`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EarlyStopping {
+    /// `early_stopping=True`: as soon as `beam` hypotheses have finished.
+    WhenFull,
+    /// `early_stopping=False` (`transformers`' default): once `beam` hypotheses have finished
+    /// and the best live one, its score normalised by its current length, is no better than
+    /// the worst finished one.
+    #[default]
+    Heuristic,
+    /// `early_stopping="never"`: as `Heuristic`, but with a positive length penalty the live
+    /// score is normalised by the length limit (the best it could reach), so the search
+    /// nearly always runs to the limit.
+    Never,
+}
+
+/// Which reference's beam search rules a search follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rules {
+    /// tessel's own: the first `beam` finished hypotheses, stop then.
+    Plain,
+    /// CTranslate2's `BeamSearch` (see [`Session::generate_as_ctranslate2`]).
+    CTranslate2 {
+        /// Hypotheses asked for (`num_hypotheses`), which its early exit waits for.
+        num_hypotheses: usize,
+        /// Steps forced by a target prefix before the first free one.
+        forced: usize,
+    },
+    /// `transformers`': the best `beam` of the best candidates that finished, with its
+    /// stopping rule.
+    Transformers(EarlyStopping),
 }
 
 /// What the host sees after each decoder step.
@@ -245,6 +291,65 @@ impl<'a> State<'a> {
         self.finished_score[slot] = score;
     }
 
+    /// Continues hypothesis `from` of `history[cur]` with `token` as live hypothesis `slot` of
+    /// the other history, scored `score`.
+    #[allow(clippy::too_many_arguments)]
+    fn keep(
+        &mut self,
+        cur: usize,
+        step: usize,
+        slot: usize,
+        from: usize,
+        token: u32,
+        score: f32,
+        tgt: usize,
+    ) {
+        let (src, dst) = (from * tgt, slot * tgt);
+        let [a, b] = &mut self.history;
+        let (old, new) = if cur == 0 { (&*a, b) } else { (&*b, a) };
+        new[dst..dst + step].copy_from_slice(&old[src..src + step]);
+        new[dst + step] = token;
+        self.beam_score[slot] = score;
+    }
+
+    /// Offers a finished hypothesis to the set of the best `beam` (`count` so far): it takes a
+    /// free slot, else replaces the worst when it scores better.
+    #[allow(clippy::too_many_arguments)]
+    fn offer_finished(
+        &mut self,
+        count: &mut usize,
+        beam: usize,
+        cur: usize,
+        from: usize,
+        len: usize,
+        last: u32,
+        score: f32,
+        tgt: usize,
+    ) {
+        let slot = if *count < beam {
+            *count += 1;
+            *count - 1
+        } else {
+            let worst = self.worst_finished(beam);
+            if score <= self.finished_score[worst] {
+                return;
+            }
+            worst
+        };
+        self.finish(slot, cur, from, len, last, score, tgt);
+    }
+
+    /// The slot of the lowest score among the first `count` finished hypotheses (`count` > 0).
+    fn worst_finished(&self, count: usize) -> usize {
+        (1..count).fold(0, |worst, i| {
+            if self.finished_score[i] < self.finished_score[worst] {
+                i
+            } else {
+                worst
+            }
+        })
+    }
+
     /// Sorts the first `count` finished hypotheses by score, best first (insertion sort).
     fn sort_finished(&mut self, count: usize, tgt: usize) {
         for i in 1..count {
@@ -257,6 +362,195 @@ impl<'a> State<'a> {
                 j -= 1;
             }
         }
+    }
+}
+
+/// One beam step's candidates as the selection rules see them.
+#[derive(Clone, Copy, Debug)]
+struct BeamStep {
+    /// Beam width.
+    beam: usize,
+    /// Candidates, best first, in the state's `cand_*` lists.
+    count: usize,
+    /// Step index; the candidates are the `step + 1`-th tokens.
+    step: usize,
+    /// The history the live hypotheses are in.
+    cur: usize,
+    /// Stride of the histories (the planned target length).
+    tgt: usize,
+    /// The token that ends a hypothesis; `None` when EOS is an ordinary token.
+    eos: Option<u32>,
+    /// Exponent of the length normalisation.
+    length_penalty: f32,
+    /// Whether this is the last step the length limits allow.
+    last: bool,
+}
+
+impl BeamStep {
+    fn len(&self) -> usize {
+        self.step + 1
+    }
+}
+
+/// What a search has finished so far.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    /// Finished hypotheses held.
+    finished: usize,
+    /// Hypotheses CTranslate2's rules registered (may exceed those held: only the best `beam`
+    /// are kept).
+    registered: usize,
+    /// Whether the best candidate of some step ended (CTranslate2's `top_beam_finished`).
+    top_finished: bool,
+}
+
+impl Tally {
+    /// CTranslate2's stop before the length limit: with a length penalty of 0, once a step's
+    /// best candidate has ended and `num_hypotheses` are registered; else once `beam` are
+    /// (`patience` 1).
+    fn ctranslate2_done(&self, beam: usize, num_hypotheses: usize, length_penalty: f32) -> bool {
+        if length_penalty == 0.0 {
+            self.top_finished && self.registered >= num_hypotheses
+        } else {
+            self.registered >= beam
+        }
+    }
+}
+
+impl State<'_> {
+    fn is_eos(&self, at: &BeamStep, c: usize) -> bool {
+        Some(self.cand_token[c]) == at.eos
+    }
+
+    /// Candidate `c` continues as live hypothesis `slot`.
+    fn keep_candidate(
+        &mut self,
+        at: &BeamStep,
+        c: usize,
+        slot: usize,
+        parents: &mut [u32],
+        step_tokens: &mut [u32],
+    ) {
+        let (score, from, token) = (
+            self.cand_score[c],
+            self.cand_beam[c] as usize,
+            self.cand_token[c],
+        );
+        self.keep(at.cur, at.step, slot, from, token, score, at.tgt);
+        parents[slot] = from as u32;
+        step_tokens[slot] = token;
+    }
+
+    /// Candidate `c` ends: offered to the best `beam` finished hypotheses.
+    fn register(&mut self, at: &BeamStep, c: usize, tally: &mut Tally) {
+        let (score, from, token) = (
+            self.cand_score[c],
+            self.cand_beam[c] as usize,
+            self.cand_token[c],
+        );
+        let norm = normalise(score, at.len(), at.length_penalty);
+        let (beam, cur, len, tgt) = (at.beam, at.cur, at.len(), at.tgt);
+        self.offer_finished(&mut tally.finished, beam, cur, from, len, token, norm, tgt);
+    }
+
+    /// tessel's and `transformers`' selection: the best `beam` candidates that are not EOS
+    /// live on. An EOS candidate finishes while fewer than `beam` have (tessel), or, under
+    /// `transformers`' rules, when it ranks among the best `beam`, where at the last step
+    /// every such candidate ends. Returns the live hypotheses.
+    fn select_best(
+        &mut self,
+        at: &BeamStep,
+        transformers: bool,
+        tally: &mut Tally,
+        parents: &mut [u32],
+        step_tokens: &mut [u32],
+    ) -> usize {
+        let mut kept = 0;
+        for c in 0..at.count {
+            let at_eos = self.is_eos(at, c);
+            if transformers && (at_eos || at.last) && c < at.beam {
+                self.register(at, c, tally);
+            }
+            if at_eos {
+                if !transformers && tally.finished < at.beam {
+                    let (score, from, token) = (
+                        self.cand_score[c],
+                        self.cand_beam[c] as usize,
+                        self.cand_token[c],
+                    );
+                    let norm = normalise(score, at.len(), at.length_penalty);
+                    self.finish(tally.finished, at.cur, from, at.len(), token, norm, at.tgt);
+                    tally.finished += 1;
+                }
+            } else if kept < at.beam {
+                self.keep_candidate(at, c, kept, parents, step_tokens);
+                kept += 1;
+            }
+        }
+        kept
+    }
+
+    /// CTranslate2's selection (`BeamSearch::search`): each of the best `beam` candidates
+    /// that ends (EOS, any at the last step) is registered and its place taken by the next of
+    /// the other candidates that is not EOS. At the first free step after a forced prefix an
+    /// EOS below the best candidate neither ends nor lives (CTranslate2 scores it -1e10), and
+    /// may be such a replacement. Returns the live hypotheses.
+    fn select_ctranslate2(
+        &mut self,
+        at: &BeamStep,
+        first_free: bool,
+        tally: &mut Tally,
+        parents: &mut [u32],
+        step_tokens: &mut [u32],
+    ) -> usize {
+        let dead = |st: &Self, c: usize| first_free && c > 0 && st.is_eos(at, c);
+        let mut kept = 0;
+        let mut secondary = at.beam;
+        for slot in 0..at.count.min(at.beam) {
+            let mut take = slot;
+            if (self.is_eos(at, slot) && !dead(self, slot)) || at.last {
+                tally.top_finished |= slot == 0;
+                tally.registered += 1;
+                self.register(at, slot, tally);
+                let replacement =
+                    (secondary..at.count).find(|&j| dead(self, j) || !self.is_eos(at, j));
+                if let Some(j) = replacement {
+                    take = j;
+                    secondary = j + 1;
+                }
+            }
+            if !at.last && !dead(self, take) {
+                self.keep_candidate(at, take, kept, parents, step_tokens);
+                kept += 1;
+            }
+        }
+        kept
+    }
+
+    /// Whether a beam search under `transformers`' rules stops after a step that generated
+    /// the `len`-th token, with `finished` hypotheses finished and the live ones' scores in
+    /// `beam_score`, best first (`transformers`' `_beam_search_has_unfinished_sequences`).
+    fn transformers_done(
+        &self,
+        finished: usize,
+        beam: usize,
+        early_stopping: EarlyStopping,
+        len: usize,
+        options: &SearchOptions,
+    ) -> bool {
+        if finished < beam {
+            return false;
+        }
+        let alpha = options.length_penalty;
+        let horizon = match early_stopping {
+            EarlyStopping::WhenFull => return true,
+            EarlyStopping::Never if alpha > 0.0 => options.max_steps,
+            EarlyStopping::Heuristic | EarlyStopping::Never => len,
+        };
+        let best_live = normalise(self.beam_score[0], horizon, alpha);
+        let worst = self.finished_score[self.worst_finished(finished)];
+        // `transformers` goes on while the best live hypothesis could still do better.
+        best_live <= worst
     }
 }
 
@@ -342,31 +636,64 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         options: &SearchOptions,
         process: impl FnMut(&mut StepLogits<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
-        self.search_processed(prefix, options, false, process)
+        self.search_processed(prefix, options, Rules::Plain, process)
+    }
+
+    /// [`Session::generate_with`] with the rules of CTranslate2's beam search
+    /// (`BeamSearch::search`, `translate_batch` with `num_hypotheses`): of the step's `2·beam`
+    /// candidates, each of the best `beam` that ends (EOS, or any at the last step) is
+    /// registered as finished and its place taken by the next candidate of the other `beam`
+    /// that is not EOS. Registered hypotheses are ranked by normalised score and the best
+    /// `num_hypotheses` returned. The search stops at the length limit, or with a length
+    /// penalty of 0 once the best candidate of some step has ended and `num_hypotheses` are
+    /// registered, or else once `beam` are. The first free step after `forced` forced steps
+    /// (a target prefix, a forced BOS) finishes only on its best candidate: an EOS further down
+    /// ends no hypothesis and takes its beam out of the search (CTranslate2 scores it -1e10).
+    pub fn generate_as_ctranslate2(
+        &mut self,
+        prefix: &[u32],
+        options: &SearchOptions,
+        num_hypotheses: usize,
+        forced: usize,
+        process: impl FnMut(&mut StepLogits<'_>),
+    ) -> Result<Hypotheses<'_>, RunError> {
+        let rules = Rules::CTranslate2 {
+            num_hypotheses,
+            forced,
+        };
+        self.search_processed(prefix, options, rules, process)
     }
 
     /// [`Session::generate_with`] with the rules of `transformers`' beam search: the processor
     /// gets each row's log-probabilities (`log_softmax` of the raw logits) and the search ranks
     /// what it leaves without normalising again; and an EOS continuation finishes a hypothesis
     /// only when it ranks among the best `beam` of the step's `2·beam` candidates (lower ones
-    /// are dropped). Greedy search (one beam) still hands the processor raw logits, as
-    /// `transformers`' greedy search does.
+    /// are dropped), into the set of the best `beam` finished ones; the search stops as
+    /// `early_stopping` says (see the module documentation). Greedy search (one beam) still
+    /// hands the processor raw logits, as `transformers`' greedy search does.
     pub fn generate_as_transformers(
         &mut self,
         prefix: &[u32],
         options: &SearchOptions,
+        early_stopping: EarlyStopping,
         process: impl FnMut(&mut StepLogits<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
-        self.search_processed(prefix, options, true, process)
+        self.search_processed(
+            prefix,
+            options,
+            Rules::Transformers(early_stopping),
+            process,
+        )
     }
 
     fn search_processed(
         &mut self,
         prefix: &[u32],
         options: &SearchOptions,
-        transformers: bool,
+        rules: Rules,
         mut process: impl FnMut(&mut StepLogits<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
+        let transformers = matches!(rules, Rules::Transformers(_));
         self.check_search(options)?;
         let config = self.model().config();
         let limits = self.limits();
@@ -388,7 +715,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         let k = 2 * beam;
         self.reset_decoder();
         let mut live = 1;
-        let mut finished = 0;
+        let mut tally = Tally::default();
         let mut cur = 0;
         let mut rng = options.sampling.as_ref().map(Sampling::rng);
         for step in 0..options.max_steps {
@@ -431,7 +758,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                 if (options.stop_at_eos && token == eos) || last_step {
                     let score = normalise(st.beam_score[0], len, options.length_penalty);
                     st.finish(0, cur, 0, len, token, score, tgt);
-                    finished = 1;
+                    tally.finished = 1;
                     break;
                 }
                 step_tokens[0] = token;
@@ -447,39 +774,46 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                     st.offer(&mut count, k, base + lp, b as u32, token as u32);
                 }
             }
-            let next = 1 - cur;
-            let mut kept = 0;
-            for c in 0..count {
-                let (score, from, token) =
-                    (st.cand_score[c], st.cand_beam[c] as usize, st.cand_token[c]);
-                if options.stop_at_eos && token == eos {
-                    if finished < beam && (!transformers || c < beam) {
-                        let norm = normalise(score, len, options.length_penalty);
-                        st.finish(finished, cur, from, len, token, norm, tgt);
-                        finished += 1;
-                    }
-                } else if kept < beam {
-                    let (src, dst) = (from * tgt, kept * tgt);
-                    let [a, b] = &mut st.history;
-                    let (old, new) = if cur == 0 { (&*a, b) } else { (&*b, a) };
-                    new[dst..dst + step].copy_from_slice(&old[src..src + step]);
-                    new[dst + step] = token;
-                    st.beam_score[kept] = score;
-                    parents[kept] = from as u32;
-                    step_tokens[kept] = token;
-                    kept += 1;
+            let at = BeamStep {
+                beam,
+                count,
+                step,
+                cur,
+                tgt,
+                eos: Some(eos).filter(|_| options.stop_at_eos),
+                length_penalty: options.length_penalty,
+                last: last_step,
+            };
+            let kept = match rules {
+                Rules::CTranslate2 { forced, .. } => {
+                    let first_free = forced > 0 && step == forced;
+                    st.select_ctranslate2(&at, first_free, &mut tally, parents, step_tokens)
                 }
-            }
-            cur = next;
-            if finished >= beam || kept == 0 {
-                break;
-            }
-            if last_step {
-                for b in 0..kept.min(beam - finished) {
-                    let last = st.history[cur][b * tgt + step];
-                    let norm = normalise(st.beam_score[b], len, options.length_penalty);
-                    st.finish(finished, cur, b, len, last, norm, tgt);
-                    finished += 1;
+                Rules::Plain | Rules::Transformers(_) => {
+                    st.select_best(&at, transformers, &mut tally, parents, step_tokens)
+                }
+            };
+            cur = 1 - cur;
+            let done = last_step
+                || kept == 0
+                || match rules {
+                    Rules::Plain => tally.finished >= beam,
+                    Rules::CTranslate2 { num_hypotheses, .. } => {
+                        tally.ctranslate2_done(beam, num_hypotheses, options.length_penalty)
+                    }
+                    Rules::Transformers(early_stopping) => {
+                        st.transformers_done(tally.finished, beam, early_stopping, len, options)
+                    }
+                };
+            if done {
+                if rules == Rules::Plain && last_step && tally.finished < beam {
+                    // The live hypotheses finish as they are.
+                    for b in 0..kept.min(beam - tally.finished) {
+                        let last = st.history[cur][b * tgt + step];
+                        let norm = normalise(st.beam_score[b], len, options.length_penalty);
+                        st.finish(tally.finished, cur, b, len, last, norm, tgt);
+                        tally.finished += 1;
+                    }
                 }
                 break;
             }
@@ -487,7 +821,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             live = kept;
         }
         let mut st = State::new(self.search_buffers().search, max_beam, tgt);
-        st.sort_finished(finished, tgt);
+        st.sort_finished(tally.finished, tgt);
         let State {
             finished: tokens,
             finished_len: lens,
@@ -498,7 +832,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             tokens,
             lens,
             scores,
-            count: finished,
+            count: tally.finished,
             stride: tgt,
         })
     }

@@ -9,12 +9,21 @@
 //! skip_special_tokens=True)`. A source longer than the model reads is
 //! [`TranslateError::SourceTooLong`] unless [`TranslateOptions::truncate`] is set, which keeps
 //! the first `max - 1` ids and the last one (the family's closing special token).
+//!
+//! A generation config with `do_sample: true` makes sampling the default, as `transformers`
+//! samples then: one hypothesis drawn with the config's `temperature`, `top_k` and `top_p`
+//! (`transformers`' defaults 1, 50 and 1 when absent) and seed 0 (set
+//! `options.decode.search.sampling` to change it). `transformers` would sample inside a beam
+//! search when `num_beams > 1` (beam sampling); tessel samples one hypothesis only, so a
+//! sampling default runs with one beam. [`Translator::target_prefix`] turns text into the ids
+//! of a target prefix ([`DecodeOptions::prefix`]), forced after the forced BOS.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use tessel_kernels::Isa;
-use tessel_model::{DecodeOptions, Limits, Model, RunError, Session, SessionError};
+use tessel_model::generation::SamplingDefaults;
+use tessel_model::{DecodeOptions, Limits, Model, RunError, Sampling, Session, SessionError};
 use tessel_text::{Family, TextError, TextTokenizer};
 use thiserror::Error;
 
@@ -74,7 +83,12 @@ pub struct Translator {
     model: Arc<Model<'static>>,
     tokenizer: Arc<TextTokenizer>,
     defaults: TranslateOptions,
+    search: TranslateOptions,
+    sampling: SamplingDefaults,
 }
+
+/// `transformers`' `top_k` when sampling and the generation config does not set it.
+const DEFAULT_TOP_K: usize = 50;
 
 impl Translator {
     /// Loads a model directory ([`ModelDir::load`]) with source and target languages (for the
@@ -104,19 +118,71 @@ impl Translator {
         if let Some(bos) = tokenizer.forced_bos_id()? {
             decode.forced_bos = Some(bos);
         }
+        let search = TranslateOptions {
+            decode,
+            truncate: false,
+        };
+        let sampling = dir.generation.sampling;
+        let mut defaults = search.clone();
+        if sampling.do_sample {
+            defaults.decode.search.sampling = Some(sampling_of(&sampling, 0));
+            defaults.decode.search.beam = 1;
+            defaults.decode.num_hypotheses = 1;
+        }
         Ok(Translator {
             model: Arc::new(dir.model),
             tokenizer: Arc::new(tokenizer),
-            defaults: TranslateOptions {
-                decode,
-                truncate: false,
-            },
+            defaults,
+            search,
+            sampling,
         })
+    }
+
+    /// The generation config's sampling settings (`do_sample`, `temperature`, `top_k`,
+    /// `top_p`), applied to [`Translator::defaults`] when `do_sample` is set.
+    pub fn sampling_defaults(&self) -> &SamplingDefaults {
+        &self.sampling
+    }
+
+    /// The sampling settings of the generation config with `seed`, whether or not it sets
+    /// `do_sample`: its `temperature`, `top_k` and `top_p`, else `transformers`' defaults.
+    pub fn sampling(&self, seed: u64) -> Sampling {
+        sampling_of(&self.sampling, seed)
+    }
+
+    /// The ids of `text` as a target prefix: the target tokenizer's ids without the family's
+    /// special tokens around them (the closing `</s>`, the target language code, which is the
+    /// forced BOS where the family has one).
+    pub fn target_prefix(&self, text: &str) -> Result<Vec<u32>, TranslateError> {
+        let mut ids = self.tokenizer.encode_target(text)?;
+        let eos = self.tokenizer.eos_id();
+        let lang = self.tokenizer.forced_bos_id()?;
+        let bos = self.defaults.decode.forced_bos;
+        while let Some(&last) = ids.last() {
+            if Some(last) == eos || Some(last) == lang {
+                ids.pop();
+            } else {
+                break;
+            }
+        }
+        if ids
+            .first()
+            .is_some_and(|&t| Some(t) == bos || Some(t) == lang)
+        {
+            ids.remove(0);
+        }
+        Ok(ids)
     }
 
     /// The model's defaults (from its generation config and languages), to start options from.
     pub fn defaults(&self) -> &TranslateOptions {
         &self.defaults
+    }
+
+    /// The model's defaults without sampling (the generation config's search, even when it
+    /// sets `do_sample`).
+    pub fn search_defaults(&self) -> &TranslateOptions {
+        &self.search
     }
 
     /// The model.
@@ -137,6 +203,16 @@ impl Translator {
             translator: self.clone(),
             session,
         })
+    }
+}
+
+/// The sampling a generation config's settings describe, with `seed`.
+fn sampling_of(defaults: &SamplingDefaults, seed: u64) -> Sampling {
+    Sampling {
+        temperature: defaults.temperature.unwrap_or(1.0),
+        top_k: defaults.top_k.unwrap_or(DEFAULT_TOP_K),
+        top_p: defaults.top_p.unwrap_or(1.0),
+        seed,
     }
 }
 

@@ -2,7 +2,8 @@
 //! random-weight Marian and NLLB models of `tests/decoding/` (made by
 //! `tools/make_decoding_golden.py`): repetition penalty, no-repeat n-grams, min length, forced
 //! BOS and EOS, target prefixes, suppressed tokens and sequences, length limits, n-best lists
-//! with their scores, at every ISA level.
+//! with their scores, `early_stopping` (True, False and "never" under length penalties 0, 1
+//! and 2; the steps each search ran equal to `transformers`'), at every ISA level.
 //!
 //! Each case runs under [`Convention::Transformers`] against `transformers` and, where
 //! CTranslate2 has the option, under [`Convention::CTranslate2`] against CTranslate2. The two
@@ -13,7 +14,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tessel_model::families::bart;
-use tessel_model::{Convention, DecodeOptions, Generation, LoadOptions, Model, Session};
+use tessel_model::{
+    Convention, DecodeOptions, EarlyStopping, Generation, LoadOptions, Model, Session,
+};
 use tessel_tests::for_each_isa;
 
 fn fixture(name: &str) -> PathBuf {
@@ -48,16 +51,28 @@ fn options(defaults: &DecodeOptions, opts: &Value, convention: Convention) -> De
     if let Some(words) = opts.get("bad_words").and_then(Value::as_array) {
         o.bad_words.extend(words.iter().map(u32s));
     }
+    // The fixtures' cases pass `early_stopping=True` unless they name it.
+    o.early_stopping = match &opts["early_stopping"] {
+        Value::Null | Value::Bool(true) => EarlyStopping::WhenFull,
+        Value::Bool(false) => EarlyStopping::Heuristic,
+        v if v == "never" => EarlyStopping::Never,
+        v => panic!("early_stopping {v}"),
+    };
     o.convention = convention;
     o
 }
 
-fn run(session: &mut Session<&Model>, options: &DecodeOptions) -> (Vec<Vec<u32>>, Vec<f32>) {
-    let hyps = session.generate_decoded(options).unwrap();
+/// The best `num_hypotheses` tokens and scores, and the decoder steps the search ran.
+fn run(session: &mut Session<&Model>, options: &DecodeOptions) -> (Vec<Vec<u32>>, Vec<f32>, usize) {
+    let mut steps = 0;
+    let hyps = session
+        .generate_decoded_with(options, |_| steps += 1)
+        .unwrap();
     let n = options.num_hypotheses;
     (
         hyps.iter().take(n).map(|h| h.tokens.to_vec()).collect(),
         hyps.iter().take(n).map(|h| h.score).collect(),
+        steps,
     )
 }
 
@@ -90,11 +105,13 @@ fn decoding_options_match_transformers_and_ctranslate2() {
         let cases = expected["cases"].as_array().unwrap();
         for_each_isa(|isa| {
             let mut session = Session::new(&model, isa).unwrap();
-            session.encode(&src).unwrap();
             for case in cases {
                 let what = format!("{name} {} at {isa}", case["name"].as_str().unwrap());
+                session
+                    .encode(&case.get("src_ids").map_or_else(|| src.clone(), u32s))
+                    .unwrap();
                 let o = options(&defaults, &case["options"], Convention::Transformers);
-                let (tokens, scores) = run(&mut session, &o);
+                let (tokens, scores, steps) = run(&mut session, &o);
                 let want: Vec<Vec<u32>> = case["hf_tokens"]
                     .as_array()
                     .unwrap()
@@ -102,6 +119,16 @@ fn decoding_options_match_transformers_and_ctranslate2() {
                     .map(u32s)
                     .collect();
                 assert_eq!(tokens, want, "{what}: transformers");
+                // When the search stopped: transformers runs no step for a target prefix (a
+                // decoder prompt, the forced BOS moved into it), tessel forces it one step per
+                // token.
+                let prompt = if o.prefix.is_empty() {
+                    0
+                } else {
+                    o.prefix.len() + usize::from(o.forced_bos.is_some())
+                };
+                let hf_steps = case["hf_steps"].as_u64().unwrap() as usize;
+                assert_eq!(steps - prompt, hf_steps, "{what}: steps");
                 // transformers takes a target prefix as a decoder prompt and leaves it out of
                 // the length that divides the score; tessel counts it, as CTranslate2 does
                 // (length penalty 1 in these cases): convert.
@@ -119,17 +146,42 @@ fn decoding_options_match_transformers_and_ctranslate2() {
                     _ => case["hf_scores"].clone(),
                 };
                 check_scores(&scores, &tokens, &hf_scores, &what);
-                // CTranslate2 builds n-best lists by other rules (it never returned the
-                // EOS-right-after-the-forced-BOS hypothesis `transformers` finds, and goes on
-                // past `beam` finished ones); only its best hypothesis is compared.
-                if let Some(ct2) = case.get("ct2_tokens").filter(|_| o.num_hypotheses == 1) {
+                // CTranslate2's n-best lists follow its own rules (no EOS below the best
+                // candidate right after a forced BOS, registering past `beam` finished ones).
+                if let Some(ct2) = case.get("ct2_tokens") {
                     let o = options(&defaults, &case["options"], Convention::CTranslate2);
-                    let (tokens, scores) = run(&mut session, &o);
+                    let (tokens, scores, _) = run(&mut session, &o);
                     let want: Vec<Vec<u32>> = ct2.as_array().unwrap().iter().map(u32s).collect();
                     assert_eq!(tokens, want, "{what}: CTranslate2");
                     check_scores(&scores, &tokens, &case["ct2_scores"], &what);
                 }
             }
         });
+    }
+}
+
+#[test]
+fn generation_config_reads_early_stopping() {
+    let read = |text: &str| Generation::from_json(text).map(|g| g.options.early_stopping);
+    assert_eq!(read("{}"), Ok(EarlyStopping::Heuristic));
+    assert_eq!(
+        read(r#"{"early_stopping": null}"#),
+        Ok(EarlyStopping::Heuristic)
+    );
+    assert_eq!(
+        read(r#"{"early_stopping": false}"#),
+        Ok(EarlyStopping::Heuristic)
+    );
+    assert_eq!(
+        read(r#"{"early_stopping": true}"#),
+        Ok(EarlyStopping::WhenFull)
+    );
+    assert_eq!(
+        read(r#"{"early_stopping": "never"}"#),
+        Ok(EarlyStopping::Never)
+    );
+    for bad in [r#""always""#, "1", "[true]"] {
+        let err = read(&format!(r#"{{"early_stopping": {bad}}}"#)).unwrap_err();
+        assert!(err.to_string().contains("early_stopping"), "{bad}: {err}");
     }
 }

@@ -6,8 +6,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use tessel_model::{
-    Config, FfnActivation, LoadOptions, Model, NormPlacement, Positions, Sampling, SearchOptions,
-    Session, WeightType,
+    Config, Convention, DecodeOptions, EarlyStopping, FfnActivation, LoadOptions, Model,
+    NormPlacement, Positions, Sampling, SearchOptions, Session, WeightType,
 };
 use tessel_tests::for_each_isa;
 
@@ -101,6 +101,26 @@ fn nothing_allocates_after_session_creation() {
         (NormPlacement::Pre, WeightType::Int8),
         (NormPlacement::Post, WeightType::Int8),
     ];
+    // Decoding options under both conventions and every early stopping rule, with forced
+    // tokens and processors (built before counting: they own their token lists).
+    let mut decoded = Vec::new();
+    for (convention, early_stopping) in [
+        (Convention::CTranslate2, EarlyStopping::Heuristic),
+        (Convention::Transformers, EarlyStopping::WhenFull),
+        (Convention::Transformers, EarlyStopping::Heuristic),
+        (Convention::Transformers, EarlyStopping::Never),
+    ] {
+        let mut o = DecodeOptions::beam(4, 10);
+        o.num_hypotheses = 3;
+        o.forced_bos = Some(5);
+        o.prefix = vec![6];
+        o.repetition_penalty = 1.3;
+        o.no_repeat_ngram_size = 2;
+        o.search.length_penalty = 1.5;
+        o.convention = convention;
+        o.early_stopping = early_stopping;
+        decoded.push(o);
+    }
     for (norm, weights) in cases {
         let model =
             Model::random_with(config(norm), 7, &LoadOptions::weights(weights)).expect("model");
@@ -154,6 +174,10 @@ fn nothing_allocates_after_session_creation() {
                     .generate_from(&[1, 9, 4], &SearchOptions::beam(3, 6), |_| {})
                     .expect("beam from a prefix");
                 assert!(!hyps.is_empty());
+                for options in &decoded {
+                    let hyps = session.generate_decoded(options).expect("decoded");
+                    assert!(hyps.len() >= options.num_hypotheses);
+                }
                 assert!(session.encode(&[999]).is_err());
                 assert!(session
                     .generate(&SearchOptions::beam(9, 4), |_| {})

@@ -1,0 +1,391 @@
+//! `tessel translate`'s decoding flags end to end: each flag's output equals the library call
+//! ([`Translator`]) with the same option set, and does what the option means (lengths, bans,
+//! the target prefix, scores under length penalties, seeded sampling); bad values are refused
+//! with a message. On the random-weight Marian and NLLB models of `tests/decoding/` (made by
+//! `tools/make_decoding_golden.py`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tessel_model::isa_env::isa_from_env;
+use tessel_model::{EarlyStopping, Sampling};
+use tessel_pipeline::{LoadSettings, TranslateOptions, Translation, Translator};
+
+const TEXTS: [&str; 2] = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Hello world",
+];
+
+/// A temporary copy of a fixture model directory (Marian's source.spm copied in), its own for
+/// every call, since tests run in parallel.
+fn model_dir(name: &str) -> PathBuf {
+    static COPIES: AtomicUsize = AtomicUsize::new(0);
+    let copy = COPIES.fetch_add(1, Ordering::Relaxed);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = std::env::temp_dir().join(format!(
+        "tessel-cli-translate-{name}-{}-{copy}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(root.join("tests/decoding").join(name).join("hf")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    if name == "marian" {
+        let spm = root.join("text/tests/fixtures/spm/unigram.model");
+        std::fs::copy(spm, dir.join("source.spm")).unwrap();
+    }
+    dir
+}
+
+/// The languages the fixture model needs.
+fn languages(name: &str) -> (Option<&'static str>, Option<&'static str>) {
+    match name {
+        "nllb" => (Some("eng_Latn"), Some("fra_Latn")),
+        _ => (None, None),
+    }
+}
+
+struct Model {
+    name: &'static str,
+    dir: PathBuf,
+    translator: Translator,
+}
+
+impl Model {
+    fn load(name: &'static str) -> Model {
+        Model::load_with(name, |_| {})
+    }
+
+    /// The fixture model after `edit` changed its directory's files.
+    fn load_with(name: &'static str, edit: impl FnOnce(&Path)) -> Model {
+        let dir = model_dir(name);
+        edit(&dir);
+        let (src, tgt) = languages(name);
+        let translator = Translator::load(&dir, LoadSettings::default(), src, tgt).unwrap();
+        Model {
+            name,
+            dir,
+            translator,
+        }
+    }
+
+    /// `tessel translate --model DIR [languages] flags TEXTS...`.
+    fn tessel(&self, flags: &[&str]) -> Output {
+        let mut args = vec!["translate", "--model", self.dir.to_str().unwrap()];
+        let (src, tgt) = languages(self.name);
+        if let (Some(src), Some(tgt)) = (src, tgt) {
+            args.extend(["--src-lang", src, "--tgt-lang", tgt]);
+        }
+        args.extend(flags);
+        args.extend(TEXTS);
+        Command::new(env!("CARGO_BIN_EXE_tessel"))
+            .args(&args)
+            .output()
+            .expect("the tessel binary runs")
+    }
+
+    /// The standard output of a run that must succeed.
+    fn run(&self, flags: &[&str]) -> String {
+        let out = self.tessel(flags);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{flags:?}: {stderr}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The library's hypotheses for every text with `options`.
+    fn library(&self, options: &TranslateOptions) -> Vec<Vec<Translation>> {
+        let isa = isa_from_env().unwrap();
+        let mut session = self.translator.session(isa, 1).unwrap();
+        session.translate_lines(&TEXTS, options).unwrap()
+    }
+
+    /// The search defaults with `change` applied.
+    fn options(&self, change: impl FnOnce(&mut TranslateOptions)) -> TranslateOptions {
+        let mut options = self.translator.search_defaults().clone();
+        change(&mut options);
+        options
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What the command prints for `results`: the text, or `index<TAB>score<TAB>text` lines.
+fn printed(results: &[Vec<Translation>], nbest: usize) -> String {
+    let mut out = String::new();
+    for hyps in results {
+        if nbest == 1 {
+            out += &format!("{}\n", hyps[0].text);
+        } else {
+            for (i, h) in hyps.iter().enumerate() {
+                out += &format!("{i}\t{:.4}\t{}\n", h.score, h.text);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn each_decoding_flag_equals_the_library_option() {
+    for name in ["marian", "nllb"] {
+        flags_equal_the_library(&Model::load(name));
+    }
+    // The minimum length is what made the output that long.
+    let m = Model::load("nllb");
+    let plain = m.library(&m.options(|_| {}));
+    let long = m.library(&m.options(|o| o.decode.min_length = 12));
+    assert!(plain[0][0].tokens.len() < 11, "{:?}", plain[0][0].tokens);
+    assert!(long[0][0].tokens.len() >= 11, "{:?}", long[0][0].tokens);
+    // Stopping once four hypotheses have finished loses the longer ones found later.
+    let nbest = |when| {
+        m.library(&m.options(|o| {
+            o.decode.num_hypotheses = 4;
+            o.decode.early_stopping = when;
+        }))
+    };
+    let (full, heuristic) = (
+        nbest(EarlyStopping::WhenFull),
+        nbest(EarlyStopping::Heuristic),
+    );
+    let longest = |hyps: &[Translation]| hyps.iter().map(|h| h.tokens.len()).max();
+    assert!(longest(&full[0]) < longest(&heuristic[0]));
+}
+
+fn flags_equal_the_library(m: &Model) {
+    type Change = fn(&mut TranslateOptions);
+    let cases: [(&[&str], Change); 10] = [
+        (&[], |_| {}),
+        (&["--beam", "1"], |o| o.decode.search.beam = 1),
+        (&["--length-penalty", "2.5"], |o| {
+            o.decode.search.length_penalty = 2.5
+        }),
+        (&["--min-length", "12"], |o| o.decode.min_length = 12),
+        (&["--max-length-ratio", "0.2,1"], |o| {
+            o.decode.max_length_ratio = Some((0.2, 1))
+        }),
+        (&["--repetition-penalty", "1.8", "--beam", "1"], |o| {
+            o.decode.repetition_penalty = 1.8;
+            o.decode.search.beam = 1;
+        }),
+        (&["--no-repeat-ngram-size", "2", "--beam", "1"], |o| {
+            o.decode.no_repeat_ngram_size = 2;
+            o.decode.search.beam = 1;
+        }),
+        (&["--max-length", "3"], |o| {
+            o.decode.max_new_tokens = Some(3)
+        }),
+        (&["--early-stopping", "true", "--nbest", "4"], |o| {
+            o.decode.early_stopping = EarlyStopping::WhenFull;
+            o.decode.num_hypotheses = 4;
+        }),
+        (&["--early-stopping", "never", "--nbest", "4"], |o| {
+            o.decode.early_stopping = EarlyStopping::Never;
+            o.decode.num_hypotheses = 4;
+        }),
+    ];
+    for (flags, change) in cases {
+        let options = m.options(change);
+        let want = m.library(&options);
+        let nbest = options.decode.num_hypotheses;
+        assert_eq!(m.run(flags), printed(&want, nbest), "{} {flags:?}", m.name);
+        for (hyps, text) in want.iter().zip(TEXTS) {
+            let tokens = &hyps[0].tokens;
+            let decode = &options.decode;
+            // What the option means, on the tokens (EOS is the last token when produced).
+            assert!(tokens.len() + 1 >= decode.min_length, "{flags:?}");
+            if let Some((a, b)) = decode.max_length_ratio {
+                let source = m.translator.tokenizer().encode(text).unwrap().len();
+                let cap = (a * source as f32).ceil() as usize + b;
+                assert!(tokens.len() <= cap, "{flags:?}");
+            }
+            if decode.no_repeat_ngram_size == 2 {
+                let mut context = vec![decode.decoder_start.unwrap()];
+                context.extend(tokens);
+                for (i, pair) in context.windows(2).enumerate() {
+                    assert!(!context[i + 1..].windows(2).any(|p| p == pair), "{flags:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn length_penalties_rescale_the_nbest_scores() {
+    let m = Model::load("nllb");
+    let mut lists = Vec::new();
+    for alpha in ["0", "1", "2"] {
+        let flags = ["--nbest", "4", "--length-penalty", alpha];
+        let options = m.options(|o| {
+            o.decode.num_hypotheses = 4;
+            o.decode.search.length_penalty = alpha.parse().unwrap();
+        });
+        let want = m.library(&options);
+        assert_eq!(m.run(&flags), printed(&want, 4), "{flags:?}");
+        assert!(want.iter().all(|hyps| hyps.len() == 4));
+        lists.push(want);
+    }
+    // A hypothesis found under two penalties scores sum / len^α under each.
+    let mut shared = 0;
+    for (a, list_a) in lists.iter().enumerate() {
+        for (b, list_b) in lists.iter().enumerate().skip(a + 1) {
+            for (hyps_a, hyps_b) in list_a.iter().zip(list_b) {
+                for ha in hyps_a {
+                    for hb in hyps_b.iter().filter(|hb| hb.tokens == ha.tokens) {
+                        let len = ha.tokens.len() as f32;
+                        let rescaled = ha.score * len.powi(a as i32) / len.powi(b as i32);
+                        assert!((rescaled - hb.score).abs() <= 1e-4 * hb.score.abs());
+                        shared += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(shared > 0, "no hypothesis common to two penalties");
+}
+
+#[test]
+fn a_prefix_is_forced_after_the_target_language() {
+    let m = Model::load("nllb");
+    let prefix = m.translator.target_prefix("Le chat").unwrap();
+    let lang = m.translator.tokenizer().forced_bos_id().unwrap().unwrap();
+    let eos = m.translator.tokenizer().eos_id().unwrap();
+    assert!(!prefix.is_empty());
+    assert!(
+        !prefix.contains(&lang) && !prefix.contains(&eos),
+        "{prefix:?}"
+    );
+    for beam in ["1", "4"] {
+        let flags = ["--prefix", "Le chat", "--beam", beam];
+        let options = m.options(|o| {
+            o.decode.prefix = prefix.clone();
+            o.decode.search.beam = beam.parse().unwrap();
+        });
+        let want = m.library(&options);
+        assert_eq!(m.run(&flags), printed(&want, 1), "{flags:?}");
+        for hyps in &want {
+            let tokens = &hyps[0].tokens;
+            assert_eq!(tokens[0], lang);
+            assert_eq!(tokens[1..=prefix.len()], prefix[..], "{flags:?}");
+            assert!(hyps[0].text.starts_with("Le chat"), "{:?}", hyps[0].text);
+        }
+    }
+}
+
+#[test]
+fn sampling_is_reproducible_with_a_seed() {
+    let m = Model::load("marian");
+    let flags = [
+        "--sample",
+        "--temperature",
+        "1.5",
+        "--top-k",
+        "0",
+        "--seed",
+        "7",
+    ];
+    let sampled = |seed: u64| {
+        let mut s = m.translator.sampling(seed);
+        (s.temperature, s.top_k) = (1.5, 0);
+        m.options(|o| {
+            o.decode.search.sampling = Some(s);
+            o.decode.search.beam = 1;
+        })
+    };
+    let first = m.run(&flags);
+    assert_eq!(first, m.run(&flags), "the same seed draws the same tokens");
+    assert_eq!(first, printed(&m.library(&sampled(7)), 1));
+    // Other seeds draw other outputs (at temperature 1.5 over the whole vocabulary).
+    let mut outputs: Vec<String> = (0..6)
+        .map(|seed| {
+            let seed = seed.to_string();
+            m.run(&["--temperature", "1.5", "--top-k", "0", "--seed", &seed])
+        })
+        .collect();
+    outputs.sort();
+    outputs.dedup();
+    assert!(outputs.len() > 1, "six seeds, one output: {outputs:?}");
+    // Sampling among the one most likely token, or at temperature 0, is greedy search.
+    let greedy = m.run(&["--beam", "1"]);
+    assert_eq!(m.run(&["--top-k", "1", "--seed", "3"]), greedy);
+    assert_eq!(m.run(&["--temperature", "0", "--seed", "3"]), greedy);
+    // Top-p: the library's draw with the same seed.
+    let mut s: Sampling = m.translator.sampling(11);
+    s.top_p = 0.5;
+    let options = m.options(|o| {
+        o.decode.search.sampling = Some(s);
+        o.decode.search.beam = 1;
+    });
+    assert_eq!(
+        m.run(&["--top-p", "0.5", "--seed", "11"]),
+        printed(&m.library(&options), 1)
+    );
+}
+
+#[test]
+fn a_generation_config_with_do_sample_samples_by_default() {
+    let sampled = Model::load_with("marian", |dir| {
+        let path = dir.join("generation_config.json");
+        let mut config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        config["do_sample"] = true.into();
+        config["temperature"] = 2.0.into();
+        config["top_k"] = 0.into();
+        std::fs::write(&path, config.to_string()).unwrap();
+    });
+    let defaults = sampled.translator.sampling_defaults();
+    assert!(defaults.do_sample);
+    let s = sampled.translator.sampling(5);
+    assert_eq!((s.temperature, s.top_k, s.top_p), (2.0, 0, 1.0));
+    let options = sampled.options(|o| {
+        o.decode.search.sampling = Some(s);
+        o.decode.search.beam = 1;
+    });
+    assert_eq!(
+        sampled.run(&["--seed", "5"]),
+        printed(&sampled.library(&options), 1)
+    );
+    // --no-sample: the generation config's beam search.
+    assert_eq!(sampled.translator.search_defaults().decode.search.beam, 4);
+    let search = sampled.library(sampled.translator.search_defaults());
+    assert_eq!(sampled.run(&["--no-sample"]), printed(&search, 1));
+}
+
+#[test]
+fn bad_decoding_flags_are_refused_with_a_message() {
+    let m = Model::load("marian");
+    let cases: [(&[&str], &str); 12] = [
+        (&["--length-penalty", "nan"], "must be finite"),
+        (&["--length-penalty", "x"], "not a number"),
+        (&["--repetition-penalty", "0"], "must be above 0"),
+        (&["--temperature", "-1"], "must not be negative"),
+        (&["--top-p", "0"], "must be above 0 and at most 1"),
+        (&["--top-p", "1.5"], "must be above 0 and at most 1"),
+        (&["--max-length-ratio", "1.5,x"], "B is not a count"),
+        (&["--min-length", "-2"], "--min-length"),
+        (
+            &["--early-stopping", "always"],
+            "must be true, false or never",
+        ),
+        (&["--seed", "3"], "--seed applies to sampling"),
+        (
+            &["--sample", "--beam", "4"],
+            "sampling draws one hypothesis",
+        ),
+        (
+            &["--temperature", "1", "--no-sample"],
+            "cannot be used with",
+        ),
+    ];
+    for (flags, message) in cases {
+        let out = m.tessel(flags);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?} succeeded");
+        assert!(stderr.contains(message), "{flags:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{flags:?}: {stderr}");
+    }
+}
