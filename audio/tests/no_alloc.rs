@@ -2,61 +2,11 @@
 //! window, the transcribe-path spectrogram, a segment and refused calls, counted by a global
 //! allocator that counts the allocations of the measuring thread only.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use tessel_audio::{content_frames, segment, MelFrontEnd, N_FRAMES, N_SAMPLES};
-
-struct Counting;
-
-thread_local! {
-    static ACTIVE: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note() {
-    // `try_with` never allocates and tolerates thread teardown.
-    let _ = ACTIVE.try_with(|active| {
-        if active.get() {
-            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        }
-    });
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use tessel_tests::counting::{allocations, ThreadCounting};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations made by `run` on this thread.
-fn allocations(run: impl FnOnce()) -> usize {
-    COUNT.with(|c| c.set(0));
-    ACTIVE.with(|a| a.set(true));
-    run();
-    ACTIVE.with(|a| a.set(false));
-    COUNT.with(|c| c.get())
-}
+static GLOBAL: ThreadCounting = ThreadCounting;
 
 #[test]
 fn mel_calls_allocate_nothing() {

@@ -4,8 +4,6 @@
 //! was packed from. Refusals are typed: a misaligned block, a truncated or foreign image, a
 //! directory given as a file and a file given as a directory, NULL pointers.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::ptr::{null, null_mut};
@@ -16,57 +14,10 @@ use tessel_cli::numbers::Numbers;
 
 mod common;
 use common::{last_error, ok};
-
-/// Counts the bytes the measuring thread allocates.
-struct Counting;
-
-thread_local! {
-    static ACTIVE: Cell<bool> = const { Cell::new(false) };
-    static BYTES: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(bytes: usize) {
-    let _ = ACTIVE.try_with(|active| {
-        if active.get() {
-            let _ = BYTES.try_with(|b| b.set(b.get() + bytes));
-        }
-    });
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use tessel_tests::counting::{allocated_bytes, ThreadCounting};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Bytes `run` allocates on this thread.
-fn allocated(run: impl FnOnce()) -> usize {
-    BYTES.with(|b| b.set(0));
-    ACTIVE.with(|a| a.set(true));
-    run();
-    ACTIVE.with(|a| a.set(false));
-    BYTES.with(|b| b.get())
-}
+static GLOBAL: ThreadCounting = ThreadCounting;
 
 /// The embedded numbers model's packed image.
 fn numbers_image() -> Vec<u8> {
@@ -203,7 +154,7 @@ fn a_memory_block_is_read_in_place() {
     let image = numbers_image();
     let block = aligned(&image, 0);
     let mut model = null_mut();
-    let bytes = allocated(|| {
+    let bytes = allocated_bytes(|| {
         // SAFETY: an aligned image that outlives the model (released below); a writable
         // out-pointer.
         ok(unsafe { tessel_model_load_memory(block.as_slice().as_ptr(), image.len(), &mut model) })

@@ -4,8 +4,6 @@
 //! whether the arena was allocated or lives in a caller buffer (`tessel_session_new_in_buffer`),
 //! counted by a global allocator that counts the allocations of the measuring thread only.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::ffi::{c_char, c_void};
 use std::ptr::{null, null_mut};
 
@@ -13,57 +11,10 @@ use tessel::*;
 
 mod common;
 use common::ok;
-
-struct Counting;
-
-thread_local! {
-    static ACTIVE: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note() {
-    // `try_with` never allocates and tolerates thread teardown.
-    let _ = ACTIVE.try_with(|active| {
-        if active.get() {
-            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        }
-    });
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use tessel_tests::counting::{allocations, ThreadCounting};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations made by `run` on this thread.
-fn allocations(run: impl FnOnce()) -> usize {
-    COUNT.with(|c| c.set(0));
-    ACTIVE.with(|a| a.set(true));
-    run();
-    ACTIVE.with(|a| a.set(false));
-    COUNT.with(|c| c.get())
-}
+static GLOBAL: ThreadCounting = ThreadCounting;
 
 /// Reads every hypothesis's tokens and counts the steps.
 unsafe extern "C" fn on_step(user_data: *mut c_void, step: *mut tessel_step) {
