@@ -105,7 +105,10 @@ pub(crate) const AVX512: LevelTiling = LevelTiling {
 /// 256 here (512³ and 64×512×512 with `TESSEL_ISA=avx2`, ratios to the `gemm` crate in the same
 /// runs; 1024 and `mc` 72–288 no better): one pass over `C` fewer for `k <= 512`.
 ///
-/// Attention: 4 × 3 ymm accumulators (room for the broadcast and the `B` row), 24 queries.
+/// Attention: 6 × 2 ymm accumulators, 16 queries: the 12 accumulators, the two `B` vectors and
+/// the broadcast take 15 registers. 4 × 3 took all 16, and the compiler spilled an accumulator
+/// to the stack on every step: 0.49 of `fma-peak` against 0.69 for 6 × 2 (`TESSEL_ISA=avx2
+/// ATTENTION_CASES=self-512,self-1024 report attention --quick`; 3 × 3 0.65, 5 × 2 0.66).
 /// Decode: 12 accumulators (5 queries × 2 keys or 2 vectors), the other 4 registers for the
 /// loaded K or V vectors and the broadcast.
 pub(crate) const AVX2: LevelTiling = LevelTiling {
@@ -117,8 +120,8 @@ pub(crate) const AVX2: LevelTiling = LevelTiling {
     },
     gemm_small_rows: 6,
     attention: AttentionTiling {
-        rows: 4,
-        query_vectors: 3,
+        rows: 6,
+        query_vectors: 2,
     },
     decode: DecodeTiling {
         accumulators: 12,
