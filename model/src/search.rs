@@ -228,6 +228,9 @@ struct State<'a> {
     cand_token: &'a mut [u32],
 }
 
+/// Tokens [`State::offer_row`] tests against the last kept score at once.
+const OFFER_BLOCK: usize = 16;
+
 impl<'a> State<'a> {
     fn new(search: &'a mut [f32], beam: usize, tgt: usize) -> State<'a> {
         let mut rest = search;
@@ -270,6 +273,38 @@ impl<'a> State<'a> {
         self.cand_beam[at] = beam;
         self.cand_token[at] = token;
         *count = (*count + 1).min(k);
+    }
+
+    /// Offers `base + lp` for every token of one beam's row of log-probabilities, in token
+    /// order, as [`State::offer`] would one by one. Once the list is full, blocks of
+    /// [`OFFER_BLOCK`] tokens none of which beats the last kept score are skipped after one
+    /// comparison each, a loop the compiler vectorises: the same `f32` sums are compared, so
+    /// exactly the candidates `offer` would take are offered.
+    fn offer_row(&mut self, count: &mut usize, k: usize, base: f32, beam: u32, row: &[f32]) {
+        if k == 0 {
+            return;
+        }
+        let mut token = 0;
+        while token < row.len() && *count < k {
+            self.offer(count, k, base + row[token], beam, token as u32);
+            token += 1;
+        }
+        let mut blocks = row[token..].chunks_exact(OFFER_BLOCK);
+        for block in &mut blocks {
+            let last = self.cand_score[k - 1];
+            if block
+                .iter()
+                .fold(false, |any, &lp| any | (base + lp > last))
+            {
+                for (i, &lp) in block.iter().enumerate() {
+                    self.offer(count, k, base + lp, beam, (token + i) as u32);
+                }
+            }
+            token += OFFER_BLOCK;
+        }
+        for (i, &lp) in blocks.remainder().iter().enumerate() {
+            self.offer(count, k, base + lp, beam, (token + i) as u32);
+        }
     }
 
     /// Records a finished hypothesis: `history[cur]` row `beam` up to `len - 1`, then `last`.
@@ -769,10 +804,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                 if !normalised {
                     log_softmax(isa, row);
                 }
-                let base = st.beam_score[b];
-                for (token, &lp) in row.iter().enumerate() {
-                    st.offer(&mut count, k, base + lp, b as u32, token as u32);
-                }
+                st.offer_row(&mut count, k, st.beam_score[b], b as u32, row);
             }
             let at = BeamStep {
                 beam,
@@ -835,5 +867,74 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             count: tally.finished,
             stride: tgt,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::search_parts;
+
+    /// The candidate list after offering `rows` (one per beam, scores `base[b] + lp`), either
+    /// token by token through `offer` or row by row through `offer_row`.
+    fn candidates(rows: &[Vec<f32>], base: &[f32], k: usize, by_row: bool) -> Vec<(u32, u32, u32)> {
+        let vocab = rows[0].len();
+        // Room for `2 · beams >= k` candidates, as the search plans it.
+        let beams = rows.len().max(k);
+        let mut buffer = vec![0.0f32; search_parts(beams, vocab).iter().sum()];
+        let mut st = State::new(&mut buffer, beams, vocab);
+        let mut count = 0;
+        for (b, row) in rows.iter().enumerate() {
+            if by_row {
+                st.offer_row(&mut count, k, base[b], b as u32, row);
+            } else {
+                for (token, &lp) in row.iter().enumerate() {
+                    st.offer(&mut count, k, base[b] + lp, b as u32, token as u32);
+                }
+            }
+        }
+        (0..count)
+            .map(|i| {
+                (
+                    st.cand_score[i].to_bits(),
+                    st.cand_beam[i],
+                    st.cand_token[i],
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn offering_a_row_keeps_what_offering_each_token_keeps() {
+        // A small generator of rows with ties, NaN and -inf at awkward lengths.
+        let mut seed = 0x2545_f491_u32;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        for vocab in [1, 2, 15, 16, 17, 33, 100, 517] {
+            for k in [1, 2, 4, 10] {
+                let rows: Vec<Vec<f32>> = (0..3)
+                    .map(|_| {
+                        (0..vocab)
+                            .map(|_| match next() % 20 {
+                                0 => f32::NAN,
+                                1 => f32::NEG_INFINITY,
+                                // Few distinct values: many ties.
+                                r => -((r % 7) as f32) * 0.5,
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let base = [0.0, -0.5, -1.0];
+                assert_eq!(
+                    candidates(&rows, &base, k, true),
+                    candidates(&rows, &base, k, false),
+                    "vocab {vocab}, k {k}"
+                );
+            }
+        }
     }
 }
