@@ -3,7 +3,7 @@
 
 use crate::gemm::element::Element;
 use crate::gemm::packed_b::{padded_k, PANEL_COLS};
-use crate::gemm::tile::{accumulate, ATile, Output, TileAt};
+use crate::gemm::tile::{accumulate, accumulate_small, ATile, Output, TileAt};
 use crate::gemm::MatRef;
 use crate::tiling::{self, GemmBlocking, AVX2, AVX512, NEON, SCALAR};
 use pulp::Simd;
@@ -464,7 +464,7 @@ unsafe fn small_tiles<
         let width = if col0 + wide <= padded_end {
             // SAFETY: `MB` rows of `A` by `k` from `row0`; the tile's columns lie in this
             // task's panels, all `k` rows of which are in the packed B.
-            let acc = unsafe { accumulate::<S, T, MB, NV>(simd, k, a, b, panel_stride) };
+            let acc = unsafe { accumulate_small::<S, T, MB, NV>(simd, k, a, b, panel_stride) };
             // SAFETY: rows inside `m`, columns inside this task's part of `n`.
             unsafe { out.store::<S, MB, NV>(simd, &acc, at(col0, wide)) };
             wide
@@ -472,7 +472,7 @@ unsafe fn small_tiles<
             let narrow = NV_TAIL * S::F32_LANES;
             // SAFETY: as above; `narrow` divides the panel width so the tile ends inside the
             // task's last panel.
-            let acc = unsafe { accumulate::<S, T, MB, NV_TAIL>(simd, k, a, b, panel_stride) };
+            let acc = unsafe { accumulate_small::<S, T, MB, NV_TAIL>(simd, k, a, b, panel_stride) };
             // SAFETY: as above.
             unsafe { out.store::<S, MB, NV_TAIL>(simd, &acc, at(col0, narrow)) };
             narrow

@@ -59,6 +59,8 @@
 mod bf16_dot;
 mod driver;
 mod element;
+#[cfg(target_arch = "x86_64")]
+mod f16_pairs;
 pub mod int8;
 mod packed_b;
 pub(crate) mod parallel;

@@ -22,6 +22,53 @@ pub(crate) struct ATile {
     pub k_step: usize,
 }
 
+/// [`accumulate`] for the small-`m` path, whose tiles read one row of `A` in place over the
+/// whole depth: one row against `f16` weights at AVX-512 and AVX2 takes
+/// [`f16_pairs`](super::f16_pairs), which converts the packed row pairs without separating them.
+///
+/// # Safety
+/// As [`accumulate`], with `b` at row 0 of the packed panels.
+#[inline(always)]
+pub(crate) unsafe fn accumulate_small<S: Simd, T: Element, const MR: usize, const NV: usize>(
+    simd: S,
+    kc: usize,
+    a: ATile,
+    b: *const T,
+    panel_stride: usize,
+) -> [[S::f32s; NV]; MR] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::any::TypeId;
+        use core::mem::transmute_copy;
+        use pulp::x86::{V3, V4};
+        if MR == 1 && a.k_step == 1 && TypeId::of::<T>() == TypeId::of::<half::f16>() {
+            if TypeId::of::<S>() == TypeId::of::<V4>() {
+                // SAFETY: `S` is `V4` and `T` is `f16` (same type ids), so the token, pointer
+                // and vector types are the same types; `MR == 1`, so the result arrays have the
+                // same layout; forwarded contract.
+                unsafe {
+                    let v4 = transmute_copy::<S, V4>(&simd);
+                    let b = b as *const half::f16;
+                    let row = super::f16_pairs::row_v4::<NV>(v4, kc, a, b, panel_stride);
+                    return transmute_copy::<[[pulp::f32x16; NV]; 1], [[S::f32s; NV]; MR]>(&[row]);
+                }
+            }
+            if TypeId::of::<S>() == TypeId::of::<V3>() {
+                // SAFETY: as above for `V3`; F16C: an `Avx2`-level `Isa` exists only after
+                // detection found it, and its code runs in a function that enables it.
+                unsafe {
+                    let v3 = transmute_copy::<S, V3>(&simd);
+                    let b = b as *const half::f16;
+                    let row = super::f16_pairs::row_v3::<NV>(v3, kc, a, b, panel_stride);
+                    return transmute_copy::<[[pulp::f32x8; NV]; 1], [[S::f32s; NV]; MR]>(&[row]);
+                }
+            }
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { accumulate::<S, T, MR, NV>(simd, kc, a, b, panel_stride) }
+}
+
 /// Accumulates `A(MR × kc) · B(kc × NV·LANES)` from zero and returns the accumulators.
 ///
 /// `b` points at row 0 of the tile's first column inside a packed panel of `T`; vector `v` of a
@@ -111,7 +158,7 @@ unsafe fn rank_one<S: Simd, const MR: usize, const NV: usize>(
 }
 
 /// Rows of a `B` panel fetched ahead of the microkernel.
-const PREFETCH_ROWS: usize = 12;
+pub(crate) const PREFETCH_ROWS: usize = 12;
 
 /// Hints the cache line holding `ptr` into L1. Any address is allowed: a prefetch never faults.
 #[inline(always)]
