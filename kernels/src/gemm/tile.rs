@@ -158,7 +158,7 @@ unsafe fn rank_one<S: Simd, const MR: usize, const NV: usize>(
 }
 
 /// Rows of a `B` panel fetched ahead of the microkernel.
-pub(crate) const PREFETCH_ROWS: usize = 12;
+const PREFETCH_ROWS: usize = 12;
 
 /// Hints the cache line holding `ptr` into L1. Any address is allowed: a prefetch never faults.
 #[inline(always)]
