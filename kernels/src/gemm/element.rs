@@ -9,7 +9,8 @@
 //! infinity and NaN included) with integer operations and one multiply. The same generic body
 //! runs at every ISA level, except for `f16` on x86-64: AVX-512 and AVX2 (through F16C) split a
 //! row pair with one permute (AVX2: a byte shuffle and a 64-bit permute) and convert each row
-//! with `vcvtph2ps`, which is exact too.
+//! with `vcvtph2ps`, which is exact too. A tile of one row of `A` against `f16` at those levels
+//! does not split the pairs at all ([`f16_pairs`](super::f16_pairs)).
 
 use core::fmt::Debug;
 use half::{bf16, f16};
