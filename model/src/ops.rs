@@ -64,9 +64,31 @@ pub fn argmax(values: &[f32]) -> Option<(usize, f32)> {
     best
 }
 
+/// The largest element, NaN ignored (negative infinity when there is none), as folding with
+/// `f32::max` gives it: lane-wise maxima by compare and select (a NaN compares false and is
+/// never taken), then the lanes and the tail. The maximum of a set does not depend on the
+/// order it is taken in, up to the sign of a zero, which `exp(x - max)` cannot tell apart.
+#[inline(always)]
+fn max_value<S: Simd>(simd: S, values: &[f32]) -> f32 {
+    let (head, tail) = S::as_simd_f32s(values);
+    let mut max = simd.splat_f32s(f32::NEG_INFINITY);
+    for &v in head {
+        max = simd.select_f32s(simd.greater_than_f32s(v, max), v, max);
+    }
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let n = S::F32_LANES.min(lanes.len());
+    if let Some(slot) = S::as_mut_simd_f32s(&mut lanes[..n]).0.first_mut() {
+        *slot = max;
+    }
+    lanes
+        .iter()
+        .chain(tail)
+        .fold(f32::NEG_INFINITY, |m, &v| m.max(v))
+}
+
 #[inline(always)]
 fn log_sum_exp<S: Simd>(simd: S, values: &[f32]) -> f32 {
-    let max = values.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let max = max_value(simd, values);
     if max == f32::NEG_INFINITY || !max.is_finite() {
         return max;
     }
@@ -86,4 +108,50 @@ fn log_sum_exp<S: Simd>(simd: S, values: &[f32]) -> f32 {
         sum += lanes[..n].iter().sum::<f32>();
     }
     max + libm::logf(sum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lane_maximum_is_the_folded_maximum() {
+        struct Max<'a>(&'a [f32]);
+        impl pulp::WithSimd for Max<'_> {
+            type Output = f32;
+            fn with_simd<S: Simd>(self, simd: S) -> f32 {
+                max_value(simd, self.0)
+            }
+        }
+        let specials = [
+            f32::NAN,
+            f32::NEG_INFINITY,
+            -0.0,
+            0.0,
+            1e-30,
+            -7.5,
+            f32::INFINITY,
+        ];
+        for len in [0usize, 1, 3, 7, 8, 15, 16, 17, 33, 100] {
+            for (s, &special) in specials.iter().enumerate() {
+                for at in [0, len / 2, len.saturating_sub(1)] {
+                    let mut values: Vec<f32> = (0..len)
+                        .map(|i| ((i * 37 + s * 11) % 23) as f32 - 11.0)
+                        .collect();
+                    if let Some(v) = values.get_mut(at) {
+                        *v = special;
+                    }
+                    let want = values.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                    for isa in Isa::supported() {
+                        let got = isa.dispatch(Max(&values));
+                        assert_eq!(got, want, "{isa}: len {len}, {special} at {at}");
+                    }
+                }
+            }
+        }
+        let all_nan = [f32::NAN; 20];
+        for isa in Isa::supported() {
+            assert_eq!(isa.dispatch(Max(&all_nan)), f32::NEG_INFINITY, "{isa}");
+        }
+    }
 }
