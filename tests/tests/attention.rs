@@ -3,10 +3,12 @@
 //! canaries around the output and NaN-filled scratch; plus regressions for huge scores, fully
 //! masked rows, `-inf` biases and argument validation.
 
+use half::f16;
 use proptest::prelude::*;
 use tessel_kernels::attention::{
-    attention, attention_parallel, attention_parallel_scratch, attention_scratch, attention_split,
-    default_scale, AttentionShape, Bias, Mask, Split, Strided, StridedMut, MIN_TASK_WORK,
+    attention, attention_parallel, attention_parallel_scratch, attention_parallel_scratch_kv,
+    attention_scratch, attention_scratch_kv, attention_split, default_scale, AttentionShape, Bias,
+    Mask, Split, Strided, StridedMut, MIN_TASK_WORK,
 };
 use tessel_kernels::gemm::Parallel;
 use tessel_kernels::math::EXP_MAX_RELATIVE_ERROR;
@@ -938,5 +940,150 @@ fn broken_runners_and_short_scratch_are_detected() {
             &mut scratch,
         );
         assert!(matches!(result, Err(KernelError::ScratchTooSmall { .. })));
+    }
+}
+
+/// K and V of `inputs` rounded to `f16`: the kernel's `f16` operands, and the same values as
+/// `f32` for the reference.
+struct HalfKv {
+    k: Vec<f16>,
+    v: Vec<f16>,
+    exact: Inputs,
+}
+
+impl HalfKv {
+    fn of(inputs: Inputs) -> HalfKv {
+        let round = |x: &[f32]| -> Vec<f16> { x.iter().map(|&x| f16::from_f32(x)).collect() };
+        let (k, v) = (round(&inputs.k), round(&inputs.v));
+        let widen = |x: &[f16]| -> Vec<f32> { x.iter().map(|x| x.to_f32()).collect() };
+        let exact = Inputs {
+            k: widen(&k),
+            v: widen(&v),
+            ..inputs
+        };
+        HalfKv { k, v, exact }
+    }
+
+    fn operand(&self, which: usize) -> Strided<'_, f16> {
+        Strided {
+            data: [&self.k, &self.v][which - 1],
+            stride: self.exact.strides[which],
+        }
+    }
+}
+
+/// Runs `case` with `f16` K and V through [`attention_split`] on `runner` (one thread: the plain
+/// call), canaries around the output and a NaN-filled scratch.
+fn run_half(isa: Isa, case: &Case, half: &HalfKv, runner: &dyn Parallel) -> Vec<f32> {
+    let s = &case.shape;
+    let inputs = &half.exact;
+    let mut out = CanaryMatrix::new(s.q_len, s.heads * s.d_head, inputs.strides[3]);
+    let what = format!("{isa} {case:?} f16 K/V on {} threads", runner.threads());
+    let out_view = StridedMut {
+        data: out.view_mut(),
+        stride: inputs.strides[3],
+    };
+    let (q, k, v, mask) = (
+        inputs.operand(0),
+        half.operand(1),
+        half.operand(2),
+        case.mask(inputs),
+    );
+    let result = if runner.threads() == 1 {
+        let mut scratch = vec![f32::NAN; attention_scratch_kv::<f16>(isa, s).len()];
+        attention(isa, s, q, k, v, out_view, &mask, case.scale, &mut scratch)
+    } else {
+        let spec = attention_parallel_scratch_kv::<f16>(isa, s, runner.threads());
+        let mut scratch = vec![f32::NAN; spec.len()];
+        let split = Split {
+            parallel: runner,
+            min_task_work: 1,
+        };
+        attention_split(
+            isa,
+            split,
+            s,
+            q,
+            k,
+            v,
+            out_view,
+            &mask,
+            case.scale,
+            &mut scratch,
+        )
+    };
+    result.unwrap_or_else(|e| panic!("{what}: {e}"));
+    out.assert_padding_intact(&what);
+    out.elements().collect()
+}
+
+/// `f16` K and V against the f64 reference on the same (widened) values, within the `f32`
+/// bound, and, split over `threads` threads, the bits of one thread.
+fn check_half(isa: Isa, case: &Case, threads: usize) {
+    let half = HalfKv::of(case.inputs());
+    let want = expected(case, &half.exact);
+    let got = run_half(isa, case, &half, &Threads::new(1));
+    let tolerance = bound(case, &half.exact);
+    tessel_tests::assert_close(
+        &format!("{isa} {case:?} f16 K/V"),
+        got.iter().copied(),
+        want.iter().map(|&x| x as f64),
+        |_| tolerance + f32::EPSILON as f64,
+    );
+    let split = run_half(isa, case, &half, &Threads::new(threads));
+    assert!(
+        split.len() == got.len()
+            && split
+                .iter()
+                .zip(&got)
+                .all(|(x, y)| x.to_bits() == y.to_bits()),
+        "{isa} {case:?} f16 K/V on {threads} threads: differs from one thread"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(32)))]
+
+    /// `f16` K and V: beam widths over long keys (the decode path), and more queries (the
+    /// decode path in runs of 8, across a causal band and biases), on one and several threads.
+    #[test]
+    fn half_keys_and_values_match_the_reference(
+        case in case_strategy_with(awkward_dim(40), 0usize..=700, 1..=6),
+        threads in 2usize..=5,
+    ) {
+        for_each_isa(|isa| check_half(isa, &case, threads));
+    }
+
+    #[test]
+    fn half_beams_over_long_keys_match_the_reference(
+        case in case_strategy_with(1usize..=8, beam_keys(), 1..=6),
+    ) {
+        for_each_isa(|isa| check_half(isa, &case, 3));
+    }
+}
+
+/// A NaN stored in an `f16` K row reaches the queries that see it, as with `f32` (the widening
+/// keeps NaN), and the Whisper cross-attention shape (6 heads × 64, 1500 keys) matches.
+#[test]
+fn half_whisper_shapes_and_nan_keys() {
+    for q_len in [1, 5, 9, 24] {
+        let case = plain_case(6, 64, q_len, 1500);
+        for_each_isa(|isa| check_half(isa, &case, 2));
+        let mut half = HalfKv::of(case.inputs());
+        half.k[7 * half.exact.strides[1]] = f16::NAN;
+        for_each_isa(|isa| {
+            let got = run_half(isa, &case, &half, &Threads::new(1));
+            let width = 6 * 64;
+            for row in got.chunks(width) {
+                assert!(
+                    row[..64].iter().all(|x| x.is_nan()),
+                    "{isa}: head 0 sees key 7"
+                );
+                assert!(
+                    row[64..].iter().all(|x| x.is_finite()),
+                    "{isa}: other heads"
+                );
+            }
+        });
     }
 }

@@ -25,9 +25,10 @@
 //! A NaN in the V row of a key that one query of the call does not see, but another does, may
 //! reach the first query too (its weight 0 times NaN), as for keys masked inside a prefill tile.
 
+use super::kv::KvElement;
 use super::lanes::{transpose_sum, MAX_LANES};
 use super::prefetch::{prefetch_line, prefetch_rows};
-use super::{Checked, Operands, StridedMut};
+use super::{Bias, Checked, Operands, Strided, StridedMut};
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::math::exp;
@@ -77,21 +78,86 @@ pub(crate) fn scratch(lanes: usize, heads: usize, d_head: usize) -> ScratchSpec 
         .and(ScratchSpec::f32s(per_query_head))
 }
 
-/// Runs the decode path of a validated call with `1 <= q_len <= MAX_QUERIES`.
-pub(crate) fn run(
+/// Runs the decode path of a validated call with `q_len >= 1`: in consecutive runs of
+/// [`MAX_QUERIES`] queries (the last one shorter) when it has more, each run with its own rows of
+/// Q, the output and the bias, and its queries' positions under a causal mask.
+pub(crate) fn run_all<E: KvElement>(
     isa: Isa,
     checked: &Checked,
-    operands: &Operands<'_>,
+    operands: &Operands<'_, E>,
+    out: StridedMut<'_>,
+    scratch: &mut [f32],
+    spec: ScratchSpec,
+) -> Result<(), KernelError> {
+    let q_len = checked.shape.q_len;
+    if handles(q_len) {
+        return run(
+            isa,
+            checked,
+            operands,
+            out,
+            &mut Scratch::new(scratch, spec)?,
+        );
+    }
+    let (q, out_stride) = (operands.q, out.stride);
+    let mut first = 0;
+    while first < q_len {
+        let rows = MAX_QUERIES.min(q_len - first);
+        let part = Checked {
+            shape: super::AttentionShape {
+                q_len: rows,
+                ..checked.shape
+            },
+            band: super::band::Band {
+                causal_offset: checked.band.causal_offset.map(|past| past + first),
+                ..checked.band
+            },
+            ..*checked
+        };
+        let operands = Operands {
+            q: Strided {
+                data: q.data.get(first * q.stride..).unwrap_or(&[]),
+                stride: q.stride,
+            },
+            k: operands.k,
+            v: operands.v,
+            bias: operands.bias.map(|b| Bias {
+                data: b.data.get(first * b.row_stride..).unwrap_or(&[]),
+                ..b
+            }),
+        };
+        let end = out.data.len().min(first * out_stride);
+        let out = StridedMut {
+            data: &mut out.data[end..],
+            stride: out_stride,
+        };
+        run(
+            isa,
+            &part,
+            &operands,
+            out,
+            &mut Scratch::new(&mut *scratch, spec)?,
+        )?;
+        first += rows;
+    }
+    Ok(())
+}
+
+/// Runs the decode path of a validated call with `1 <= q_len <= MAX_QUERIES`.
+fn run<E: KvElement>(
+    isa: Isa,
+    checked: &Checked,
+    operands: &Operands<'_, E>,
     out: StridedMut<'_>,
     scratch: &mut Scratch<'_>,
 ) -> Result<(), KernelError> {
-    struct Decode<'a, 'b, 's> {
+    struct Decode<'a, 'b, 's, E> {
         checked: &'a Checked,
-        operands: &'a Operands<'b>,
+        operands: &'a Operands<'b, E>,
         out: StridedMut<'b>,
         scratch: &'a mut Scratch<'s>,
     }
-    impl pulp::WithSimd for Decode<'_, '_, '_> {
+    impl<E: KvElement> pulp::WithSimd for Decode<'_, '_, '_, E> {
         type Output = Result<(), KernelError>;
         #[inline(always)]
         fn with_simd<S: Simd>(self, simd: S) -> Self::Output {
@@ -103,14 +169,14 @@ pub(crate) fn run(
             } = self;
             let call = (checked, operands, out, scratch);
             match checked.shape.q_len {
-                1 => run_queries::<S, 1>(simd, call),
-                2 => run_queries::<S, 2>(simd, call),
-                3 => run_queries::<S, 3>(simd, call),
-                4 => run_queries::<S, 4>(simd, call),
-                5 => run_queries::<S, 5>(simd, call),
-                6 => run_queries::<S, 6>(simd, call),
-                7 => run_queries::<S, 7>(simd, call),
-                8 => run_queries::<S, 8>(simd, call),
+                1 => run_queries::<S, E, 1>(simd, call),
+                2 => run_queries::<S, E, 2>(simd, call),
+                3 => run_queries::<S, E, 3>(simd, call),
+                4 => run_queries::<S, E, 4>(simd, call),
+                5 => run_queries::<S, E, 5>(simd, call),
+                6 => run_queries::<S, E, 6>(simd, call),
+                7 => run_queries::<S, E, 7>(simd, call),
+                8 => run_queries::<S, E, 8>(simd, call),
                 _ => Err(KernelError::InvalidArgument(
                     "the decode path takes 1 to 8 queries",
                 )),
@@ -126,9 +192,9 @@ pub(crate) fn run(
 }
 
 /// The arguments of a decode call.
-type Call<'a, 'b, 's> = (
+type Call<'a, 'b, 's, E> = (
     &'a Checked,
-    &'a Operands<'b>,
+    &'a Operands<'b, E>,
     StridedMut<'b>,
     &'a mut Scratch<'s>,
 );
@@ -146,9 +212,9 @@ struct Dims {
 
 /// The decode loop for exactly `Q` queries.
 #[inline(always)]
-fn run_queries<S: Simd, const Q: usize>(
+fn run_queries<S: Simd, E: KvElement, const Q: usize>(
     simd: S,
-    (checked, operands, out, scratch): Call<'_, '_, '_>,
+    (checked, operands, out, scratch): Call<'_, '_, '_, E>,
 ) -> Result<(), KernelError> {
     let lanes = S::F32_LANES;
     let shape = &checked.shape;
@@ -201,7 +267,7 @@ fn run_queries<S: Simd, const Q: usize>(
                 // at full speed), into L2 for the `P V` update, which walks them a head at a time.
                 prefetch_rows(&operands.v, j0 + t..j0 + t + chunk, 0, dims.width);
             }
-            score_chunk::<S, Q>(
+            score_chunk::<S, E, Q>(
                 simd,
                 q_pad,
                 rows,
@@ -248,7 +314,7 @@ fn run_queries<S: Simd, const Q: usize>(
         }
         if let Some(rows) = ChunkRows::new(&operands.v, j0, n, dims.width) {
             for h in 0..heads {
-                accumulate_head::<S, Q>(simd, rows, dims, h, scores, alpha, o_all);
+                accumulate_head::<S, E, Q>(simd, rows, dims, h, scores, alpha, o_all);
             }
         }
         j0 = block_end;
@@ -271,20 +337,27 @@ fn run_queries<S: Simd, const Q: usize>(
     Ok(())
 }
 
-/// `count` consecutive key rows of an operand, `stride` floats apart, each at least `width`
-/// floats long, checked once so that the hot loops read them through a pointer.
-#[derive(Clone, Copy)]
-struct ChunkRows<'a> {
-    data: &'a [f32],
+/// `count` consecutive key rows of an operand, `stride` elements apart, each at least `width`
+/// elements long, checked once so that the hot loops read them through a pointer.
+struct ChunkRows<'a, E> {
+    data: &'a [E],
     stride: usize,
     count: usize,
 }
 
-impl<'a> ChunkRows<'a> {
-    /// The rows `first..first + count` of `src`, or `None` if they are not all `width` floats
+impl<E> Clone for ChunkRows<'_, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for ChunkRows<'_, E> {}
+
+impl<'a, E> ChunkRows<'a, E> {
+    /// The rows `first..first + count` of `src`, or `None` if they are not all `width` elements
     /// inside `src` (never for a validated call).
     #[inline(always)]
-    fn new(src: &super::Strided<'a>, first: usize, count: usize, width: usize) -> Option<Self> {
+    fn new(src: &Strided<'a, E>, first: usize, count: usize, width: usize) -> Option<Self> {
         let last = first.checked_add(count)?.checked_sub(1)?;
         let end = last.checked_mul(src.stride)?.checked_add(width)?;
         let data = src.data.get(first.checked_mul(src.stride)?..end)?;
@@ -309,13 +382,13 @@ impl<'a> ChunkRows<'a> {
     /// Pointer to element `col` of row `j < count` (no clamping: the hot loops step it by
     /// `stride`).
     #[inline(always)]
-    fn row(&self, j: usize, col: usize) -> *const f32 {
+    fn row(&self, j: usize, col: usize) -> *const E {
         self.data.as_ptr().wrapping_add(j * self.stride + col)
     }
 
     /// Pointer to element `col` of row `j` (rows past `count` repeat the last one).
     #[inline(always)]
-    fn ptr(&self, j: usize, col: usize) -> *const f32 {
+    fn ptr(&self, j: usize, col: usize) -> *const E {
         self.data
             .as_ptr()
             .wrapping_add(j.min(self.count.saturating_sub(1)) * self.stride + col)
@@ -333,16 +406,6 @@ unsafe fn load<S: Simd>(ptr: *const f32) -> S::f32s {
     unsafe { core::ptr::read_unaligned(ptr.cast::<S::f32s>()) }
 }
 
-/// Reads the `len < S::F32_LANES` floats at `ptr` into the low lanes of a vector, zeros above.
-///
-/// # Safety
-/// `ptr..ptr + len` must be readable floats.
-#[inline(always)]
-unsafe fn load_tail<S: Simd>(simd: S, ptr: *const f32, len: usize) -> S::f32s {
-    // SAFETY: the caller guarantees the `len` floats are in bounds.
-    simd.partial_load_f32s(unsafe { core::slice::from_raw_parts(ptr, len) })
-}
-
 /// The scores of the keys of `rows` for every query and head, into
 /// `scores[(i · heads + h) · KEY_BLOCK + t..][..S::F32_LANES]` (lanes past `rows.count` hold the
 /// last key's score again): per group of keys and vector of `d_head`, each vector of K and of
@@ -351,10 +414,10 @@ unsafe fn load_tail<S: Simd>(simd: S, ptr: *const f32, len: usize) -> S::f32s {
 /// inputs.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn score_chunk<S: Simd, const Q: usize>(
+fn score_chunk<S: Simd, E: KvElement, const Q: usize>(
     simd: S,
     q_pad: &[f32],
-    rows: ChunkRows<'_>,
+    rows: ChunkRows<'_, E>,
     dims: Dims,
     scale: f32,
     t: usize,
@@ -385,7 +448,7 @@ fn score_chunk<S: Simd, const Q: usize>(
             debug_assert!(false, "decode rows out of bounds");
             return;
         }
-        let group = KeyGroup::<Q> {
+        let group = KeyGroup::<Q, E> {
             rows,
             col,
             d,
@@ -417,14 +480,14 @@ fn score_chunk<S: Simd, const Q: usize>(
 
 /// One head of a chunk of keys, checked: the key rows (at least `col + d` floats each) and,
 /// per query, its zero-padded head (`d` rounded up to whole vectors).
-struct KeyGroup<'a, const Q: usize> {
-    rows: ChunkRows<'a>,
+struct KeyGroup<'a, const Q: usize, E> {
+    rows: ChunkRows<'a, E>,
     col: usize,
     d: usize,
     q: [*const f32; Q],
 }
 
-impl<const Q: usize> KeyGroup<'_, Q> {
+impl<const Q: usize, E: KvElement> KeyGroup<'_, Q, E> {
     /// `partial[i][j + g]` for keys `j + g`, `g < G`: the lane-wise products of query `i` with
     /// the key's head, summed over the vectors of `d_head`, for every query.
     #[inline(always)]
@@ -438,13 +501,13 @@ impl<const Q: usize> KeyGroup<'_, Q> {
         let (full, tail) = (self.d / lanes, self.d % lanes);
         let zero = simd.splat_f32s(0.0);
         let mut acc = [[zero; G]; Q];
-        let row: [*const f32; G] = core::array::from_fn(|g| self.rows.ptr(j + g, self.col));
+        let row: [*const E; G] = core::array::from_fn(|g| self.rows.ptr(j + g, self.col));
         for c in 0..full {
             // SAFETY: vector `c < d / lanes` of a row spans floats
             // `col + c·lanes..col + (c + 1)·lanes <= col + d`, inside the row (checked by the
             // caller).
             let k: [S::f32s; G] =
-                core::array::from_fn(|g| unsafe { load::<S>(row[g].add(c * lanes)) });
+                core::array::from_fn(|g| unsafe { E::load(simd, row[g].add(c * lanes)) });
             for (acc, q) in acc.iter_mut().zip(self.q) {
                 // SAFETY: `(c + 1)·lanes <= padded`: inside query `i`'s padded head (checked
                 // by the caller).
@@ -457,7 +520,7 @@ impl<const Q: usize> KeyGroup<'_, Q> {
         if tail > 0 {
             // SAFETY: the tail spans floats `col + full·lanes..col + d`, inside the row.
             let k: [S::f32s; G] = core::array::from_fn(|g| unsafe {
-                load_tail(simd, row[g].add(full * lanes), tail)
+                E::load_tail(simd, row[g].add(full * lanes), tail)
             });
             for (acc, q) in acc.iter_mut().zip(self.q) {
                 // SAFETY: `full < padded / lanes`, as above; lanes past `tail` are zero.
@@ -479,9 +542,9 @@ impl<const Q: usize> KeyGroup<'_, Q> {
 /// the block, for every query `i` and head `h`: the head's vectors of `d_head` in runs of as many
 /// as the level's accumulators allow for `Q` queries, then the last partial vector.
 #[inline(always)]
-fn accumulate_head<S: Simd, const Q: usize>(
+fn accumulate_head<S: Simd, E: KvElement, const Q: usize>(
     simd: S,
-    rows: ChunkRows<'_>,
+    rows: ChunkRows<'_, E>,
     dims: Dims,
     h: usize,
     scores: &[f32],
@@ -505,7 +568,7 @@ fn accumulate_head<S: Simd, const Q: usize>(
     // Every query's pointer is an offset of one base pointer taken once: a second `as_mut_ptr`
     // (a fresh `&mut` reborrow of `o_all`) would invalidate the pointers derived before it.
     let (p_base, o_base) = (scores.as_ptr(), o_all.as_mut_ptr());
-    let head = Head::<Q> {
+    let head = Head::<Q, E> {
         rows,
         col,
         p: core::array::from_fn(|i| p_base.wrapping_add((i * heads + h) * KEY_BLOCK)),
@@ -548,15 +611,15 @@ fn accumulate_head<S: Simd, const Q: usize>(
 /// (`d_head` rounded up to whole vectors). The `o` pointers are offsets of one pointer to the
 /// accumulators, taken after the last `&mut` reborrow of them, so that reads and writes through
 /// any of them leave the others valid.
-struct Head<'a, const Q: usize> {
-    rows: ChunkRows<'a>,
+struct Head<'a, const Q: usize, E> {
+    rows: ChunkRows<'a, E>,
     col: usize,
     p: [*const f32; Q],
     alpha: [f32; Q],
     o: [*mut f32; Q],
 }
 
-impl<const Q: usize> Head<'_, Q> {
+impl<const Q: usize, E: KvElement> Head<'_, Q, E> {
     /// The update of vectors `c..c + R` of every query's accumulator (whole vectors inside
     /// `d_head`), accumulators in registers over every key; with `SPLIT`, odd keys go to a
     /// second set of accumulators, added at the end.
@@ -589,7 +652,7 @@ impl<const Q: usize> Head<'_, Q> {
             for r in 0..R {
                 // SAFETY: row `j < count`; vector `c + r` lies inside the row's `d_head` floats
                 // from `col` (checked by `accumulate_head`).
-                let v = unsafe { load::<S>(row.add(r * lanes)) };
+                let v = unsafe { E::load(simd, row.add(r * lanes)) };
                 for (acc, p) in even.iter_mut().zip(self.p) {
                     // SAFETY: `j < count <= KEY_BLOCK` weights of each query.
                     let p = simd.splat_f32s(unsafe { *p.add(j) });
@@ -600,7 +663,7 @@ impl<const Q: usize> Head<'_, Q> {
                 let row = self.rows.row(j + 1, self.col + c * lanes);
                 for r in 0..R {
                     // SAFETY: as above, row `j + 1 < count`.
-                    let v = unsafe { load::<S>(row.add(r * lanes)) };
+                    let v = unsafe { E::load(simd, row.add(r * lanes)) };
                     for (acc, p) in odd.iter_mut().zip(self.p) {
                         // SAFETY: as above, `j + 1 < count`.
                         let p = simd.splat_f32s(unsafe { *p.add(j + 1) });
@@ -614,7 +677,7 @@ impl<const Q: usize> Head<'_, Q> {
             let row = self.rows.row(j, self.col + c * lanes);
             for r in 0..R {
                 // SAFETY: as above, row `j < count`.
-                let v = unsafe { load::<S>(row.add(r * lanes)) };
+                let v = unsafe { E::load(simd, row.add(r * lanes)) };
                 for (acc, p) in even.iter_mut().zip(self.p) {
                     // SAFETY: as above.
                     let p = simd.splat_f32s(unsafe { *p.add(j) });
@@ -646,7 +709,7 @@ impl<const Q: usize> Head<'_, Q> {
         for j in 0..self.rows.count {
             let row = self.rows.row(j, self.col + c * lanes);
             // SAFETY: row `j < count` holds floats `col + c·lanes..col + d_head`, `len` of them.
-            let v = unsafe { load_tail(simd, row, len) };
+            let v = unsafe { E::load_tail(simd, row, len) };
             for (acc, p) in acc.iter_mut().zip(self.p) {
                 // SAFETY: `j < count <= KEY_BLOCK` weights of each query.
                 let p = simd.splat_f32s(unsafe { *p.add(j) });

@@ -32,6 +32,7 @@
 
 mod band;
 mod decode;
+mod kv;
 mod lanes;
 mod parallel;
 mod prefetch;
@@ -42,8 +43,10 @@ use crate::error::{check_view, KernelError};
 use crate::isa::Isa;
 use crate::scratch::{Scratch, ScratchSpec};
 use band::Band;
+pub use kv::KvElement;
 pub use parallel::{
-    attention_parallel, attention_parallel_scratch, attention_split, Split, MIN_TASK_WORK,
+    attention_parallel, attention_parallel_scratch, attention_parallel_scratch_kv, attention_split,
+    Split, MIN_TASK_WORK,
 };
 
 /// Most queries a call may have to take the few-query decode path (a beam of up to 8); more
@@ -73,11 +76,11 @@ impl AttentionShape {
 }
 
 /// A read-only operand: `rows` positions of `heads × d_head` elements, position `r` starting at
-/// `data[r * stride]`.
+/// `data[r * stride]`. Q is `f32`; K and V may be `f16` ([`KvElement`]).
 #[derive(Clone, Copy, Debug)]
-pub struct Strided<'a> {
+pub struct Strided<'a, E = f32> {
     /// The elements; must span `(rows - 1) * stride + heads * d_head`.
-    pub data: &'a [f32],
+    pub data: &'a [E],
     /// Elements from one position to the next (at least `heads * d_head` when `rows > 1`).
     pub stride: usize,
 }
@@ -150,15 +153,27 @@ pub fn default_scale(d_head: usize) -> f32 {
     }
 }
 
-/// The scratch [`attention`] needs for `shape` at `isa`: a few tiles, independent of `q_len` and
-/// `kv_len` (it grows with `d_head`, and for the few-query decode path with `heads`).
+/// The scratch [`attention`] needs for `shape` at `isa` with `f32` K and V: a few tiles,
+/// independent of `q_len` and `kv_len` (it grows with `d_head`, and for the few-query decode path
+/// with `heads`).
 pub fn attention_scratch(isa: Isa, shape: &AttentionShape) -> ScratchSpec {
+    attention_scratch_kv::<f32>(isa, shape)
+}
+
+/// [`attention_scratch`] for K and V stored as `E`.
+pub fn attention_scratch_kv<E: KvElement>(isa: Isa, shape: &AttentionShape) -> ScratchSpec {
     let lanes = isa.level().f32_lanes();
-    if decode::handles(shape.q_len) {
+    if takes_decode::<E>(shape.q_len) {
         decode::scratch(lanes, shape.heads, shape.d_head)
     } else {
         prefill::scratch(lanes, shape.d_head)
     }
+}
+
+/// Whether a call of `q_len` queries over `E` keys and values runs the decode path (in runs of
+/// [`MAX_DECODE_QUERIES`] when it has more).
+pub(crate) fn takes_decode<E: KvElement>(q_len: usize) -> bool {
+    decode::handles(q_len) || !E::PREFILL
 }
 
 /// Every argument of an attention call, checked.
@@ -170,11 +185,11 @@ pub(crate) struct Checked {
 }
 
 /// Validates every slice, stride, mask field and the scale; nothing is read or written yet.
-pub(crate) fn check(
+pub(crate) fn check<E: KvElement>(
     shape: &AttentionShape,
     q: &Strided<'_>,
-    k: &Strided<'_>,
-    v: &Strided<'_>,
+    k: &Strided<'_, E>,
+    v: &Strided<'_, E>,
     out: &StridedMut<'_>,
     mask: &Mask<'_>,
     scale: Option<f32>,
@@ -239,52 +254,52 @@ pub(crate) fn check(
     })
 }
 
-/// Multi-head attention `out = softmax(scale · Q Kᵀ + bias, masked) V`, per head.
+/// Multi-head attention `out = softmax(scale · Q Kᵀ + bias, masked) V`, per head, with K and V
+/// stored as `f32` or `f16` ([`KvElement`]).
 ///
-/// `scale` defaults to `1 / sqrt(d_head)`. `scratch` must hold [`attention_scratch`]`(isa,
-/// shape)` floats. Every slice, stride and mask field is validated first; on error nothing is
+/// `scale` defaults to `1 / sqrt(d_head)`. `scratch` must hold [`attention_scratch_kv`]`::<E>(isa,
+/// shape)` floats ([`attention_scratch`] for `f32`). Every slice, stride and mask field is validated first; on error nothing is
 /// written. Rows of the output whose query sees no key are zero. Deterministic: the same inputs
 /// give the same bits at a given ISA level.
 #[allow(clippy::too_many_arguments)]
-pub fn attention(
+pub fn attention<E: KvElement>(
     isa: Isa,
     shape: &AttentionShape,
     q: Strided<'_>,
-    k: Strided<'_>,
-    v: Strided<'_>,
+    k: Strided<'_, E>,
+    v: Strided<'_, E>,
     out: StridedMut<'_>,
     mask: &Mask<'_>,
     scale: Option<f32>,
     scratch: &mut [f32],
 ) -> Result<(), KernelError> {
     let checked = check(shape, &q, &k, &v, &out, mask, scale)?;
-    let spec = attention_scratch(isa, shape);
-    let mut scratch = Scratch::new(scratch, spec)?;
+    let spec = attention_scratch_kv::<E>(isa, shape);
+    Scratch::new(&mut *scratch, spec)?;
     if shape.q_len == 0 || checked.width == 0 {
         return Ok(());
     }
-    let operands = Operands {
-        q,
-        k,
-        v,
-        bias: mask.bias,
-    };
-    if decode::handles(shape.q_len) {
-        decode::run(isa, &checked, &operands, out, &mut scratch)
-    } else {
-        prefill::run(isa, &checked, &operands, out, &mut scratch)
+    let bias = mask.bias;
+    if !takes_decode::<E>(shape.q_len) {
+        if let (Some(k), Some(v)) = (E::as_f32(k), E::as_f32(v)) {
+            let operands = Operands { q, k, v, bias };
+            let mut scratch = Scratch::new(scratch, spec)?;
+            return prefill::run(isa, &checked, &operands, out, &mut scratch);
+        }
     }
+    let operands = Operands { q, k, v, bias };
+    decode::run_all(isa, &checked, &operands, out, scratch, spec)
 }
 
 /// The validated read-only operands of a call.
-pub(crate) struct Operands<'a> {
+pub(crate) struct Operands<'a, E = f32> {
     pub q: Strided<'a>,
-    pub k: Strided<'a>,
-    pub v: Strided<'a>,
+    pub k: Strided<'a, E>,
+    pub v: Strided<'a, E>,
     pub bias: Option<Bias<'a>>,
 }
 
-impl Operands<'_> {
+impl<E> Operands<'_, E> {
     /// The bias row of head `h`, query `i` (from key 0 on), or `None` without a bias. Indices
     /// must be in the validated shape.
     #[inline(always)]

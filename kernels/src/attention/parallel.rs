@@ -23,8 +23,8 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use super::band::Band;
 use super::{
-    attention, attention_scratch, check, decode, prefill, AttentionShape, Bias, Mask, Strided,
-    StridedMut,
+    attention, attention_scratch_kv, check, decode, prefill, takes_decode, AttentionShape, Bias,
+    KvElement, Mask, Strided, StridedMut,
 };
 use crate::error::KernelError;
 use crate::gemm::parallel::Claims;
@@ -37,28 +37,37 @@ use crate::scratch::ScratchSpec;
 /// what 2^18 multiply-adds of the decode path take on one core.
 pub const MIN_TASK_WORK: usize = 1 << 18;
 
-/// The scratch [`attention_parallel`] needs for `shape` at `isa` on up to `threads` threads:
-/// one part per task, whatever split the call picks.
+/// The scratch [`attention_parallel`] needs for `shape` at `isa` on up to `threads` threads
+/// with `f32` K and V: one part per task, whatever split the call picks.
 pub fn attention_parallel_scratch(isa: Isa, shape: &AttentionShape, threads: usize) -> ScratchSpec {
-    let single = attention_scratch(isa, shape);
+    attention_parallel_scratch_kv::<f32>(isa, shape, threads)
+}
+
+/// [`attention_parallel_scratch`] for K and V stored as `E`.
+pub fn attention_parallel_scratch_kv<E: KvElement>(
+    isa: Isa,
+    shape: &AttentionShape,
+    threads: usize,
+) -> ScratchSpec {
+    let single = attention_scratch_kv::<E>(isa, shape);
     (2..=threads.clamp(1, MAX_TASKS)).fold(single, |spec, tasks| {
-        let part = task_scratch(isa, shape, tasks);
+        let part = task_scratch::<E>(isa, shape, tasks);
         spec.or(ScratchSpec::f32s(part.len().saturating_mul(tasks)))
     })
 }
 
 /// [`super::attention`] with its work split over `parallel`'s threads; same arguments, same
-/// result bits. `scratch` must hold [`attention_parallel_scratch`]`(isa, shape,
+/// result bits. `scratch` must hold [`attention_parallel_scratch_kv`]`::<E>(isa, shape,
 /// parallel.threads())` floats. Every argument is validated first; on error nothing is
 /// written (a runner that skips a task is reported after the others have run).
 #[allow(clippy::too_many_arguments)]
-pub fn attention_parallel(
+pub fn attention_parallel<E: KvElement>(
     isa: Isa,
     parallel: &dyn Parallel,
     shape: &AttentionShape,
     q: Strided<'_>,
-    k: Strided<'_>,
-    v: Strided<'_>,
+    k: Strided<'_, E>,
+    v: Strided<'_, E>,
     out: StridedMut<'_>,
     mask: &Mask<'_>,
     scale: Option<f32>,
@@ -84,13 +93,13 @@ pub struct Split<'a> {
 
 /// [`attention_parallel`] with the split's threshold chosen by the caller.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_split(
+pub fn attention_split<E: KvElement>(
     isa: Isa,
     split: Split<'_>,
     shape: &AttentionShape,
     q: Strided<'_>,
-    k: Strided<'_>,
-    v: Strided<'_>,
+    k: Strided<'_, E>,
+    v: Strided<'_, E>,
     out: StridedMut<'_>,
     mask: &Mask<'_>,
     scale: Option<f32>,
@@ -98,14 +107,14 @@ pub fn attention_split(
 ) -> Result<(), KernelError> {
     let parallel = split.parallel;
     let checked = check(shape, &q, &k, &v, &out, mask, scale)?;
-    let needed = attention_parallel_scratch(isa, shape, parallel.threads()).len();
+    let needed = attention_parallel_scratch_kv::<E>(isa, shape, parallel.threads()).len();
     if scratch.len() < needed {
         return Err(KernelError::ScratchTooSmall {
             needed,
             got: scratch.len(),
         });
     }
-    let tasks = task_count(isa, shape, parallel.threads(), split.min_task_work);
+    let tasks = task_count::<E>(isa, shape, parallel.threads(), split.min_task_work);
     if tasks <= 1 {
         return attention(isa, shape, q, k, v, out, mask, scale, scratch);
     }
@@ -118,18 +127,23 @@ pub fn attention_split(
         mask,
         scale: Some(checked.scale),
     };
-    let part = task_scratch(isa, shape, tasks).len();
+    let part = task_scratch::<E>(isa, shape, tasks).len();
     if decode::handles(shape.q_len) {
         by_heads(&call, parallel, tasks, out, part, scratch)
     } else {
-        let rows = split_rows(&checked.band, shape.q_len, row_unit(isa), tasks);
+        let rows = split_rows(&checked.band, shape.q_len, row_unit::<E>(isa), tasks);
         by_rows(&call, parallel, &rows[..=tasks], out, part, scratch)
     }
 }
 
 /// How many tasks a call is cut into on `threads` threads, each worth at least
 /// `min_task_work` multiply-adds.
-fn task_count(isa: Isa, shape: &AttentionShape, threads: usize, min_task_work: usize) -> usize {
+fn task_count<E: KvElement>(
+    isa: Isa,
+    shape: &AttentionShape,
+    threads: usize,
+    min_task_work: usize,
+) -> usize {
     let work = shape
         .q_len
         .saturating_mul(shape.kv_len)
@@ -138,7 +152,7 @@ fn task_count(isa: Isa, shape: &AttentionShape, threads: usize, min_task_work: u
     let units = if decode::handles(shape.q_len) {
         shape.heads
     } else {
-        shape.q_len.div_ceil(row_unit(isa))
+        shape.q_len.div_ceil(row_unit::<E>(isa))
     };
     threads
         .clamp(1, MAX_TASKS)
@@ -148,7 +162,7 @@ fn task_count(isa: Isa, shape: &AttentionShape, threads: usize, min_task_work: u
 }
 
 /// The scratch of one task when a call is cut into `tasks` tasks.
-fn task_scratch(isa: Isa, shape: &AttentionShape, tasks: usize) -> ScratchSpec {
+fn task_scratch<E: KvElement>(isa: Isa, shape: &AttentionShape, tasks: usize) -> ScratchSpec {
     if decode::handles(shape.q_len) {
         let heads = shape.heads.div_ceil(tasks.min(shape.heads).max(1));
         let group = AttentionShape { heads, ..*shape };
@@ -156,16 +170,22 @@ fn task_scratch(isa: Isa, shape: &AttentionShape, tasks: usize) -> ScratchSpec {
             .q_len
             .saturating_mul(heads)
             .saturating_mul(shape.d_head);
-        attention_scratch(isa, &group).and(ScratchSpec::f32s(rows))
+        attention_scratch_kv::<E>(isa, &group).and(ScratchSpec::f32s(rows))
     } else {
-        attention_scratch(isa, shape)
+        attention_scratch_kv::<E>(isa, shape)
     }
 }
 
 /// Rows per unit of a row split: a query block of the level (more than
-/// [`decode::MAX_QUERIES`] queries at every level).
-fn row_unit(isa: Isa) -> usize {
-    prefill::query_block_len(isa.level().f32_lanes())
+/// [`decode::MAX_QUERIES`] queries at every level), or the decode path's run of
+/// [`decode::MAX_QUERIES`] queries for K and V the prefill path does not read (each task's runs
+/// are then the single-threaded call's runs).
+fn row_unit<E: KvElement>(isa: Isa) -> usize {
+    if takes_decode::<E>(decode::MAX_QUERIES + 1) {
+        decode::MAX_QUERIES
+    } else {
+        prefill::query_block_len(isa.level().f32_lanes())
+    }
 }
 
 /// Boundaries of `tasks` runs of rows (`bounds[t]..bounds[t + 1]`, some possibly empty), cut at
@@ -197,12 +217,12 @@ fn split_rows(band: &Band, q_len: usize, unit: usize, tasks: usize) -> [usize; M
 }
 
 /// The read-only arguments of a call, shared by its tasks.
-struct Call<'a> {
+struct Call<'a, E> {
     isa: Isa,
     shape: AttentionShape,
     q: Strided<'a>,
-    k: Strided<'a>,
-    v: Strided<'a>,
+    k: Strided<'a, E>,
+    v: Strided<'a, E>,
     mask: &'a Mask<'a>,
     scale: Option<f32>,
 }
@@ -254,8 +274,8 @@ fn run_claimed(
 }
 
 /// The prefill split: task `t` attends rows `bounds[t]..bounds[t + 1]` into those output rows.
-fn by_rows(
-    call: &Call<'_>,
+fn by_rows<E: KvElement>(
+    call: &Call<'_, E>,
     parallel: &dyn Parallel,
     bounds: &[usize],
     out: StridedMut<'_>,
@@ -323,8 +343,8 @@ fn by_rows(
 
 /// The decode split: task `t` attends its group of heads into the last `q_len · heads ·
 /// d_head` floats of its scratch part; the groups are copied into `out` afterwards.
-fn by_heads<'a>(
-    call: &Call<'a>,
+fn by_heads<'a, E: KvElement>(
+    call: &Call<'a, E>,
     parallel: &dyn Parallel,
     tasks: usize,
     out: StridedMut<'_>,
@@ -353,10 +373,12 @@ fn by_heads<'a>(
         let own = unsafe { scratch_base.part(t * part, part) };
         let (kernel_scratch, rows) = own.split_at_mut(part - rows_len(n));
         let col = own_heads.start * d_head;
-        let view = |s: &Strided<'a>| Strided {
-            data: &s.data[col.min(s.data.len())..],
-            stride: s.stride,
-        };
+        fn view<'a, T>(s: &Strided<'a, T>, col: usize) -> Strided<'a, T> {
+            Strided {
+                data: &s.data[col.min(s.data.len())..],
+                stride: s.stride,
+            }
+        }
         let bias = call.mask.bias.map(|b| Bias {
             data: &b.data[(own_heads.start * b.head_stride).min(b.data.len())..],
             ..b
@@ -367,9 +389,9 @@ fn by_heads<'a>(
                 heads: n,
                 ..call.shape
             },
-            view(&call.q),
-            view(&call.k),
-            view(&call.v),
+            view(&call.q, col),
+            view(&call.k, col),
+            view(&call.v, col),
             StridedMut {
                 data: &mut rows[..rows_len(n)],
                 stride: n * d_head,

@@ -8,14 +8,16 @@
 use super::Strided;
 use core::ops::Range;
 
-/// Floats per 64-byte cache line.
+/// Bytes per cache line.
 #[cfg(target_arch = "x86_64")]
-const LINE: usize = 16;
+const LINE_BYTES: usize = 64;
 
 /// Hints that the `d` elements at column `col` of rows `rows` of `src` will be read soon (into
 /// L2). Rows must lie inside the validated view.
 #[inline(always)]
-pub(crate) fn prefetch_rows(src: &Strided<'_>, rows: Range<usize>, col: usize, d: usize) {
+pub(crate) fn prefetch_rows<E>(src: &Strided<'_, E>, rows: Range<usize>, col: usize, d: usize) {
+    #[cfg(target_arch = "x86_64")]
+    let per_line = LINE_BYTES / core::mem::size_of::<E>().max(1);
     #[cfg(target_arch = "x86_64")]
     for j in rows {
         let Some(row) = src.data.get(j * src.stride + col..j * src.stride + col + d) else {
@@ -30,7 +32,7 @@ pub(crate) fn prefetch_rows(src: &Strided<'_>, rows: Range<usize>, col: usize, d
             unsafe {
                 core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T1 }>(line)
             };
-            offset += LINE;
+            offset += per_line;
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -40,7 +42,7 @@ pub(crate) fn prefetch_rows(src: &Strided<'_>, rows: Range<usize>, col: usize, d
 /// Hints that the cache line holding `ptr` will be read soon (into L1). `ptr` may point
 /// anywhere, even outside any allocation: the hint is never dereferenced as a read.
 #[inline(always)]
-pub(crate) fn prefetch_line(ptr: *const f32) {
+pub(crate) fn prefetch_line<E>(ptr: *const E) {
     // SAFETY: `prefetch` never faults and has no effect on memory, whatever the address. SSE is
     // part of the x86-64 baseline.
     #[cfg(target_arch = "x86_64")]

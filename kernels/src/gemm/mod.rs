@@ -58,7 +58,7 @@
 
 mod bf16_dot;
 mod driver;
-mod element;
+pub(crate) mod element;
 #[cfg(target_arch = "x86_64")]
 mod f16_pairs;
 pub mod int8;
