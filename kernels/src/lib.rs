@@ -9,6 +9,7 @@
 
 pub mod activation;
 pub mod attention;
+pub mod convert;
 pub mod error;
 pub mod gemm;
 pub mod isa;
