@@ -31,6 +31,7 @@ fn main() {
         max_tgt_len: side_len(&vocab, "target"),
         max_beam: 1,
         threads: 1,
+        cross_kv: tessel_model::MemoryType::F32,
     };
     let plan = ArenaPlan::with_limits(&config, limits).expect("limits within the config");
     let mut tables = String::new();

@@ -190,6 +190,7 @@ impl ModelHandle {
             max_tgt_len: or(given.max_tgt_len, max.max_tgt_len),
             max_beam: or(given.max_beam, max.max_beam),
             threads: or(given.threads, 1),
+            cross_kv: ::tessel_model::MemoryType::F32,
         }
     }
 }

@@ -382,6 +382,7 @@ fn limits_arena_bytes_and_reference_counts() {
         max_tgt_len: config.max_tgt_len,
         max_beam: 2,
         threads: 1,
+        cross_kv: ::tessel_model::MemoryType::F32,
     };
     let mut bytes = 0;
     // SAFETY: live handles, valid structs and out-pointers.

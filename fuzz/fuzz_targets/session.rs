@@ -165,6 +165,12 @@ fuzz_target!(|input: Input| {
                 max_beam: b as usize % 5,
                 // 0 is refused (a typed error); 2 runs the GEMMs on the session's pool.
                 threads: (b as usize / 5) % 3,
+                // The encoder memory in f32 or f16 (the decode path reads f16 K/V).
+                cross_kv: if t & 0x80 == 0 {
+                    tessel_model::MemoryType::F32
+                } else {
+                    tessel_model::MemoryType::F16
+                },
             };
             Session::with_limits(model, isa, limits)
         }

@@ -8,7 +8,7 @@
 use tessel_kernels::activation::Activation;
 use tessel_kernels::KernelError;
 
-use crate::layers::{CrossKv, KvCache, Run, SelfMode, Work};
+use crate::layers::{CrossAttention, CrossKv, KvCache, Run, SelfMode, Work};
 use crate::model::{Model, Source};
 use crate::plan::{ArenaPlan, Span};
 
@@ -205,6 +205,7 @@ fn encoder_stack(
     let Work {
         hidden,
         normed,
+        ffn,
         scratch,
         ..
     } = work;
@@ -215,11 +216,47 @@ fn encoder_stack(
         }
         None => hidden,
     };
-    let mut cross = CrossKv::new(cross_kv, plan.limits.max_src_len, d);
+    let kind = plan.limits.cross_kv;
+    let mut cross = CrossKv::new(cross_kv, plan.limits.max_src_len, d, kind);
     for (i, block) in model.decoder.blocks().iter().enumerate() {
         if let Some(attention) = block.cross_attention() {
-            attention.project_memory(run, s, memory, cross.layer_mut(i), scratch)?;
+            let memory = (memory, s);
+            project_memory(run, attention, &mut cross, i, memory, ffn, scratch)?;
         }
+    }
+    Ok(())
+}
+
+/// Projects the `s` rows of `memory` to layer `layer`'s cross-attention K/V: in place when they
+/// are stored as `f32`, else through `staging` (as many rows at a time as it holds), rounded
+/// as they are stored.
+fn project_memory(
+    run: Run<'_>,
+    attention: &CrossAttention<'_>,
+    cross: &mut CrossKv<'_>,
+    layer: usize,
+    (memory, s): (&[f32], usize),
+    staging: &mut [f32],
+    scratch: &mut [f32],
+) -> Result<(), KernelError> {
+    if let Some(kv) = cross.layer_mut(layer) {
+        return attention.project_memory(run, s, memory, kv, scratch);
+    }
+    let d = attention.output().out_features();
+    let width = 2 * d;
+    let chunk = (staging.len() / width.max(1)).min(s);
+    if chunk == 0 && s > 0 {
+        return Err(KernelError::InvalidArgument(
+            "no room to stage the memory projection",
+        ));
+    }
+    let mut first = 0;
+    while first < s {
+        let rows = chunk.min(s - first);
+        let staged = &mut staging[..rows * width];
+        attention.project_memory(run, rows, &memory[first * d..], staged, scratch)?;
+        cross.store(run.isa, layer, first, staged)?;
+        first += rows;
     }
     Ok(())
 }
@@ -269,7 +306,7 @@ pub(crate) fn decode(
         .target
         .forward(run.isa, ids, position, prefix, work.hidden)?;
     let mut cache = KvCache::new(self_k, self_v, plan.kv);
-    let cross = CrossKv::new(cross_kv, plan.limits.max_src_len, d);
+    let cross = CrossKv::new(cross_kv, plan.limits.max_src_len, d, plan.limits.cross_kv);
     // Every beam's query sits at the same position: one bias row serves them all.
     let q_len = if prefix { rows } else { 1 };
     let bias = match &model.decoder.position_bias {

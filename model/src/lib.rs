@@ -77,7 +77,7 @@ pub use plan::{ArenaPlan, Limits, Region};
 pub use decoding::{Convention, DecodeOptions};
 #[cfg(feature = "std")]
 pub use generation::{Generation, GenerationError};
-pub use layers::WeightType;
+pub use layers::{MemoryType, WeightType};
 pub use model::Model;
 pub use sampling::Sampling;
 pub use search::{EarlyStopping, Hypotheses, Hypothesis, SearchOptions, StepLogits, StepView};

@@ -10,7 +10,7 @@
 
 use crate::config::{Config, ConfigError};
 use crate::layers::{
-    linear, BlockShape, ConvStem, CrossKv, Heads, KvLayout, RelativeBias, WorkSizes,
+    linear, BlockShape, ConvStem, CrossKv, Heads, KvLayout, MemoryType, RelativeBias, WorkSizes,
 };
 use tessel_kernels::ScratchSpec;
 
@@ -42,6 +42,8 @@ pub struct Limits {
     /// Threads the session's GEMMs run on, the caller's included (scratch is planned per
     /// thread; workers are started once with the session).
     pub threads: usize,
+    /// How the encoder memory's cross-attention K/V are stored.
+    pub cross_kv: MemoryType,
 }
 
 impl Limits {
@@ -52,6 +54,15 @@ impl Limits {
             max_tgt_len: config.max_tgt_len,
             max_beam: config.max_beam,
             threads: 1,
+            cross_kv: MemoryType::F32,
+        }
+    }
+
+    /// The same limits, the encoder memory stored as `kind`.
+    pub fn with_cross_kv(self, kind: MemoryType) -> Limits {
+        Limits {
+            cross_kv: kind,
+            ..self
         }
     }
 
@@ -326,7 +337,12 @@ impl ArenaPlan {
             width: d,
         };
         let logits = rest.take(b * config.tgt_vocab);
-        let cross_kv = rest.take(CrossKv::elements(config.decoder_layers, s, d));
+        let cross_kv = rest.take(CrossKv::elements(
+            config.decoder_layers,
+            s,
+            d,
+            limits.cross_kv,
+        ));
         let self_k = rest.take(kv.len());
         let self_v = rest.take(kv.len());
         let stage = rest.take(kv.layer_len());

@@ -357,6 +357,7 @@ fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
         max_beam: 2,
         // Worker threads too: the GEMMs split their columns over them, bit-identically.
         threads: 3,
+        cross_kv: tessel_model::MemoryType::F32,
     };
     let mut full = Session::new(&model, isa).unwrap();
     let mut small_session = Session::with_limits(&model, isa, limits).unwrap();
@@ -501,6 +502,7 @@ fn prefill_in_chunks_matches_step_by_step_decoding() {
                     max_tgt_len: 10,
                     max_beam: 4,
                     threads: 1,
+                    cross_kv: tessel_model::MemoryType::F32,
                 };
                 let mut session = Session::with_limits(&model, isa, limits).unwrap();
                 session.encode(src).unwrap();

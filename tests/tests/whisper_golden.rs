@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
 use tessel_model::families::whisper;
-use tessel_model::{LoadOptions, Model, SearchOptions, Session, WeightType};
+use tessel_model::{
+    ArenaPlan, Limits, LoadOptions, MemoryType, Model, SearchOptions, Session, WeightType,
+};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{assert_teacher_forced_logits, ids, values};
 
@@ -206,5 +208,63 @@ fn decoding_rules_match_ctranslate2_greedy_and_beam() {
                 assert_eq!(got, &want[..], "{name} {prompt} beam {beam} at {isa}");
             });
         }
+    }
+}
+
+/// The largest `|tessel - reference|` over every teacher-forced step's logits, relative to the
+/// reference's logit scale.
+fn worst_relative_logit_error(session: &mut Session<&Model>, expected: &Expected) -> f64 {
+    let vocab = session.model().config().tgt_vocab;
+    let scale = expected.logits.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    let mut worst = 0.0f64;
+    for (step, &token) in expected.forced.iter().enumerate() {
+        let logits = session.decode_step(&[token]).unwrap();
+        let want = &expected.logits[step * vocab..(step + 1) * vocab];
+        for (&g, &w) in logits.iter().zip(want) {
+            worst = worst.max((g as f64 - w).abs() / scale);
+        }
+    }
+    worst
+}
+
+/// The encoder memory's K/V stored as `f16`: half the arena bytes of that region, and every
+/// step's logits still within 1e-4 of the float64 reference's logit scale, the bound the `f32`
+/// memory is held to (each key and value rounded once, by at most 2^-11 relative; measured
+/// 1.5e-5 at every level on both fixtures), and the reference's greedy tokens.
+#[test]
+fn half_cross_attention_memory_stays_near_the_reference() {
+    for name in FIXTURES {
+        let model = whisper::load_hf_dir(&fixture(name).join("hf"), 1, &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let expected = expected(name);
+        let config = model.config();
+        let full = Limits::of(config);
+        let half = full.with_cross_kv(MemoryType::F16);
+        let region = |limits: Limits| {
+            let plan = ArenaPlan::with_limits(config, limits).unwrap();
+            (
+                plan.region("cross_attention.kv").unwrap().bytes,
+                plan.total_bytes(),
+            )
+        };
+        let values = config.decoder_layers * config.max_src_len * 2 * config.d_model;
+        let ((full_region, full_total), (half_region, half_total)) = (region(full), region(half));
+        assert_eq!(
+            (full_region, half_region),
+            (4 * values, 2 * values),
+            "{name}"
+        );
+        assert!(
+            full_total - half_total >= 2 * values - 64,
+            "{name}: the arena shrinks"
+        );
+        for_each_isa(|isa| {
+            let what = format!("{name} at {isa}, f16 memory");
+            let mut session = Session::with_limits(&model, isa, half).unwrap();
+            session.encode_audio(&expected.mel).unwrap();
+            let worst = worst_relative_logit_error(&mut session, &expected);
+            assert!(worst <= 1e-4, "{what}: logits {worst:e} of the scale away");
+            assert_eq!(greedy(&mut session, &expected), expected.greedy, "{what}");
+        });
     }
 }

@@ -121,6 +121,7 @@ impl Numbers {
             max_tgt_len: self.vocab.max_target(),
             max_beam: 1,
             threads: 1,
+            cross_kv: tessel_model::MemoryType::F32,
         };
         let session = Session::with_limits(&self.model, isa, limits)?;
         Ok(Reader {

@@ -20,6 +20,9 @@
 //!   vector's worth of keys' partial products into one vector of scores; every K and V vector is
 //!   loaded once and used by all the queries of the call from a register.
 //!
+//! K and V are `f32`, or `f16` ([`KvElement`]), widened as they are loaded: the decode path reads
+//! either; calls with `f16` K/V and more queries run the decode path on runs of 8 queries.
+//!
 //! Scores, running maxima and sums are `f32`; exponentials use [`crate::math::exp`]. A query that
 //! sees no key gets a zero output row, not NaN; scores of any finite magnitude (±1e4 and beyond)
 //! do not overflow, since every exponent is taken relative to the running maximum. NaN in an

@@ -7,11 +7,12 @@
 //! positions) is passed through unchanged. The output projection belongs to the layer but is
 //! applied by the [`super::Block`], which fuses it with the residual connection.
 
+use half::f16;
 use tessel_kernels::activation::Activation;
-use tessel_kernels::attention::{self as flash, Mask, Strided, StridedMut};
+use tessel_kernels::attention::{self as flash, KvElement, Mask, Strided, StridedMut};
 use tessel_kernels::{Isa, KernelError, ScratchSpec};
 
-use super::{linear, Linear, Run};
+use super::{linear, Linear, MemoryKv, Run};
 
 /// The head layout and score scale shared by both attention layers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -61,6 +62,9 @@ impl Heads {
             [q_rows, beam, 1].into_iter().fold(spec, |spec, q_len| {
                 let shape = self.shape(q_len, kv_len);
                 spec.or(flash::attention_parallel_scratch(isa, &shape, threads))
+                    .or(flash::attention_parallel_scratch_kv::<f16>(
+                        isa, &shape, threads,
+                    ))
             })
         })
     }
@@ -68,14 +72,14 @@ impl Heads {
     /// `out = softmax(scale · q·kᵀ + mask) · v` per head for `q_len` queries over `kv_len`
     /// keys; `out` rows are `heads × d_head` wide at stride `out_stride`.
     #[allow(clippy::too_many_arguments)]
-    pub fn attend(
+    pub fn attend<E: KvElement>(
         &self,
         run: Run<'_>,
         q_len: usize,
         kv_len: usize,
         q: Strided<'_>,
-        k: Strided<'_>,
-        v: Strided<'_>,
+        k: Strided<'_, E>,
+        v: Strided<'_, E>,
         mask: &Mask<'_>,
         out: &mut [f32],
         out_stride: usize,
@@ -311,7 +315,7 @@ impl<'w> CrossAttention<'w> {
         run: Run<'_>,
         rows: usize,
         input: &[f32],
-        (k, v): (Strided<'_>, Strided<'_>),
+        memory: MemoryKv<'_>,
         kv_len: usize,
         q: &mut [f32],
         out: &mut [f32],
@@ -329,17 +333,15 @@ impl<'w> CrossAttention<'w> {
             None,
             scratch,
         )?;
-        self.heads.attend(
-            run,
-            rows,
-            kv_len,
-            Strided { data: q, stride: d },
-            k,
-            v,
-            &Mask::NONE,
-            out,
-            d,
-            scratch,
-        )
+        let q = Strided { data: q, stride: d };
+        let mask = &Mask::NONE;
+        match memory {
+            MemoryKv::F32(k, v) => self
+                .heads
+                .attend(run, rows, kv_len, q, k, v, mask, out, d, scratch),
+            MemoryKv::F16(k, v) => self
+                .heads
+                .attend(run, rows, kv_len, q, k, v, mask, out, d, scratch),
+        }
     }
 }

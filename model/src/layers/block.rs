@@ -12,11 +12,13 @@
 //! projected encoder memory).
 
 use tessel_kernels::activation::Activation;
-use tessel_kernels::attention::{Bias, Mask, Strided};
+use tessel_kernels::attention::{Bias, Mask};
 use tessel_kernels::gemm::MatRef;
 use tessel_kernels::{KernelError, ScratchSpec};
 
-use super::{CrossAttention, FeedForward, Heads, LayerCache, Linear, Norm, Run, SelfAttention};
+use super::{
+    CrossAttention, FeedForward, Heads, LayerCache, Linear, MemoryKv, Norm, Run, SelfAttention,
+};
 use crate::config::NormPlacement;
 
 /// One block's layers.
@@ -306,7 +308,7 @@ impl<'w> Block<'w> {
         rows: usize,
         work: &mut Work<'_>,
         mode: SelfMode<'_>,
-        memory: Option<((Strided<'_>, Strided<'_>), usize)>,
+        memory: Option<(MemoryKv<'_>, usize)>,
     ) -> Result<(), KernelError> {
         self.self_attention(run, rows, work, mode)?;
         match (&self.cross, memory) {

@@ -7,6 +7,7 @@
 //! Cross-attention K/V live in `[layer][source position][2 · width]` (K then V), projected
 //! once per source and shared by every beam.
 
+use half::f16;
 use tessel_kernels::attention::Strided;
 use tessel_kernels::KernelError;
 
@@ -148,49 +149,125 @@ impl LayerCache<'_> {
     }
 }
 
-/// The encoder memory projected to cross-attention K/V, `[layer][position][K | V]`.
+/// How the projected encoder memory is stored: `f32`, or `f16` for half its bytes (the
+/// cross-attention of every decoder step reads all of it, and it is the largest part of a
+/// Whisper session's arena). `f16` rounds each key and value once, a relative change of at most
+/// `2^-11`; scores and sums stay `f32`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemoryType {
+    /// 4 bytes per element, exact.
+    #[default]
+    F32,
+    /// 2 bytes per element.
+    F16,
+}
+
+/// One layer's projected memory as attention reads it.
+#[derive(Clone, Copy, Debug)]
+pub enum MemoryKv<'a> {
+    /// `f32` keys and values.
+    F32(Strided<'a>, Strided<'a>),
+    /// `f16` keys and values.
+    F16(Strided<'a, f16>, Strided<'a, f16>),
+}
+
+/// The encoder memory projected to cross-attention K/V, `[layer][position][K | V]`, as
+/// [`MemoryType`] says.
 pub struct CrossKv<'a> {
     data: &'a mut [f32],
     positions: usize,
     width: usize,
+    kind: MemoryType,
 }
 
 impl<'a> CrossKv<'a> {
-    /// Memory for `positions` source positions of `width`-wide K and V per layer.
-    pub fn new(data: &'a mut [f32], positions: usize, width: usize) -> CrossKv<'a> {
+    /// Memory for `positions` source positions of `width`-wide K and V per layer, stored as
+    /// `kind` in `data` (an `f32` arena region of [`CrossKv::elements`]).
+    pub fn new(data: &'a mut [f32], positions: usize, width: usize, kind: MemoryType) -> Self {
         CrossKv {
             data,
             positions,
             width,
+            kind,
         }
     }
 
-    /// Elements of `layers` layers.
-    pub fn elements(layers: usize, positions: usize, width: usize) -> usize {
-        layers * positions * 2 * width
+    /// `f32` elements of the arena region `layers` layers take.
+    pub fn elements(layers: usize, positions: usize, width: usize, kind: MemoryType) -> usize {
+        let values = layers * positions * 2 * width;
+        match kind {
+            MemoryType::F32 => values,
+            MemoryType::F16 => values.div_ceil(2),
+        }
     }
 
-    fn range(&self, layer: usize) -> core::ops::Range<usize> {
-        let len = self.positions * 2 * self.width;
-        layer * len..(layer + 1) * len
+    /// The storage type.
+    pub fn kind(&self) -> MemoryType {
+        self.kind
     }
 
-    /// Layer `layer`'s K|V rows, to be written by the projection (row stride `2 · width`).
-    pub fn layer_mut(&mut self, layer: usize) -> &mut [f32] {
-        let range = self.range(layer);
-        &mut self.data[range]
+    /// Values of one layer.
+    fn layer_len(&self) -> usize {
+        self.positions * 2 * self.width
+    }
+
+    /// Layer `layer`'s K|V rows as `f32`, to be written by the projection (row stride
+    /// `2 · width`); `None` when they are stored as `f16` ([`CrossKv::store`]).
+    pub fn layer_mut(&mut self, layer: usize) -> Option<&mut [f32]> {
+        let len = self.layer_len();
+        match self.kind {
+            MemoryType::F32 => self.data.get_mut(layer * len..(layer + 1) * len),
+            MemoryType::F16 => None,
+        }
+    }
+
+    /// Stores `rows` projected K|V rows (`2 · width` each) of layer `layer` from row `first` on,
+    /// rounded to `f16`.
+    pub fn store(
+        &mut self,
+        isa: tessel_kernels::Isa,
+        layer: usize,
+        first: usize,
+        rows: &[f32],
+    ) -> Result<(), KernelError> {
+        let len = self.layer_len();
+        let halves: &mut [f16] = bytemuck::cast_slice_mut(&mut *self.data);
+        let start = layer * len + first * 2 * self.width;
+        let dst = halves
+            .get_mut(start..start + rows.len())
+            .filter(|_| first * 2 * self.width + rows.len() <= len)
+            .ok_or(KernelError::InvalidArgument(
+                "memory rows outside the layer",
+            ))?;
+        tessel_kernels::convert::narrow_to_f16(isa, rows, dst)
     }
 
     /// Layer `layer`'s keys and values.
-    pub fn layer(&self, layer: usize) -> (Strided<'_>, Strided<'_>) {
-        let data = &self.data[self.range(layer)];
+    pub fn layer(&self, layer: usize) -> MemoryKv<'_> {
+        let len = self.layer_len();
         let stride = 2 * self.width;
-        (
-            Strided { data, stride },
-            Strided {
-                data: &data[self.width..],
-                stride,
-            },
-        )
+        match self.kind {
+            MemoryType::F32 => {
+                let data = &self.data[layer * len..(layer + 1) * len];
+                MemoryKv::F32(
+                    Strided { data, stride },
+                    Strided {
+                        data: &data[self.width..],
+                        stride,
+                    },
+                )
+            }
+            MemoryType::F16 => {
+                let halves: &[f16] = bytemuck::cast_slice(&*self.data);
+                let data = &halves[layer * len..(layer + 1) * len];
+                MemoryKv::F16(
+                    Strided { data, stride },
+                    Strided {
+                        data: &data[self.width..],
+                        stride,
+                    },
+                )
+            }
+        }
     }
 }

@@ -31,7 +31,7 @@ pub use block::{Block, BlockShape, SelfMode, Work, WorkSizes};
 pub use conv_stem::{ConvStem, StemSizes};
 pub use embedding::Embedding;
 pub use feed_forward::FeedForward;
-pub use kv_cache::{CrossKv, KvCache, KvLayout, LayerCache};
+pub use kv_cache::{CrossKv, KvCache, KvLayout, LayerCache, MemoryKv, MemoryType};
 #[cfg(feature = "std")]
 pub use linear::UnknownWeightType;
 pub use linear::{Linear, LinearError, WeightType};

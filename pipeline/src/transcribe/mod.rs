@@ -45,8 +45,8 @@ use tessel_kernels::Isa;
 use tessel_model::ct2::Ct2Error;
 use tessel_model::families::whisper::WhisperRules;
 use tessel_model::{
-    Hypotheses, Limits, LoadError, Model, RunError, Sampling, SearchOptions, Session, SessionError,
-    WeightType,
+    Hypotheses, Limits, LoadError, MemoryType, Model, RunError, Sampling, SearchOptions, Session,
+    SessionError, WeightType,
 };
 use tessel_text::whisper::{python_strip, Task, WhisperTokenizer};
 use tessel_text::TextError;
@@ -235,6 +235,7 @@ pub struct Transcriber {
     multilingual: bool,
     suppress: Arc<[u32]>,
     blank: Arc<[u32]>,
+    cross_kv: MemoryType,
 }
 
 impl std::fmt::Debug for Transcriber {
@@ -242,6 +243,7 @@ impl std::fmt::Debug for Transcriber {
         f.debug_struct("Transcriber")
             .field("n_mels", &self.n_mels)
             .field("multilingual", &self.multilingual)
+            .field("cross_kv", &self.cross_kv)
             .finish_non_exhaustive()
     }
 }
@@ -300,6 +302,10 @@ impl Transcriber {
         let blank = tokenizer.encode(" ")?;
         let multilingual =
             config.tgt_vocab >= MULTILINGUAL_VOCAB && !tokenizer.language_tokens().is_empty();
+        let cross_kv = match model.generator().weight_type() {
+            WeightType::F32 => MemoryType::F32,
+            _ => MemoryType::F16,
+        };
         Ok(Transcriber {
             model,
             tokenizer: Arc::new(tokenizer),
@@ -307,7 +313,22 @@ impl Transcriber {
             multilingual,
             suppress: suppress.into(),
             blank: blank.into(),
+            cross_kv,
         })
+    }
+
+    /// Stores the encoder memory's cross-attention K/V as `kind` in the sessions made from now
+    /// on. The default follows the weights: `f32` for `f32` weights (results as the reference
+    /// computes them), `f16` for 16-bit and int8 weights (half the bytes every decoder step
+    /// reads from it, rounding each value once by at most `2^-11` relative).
+    pub fn with_cross_kv(mut self, kind: MemoryType) -> Transcriber {
+        self.cross_kv = kind;
+        self
+    }
+
+    /// How sessions store the encoder memory's cross-attention K/V.
+    pub fn cross_kv(&self) -> MemoryType {
+        self.cross_kv
     }
 
     /// Treats the model as multilingual (language and task tokens, language detection) or
@@ -346,6 +367,7 @@ impl Transcriber {
             max_tgt_len: config.max_tgt_len,
             max_beam,
             threads,
+            cross_kv: self.cross_kv,
         };
         let session = Session::with_limits(Arc::clone(&self.model), isa, limits)?;
         let max_tgt = config.max_tgt_len;
