@@ -15,7 +15,7 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use tessel_audio::{load_wav, ReadOptions};
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::WeightType;
+use tessel_model::{MemoryType, WeightType};
 use tessel_pipeline::transcribe::{render, Format, Observer, TranscribeOptions, Transcriber};
 use tessel_text::whisper::Task;
 
@@ -43,6 +43,15 @@ pub enum TaskArg {
     Transcribe,
     /// Speech to English text (multilingual models).
     Translate,
+}
+
+/// How the encoder memory's cross-attention K/V are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CrossKvArg {
+    /// 4 bytes per value, exact.
+    F32,
+    /// 2 bytes per value: half of what each decoder step reads from the memory.
+    F16,
 }
 
 /// `tessel transcribe` options.
@@ -87,6 +96,10 @@ pub struct TranscribeArgs {
     /// Linear layers stored as this type (default: as the files store them).
     #[arg(long, value_name = "TYPE", value_parser = weight_type_parser())]
     pub weights: Option<WeightType>,
+    /// How the cross-attention keys and values of the encoded audio are stored (default: f32
+    /// with f32 weights, f16 with 16-bit or int8 weights).
+    #[arg(long, value_name = "TYPE", value_enum)]
+    pub cross_kv: Option<CrossKvArg>,
     /// Seed of the sampling at fallback temperatures.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -167,7 +180,13 @@ fn with_fallback_flags(args: &TranscribeArgs, mut options: TranscribeOptions) ->
 pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let isa = isa_from_env()?;
     let started = Instant::now();
-    let transcriber = Transcriber::load(&args.model, args.beam.max(5), args.weights)?;
+    let mut transcriber = Transcriber::load(&args.model, args.beam.max(5), args.weights)?;
+    if let Some(kind) = args.cross_kv {
+        transcriber = transcriber.with_cross_kv(match kind {
+            CrossKvArg::F32 => MemoryType::F32,
+            CrossKvArg::F16 => MemoryType::F16,
+        });
+    }
     let mut session = transcriber.session(isa, args.beam.max(1), args.threads)?;
     let loaded = started.elapsed();
     let options = TranscribeOptions {
@@ -217,12 +236,13 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         // A closed stderr only loses the summary.
         let _ = writeln!(
             err,
-            "isa {}, {} thread(s), language {}, load {:.0} ms\n\
+            "isa {}, {} thread(s), cross K/V {:?}, language {}, load {:.0} ms\n\
              audio {:.2} s, real-time factor {:.4} (read {:.1} ms, mel {:.1} ms, encode {:.1} ms \
              over {} windows, decode {:.1} ms: {:.3} ms per token over {} tokens)\n\
              arena {} bytes, allocations during inference: {}",
             isa,
             args.threads,
+            transcriber.cross_kv(),
             transcript.language,
             loaded.as_secs_f64() * 1e3,
             s.audio_seconds,
