@@ -10,7 +10,8 @@ transcription of OUT/clip15.wav, alternating the engines run by run (medians; ra
 same run): CTranslate2's encoder (`Whisper.encode` of the 80x3000 log-mel) and its time per
 token (`Whisper.generate` from the encoded window, greedy, <|endoftext|> suppressed so that every
 run decodes the same number of tokens) at float32 and int8, against tessel's encode ms and ms per
-token from the `tessel transcribe` summary (OUT/ct2 float32 and OUT/ct2_f16 float16 weights);
+token from the `tessel transcribe --temperatures 0` summary (greedy like CTranslate2's, no
+fallback decodings; OUT/ct2 float32 and OUT/ct2_f16 float16 weights);
 then the whole transcribe of the 15 s clip, faster-whisper int8 against tessel int8 (the float32
 directory quantised at load, `--weights int8`), f16 and f32, at temperature 0 only: a random
 model's text often falls back to sampling, and the two engines' random draws differ, so
@@ -125,11 +126,13 @@ def kernels(out, binary, runs):
         for _ in range(runs):
             e, t = ct2_times(ct["float32"], mel, prompt, eot, 100)
             r["e32"].append(e), r["t32"].append(t)
-            e, t, _, _ = tessel_summary(binary, f"{out}/ct2", clip30, 1, threads)
+            e, t, _, _ = tessel_summary(binary, f"{out}/ct2", clip30, 1, threads,
+                                        fallback=False)
             r["te32"].append(e), r["tt32"].append(t)
             e, t = ct2_times(ct["int8"], mel, prompt, eot, 100)
             r["e8"].append(e), r["t8"].append(t)
-            e, t, _, _ = tessel_summary(binary, f"{out}/ct2_f16", clip30, 1, threads)
+            e, t, _, _ = tessel_summary(binary, f"{out}/ct2_f16", clip30, 1, threads,
+                                        fallback=False)
             r["te16"].append(e), r["tt16"].append(t)
         m = {k: statistics.median(v) for k, v in r.items()}
         print(f"| {threads} | {m['e32']:.0f} ms | {m['e8']:.0f} ms | {m['te32']:.0f} ms "
