@@ -46,14 +46,22 @@ const KEY_BLOCK: usize = 128;
 /// How many rows ahead the `P V` update asks for the V vectors it will read.
 const PREFETCH_ROWS: usize = 8;
 
-/// Whether a call of `queries` queries prefetches V: each block's rows while its keys are
-/// scored, and [`PREFETCH_ROWS`] rows ahead inside the `P V` update. Several queries give the
-/// prefetches enough arithmetic to hide behind. One query does not: a V row is a prefetch per
-/// cache line (24 at 6 heads × 64), about as many load slots as the scores' K loads, and the
-/// hardware prefetchers alone serve its reads. 1 × 1500 keys at 6 × 64 measured ~17% faster
-/// without them at AVX-512 and AVX2 (AMD Zen 5), and no slower over 4096 keys.
-const fn prefetches(queries: usize) -> bool {
-    queries > 1
+/// Bytes of K and V from which one query prefetches V too: a span larger than L2, which in a
+/// decoder step (the encoder memory of cross-attention, a long cache) the weights streamed
+/// between two steps have evicted from every cache.
+const PREFETCH_SPAN_BYTES: usize = 1 << 20;
+
+/// Whether a call of `queries` queries over `kv_bytes` bytes of K and V prefetches V: each
+/// block's rows while its keys are scored, and [`PREFETCH_ROWS`] rows ahead inside the `P V`
+/// update. Several queries give the prefetches enough arithmetic to hide behind. One query over
+/// K and V in cache does not: a V row is a prefetch per cache line (24 at 6 heads × 64), about as
+/// many load slots as the scores' K loads; 1 × 1500 keys at 6 × 64 in L3 measured ~17% faster
+/// without them at AVX-512 and AVX2 (AMD Zen 5). Over K and V in memory they pay: Whisper
+/// tiny's greedy step (1500 `f16` positions, 2.3 MB a layer, read after the weights' 56 MB)
+/// measured ~2% faster per token with them at AVX2 and AVX-512 (medians of 6: 2.65 against
+/// 2.71 ms at AVX2).
+const fn prefetches(queries: usize, kv_bytes: usize) -> bool {
+    queries > 1 || kv_bytes >= PREFETCH_SPAN_BYTES
 }
 
 /// Largest `q_len` the decode path takes, at every level: a beam of up to 8.
@@ -252,6 +260,8 @@ fn run_queries<S: Simd, E: KvElement, const Q: usize>(
     let mut partial = [[simd.splat_f32s(0.0); MAX_LANES]; Q];
     let band = &checked.band;
     let (visible, _) = band.keys_of_rows(0..Q);
+    let kv_bytes = visible.len() * dims.width * 2 * core::mem::size_of::<E>();
+    let prefetch = prefetches(Q, kv_bytes);
     let mut j0 = visible.start;
     while j0 < visible.end {
         let block_end = (j0 + KEY_BLOCK).min(visible.end);
@@ -262,7 +272,7 @@ fn run_queries<S: Simd, E: KvElement, const Q: usize>(
             let Some(rows) = ChunkRows::new(&operands.k, j0 + t, chunk, dims.width) else {
                 break;
             };
-            if prefetches(Q) {
+            if prefetch {
                 // The same keys' V rows, whole and in order (a stream the memory system serves
                 // at full speed), into L2 for the `P V` update, which walks them a head at a time.
                 prefetch_rows(&operands.v, j0 + t..j0 + t + chunk, 0, dims.width);
@@ -314,7 +324,8 @@ fn run_queries<S: Simd, E: KvElement, const Q: usize>(
         }
         if let Some(rows) = ChunkRows::new(&operands.v, j0, n, dims.width) {
             for h in 0..heads {
-                accumulate_head::<S, E, Q>(simd, rows, dims, h, scores, alpha, o_all);
+                let weights = (&*scores, &*alpha);
+                accumulate_head::<S, E, Q>(simd, rows, dims, h, weights, o_all, prefetch);
             }
         }
         j0 = block_end;
@@ -540,16 +551,17 @@ impl<const Q: usize, E: KvElement> KeyGroup<'_, Q, E> {
 
 /// `o_(i,h) = alpha_(i,h) · o_(i,h) + Σ_j p_(i,h)[j] · v_j[h]` over the `rows.count` keys of
 /// the block, for every query `i` and head `h`: the head's vectors of `d_head` in runs of as many
-/// as the level's accumulators allow for `Q` queries, then the last partial vector.
+/// as the level's accumulators allow for `Q` queries, then the last partial vector; with
+/// `prefetch`, V rows are asked for [`PREFETCH_ROWS`] ahead.
 #[inline(always)]
 fn accumulate_head<S: Simd, E: KvElement, const Q: usize>(
     simd: S,
     rows: ChunkRows<'_, E>,
     dims: Dims,
     h: usize,
-    scores: &[f32],
-    alpha: &[f32],
+    (scores, alpha): (&[f32], &[f32]),
     o_all: &mut [f32],
+    prefetch: bool,
 ) {
     let lanes = S::F32_LANES;
     let Dims {
@@ -574,6 +586,7 @@ fn accumulate_head<S: Simd, E: KvElement, const Q: usize>(
         p: core::array::from_fn(|i| p_base.wrapping_add((i * heads + h) * KEY_BLOCK)),
         alpha: core::array::from_fn(|i| alpha[i * heads + h]),
         o: core::array::from_fn(|i| o_base.wrapping_add((i * heads + h) * padded)),
+        prefetch,
     };
     let tiling = tiling::of_lanes(lanes).decode;
     let full = d / lanes;
@@ -617,6 +630,7 @@ struct Head<'a, const Q: usize, E> {
     p: [*const f32; Q],
     alpha: [f32; Q],
     o: [*mut f32; Q],
+    prefetch: bool,
 }
 
 impl<const Q: usize, E: KvElement> Head<'_, Q, E> {
@@ -643,7 +657,7 @@ impl<const Q: usize, E: KvElement> Head<'_, Q, E> {
         let mut j = 0;
         while j + step <= count {
             let row = self.rows.row(j, self.col + c * lanes);
-            if prefetches(Q) {
+            if self.prefetch {
                 prefetch_line(row.wrapping_add(PREFETCH_ROWS * self.rows.stride));
                 if SPLIT {
                     prefetch_line(row.wrapping_add((PREFETCH_ROWS + 1) * self.rows.stride));
