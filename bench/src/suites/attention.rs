@@ -11,13 +11,17 @@
 //! 64, no mask): each case is timed round-robin with the 1-query call of the same keys
 //! (`tessel-1q`, ratio = its time / this time: 5 queries at 0.625 cost 1.6× one query) and with
 //! a streaming read of K and V, and its GFLOP/s are also given against the same run's
-//! `fma-peak` record (the gemm suite's multiply-add chains), as are the other cases'.
+//! `fma-peak` record (the gemm suite's multiply-add chains), as are the other cases'. The same
+//! call with K and V stored as `f16` (`tessel-f16kv`, ratio = the `f32` call's time / its time)
+//! is timed in the same rounds.
 //! `ATTENTION_CASES` (comma-separated parts of case names, e.g. `beam,self-512`) selects cases.
 
 use super::Suite;
 use crate::{median_ns, round_robin_median_ns, Budget, Record, Work};
+use half::f16;
 use tessel_kernels::attention::{
-    attention, attention_scratch, default_scale, AttentionShape, Mask, Strided, StridedMut,
+    attention, attention_scratch, attention_scratch_kv, default_scale, AttentionShape, KvElement,
+    Mask, Strided, StridedMut,
 };
 use tessel_kernels::reference::attention::sees;
 use tessel_kernels::Isa;
@@ -135,6 +139,9 @@ pub struct Workload {
     q: Vec<f32>,
     k: Vec<f32>,
     v: Vec<f32>,
+    /// K and V rounded to `f16`.
+    k16: Vec<f16>,
+    v16: Vec<f16>,
     out: Vec<f32>,
     scratch: Vec<f32>,
 }
@@ -155,18 +162,40 @@ impl Workload {
     /// Random operands for `case`, scratch sized for `isa`.
     pub fn new(case: Case, isa: Isa) -> Workload {
         let width = case.heads * D_HEAD;
+        let (k, v) = (
+            filled(case.kv_len * width, 2),
+            filled(case.kv_len * width, 3),
+        );
+        let half = |x: &[f32]| x.iter().map(|&x| f16::from_f32(x)).collect();
+        let shape = case.shape();
+        let scratch = attention_scratch(isa, &shape).or(attention_scratch_kv::<f16>(isa, &shape));
         Workload {
             case,
             q: filled(case.q_len * width, 1),
-            k: filled(case.kv_len * width, 2),
-            v: filled(case.kv_len * width, 3),
+            k16: half(&k),
+            v16: half(&v),
+            k,
+            v,
             out: vec![0.0; case.q_len * width],
-            scratch: vec![0.0; attention_scratch(isa, &case.shape()).len()],
+            scratch: vec![0.0; scratch.len()],
         }
     }
 
     /// One call of tessel's kernel.
     pub fn run_tessel(&mut self, isa: Isa) {
+        let (k, v) = (std::mem::take(&mut self.k), std::mem::take(&mut self.v));
+        self.call(isa, &k, &v);
+        (self.k, self.v) = (k, v);
+    }
+
+    /// One call of tessel's kernel with K and V stored as `f16`.
+    pub fn run_tessel_f16(&mut self, isa: Isa) {
+        let (k, v) = (std::mem::take(&mut self.k16), std::mem::take(&mut self.v16));
+        self.call(isa, &k, &v);
+        (self.k16, self.v16) = (k, v);
+    }
+
+    fn call<E: KvElement>(&mut self, isa: Isa, k: &[E], v: &[E]) {
         let width = self.case.heads * D_HEAD;
         let result = attention(
             isa,
@@ -176,11 +205,11 @@ impl Workload {
                 stride: width,
             },
             Strided {
-                data: &self.k,
+                data: k,
                 stride: width,
             },
             Strided {
-                data: &self.v,
+                data: v,
                 stride: width,
             },
             StridedMut {
@@ -391,6 +420,7 @@ fn run_beams(budget: Budget, isa: Isa, peak: &Record, emit: &mut dyn FnMut(Recor
                     &mut |(work, _): &mut (Workload, Workload)| work.run_tessel(isa),
                     &mut |(_, one): &mut (Workload, Workload)| one.run_tessel(isa),
                     &mut |(work, _): &mut (Workload, Workload)| sink += work.stream_kv(),
+                    &mut |(work, _): &mut (Workload, Workload)| work.run_tessel_f16(isa),
                 ],
             );
             std::hint::black_box(sink);
@@ -409,7 +439,9 @@ fn run_beams(budget: Budget, isa: Isa, peak: &Record, emit: &mut dyn FnMut(Recor
             let bytes = Work::bytes(pair.0.kv_bytes());
             let single = record("tessel-1q", times[1], Work::flops(one.flops()));
             let stream = record("stream-read-kv", times[2], bytes);
-            emit(record("tessel", times[0], flops).against(&single));
+            let tessel = record("tessel", times[0], flops);
+            emit(record("tessel-f16kv", times[3], flops).against(&tessel));
+            emit(tessel.against(&single));
             emit(record("tessel", times[0], bytes).against(&stream));
             emit(record("tessel", times[0], flops).against_rate(peak));
             emit(single);
