@@ -91,6 +91,12 @@ impl Dot for NeonDot {
     }
 
     #[inline(always)]
+    fn add(self, x: int32x4_t, y: int32x4_t) -> int32x4_t {
+        // SAFETY: NEON (see above).
+        unsafe { vaddq_s32(x, y) }
+    }
+
+    #[inline(always)]
     unsafe fn finish(self, acc: int32x4_t, _sums: *const i8) -> int32x4_t {
         acc
     }
@@ -169,6 +175,16 @@ impl Dot for NeonPlain {
             let hi_products = vmull_high_s8(b, a);
             (vpadalq_s16(lo, lo_products), vpadalq_s16(hi, hi_products))
         }
+    }
+
+    #[inline(always)]
+    fn add(
+        self,
+        (x_lo, x_hi): (int32x4_t, int32x4_t),
+        (y_lo, y_hi): (int32x4_t, int32x4_t),
+    ) -> (int32x4_t, int32x4_t) {
+        // SAFETY: NEON (see above).
+        unsafe { (vaddq_s32(x_lo, y_lo), vaddq_s32(x_hi, y_hi)) }
     }
 
     #[inline(always)]

@@ -49,6 +49,11 @@ impl Dot for Scalar {
     }
 
     #[inline(always)]
+    fn add(self, x: i32, y: i32) -> i32 {
+        x.wrapping_add(y)
+    }
+
+    #[inline(always)]
     unsafe fn finish(self, acc: i32, _sums: *const i8) -> i32 {
         acc
     }

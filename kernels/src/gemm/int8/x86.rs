@@ -6,7 +6,7 @@
 //! the `run_*` entry functions below, which enable the target features they need.
 
 use crate::gemm::driver::Columns;
-use crate::gemm::int8::driver::{run, sweep, Dot, Job, Sink};
+use crate::gemm::int8::driver::{run, sweep, sweep_row, Dot, Job, Sink};
 use crate::gemm::int8::quant::AFormat;
 use core::arch::x86_64::*;
 use pulp::x86::{V3, V4};
@@ -100,6 +100,12 @@ impl Dot for Avx2 {
     }
 
     #[inline(always)]
+    fn add(self, x: __m256i, y: __m256i) -> __m256i {
+        // SAFETY: AVX2 (see above).
+        unsafe { _mm256_add_epi32(x, y) }
+    }
+
+    #[inline(always)]
     unsafe fn finish(self, acc: __m256i, _sums: *const i8) -> __m256i {
         acc
     }
@@ -122,7 +128,7 @@ impl Dot for Avx2 {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep::<Self, K, 1, 4>(self, job, sink, cols, row0, rows),
+                1 => sweep_row::<Self, K, 4, 2>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 4>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 4, 2>(self, job, sink, cols, row0, rows),
             }
@@ -170,6 +176,12 @@ impl Dot for AvxVnni {
     }
 
     #[inline(always)]
+    fn add(self, x: __m256i, y: __m256i) -> __m256i {
+        // SAFETY: AVX2 (see above).
+        unsafe { _mm256_add_epi32(x, y) }
+    }
+
+    #[inline(always)]
     unsafe fn finish(self, acc: __m256i, sums: *const i8) -> __m256i {
         // SAFETY: 8 channel sums readable (caller); AVX2 (see above).
         unsafe {
@@ -196,7 +208,7 @@ impl Dot for AvxVnni {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep::<Self, K, 1, 8>(self, job, sink, cols, row0, rows),
+                1 => sweep_row::<Self, K, 4, 2>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 4>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 4, 2>(self, job, sink, cols, row0, rows),
             }
@@ -251,6 +263,12 @@ impl Dot for Avx512Bw {
     }
 
     #[inline(always)]
+    fn add(self, x: __m512i, y: __m512i) -> __m512i {
+        // SAFETY: AVX-512 F (see above).
+        unsafe { _mm512_add_epi32(x, y) }
+    }
+
+    #[inline(always)]
     unsafe fn finish(self, acc: __m512i, _sums: *const i8) -> __m512i {
         acc
     }
@@ -273,7 +291,7 @@ impl Dot for Avx512Bw {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep::<Self, K, 1, 8>(self, job, sink, cols, row0, rows),
+                1 => sweep_row::<Self, K, 2, 4>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 4>(self, job, sink, cols, row0, rows),
                 3 | 4 => sweep::<Self, K, 4, 4>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 8, 2>(self, job, sink, cols, row0, rows),
@@ -322,6 +340,12 @@ impl Dot for Avx512Vnni {
     }
 
     #[inline(always)]
+    fn add(self, x: __m512i, y: __m512i) -> __m512i {
+        // SAFETY: AVX-512 F (see above).
+        unsafe { _mm512_add_epi32(x, y) }
+    }
+
+    #[inline(always)]
     unsafe fn finish(self, acc: __m512i, sums: *const i8) -> __m512i {
         // SAFETY: 16 channel sums readable (caller); AVX-512 F (see above).
         unsafe {
@@ -348,7 +372,7 @@ impl Dot for Avx512Vnni {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep::<Self, K, 1, 8>(self, job, sink, cols, row0, rows),
+                1 => sweep_row::<Self, K, 2, 4>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 4>(self, job, sink, cols, row0, rows),
                 3 | 4 => sweep::<Self, K, 4, 4>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 8, 2>(self, job, sink, cols, row0, rows),
