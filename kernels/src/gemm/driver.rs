@@ -377,7 +377,9 @@ const fn small_max_rows(lanes: usize) -> usize {
 }
 
 /// Dispatches one row block of `rows` rows to the tile shape chosen for it: enough independent
-/// accumulators to hide the FMA latency, few enough to stay in registers.
+/// accumulators to hide the FMA latency, few enough to stay in registers. One row (a batch-1
+/// decode step, whose weights come from memory) takes one panel per tile at AVX-512 and AVX2, so
+/// the weights are read as one forward stream.
 ///
 /// # Safety
 /// As `small_path`, for rows `[row0, row0 + rows)` with `1 <= rows <= small_max_rows`.
@@ -395,7 +397,7 @@ unsafe fn small_rows<S: Simd, T: Element>(
     // SAFETY: forwarded contract; each arm's `MB` equals `rows`.
     unsafe {
         match (S::F32_LANES, rows) {
-            (16, 1) => small_tiles::<S, T, 1, 8, 2>(run),
+            (16, 1) => small_tiles::<S, T, 1, 2, 2>(run),
             (16, 2) => small_tiles::<S, T, 2, 4, 2>(run),
             (16, 3) => small_tiles::<S, T, 3, 4, 2>(run),
             (16, 4) => small_tiles::<S, T, 4, 4, 2>(run),
@@ -403,7 +405,7 @@ unsafe fn small_rows<S: Simd, T: Element>(
             (16, 6) => small_tiles::<S, T, 6, 2, 2>(run),
             (16, 7) => small_tiles::<S, T, 7, 2, 2>(run),
             (16, _) => small_tiles::<S, T, 8, 2, 2>(run),
-            (8, 1) => small_tiles::<S, T, 1, 8, 4>(run),
+            (8, 1) => small_tiles::<S, T, 1, 4, 4>(run),
             (8, 2) => small_tiles::<S, T, 2, 4, 4>(run),
             (8, 3) => small_tiles::<S, T, 3, 4, 4>(run),
             (8, 4) => small_tiles::<S, T, 4, 2, 2>(run),

@@ -54,11 +54,12 @@ fn offsets<const NV: usize>(lanes: usize, panel_stride: usize) -> [usize; NV] {
     })
 }
 
-/// Row pairs the one-row product prefetches ahead in each panel: 3 KB. The one-row product
-/// streams its weights from memory at batch 1; on Zen 5 a 32 MB weight ran at 33 GB/s with 6
-/// pairs ahead, 41–47 GB/s with 24, 39–44 GB/s with 48 (AVX-512; AVX2 26, 33–34, and
-/// unstable), with L2-resident weights unchanged.
-const PREFETCH_PAIRS: usize = 24;
+/// Row pairs the one-row product prefetches ahead in each panel: 16 KB, as
+/// `tile::STREAM_AHEAD_BYTES`. The one-row product streams its weights from memory at batch 1;
+/// on Zen 5 a 32 MB weight ran at 33 GB/s with 6 pairs ahead, 41–47 GB/s with 24; on Zen 4 the
+/// f16 Transformer-base decode step took 0.80 (AVX2) and 0.85 (AVX-512) of its time at 24 pairs
+/// with 128.
+const PREFETCH_PAIRS: usize = 128;
 
 /// Prefetches the row pair [`PREFETCH_PAIRS`] pairs ahead of `b` in every panel the tile
 /// covers.
