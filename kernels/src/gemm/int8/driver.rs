@@ -6,7 +6,9 @@
 //! block of rows reuses the span from L2 (at `m <= MR` one span covers the task: the weights
 //! stream once); within a span, blocks of up to `MR` rows and tiles of `MR × NV` vectors over
 //! the whole depth (the `i32` accumulators stay in registers from the first group of `k` to the
-//! last, so no partial sums are ever stored).
+//! last, so no partial sums are ever stored). A block of one row (a batch-1 decode step) goes
+//! panel by panel instead ([`sweep_row`]): the weights are read as one forward stream, with
+//! the depth split over interleaved accumulator sets to keep enough products in flight.
 
 use crate::gemm::driver::Columns;
 use crate::gemm::int8::packed::{panel_bytes, GROUP_BYTES, HEADER_BYTES, K_GROUP};

@@ -6,7 +6,7 @@
 //! ever inlined into the `run_*` entry functions below, which enable the features they need.
 
 use crate::gemm::driver::Columns;
-use crate::gemm::int8::driver::{run, sweep, Dot, Job, Sink};
+use crate::gemm::int8::driver::{run, sweep, sweep_row, Dot, Job, Sink};
 use crate::gemm::int8::quant::AFormat;
 use core::arch::aarch64::*;
 use pulp::aarch64::Neon;
@@ -119,7 +119,7 @@ impl Dot for NeonDot {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep::<Self, K, 1, 8>(self, job, sink, cols, row0, rows),
+                1 => sweep_row::<Self, K, 8, 1>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 8>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 4, 4>(self, job, sink, cols, row0, rows),
             }
@@ -211,7 +211,7 @@ impl Dot for NeonPlain {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep::<Self, K, 1, 4>(self, job, sink, cols, row0, rows),
+                1 => sweep_row::<Self, K, 8, 1>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 4>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 4, 2>(self, job, sink, cols, row0, rows),
             }
