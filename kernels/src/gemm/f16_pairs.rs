@@ -32,7 +32,7 @@ use half::f16;
 use pulp::x86::{V3, V4};
 
 use super::packed_b::PANEL_COLS;
-use super::tile::{prefetch, ATile};
+use super::tile::{prefetch, ATile, STREAM_AHEAD_BYTES};
 
 /// The activation pair `(a[0], a[1])` as the bits of one `f64`, or `(a[0], 0)` when `last`.
 ///
@@ -54,12 +54,11 @@ fn offsets<const NV: usize>(lanes: usize, panel_stride: usize) -> [usize; NV] {
     })
 }
 
-/// Row pairs the one-row product prefetches ahead in each panel: 16 KB, as
-/// `tile::STREAM_AHEAD_BYTES`. The one-row product streams its weights from memory at batch 1;
-/// on Zen 5 a 32 MB weight ran at 33 GB/s with 6 pairs ahead, 41–47 GB/s with 24; on Zen 4 the
-/// f16 Transformer-base decode step took 0.80 (AVX2) and 0.85 (AVX-512) of its time at 24 pairs
-/// with 128.
-const PREFETCH_PAIRS: usize = 128;
+/// Row pairs the one-row product prefetches ahead in each panel: `STREAM_AHEAD_BYTES` of
+/// 128-byte pairs. On Zen 5 a 32 MB weight ran at 33 GB/s with 6 pairs ahead, 41–47 GB/s with
+/// 24; on Zen 4 the f16 Transformer-base decode step took 0.80 (AVX2) and 0.85 (AVX-512) of its
+/// time at 24 pairs with 128.
+const PREFETCH_PAIRS: usize = STREAM_AHEAD_BYTES / (2 * PANEL_COLS * 2);
 
 /// Prefetches the row pair [`PREFETCH_PAIRS`] pairs ahead of `b` in every panel the tile
 /// covers.

@@ -139,7 +139,7 @@ unsafe fn accumulate_ahead<S: Simd, T: Element, const MR: usize, const NV: usize
         for (v, &offset) in offsets.iter().enumerate() {
             if (v * lanes) % PANEL_COLS == 0 {
                 let rows = b_ptr.wrapping_add(offset) as *const u8;
-                for line in (0..ROWS_BYTES::<T>()).step_by(64 * ahead.every) {
+                for line in (0..rows_bytes::<T>()).step_by(64 * ahead.every) {
                     prefetch(rows.wrapping_add(ahead.bytes + line));
                 }
             }
@@ -193,8 +193,7 @@ unsafe fn rank_one<S: Simd, const MR: usize, const NV: usize>(
 }
 
 /// Bytes of two rows of a packed panel: what one step of [`accumulate`] reads from it.
-#[allow(non_snake_case)]
-const fn ROWS_BYTES<T>() -> usize {
+const fn rows_bytes<T>() -> usize {
     2 * PANEL_COLS * core::mem::size_of::<T>()
 }
 
@@ -203,11 +202,11 @@ const fn ROWS_BYTES<T>() -> usize {
 /// hints do not crowd the load ports.
 const PACKED_AHEAD_ROWS: usize = 12;
 
-/// How far ahead the small-`m` product hints the weights it streams once from memory, a hint
-/// for every line. On Zen 4 (AVX-512, 1 thread) a 65 MB `1×512×32000` product went from 0.68
+/// How far ahead the small-`m` products (here, the one-row `f16` product and the int8 one-row
+/// sweep) hint the weights they stream once from memory, a hint for every line. On Zen 4 (AVX-512, 1 thread) a 65 MB `1×512×32000` product went from 0.68
 /// to 0.97 of the stream-read rate with one-panel tiles and this distance (against 1.5 KB,
 /// every other line); L3-resident weights lose: `1×512×2048` from 0.96 to 0.74.
-const STREAM_AHEAD_BYTES: usize = 16384;
+pub(crate) const STREAM_AHEAD_BYTES: usize = 16384;
 
 /// Hints the cache line holding `ptr` into L1. Any address is allowed: a prefetch never faults.
 #[inline(always)]

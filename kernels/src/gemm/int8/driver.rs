@@ -13,7 +13,7 @@
 use crate::gemm::driver::Columns;
 use crate::gemm::int8::packed::{panel_bytes, GROUP_BYTES, HEADER_BYTES, K_GROUP};
 use crate::gemm::int8::quant::AFormat;
-use crate::gemm::tile::{prefetch, Output, TileAt};
+use crate::gemm::tile::{prefetch, Output, TileAt, STREAM_AHEAD_BYTES};
 use crate::gemm::PANEL_COLS;
 use pulp::Simd;
 
@@ -383,10 +383,11 @@ pub(crate) unsafe fn sweep_row<D: Dot, K: Sink, const NV: usize, const PH: usize
 }
 
 /// Bytes ahead of the group being read that the one-row sweep hints into L1, one hint per
-/// 64-byte line. Measured on Zen 4 (AVX-512 VNNI, 1 thread): the int8 Transformer-base decode
-/// step took 1.56 ms at 2 KB, 1.42 ms at 16 KB; with `prefetcht1` at 16 KB 1.69 ms, and with
-/// one hint per 128 bytes far slower (the adjacent-line prefetcher does not keep up).
-const ROW_PREFETCH_BYTES: usize = 16384;
+/// 64-byte line: the distance of every streaming product. Measured on Zen 4 (AVX-512 VNNI,
+/// 1 thread): the int8 Transformer-base decode step took 1.56 ms at 2 KB, 1.42 ms at 16 KB;
+/// with `prefetcht1` at 16 KB 1.69 ms, and with one hint per 128 bytes far slower (the
+/// adjacent-line prefetcher does not keep up).
+const ROW_PREFETCH_BYTES: usize = STREAM_AHEAD_BYTES;
 
 /// Row `row0` of `A` times the whole panel `panel`: `NV` vectors of sums.
 ///
