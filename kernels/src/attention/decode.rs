@@ -31,7 +31,7 @@ use super::prefetch::{prefetch_line, prefetch_rows};
 use super::{Bias, Checked, Operands, Strided, StridedMut};
 use crate::error::KernelError;
 use crate::isa::Isa;
-use crate::math::exp;
+use crate::math::exp_non_positive;
 use crate::scratch::{Scratch, ScratchSpec};
 use crate::tiling;
 use pulp::Simd;
@@ -749,26 +749,27 @@ fn slice_max<S: Simd>(simd: S, values: &[f32]) -> f32 {
         .fold(simd.reduce_max_f32s(best), |m, &x| m.max(x))
 }
 
-/// `e^x` for one value, through the vector [`exp`].
+/// `e^x` for one value `x <= 0`, through the vector [`exp_non_positive`].
 #[inline(always)]
 fn exp_scalar<S: Simd>(simd: S, x: f32) -> f32 {
-    simd.reduce_max_f32s(exp(simd, simd.splat_f32s(x)))
+    simd.reduce_max_f32s(exp_non_positive(simd, simd.splat_f32s(x)))
 }
 
-/// Replaces each `s` by `e^(s - shift)` and returns their sum.
+/// Replaces each `s` by `e^(s - shift)` and returns their sum; `shift` is at least every `s`
+/// (the running maximum).
 #[inline(always)]
 fn exp_shifted<S: Simd>(simd: S, values: &mut [f32], shift: f32) -> f32 {
     let shift_v = simd.splat_f32s(shift);
     let (head, tail) = S::as_mut_simd_f32s(values);
     let mut total = simd.splat_f32s(0.0);
     for x in head {
-        *x = exp(simd, simd.sub_f32s(*x, shift_v));
+        *x = exp_non_positive(simd, simd.sub_f32s(*x, shift_v));
         total = simd.add_f32s(total, *x);
     }
     let mut total = simd.reduce_sum_f32s(total);
     if !tail.is_empty() {
         let x = simd.partial_load_f32s(tail);
-        simd.partial_store_f32s(tail, exp(simd, simd.sub_f32s(x, shift_v)));
+        simd.partial_store_f32s(tail, exp_non_positive(simd, simd.sub_f32s(x, shift_v)));
         total += tail.iter().sum::<f32>();
     }
     total

@@ -23,14 +23,17 @@
 //! K and V are `f32`, or `f16` ([`KvElement`]), widened as they are loaded: the decode path reads
 //! either; calls with `f16` K/V and more queries run the decode path on runs of 8 queries.
 //!
-//! Scores, running maxima and sums are `f32`; exponentials use [`crate::math::exp`]. A query that
+//! Scores, running maxima and sums are `f32`. Every exponent is a score or an old maximum minus
+//! the running maximum, never positive, so exponentials use [`crate::math::exp_non_positive`]
+//! (about half the operations of [`crate::math::exp`], the same error bound). A query that
 //! sees no key gets a zero output row, not NaN; scores of any finite magnitude (±1e4 and beyond)
 //! do not overflow, since every exponent is taken relative to the running maximum. NaN in an
 //! input propagates to the outputs it reaches (a NaN in the V row of a key masked inside a
 //! computed tile may reach the query too: its weight is 0, and 0 · NaN is NaN).
 //!
-//! Tile sizes per level (queries × register tile): AVX-512 48 queries, 8 × 3 zmm accumulators;
-//! AVX2 24 queries, 4 × 3 ymm; NEON 12 queries, 8 × 3; scalar 4 queries, 4 × 4. Calls with at
+//! Tile sizes per level (queries × register tile, from [`crate::tiling`]): AVX-512 48 queries,
+//! 8 × 3 zmm accumulators; AVX2 16 queries, 6 × 2 ymm; NEON 12 queries, 8 × 3; scalar 4
+//! queries, 4 × 4. Calls with at
 //! most 8 queries (a beam of up to 8) take the decode path at every level.
 
 mod band;

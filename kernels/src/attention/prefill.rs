@@ -16,7 +16,7 @@ use super::tile::{tile_of_width, Lhs, Rows, Store};
 use super::{Checked, Operands, StridedMut};
 use crate::error::KernelError;
 use crate::isa::Isa;
-use crate::math::exp;
+use crate::math::exp_non_positive;
 use crate::scratch::{Scratch, ScratchSpec};
 use crate::tiling::{self, AVX2, AVX512, NEON, SCALAR};
 use core::ops::Range;
@@ -673,10 +673,10 @@ fn online_softmax<S: Simd, const NR: usize>(
         // A query that has seen only masked keys keeps max = -inf; subtract 0 instead so its
         // probabilities are exp(-inf) = 0, not NaN.
         let reference = simd.select_f32s(simd.equal_f32s(new, minus_inf), zero, new);
-        let rescale = exp(simd, simd.sub_f32s(old, reference));
+        let rescale = exp_non_positive(simd, simd.sub_f32s(old, reference));
         let mut total = zero;
         for row in scores.chunks_exact_mut(NR) {
-            let p = exp(simd, simd.sub_f32s(row[n], reference));
+            let p = exp_non_positive(simd, simd.sub_f32s(row[n], reference));
             row[n] = p;
             total = simd.add_f32s(total, p);
         }
