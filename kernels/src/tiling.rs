@@ -31,7 +31,13 @@ pub(crate) struct AttentionTiling {
     pub rows: usize,
     /// Query vectors per tile (`NR`): a query tile is `query_vectors · lanes` queries.
     pub query_vectors: usize,
+    /// Query tiles per block: each packed tile of K and V serves this many query tiles (at
+    /// most [`MAX_ATTENTION_BLOCK_TILES`]).
+    pub block_tiles: usize,
 }
+
+/// The most query tiles per attention prefill block of any level.
+pub(crate) const MAX_ATTENTION_BLOCK_TILES: usize = 8;
 
 /// The attention decode path (a few queries over a long KV cache): how many vector
 /// accumulators its `P V` update holds in registers. The update keeps `queries × vectors`
@@ -92,6 +98,7 @@ pub(crate) const AVX512: LevelTiling = LevelTiling {
     attention: AttentionTiling {
         rows: 8,
         query_vectors: 3,
+        block_tiles: 4,
     },
     decode: DecodeTiling {
         accumulators: 24,
@@ -109,6 +116,9 @@ pub(crate) const AVX512: LevelTiling = LevelTiling {
 /// the broadcast take 15 registers. 4 × 3 took all 16, and the compiler spilled an accumulator
 /// to the stack on every step: 0.49 of `fma-peak` against 0.69 for 6 × 2 (`TESSEL_ISA=avx2
 /// ATTENTION_CASES=self-512,self-1024 report attention --quick`; 3 × 3 0.65, 5 × 2 0.66).
+/// Blocks of 8 query tiles (128 queries, as many as AVX-512's 4 × 48 take) halve the packing of
+/// K and V per query, which took 6% of the kernel's time with 4 (`perf`): self-1024 0.65–0.68
+/// of `fma-peak` with 4, 0.67–0.70 with 8 (same command, 4 runs alternated).
 /// Decode: 12 accumulators (5 queries × 2 keys or 2 vectors), the other 4 registers for the
 /// loaded K or V vectors and the broadcast.
 pub(crate) const AVX2: LevelTiling = LevelTiling {
@@ -122,6 +132,7 @@ pub(crate) const AVX2: LevelTiling = LevelTiling {
     attention: AttentionTiling {
         rows: 6,
         query_vectors: 2,
+        block_tiles: 8,
     },
     decode: DecodeTiling {
         accumulators: 12,
@@ -144,6 +155,7 @@ pub(crate) const NEON: LevelTiling = LevelTiling {
     attention: AttentionTiling {
         rows: 8,
         query_vectors: 3,
+        block_tiles: 4,
     },
     decode: DecodeTiling {
         accumulators: 24,
@@ -163,6 +175,7 @@ pub(crate) const SCALAR: LevelTiling = LevelTiling {
     attention: AttentionTiling {
         rows: 4,
         query_vectors: 4,
+        block_tiles: 4,
     },
     decode: DecodeTiling {
         accumulators: 8,
@@ -215,6 +228,7 @@ mod tests {
             assert_eq!(found.gemm.kc, tiling.gemm.kc, "{level}");
             assert_eq!(found.gemm_small_rows, tiling.gemm_small_rows, "{level}");
             assert_eq!(found.attention.rows, tiling.attention.rows, "{level}");
+            assert!((1..=MAX_ATTENTION_BLOCK_TILES).contains(&tiling.attention.block_tiles));
             assert!(tiling.gemm.mc.is_multiple_of(tiling.gemm.mr), "{level}");
             assert!(tiling.gemm_small_rows >= 1 && tiling.attention.query_vectors >= 1);
             assert_eq!(

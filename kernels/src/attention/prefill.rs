@@ -1,6 +1,6 @@
 //! The prefill path: many queries, SIMD lanes across queries.
 //!
-//! Per head and per block of [`BLOCK_TILES`] query tiles of `NR × lanes` queries:
+//! Per head and per block of [`block_tiles`] query tiles of `NR × lanes` queries:
 //! 1. pack each tile's scaled queries transposed, `Qᵀ` (`d_head × tile`);
 //! 2. for each tile of [`KEY_TILE`] keys inside the block's visible band, pack the K and V rows
 //!    contiguously once, then for each query tile that sees some of those keys:
@@ -18,16 +18,18 @@ use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::math::exp_non_positive;
 use crate::scratch::{Scratch, ScratchSpec};
-use crate::tiling::{self, AVX2, AVX512, NEON, SCALAR};
+use crate::tiling::{self, AVX2, AVX512, MAX_ATTENTION_BLOCK_TILES, NEON, SCALAR};
 use core::ops::Range;
 use pulp::Simd;
 
 /// Keys per tile: `Sᵀ` is `KEY_TILE × query tile` floats (12 KiB on AVX-512).
 pub(crate) const KEY_TILE: usize = 64;
 
-/// Query tiles sharing each packed key tile: K and V are read from the caller's memory once per
-/// block of `BLOCK_TILES` query tiles.
-const BLOCK_TILES: usize = 4;
+/// Query tiles sharing each packed key tile at a level with `lanes` f32 lanes: K and V are
+/// read from the caller's memory and packed once per block of this many query tiles.
+const fn block_tiles(lanes: usize) -> usize {
+    tiling::of_lanes(lanes).attention.block_tiles
+}
 
 /// Query vectors per tile (`NR`), from the level's [`tiling`] description.
 const fn query_vectors(lanes: usize) -> usize {
@@ -39,10 +41,10 @@ pub(crate) const fn query_tile(lanes: usize) -> usize {
     lanes * query_vectors(lanes)
 }
 
-/// Queries per block (the unit of the query loop, [`BLOCK_TILES`] tiles) at a level with
+/// Queries per block (the unit of the query loop, [`block_tiles`] tiles) at a level with
 /// `lanes` f32 lanes.
 pub(crate) const fn query_block_len(lanes: usize) -> usize {
-    BLOCK_TILES * query_tile(lanes)
+    block_tiles(lanes) * query_tile(lanes)
 }
 
 /// Rows of the packed K and V tiles: a key tile, or a query tile staged before transposition.
@@ -59,12 +61,13 @@ const fn staging_rows(lanes: usize) -> usize {
 /// packed tile of K and of V, `Sᵀ`, and two per-query rows of mask bounds.
 pub(crate) fn scratch(lanes: usize, d_head: usize) -> ScratchSpec {
     let tile = query_tile(lanes);
-    let packed = ScratchSpec::f32s(d_head.saturating_mul(tile).saturating_mul(BLOCK_TILES));
+    let blocks = block_tiles(lanes);
+    let packed = ScratchSpec::f32s(d_head.saturating_mul(tile).saturating_mul(blocks));
     // The K tile also stages a query tile's rows before their transposition.
     let kv_tile = ScratchSpec::f32s(d_head.saturating_mul(staging_rows(lanes)));
     packed
         .and(packed)
-        .and(ScratchSpec::f32s(2 * tile * BLOCK_TILES))
+        .and(ScratchSpec::f32s(2 * tile * blocks))
         .and(kv_tile)
         .and(kv_tile)
         .and(ScratchSpec::f32s(KEY_TILE * tile))
@@ -170,10 +173,11 @@ fn run_blocks<S: Simd, const MR: usize, const NR: usize>(
         ));
     }
     let d = checked.shape.d_head;
+    let blocks = block_tiles(lanes);
     let mut tiles = Tiles {
-        q_t: scratch.take(BLOCK_TILES * d * tile_len)?,
-        o_t: scratch.take(BLOCK_TILES * d * tile_len)?,
-        stats: scratch.take(BLOCK_TILES * 2 * tile_len)?,
+        q_t: scratch.take(blocks * d * tile_len)?,
+        o_t: scratch.take(blocks * d * tile_len)?,
+        stats: scratch.take(blocks * 2 * tile_len)?,
         k_tile: scratch.take(d * staging_rows(lanes))?,
         v_tile: scratch.take(d * staging_rows(lanes))?,
         s_t: scratch.take(KEY_TILE * tile_len)?,
@@ -220,7 +224,7 @@ fn query_block<S: Simd, const MR: usize, const NR: usize>(
         let start = queries.start + t * tile_len;
         start..(start + tile_len).min(queries.end)
     };
-    let mut first = [true; BLOCK_TILES];
+    let mut first = [true; MAX_ATTENTION_BLOCK_TILES];
 
     // Qᵀ · scale per tile, zero in the lanes past the last query; max = -inf, sum = 0.
     for t in 0..tile_count {
