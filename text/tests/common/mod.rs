@@ -43,12 +43,36 @@ pub struct Cases {
     pub decode: Vec<DecodeCase>,
 }
 
-/// A fresh empty directory under the target's temporary directory.
-pub fn temp_dir(name: &str) -> PathBuf {
+/// A directory of a test's own, removed with everything in it when the value is dropped.
+pub struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TempDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fresh empty directory under the system's temporary directory, named after the process
+/// and `name`.
+pub fn temp_dir(name: &str) -> TempDir {
     let dir = std::env::temp_dir().join(format!("tessel-text-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    TempDir(dir)
 }
 
 /// Copies fixtures into `dir` under new names.
