@@ -26,183 +26,20 @@
 //! as openai-whisper accumulates `sum_logprobs` at every temperature (its fallback compares
 //! `sum_logprobs / (len + 1)` against a threshold), then normalised as for greedy search.
 
+mod options;
 mod rules;
 mod state;
 mod step;
+mod views;
+
+pub use options::{EarlyStopping, SearchOptions};
+pub use views::{Hypotheses, Hypothesis, StepLogits, StepView};
 
 use crate::forward::Tokens;
-use crate::sampling::Sampling;
 use crate::session::{check_tokens, Arena, ModelRef, RunError, Session};
 use rules::Rules;
 use state::State;
 use step::{Next, Search};
-
-/// How to search.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SearchOptions {
-    /// Beam width; 1 is greedy.
-    pub beam: usize,
-    /// Tokens to generate at most (decoder positions, the BOS input included).
-    pub max_steps: usize,
-    /// Exponent α of the length normalisation `score / length^α` (0: raw sum).
-    pub length_penalty: f32,
-    /// Finish a hypothesis when it produces EOS; `false` treats EOS as an ordinary token, so
-    /// every search runs exactly `max_steps` steps (benchmarks).
-    pub stop_at_eos: bool,
-    /// Draw each token at random instead of taking the most likely one (`beam` must be 1);
-    /// `None` is greedy or beam search.
-    pub sampling: Option<Sampling>,
-}
-
-impl SearchOptions {
-    /// Greedy search of at most `max_steps` tokens, stopping at EOS.
-    pub fn greedy(max_steps: usize) -> SearchOptions {
-        SearchOptions {
-            beam: 1,
-            max_steps,
-            length_penalty: 1.0,
-            stop_at_eos: true,
-            sampling: None,
-        }
-    }
-
-    /// Beam search of width `beam`, at most `max_steps` tokens, length penalty 1.
-    pub fn beam(beam: usize, max_steps: usize) -> SearchOptions {
-        SearchOptions {
-            beam,
-            ..SearchOptions::greedy(max_steps)
-        }
-    }
-
-    /// One hypothesis of at most `max_steps` tokens, each drawn as `sampling` says.
-    pub fn sample(sampling: Sampling, max_steps: usize) -> SearchOptions {
-        SearchOptions {
-            sampling: Some(sampling),
-            ..SearchOptions::greedy(max_steps)
-        }
-    }
-}
-
-/// When a beam search under `transformers`' rules stops before its length limit
-/// (`early_stopping` of `transformers.generate`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum EarlyStopping {
-    /// `early_stopping=True`: as soon as `beam` hypotheses have finished.
-    WhenFull,
-    /// `early_stopping=False` (`transformers`' default): once `beam` hypotheses have finished
-    /// and the best live one, its score normalised by its current length, is no better than
-    /// the worst finished one.
-    #[default]
-    Heuristic,
-    /// `early_stopping="never"`: as `Heuristic`, but with a positive length penalty the live
-    /// score is normalised by the length limit (the best it could reach), so the search
-    /// nearly always runs to the limit.
-    Never,
-}
-
-/// What the host sees after each decoder step.
-#[derive(Clone, Copy, Debug)]
-pub struct StepView<'a> {
-    /// Step index (0 for the step whose input is BOS).
-    pub step: usize,
-    /// Raw logits, `beams × vocab`, row `i` for live hypothesis `i`.
-    pub logits: &'a [f32],
-    /// Live hypotheses.
-    pub beams: usize,
-    /// Target vocabulary size.
-    pub vocab: usize,
-}
-
-/// A step's logits before the search reads them, open to change (suppressing tokens,
-/// forcing a token, penalties): what a logits processor sees.
-#[derive(Debug)]
-pub struct StepLogits<'a> {
-    /// Step index (0 for the step after the prefix's last token).
-    pub step: usize,
-    /// Raw logits, `beams × vocab`, row `i` for live hypothesis `i`; the search ranks
-    /// continuations by these after the processor has run (`-inf` removes a token).
-    pub logits: &'a mut [f32],
-    /// Live hypotheses.
-    pub beams: usize,
-    /// Target vocabulary size.
-    pub vocab: usize,
-    history: &'a [u32],
-    stride: usize,
-}
-
-impl StepLogits<'_> {
-    /// The tokens hypothesis `beam` has generated so far (`step` of them, the prefix excluded).
-    pub fn tokens(&self, beam: usize) -> &[u32] {
-        &self.history[beam * self.stride..beam * self.stride + self.step]
-    }
-
-    /// Hypothesis `beam`'s row of logits.
-    pub fn row_mut(&mut self, beam: usize) -> &mut [f32] {
-        &mut self.logits[beam * self.vocab..(beam + 1) * self.vocab]
-    }
-
-    /// Hypothesis `beam`'s tokens so far and its row of logits, together.
-    pub fn tokens_and_row_mut(&mut self, beam: usize) -> (&[u32], &mut [f32]) {
-        let tokens = &self.history[beam * self.stride..beam * self.stride + self.step];
-        (
-            tokens,
-            &mut self.logits[beam * self.vocab..(beam + 1) * self.vocab],
-        )
-    }
-}
-
-/// One finished hypothesis.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Hypothesis<'a> {
-    /// Generated tokens (BOS excluded, EOS included when produced).
-    pub tokens: &'a [u32],
-    /// Sum of log-probabilities divided by `len^length_penalty`.
-    pub score: f32,
-}
-
-/// The finished hypotheses of a search, best first, borrowed from the session's arena.
-#[derive(Clone, Copy, Debug)]
-pub struct Hypotheses<'a> {
-    tokens: &'a [u32],
-    lens: &'a [u32],
-    scores: &'a [f32],
-    count: usize,
-    stride: usize,
-}
-
-impl<'a> Hypotheses<'a> {
-    /// Number of hypotheses.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// Hypothesis `i` (0 is the best).
-    pub fn get(&self, i: usize) -> Option<Hypothesis<'a>> {
-        if i >= self.count {
-            return None;
-        }
-        let len = self.lens[i] as usize;
-        Some(Hypothesis {
-            tokens: &self.tokens[i * self.stride..i * self.stride + len],
-            score: self.scores[i],
-        })
-    }
-
-    /// The best hypothesis.
-    pub fn best(&self) -> Option<Hypothesis<'a>> {
-        self.get(0)
-    }
-
-    /// All hypotheses, best first.
-    pub fn iter(&self) -> impl Iterator<Item = Hypothesis<'a>> + '_ {
-        (0..self.count).filter_map(|i| self.get(i))
-    }
-}
 
 impl<M: ModelRef, A: Arena> Session<M, A> {
     fn check_search(&self, options: &SearchOptions) -> Result<(), RunError> {

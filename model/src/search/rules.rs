@@ -1,8 +1,8 @@
 //! Which candidates of a beam step live on and which finish, and when the search stops, under
 //! tessel's, CTranslate2's and `transformers`' rules.
 
+use super::options::{EarlyStopping, SearchOptions};
 use super::state::State;
-use super::{EarlyStopping, SearchOptions};
 
 /// Which reference's beam search rules a search follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,9 +4,10 @@
 use rand_chacha::ChaCha8Rng;
 use tessel_kernels::Isa;
 
+use super::options::SearchOptions;
 use super::rules::{normalise, BeamStep, Rules, Tally};
 use super::state::State;
-use super::{SearchOptions, StepLogits};
+use super::views::StepLogits;
 use crate::config::Config;
 use crate::forward::SearchBuffers;
 use crate::ops::{argmax, log_softmax, logsumexp};
