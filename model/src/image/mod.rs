@@ -15,7 +15,7 @@
 //! | 32..40 | byte offset of the data |
 //! | 40..48 | length of the whole image in bytes |
 //! | 48..64 | zero |
-//! | 64.. | the [`Config`] as [`CONFIG_WORDS`] `u32` words ([`config_record`]) |
+//! | 64.. | the [`crate::Config`] as [`CONFIG_WORDS`] `u32` words ([`config_to_words`]) |
 //! | directory | one 32-byte [`TensorRecord`] per tensor slot, in the canonical order below |
 //! | data | tensors, each starting on a 64-byte boundary of the image |
 //!
@@ -90,7 +90,7 @@ pub struct Aligned<T: ?Sized>(pub T);
 
 #[cfg(feature = "std")]
 impl Model<'_> {
-    /// The packed image of this model ([`write`]).
+    /// The packed image of this model ([`write()`]).
     pub fn pack(&self) -> Result<Vec<u8>, PackError> {
         write(self)
     }
