@@ -116,7 +116,7 @@ pub(crate) const AVX512: LevelTiling = LevelTiling {
 /// the broadcast take 15 registers. 4 × 3 took all 16, and the compiler spilled an accumulator
 /// to the stack on every step: 0.49 of `fma-peak` against 0.69 for 6 × 2 (`TESSEL_ISA=avx2
 /// ATTENTION_CASES=self-512,self-1024 report attention --quick`; 3 × 3 0.65, 5 × 2 0.66).
-/// Blocks of 8 query tiles (128 queries, as many as AVX-512's 4 × 48 take) halve the packing of
+/// Blocks of 8 query tiles (128 queries, near AVX-512's 4 × 48 = 192) halve the packing of
 /// K and V per query, which took 6% of the kernel's time with 4 (`perf`): self-1024 0.65–0.68
 /// of `fma-peak` with 4, 0.67–0.70 with 8 (same command, 4 runs alternated).
 /// Decode: 12 accumulators (5 queries × 2 keys or 2 vectors), the other 4 registers for the

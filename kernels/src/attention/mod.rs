@@ -33,8 +33,8 @@
 //!
 //! Tile sizes per level (queries × register tile, from [`crate::tiling`]): AVX-512 48 queries,
 //! 8 × 3 zmm accumulators; AVX2 16 queries, 6 × 2 ymm; NEON 12 queries, 8 × 3; scalar 4
-//! queries, 4 × 4. Calls with at
-//! most 8 queries (a beam of up to 8) take the decode path at every level.
+//! queries, 4 × 4. Calls with at most 8 queries (a beam of up to 8) take the decode path at
+//! every level.
 
 mod band;
 mod decode;
