@@ -325,7 +325,10 @@ impl ArenaPlan {
         let (encoder, decoder) = block_shapes(config);
 
         let mut wide_cursor = Cursor(0);
-        let wide_sizes = max_sizes(encoder.work(s), decoder.work(s));
+        let mut wide_sizes = max_sizes(encoder.work(s), decoder.work(s));
+        // Encode stages the memory projection in the FFN buffer (free by then).
+        let staging = CrossKv::staging_elements(d, limits.cross_kv);
+        wide_sizes.ffn = wide_sizes.ffn.max(staging);
         let wide = WorkSpans::plan(&mut wide_cursor, wide_sizes);
         let mut narrow_cursor = Cursor(0);
         let narrow = WorkSpans::plan(&mut narrow_cursor, decoder.work(b));

@@ -4,8 +4,8 @@
 
 use tessel_model::ops::log_softmax;
 use tessel_model::{
-    Config, ConfigError, FfnActivation, Limits, Model, NormPlacement, Positions, RunError,
-    SearchOptions, Session, SessionError,
+    Config, ConfigError, FfnActivation, Limits, MemoryType, Model, NormPlacement, Positions,
+    RunError, SearchOptions, Session, SessionError,
 };
 use tessel_tests::for_each_isa;
 
@@ -678,6 +678,42 @@ fn assert_threads_do_not_change_bits(model: &Model, src: &[u32], beams: usize) {
                     expected,
                     "{isa} x{threads}"
                 );
+            }
+        }
+    });
+}
+
+#[test]
+fn f16_encoder_memory_fits_any_source_limit_and_ffn_width() {
+    // An FFN narrower than one K|V row (2 · d_model): encode stages the f16 memory projection
+    // in the FFN buffer, which the plan must size for at least one row even at one position.
+    let narrow_ffn = Config {
+        d_ff: 24,
+        ..small(NormPlacement::Pre, Positions::Sinusoidal)
+    };
+    let model = Model::random(narrow_ffn, 31).unwrap();
+    for_each_isa(|isa| {
+        for src_len in [1, 2, 3, SRC.len()] {
+            let src = &SRC[..src_len];
+            let limits = |kind| Limits {
+                max_src_len: src_len,
+                ..Limits::of(model.config()).with_cross_kv(kind)
+            };
+            let mut exact = Session::with_limits(&model, isa, limits(MemoryType::F32)).unwrap();
+            let mut half = Session::with_limits(&model, isa, limits(MemoryType::F16)).unwrap();
+            exact.encode(src).unwrap();
+            half.encode(src)
+                .expect("f16 memory at a one-row FFN buffer");
+            for token in [1u32, 9, 33] {
+                let want = exact.decode_step(&[token]).unwrap().to_vec();
+                let got = half.decode_step(&[token]).unwrap();
+                // Each key and value rounded once to f16 (relative 2^-11).
+                for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (x - y).abs() <= 2e-3 * (1.0 + y.abs()),
+                        "{isa} src {src_len} token {token} logit {i}: {x} vs {y}"
+                    );
+                }
             }
         }
     });

@@ -201,6 +201,16 @@ impl<'a> CrossKv<'a> {
         }
     }
 
+    /// `f32` elements [`CrossKv::store`]'s caller stages projected rows in before rounding
+    /// them: at least one `width`-wide K|V row when they are stored as `f16`, none as `f32`
+    /// (the projection writes them in place).
+    pub fn staging_elements(width: usize, kind: MemoryType) -> usize {
+        match kind {
+            MemoryType::F32 => 0,
+            MemoryType::F16 => 2 * width,
+        }
+    }
+
     /// The storage type.
     pub fn kind(&self) -> MemoryType {
         self.kind
