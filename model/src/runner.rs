@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use tessel_kernels::gemm::{Parallel, Sequential};
+use tessel_kernels::Isa;
 
+use crate::layers::Run;
 #[cfg(feature = "std")]
 use crate::threads::ThreadPool;
 
@@ -28,6 +30,14 @@ impl Runner {
             Runner::Serial => &Sequential,
             #[cfg(feature = "std")]
             Runner::Pool(pool) => &**pool,
+        }
+    }
+
+    /// How the layers run: at `isa`, on this runner.
+    pub(crate) fn run(&self, isa: Isa) -> Run<'_> {
+        Run {
+            isa,
+            parallel: self.parallel(),
         }
     }
 }

@@ -1,0 +1,146 @@
+//! A session's decoder calls: steps of one token per beam, forced prefixes, beam reordering,
+//! and the regions a search works in.
+
+use super::{check_tokens, Arena, ModelRef, RunError, Session};
+use crate::forward::{self, Tokens};
+
+impl<M: ModelRef, A: Arena> Session<M, A> {
+    /// Checks a decoder step of one token per beam against the session state.
+    fn check_step(&self, tokens: &[u32]) -> Result<(), RunError> {
+        self.encoded()?;
+        let rows = tokens.len();
+        let limits = self.plan.limits;
+        if rows == 0 || rows > limits.max_beam {
+            return Err(RunError::BadBeam {
+                beam: rows,
+                max: limits.max_beam,
+            });
+        }
+        if self.state.position > 0 && rows != self.state.active {
+            return Err(RunError::BeamCountMismatch {
+                expected: self.state.active,
+                got: rows,
+            });
+        }
+        if self.state.position >= limits.max_tgt_len {
+            return Err(RunError::TargetTooLong {
+                len: self.state.position + 1,
+                max: limits.max_tgt_len,
+            });
+        }
+        check_tokens("target", tokens, self.model().config().tgt_vocab)
+    }
+
+    /// Decodes one position for each beam: row `i` of the cache continues with `tokens[i]`.
+    /// Returns the logits, `tokens.len() × tgt_vocab`. The first step after encode (or
+    /// [`Session::reset_decoder`]) sets the number of beams; later steps must keep it (use
+    /// [`Session::reorder_beams`] to change which history each row continues).
+    pub fn decode_step(&mut self, tokens: &[u32]) -> Result<&[f32], RunError> {
+        self.check_step(tokens)?;
+        self.step(Tokens::Given(tokens))?;
+        Ok(self.logits())
+    }
+
+    /// One decoder step for the tokens (already validated), one per beam.
+    pub(crate) fn step(&mut self, tokens: Tokens<'_>) -> Result<(), RunError> {
+        let run = self.runner.run(self.isa);
+        let rows = tokens.len();
+        forward::decode(
+            self.model.model(),
+            run,
+            &self.plan,
+            self.arena.as_mut(),
+            &self.state,
+            tokens,
+            forward::Rows::Beams,
+        )?;
+        self.state.advance(1, rows, rows);
+        Ok(())
+    }
+
+    /// Logits of the last decoder step, one row per beam of that step (empty before any step
+    /// since the last encode or reset; a later [`Session::reorder_beams`] does not move them).
+    pub fn logits(&self) -> &[f32] {
+        let vocab = self.model().config().tgt_vocab;
+        &self.arena.as_ref()[self.plan.layout.logits.range()][..self.state.logits_rows * vocab]
+    }
+
+    /// Feeds a forced target prefix as one beam (BOS first when starting from scratch), in
+    /// chunks of up to `max_src_len` rows: each chunk reads every weight once for all its
+    /// tokens, with causal self-attention over the cache. Returns the logits after the last
+    /// token (`1 × tgt_vocab`); decoding then continues with [`Session::decode_step`].
+    pub fn prefill(&mut self, tokens: &[u32]) -> Result<&[f32], RunError> {
+        self.encoded()?;
+        let limits = self.plan.limits;
+        if tokens.is_empty() {
+            return Err(RunError::BadOption("prefill needs at least one token"));
+        }
+        if self.state.position > 0 && self.state.active != 1 {
+            return Err(RunError::BeamCountMismatch {
+                expected: self.state.active,
+                got: 1,
+            });
+        }
+        let len = self.state.position.saturating_add(tokens.len());
+        if len > limits.max_tgt_len {
+            return Err(RunError::TargetTooLong {
+                len,
+                max: limits.max_tgt_len,
+            });
+        }
+        check_tokens("target", tokens, self.model().config().tgt_vocab)?;
+        for chunk in tokens.chunks(limits.max_src_len) {
+            let run = self.runner.run(self.isa);
+            forward::decode(
+                self.model.model(),
+                run,
+                &self.plan,
+                self.arena.as_mut(),
+                &self.state,
+                Tokens::Given(chunk),
+                forward::Rows::Prefix,
+            )?;
+            self.state.advance(chunk.len(), 1, 1);
+        }
+        Ok(self.logits())
+    }
+
+    /// Makes beam `i` continue the history of beam `parents[i]` (the number of beams becomes
+    /// `parents.len()`), by copying cache rows within the arena.
+    pub fn reorder_beams(&mut self, parents: &[u32]) -> Result<(), RunError> {
+        let max = self.plan.limits.max_beam;
+        if parents.is_empty() || parents.len() > max {
+            return Err(RunError::BadBeam {
+                beam: parents.len(),
+                max,
+            });
+        }
+        self.encoded()?;
+        let active = self.state.active;
+        if let Some(&parent) = parents.iter().find(|&&p| p as usize >= active) {
+            return Err(RunError::BadParent { parent, active });
+        }
+        self.reorder(Tokens::Given(parents));
+        Ok(())
+    }
+
+    /// Reorders the cache by `parents` (already validated).
+    pub(crate) fn reorder(&mut self, parents: Tokens<'_>) {
+        let beams = parents.len();
+        forward::reorder(
+            &self.plan,
+            self.arena.as_mut(),
+            self.state.position,
+            parents,
+        );
+        self.state.active = beams;
+    }
+
+    /// The arena regions a search works in: the last logits, the staged tokens and parents of
+    /// the next step, and the search state.
+    pub(crate) fn search_buffers(&mut self) -> forward::SearchBuffers<'_> {
+        let vocab = self.model().config().tgt_vocab;
+        let rows = self.state.logits_rows;
+        forward::search_buffers(&self.plan, self.arena.as_mut(), rows * vocab)
+    }
+}
