@@ -2,7 +2,7 @@
 //! tessel's, CTranslate2's and `transformers`' rules.
 
 use super::options::{EarlyStopping, SearchOptions};
-use super::state::State;
+use super::state::{Candidate, State};
 
 /// Which reference's beam search rules a search follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,11 +93,7 @@ impl State<'_> {
         parents: &mut [u32],
         step_tokens: &mut [u32],
     ) {
-        let (score, from, token) = (
-            self.cand_score[c],
-            self.cand_beam[c] as usize,
-            self.cand_token[c],
-        );
+        let Candidate { score, from, token } = self.candidate(c);
         self.keep(at.cur, at.step, slot, from, token, score, at.tgt);
         parents[slot] = from as u32;
         step_tokens[slot] = token;
@@ -105,11 +101,7 @@ impl State<'_> {
 
     /// Candidate `c` ends: offered to the best `beam` finished hypotheses.
     fn register(&mut self, at: &BeamStep, c: usize, tally: &mut Tally) {
-        let (score, from, token) = (
-            self.cand_score[c],
-            self.cand_beam[c] as usize,
-            self.cand_token[c],
-        );
+        let Candidate { score, from, token } = self.candidate(c);
         let norm = normalise(score, at.len(), at.length_penalty);
         let (beam, cur, len, tgt) = (at.beam, at.cur, at.len(), at.tgt);
         self.offer_finished(&mut tally.finished, beam, cur, from, len, token, norm, tgt);
@@ -135,11 +127,7 @@ impl State<'_> {
             }
             if at_eos {
                 if !transformers && tally.finished < at.beam {
-                    let (score, from, token) = (
-                        self.cand_score[c],
-                        self.cand_beam[c] as usize,
-                        self.cand_token[c],
-                    );
+                    let Candidate { score, from, token } = self.candidate(c);
                     let norm = normalise(score, at.len(), at.length_penalty);
                     self.finish(tally.finished, at.cur, from, at.len(), token, norm, at.tgt);
                     tally.finished += 1;

@@ -27,6 +27,17 @@ pub(super) struct State<'a> {
 /// Tokens [`State::offer_row`] tests against the last kept score at once.
 const OFFER_BLOCK: usize = 16;
 
+/// One candidate continuation of a beam step.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Candidate {
+    /// Its log-probability score so far.
+    pub(super) score: f32,
+    /// The live hypothesis it extends.
+    pub(super) from: usize,
+    /// Its token.
+    pub(super) token: u32,
+}
+
 impl<'a> State<'a> {
     pub(super) fn new(search: &'a mut [f32], beam: usize, tgt: usize) -> State<'a> {
         let mut rest = search;
@@ -46,6 +57,15 @@ impl<'a> State<'a> {
             cand_score: take(6),
             cand_beam: u32s(take(7)),
             cand_token: u32s(take(8)),
+        }
+    }
+
+    /// Candidate `c` of the current step's list.
+    pub(super) fn candidate(&self, c: usize) -> Candidate {
+        Candidate {
+            score: self.cand_score[c],
+            from: self.cand_beam[c] as usize,
+            token: self.cand_token[c],
         }
     }
 
