@@ -3,8 +3,9 @@
 
 use std::borrow::Cow;
 
+use super::error::{linear_error, out_of_memory, LoadError};
+use super::options::LoadOptions;
 use super::source::{Tensor, TensorSource};
-use super::{linear_error, out_of_memory, LoadError, LoadOptions};
 use crate::aligned::AlignedBuf;
 use crate::config::{Config, NormKind};
 use crate::layers::{

@@ -23,12 +23,14 @@
 
 mod error;
 mod loader;
+mod options;
 pub(crate) mod source;
 
 use error::io_error;
 pub use error::LoadError;
 pub(crate) use error::{linear_error, out_of_memory};
 pub(crate) use loader::{block, linear_rows, Loader};
+pub use options::LoadOptions;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -40,26 +42,8 @@ use source::{RandomSource, RecordingSource, SafetensorsSource, TensorSource};
 
 use crate::aligned::AlignedBuf;
 use crate::config::{Config, Positions};
-use crate::layers::{Embedding, Linear, WeightType};
+use crate::layers::{Embedding, Linear};
 use crate::model::{Model, Source, Stack};
-
-/// How a model is laid out as it is loaded.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LoadOptions {
-    /// Storage of the linear layers' weights whatever the file holds, or `None` to keep the
-    /// type each weight is stored in (`f32`, `f16`, `bf16`). Embeddings, position tables,
-    /// norms and biases are `f32` in memory either way.
-    pub weights: Option<WeightType>,
-}
-
-impl LoadOptions {
-    /// Linear weights stored as `weights`.
-    pub fn weights(weights: WeightType) -> LoadOptions {
-        LoadOptions {
-            weights: Some(weights),
-        }
-    }
-}
 
 impl Model<'_> {
     /// Builds a model with seeded random weights (same seed, same weights).

@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use safetensors::{Dtype, SafeTensors};
 
-use super::LoadError;
+use super::error::LoadError;
 
 /// A tensor as stored: `f32` or one of the 16-bit float types.
 pub(crate) enum Tensor<'a> {
