@@ -163,6 +163,20 @@ impl<T: bytemuck::Pod> AlignedBuf<T> {
         core::mem::size_of_val(self.as_slice())
     }
 
+    /// Writes one element of every 4 KiB page (zero, the value the page already reads as), so
+    /// the system backs the whole buffer now instead of at each page's first use: a mapping's
+    /// pages are otherwise faulted in (and zeroed by the kernel) one by one when first touched,
+    /// a stall in whatever call touches them. Heap buffers were written when made; nothing to do.
+    pub fn make_resident(&mut self) {
+        if !self.is_huge_page_backed() {
+            return;
+        }
+        let step = (4096 / core::mem::size_of::<T>()).max(1);
+        for element in self.as_mut_slice().iter_mut().step_by(step) {
+            *element = T::zeroed();
+        }
+    }
+
     /// Whether the elements live in a mapping advised to use huge pages.
     pub fn is_huge_page_backed(&self) -> bool {
         !matches!(self.backing, Backing::Heap(_))

@@ -44,7 +44,8 @@ pub struct Session<M: ModelRef, A: Arena = OwnArena> {
 #[cfg(feature = "std")]
 impl<M: ModelRef> Session<M> {
     /// A session over `model` running at `isa`, planned for the config's maximum lengths and
-    /// beam: plans and allocates the whole arena, once.
+    /// beam: plans and allocates the whole arena, once, and makes every page of it resident
+    /// (later calls take no page fault in it).
     pub fn new(model: M, isa: Isa) -> Result<Session<M>, SessionError> {
         let limits = Limits::of(model.model().config());
         Session::with_limits(model, isa, limits)
@@ -55,8 +56,10 @@ impl<M: ModelRef> Session<M> {
     pub fn with_limits(model: M, isa: Isa, limits: Limits) -> Result<Session<M>, SessionError> {
         let plan = ArenaPlan::with_limits(model.model().config(), limits)?;
         let pool = ThreadPool::new(limits.threads)?;
-        let arena = AlignedBuf::zeros(plan.total_f32())
+        let mut arena = AlignedBuf::zeros(plan.total_f32())
             .map_err(|e| SessionError::OutOfMemory { bytes: e.bytes })?;
+        // Backed now: no call after this one takes a page fault in the arena.
+        arena.make_resident();
         Ok(Session {
             model,
             isa,
