@@ -1,8 +1,8 @@
 //! The packed model image reader (`tessel_model::image::parse`) on arbitrary bytes, and on a
 //! valid image of a tiny random model with fuzzer-chosen bytes flipped or cut off: every parse
 //! is `Ok` or a typed `ImageError`; a model that parses repacks into an image that parses and
-//! repacks to itself, and runs (or refuses with a typed error) an encode and a decoder step. Never a
-//! panic.
+//! repacks to itself, and runs (or refuses with a typed error) an encode and a decoder step
+//! within small limits. Never a panic.
 #![no_main]
 
 use std::mem::MaybeUninit;
@@ -14,7 +14,7 @@ use tessel_model::aligned::AlignedBuf;
 use tessel_model::config::Config;
 use tessel_model::image;
 use tessel_model::layers::Block;
-use tessel_model::{Model, Session};
+use tessel_model::{Limits, Model, Session};
 
 /// The image of a tiny random model (2 + 2 blocks, every optional tensor a config can have).
 fn valid() -> &'static [u8] {
@@ -33,7 +33,10 @@ fn valid() -> &'static [u8] {
             max_beam: 2,
             ..Config::transformer_base()
         };
-        Model::random(config, 5).expect("a tiny model").pack().expect("it packs")
+        Model::random(config, 5)
+            .expect("a tiny model")
+            .pack()
+            .expect("it packs")
     })
 }
 
@@ -66,9 +69,19 @@ fuzz_target!(|data: &[u8]| {
     let again = AlignedBuf::from_slice(&repacked).expect("small input");
     let mut slots_again: Vec<MaybeUninit<Block<'_>>> = Vec::new();
     slots_again.resize_with(8, MaybeUninit::uninit);
-    let reparsed = image::parse(again.as_slice(), &mut slots_again).expect("a repacked image parses");
+    let reparsed =
+        image::parse(again.as_slice(), &mut slots_again).expect("a repacked image parses");
     assert_eq!(reparsed.pack().expect("it packs"), repacked);
-    let Ok(mut session) = Session::new(&model, Isa::best()) else {
+    // Small limits: a flipped byte can make the config's maximum lengths or beam plan an arena
+    // of gigabytes, all of which a session makes resident when it is created.
+    let config = model.config();
+    let limits = Limits {
+        max_src_len: config.max_src_len.min(8),
+        max_tgt_len: config.max_tgt_len.min(8),
+        max_beam: config.max_beam.min(2),
+        ..Limits::of(config)
+    };
+    let Ok(mut session) = Session::with_limits(&model, Isa::best(), limits) else {
         return;
     };
     if session.encode(&[1, 2, 3]).is_ok() {
