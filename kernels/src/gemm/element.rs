@@ -82,6 +82,15 @@ pub(crate) mod sealed {
 
     /// How a microkernel reads packed rows of this type as `f32` vectors.
     pub trait Widen: Sized {
+        /// Whether a one-row product hints its weights into L1 ahead of the sweep
+        /// ([`STREAM_AHEAD_BYTES`](crate::gemm::tile::STREAM_AHEAD_BYTES)). Plain `f32` does
+        /// not: a load per vector leaves the hardware prefetcher enough time, and the hints cost
+        /// load slots (Zen 4, `report gemm`, one row against the stream read of its bytes:
+        /// `1x512x2048` 0.75 with hints, 0.96 without; `1x512x32000` 0.93 and 1.04 at AVX2).
+        /// The widening 16-bit types do: their conversions slow the sweep, and without hints an
+        /// L3-resident `1x512x32000` fell from 0.37 to 0.31 (AVX2) and 0.44 to 0.37 (AVX-512).
+        const HINT_ONE_ROW: bool;
+
         /// Rows `p` and `p + 1` (`p` even) of `LANES` consecutive columns. `ptr` is where
         /// element `(p, first column)` lives: for `f32` row `p + 1` is `PANEL_COLS` further; for
         /// the 16-bit types `ptr` starts `LANES` column words.
@@ -99,6 +108,8 @@ pub(crate) mod sealed {
     }
 
     impl Widen for f32 {
+        const HINT_ONE_ROW: bool = false;
+
         #[inline(always)]
         unsafe fn load_pair<S: Simd>(_: S, ptr: *const f32) -> (S::f32s, S::f32s) {
             use crate::gemm::packed_b::PANEL_COLS;
@@ -120,6 +131,8 @@ pub(crate) mod sealed {
     }
 
     impl Widen for bf16 {
+        const HINT_ONE_ROW: bool = true;
+
         #[inline(always)]
         unsafe fn load_pair<S: Simd>(simd: S, ptr: *const bf16) -> (S::f32s, S::f32s) {
             // SAFETY: forwarded contract.
@@ -139,6 +152,8 @@ pub(crate) mod sealed {
     }
 
     impl Widen for f16 {
+        const HINT_ONE_ROW: bool = true;
+
         #[inline(always)]
         unsafe fn load_pair<S: Simd>(simd: S, ptr: *const f16) -> (S::f32s, S::f32s) {
             #[cfg(target_arch = "x86_64")]

@@ -67,10 +67,10 @@ pub(crate) unsafe fn accumulate_small<S: Simd, T: Element, const MR: usize, cons
     }
     // SAFETY: forwarded contract.
     unsafe {
-        let ahead = Ahead {
+        let ahead = (MR > 1 || T::HINT_ONE_ROW).then_some(Ahead {
             bytes: STREAM_AHEAD_BYTES,
             every: 1,
-        };
+        });
         accumulate_ahead::<S, T, MR, NV>(simd, kc, a, b, panel_stride, ahead)
     }
 }
@@ -97,10 +97,10 @@ pub(crate) unsafe fn accumulate<S: Simd, T: Element, const MR: usize, const NV: 
 ) -> [[S::f32s; NV]; MR] {
     // SAFETY: forwarded contract.
     unsafe {
-        let ahead = Ahead {
+        let ahead = Some(Ahead {
             bytes: PACKED_AHEAD_ROWS * PANEL_COLS * core::mem::size_of::<T>(),
             every: 2,
-        };
+        });
         accumulate_ahead::<S, T, MR, NV>(simd, kc, a, b, panel_stride, ahead)
     }
 }
@@ -113,7 +113,7 @@ struct Ahead {
     every: usize,
 }
 
-/// [`accumulate`] with its prefetch hints placed by `ahead`.
+/// [`accumulate`] with its prefetch hints placed by `ahead` (none without it).
 ///
 /// # Safety
 /// As [`accumulate`].
@@ -124,7 +124,7 @@ unsafe fn accumulate_ahead<S: Simd, T: Element, const MR: usize, const NV: usize
     a: ATile,
     b: *const T,
     panel_stride: usize,
-    ahead: Ahead,
+    ahead: Option<Ahead>,
 ) -> [[S::f32s; NV]; MR] {
     let lanes = S::F32_LANES;
     let offsets: [usize; NV] = core::array::from_fn(|v| {
@@ -137,6 +137,7 @@ unsafe fn accumulate_ahead<S: Simd, T: Element, const MR: usize, const NV: usize
     let mut b_ptr = b;
     for _ in 0..kc / 2 {
         for (v, &offset) in offsets.iter().enumerate() {
+            let Some(ahead) = ahead else { break };
             if (v * lanes) % PANEL_COLS == 0 {
                 let rows = b_ptr.wrapping_add(offset) as *const u8;
                 for line in (0..rows_bytes::<T>()).step_by(64 * ahead.every) {
@@ -202,10 +203,11 @@ const fn rows_bytes<T>() -> usize {
 /// hints do not crowd the load ports.
 const PACKED_AHEAD_ROWS: usize = 12;
 
-/// How far ahead the small-`m` products (here, the one-row `f16` product and the int8 one-row
-/// sweep) hint the weights they stream once from memory, a hint for every line. On Zen 4 (AVX-512, 1 thread) a 65 MB `1×512×32000` product went from 0.68
-/// to 0.97 of the stream-read rate with one-panel tiles and this distance (against 1.5 KB,
-/// every other line); L3-resident weights lose: `1×512×2048` from 0.96 to 0.74.
+/// How far ahead the small-`m` products hint the weights they stream once from memory, a hint
+/// for every line: every tile of several rows, and the one-row sweeps whose element or int8
+/// primitive asks for hints (`Widen::HINT_ONE_ROW`, `Dot::HINT_ONE_ROW`). On Zen 4 (AVX-512,
+/// 1 thread) a 65 MB `1×512×32000` product went from 0.68 to 0.97 of the stream-read rate with
+/// one-panel tiles and this distance (against 1.5 KB, every other line).
 pub(crate) const STREAM_AHEAD_BYTES: usize = 16384;
 
 /// Hints the cache line holding `ptr` into L1. Any address is allowed: a prefetch never faults.

@@ -39,6 +39,8 @@ pub(crate) trait Dot: Copy {
     const FORMAT: AFormat;
     /// Rows of the tallest tile (at most `quant::ROW_PAD`).
     const MAX_MR: usize;
+    /// Whether the one-row sweep hints its weights into L1 [`ROW_PREFETCH_BYTES`] ahead.
+    const HINT_ONE_ROW: bool;
 
     /// The `f32` SIMD token.
     fn simd(self) -> Self::S;
@@ -382,11 +384,15 @@ pub(crate) unsafe fn sweep_row<D: Dot, K: Sink, const NV: usize, const PH: usize
     }
 }
 
-/// Bytes ahead of the group being read that the one-row sweep hints into L1, one hint per
-/// 64-byte line: the distance of every streaming product. Measured on Zen 4 (AVX-512 VNNI,
-/// 1 thread): the int8 Transformer-base decode step took 1.56 ms at 2 KB, 1.42 ms at 16 KB;
-/// with `prefetcht1` at 16 KB 1.69 ms, and with one hint per 128 bytes far slower (the
-/// adjacent-line prefetcher does not keep up).
+/// Bytes ahead of the group being read that the one-row sweep hints into L1 (where its
+/// primitive asks for hints), one hint per 64-byte line: the distance of every streaming
+/// product. Measured on Zen 4, 1 thread: at AVX-512 VNNI the int8 Transformer-base decode step
+/// took 1.56 ms at 2 KB, 1.42 ms at 16 KB; with `prefetcht1` at 16 KB 1.69 ms, and with one
+/// hint per 128 bytes far slower (the adjacent-line prefetcher does not keep up). With no hints
+/// at all it took 1.29 ms (median of 6 runs alternated, against 1.53 ms at 16 KB), and an
+/// L2-resident `1x512x2048` 12.0 µs against 15.5 µs, so the AVX-512 primitives (one 64-byte
+/// load per multiply-add instruction) go without. The AVX2 ones keep them: without, the
+/// L3-resident `1x512x32000` slowed from 337 µs to 365–419 µs and the step did not change.
 const ROW_PREFETCH_BYTES: usize = STREAM_AHEAD_BYTES;
 
 /// Row `row0` of `A` times the whole panel `panel`: `NV` vectors of sums.
@@ -440,8 +446,10 @@ unsafe fn group_row<D: Dot, const NV: usize>(
     acc: &mut [D::Acc; NV],
 ) {
     let row = b.wrapping_add(g * GROUP_BYTES);
-    prefetch(row.wrapping_add(ROW_PREFETCH_BYTES));
-    prefetch(row.wrapping_add(ROW_PREFETCH_BYTES + 64));
+    if D::HINT_ONE_ROW {
+        prefetch(row.wrapping_add(ROW_PREFETCH_BYTES));
+        prefetch(row.wrapping_add(ROW_PREFETCH_BYTES + 64));
+    }
     // SAFETY: group `g` of the row of `A` (and its absolute values) exists (caller).
     let a_g = unsafe { d.load_a(a.add(g * K_GROUP), kp) };
     for (v, acc_v) in acc.iter_mut().enumerate() {

@@ -50,6 +50,7 @@ impl Dot for NeonDot {
     const LANES: usize = 4;
     const FORMAT: AFormat = AFormat::Signed;
     const MAX_MR: usize = 4;
+    const HINT_ONE_ROW: bool = false;
 
     #[inline(always)]
     fn simd(self) -> Neon {
@@ -136,6 +137,7 @@ impl Dot for NeonPlain {
     const LANES: usize = 4;
     const FORMAT: AFormat = AFormat::Signed;
     const MAX_MR: usize = 4;
+    const HINT_ONE_ROW: bool = false;
 
     #[inline(always)]
     fn simd(self) -> Neon {

@@ -17,6 +17,7 @@ impl Dot for Scalar {
     const LANES: usize = 1;
     const FORMAT: AFormat = AFormat::Signed;
     const MAX_MR: usize = 4;
+    const HINT_ONE_ROW: bool = false;
 
     #[inline(always)]
     fn simd(self) -> pulp::Scalar {

@@ -61,6 +61,7 @@ impl Dot for Avx2 {
     const LANES: usize = 8;
     const FORMAT: AFormat = AFormat::SignedAbs;
     const MAX_MR: usize = 4;
+    const HINT_ONE_ROW: bool = true;
 
     #[inline(always)]
     fn simd(self) -> V3 {
@@ -145,6 +146,7 @@ impl Dot for AvxVnni {
     const LANES: usize = 8;
     const FORMAT: AFormat = AFormat::Offset;
     const MAX_MR: usize = 4;
+    const HINT_ONE_ROW: bool = true;
 
     #[inline(always)]
     fn simd(self) -> V3 {
@@ -225,6 +227,7 @@ impl Dot for Avx512Bw {
     const LANES: usize = 16;
     const FORMAT: AFormat = AFormat::SignedAbs;
     const MAX_MR: usize = 8;
+    const HINT_ONE_ROW: bool = false;
 
     #[inline(always)]
     fn simd(self) -> V4 {
@@ -309,6 +312,7 @@ impl Dot for Avx512Vnni {
     const LANES: usize = 16;
     const FORMAT: AFormat = AFormat::Offset;
     const MAX_MR: usize = 8;
+    const HINT_ONE_ROW: bool = false;
 
     #[inline(always)]
     fn simd(self) -> V4 {
