@@ -68,6 +68,8 @@ pub mod storage;
 #[cfg(feature = "std")]
 pub mod threads;
 #[cfg(feature = "std")]
+mod weight_pool;
+#[cfg(feature = "std")]
 pub mod weights;
 
 pub use config::{Biases, Config, ConfigError, FfnActivation, FrontEnd, NormPlacement, Positions};

@@ -117,7 +117,10 @@ pub struct Model<'w> {
 }
 
 impl<'w> Model<'w> {
-    /// A model from its parts (the loaders' and the image reader's last step).
+    /// A model from its parts (the loaders' and the image reader's last step). With `std`, the
+    /// packed weights it owns on small pages move into one buffer of huge pages (best effort:
+    /// where the system has them), so a decode step streams them without a TLB miss every
+    /// 4 KiB.
     pub fn from_parts(
         config: Config,
         source: Source<'w>,
@@ -125,14 +128,18 @@ impl<'w> Model<'w> {
         (encoder, decoder): (Stack<'w>, Stack<'w>),
         generator: Linear<'w>,
     ) -> Model<'w> {
-        Model {
+        #[cfg_attr(not(feature = "std"), allow(unused_mut))]
+        let mut model = Model {
             config,
             source,
             target,
             encoder,
             decoder,
             generator,
-        }
+        };
+        #[cfg(feature = "std")]
+        crate::weight_pool::pool_small_weights(&mut model);
+        model
     }
 
     /// The configuration.

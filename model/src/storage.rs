@@ -3,7 +3,8 @@
 //! Every layer holds its tensors as [`Weights<'w, T>`], one small enum: a slice borrowed for
 //! `'w` (from a packed image, [`crate::image`], or any host memory), or an [`AlignedBuf`] the
 //! layer owns, or one shared between layers (an embedding table that is also the other
-//! stack's). The layers, the model and the forward pass carry one lifetime `'w` and are
+//! stack's), or a range of the model's weight pool (the packed weights too small for huge
+//! pages of their own, gathered in one huge-page mapping when the model is built). The layers, the model and the forward pass carry one lifetime `'w` and are
 //! compiled once whatever the storage: the kind is a value, read once per kernel call (the
 //! kernels see a plain `&[T]`), never a type parameter, so `forward.rs` is monomorphised once.
 //! Loaders build owned layers, `Model<'static>`; [`crate::image::parse`] builds borrowed ones.
@@ -20,6 +21,46 @@ use std::sync::Arc;
 #[cfg(feature = "std")]
 use crate::aligned::AlignedBuf;
 
+/// `len` elements of `T` at byte `offset` of a shared byte pool: a model's packed weights
+/// gathered in one buffer. Made only where the range lies inside the pool and is aligned for
+/// `T` ([`PoolSlice::new`]).
+#[cfg(feature = "std")]
+pub struct PoolSlice<T> {
+    pool: Arc<AlignedBuf<u8>>,
+    offset: usize,
+    len: usize,
+    element: core::marker::PhantomData<T>,
+}
+
+#[cfg(feature = "std")]
+impl<T: bytemuck::Pod> PoolSlice<T> {
+    /// The `len` elements at byte `offset` of `pool`, or `None` when they do not lie inside it
+    /// or are not aligned for `T`.
+    pub fn new(pool: Arc<AlignedBuf<u8>>, offset: usize, len: usize) -> Option<PoolSlice<T>> {
+        let bytes = len.checked_mul(core::mem::size_of::<T>())?;
+        let end = offset.checked_add(bytes)?;
+        let range = pool.as_slice().get(offset..end)?;
+        bytemuck::try_cast_slice::<u8, T>(range).ok()?;
+        Some(PoolSlice {
+            pool,
+            offset,
+            len,
+            element: core::marker::PhantomData,
+        })
+    }
+
+    /// The elements (checked in bounds and aligned when made).
+    #[inline]
+    pub fn as_slice(&self) -> &[T] {
+        let end = self.offset + self.len * core::mem::size_of::<T>();
+        self.pool
+            .as_slice()
+            .get(self.offset..end)
+            .and_then(|bytes| bytemuck::try_cast_slice(bytes).ok())
+            .unwrap_or(&[])
+    }
+}
+
 /// A run of `T`: borrowed for `'w`, or owned (64-byte aligned), or shared by several layers.
 pub enum Weights<'w, T> {
     /// Elements borrowed from memory the host keeps alive for `'w` (a packed image).
@@ -30,6 +71,9 @@ pub enum Weights<'w, T> {
     /// Elements shared with other layers (a table both embeddings read).
     #[cfg(feature = "std")]
     Shared(Arc<AlignedBuf<T>>),
+    /// Elements in the model's weight pool.
+    #[cfg(feature = "std")]
+    Pooled(PoolSlice<T>),
 }
 
 impl<T: bytemuck::Pod> Weights<'_, T> {
@@ -42,6 +86,8 @@ impl<T: bytemuck::Pod> Weights<'_, T> {
             Weights::Owned(buf) => buf.as_slice(),
             #[cfg(feature = "std")]
             Weights::Shared(buf) => buf.as_slice(),
+            #[cfg(feature = "std")]
+            Weights::Pooled(slice) => slice.as_slice(),
         }
     }
 
@@ -63,6 +109,13 @@ impl<T: bytemuck::Pod> Weights<'_, T> {
     /// Whether the elements are borrowed (not owned by the layer).
     pub fn is_borrowed(&self) -> bool {
         matches!(self, Weights::Borrowed(_))
+    }
+
+    /// Whether the layer owns the elements in a heap buffer of their own (not in huge pages):
+    /// what the model's weight pool gathers.
+    #[cfg(feature = "std")]
+    pub fn is_owned_on_small_pages(&self) -> bool {
+        matches!(self, Weights::Owned(buf) if !buf.is_huge_page_backed())
     }
 
     /// Whether `self` and `other` are the same elements in memory (one table read by two
@@ -89,6 +142,11 @@ impl<T: bytemuck::Pod> Clone for Weights<'_, T> {
             Weights::Owned(buf) => Weights::Owned(buf.clone()),
             #[cfg(feature = "std")]
             Weights::Shared(buf) => Weights::Shared(Arc::clone(buf)),
+            #[cfg(feature = "std")]
+            Weights::Pooled(slice) => Weights::Pooled(PoolSlice {
+                pool: Arc::clone(&slice.pool),
+                ..*slice
+            }),
         }
     }
 }
@@ -101,6 +159,8 @@ impl<T: bytemuck::Pod> core::fmt::Debug for Weights<'_, T> {
             Weights::Owned(_) => "Owned",
             #[cfg(feature = "std")]
             Weights::Shared(_) => "Shared",
+            #[cfg(feature = "std")]
+            Weights::Pooled(_) => "Pooled",
         };
         write!(f, "{kind}[{}]", self.len())
     }

@@ -12,9 +12,11 @@ use tessel_model::aligned::AlignedBuf;
 use tessel_model::families::{t5, whisper};
 use tessel_model::image::{self, ImageError};
 use tessel_model::layers::Block;
+use tessel_model::layers::PackedWeight;
 use tessel_model::session::buffer_bytes;
+use tessel_model::storage::Weights;
 use tessel_model::{
-    ArenaPlan, Limits, LoadOptions, Model, SearchOptions, Session, SessionError, WeightType,
+    ArenaPlan, Config, Limits, LoadOptions, Model, SearchOptions, Session, SessionError, WeightType,
 };
 
 fn root() -> PathBuf {
@@ -111,6 +113,37 @@ const TYPES: [WeightType; 4] = [
     WeightType::Bf16,
     WeightType::Bf16Dot,
 ];
+
+/// A model whose packed weights are each under 2 MiB (and together over it) gathers them in
+/// its weight pool when built (on Linux, where buffers get huge pages); the pooled model
+/// computes the logits of its image (weights borrowed, not pooled) bit for bit.
+#[test]
+fn pooled_weights_compute_what_their_image_computes() {
+    let config = Config {
+        d_model: 256,
+        heads: 4,
+        d_ff: 1024,
+        encoder_layers: 2,
+        decoder_layers: 2,
+        src_vocab: 1000,
+        tgt_vocab: 1000,
+        max_src_len: 16,
+        max_tgt_len: 8,
+        ..Config::transformer_base()
+    };
+    let levels = tessel_tests::isa_levels();
+    for weights in [WeightType::F32, WeightType::Bf16Dot, WeightType::Int8] {
+        let model = Model::random_with(config.clone(), 3, &LoadOptions::weights(weights)).unwrap();
+        let pooled = match model.generator().weight() {
+            PackedWeight::F32(b) => matches!(b.storage(), Weights::Pooled(_)),
+            PackedWeight::Bf16(b) => matches!(b.storage(), Weights::Pooled(_)),
+            PackedWeight::I8(b) => matches!(b.storage(), Weights::Pooled(_)),
+            PackedWeight::F16(b) => matches!(b.storage(), Weights::Pooled(_)),
+        };
+        assert_eq!(pooled, cfg!(target_os = "linux"), "{weights}");
+        round_trip(&format!("pooled {weights}"), &model, &levels);
+    }
+}
 
 #[test]
 fn numbers_model_round_trips_bit_identical_at_every_level() {

@@ -123,6 +123,11 @@ impl<W: AsRef<[T]>, T: Element> PackedB<W, T> {
         self.data.as_ref()
     }
 
+    /// The storage.
+    pub fn storage(&self) -> &W {
+        &self.data
+    }
+
     /// Gives the storage back.
     pub fn into_inner(self) -> W {
         self.data

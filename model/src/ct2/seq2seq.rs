@@ -327,12 +327,11 @@ pub fn build(
             variable: unused.clone(),
         });
     }
-    Ok(Model {
+    Ok(Model::from_parts(
         config,
-        source: Source::Tokens(source),
+        Source::Tokens(source),
         target,
-        encoder,
-        decoder,
+        (encoder, decoder),
         generator,
-    })
+    ))
 }

@@ -225,12 +225,14 @@ pub fn build(
             variable: unused.clone(),
         });
     }
-    Ok(Model {
+    Ok(Model::from_parts(
         config,
-        source: Source::Audio(stem),
+        Source::Audio(stem),
         target,
-        encoder: Stack::new(encoder, Some(encoder_norm)),
-        decoder: Stack::new(decoder, Some(decoder_norm)),
+        (
+            Stack::new(encoder, Some(encoder_norm)),
+            Stack::new(decoder, Some(decoder_norm)),
+        ),
         generator,
-    })
+    ))
 }

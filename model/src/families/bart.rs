@@ -270,12 +270,14 @@ fn build(
     let storage = options.weights.unwrap_or(table_type);
     let generator = Linear::packed(storage, vocab, d, table.as_slice(), bias.as_deref())
         .map_err(linear_error("model.shared.weight"))?;
-    Ok(Model {
-        config: config.clone(),
-        source: Source::Tokens(source_embedding),
+    Ok(Model::from_parts(
+        config.clone(),
+        Source::Tokens(source_embedding),
         target,
-        encoder: Stack::new(encoder, encoder_norm),
-        decoder: Stack::new(decoder, decoder_norm),
+        (
+            Stack::new(encoder, encoder_norm),
+            Stack::new(decoder, decoder_norm),
+        ),
         generator,
-    })
+    ))
 }

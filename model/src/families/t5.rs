@@ -293,12 +293,11 @@ fn build(
     } else {
         l.linear("lm_head", vocab, d, false)?
     };
-    Ok(Model {
-        config: config.clone(),
-        source: Source::Tokens(Embedding::new(Arc::clone(&table), d, 1.0)),
-        target: Embedding::new(table, d, 1.0),
-        encoder,
-        decoder,
+    Ok(Model::from_parts(
+        config.clone(),
+        Source::Tokens(Embedding::new(Arc::clone(&table), d, 1.0)),
+        Embedding::new(table, d, 1.0),
+        (encoder, decoder),
         generator,
-    })
+    ))
 }

@@ -143,6 +143,12 @@ pub struct SelfAttention<'w> {
 }
 
 impl<'w> SelfAttention<'w> {
+    /// Its linear layers, in the order the forward pass reads them.
+    #[cfg(feature = "std")]
+    pub(crate) fn linears_mut(&mut self) -> [&mut Linear<'w>; 2] {
+        [&mut self.qkv, &mut self.out]
+    }
+
     /// From the fused `d → 3d` projection and the `d → d` output projection.
     pub fn new(
         qkv: Linear<'w>,
@@ -230,6 +236,12 @@ pub struct CrossAttention<'w> {
 }
 
 impl<'w> CrossAttention<'w> {
+    /// Its linear layers: the query, memory and output projections.
+    #[cfg(feature = "std")]
+    pub(crate) fn linears_mut(&mut self) -> [&mut Linear<'w>; 3] {
+        [&mut self.q, &mut self.kv, &mut self.out]
+    }
+
     /// From the `d → d` query, the fused `d → 2d` key/value and the `d → d` output projections.
     pub fn new(
         q: Linear<'w>,

@@ -214,6 +214,20 @@ fn residual<'a>(
 }
 
 impl<'w> Block<'w> {
+    /// Its linear layers, in the order the forward pass reads them.
+    #[cfg(feature = "std")]
+    pub(crate) fn linears_mut(&mut self) -> impl Iterator<Item = &mut Linear<'w>> {
+        let cross = self
+            .cross
+            .iter_mut()
+            .flat_map(|(_, cross)| cross.linears_mut());
+        self.attention
+            .linears_mut()
+            .into_iter()
+            .chain(cross)
+            .chain(self.feed_forward.linears_mut())
+    }
+
     /// A block from its layers; `cross` is the decoder's cross-attention with its norm.
     pub fn new(
         placement: NormPlacement,

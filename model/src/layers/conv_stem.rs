@@ -39,6 +39,12 @@ pub struct StemSizes {
 }
 
 impl<'w> ConvStem<'w> {
+    /// The two convolutions' linear layers.
+    #[cfg(feature = "std")]
+    pub(crate) fn linears_mut(&mut self) -> [&mut Linear<'w>; 2] {
+        [&mut self.conv1, &mut self.conv2]
+    }
+
     /// From conv1 (`3·n_mels → d`), conv2 (`3d → d`), both packed with `(tap, channel)`
     /// reduction order (see [`ConvStem::pack_weight`]), and `positions` (at least `frames / 2`
     /// rows of `d`).

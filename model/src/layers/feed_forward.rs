@@ -18,6 +18,12 @@ pub struct FeedForward<'w> {
 }
 
 impl<'w> FeedForward<'w> {
+    /// Its linear layers, in the order the forward pass reads them.
+    #[cfg(feature = "std")]
+    pub(crate) fn linears_mut(&mut self) -> impl Iterator<Item = &mut Linear<'w>> {
+        self.gate.iter_mut().chain([&mut self.up, &mut self.down])
+    }
+
     /// From the `d → d_ff` up projection, the `d_ff → d` down projection and the activation.
     pub fn new(
         up: Linear<'w>,

@@ -22,7 +22,13 @@ use super::Run;
 #[cfg(feature = "std")]
 use crate::aligned::AlignedBuf;
 use crate::aligned::AllocError;
+#[cfg(feature = "std")]
+use crate::storage::PoolSlice;
 use crate::storage::Weights;
+#[cfg(feature = "std")]
+use std::sync::Arc;
+#[cfg(feature = "std")]
+use tessel_kernels::gemm::int8::PackedI8;
 
 #[path = "linear_int8.rs"]
 mod int8;
@@ -232,6 +238,57 @@ impl<'w> Linear<'w> {
             PackedWeight::I8(b) => core::mem::size_of_val(b.as_slice()),
         };
         weight + self.bias.as_ref().map_or(0, Weights::bytes)
+    }
+}
+
+#[cfg(feature = "std")]
+impl Linear<'_> {
+    /// The packed weight's bytes, when the layer owns them on small pages (what the model's
+    /// weight pool gathers).
+    pub(crate) fn weight_on_small_pages(&self) -> Option<&[u8]> {
+        fn bytes<'a, T: bytemuck::Pod>(storage: &'a Weights<'_, T>) -> Option<&'a [u8]> {
+            storage
+                .is_owned_on_small_pages()
+                .then(|| bytemuck::cast_slice(storage.as_slice()))
+        }
+        match &self.weight {
+            PackedWeight::F32(b) => bytes(b.storage()),
+            PackedWeight::F16(b) => bytes(b.storage()),
+            PackedWeight::Bf16(b) => bytes(b.storage()),
+            PackedWeight::I8(b) => bytes(b.storage()),
+        }
+    }
+
+    /// Reads the packed weight from byte `offset` of `pool`, where a copy of it was put, and
+    /// lets go of its own buffer. Leaves the layer as it was if the range does not hold it.
+    pub(crate) fn move_weight_to_pool(&mut self, pool: &Arc<AlignedBuf<u8>>, offset: usize) {
+        fn moved<T: bytemuck::Pod>(
+            pool: &Arc<AlignedBuf<u8>>,
+            offset: usize,
+            old: &[T],
+        ) -> Option<Weights<'static, T>> {
+            let slice = PoolSlice::new(Arc::clone(pool), offset, old.len())?;
+            let same = bytemuck::cast_slice::<T, u8>(slice.as_slice())
+                == bytemuck::cast_slice::<T, u8>(old);
+            same.then_some(Weights::Pooled(slice))
+        }
+        let weight = match &self.weight {
+            PackedWeight::F32(b) => moved(pool, offset, b.as_slice())
+                .and_then(|w| PackedB::from_packed(w, b.k(), b.n()).ok())
+                .map(PackedWeight::F32),
+            PackedWeight::F16(b) => moved(pool, offset, b.as_slice())
+                .and_then(|w| PackedB::from_packed(w, b.k(), b.n()).ok())
+                .map(PackedWeight::F16),
+            PackedWeight::Bf16(b) => moved(pool, offset, b.as_slice())
+                .and_then(|w| PackedB::from_packed(w, b.k(), b.n()).ok())
+                .map(|p| PackedWeight::Bf16(p.with_bf16_dot(b.bf16_dot()))),
+            PackedWeight::I8(b) => moved(pool, offset, b.as_slice())
+                .and_then(|w| PackedI8::from_packed(w, b.k(), b.n()).ok())
+                .map(PackedWeight::I8),
+        };
+        if let Some(weight) = weight {
+            self.weight = weight;
+        }
     }
 }
 

@@ -34,7 +34,7 @@ pub use feed_forward::FeedForward;
 pub use kv_cache::{CrossKv, KvCache, KvLayout, LayerCache, MemoryKv, MemoryType};
 #[cfg(feature = "std")]
 pub use linear::UnknownWeightType;
-pub use linear::{Linear, LinearError, WeightType};
+pub use linear::{Linear, LinearError, PackedWeight, WeightType};
 pub use norm::Norm;
 pub use relative_bias::RelativeBias;
 

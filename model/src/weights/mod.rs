@@ -242,14 +242,16 @@ impl Model<'_> {
             )?;
             generator
         };
-        Ok(Model {
+        Ok(Model::from_parts(
             config,
-            source: Source::Tokens(source),
+            Source::Tokens(source),
             target,
-            encoder: Stack::new(encoder, encoder_norm),
-            decoder: Stack::new(decoder, decoder_norm),
+            (
+                Stack::new(encoder, encoder_norm),
+                Stack::new(decoder, decoder_norm),
+            ),
             generator,
-        })
+        ))
     }
 }
 

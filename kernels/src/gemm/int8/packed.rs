@@ -107,6 +107,11 @@ impl<W: AsRef<[i8]>> PackedI8<W> {
         self.data.as_ref()
     }
 
+    /// The storage.
+    pub fn storage(&self) -> &W {
+        &self.data
+    }
+
     /// Gives the storage back.
     pub fn into_inner(self) -> W {
         self.data

@@ -202,14 +202,16 @@ fn build(
     let storage = options.weights.unwrap_or(table_type);
     let generator = Linear::packed(storage, config.tgt_vocab, d, table.as_slice(), None)
         .map_err(linear_error("model.decoder.embed_tokens.weight"))?;
-    Ok(Model {
-        config: config.clone(),
-        source: Source::Audio(stem),
+    Ok(Model::from_parts(
+        config.clone(),
+        Source::Audio(stem),
         target,
-        encoder: Stack::new(encoder, Some(encoder_norm)),
-        decoder: Stack::new(decoder, Some(decoder_norm)),
+        (
+            Stack::new(encoder, Some(encoder_norm)),
+            Stack::new(decoder, Some(decoder_norm)),
+        ),
         generator,
-    })
+    ))
 }
 
 /// A convolution `[out, channels, 3]` as a linear layer over `(tap, channel)`.
