@@ -138,8 +138,27 @@ impl<'w> Model<'w> {
             generator,
         };
         #[cfg(feature = "std")]
-        crate::weight_pool::pool_small_weights(&mut model);
+        crate::weight_pool::pool_small_weights(model.linears_mut());
         model
+    }
+
+    /// Every linear layer the model owns, in the order its passes read them: the audio stem,
+    /// the encoder's blocks, the decoder's, the output projection.
+    #[cfg(feature = "std")]
+    fn linears_mut(&mut self) -> Vec<&mut Linear<'w>> {
+        let mut linears = Vec::new();
+        if let Source::Audio(stem) = &mut self.source {
+            linears.extend(stem.linears_mut());
+        }
+        for stack in [&mut self.encoder, &mut self.decoder] {
+            if let Blocks::Owned(blocks) = &mut stack.blocks {
+                for block in blocks {
+                    linears.extend(block.linears_mut());
+                }
+            }
+        }
+        linears.push(&mut self.generator);
+        linears
     }
 
     /// The configuration.

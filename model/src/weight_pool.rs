@@ -18,15 +18,14 @@ use std::sync::Arc;
 
 use crate::aligned::AlignedBuf;
 use crate::layers::Linear;
-use crate::model::{Blocks, Model, Source};
 
 /// Alignment of each weight in the pool: a cache line, as every owned buffer has.
 const ALIGN: usize = 64;
 
-/// Gathers the model's owned small-page packed weights into one huge-page buffer (see the
-/// module docs). Best effort: if the buffer cannot be had, the weights stay where they are.
-pub(crate) fn pool_small_weights(model: &mut Model<'_>) {
-    let mut linears = linears_mut(model);
+/// Gathers the owned small-page packed weights of `linears` (a model's, in the order its
+/// passes read them) into one huge-page buffer (see the module docs). Best effort: if the buffer
+/// cannot be had, the weights stay where they are.
+pub(crate) fn pool_small_weights(mut linears: Vec<&mut Linear<'_>>) {
     let mut offsets = Vec::with_capacity(linears.len());
     let mut total = 0usize;
     for linear in &linears {
@@ -56,21 +55,4 @@ pub(crate) fn pool_small_weights(model: &mut Model<'_>) {
             linear.move_weight_to_pool(&pool, at);
         }
     }
-}
-
-/// Every linear layer the model owns, in the order the forward pass reads them.
-fn linears_mut<'m, 'w>(model: &'m mut Model<'w>) -> Vec<&'m mut Linear<'w>> {
-    let mut linears = Vec::new();
-    if let Source::Audio(stem) = &mut model.source {
-        linears.extend(stem.linears_mut());
-    }
-    for stack in [&mut model.encoder, &mut model.decoder] {
-        if let Blocks::Owned(blocks) = &mut stack.blocks {
-            for block in blocks {
-                linears.extend(block.linears_mut());
-            }
-        }
-    }
-    linears.push(&mut model.generator);
-    linears
 }
