@@ -45,6 +45,7 @@
 
 mod config_record;
 mod error;
+mod header;
 #[cfg(feature = "std")]
 mod owned;
 mod read;
@@ -54,9 +55,10 @@ mod write;
 
 pub use config_record::{config_from_words, config_to_words, CONFIG_WORDS};
 pub use error::ImageError;
+pub use header::{blocks_needed, ImageHeader};
 #[cfg(feature = "std")]
 pub use owned::to_owned;
-pub use read::{blocks_needed, parse, ImageHeader};
+pub use read::parse;
 pub use record::{Kind, Layout, TensorRecord, RECORD_BYTES};
 #[cfg(feature = "std")]
 pub use write::{load, write, PackError};

@@ -4,7 +4,7 @@ use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 
 use super::config_record::config_to_words;
-use super::read::{offsets, slot_count};
+use super::header::{offsets, slot_count};
 use super::record::{Kind, Layout, TensorRecord};
 use super::{ImageError, BYTE_ORDER_MARK, DATA_ALIGN, HEADER_BYTES, MAGIC, VERSION};
 use crate::aligned::AlignedBuf;
