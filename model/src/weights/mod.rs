@@ -23,6 +23,7 @@
 
 mod error;
 mod loader;
+mod native;
 mod options;
 pub(crate) mod source;
 
@@ -34,16 +35,13 @@ pub use options::LoadOptions;
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Arc;
 
 use safetensors::SafeTensors;
 
 use source::{RandomSource, RecordingSource, SafetensorsSource, TensorSource};
 
-use crate::aligned::AlignedBuf;
-use crate::config::{Config, Positions};
-use crate::layers::{Embedding, Linear};
-use crate::model::{Model, Source, Stack};
+use crate::config::Config;
+use crate::model::Model;
 
 impl Model<'_> {
     /// Builds a model with seeded random weights (same seed, same weights).
@@ -124,7 +122,7 @@ impl Model<'_> {
         options: &LoadOptions,
     ) -> Result<Model<'static>, LoadError> {
         config.validate()?;
-        let model = Model::build(config, source, options)?;
+        let model = native::build(config, source, options)?;
         match source.first_unused() {
             Some(name) => Err(LoadError::Unexpected { name }),
             None => Ok(model),
@@ -137,137 +135,7 @@ impl Model<'_> {
     pub fn expected_tensors(config: &Config) -> Result<Vec<(String, Vec<usize>)>, LoadError> {
         config.validate()?;
         let mut source = RecordingSource::default();
-        Model::build(config.clone(), &mut source, &LoadOptions::default())?;
+        native::build(config.clone(), &mut source, &LoadOptions::default())?;
         Ok(source.requested)
     }
-
-    fn build(
-        config: Config,
-        source: &mut dyn TensorSource,
-        options: &LoadOptions,
-    ) -> Result<Model<'static>, LoadError> {
-        let d = config.d_model;
-        let mut loader = Loader {
-            source,
-            config: &config,
-            options,
-        };
-        let (target_table, target_type) = loader.table("tgt_embed.weight", config.tgt_vocab)?;
-        let target_table = Arc::new(target_table);
-        let source_table = if config.share_embeddings {
-            Arc::clone(&target_table)
-        } else {
-            Arc::new(loader.table("src_embed.weight", config.src_vocab)?.0)
-        };
-        let (src_pos, tgt_pos) = match config.positions {
-            Positions::Learned => (
-                loader.table("src_pos.weight", config.max_src_len)?.0,
-                loader.table("tgt_pos.weight", config.max_tgt_len)?.0,
-            ),
-            Positions::Sinusoidal => (
-                sinusoidal_table("source positions", config.max_src_len, d)?,
-                sinusoidal_table("target positions", config.max_tgt_len, d)?,
-            ),
-        };
-        let scale = if config.scale_embeddings {
-            (d as f32).sqrt()
-        } else {
-            1.0
-        };
-        let source = Embedding::new(source_table, d, scale).with_positions(src_pos, 0);
-        let target = Embedding::new(Arc::clone(&target_table), d, scale).with_positions(tgt_pos, 0);
-        let mut encoder = Vec::with_capacity(config.encoder_layers);
-        for i in 0..config.encoder_layers {
-            let p = format!("encoder.layers.{i}");
-            let attention = loader.self_attention(&format!("{p}.self_attn"))?;
-            let norm1 = loader.norm(&format!("{p}.norm1"))?;
-            let ffn = loader.feed_forward(&p)?;
-            let norm2 = loader.norm(&format!("{p}.norm2"))?;
-            encoder.push(block(
-                &p,
-                config.norm,
-                (norm1, attention),
-                None,
-                (norm2, ffn),
-            )?);
-        }
-        let mut decoder = Vec::with_capacity(config.decoder_layers);
-        for i in 0..config.decoder_layers {
-            let p = format!("decoder.layers.{i}");
-            let attention = loader.self_attention(&format!("{p}.self_attn"))?;
-            let cross = loader.cross_attention(&format!("{p}.multihead_attn"))?;
-            let norm1 = loader.norm(&format!("{p}.norm1"))?;
-            let norm2 = loader.norm(&format!("{p}.norm2"))?;
-            let ffn = loader.feed_forward(&p)?;
-            let norm3 = loader.norm(&format!("{p}.norm3"))?;
-            let cross = Some((norm2, cross));
-            decoder.push(block(
-                &p,
-                config.norm,
-                (norm1, attention),
-                cross,
-                (norm3, ffn),
-            )?);
-        }
-        let (encoder_norm, decoder_norm) = if config.final_norm {
-            (
-                Some(loader.norm("encoder.norm")?),
-                Some(loader.norm("decoder.norm")?),
-            )
-        } else {
-            (None, None)
-        };
-        let generator = if config.tie_output {
-            let bias = if config.biases.generator {
-                Some(loader.vector("generator.bias", config.tgt_vocab)?)
-            } else {
-                None
-            };
-            let storage = loader.options.weights.unwrap_or(target_type);
-            Linear::packed(
-                storage,
-                config.tgt_vocab,
-                d,
-                target_table.as_slice(),
-                bias.as_deref(),
-            )
-            .map_err(linear_error("tgt_embed.weight"))?
-        } else {
-            let [generator] = loader.linears(
-                "generator.weight",
-                "generator.bias",
-                [config.tgt_vocab],
-                d,
-                config.biases.generator,
-            )?;
-            generator
-        };
-        Ok(Model::from_parts(
-            config,
-            Source::Tokens(source),
-            target,
-            (
-                Stack::new(encoder, encoder_norm),
-                Stack::new(decoder, decoder_norm),
-            ),
-            generator,
-        ))
-    }
-}
-
-/// The sinusoidal position table of "Attention Is All You Need", computed in `f64` and
-/// allocated fallibly: its size comes from config.json alone.
-fn sinusoidal_table(what: &str, rows: usize, d: usize) -> Result<AlignedBuf, LoadError> {
-    let mut table = AlignedBuf::zeros(rows.saturating_mul(d)).map_err(out_of_memory(what))?;
-    let t = table.as_mut_slice();
-    for pos in 0..rows {
-        for i in (0..d).step_by(2) {
-            let angle = pos as f64 / 10000f64.powf(i as f64 / d as f64);
-            t[pos * d + i] = angle.sin() as f32;
-            if i + 1 < d {
-                t[pos * d + i + 1] = angle.cos() as f32;
-            }
-        }
-    }
-    Ok(table)
 }
