@@ -1087,3 +1087,28 @@ fn half_whisper_shapes_and_nan_keys() {
         });
     }
 }
+
+/// A causal call one row longer than two query blocks, on 2–5 threads: the row cuts leave an
+/// empty run before the one-row last run, which must still join the run before it (alone it
+/// would take the decode path and give other bits). 97 rows are two NEON blocks and one, 257
+/// two AVX2 blocks and one, 385 two AVX-512 blocks and one (found by the NEON proptest).
+#[test]
+fn a_short_last_run_joins_the_run_before_empty_ones() {
+    for q_len in [97, 257, 385] {
+        let case = Case {
+            pads: [1, 0, 0, 0, 0],
+            causal_offset: Some(3),
+            bias: Some(BiasKind::Shared),
+            neg_inf_every: 7,
+            scale: Some(0.32),
+            magnitude: 2.0,
+            seed: 15828678987834933670,
+            ..plain_case(1, 1, q_len, q_len + 83)
+        };
+        for_each_isa(|isa| {
+            for threads in 2..=5 {
+                check_parallel(isa, &case, threads, 1);
+            }
+        });
+    }
+}

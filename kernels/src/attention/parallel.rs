@@ -190,7 +190,8 @@ fn row_unit<E: KvElement>(isa: Isa) -> usize {
 
 /// Boundaries of `tasks` runs of rows (`bounds[t]..bounds[t + 1]`, some possibly empty), cut at
 /// multiples of `unit` so that each run's share of the visible keys is as even as the units
-/// allow. A last run of at most [`decode::MAX_QUERIES`] rows joins the one before it.
+/// allow. A last run of at most [`decode::MAX_QUERIES`] rows joins the non-empty run before it
+/// (alone it would take the decode path, whose bits differ from the prefill's).
 fn split_rows(band: &Band, q_len: usize, unit: usize, tasks: usize) -> [usize; MAX_TASKS + 1] {
     let cost = |rows: Range<usize>| -> u128 { rows.map(|i| band.keys(i).len() as u128 + 1).sum() };
     let total = cost(0..q_len);
@@ -210,8 +211,13 @@ fn split_rows(band: &Band, q_len: usize, unit: usize, tasks: usize) -> [usize; M
         .rev()
         .find(|&t| bounds[t - 1] < q_len)
         .unwrap_or(1);
-    if last >= 2 && q_len - bounds[last - 1] <= decode::MAX_QUERIES {
-        bounds[last - 1] = q_len;
+    // The last run joins the non-empty run before it: empty runs may lie between them, and
+    // every bound at the last run's start moves to the end.
+    let start = bounds[last - 1];
+    if start > 0 && q_len - start <= decode::MAX_QUERIES {
+        for bound in bounds[1..].iter_mut().filter(|bound| **bound == start) {
+            *bound = q_len;
+        }
     }
     bounds
 }
