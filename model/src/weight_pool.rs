@@ -16,11 +16,8 @@
 
 use std::sync::Arc;
 
-use crate::aligned::AlignedBuf;
+use crate::aligned::{AlignedBuf, ALIGN_BYTES};
 use crate::layers::Linear;
-
-/// Alignment of each weight in the pool: a cache line, as every owned buffer has.
-const ALIGN: usize = 64;
 
 /// Gathers the owned small-page packed weights of `linears` (a model's, in the order its
 /// passes read them) into one huge-page buffer (see the module docs). Best effort: if the buffer
@@ -31,7 +28,7 @@ pub(crate) fn pool_small_weights(mut linears: Vec<&mut Linear<'_>>) {
     for linear in &linears {
         let offset = linear.weight_on_small_pages().map(|bytes| {
             let at = total;
-            total = (at + bytes.len()).next_multiple_of(ALIGN);
+            total = (at + bytes.len()).next_multiple_of(ALIGN_BYTES);
             at
         });
         offsets.push(offset);
