@@ -9,7 +9,10 @@
 //! joined it (asleep, or not scheduled on a busy machine) never will, and waits only for the
 //! workers that did join to finish their tasks: a late worker costs nothing, and a borrowed
 //! task can still be shared. Per call nothing is allocated: `Mutex`/`Condvar` are futex-based,
-//! task indices are handed out by an atomic counter.
+//! task indices are handed out by an atomic counter. A new thread allocates as it starts (the
+//! standard library records its name for the stack-overflow handler), so [`ThreadPool::new`]
+//! returns only once every worker has started: a worker the OS schedules late cannot allocate
+//! during the first calls.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -70,8 +73,12 @@ struct Shared {
     /// the lock while the job is published).
     active: AtomicUsize,
     panicked: AtomicBool,
+    /// Workers that have started (counted under the lock; see [`ThreadPool::new`]).
+    started: AtomicUsize,
     wake: Condvar,
     finished: Condvar,
+    /// Signalled by each worker as it starts.
+    ready: Condvar,
 }
 
 impl Shared {
@@ -125,8 +132,10 @@ impl ThreadPool {
             next_task: AtomicUsize::new(0),
             active: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
+            started: AtomicUsize::new(0),
             wake: Condvar::new(),
             finished: Condvar::new(),
+            ready: Condvar::new(),
         });
         let mut pool = ThreadPool {
             shared,
@@ -141,7 +150,21 @@ impl ThreadPool {
                 .map_err(|err| PoolError::Spawn(err.kind()))?;
             pool.workers.push(handle);
         }
+        pool.wait_for_start();
         Ok(pool)
+    }
+
+    /// Waits until every worker has started: a thread's start-up allocations then lie before
+    /// the pool is used.
+    fn wait_for_start(&self) {
+        let shared = &*self.shared;
+        let mut guard = shared.lock();
+        while shared.started.load(Ordering::Acquire) < self.workers.len() {
+            guard = shared
+                .ready
+                .wait(guard)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
     }
 
     /// Waits until no worker is working on the current job.
@@ -229,6 +252,11 @@ impl std::fmt::Debug for ThreadPool {
 }
 
 fn worker(shared: &Shared) {
+    {
+        let _guard = shared.lock();
+        shared.started.fetch_add(1, Ordering::Release);
+        shared.ready.notify_one();
+    }
     let mut seen = 0u64;
     loop {
         let mut spins = 0;
