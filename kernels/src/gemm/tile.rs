@@ -22,8 +22,8 @@ pub(crate) struct ATile {
     pub k_step: usize,
 }
 
-/// [`accumulate`] for the small-`m` path, whose tiles read one row of `A` in place over the
-/// whole depth: one row against `f16` weights at AVX-512 and AVX2 takes
+/// [`accumulate`] for the small-`m` path, whose tiles read rows of `A` in place over the whole
+/// depth: one row against `f16` weights at AVX-512 and AVX2 takes
 /// [`f16_pairs`](super::f16_pairs), which converts the packed row pairs without separating them.
 ///
 /// # Safety
@@ -37,31 +37,21 @@ pub(crate) unsafe fn accumulate_small<S: Simd, T: Element, const MR: usize, cons
     panel_stride: usize,
 ) -> [[S::f32s; NV]; MR] {
     #[cfg(target_arch = "x86_64")]
+    if MR == 1
+        && a.k_step == 1
+        && core::any::TypeId::of::<T>() == core::any::TypeId::of::<half::f16>()
     {
-        use core::any::TypeId;
-        use core::mem::transmute_copy;
         use pulp::x86::{V3, V4};
-        if MR == 1 && a.k_step == 1 && TypeId::of::<T>() == TypeId::of::<half::f16>() {
-            if TypeId::of::<S>() == TypeId::of::<V4>() {
-                // SAFETY: `S` is `V4` and `T` is `f16` (same type ids), so the token, pointer
-                // and vector types are the same types; `MR == 1`, so the result arrays have the
-                // same layout; forwarded contract.
-                unsafe {
-                    let v4 = transmute_copy::<S, V4>(&simd);
-                    let b = b as *const half::f16;
-                    let row = super::f16_pairs::row_v4::<NV>(v4, kc, a, b, panel_stride);
-                    return transmute_copy::<[[pulp::f32x16; NV]; 1], [[S::f32s; NV]; MR]>(&[row]);
-                }
+        // SAFETY: `T` is `f16` (same type id); forwarded contract. F16C at `V3`: an
+        // `Avx2`-level `Isa` exists only after detection found it, and its code runs in a
+        // function that enables it.
+        unsafe {
+            let b = b as *const half::f16;
+            if let Some(acc) = f16_pairs_at::<S, V4, MR, NV>(kc, a, b, panel_stride) {
+                return acc;
             }
-            if TypeId::of::<S>() == TypeId::of::<V3>() {
-                // SAFETY: as above for `V3`; F16C: an `Avx2`-level `Isa` exists only after
-                // detection found it, and its code runs in a function that enables it.
-                unsafe {
-                    let v3 = transmute_copy::<S, V3>(&simd);
-                    let b = b as *const half::f16;
-                    let row = super::f16_pairs::row_v3::<NV>(v3, kc, a, b, panel_stride);
-                    return transmute_copy::<[[pulp::f32x8; NV]; 1], [[S::f32s; NV]; MR]>(&[row]);
-                }
+            if let Some(acc) = f16_pairs_at::<S, V3, MR, NV>(kc, a, b, panel_stride) {
+                return acc;
             }
         }
     }
@@ -72,6 +62,36 @@ pub(crate) unsafe fn accumulate_small<S: Simd, T: Element, const MR: usize, cons
             every: 1,
         });
         accumulate_ahead::<S, T, MR, NV>(simd, kc, a, b, panel_stride, ahead)
+    }
+}
+
+/// The one-row [`f16_pairs`](super::f16_pairs) tile when `S` is the level `P`, `None`
+/// otherwise.
+///
+/// # Safety
+/// As [`f16_pairs::row`](super::f16_pairs::row), with `b` the `f16` weights and `MR == 1`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn f16_pairs_at<S: Simd, P, const MR: usize, const NV: usize>(
+    kc: usize,
+    a: ATile,
+    b: *const half::f16,
+    panel_stride: usize,
+) -> Option<[[S::f32s; NV]; MR]>
+where
+    P: super::f16_pairs::Pairs + 'static,
+{
+    if core::any::TypeId::of::<S>() != core::any::TypeId::of::<P>() {
+        return None;
+    }
+    // SAFETY: `S` is `P` (same type id), whose `Out` is `S::f32s` (`f32x16` for `V4`, `f32x8`
+    // for `V3`), and `MR == 1`, so the arrays have the same layout; forwarded contract.
+    unsafe {
+        let one = [super::f16_pairs::row::<P, NV>(kc, a, b, panel_stride)];
+        Some(core::mem::transmute_copy::<
+            [[P::Out; NV]; 1],
+            [[S::f32s; NV]; MR],
+        >(&one))
     }
 }
 
