@@ -1,5 +1,5 @@
-//! One row of `A` against `f16` weights at AVX-512 and AVX2 (F16C), without separating the
-//! packed row pairs: the decode step's product.
+//! Rows of `A` against `f16` weights at AVX-512 and AVX2 (F16C), without separating the packed
+//! row pairs: the decode step's products (one row; at AVX-512 also a beam's few rows).
 //!
 //! A packed `f16` panel holds, per column, one word of rows `p` (low half) and `p + 1` (high
 //! half) (see [`packed_b`](super::packed_b)). `vcvtph2ps` widens consecutive halves as they lie
@@ -12,10 +12,12 @@
 //! Against the generic path ([`accumulate`](super::tile::accumulate)), which separates each pair
 //! into an even-row and an odd-row vector before converting, this saves the cross-lane permute
 //! per loaded vector (AVX-512: `vpermw`; AVX2: `vpshufb`, `vpermq` and `vextracti128`); the
-//! multiply-adds and loads are the same in number. It takes twice the accumulators per column,
-//! which suits one row only: a tile of several rows making one pass over the depth per vector
-//! of columns (`2·MR` accumulators) ran at 0.7–0.8 of the generic path's speed on a
-//! memory-sized `4×512×32000` and `8×512×32000` at AVX2 (Zen 4).
+//! multiply-adds and loads are the same in number. It takes twice the accumulators per column.
+//! A tile of several rows ([`rows`]) makes one pass over the depth per panel (two AVX-512
+//! vectors, `4·MR` accumulators), so it serves up to 6 rows at AVX-512 and none at AVX2, whose
+//! 16 registers hold one row's panel only: passes of one vector (8 columns, `2·MR`
+//! accumulators) each read part of every row pair's lines and ran at 0.7–0.8 of the generic
+//! path's speed on the memory-sized `4×512×32000` and `8×512×32000` (Zen 4).
 //!
 //! # Numbers
 //!
@@ -314,4 +316,94 @@ unsafe fn pair_step<P: Pairs, const G: usize>(
             hi[v] = P::mul_add(pair, P::widen(words.add(P::LANES)), hi[v]);
         }
     }
+}
+
+/// `MR × NV·LANES` tile of several rows of `A` (`a.k_step` 1, `a.row_step` apart), one pass
+/// over the depth per `G` vectors of columns (`4·MR` accumulators for `G = 2`).
+///
+/// # Safety
+/// As [`row`], for each of the `MR` rows of `A`; `G` divides `NV`.
+#[inline(always)]
+pub(crate) unsafe fn rows<P: Pairs, const MR: usize, const NV: usize, const G: usize>(
+    kc: usize,
+    a: ATile,
+    b: *const f16,
+    panel_stride: usize,
+) -> [[P::Out; NV]; MR] {
+    let offsets = offsets::<NV>(P::LANES, panel_stride);
+    // SAFETY: the level's features, the caller's guarantee.
+    let zero = unsafe { P::fold(P::zero(), P::zero()) };
+    let mut out = [[zero; NV]; MR];
+    for (g, group) in offsets.chunks_exact(G).enumerate() {
+        let group: &[usize; G] = group.try_into().unwrap_or(&[0; G]);
+        // SAFETY: forwarded contract, for this group's columns.
+        let sums = unsafe { rows_group::<P, MR, G>(kc, a, b, group) };
+        for (row, sums) in out.iter_mut().zip(sums) {
+            row[g * G..(g + 1) * G].copy_from_slice(&sums);
+        }
+    }
+    out
+}
+
+/// One group of `G` vectors of [`rows`].
+///
+/// # Safety
+/// As [`rows`], for the columns at `offsets`.
+#[inline(always)]
+unsafe fn rows_group<P: Pairs, const MR: usize, const G: usize>(
+    kc: usize,
+    a: ATile,
+    b: *const f16,
+    offsets: &[usize; G],
+) -> [[P::Out; G]; MR] {
+    // SAFETY: the level's features, the caller's guarantee.
+    let zero = unsafe { P::zero() };
+    let mut lo = [[zero; G]; MR];
+    let mut hi = [[zero; G]; MR];
+    let mut b_ptr = b;
+    for p in 0..kc.div_ceil(2) {
+        for (v, &offset) in offsets.iter().enumerate() {
+            if (v * P::LANES).is_multiple_of(PANEL_COLS) {
+                prefetch_pair_ahead(b_ptr.wrapping_add(offset));
+            }
+        }
+        let mut w0 = [zero; G];
+        let mut w1 = [zero; G];
+        for v in 0..G {
+            // SAFETY: `2 · LANES` column words of this row pair lie in the tile's panel; the
+            // level's features and F16C are the caller's guarantee.
+            unsafe {
+                let words = b_ptr.add(offsets[v]);
+                w0[v] = P::widen(words);
+                w1[v] = P::widen(words.add(P::LANES));
+            }
+        }
+        for i in 0..MR {
+            // SAFETY: elements `2p` and, below `kc`, `2p + 1` of row `i`, readable by the
+            // caller's guarantee; the level's features as above.
+            unsafe {
+                let at = a.ptr.add(i * a.row_step + 2 * p);
+                let pair = if 2 * p + 1 < kc {
+                    core::ptr::read_unaligned(at as *const f64)
+                } else {
+                    last_pair(at)
+                };
+                let pair = P::broadcast(pair);
+                for v in 0..G {
+                    lo[i][v] = P::mul_add(pair, w0[v], lo[i][v]);
+                    hi[i][v] = P::mul_add(pair, w1[v], hi[i][v]);
+                }
+            }
+        }
+        b_ptr = b_ptr.wrapping_add(2 * PANEL_COLS);
+    }
+    // SAFETY: the level's features, the caller's guarantee.
+    let mut out = [[unsafe { P::fold(zero, zero) }; G]; MR];
+    for i in 0..MR {
+        for v in 0..G {
+            // SAFETY: the level's features, the caller's guarantee.
+            out[i][v] = unsafe { P::fold(lo[i][v], hi[i][v]) };
+        }
+    }
+    out
 }

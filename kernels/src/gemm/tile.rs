@@ -23,8 +23,8 @@ pub(crate) struct ATile {
 }
 
 /// [`accumulate`] for the small-`m` path, whose tiles read rows of `A` in place over the whole
-/// depth: one row against `f16` weights at AVX-512 and AVX2 takes
-/// [`f16_pairs`](super::f16_pairs), which converts the packed row pairs without separating them.
+/// depth: `f16` weights take [`f16_pairs`](super::f16_pairs), which converts the packed row
+/// pairs without separating them, for one row at AVX-512 and AVX2 and up to 6 at AVX-512.
 ///
 /// # Safety
 /// As [`accumulate`], with `b` at row 0 of the packed panels.
@@ -37,10 +37,7 @@ pub(crate) unsafe fn accumulate_small<S: Simd, T: Element, const MR: usize, cons
     panel_stride: usize,
 ) -> [[S::f32s; NV]; MR] {
     #[cfg(target_arch = "x86_64")]
-    if MR == 1
-        && a.k_step == 1
-        && core::any::TypeId::of::<T>() == core::any::TypeId::of::<half::f16>()
-    {
+    if a.k_step == 1 && core::any::TypeId::of::<T>() == core::any::TypeId::of::<half::f16>() {
         use pulp::x86::{V3, V4};
         // SAFETY: `T` is `f16` (same type id); forwarded contract. F16C at `V3`: an
         // `Avx2`-level `Isa` exists only after detection found it, and its code runs in a
@@ -65,11 +62,11 @@ pub(crate) unsafe fn accumulate_small<S: Simd, T: Element, const MR: usize, cons
     }
 }
 
-/// The one-row [`f16_pairs`](super::f16_pairs) tile when `S` is the level `P`, `None`
-/// otherwise.
+/// The [`f16_pairs`](super::f16_pairs) tile when `S` is the level `P` and the tile is one it
+/// serves (one row; 2 to 6 rows of whole AVX-512 panels), `None` otherwise.
 ///
 /// # Safety
-/// As [`f16_pairs::row`](super::f16_pairs::row), with `b` the `f16` weights and `MR == 1`.
+/// As [`f16_pairs::row`](super::f16_pairs::row), with `b` the `f16` weights.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn f16_pairs_at<S: Simd, P, const MR: usize, const NV: usize>(
@@ -85,13 +82,24 @@ where
         return None;
     }
     // SAFETY: `S` is `P` (same type id), whose `Out` is `S::f32s` (`f32x16` for `V4`, `f32x8`
-    // for `V3`), and `MR == 1`, so the arrays have the same layout; forwarded contract.
+    // for `V3`), so the arrays have the same layout; forwarded contract (and `G = 2` divides
+    // `NV` for `rows`).
     unsafe {
-        let one = [super::f16_pairs::row::<P, NV>(kc, a, b, panel_stride)];
-        Some(core::mem::transmute_copy::<
-            [[P::Out; NV]; 1],
-            [[S::f32s; NV]; MR],
-        >(&one))
+        if MR == 1 {
+            let one = [super::f16_pairs::row::<P, NV>(kc, a, b, panel_stride)];
+            return Some(core::mem::transmute_copy::<
+                [[P::Out; NV]; 1],
+                [[S::f32s; NV]; MR],
+            >(&one));
+        }
+        if P::LANES == 16 && MR <= 6 && NV.is_multiple_of(2) {
+            let acc = super::f16_pairs::rows::<P, MR, NV, 2>(kc, a, b, panel_stride);
+            return Some(core::mem::transmute_copy::<
+                [[P::Out; NV]; MR],
+                [[S::f32s; NV]; MR],
+            >(&acc));
+        }
+        None
     }
 }
 
