@@ -9,8 +9,11 @@
 //! infinity and NaN included) with integer operations and one multiply. The same generic body
 //! runs at every ISA level, except for `f16` on x86-64: AVX-512 and AVX2 (through F16C) split a
 //! row pair with one permute (AVX2: a byte shuffle and a 64-bit permute) and convert each row
-//! with `vcvtph2ps`, which is exact too. A tile of one row of `A` against `f16` at those levels
-//! does not split the pairs at all ([`f16_pairs`](super::f16_pairs)).
+//! with `vcvtph2ps`, which is exact too. Inside a microkernel AVX2 converts the pair's two
+//! halves straight from memory and gathers each row with one `vshufps`, leaving the columns in
+//! an order the kernel restores once per tile (`Widen::load_pair_tile`). A tile of one row of
+//! `A` against `f16` at those levels does not split the pairs at all
+//! ([`f16_pairs`](super::f16_pairs)).
 
 use core::fmt::Debug;
 use half::{bf16, f16};
@@ -105,6 +108,34 @@ pub(crate) mod sealed {
         /// As [`Widen::load_pair`] for row `p` (16-bit panels pad the missing row `p + 1`, so
         /// their words are whole).
         unsafe fn load_row<S: Simd>(simd: S, ptr: *const Self) -> S::f32s;
+
+        /// [`Widen::load_pair`] with each vector's columns in an order of the type's choosing,
+        /// which [`Widen::restore_order`] puts back: a microkernel accumulates in that order
+        /// and restores its sums once per tile. The plain order unless stated otherwise.
+        ///
+        /// # Safety
+        /// As [`Widen::load_pair`].
+        #[inline(always)]
+        unsafe fn load_pair_tile<S: Simd>(simd: S, ptr: *const Self) -> (S::f32s, S::f32s) {
+            // SAFETY: forwarded contract.
+            unsafe { Self::load_pair(simd, ptr) }
+        }
+
+        /// [`Widen::load_row`] in the column order of [`Widen::load_pair_tile`].
+        ///
+        /// # Safety
+        /// As [`Widen::load_row`].
+        #[inline(always)]
+        unsafe fn load_row_tile<S: Simd>(simd: S, ptr: *const Self) -> S::f32s {
+            // SAFETY: forwarded contract.
+            unsafe { Self::load_row(simd, ptr) }
+        }
+
+        /// A vector of sums in the column order of [`Widen::load_pair_tile`], in plain order.
+        #[inline(always)]
+        fn restore_order<S: Simd>(_: S, sums: S::f32s) -> S::f32s {
+            sums
+        }
     }
 
     impl Widen for f32 {
@@ -188,6 +219,57 @@ pub(crate) mod sealed {
             (f16_high_to_f32(simd, even), f16_high_to_f32(simd, odd))
         }
 
+        /// At AVX2 the columns come as `[0, 1, 4, 5, 2, 3, 6, 7]`: each 8-word half of the
+        /// pair converted straight from memory, then one `vshufps` per row gathers its halves,
+        /// without `load_pair`'s byte shuffle, cross-lane permute and extract.
+        #[inline(always)]
+        unsafe fn load_pair_tile<S: Simd>(simd: S, ptr: *const f16) -> (S::f32s, S::f32s) {
+            #[cfg(target_arch = "x86_64")]
+            if core::any::TypeId::of::<S>() == core::any::TypeId::of::<pulp::x86::V3>() {
+                // SAFETY: `S` is `V3` (same type id), so the token and the vector types are
+                // the same types as `V3`'s; forwarded contract for the load. F16C: see
+                // `f16_pair_v3`.
+                unsafe {
+                    let v3 = core::mem::transmute_copy::<S, pulp::x86::V3>(&simd);
+                    let (even, odd) = x86::f16_pair_v3_tile(v3, ptr);
+                    return (
+                        core::mem::transmute_copy::<pulp::f32x8, S::f32s>(&even),
+                        core::mem::transmute_copy::<pulp::f32x8, S::f32s>(&odd),
+                    );
+                }
+            }
+            // SAFETY: forwarded contract.
+            unsafe { Self::load_pair(simd, ptr) }
+        }
+
+        #[inline(always)]
+        unsafe fn load_row_tile<S: Simd>(simd: S, ptr: *const f16) -> S::f32s {
+            #[cfg(target_arch = "x86_64")]
+            if core::any::TypeId::of::<S>() == core::any::TypeId::of::<pulp::x86::V3>() {
+                // SAFETY: forwarded contract: the pair's words are whole (the packer pads the
+                // missing odd row), and its even row is this row.
+                return unsafe { Self::load_pair_tile(simd, ptr).0 };
+            }
+            // SAFETY: forwarded contract.
+            unsafe { Self::load_row(simd, ptr) }
+        }
+
+        #[inline(always)]
+        fn restore_order<S: Simd>(simd: S, sums: S::f32s) -> S::f32s {
+            #[cfg(target_arch = "x86_64")]
+            if core::any::TypeId::of::<S>() == core::any::TypeId::of::<pulp::x86::V3>() {
+                // SAFETY: `S` is `V3` (same type id): the same token and vector types.
+                unsafe {
+                    let v3 = core::mem::transmute_copy::<S, pulp::x86::V3>(&simd);
+                    let sums = core::mem::transmute_copy::<S::f32s, pulp::f32x8>(&sums);
+                    let plain = x86::restore_v3(v3, sums);
+                    return core::mem::transmute_copy::<pulp::f32x8, S::f32s>(&plain);
+                }
+            }
+            let _ = simd;
+            sums
+        }
+
         #[inline(always)]
         unsafe fn load_row<S: Simd>(simd: S, ptr: *const f16) -> S::f32s {
             #[cfg(target_arch = "x86_64")]
@@ -212,7 +294,7 @@ pub(crate) mod sealed {
 /// code in a function that does, so the conversion inlines into the microkernel there.
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use core::arch::x86_64::{__m256i, __m512i, _mm256_cvtph_ps};
+    use core::arch::x86_64::{__m128i, __m256i, __m512i, _mm256_cvtph_ps};
     use half::f16;
     use pulp::x86::{V3, V4};
 
@@ -251,6 +333,40 @@ mod x86 {
                 pulp::cast(_mm256_cvtph_ps(odd)),
             )
         }
+    }
+
+    /// Rows `p` (even) and `p + 1` of 8 columns of an `f16` panel at AVX2, each in the column
+    /// order `[0, 1, 4, 5, 2, 3, 6, 7]`: the two 8-word halves converted from memory
+    /// (`[e0, o0, e1, o1 | e2, o2, e3, o3]` and the same for columns 4–7), then `vshufps`
+    /// takes lanes 0 and 2 (even rows) or 1 and 3 (odd rows) of each 128-bit half of both.
+    ///
+    /// # Safety
+    /// As [`f16_pair_v3`].
+    #[inline(always)]
+    pub(super) unsafe fn f16_pair_v3_tile(simd: V3, ptr: *const f16) -> (pulp::f32x8, pulp::f32x8) {
+        // SAFETY: 16 readable bytes at `ptr` and 16 more after them, F16C: the caller's
+        // guarantee; the function calling this is compiled with F16C enabled (`Isa::dispatch`).
+        let (low, high) = unsafe {
+            (
+                _mm256_cvtph_ps(core::ptr::read_unaligned(ptr as *const __m128i)),
+                _mm256_cvtph_ps(core::ptr::read_unaligned(ptr.add(8) as *const __m128i)),
+            )
+        };
+        (
+            pulp::cast(simd.avx._mm256_shuffle_ps::<0b10_00_10_00>(low, high)),
+            pulp::cast(simd.avx._mm256_shuffle_ps::<0b11_01_11_01>(low, high)),
+        )
+    }
+
+    /// Columns `[0, 1, 4, 5, 2, 3, 6, 7]` (of [`f16_pair_v3_tile`]) back in order: one 64-bit
+    /// permute.
+    #[inline(always)]
+    pub(super) fn restore_v3(simd: V3, sums: pulp::f32x8) -> pulp::f32x8 {
+        let sums = simd.avx._mm256_castps_pd(pulp::cast(sums));
+        pulp::cast(
+            simd.avx
+                ._mm256_castpd_ps(simd.avx2._mm256_permute4x64_pd::<0b11_01_10_00>(sums)),
+        )
     }
 
     /// Gathers the even 16-bit halves of the 32 into the low 256 bits, the odd ones above.

@@ -109,7 +109,9 @@ where
 /// row starts `v · LANES` columns further, in the next panel (`panel_stride` elements on) once
 /// the tile crosses a panel boundary. Rows are consumed in pairs (the 16-bit layouts interleave
 /// them; for `f32` it is plain unrolling), each accumulator still adding its products in `k`
-/// order, so the result does not depend on the element type's grouping.
+/// order, so the result does not depend on the element type's grouping. The element type may
+/// deliver a vector's columns in another order (`Widen::load_pair_tile`); the sums are put
+/// back in order before they are returned.
 ///
 /// # Safety
 /// For every `p < kc`, `i < MR` and `v < NV`, `a.ptr + i·a.row_step + p·a.k_step` and the
@@ -177,7 +179,7 @@ unsafe fn accumulate_ahead<S: Simd, T: Element, const MR: usize, const NV: usize
         let mut odd = [zero; NV];
         for v in 0..NV {
             // SAFETY: rows `p` and `p + 1 < kc` of the tile, readable by the caller's guarantee.
-            (even[v], odd[v]) = unsafe { T::load_pair(simd, b_ptr.add(offsets[v])) };
+            (even[v], odd[v]) = unsafe { T::load_pair_tile(simd, b_ptr.add(offsets[v])) };
         }
         // SAFETY: elements (i, p) of the A tile, readable by the caller's guarantee.
         unsafe { rank_one(simd, &mut acc, &even, a_ptr, a.row_step) };
@@ -192,10 +194,15 @@ unsafe fn accumulate_ahead<S: Simd, T: Element, const MR: usize, const NV: usize
         let mut last = [zero; NV];
         for (v, b_v) in last.iter_mut().enumerate() {
             // SAFETY: the last row `p = kc - 1` of the tile, as above.
-            *b_v = unsafe { T::load_row(simd, b_ptr.add(offsets[v])) };
+            *b_v = unsafe { T::load_row_tile(simd, b_ptr.add(offsets[v])) };
         }
         // SAFETY: elements (i, kc - 1) of the A tile.
         unsafe { rank_one(simd, &mut acc, &last, a_ptr, a.row_step) };
+    }
+    for row in acc.iter_mut() {
+        for sums in row.iter_mut() {
+            *sums = T::restore_order(simd, *sums);
+        }
     }
     acc
 }
