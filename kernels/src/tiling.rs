@@ -36,6 +36,13 @@ pub(crate) struct AttentionTiling {
     pub block_tiles: usize,
 }
 
+/// Rows of the attention microkernel that computes a call of at most this many rows at a level
+/// whose `rows` is larger: the last call over `d_head = 64` (or over a 64-key tile) at AVX2's
+/// 6 rows has 4, which the 6-row kernel would compute as 6 (`TESSEL_ISA=avx2
+/// ATTENTION_CASES=self-512,self-1024 report attention`, 3 runs alternated: 0.68–0.70 →
+/// 0.70–0.71 and 0.73 → 0.73–0.74 of `fma-peak`).
+pub(crate) const ATTENTION_SHORT_ROWS: usize = 4;
+
 /// The most query tiles per attention prefill block of any level.
 pub(crate) const MAX_ATTENTION_BLOCK_TILES: usize = 8;
 

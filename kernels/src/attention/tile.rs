@@ -8,6 +8,7 @@
 //! are `stride` vectors apart, so a call may cover only some of the query vectors of a tile
 //! (the causal diagonal, where the later query vectors see more keys than the earlier ones).
 
+use crate::tiling::ATTENTION_SHORT_ROWS;
 use pulp::Simd;
 
 /// The strided left operand: `a(r, k) = data[r * row_step + k * depth_step]`.
@@ -114,10 +115,31 @@ pub(crate) fn tile<S: Simd, const MR: usize, const NR: usize>(
 }
 
 /// [`tile`] over `width` vectors (`1..=4`), a runtime count: the query vectors of a tile that
-/// see the keys of a segment.
+/// see the keys of a segment. A call of at most [`ATTENTION_SHORT_ROWS`] rows runs the kernel
+/// of that many rows.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(crate) fn tile_of_width<S: Simd, const MR: usize>(
+    simd: S,
+    width: usize,
+    a: Lhs<'_>,
+    rows: usize,
+    depth: usize,
+    b: Rows<&[S::f32s]>,
+    c: Rows<&mut [S::f32s]>,
+    store: Store<'_, S::f32s>,
+) {
+    if MR > ATTENTION_SHORT_ROWS && rows <= ATTENTION_SHORT_ROWS {
+        tile_of_width_rows::<S, ATTENTION_SHORT_ROWS>(simd, width, a, rows, depth, b, c, store);
+    } else {
+        tile_of_width_rows::<S, MR>(simd, width, a, rows, depth, b, c, store);
+    }
+}
+
+/// [`tile`] of `MR` rows over `width` vectors.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn tile_of_width_rows<S: Simd, const MR: usize>(
     simd: S,
     width: usize,
     a: Lhs<'_>,
