@@ -115,9 +115,13 @@ pub(crate) const AVX512: LevelTiling = LevelTiling {
 
 /// AVX2 (16 ymm registers, 8 lanes).
 ///
-/// GEMM: 6 × 16 tile, 12 accumulators of 16 registers. `kc = 512` measured 2–4% faster than
-/// 256 here (512³ and 64×512×512 with `TESSEL_ISA=avx2`, ratios to the `gemm` crate in the same
-/// runs; 1024 and `mc` 72–288 no better): one pass over `C` fewer for `k <= 512`.
+/// GEMM: 6 × 16 tile, 12 accumulators of 16 registers. `kc = 1024`: one pass over `C` for
+/// `k <= 1024`, two for Whisper's `1500 × 1536 × 384` (the micro-panel is then served from L2
+/// with prefetch, as at AVX-512). On Zen 4 at `TESSEL_ISA=avx2`, 1 thread, the best of many runs
+/// against the same run's `fma-peak`, 6 runs alternated: `1024³` 0.76–0.85 with 512, 0.85–0.88
+/// with 1024; `1500 × 1536 × 384` 0.78–0.81 → 0.80–0.84; shapes with `k <= 512` unchanged
+/// (512³ 0.95). 256 was slower than 512 on every shape (two passes over `C` for `k = 384`);
+/// `mc` 72–288 made no difference on Zen 5.
 ///
 /// Attention: 6 × 2 ymm accumulators, 16 queries: the 12 accumulators, the two `B` vectors and
 /// the broadcast take 15 registers. 4 × 3 took all 16, and the compiler spilled an accumulator
@@ -133,7 +137,7 @@ pub(crate) const AVX2: LevelTiling = LevelTiling {
         mr: 6,
         nv: 2,
         mc: 6 * 24,
-        kc: 512,
+        kc: 1024,
     },
     gemm_small_rows: 6,
     attention: AttentionTiling {
