@@ -268,6 +268,7 @@ unsafe fn panel_tiles<S: Simd, U: Element, const MR: usize, const NV: usize>(
                 row_step: a.stride,
                 k_step: 1,
             };
+            out.prefetch_tile::<MR>(row, col0, width);
             // SAFETY: the tile's `MR` rows from `row` (inside the block's rows) and columns
             // `[pc, pc + kc)` lie inside the validated `A`; its `tile_cols` columns stay inside
             // the panel (the stride between panels is never used), whose `kc` rows are readable.

@@ -291,6 +291,17 @@ pub(crate) struct TileAt {
 }
 
 impl Output<'_> {
+    /// Hints the lines of `C` a tile of `MR` rows will store (its first and last column of each
+    /// row), so that their reads for ownership overlap the tile's multiply-adds.
+    #[inline(always)]
+    pub(crate) fn prefetch_tile<const MR: usize>(&self, row0: usize, col0: usize, cols: usize) {
+        for i in 0..MR {
+            let row = self.c.wrapping_add((row0 + i) * self.ldc + col0);
+            prefetch(row);
+            prefetch(row.wrapping_add(cols.saturating_sub(1)));
+        }
+    }
+
     /// Writes the valid part of a tile: `C = acc` (first block) or `C += acc`, and on the last
     /// block `C = activation(C + bias) + residual`.
     ///
