@@ -2,13 +2,15 @@
 //! best time of the same run's `fma-peak`: `TESSEL_ISA=avx2 cargo run --release -p tessel-bench
 //! --example gemm_best -- 1024x1024x1024 1500x1536x384`; a shape written `i8:MxKxN` runs the
 //! int8 product with the level's fastest int8 primitive (its rate counted as 2·m·k·n
-//! operations, so a ratio above 1 is above the f32 peak).
+//! operations, so a ratio above 1 is above the f32 peak), and `attn:NAME` the attention case
+//! `NAME` of `report attention` (e.g. `attn:self-1024`).
 //!
 //! `report gemm` prints medians, which on a shared machine move by ±5% between runs; the best
 //! of many runs moves less, so it is what compares two builds' blocking constants.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use tessel_bench::suites::attention::{self, Workload};
 use tessel_bench::suites::gemm::{fma_peak, Case, PEAK_ITERATIONS};
 use tessel_bench::suites::gemm_int8::Int8Case;
 use tessel_kernels::gemm::int8::I8Kernel;
@@ -20,15 +22,27 @@ const MIN_RUNS: usize = 10;
 const SHAPE_TIME: Duration = Duration::from_millis(1500);
 const MAX_RUNS: usize = 500;
 
-/// `m × k × n` and whether the product is int8 (`i8:` before the shape).
-fn parse(arg: &str) -> Option<(bool, usize, usize, usize)> {
+/// One measured product.
+enum Job {
+    F32(usize, usize, usize),
+    Int8(usize, usize, usize),
+    Attention(attention::Case),
+}
+
+/// `MxKxN`, `i8:MxKxN` or `attn:NAME`.
+fn parse(arg: &str) -> Option<Job> {
+    if let Some(name) = arg.strip_prefix("attn:") {
+        let case = attention::CASES.iter().find(|c| c.name == name)?;
+        return Some(Job::Attention(*case));
+    }
     let (int8, shape) = match arg.strip_prefix("i8:") {
         Some(shape) => (true, shape),
         None => (false, arg),
     };
     let mut dims = shape.split('x').map(|d| d.parse::<usize>().ok());
     match (dims.next()??, dims.next()??, dims.next()??, dims.next()) {
-        (m, k, n, None) => Some((int8, m, k, n)),
+        (m, k, n, None) if int8 => Some(Job::Int8(m, k, n)),
+        (m, k, n, None) => Some(Job::F32(m, k, n)),
         _ => None,
     }
 }
@@ -46,7 +60,7 @@ fn main() -> ExitCode {
         match parse(&arg) {
             Some(shape) => shapes.push(shape),
             None => {
-                eprintln!("gemm_best: `{arg}` is not m x k x n (e.g. 512x512x512)");
+                eprintln!("gemm_best: `{arg}` is not MxKxN, i8:MxKxN or attn:NAME");
                 return ExitCode::from(2);
             }
         }
@@ -59,18 +73,26 @@ fn main() -> ExitCode {
         peak = peak.min(start.elapsed().as_secs_f64() / flops);
     }
     print!("{} fma-peak {:.1} GFLOP/s", isa.level(), 1e-9 / peak);
-    for (int8, m, k, n) in shapes {
-        let best = if int8 {
-            let mut case = Int8Case::new(m, k, n);
-            let kernel = I8Kernel::best(isa);
-            best_time(|| case.run_int8(kernel))
-        } else {
-            let mut case = Case::new(m, k, n);
-            best_time(|| case.tessel(isa))
+    for job in shapes {
+        let (name, flops, best) = match job {
+            Job::F32(m, k, n) => {
+                let mut case = Case::new(m, k, n);
+                let best = best_time(|| case.tessel(isa));
+                (format!("{m}x{k}x{n}"), 2.0 * (m * k * n) as f64, best)
+            }
+            Job::Int8(m, k, n) => {
+                let mut case = Int8Case::new(m, k, n);
+                let kernel = I8Kernel::best(isa);
+                let best = best_time(|| case.run_int8(kernel));
+                (format!("i8:{m}x{k}x{n}"), 2.0 * (m * k * n) as f64, best)
+            }
+            Job::Attention(case) => {
+                let mut work = Workload::new(case, isa);
+                let best = best_time(|| work.run_tessel(isa));
+                (format!("attn:{}", case.name), case.flops(), best)
+            }
         };
-        let flops = 2.0 * (m * k * n) as f64;
-        let prefix = if int8 { "i8:" } else { "" };
-        print!(" {prefix}{m}x{k}x{n} {:.3}", flops * peak / best);
+        print!(" {name} {:.3}", flops * peak / best);
     }
     println!();
     ExitCode::SUCCESS
