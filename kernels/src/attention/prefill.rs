@@ -12,7 +12,7 @@
 
 use super::band::Band;
 use super::prefetch::prefetch_rows;
-use super::tile::{tile_of_width, Lhs, Rows, Store};
+use super::tile::{tile_of_width, Lhs, Product, Rows, Store};
 use super::{Checked, Operands, StridedMut};
 use crate::error::KernelError;
 use crate::isa::Isa;
@@ -474,22 +474,21 @@ fn tile_step<S: Simd, const MR: usize, const NR: usize>(
                     row_step: d,
                     depth_step: 1,
                 };
-                tile_of_width::<S, MR>(
-                    simd,
-                    vectors.len(),
-                    k_rows,
-                    n,
-                    d,
-                    Rows {
+                let product = Product {
+                    a: k_rows,
+                    rows: n,
+                    depth: d,
+                    b: Rows {
                         data: &q_t[vectors.start..],
                         stride: NR,
                     },
-                    Rows {
+                    c: Rows {
                         data: &mut s_t[jr * NR + vectors.start..],
                         stride: NR,
                     },
-                    Store::Overwrite,
-                );
+                    store: Store::Overwrite,
+                };
+                tile_of_width::<S, MR>(simd, vectors.len(), product);
                 jr += n;
             }
         });
@@ -551,22 +550,21 @@ fn tile_step<S: Simd, const MR: usize, const NR: usize>(
                 row_step: 1,
                 depth_step: d,
             };
-            tile_of_width::<S, MR>(
-                simd,
-                vectors.len(),
-                v_cols,
-                n,
-                rows.len(),
-                Rows {
+            let product = Product {
+                a: v_cols,
+                rows: n,
+                depth: rows.len(),
+                b: Rows {
                     data: &p[rows.start * NR + vectors.start..],
                     stride: NR,
                 },
-                Rows {
+                c: Rows {
                     data: &mut o_t[cr * NR + vectors.start..],
                     stride: NR,
                 },
                 store,
-            );
+            };
+            tile_of_width::<S, MR>(simd, vectors.len(), product);
             cr += n;
         }
     });

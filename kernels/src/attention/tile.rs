@@ -36,6 +36,16 @@ pub(crate) enum Store<'a, V> {
     Rescale(&'a [V]),
 }
 
+/// One call of the microkernel: `c(r) = Σ_{k < depth} a(r, k) · b(k)` for `r < rows`.
+pub(crate) struct Product<'a, V> {
+    pub a: Lhs<'a>,
+    pub rows: usize,
+    pub depth: usize,
+    pub b: Rows<&'a [V]>,
+    pub c: Rows<&'a mut [V]>,
+    pub store: Store<'a, V>,
+}
+
 /// Whether `rows` rows of `NR` vectors, `stride` apart, fit in `len` vectors.
 fn rows_fit<const NR: usize>(rows: usize, stride: usize, len: usize) -> bool {
     rows == 0
@@ -45,8 +55,7 @@ fn rows_fit<const NR: usize>(rows: usize, stride: usize, len: usize) -> bool {
             .is_some_and(|n| n <= len)
 }
 
-/// `c(r) = Σ_{k < depth} a(r, k) · b(k)` for `r < rows`, each a row of `NR` vectors, stored as
-/// `store` says.
+/// `product`, each of its rows a row of `NR` vectors, stored as its `store` says.
 ///
 /// The caller guarantees `1 <= rows <= MR`, that `b` holds `depth` rows and `c` `rows` rows,
 /// that `a` spans `(rows-1)·row_step + (depth-1)·depth_step + 1` elements and that a `Rescale`
@@ -55,13 +64,16 @@ fn rows_fit<const NR: usize>(rows: usize, stride: usize, len: usize) -> bool {
 #[inline(always)]
 pub(crate) fn tile<S: Simd, const MR: usize, const NR: usize>(
     simd: S,
-    a: Lhs<'_>,
-    rows: usize,
-    depth: usize,
-    b: Rows<&[S::f32s]>,
-    c: Rows<&mut [S::f32s]>,
-    store: Store<'_, S::f32s>,
+    product: Product<'_, S::f32s>,
 ) {
+    let Product {
+        a,
+        rows,
+        depth,
+        b,
+        c,
+        store,
+    } = product;
     let a_span = (rows.saturating_sub(1))
         .saturating_mul(a.row_step)
         .saturating_add(depth.saturating_sub(1).saturating_mul(a.depth_step))
@@ -117,43 +129,31 @@ pub(crate) fn tile<S: Simd, const MR: usize, const NR: usize>(
 /// [`tile`] over `width` vectors (`1..=4`), a runtime count: the query vectors of a tile that
 /// see the keys of a segment. A call of at most [`ATTENTION_SHORT_ROWS`] rows runs the kernel
 /// of that many rows.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(crate) fn tile_of_width<S: Simd, const MR: usize>(
     simd: S,
     width: usize,
-    a: Lhs<'_>,
-    rows: usize,
-    depth: usize,
-    b: Rows<&[S::f32s]>,
-    c: Rows<&mut [S::f32s]>,
-    store: Store<'_, S::f32s>,
+    product: Product<'_, S::f32s>,
 ) {
-    if MR > ATTENTION_SHORT_ROWS && rows <= ATTENTION_SHORT_ROWS {
-        tile_of_width_rows::<S, ATTENTION_SHORT_ROWS>(simd, width, a, rows, depth, b, c, store);
+    if MR > ATTENTION_SHORT_ROWS && product.rows <= ATTENTION_SHORT_ROWS {
+        tile_of_width_rows::<S, ATTENTION_SHORT_ROWS>(simd, width, product);
     } else {
-        tile_of_width_rows::<S, MR>(simd, width, a, rows, depth, b, c, store);
+        tile_of_width_rows::<S, MR>(simd, width, product);
     }
 }
 
 /// [`tile`] of `MR` rows over `width` vectors.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn tile_of_width_rows<S: Simd, const MR: usize>(
     simd: S,
     width: usize,
-    a: Lhs<'_>,
-    rows: usize,
-    depth: usize,
-    b: Rows<&[S::f32s]>,
-    c: Rows<&mut [S::f32s]>,
-    store: Store<'_, S::f32s>,
+    product: Product<'_, S::f32s>,
 ) {
     match width {
-        1 => tile::<S, MR, 1>(simd, a, rows, depth, b, c, store),
-        2 => tile::<S, MR, 2>(simd, a, rows, depth, b, c, store),
-        3 => tile::<S, MR, 3>(simd, a, rows, depth, b, c, store),
-        4 => tile::<S, MR, 4>(simd, a, rows, depth, b, c, store),
+        1 => tile::<S, MR, 1>(simd, product),
+        2 => tile::<S, MR, 2>(simd, product),
+        3 => tile::<S, MR, 3>(simd, product),
+        4 => tile::<S, MR, 4>(simd, product),
         _ => debug_assert!(false, "attention tile width {width} out of range"),
     }
 }
