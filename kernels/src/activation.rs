@@ -342,7 +342,7 @@ pub fn gelu_erf<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
 /// `σ(v) = 1/(1 + e^{-v})` (no cancellation for negative `x`).
 ///
 /// `u` is computed from `x` clamped to `[-9.5, 9]`, where `e^{-2u}` stays within
-/// `[1.4e-29, 1.4e33]` (no overflow, no flush: [`exp_in_range`]), and the result is
+/// `[1.4e-29, 1.4e33]` (no overflow, no flush: `exp_in_range`), and the result is
 /// `max(x, -9.5) · σ(2u)`: above 9, `σ = 1` exactly in `f32` and the result is `x`; below
 /// -9.5 it is a value of magnitude below `7e-33` where the exact one is smaller still. The
 /// quotient is [`reciprocal`] (no division on AVX-512/AVX2). 22 vector operations on
@@ -370,7 +370,7 @@ pub fn gelu_tanh<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
 /// SiLU (swish): `x · σ(x)`.
 ///
 /// `σ` is computed from `x` clamped to `[-87, 20]`, where `e^{-x}` stays in
-/// [`exp_in_range`]'s domain, and the result is `max(x, -87) · σ(x)`: above 20, `σ = 1` exactly
+/// `exp_in_range`'s domain, and the result is `max(x, -87) · σ(x)`: above 20, `σ = 1` exactly
 /// in `f32` and the result is `x`; below -87 it is a value of magnitude below `2e-36` where the
 /// exact one is smaller still. Within [`SILU_MAX_ERROR`] · `max(1, |x|)` of the exact value;
 /// NaN stays NaN.

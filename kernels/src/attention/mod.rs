@@ -31,7 +31,7 @@
 //! input propagates to the outputs it reaches (a NaN in the V row of a key masked inside a
 //! computed tile may reach the query too: its weight is 0, and 0 · NaN is NaN).
 //!
-//! Tile sizes per level (queries × register tile, from [`crate::tiling`]): AVX-512 48 queries,
+//! Tile sizes per level (queries × register tile, from `tiling.rs`): AVX-512 48 queries,
 //! 8 × 3 zmm accumulators; AVX2 16 queries, 6 × 2 ymm; NEON 12 queries, 8 × 3; scalar 4
 //! queries, 4 × 4. Calls with at most 8 queries (a beam of up to 8) take the decode path at
 //! every level.

@@ -11,9 +11,9 @@
 //! infinity becomes zeros with `d = NaN`, so every output of that row is NaN (as an `f32`
 //! product with such a row would be NaN or infinite).
 //!
-//! The row is then stored in the form its microkernel reads ([`AFormat`]), with row stride
-//! [`AFormat::row_bytes`] and zero values past `k` and for the padding rows up to a multiple of
-//! [`ROW_PAD`].
+//! The row is then stored in the form its microkernel reads (`AFormat`), with row stride
+//! `AFormat::row_bytes` and zero values past `k` and for the padding rows up to a multiple of
+//! `ROW_PAD`.
 
 use crate::gemm::int8::packed::{round_clamp, K_GROUP, TINY};
 use crate::gemm::MatRef;
