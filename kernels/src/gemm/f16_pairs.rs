@@ -318,6 +318,13 @@ unsafe fn pair_step<P: Pairs, const G: usize>(
     }
 }
 
+/// Most rows of a several-row tile ([`rows`]): at [`PASS_VECTORS`] = 2 its `4·MR` sums, the
+/// two loaded weight vectors and the broadcast pair fit AVX-512's 32 registers up to 6 rows.
+pub(crate) const MAX_ROWS: usize = 6;
+
+/// Vectors of columns per pass over the depth of a several-row tile: one AVX-512 panel.
+pub(crate) const PASS_VECTORS: usize = 2;
+
 /// `MR × NV·LANES` tile of several rows of `A` (`a.k_step` 1, `a.row_step` apart), one pass
 /// over the depth per `G` vectors of columns (`4·MR` accumulators for `G = 2`).
 ///

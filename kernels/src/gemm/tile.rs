@@ -82,8 +82,8 @@ where
         return None;
     }
     // SAFETY: `S` is `P` (same type id), whose `Out` is `S::f32s` (`f32x16` for `V4`, `f32x8`
-    // for `V3`), so the arrays have the same layout; forwarded contract (and `G = 2` divides
-    // `NV` for `rows`).
+    // for `V3`), so the arrays have the same layout; forwarded contract (and `PASS_VECTORS`
+    // divides `NV` for `rows`).
     unsafe {
         if MR == 1 {
             let one = [super::f16_pairs::row::<P, NV>(kc, a, b, panel_stride)];
@@ -92,8 +92,9 @@ where
                 [[S::f32s; NV]; MR],
             >(&one));
         }
-        if P::LANES == 16 && MR <= 6 && NV.is_multiple_of(2) {
-            let acc = super::f16_pairs::rows::<P, MR, NV, 2>(kc, a, b, panel_stride);
+        use super::f16_pairs::{MAX_ROWS, PASS_VECTORS};
+        if P::LANES == 16 && MR <= MAX_ROWS && NV.is_multiple_of(PASS_VECTORS) {
+            let acc = super::f16_pairs::rows::<P, MR, NV, PASS_VECTORS>(kc, a, b, panel_stride);
             return Some(core::mem::transmute_copy::<
                 [[P::Out; NV]; MR],
                 [[S::f32s; NV]; MR],
