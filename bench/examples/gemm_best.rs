@@ -11,8 +11,9 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tessel_bench::suites::attention::{self, Workload};
-use tessel_bench::suites::gemm::{fma_peak, Case, PEAK_ITERATIONS};
+use tessel_bench::suites::gemm::Case;
 use tessel_bench::suites::gemm_int8::Int8Case;
+use tessel_bench::suites::peaks::{fma_peak, PEAK_ITERATIONS};
 use tessel_kernels::gemm::int8::I8Kernel;
 
 /// Runs of `fma-peak` whose best time is the peak.

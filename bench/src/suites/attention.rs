@@ -380,11 +380,11 @@ fn selected(name: &str) -> bool {
     words.is_empty() || words.split(',').any(|word| name.contains(word.trim()))
 }
 
-/// The same-run `fma-peak` record at `isa` (see [`super::gemm::fma_peak`]).
+/// The same-run `fma-peak` record at `isa` (see [`super::peaks::fma_peak`]).
 fn fma_peak_record(budget: Budget, isa: Isa) -> Record {
     let mut flops = 0.0;
     let ns = median_ns(budget, || {
-        flops = super::gemm::fma_peak(isa, super::gemm::PEAK_ITERATIONS)
+        flops = super::peaks::fma_peak(isa, super::peaks::PEAK_ITERATIONS)
     });
     Record::new(
         "attention",

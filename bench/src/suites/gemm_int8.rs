@@ -13,7 +13,7 @@
 //!
 //! Weights and activations live in 64-byte aligned buffers, as the model stores them.
 
-use super::gemm::{fma_peak, stream_read};
+use super::peaks::{fma_peak, stream_read, PEAK_ITERATIONS};
 use crate::{median_ns, round_robin_median_ns, Budget, Record, Work};
 use tessel_kernels::gemm::int8::{
     gemm_i8_scratch, gemm_i8_with, packed_i8_len, I8Kernel, PackedI8,
@@ -197,9 +197,6 @@ pub fn run(budget: Budget, isa: Isa, emit: &mut dyn FnMut(Record)) {
         }
     }
 }
-
-/// Steps of one timed peak run.
-const PEAK_ITERATIONS: usize = 1 << 18;
 
 /// Runs `iterations` steps of independent chains of `kernel`'s multiply-add sequence on
 /// registers and returns the operations done (2 per multiply-add), or 0 where this build has

@@ -7,6 +7,7 @@ pub mod e2e;
 pub mod gemm;
 pub mod gemm_int8;
 pub mod norm;
+pub mod peaks;
 
 /// A suite: its name and the function that measures it.
 pub struct Suite {
