@@ -232,13 +232,16 @@ impl<W: AsRef<[i8]> + AsMut<[i8]>> PackedI8<W> {
 pub(crate) const TINY: f32 = 7.523_164e-37;
 
 /// Rounds to nearest (ties to even) and clamps to `±127`.
+#[inline(always)]
 pub(crate) fn round_clamp(y: f32) -> i8 {
-    // Adding and subtracting 1.5 · 2^23 rounds any |y| < 2^22 to an integer, ties to even, in
-    // the default rounding mode; the clamp comes first so |y| <= 127 there (callers never pass
-    // NaN).
+    // Adding 1.5 · 2^23 rounds any |y| < 2^22 to an integer, ties to even, in the default
+    // rounding mode, and leaves the sum in [2^23, 2^24), where one unit is one step of the
+    // bit pattern: the bits minus those of 1.5 · 2^23 are the integer. The clamp comes first
+    // (as compares and selects, which vectorise), so |y| <= 127 there (callers never pass NaN).
     const MAGIC: f32 = 12_582_912.0;
-    let y = y.clamp(-127.0, 127.0);
-    ((y + MAGIC) - MAGIC) as i8
+    let y = if y > 127.0 { 127.0 } else { y };
+    let y = if y < -127.0 { -127.0 } else { y };
+    ((y + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32) as i8
 }
 
 /// Zeroes `dst` (the padding) and packs each channel: `channel(j, put)` calls `put(p, q)` for
