@@ -2,7 +2,8 @@
 //! best time of the same run's `fma-peak`: `TESSEL_ISA=avx2 cargo run --release -p tessel-bench
 //! --example gemm_best -- 1024x1024x1024 1500x1536x384`; a shape written `i8:MxKxN` runs the
 //! int8 product with the level's fastest int8 primitive (its rate counted as 2·m·k·n
-//! operations, so a ratio above 1 is above the f32 peak), and `attn:NAME` the attention case
+//! operations, so a ratio above 1 is above the f32 peak; the primitive's own `int8-peak` is
+//! printed beside `fma-peak` as the same ratio), and `attn:NAME` the attention case
 //! `NAME` of `report attention` (e.g. `attn:self-1024`).
 //!
 //! `report gemm` prints medians, which on a shared machine move by ±5% between runs; the best
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tessel_bench::suites::attention::{self, Workload};
 use tessel_bench::suites::gemm::Case;
-use tessel_bench::suites::gemm_int8::Int8Case;
+use tessel_bench::suites::gemm_int8::{int8_peak, Int8Case};
 use tessel_bench::suites::peaks::{fma_peak, PEAK_ITERATIONS};
 use tessel_kernels::gemm::int8::I8Kernel;
 
@@ -74,6 +75,18 @@ fn main() -> ExitCode {
         peak = peak.min(start.elapsed().as_secs_f64() / flops);
     }
     print!("{} fma-peak {:.1} GFLOP/s", isa.level(), 1e-9 / peak);
+    if shapes.iter().any(|job| matches!(job, Job::Int8(..))) {
+        let kernel = I8Kernel::best(isa);
+        let mut int8 = f64::MAX;
+        for _ in 0..PEAK_RUNS {
+            let start = Instant::now();
+            let ops = int8_peak(kernel, PEAK_ITERATIONS);
+            int8 = int8.min(start.elapsed().as_secs_f64() / ops);
+        }
+        if int8.is_finite() {
+            print!(" int8-peak ({kernel}) {:.3}", peak / int8);
+        }
+    }
     for job in shapes {
         let (name, flops, best) = match job {
             Job::F32(m, k, n) => {

@@ -211,7 +211,7 @@ pub fn int8_peak(kernel: I8Kernel, iterations: usize) -> f64 {
                 "avx512-vnni" => return x86::vnni512(iterations),
                 "avx-vnni" => return x86::vnni256(iterations),
                 "avx512bw" => return x86::bw512(iterations),
-                "avx2" => return x86::sign256(iterations),
+                "avx2" => return x86::complement256(iterations),
                 _ => {}
             }
         }
@@ -274,26 +274,29 @@ mod x86 {
         (iterations * CHAINS * 32 * 2) as f64
     }
 
-    /// The AVX2 sign-trick sequence (`vpsignb`, `vpmaddubsw`, `vpmaddwd`, `vpaddd`): 32
+    /// The AVX2 complement-trick sequence (`vpxor`, `vpmaddubsw`, `vpmaddwd`, `vpaddd`): 32
     /// multiply-adds per sequence. The weights vector changes every step (a running `vpaddb`)
-    /// so nothing can be hoisted out of the loop.
+    /// so nothing can be hoisted out of the loop. Three rows keep every operand in the 16
+    /// vector registers (four spill, and measured 1.41–1.78× `fma-peak` on Zen 4 against 1.85×).
     ///
     /// # Safety
     /// The CPU has AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn sign256(iterations: usize) -> f64 {
-        const ROWS: usize = 4;
+    pub(super) unsafe fn complement256(iterations: usize) -> f64 {
+        const ROWS: usize = 3;
         let ones = _mm256_set1_epi16(1);
         let step = _mm256_set1_epi8(black_box(1));
         let mut b = _mm256_set1_epi8(black_box(-5));
         let a: [__m256i; ROWS] = core::array::from_fn(|i| _mm256_set1_epi8(black_box(i as i8 - 2)));
         let abs: [__m256i; ROWS] = core::array::from_fn(|i| _mm256_abs_epi8(a[i]));
+        let mask: [__m256i; ROWS] =
+            core::array::from_fn(|i| _mm256_cmpgt_epi8(_mm256_setzero_si256(), a[i]));
         let mut acc = [[_mm256_setzero_si256(); 2]; ROWS];
         for _ in 0..black_box(iterations) {
             let bs = [b, _mm256_add_epi8(b, step)];
             for (i, row) in acc.iter_mut().enumerate() {
                 for (chain, &bv) in row.iter_mut().zip(&bs) {
-                    let pairs = _mm256_maddubs_epi16(abs[i], _mm256_sign_epi8(bv, a[i]));
+                    let pairs = _mm256_maddubs_epi16(abs[i], _mm256_xor_si256(bv, mask[i]));
                     *chain = _mm256_add_epi32(*chain, _mm256_madd_epi16(pairs, ones));
                 }
             }

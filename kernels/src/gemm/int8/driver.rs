@@ -51,12 +51,21 @@ pub(crate) trait Dot: Copy {
     /// # Safety
     /// They must be readable.
     unsafe fn load_b(self, ptr: *const i8) -> Self::B;
-    /// Loads one group of a row of `A` at `ptr` (and, for [`AFormat::SignedAbs`], its absolute
-    /// values `kp` bytes further).
+    /// The accumulator a row's sums start from: zero, unless the primitive's products are off
+    /// by a constant per row ([`Avx2`](super::x86::Avx2)), which it then reads from the row.
+    ///
+    /// # Safety
+    /// The row of `A` at `row`, stored in `FORMAT` for depth `kp`, must be readable.
+    #[inline(always)]
+    unsafe fn start(self, row: *const i8, kp: usize) -> Self::Acc {
+        let _ = (row, kp);
+        self.zero()
+    }
+    /// Loads one group of a row of `A` at `ptr` (`FORMAT.group_bytes()` bytes).
     ///
     /// # Safety
     /// They must be readable.
-    unsafe fn load_a(self, ptr: *const i8, kp: usize) -> Self::A;
+    unsafe fn load_a(self, ptr: *const i8) -> Self::A;
     /// `acc + a · b`, four products per lane.
     fn madd(self, acc: Self::Acc, a: Self::A, b: Self::B) -> Self::Acc;
     /// `x + y` lane by lane (wrapping, as every accumulation is).
@@ -320,7 +329,8 @@ unsafe fn tile<D: Dot, const MR: usize, const NV: usize>(
     });
     let a: [*const i8; MR] =
         core::array::from_fn(|i| job.a.wrapping_add((row0 + i) * job.a_stride));
-    let mut acc = [[d.zero(); NV]; MR];
+    // SAFETY: the padded rows of `A` exist (caller).
+    let mut acc: [[D::Acc; NV]; MR] = a.map(|a_i| [unsafe { d.start(a_i, job.kp) }; NV]);
     let groups = job.kp / K_GROUP;
     let mut b = job.b;
     for g in 0..groups {
@@ -335,7 +345,7 @@ unsafe fn tile<D: Dot, const MR: usize, const NV: usize>(
         let bv: [D::B; NV] = core::array::from_fn(|v| unsafe { d.load_b(b.add(offsets[v])) });
         for (row, &a_i) in acc.iter_mut().zip(&a) {
             // SAFETY: group `g` of a padded row of `A` (and its absolute values).
-            let a_g = unsafe { d.load_a(a_i.add(g * K_GROUP), job.kp) };
+            let a_g = unsafe { d.load_a(a_i.add(g * D::FORMAT.group_bytes())) };
             for (acc_iv, &b_v) in row.iter_mut().zip(&bv) {
                 *acc_iv = d.madd(*acc_iv, a_g, b_v);
             }
@@ -410,17 +420,19 @@ unsafe fn panel_row<D: Dot, const NV: usize, const PH: usize>(
     let a = job.a.wrapping_add(row0 * job.a_stride);
     let groups = job.kp / K_GROUP;
     let mut acc = [[d.zero(); NV]; PH];
+    // SAFETY: row `row0` of `A` exists (caller).
+    acc[0] = [unsafe { d.start(a, job.kp) }; NV];
     let mut g = 0;
     while g + PH <= groups {
         for (ph, acc_ph) in acc.iter_mut().enumerate() {
             // SAFETY: group `g + ph < groups` (caller's panel and row).
-            unsafe { group_row(d, job.kp, a, b, g + ph, acc_ph) };
+            unsafe { group_row(d, a, b, g + ph, acc_ph) };
         }
         g += PH;
     }
     while g < groups {
         // SAFETY: as above.
-        unsafe { group_row(d, job.kp, a, b, g, &mut acc[0]) };
+        unsafe { group_row(d, a, b, g, &mut acc[0]) };
         g += 1;
     }
     let mut sums = acc[0];
@@ -435,11 +447,10 @@ unsafe fn panel_row<D: Dot, const NV: usize, const PH: usize>(
 /// Adds group `g` of the row at `a` times group row `g` of the panel at `b` into `acc`.
 ///
 /// # Safety
-/// Group `g` of the row (and its absolute values, `kp` bytes on) and of the panel must exist.
+/// Group `g` of the row and of the panel must exist.
 #[inline(always)]
 unsafe fn group_row<D: Dot, const NV: usize>(
     d: D,
-    kp: usize,
     a: *const i8,
     b: *const i8,
     g: usize,
@@ -451,7 +462,7 @@ unsafe fn group_row<D: Dot, const NV: usize>(
         prefetch(row.wrapping_add(ROW_PREFETCH_BYTES + 64));
     }
     // SAFETY: group `g` of the row of `A` (and its absolute values) exists (caller).
-    let a_g = unsafe { d.load_a(a.add(g * K_GROUP), kp) };
+    let a_g = unsafe { d.load_a(a.add(g * D::FORMAT.group_bytes())) };
     for (v, acc_v) in acc.iter_mut().enumerate() {
         // SAFETY: vector `v` of group row `g` lies inside the panel (caller).
         let b_v = unsafe { d.load_b(row.add(v * D::LANES * K_GROUP)) };

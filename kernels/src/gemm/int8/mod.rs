@@ -24,11 +24,16 @@
 //! wrap-around, so any intermediate overflow cancels modulo `2^32` and the result is `S`:
 //! - scalar and NEON (`sdot`, or `smull` to `i16` — `16129 < 2^15` — and `sadalp`) multiply
 //!   `i8 · i8` directly;
-//! - AVX2 and AVX-512 BW (`vpmaddubsw`, `u8 × s8` with adjacent pairs summed into a *saturating*
-//!   `i16`) use the sign trick: the unsigned operand is `|q_A| <= 127` and the signed one is
-//!   `q_W · sign(q_A)` in `[-127, 127]` (`vpsignb`, or a masked `0 - q_W` on AVX-512, which has
-//!   no `vpsignb`), so each pair sum is at most `2 · 127 · 127 = 32258 < 32767`: the saturation
-//!   can never trigger. `vpmaddwd` by ones then adds the pairs into `i32` exactly;
+//! - AVX-512 BW (`vpmaddubsw`, `u8 × s8` with adjacent pairs summed into a *saturating* `i16`)
+//!   uses the sign trick: the unsigned operand is `|q_A| <= 127` and the signed one is
+//!   `q_W · sign(q_A)` in `[-127, 127]` (a masked `0 - q_W`), so each pair sum is at most
+//!   `2 · 127 · 127 = 32258 < 32767`: the saturation can never trigger. `vpmaddwd` by ones then
+//!   adds the pairs into `i32` exactly;
+//! - AVX2 (`vpmaddubsw` too) uses the complement trick, which needs no `vpsignb`: the signed
+//!   operand is `q_W XOR m` with `m = -1` where `q_A < 0` (else `0`), i.e. `q_W` or
+//!   `-q_W - 1 ∈ [-128, 126]`, so each pair sum is at most `2 · 127 · 128 = 32512 < 32767` and
+//!   never saturates; each product with `q_A < 0` is `|q_A| (-q_W - 1) = q_A q_W - |q_A|`, so
+//!   the row's accumulators start from `Σ_{q_A < 0} |q_A| <= 127 k`, stored with the row;
 //! - AVX-VNNI and AVX-512 VNNI (`vpdpbusd`: four `u8 × s8` products added to an `i32` lane
 //!   without saturation) use the offset trick: the unsigned operand is `q_A + 128 ∈ [1, 255]`,
 //!   and the packed header's channel sum gives the compensation:
@@ -44,12 +49,14 @@
 //! depend on the thread count. The activations are quantised on the calling thread into the
 //! caller's scratch ([`gemm_i8_scratch`]); nothing allocates.
 //!
-//! Measured here (`report gemm`, AMD EPYC Zen 5, one thread, ratios to the `f32` weight in the
-//! same run): the VNNI primitives run `m >= 4` products at 3.1–3.5× the `f32` GEMM and reach
-//! 4.0× the FMA peak in their own peak loop; the sign-trick primitives are bounded by their
-//! four-instruction sequence at ~1.65–1.7× the FMA peak (`int8-peak`) and run at 1.7–1.9×
-//! (AVX2) and 1.4–1.7× (AVX-512 BW). At `m = 1` on an L2-resident `512 × 2048` weight, the
-//! VNNI primitives run at the speed of reading the int8 bytes.
+//! Measured (`report gemm`, AMD EPYC Zen 5, one thread, ratios to the `f32` weight in the same
+//! run): the VNNI primitives run `m >= 4` products at 3.1–3.5× the `f32` GEMM and reach 4.0× the
+//! FMA peak in their own peak loop; AVX-512 BW (sign trick) runs them at 1.4–1.7×. At `m = 1` on
+//! an L2-resident `512 × 2048` weight, the VNNI primitives run at the speed of reading the int8
+//! bytes. The AVX2 primitive's four-instruction sequence peaks at 1.85× the FMA peak on Zen 4
+//! (`int8-peak`); its products run at 1.33–1.49× the FMA peak there (`gemm_best`,
+//! `i8:1500x384x1536`, `i8:256x512x2048`), against 1.07–1.12× with `vpsignb` in place of the
+//! complement trick.
 //!
 //! # Example
 //! ```
@@ -149,7 +156,7 @@ impl I8Kernel {
 
     fn format(self) -> AFormat {
         match self.kind {
-            Kind::Avx2 | Kind::Avx512Bw => AFormat::SignedAbs,
+            Kind::Avx2 | Kind::Avx512Bw => AFormat::MaskAbs,
             Kind::AvxVnni | Kind::Avx512Vnni => AFormat::Offset,
             Kind::Scalar | Kind::Neon | Kind::NeonDot => AFormat::Signed,
         }
@@ -191,7 +198,7 @@ impl fmt::Display for I8Kernel {
 
 /// Scratch [`gemm_i8`] and [`gemm_i32`] need for `m' × k` activations, for every `m' <= m`,
 /// at every level and any thread count: the quantised rows (padded to 8, up to `2 ·
-/// round_up(k, 4)` bytes each) and one factor per row.
+/// round_up(k, 4) + 4` bytes each) and one factor per row.
 pub fn gemm_i8_scratch(m: usize, k: usize) -> ScratchSpec {
     ScratchSpec::f32s(quant::a_bytes(m, k).div_ceil(4)).and(ScratchSpec::f32s(m))
 }

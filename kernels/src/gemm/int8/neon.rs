@@ -70,7 +70,7 @@ impl Dot for NeonDot {
     }
 
     #[inline(always)]
-    unsafe fn load_a(self, ptr: *const i8, _kp: usize) -> int8x16_t {
+    unsafe fn load_a(self, ptr: *const i8) -> int8x16_t {
         // SAFETY: the group is readable (caller).
         unsafe { group(ptr) }
     }
@@ -157,7 +157,7 @@ impl Dot for NeonPlain {
     }
 
     #[inline(always)]
-    unsafe fn load_a(self, ptr: *const i8, _kp: usize) -> int8x16_t {
+    unsafe fn load_a(self, ptr: *const i8) -> int8x16_t {
         // SAFETY: the group is readable (caller).
         unsafe { group(ptr) }
     }

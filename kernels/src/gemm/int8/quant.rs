@@ -29,18 +29,40 @@ pub(crate) enum AFormat {
     Signed,
     /// `q + 128` as `u8`: the unsigned operand of `vpdpbusd`, compensated by `128 · Σ_p w`.
     Offset,
-    /// `q` as `i8` (`round_up(k, 4)` bytes), then `|q|` as `u8` (as many): the operands of the
-    /// sign trick of `vpmaddubsw`.
-    SignedAbs,
+    /// The operands of `vpmaddubsw`'s sign tricks, group by group: the group's sign of `q` as a
+    /// byte mask (`-1` where `q < 0`, else `0`; 4 bytes), then its `|q|` as `u8` (4 bytes); after
+    /// the `round_up(k, 4) / 4` groups, the row's correction `Σ_{q_p < 0} |q_p|` as a
+    /// native-endian `i32` ([`CORRECTION_BYTES`]).
+    MaskAbs,
 }
 
+/// Bytes of the `i32` correction that ends an [`AFormat::MaskAbs`] row.
+pub(crate) const CORRECTION_BYTES: usize = 4;
+
 impl AFormat {
+    /// Bytes of one group of 4 depths in a stored row.
+    pub(crate) const fn group_bytes(self) -> usize {
+        match self {
+            AFormat::Signed | AFormat::Offset => K_GROUP,
+            AFormat::MaskAbs => 2 * K_GROUP,
+        }
+    }
+
+    /// Where in a stored row of depth `round_up(k, 4) = kp` the plain `q` are written first
+    /// (the second half of the groups, for [`AFormat::MaskAbs`]).
+    const fn q_offset(self, kp: usize) -> usize {
+        match self {
+            AFormat::Signed | AFormat::Offset => 0,
+            AFormat::MaskAbs => kp,
+        }
+    }
+
     /// Bytes per stored row for depth `k`.
     pub(crate) const fn row_bytes(self, k: usize) -> usize {
         let kp = k.div_ceil(K_GROUP) * K_GROUP;
         match self {
             AFormat::Signed | AFormat::Offset => kp,
-            AFormat::SignedAbs => 2 * kp,
+            AFormat::MaskAbs => 2 * kp + CORRECTION_BYTES,
         }
     }
 }
@@ -49,7 +71,7 @@ impl AFormat {
 pub(crate) fn a_bytes(m: usize, k: usize) -> usize {
     m.div_ceil(ROW_PAD)
         .saturating_mul(ROW_PAD)
-        .saturating_mul(AFormat::SignedAbs.row_bytes(k))
+        .saturating_mul(AFormat::MaskAbs.row_bytes(k))
 }
 
 /// Quantises one row `x` into `q` (`q.len() == x.len()`), returning its dequantisation factor.
@@ -87,25 +109,66 @@ pub(crate) fn quantize_a(a: MatRef<'_>, format: AFormat, bytes: &mut [i8], dequa
     }
     let rows = m.div_ceil(ROW_PAD) * ROW_PAD;
     for (i, row) in bytes[..rows * stride].chunks_exact_mut(stride).enumerate() {
-        let (q, rest) = row.split_at_mut(kp);
+        let q = &mut row[format.q_offset(kp)..][..kp];
         if i < m {
             dequant[i] = quantize_row(&a.data[i * a.stride..i * a.stride + k], &mut q[..k]);
-        }
-        if i >= m {
+        } else {
             q.fill(0);
         }
-        q[k.min(kp)..].fill(0);
-        match format {
-            AFormat::Signed => {}
-            AFormat::Offset => q.iter_mut().for_each(|v| *v ^= i8::MIN),
-            AFormat::SignedAbs => {
-                for (abs, &v) in rest.iter_mut().zip(q.iter()) {
-                    // |v| <= 127 fits in i8 and reads the same as u8.
-                    *abs = v.abs();
-                }
-            }
+        q[k..].fill(0);
+        finish_row(format, row, kp);
+    }
+}
+
+/// Turns a stored row whose plain `q` (depth `kp`) sit at `format.q_offset(kp)` into `format`.
+#[inline(always)]
+fn finish_row(format: AFormat, row: &mut [i8], kp: usize) {
+    match format {
+        AFormat::Signed => {}
+        AFormat::Offset => row[..kp].iter_mut().for_each(|v| *v ^= i8::MIN),
+        AFormat::MaskAbs => {
+            let (groups, correction) = row.split_at_mut(2 * kp);
+            let negative = interleave_mask_abs(groups, kp);
+            correction.copy_from_slice(&negative.to_ne_bytes().map(|b| b as i8));
         }
     }
+}
+
+/// Depths [`interleave_mask_abs`] moves per step (16 groups).
+const CHUNK: usize = 64;
+
+/// Rewrites the plain `q` at `groups[kp..2 kp]` as [`AFormat::MaskAbs`] groups over the whole
+/// of `groups` (`2 kp` bytes) and returns the correction `Σ_{q < 0} |q|`.
+#[inline(always)]
+fn interleave_mask_abs(groups: &mut [i8], kp: usize) -> i32 {
+    let mut negative = 0i32;
+    let mut p = 0;
+    // Chunk `c` (depths `64c..`) is copied out before its groups are written to bytes
+    // `128c..128c + 128`, and those end at or before the next chunk's `q` (`kp + 64(c + 1)`)
+    // as `64(c + 1) <= kp` for every chunk but the last.
+    while p < kp {
+        let len = CHUNK.min(kp - p);
+        let mut q = [0i8; CHUNK];
+        q[..len].copy_from_slice(&groups[kp + p..kp + p + len]);
+        let mut out = [0i8; 2 * CHUNK];
+        for (o, q) in out
+            .chunks_exact_mut(2 * K_GROUP)
+            .zip(q.chunks_exact(K_GROUP))
+        {
+            for j in 0..K_GROUP {
+                o[j] = q[j] >> 7;
+                // |q| <= 127 fits in i8 and reads the same as u8.
+                o[K_GROUP + j] = q[j].abs();
+            }
+        }
+        negative += q
+            .iter()
+            .map(|&v| i32::from(v < 0) * i32::from(v.unsigned_abs()))
+            .sum::<i32>();
+        groups[2 * p..2 * (p + len)].copy_from_slice(&out[..2 * len]);
+        p += len;
+    }
+    negative
 }
 
 /// Stores an already quantised `m × k` `i8` matrix (`data[i · stride + p]`, every value in
@@ -128,19 +191,11 @@ pub(crate) fn store_quantized(
         .chunks_exact_mut(row_bytes)
         .enumerate()
     {
-        let (q, rest) = row.split_at_mut(kp);
+        let q = &mut row[format.q_offset(kp)..][..kp];
         q.fill(0);
         if i < m {
             q[..k].copy_from_slice(&data[i * stride..i * stride + k]);
         }
-        match format {
-            AFormat::Signed => {}
-            AFormat::Offset => q.iter_mut().for_each(|v| *v ^= i8::MIN),
-            AFormat::SignedAbs => {
-                for (abs, &v) in rest.iter_mut().zip(q.iter()) {
-                    *abs = v.abs();
-                }
-            }
-        }
+        finish_row(format, row, kp);
     }
 }

@@ -36,7 +36,7 @@ impl Dot for Scalar {
     }
 
     #[inline(always)]
-    unsafe fn load_a(self, ptr: *const i8, _kp: usize) -> [i8; 4] {
+    unsafe fn load_a(self, ptr: *const i8) -> [i8; 4] {
         // SAFETY: the caller guarantees 4 readable bytes.
         unsafe { core::ptr::read_unaligned(ptr as *const [i8; 4]) }
     }

@@ -1,5 +1,6 @@
-//! The x86-64 int8 primitives: AVX2 and AVX-512 BW (`vpmaddubsw` with the sign trick), AVX-VNNI
-//! and AVX-512 VNNI (`vpdpbusd` with the offset trick). The proofs that every sum is exact are in
+//! The x86-64 int8 primitives: AVX2 (`vpmaddubsw` with the complement trick), AVX-512 BW
+//! (`vpmaddubsw` with the sign trick), AVX-VNNI and AVX-512 VNNI (`vpdpbusd` with the offset
+//! trick). The proofs that every sum is exact are in
 //! the module docs of [`int8`](super).
 //!
 //! The intrinsics are called from `#[inline(always)]` methods that are only ever inlined into
@@ -21,7 +22,12 @@ unsafe fn word(ptr: *const i8) -> i32 {
     unsafe { core::ptr::read_unaligned(ptr as *const i32) }
 }
 
-/// AVX2: `|a| (u8) · sign(w, a) (s8)` pairs with `vpmaddubsw`, then `vpmaddwd` by ones.
+/// AVX2: `|a| (u8) · (w XOR mask(a)) (s8)` pairs with `vpmaddubsw`, then `vpmaddwd` by ones;
+/// each row's accumulators start at its correction `Σ_{a < 0} |a|`.
+///
+/// Where `a < 0`, `w XOR -1 = -w - 1`, so the product is `a · w - |a|`: the row's correction
+/// gives the `|a|` back. `vpxor` runs on every vector pipe, where `vpsignb` (the plain sign
+/// trick) shares the multiply pipes with `vpmaddubsw` and `vpmaddwd` on Zen 4.
 #[derive(Clone, Copy)]
 pub(crate) struct Avx2 {
     simd: V3,
@@ -34,7 +40,8 @@ pub(crate) struct AvxVnni {
     simd: V3,
 }
 
-/// AVX-512 BW: as [`Avx2`] on 512-bit vectors, the sign applied by a masked subtraction.
+/// AVX-512 BW: `|a| (u8) · sign(w, a) (s8)` pairs with `vpmaddubsw` on 512-bit vectors, the
+/// sign applied by a masked subtraction (`0 - w` where `a < 0`), then `vpmaddwd` by ones.
 #[derive(Clone, Copy)]
 pub(crate) struct Avx512Bw {
     simd: V4,
@@ -59,7 +66,7 @@ impl Dot for Avx2 {
     type Acc = __m256i;
     type I32 = __m256i;
     const LANES: usize = 8;
-    const FORMAT: AFormat = AFormat::SignedAbs;
+    const FORMAT: AFormat = AFormat::MaskAbs;
     const MAX_MR: usize = 4;
     const HINT_ONE_ROW: bool = true;
 
@@ -75,27 +82,33 @@ impl Dot for Avx2 {
     }
 
     #[inline(always)]
+    unsafe fn start(self, row: *const i8, kp: usize) -> __m256i {
+        // SAFETY: the row's correction ends it (`AFormat::MaskAbs`, caller); AVX (see above).
+        unsafe { _mm256_set1_epi32(word(row.add(2 * kp))) }
+    }
+
+    #[inline(always)]
     unsafe fn load_b(self, ptr: *const i8) -> __m256i {
         // SAFETY: 32 readable bytes (caller); AVX (see above).
         unsafe { _mm256_loadu_si256(ptr as *const __m256i) }
     }
 
     #[inline(always)]
-    unsafe fn load_a(self, ptr: *const i8, kp: usize) -> (__m256i, __m256i) {
-        // SAFETY: the group and its absolute values are readable (caller); AVX (see above).
+    unsafe fn load_a(self, ptr: *const i8) -> (__m256i, __m256i) {
+        // SAFETY: the group (mask, then absolute values) is readable (caller); AVX (see above).
         unsafe {
             (
                 _mm256_set1_epi32(word(ptr)),
-                _mm256_set1_epi32(word(ptr.add(kp))),
+                _mm256_set1_epi32(word(ptr.add(4))),
             )
         }
     }
 
     #[inline(always)]
-    fn madd(self, acc: __m256i, (a, abs): (__m256i, __m256i), b: __m256i) -> __m256i {
+    fn madd(self, acc: __m256i, (mask, abs): (__m256i, __m256i), b: __m256i) -> __m256i {
         // SAFETY: AVX2 (see above).
         unsafe {
-            let pairs = _mm256_maddubs_epi16(abs, _mm256_sign_epi8(b, a));
+            let pairs = _mm256_maddubs_epi16(abs, _mm256_xor_si256(b, mask));
             _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, self.ones))
         }
     }
@@ -166,7 +179,7 @@ impl Dot for AvxVnni {
     }
 
     #[inline(always)]
-    unsafe fn load_a(self, ptr: *const i8, _kp: usize) -> __m256i {
+    unsafe fn load_a(self, ptr: *const i8) -> __m256i {
         // SAFETY: the group is readable (caller); AVX (see above).
         unsafe { _mm256_set1_epi32(word(ptr)) }
     }
@@ -225,7 +238,7 @@ impl Dot for Avx512Bw {
     type Acc = __m512i;
     type I32 = __m512i;
     const LANES: usize = 16;
-    const FORMAT: AFormat = AFormat::SignedAbs;
+    const FORMAT: AFormat = AFormat::MaskAbs;
     const MAX_MR: usize = 8;
     const HINT_ONE_ROW: bool = false;
 
@@ -246,12 +259,12 @@ impl Dot for Avx512Bw {
     }
 
     #[inline(always)]
-    unsafe fn load_a(self, ptr: *const i8, kp: usize) -> (__m512i, __mmask64) {
+    unsafe fn load_a(self, ptr: *const i8) -> (__m512i, __mmask64) {
         // SAFETY: the group and its absolute values are readable (caller); AVX-512 BW (see
         // above).
         unsafe {
             let negative = _mm512_movepi8_mask(_mm512_set1_epi32(word(ptr)));
-            (_mm512_set1_epi32(word(ptr.add(kp))), negative)
+            (_mm512_set1_epi32(word(ptr.add(4))), negative)
         }
     }
 
@@ -332,7 +345,7 @@ impl Dot for Avx512Vnni {
     }
 
     #[inline(always)]
-    unsafe fn load_a(self, ptr: *const i8, _kp: usize) -> __m512i {
+    unsafe fn load_a(self, ptr: *const i8) -> __m512i {
         // SAFETY: the group is readable (caller); AVX-512 F (see above).
         unsafe { _mm512_set1_epi32(word(ptr)) }
     }
