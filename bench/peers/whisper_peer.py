@@ -11,7 +11,8 @@ same run): CTranslate2's encoder (`Whisper.encode` of the 80x3000 log-mel) and i
 token (`Whisper.generate` from the encoded window, greedy, <|endoftext|> suppressed so that every
 run decodes the same number of tokens) at float32 and int8, against tessel's encode ms and ms per
 token from the `tessel transcribe --temperatures 0` summary (greedy like CTranslate2's, no
-fallback decodings; OUT/ct2 float32 and OUT/ct2_f16 float16 weights);
+fallback decodings; OUT/ct2 float32 and OUT/ct2_f16 float16 weights, and OUT/ct2 quantised to
+int8 at load for the encoder);
 then the whole transcribe of the 15 s clip, faster-whisper int8 against tessel int8 (the float32
 directory quantised at load, `--weights int8`), f16 and f32, at temperature 0 only: a random
 model's text often falls back to sampling, and the two engines' random draws differ, so
@@ -114,15 +115,16 @@ def kernels(out, binary, runs):
     prompt = [sot, nots]
     clip30, clip15 = f"{out}/clip30.wav", f"{out}/clip15.wav"
     print("| threads | CT2 f32 enc | CT2 int8 enc | tessel f32 enc | tessel f16 enc "
-          "| f32/CT2 f32 | f16/CT2 f32 | CT2 f32 tok | CT2 int8 tok | tessel f32 tok "
-          "| tessel f16 tok | f16/CT2 f32 tok | f16/CT2 int8 tok |")
-    print("|" + "---|" * 13)
+          "| tessel int8 enc | f32/CT2 f32 | f16/CT2 f32 | int8/CT2 f32 | int8/CT2 int8 "
+          "| CT2 f32 tok | CT2 int8 tok | tessel f32 tok | tessel f16 tok | f16/CT2 f32 tok "
+          "| f16/CT2 int8 tok |")
+    print("|" + "---|" * 16)
     rows = {}
     for threads in (1, 2):
         ct = {ct: ct2_model(f"{out}/ct2", threads, ct) for ct in ("float32", "int8")}
         for m in ct.values():
             ct2_times(m, mel, prompt, eot, 8)  # warm-up
-        r = {k: [] for k in ("e32", "e8", "t32", "t8", "te32", "te16", "tt32", "tt16")}
+        r = {k: [] for k in ("e32", "e8", "t32", "t8", "te32", "te16", "te8", "tt32", "tt16")}
         for _ in range(runs):
             e, t = ct2_times(ct["float32"], mel, prompt, eot, 100)
             r["e32"].append(e), r["t32"].append(t)
@@ -134,11 +136,15 @@ def kernels(out, binary, runs):
             e, t, _, _ = tessel_summary(binary, f"{out}/ct2_f16", clip30, 1, threads,
                                         fallback=False)
             r["te16"].append(e), r["tt16"].append(t)
+            r["te8"].append(tessel_summary(binary, f"{out}/ct2", clip30, 1, threads, "int8",
+                                           fallback=False)[0])
         m = {k: statistics.median(v) for k, v in r.items()}
         print(f"| {threads} | {m['e32']:.0f} ms | {m['e8']:.0f} ms | {m['te32']:.0f} ms "
-              f"| {m['te16']:.0f} ms | {m['te32'] / m['e32']:.2f} | {m['te16'] / m['e32']:.2f} "
-              f"| {m['t32']:.2f} ms | {m['t8']:.2f} ms | {m['tt32']:.2f} ms | {m['tt16']:.2f} ms "
-              f"| {m['tt16'] / m['t32']:.2f} | {m['tt16'] / m['t8']:.2f} |", flush=True)
+              f"| {m['te16']:.0f} ms | {m['te8']:.0f} ms | {m['te32'] / m['e32']:.2f} "
+              f"| {m['te16'] / m['e32']:.2f} | {m['te8'] / m['e32']:.2f} "
+              f"| {m['te8'] / m['e8']:.2f} | {m['t32']:.2f} ms | {m['t8']:.2f} ms "
+              f"| {m['tt32']:.2f} ms | {m['tt16']:.2f} ms | {m['tt16'] / m['t32']:.2f} "
+              f"| {m['tt16'] / m['t8']:.2f} |", flush=True)
         del ct
     print()
     print("| threads | beam | faster-whisper int8 | tessel int8 | tessel f16 | tessel f32 "
