@@ -206,6 +206,49 @@ fn extreme_values_are_exact() {
     check_sums(&a, k, &w, m, k, n, n);
 }
 
+/// Depth 0 with an empty `A` whose stride is not 0 (the view of `m` empty rows): every sum is 0
+/// and every output its bias, whatever the scratch held before.
+#[test]
+fn depth_zero_sums_are_zero() {
+    let (m, k, n) = (9, 0, 5);
+    let b = pack_ct2(&[], &vec![1.0; n], n, k);
+    let bias: Vec<f32> = (0..n).map(|j| j as f32 - 2.0).collect();
+    let epilogue = Epilogue {
+        bias: Some(&bias),
+        activation: Activation::Identity,
+        residual: None,
+    };
+    for_each_kernel(|_, kernel| {
+        let mut scratch = vec![f32::from_bits(0x7F7F_7F7F); gemm_i8_scratch(m, k).len()];
+        let mut sums = vec![I32_CANARY; m * n];
+        let a = I8MatRef {
+            data: &[],
+            rows: m,
+            cols: k,
+            stride: 1,
+        };
+        let c = I32MatMut {
+            data: &mut sums,
+            rows: m,
+            cols: n,
+            stride: n,
+        };
+        gemm_i32(kernel, a, &b, c, &mut scratch).unwrap();
+        assert!(sums.iter().all(|&s| s == 0), "{kernel}: {sums:?}");
+        scratch.fill(f32::from_bits(0x7F7F_7F7F));
+        let mut c = vec![f32::NAN; m * n];
+        let a = MatRef::new(&[], m, k, 1);
+        let view = MatMut::new(&mut c, m, n, n);
+        gemm_i8_with(kernel, a, &b, view, &epilogue, &mut scratch, &Sequential).unwrap();
+        for (idx, &got) in c.iter().enumerate() {
+            assert_eq!(got, bias[idx % n], "{kernel}: output {idx}");
+        }
+    });
+    let mut dequant = vec![f32::NAN; m];
+    quantize_activations(MatRef::new(&[], m, k, 1), &mut [], &mut dequant).unwrap();
+    assert!(dequant.iter().all(|&d| d == 0.0), "{dequant:?}");
+}
+
 /// Row `i` of `a` (stride `lda`).
 fn row(a: &[f32], lda: usize, k: usize, i: usize) -> &[f32] {
     &a[i * lda..i * lda + k]

@@ -326,7 +326,8 @@ pub fn gemm_i32<W: AsRef<[i8]>>(
     check_dim("c.cols (n)", n, c.cols)?;
     check_view("a", a.data.len(), m, k, a.stride)?;
     check_view("c", c.data.len(), m, n, c.stride)?;
-    if (0..m).any(|i| a.data[i * a.stride..i * a.stride + k].contains(&i8::MIN)) {
+    // (At `k = 0` the view may hold no row at all.)
+    if k > 0 && (0..m).any(|i| a.data[i * a.stride..i * a.stride + k].contains(&i8::MIN)) {
         return Err(KernelError::InvalidArgument("quantised activation -128"));
     }
     let mut scratch = Scratch::new(scratch, gemm_i8_scratch(m, k))?;
@@ -364,6 +365,11 @@ pub fn quantize_activations(
     check_view("a", a.data.len(), m, k, a.stride)?;
     check_view("q", q.len(), m, k, k)?;
     check_dim("dequant length (m)", m, dequant.len())?;
+    if k == 0 {
+        // No values (and the view may hold no row at all): every row's factor is 0.
+        dequant.fill(0.0);
+        return Ok(());
+    }
     for i in 0..m {
         dequant[i] = quant::quantize_row(
             &a.data[i * a.stride..i * a.stride + k],

@@ -103,11 +103,13 @@ pub(crate) fn quantize_a(a: MatRef<'_>, format: AFormat, bytes: &mut [i8], dequa
     let (m, k) = (a.rows, a.cols);
     let stride = format.row_bytes(k);
     let kp = AFormat::Signed.row_bytes(k);
-    if stride == 0 {
+    let rows = m.div_ceil(ROW_PAD) * ROW_PAD;
+    if k == 0 {
+        // No values: every sum is 0 (a `MaskAbs` row is just its zero correction).
         dequant[..m].fill(0.0);
+        bytes[..rows * stride].fill(0);
         return;
     }
-    let rows = m.div_ceil(ROW_PAD) * ROW_PAD;
     for (i, row) in bytes[..rows * stride].chunks_exact_mut(stride).enumerate() {
         let q = &mut row[format.q_offset(kp)..][..kp];
         if i < m {
@@ -183,10 +185,12 @@ pub(crate) fn store_quantized(
 ) {
     let row_bytes = format.row_bytes(k);
     let kp = AFormat::Signed.row_bytes(k);
-    if row_bytes == 0 {
+    let rows = m.div_ceil(ROW_PAD) * ROW_PAD;
+    if k == 0 {
+        // As in `quantize_a`: zero rows, zero corrections.
+        bytes[..rows * row_bytes].fill(0);
         return;
     }
-    let rows = m.div_ceil(ROW_PAD) * ROW_PAD;
     for (i, row) in bytes[..rows * row_bytes]
         .chunks_exact_mut(row_bytes)
         .enumerate()
