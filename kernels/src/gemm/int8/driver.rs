@@ -94,7 +94,8 @@ pub(crate) struct Job {
     pub a: *const i8,
     /// Bytes between rows of the quantised `A`.
     pub a_stride: usize,
-    /// `round_up(k, 4)`: bytes of one row's values (the offset of its absolute values).
+    /// `round_up(k, 4)`: the padded depth (`kp / 4` groups; a `MaskAbs` row's correction is
+    /// `2 kp` bytes into the row).
     pub kp: usize,
     /// The packed weights.
     pub b: *const i8,
@@ -344,7 +345,7 @@ unsafe fn tile<D: Dot, const MR: usize, const NV: usize>(
         // SAFETY: group `g < groups` of each vector, inside its panel.
         let bv: [D::B; NV] = core::array::from_fn(|v| unsafe { d.load_b(b.add(offsets[v])) });
         for (row, &a_i) in acc.iter_mut().zip(&a) {
-            // SAFETY: group `g` of a padded row of `A` (and its absolute values).
+            // SAFETY: group `g` of a padded row of `A`.
             let a_g = unsafe { d.load_a(a_i.add(g * D::FORMAT.group_bytes())) };
             for (acc_iv, &b_v) in row.iter_mut().zip(&bv) {
                 *acc_iv = d.madd(*acc_iv, a_g, b_v);
@@ -461,7 +462,7 @@ unsafe fn group_row<D: Dot, const NV: usize>(
         prefetch(row.wrapping_add(ROW_PREFETCH_BYTES));
         prefetch(row.wrapping_add(ROW_PREFETCH_BYTES + 64));
     }
-    // SAFETY: group `g` of the row of `A` (and its absolute values) exists (caller).
+    // SAFETY: group `g` of the row of `A` exists (caller).
     let a_g = unsafe { d.load_a(a.add(g * D::FORMAT.group_bytes())) };
     for (v, acc_v) in acc.iter_mut().enumerate() {
         // SAFETY: vector `v` of group row `g` lies inside the panel (caller).

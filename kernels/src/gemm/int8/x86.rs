@@ -260,7 +260,7 @@ impl Dot for Avx512Bw {
 
     #[inline(always)]
     unsafe fn load_a(self, ptr: *const i8) -> (__m512i, __mmask64) {
-        // SAFETY: the group and its absolute values are readable (caller); AVX-512 BW (see
+        // SAFETY: the group (mask, then absolute values) is readable (caller); AVX-512 BW (see
         // above).
         unsafe {
             let negative = _mm512_movepi8_mask(_mm512_set1_epi32(word(ptr)));
