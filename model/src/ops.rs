@@ -49,19 +49,36 @@ pub fn logsumexp(isa: Isa, values: &[f32]) -> f32 {
 }
 
 /// Index and value of the largest element (the first on ties; NaN never wins). `None` when
-/// empty.
-pub fn argmax(values: &[f32]) -> Option<(usize, f32)> {
-    let mut best: Option<(usize, f32)> = None;
-    for (i, &v) in values.iter().enumerate() {
-        let better = match best {
-            Some((_, b)) => v > b,
-            None => !v.is_nan(),
-        };
-        if better {
-            best = Some((i, v));
+/// empty or all NaN. Two passes at `isa`'s vector width: the maximum ([`max_value`]), then the
+/// first element equal to it. (Where the maximum is a zero, `-0.0 == 0.0` finds the first zero
+/// of either sign, as the one-pass fold that keeps the first strictly larger value does.)
+pub fn argmax(isa: Isa, values: &[f32]) -> Option<(usize, f32)> {
+    struct Max<'a>(&'a [f32]);
+    impl pulp::WithSimd for Max<'_> {
+        type Output = f32;
+        #[inline(always)]
+        fn with_simd<S: Simd>(self, simd: S) -> f32 {
+            max_value(simd, self.0)
         }
     }
-    best
+    let max = isa.dispatch(Max(values));
+    first_equal(values, max).map(|i| (i, values[i]))
+}
+
+/// Values [`first_equal`] tests at once (a branch-free, vectorisable fold) before it looks
+/// for the position.
+const SCAN: usize = 64;
+
+/// Index of the first element equal to `target` (never one that is NaN).
+fn first_equal(values: &[f32], target: f32) -> Option<usize> {
+    values
+        .chunks(SCAN)
+        .enumerate()
+        .find(|(_, chunk)| chunk.iter().fold(false, |hit, &v| hit | (v == target)))
+        .and_then(|(c, chunk)| {
+            let at = chunk.iter().position(|&v| v == target)?;
+            Some(c * SCAN + at)
+        })
 }
 
 /// The largest element, NaN ignored (negative infinity when there is none), as folding with

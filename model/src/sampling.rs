@@ -24,6 +24,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::ops::argmax;
+use tessel_kernels::Isa;
 
 /// Sampling instead of argmax in a one-beam search.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -126,8 +127,8 @@ fn cut(row: &[f32], max: f32, options: &Sampling) -> f32 {
 
 /// Draws one token from `row` as the module describes; `None` when every logit is `-inf` or
 /// NaN. The row is not changed.
-pub fn sample(row: &[f32], options: &Sampling, rng: &mut impl Rng) -> Option<u32> {
-    let (best, max) = argmax(row)?;
+pub fn sample(isa: Isa, row: &[f32], options: &Sampling, rng: &mut impl Rng) -> Option<u32> {
+    let (best, max) = argmax(isa, row)?;
     if max == f32::NEG_INFINITY {
         return None;
     }

@@ -189,17 +189,58 @@ proptest! {
             assert!((logsumexp(isa, &x) as f64 - lse).abs() <= tol, "{isa}: logsumexp");
             assert_close("log_softmax", y.iter().cloned(), x.iter().map(|&v| v as f64 - lse), |_| tol + 1e-5 * 16.0);
         });
-        let (i, v) = argmax(&x).unwrap();
-        prop_assert_eq!(v as f64, m);
-        prop_assert!(x[..i].iter().all(|&u| u < v));
+        for_each_isa(|isa| {
+            let (i, v) = argmax(isa, &x).unwrap();
+            assert_eq!(v as f64, m, "{isa}");
+            assert!(x[..i].iter().all(|&u| u < v), "{isa}");
+        });
     }
+
+    #[test]
+    fn argmax_is_the_first_of_the_largest(n in 0usize..300, seed in any::<u64>(), specials in proptest::collection::vec((any::<prop::sample::Index>(), 0usize..6), 0..8)) {
+        // Few distinct values, so ties are common, with NaN, infinities and signed zeros
+        // dropped in.
+        let mut x: Vec<f32> = values(seed, n, 3.0).iter().map(|v| v.round()).collect();
+        let kinds = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 3.0];
+        if n > 0 {
+            for (at, kind) in &specials {
+                x[at.index(n)] = kinds[*kind];
+            }
+        }
+        let expected = argmax_fold(&x);
+        for_each_isa(|isa| assert_eq!(argmax(isa, &x).map(|(i, v)| (i, v.to_bits())), expected.map(|(i, v)| (i, v.to_bits())), "{isa}: {x:?}"));
+    }
+}
+
+/// The one-pass fold: the first value strictly larger than every earlier one, NaN skipped.
+fn argmax_fold(values: &[f32]) -> Option<(usize, f32)> {
+    let mut best: Option<(usize, f32)> = None;
+    for (i, &v) in values.iter().enumerate() {
+        let better = match best {
+            Some((_, b)) => v > b,
+            None => !v.is_nan(),
+        };
+        if better {
+            best = Some((i, v));
+        }
+    }
+    best
 }
 
 #[test]
 fn argmax_skips_nan_and_handles_empty() {
-    assert_eq!(argmax(&[]), None);
-    assert_eq!(argmax(&[f32::NAN, 1.0, f32::NAN, 3.0, 3.0]), Some((3, 3.0)));
-    assert_eq!(argmax(&[f32::NAN]), None);
+    for_each_isa(|isa| {
+        assert_eq!(argmax(isa, &[]), None);
+        assert_eq!(
+            argmax(isa, &[f32::NAN, 1.0, f32::NAN, 3.0, 3.0]),
+            Some((3, 3.0))
+        );
+        assert_eq!(argmax(isa, &[f32::NAN]), None);
+        assert_eq!(
+            argmax(isa, &[f32::NEG_INFINITY, f32::NAN]),
+            Some((0, f32::NEG_INFINITY))
+        );
+    });
 }
 
 #[test]

@@ -124,8 +124,8 @@ impl<'o> Search<'o> {
         step_tokens: &mut [u32],
     ) -> Next {
         let chosen = match (&self.options.sampling, &mut self.rng) {
-            (Some(sampling), Some(rng)) => sample(logits, sampling, rng),
-            _ => argmax(logits).map(|(i, _)| i as u32),
+            (Some(sampling), Some(rng)) => sample(self.isa, logits, sampling, rng),
+            _ => argmax(self.isa, logits).map(|(i, _)| i as u32),
         };
         let (token, value) = chosen.map_or((self.eos, 0.0), |t| (t, logits[t as usize]));
         st.beam_score[0] += value - logsumexp(self.isa, logits);
