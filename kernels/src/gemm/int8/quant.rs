@@ -110,15 +110,23 @@ pub(crate) fn quantize_a(a: MatRef<'_>, format: AFormat, bytes: &mut [i8], dequa
         bytes[..rows * stride].fill(0);
         return;
     }
-    for (i, row) in bytes[..rows * stride].chunks_exact_mut(stride).enumerate() {
+    let (real, padding) = bytes[..rows * stride].split_at_mut(m * stride);
+    for (i, row) in real.chunks_exact_mut(stride).enumerate() {
         let q = &mut row[format.q_offset(kp)..][..kp];
-        if i < m {
-            dequant[i] = quantize_row(&a.data[i * a.stride..i * a.stride + k], &mut q[..k]);
-        } else {
-            q.fill(0);
-        }
+        dequant[i] = quantize_row(&a.data[i * a.stride..i * a.stride + k], &mut q[..k]);
         q[k..].fill(0);
         finish_row(format, row, kp);
+    }
+    zero_rows(format, padding);
+}
+
+/// Fills whole stored rows with `format`'s form of `q = 0` (`0x80` bytes for
+/// [`AFormat::Offset`]; zero bytes otherwise, a `MaskAbs` row's correction included).
+#[inline(always)]
+fn zero_rows(format: AFormat, rows: &mut [i8]) {
+    match format {
+        AFormat::Offset => rows.fill(i8::MIN),
+        AFormat::Signed | AFormat::MaskAbs => rows.fill(0),
     }
 }
 
@@ -191,15 +199,12 @@ pub(crate) fn store_quantized(
         bytes[..rows * row_bytes].fill(0);
         return;
     }
-    for (i, row) in bytes[..rows * row_bytes]
-        .chunks_exact_mut(row_bytes)
-        .enumerate()
-    {
+    let (real, padding) = bytes[..rows * row_bytes].split_at_mut(m * row_bytes);
+    for (i, row) in real.chunks_exact_mut(row_bytes).enumerate() {
         let q = &mut row[format.q_offset(kp)..][..kp];
-        q.fill(0);
-        if i < m {
-            q[..k].copy_from_slice(&data[i * stride..i * stride + k]);
-        }
+        q[..k].copy_from_slice(&data[i * stride..i * stride + k]);
+        q[k..].fill(0);
         finish_row(format, row, kp);
     }
+    zero_rows(format, padding);
 }
