@@ -5,13 +5,16 @@
 //! Cases: `encode-src32`; `stream-read-step-weights` (summing a buffer of exactly the bytes one
 //! decode step reads: the memory-bound floor of a step); `decode-step` (median step of a 32-step
 //! greedy decode, compared with that streaming floor: ratio = stream time / step time, 1 is the
-//! floor); `greedy-32x32` and `beam4-32x32` (encode + 32 decoded tokens, EOS ignored so every
-//! run does the full work). Then, on one thread, `decode-step` with the linear layers' weights
-//! stored as f32, f16, bf16, bf16-dot and int8 (impl `tessel-<type>`), measured round-robin in
-//! the same run, each against the f32 step (ratio = f32 step time / this step time); the int8
-//! step once more against streaming its own bytes (`stream-read-step-weights-int8`, impl
-//! `tessel-int8`, ratio = stream time / step time); and `encode-src128` (a 128-token source) with
-//! f32 and int8 weights, also round-robin, int8 against f32.
+//! floor; the two are timed in alternate rounds, each reported as the median of its rounds'
+//! medians, so load from other processes falls on both alike); `greedy-32x32` and
+//! `beam4-32x32` (encode + 32 decoded tokens, EOS ignored so every run does the full work).
+//! Then, on one thread, `decode-step` with the linear layers' weights stored as f32, f16, bf16,
+//! bf16-dot and int8 (impl `tessel-<type>`), measured round-robin in the same run, each against
+//! the f32 step (ratio = f32 step time / this step time); the int8 step once more against
+//! streaming its own bytes (`stream-read-step-weights-int8`, impl `tessel-int8`, ratio = stream
+//! time / step time; the stream timed in the same rounds, right after the int8 step); and
+//! `encode-src128` (a 128-token source) with f32 and int8 weights, also round-robin, int8
+//! against f32.
 
 use std::time::{Duration, Instant};
 
@@ -75,11 +78,9 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
         .collect();
 
     // The streaming floor of one decode step.
-    let step_bytes = model.decode_step_weight_bytes();
-    let Some(stream) = stream_record(budget, isa, step_bytes, "stream-read-step-weights") else {
+    let Some(floor) = StreamFloor::new(isa, model.decode_step_weight_bytes()) else {
         return;
     };
-    emit(stream.clone());
 
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     for threads in [1, 2].into_iter().filter(|&t| t <= cores) {
@@ -90,7 +91,7 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
         let record = |case: &str, ns: f64, work: Work| {
             Record::new("e2e", case, "tessel", &level, threads, ns, work)
         };
-        measure_session(budget, &mut session, &src, &stream, &record, emit);
+        measure_session(budget, &mut session, &src, &floor, &record, emit);
     }
     drop(model);
     weight_types(budget, isa, &src, emit);
@@ -99,17 +100,56 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
 /// The floor of reading `bytes` once at `isa`: a stream-read record of case `case` (also used
 /// by `ct2_peer --stream-read` for the step of a loaded model).
 pub fn stream_record(budget: Budget, isa: Isa, bytes: usize, case: &str) -> Option<Record> {
-    // Allocated like the weights (huge pages where they are), so the floor is a fair one.
-    let mut buffer = AlignedBuf::<f32>::zeros(bytes / 4).ok()?;
-    for (i, value) in buffer.as_mut_slice().iter_mut().enumerate() {
-        *value = (i % 7) as f32;
+    let floor = StreamFloor::new(isa, bytes)?;
+    Some(floor.record(case, floor.median_ns(budget)))
+}
+
+/// A buffer of exactly the bytes something reads once; summing it is that read's floor.
+struct StreamFloor {
+    isa: Isa,
+    buffer: AlignedBuf<f32>,
+}
+
+impl StreamFloor {
+    fn new(isa: Isa, bytes: usize) -> Option<StreamFloor> {
+        // Allocated like the weights (huge pages where they are), so the floor is a fair one.
+        let mut buffer = AlignedBuf::<f32>::zeros(bytes / 4).ok()?;
+        for (i, value) in buffer.as_mut_slice().iter_mut().enumerate() {
+            *value = (i % 7) as f32;
+        }
+        Some(StreamFloor { isa, buffer })
     }
-    let ns = median_ns(budget, || {
-        std::hint::black_box(stream_sum(isa, std::hint::black_box(buffer.as_slice())));
-    });
-    let level = isa.level().to_string();
-    let work = Work::bytes(bytes as f64);
-    Some(Record::new("e2e", case, "stream-read", &level, 1, ns, work))
+
+    /// Median time of one streaming sum over the buffer.
+    fn median_ns(&self, budget: Budget) -> f64 {
+        median_ns(budget, || {
+            std::hint::black_box(stream_sum(
+                self.isa,
+                std::hint::black_box(self.buffer.as_slice()),
+            ));
+        })
+    }
+
+    /// The `stream-read` record of case `case` taking `ns`.
+    fn record(&self, case: &str, ns: f64) -> Record {
+        let level = self.isa.level().to_string();
+        let work = Work::bytes(self.buffer.as_slice().len() as f64 * 4.0);
+        Record::new("e2e", case, "stream-read", &level, 1, ns, work)
+    }
+}
+
+/// `budget` split into `ROUNDS` rounds.
+fn per_round(budget: Budget) -> Budget {
+    Budget {
+        time: budget.time / ROUNDS as u32,
+        min_samples: budget.min_samples.div_ceil(ROUNDS),
+    }
+}
+
+/// The median of the rounds' medians.
+fn median_of_rounds(mut rounds: Vec<f64>) -> f64 {
+    rounds.sort_by(f64::total_cmp);
+    rounds.get(rounds.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Median decode step of 32-step greedy decodes (EOS ignored) of `src`, repeated for the
@@ -161,19 +201,24 @@ fn weight_types(budget: Budget, isa: Isa, src: &[u32], emit: &mut dyn FnMut(Reco
         };
         sessions.push((*weights, session, Vec::new()));
     }
-    let round = Budget {
-        time: budget.time / ROUNDS as u32,
-        min_samples: budget.min_samples.div_ceil(ROUNDS),
-    };
+    // The int8 step's own floor joins the rounds, measured right after that step.
+    let int8_floor = models
+        .iter()
+        .find(|(weights, _)| *weights == WeightType::Int8)
+        .and_then(|(_, model)| StreamFloor::new(isa, model.decode_step_weight_bytes()));
+    let mut floor_medians = Vec::new();
+    let round = per_round(budget);
     for _ in 0..ROUNDS {
         for (_, session, medians) in sessions.iter_mut() {
             medians.push(median_step_ns(round, session, src));
         }
+        if let Some(floor) = &int8_floor {
+            floor_medians.push(floor.median_ns(round));
+        }
     }
     let mut f32_step: Option<Record> = None;
-    for (weights, session, mut medians) in sessions {
-        medians.sort_by(f64::total_cmp);
-        let ns = medians[medians.len() / 2];
+    for (weights, session, medians) in sessions {
+        let ns = median_of_rounds(medians);
         let bytes = session.model().decode_step_weight_bytes() as f64;
         let impl_name = format!("tessel-{weights}");
         let record = Record::new(
@@ -194,7 +239,8 @@ fn weight_types(budget: Budget, isa: Isa, src: &[u32], emit: &mut dyn FnMut(Reco
         }
         if weights == WeightType::Int8 {
             let case = "stream-read-step-weights-int8";
-            if let Some(stream) = stream_record(budget, isa, bytes as usize, case) {
+            if let Some(floor) = &int8_floor {
+                let stream = floor.record(case, median_of_rounds(floor_medians.clone()));
                 emit(stream.clone());
                 emit(
                     Record {
@@ -237,10 +283,7 @@ fn encoder_int8(
     let src: Vec<u32> = (0..LONG_SRC as u32)
         .map(|i| 3 + (i * 7919) % (config.src_vocab as u32 - 3))
         .collect();
-    let round = Budget {
-        time: budget.time / ROUNDS as u32,
-        min_samples: budget.min_samples.div_ceil(ROUNDS),
-    };
+    let round = per_round(budget);
     for _ in 0..ROUNDS {
         for (_, session, medians) in sessions.iter_mut() {
             medians.push(median_ns(round, || {
@@ -254,9 +297,8 @@ fn encoder_int8(
         * 2.0
         * (4.0 * d * d + 2.0 * d * config.d_ff as f64);
     let mut base: Option<Record> = None;
-    for (weights, _, mut medians) in sessions {
-        medians.sort_by(f64::total_cmp);
-        let ns = medians[medians.len() / 2];
+    for (weights, _, medians) in sessions {
+        let ns = median_of_rounds(medians);
         let impl_name = format!("tessel-{weights}");
         let record = Record::new(
             "e2e",
@@ -285,7 +327,7 @@ fn measure_session(
     budget: Budget,
     session: &mut Session<&Model>,
     src: &[u32],
-    stream: &Record,
+    floor: &StreamFloor,
     record: &dyn Fn(&str, f64, Work) -> Record,
     emit: &mut dyn FnMut(Record),
 ) {
@@ -306,8 +348,21 @@ fn measure_session(
         stop_at_eos: false,
         ..SearchOptions::greedy(STEPS)
     };
-    let step_ns = median_step_ns(budget, session, src);
-    emit(record("decode-step", step_ns, Work::bytes(step_bytes as f64)).against(stream));
+    // The step and its floor in alternate rounds, so load from other processes falls on both.
+    let round = per_round(budget);
+    let (mut steps, mut streams) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        streams.push(floor.median_ns(round));
+        steps.push(median_step_ns(round, session, src));
+    }
+    let stream = floor.record("stream-read-step-weights", median_of_rounds(streams));
+    emit(stream.clone());
+    let step = record(
+        "decode-step",
+        median_of_rounds(steps),
+        Work::bytes(step_bytes as f64),
+    );
+    emit(step.against(&stream));
 
     for (case, options) in [
         ("greedy-32x32", greedy),
