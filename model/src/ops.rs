@@ -1,4 +1,4 @@
-//! The arithmetic of search over a step's logits: log-softmax, log-sum-exp and argmax.
+//! The arithmetic of search over a step's logits: log-softmax, log-sum-exp, max and argmax.
 //! Nothing here allocates.
 
 use pulp::Simd;
@@ -53,6 +53,12 @@ pub fn logsumexp(isa: Isa, values: &[f32]) -> f32 {
 /// first element equal to it. (Where the maximum is a zero, `-0.0 == 0.0` finds the first zero
 /// of either sign, as the one-pass fold that keeps the first strictly larger value does.)
 pub fn argmax(isa: Isa, values: &[f32]) -> Option<(usize, f32)> {
+    first_equal(values, max(isa, values)).map(|i| (i, values[i]))
+}
+
+/// The largest element, NaN ignored; negative infinity when there is none (as folding with
+/// `f32::max` gives it, up to the sign of a zero maximum).
+pub fn max(isa: Isa, values: &[f32]) -> f32 {
     struct Max<'a>(&'a [f32]);
     impl pulp::WithSimd for Max<'_> {
         type Output = f32;
@@ -61,8 +67,7 @@ pub fn argmax(isa: Isa, values: &[f32]) -> Option<(usize, f32)> {
             max_value(simd, self.0)
         }
     }
-    let max = isa.dispatch(Max(values));
-    first_equal(values, max).map(|i| (i, values[i]))
+    isa.dispatch(Max(values))
 }
 
 /// Values [`first_equal`] tests at once (a branch-free, vectorisable fold) before it looks

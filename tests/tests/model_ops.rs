@@ -9,7 +9,7 @@ use tessel_kernels::gemm::{MatRef, Sequential};
 use tessel_kernels::reference::activation as reference;
 use tessel_model::aligned::AlignedBuf;
 use tessel_model::layers::{linear, Heads, Linear, Norm, Run};
-use tessel_model::ops::{argmax, log_softmax, logsumexp};
+use tessel_model::ops::{argmax, log_softmax, logsumexp, max};
 use tessel_tests::runners::Threads;
 use tessel_tests::{assert_close, awkward_dim, cases, dot_tolerance, for_each_isa, CanaryMatrix};
 
@@ -208,7 +208,12 @@ proptest! {
             }
         }
         let expected = argmax_fold(&x);
-        for_each_isa(|isa| assert_eq!(argmax(isa, &x).map(|(i, v)| (i, v.to_bits())), expected.map(|(i, v)| (i, v.to_bits())), "{isa}: {x:?}"));
+        let folded = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        for_each_isa(|isa| {
+            assert_eq!(argmax(isa, &x).map(|(i, v)| (i, v.to_bits())), expected.map(|(i, v)| (i, v.to_bits())), "{isa}: {x:?}");
+            // Equal as numbers: a zero maximum may come with either sign.
+            assert_eq!(max(isa, &x), folded, "{isa}: {x:?}");
+        });
     }
 }
 

@@ -18,7 +18,7 @@
 
 use tessel_kernels::Isa;
 
-use crate::ops::logsumexp;
+use crate::ops::{logsumexp, max};
 use crate::search::StepLogits;
 
 /// openai-whisper's default first-timestamp limit: 1 s in steps of 20 ms.
@@ -127,9 +127,7 @@ impl WhisperRules<'_> {
         // The mass of every timestamp against the most likely text token (log-softmax shares
         // its normaliser, so the raw logits compare alike).
         let timestamps = logsumexp(isa, &row[begin..]);
-        let text = row[..begin]
-            .iter()
-            .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let text = max(isa, &row[..begin]);
         if timestamps > text {
             row[..begin].fill(f32::NEG_INFINITY);
         }
