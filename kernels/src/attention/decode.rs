@@ -242,9 +242,10 @@ fn run_queries<S: Simd, E: KvElement, const Q: usize>(
     let max = scratch.take(MAX_QUERIES * heads)?;
     let sum = scratch.take(MAX_QUERIES * heads)?;
     let alpha = scratch.take(MAX_QUERIES * heads)?;
-    o_all.fill(0.0);
-    max.fill(f32::NEG_INFINITY);
-    sum.fill(0.0);
+    // Only the `Q` queries' accumulators and running values are read.
+    o_all[..Q * heads * padded].fill(0.0);
+    max[..Q * heads].fill(f32::NEG_INFINITY);
+    sum[..Q * heads].fill(0.0);
     let q = &operands.q;
     for (i, q_query) in q_pad.chunks_exact_mut(heads * padded).take(Q).enumerate() {
         let q_row = &q.data[i * q.stride..][..dims.width];
