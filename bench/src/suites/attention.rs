@@ -3,8 +3,9 @@
 //! decode cases, against a streaming read of the same K and V bytes.
 //!
 //! Heads 8, `d_head` 64: self-attention n = 128..2048 with and without the causal mask,
-//! Whisper-like cross-attention 32 × 1500, decode 1 × 1024 and 1 × 4096, and a causal sliding
-//! window of 256 over 4096 positions. GFLOP/s count the visible query-key pairs only
+//! Whisper-like cross-attention 32 × 1500, decode 1 × 32 (the Transformer-base step's
+//! cross-attention, where a call's fixed costs show), 1 × 1024 and 1 × 4096, and a causal
+//! sliding window of 256 over 4096 positions. GFLOP/s count the visible query-key pairs only
 //! (`4 · heads · d_head` per pair), so causal and windowed cases are not credited for skipped work.
 //!
 //! Beam-width decode ([`BEAM_QUERIES`] queries against [`BEAM_KEYS`] keys, Whisper's 6 heads of
@@ -84,6 +85,8 @@ pub const CASES: &[Case] = &[
     case("self-2048", 2048, 2048, false),
     case("self-2048-causal", 2048, 2048, true),
     case("cross-32x1500", 32, 1500, false),
+    // The Transformer-base step's cross-attention (a 32-token source): the call's fixed costs.
+    case("decode-1x32", 1, 32, false),
     case("decode-1x1024", 1, 1024, true),
     case("decode-1x4096", 1, 4096, true),
     Case {
