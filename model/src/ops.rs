@@ -49,7 +49,7 @@ pub fn logsumexp(isa: Isa, values: &[f32]) -> f32 {
 }
 
 /// Index and value of the largest element (the first on ties; NaN never wins). `None` when
-/// empty or all NaN. Two passes at `isa`'s vector width: the maximum ([`max_value`]), then the
+/// empty or all NaN. Two passes at `isa`'s vector width: the maximum ([`max`]), then the
 /// first element equal to it. (Where the maximum is a zero, `-0.0 == 0.0` finds the first zero
 /// of either sign, as the one-pass fold that keeps the first strictly larger value does.)
 pub fn argmax(isa: Isa, values: &[f32]) -> Option<(usize, f32)> {
