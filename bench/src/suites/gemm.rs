@@ -10,7 +10,9 @@
 //! Records per case (`m×k×n`): `gemm-crate`, `naive`, `stream-read` (GB/s, `m = 1` only), and
 //! `tessel` once against each of them (ratio = baseline time / tessel time). Tessel and the
 //! `gemm` crate (and tessel and the stream read) are timed alternately, call by call, so both
-//! sides of a ratio see the same load on a shared machine.
+//! sides of a ratio see the same load on a shared machine. The `gemm-crate` record names the
+//! level the crate ran at: it dispatches on its own, so at `TESSEL_ISA=avx2` on an AVX-512 CPU
+//! it is AVX-512 unless the bench was built with `--no-default-features`.
 //!
 //! Tessel's packed weights are 64-byte aligned ([`AlignedBuf`], as the model stores them):
 //! every packed row of a panel is then one cache line (unaligned, each vector load of `B`
@@ -421,7 +423,7 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
         let (tessel_ns, crate_ns) =
             paired_median_ns(budget, &mut case, |c| c.tessel(isa), |c| c.gemm_crate());
         let tessel = record("tessel", isa.level().name(), tessel_ns, flops);
-        let peer = record("gemm-crate", "auto", crate_ns, flops);
+        let peer = record("gemm-crate", gemm_crate_level(), crate_ns, flops);
         emit(tessel.clone().against(&peer));
         emit(tessel.clone().against_rate(&peak));
         emit(peer);
@@ -446,6 +448,27 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
             emit(tessel.against(&stream));
             emit(stream);
         }
+    }
+}
+
+/// The level the `gemm` crate's kernels run at: it picks its own, AVX-512 where this build
+/// enabled its AVX-512 kernels (the `gemm-avx512` feature, on by default) and the CPU has them.
+/// `TESSEL_ISA=avx2` on an AVX-512 machine is compared with the crate's AVX2 kernels only in a
+/// build without that feature.
+fn gemm_crate_level() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if cfg!(feature = "gemm-avx512") && std::arch::is_x86_feature_detected!("avx512f") {
+            "avx512"
+        } else if std::arch::is_x86_feature_detected!("fma") {
+            "avx2"
+        } else {
+            "scalar"
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        "auto"
     }
 }
 
@@ -476,7 +499,7 @@ fn emit_wide(
     };
     let flops = Work::flops(case.flops());
     let bytes = Work::bytes(case.packed_bytes() as f64);
-    let peer = record("gemm-crate", "auto", times[1], flops);
+    let peer = record("gemm-crate", gemm_crate_level(), times[1], flops);
     let stream = record("stream-read", level, times[2], bytes);
     emit(record("tessel", level, times[0], flops).against(&peer));
     emit(record("tessel", level, times[0], flops).against_rate(peak));
