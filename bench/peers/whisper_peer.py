@@ -12,7 +12,10 @@ token (`Whisper.generate` from the encoded window, greedy, <|endoftext|> suppres
 run decodes the same number of tokens) at float32 and int8, against tessel's encode ms and ms per
 token from the `tessel transcribe --temperatures 0` summary (greedy like CTranslate2's, no
 fallback decodings; OUT/ct2 float32 and OUT/ct2_f16 float16 weights, and OUT/ct2 quantised to
-int8 at load for the encoder);
+int8 at load for the encoder). The same work on both sides: CTranslate2's `encode` stops at the
+encoder output and its first decoder step projects the cross-attention K/V, so tessel's encode
+is the summary's encoder time, and its cross-K/V time per window, spread over CTranslate2's
+tokens, is added to its time per token;
 then the whole transcribe of the 15 s clip, faster-whisper int8 against tessel int8 (the float32
 directory quantised at load, `--weights int8`), f16 and f32, at temperature 0 only: a random
 model's text often falls back to sampling, and the two engines' random draws differ, so
@@ -64,7 +67,9 @@ def tessel(binary, model_dir, audio, beam, threads, runs):
 
 
 def tessel_summary(binary, model_dir, audio, beam, threads, weights=None, fallback=True):
-    """encode ms per window, ms per token, whole ms and segment tokens of one `tessel transcribe`
+    """encoder ms per window, ms per token (with the window's cross-attention K/V projection
+    spread over CT2_TOKENS, as CTranslate2's figure has it), whole ms and segment tokens of one
+    `tessel transcribe`
     (`weights`: the `--weights` type, default as the directory stores them; without `fallback`
     only temperature 0 is tried)."""
     args = [binary, "transcribe", "--model", model_dir, audio, "--beam", str(beam),
@@ -77,11 +82,18 @@ def tessel_summary(binary, model_dir, audio, beam, threads, weights=None, fallba
     err = out.stderr
     seconds = float(re.search(r"audio ([0-9.]+) s", err).group(1))
     rtf = float(re.search(r"real-time factor ([0-9.]+)", err).group(1))
-    found = re.search(r"encode ([0-9.]+) ms over ([0-9]+) windows", err)
-    enc = float(found.group(1)) / int(found.group(2))
-    tok = float(re.search(r"([0-9.]+) ms per token", err).group(1))
+    found = re.search(r"encode ([0-9.]+) ms \+ cross K/V ([0-9.]+) ms over ([0-9]+) windows", err)
+    windows = int(found.group(3))
+    enc, kv = float(found.group(1)) / windows, float(found.group(2)) / windows
+    # CTranslate2 projects the cross-attention K/V in its first decoder step, inside its
+    # per-token figure over CT2_TOKENS tokens; tessel does it after the encoder.
+    tok = float(re.search(r"([0-9.]+) ms per token", err).group(1)) + kv / CT2_TOKENS
     tokens = [s["tokens"] for s in json.loads(out.stdout)["segments"]]
     return enc, tok, rtf * seconds * 1e3, tokens
+
+
+# Tokens CTranslate2's `generate` decodes per timing (end of text suppressed).
+CT2_TOKENS = 100
 
 
 def ct2_model(model_dir, threads, compute_type):
@@ -126,12 +138,12 @@ def kernels(out, binary, runs):
             ct2_times(m, mel, prompt, eot, 8)  # warm-up
         r = {k: [] for k in ("e32", "e8", "t32", "t8", "te32", "te16", "te8", "tt32", "tt16")}
         for _ in range(runs):
-            e, t = ct2_times(ct["float32"], mel, prompt, eot, 100)
+            e, t = ct2_times(ct["float32"], mel, prompt, eot, CT2_TOKENS)
             r["e32"].append(e), r["t32"].append(t)
             e, t, _, _ = tessel_summary(binary, f"{out}/ct2", clip30, 1, threads,
                                         fallback=False)
             r["te32"].append(e), r["tt32"].append(t)
-            e, t = ct2_times(ct["int8"], mel, prompt, eot, 100)
+            e, t = ct2_times(ct["int8"], mel, prompt, eot, CT2_TOKENS)
             r["e8"].append(e), r["t8"].append(t)
             e, t, _, _ = tessel_summary(binary, f"{out}/ct2_f16", clip30, 1, threads,
                                         fallback=False)

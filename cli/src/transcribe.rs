@@ -238,7 +238,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
             err,
             "isa {}, {} thread(s), cross K/V {:?}, language {}, load {:.0} ms\n\
              audio {:.2} s, real-time factor {:.4} (read {:.1} ms, mel {:.1} ms, encode {:.1} ms \
-             over {} windows, decode {:.1} ms: {:.3} ms per token over {} tokens)\n\
+             + cross K/V {:.1} ms over {} windows, decode {:.1} ms: {:.3} ms per token over {} tokens)\n\
              arena {} bytes, allocations during inference: {}",
             isa,
             args.threads,
@@ -250,6 +250,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
             read.as_secs_f64() * 1e3,
             s.mel.as_secs_f64() * 1e3,
             s.encode.as_secs_f64() * 1e3,
+            s.cross_kv.as_secs_f64() * 1e3,
             s.windows,
             s.decode.as_secs_f64() * 1e3,
             per_token,

@@ -59,6 +59,7 @@ fn transcribes_a_wav_file_as_faster_whisper_does() {
         "{stderr}"
     );
     assert!(stderr.contains("real-time factor"), "{stderr}");
+    assert!(stderr.contains(" ms + cross K/V "), "{stderr}");
     let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let want: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root().join("tiny_en_32/expected.json")).unwrap(),

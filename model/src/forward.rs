@@ -140,18 +140,19 @@ pub(crate) fn encode(
             ))
         }
     }
-    encoder_stack(model, run, plan, s, work, cross_kv, bias)
+    encoder_stack(model, run, plan, (s, work), cross_kv, bias, &mut || {})
 }
 
 /// Runs Whisper's convolutional front end over `frames` frames of `mel` (`n_mels × frames`,
-/// validated), then the encoder, then the cross-attention K/V of its output.
+/// validated), then the encoder, calls `encoded`, then projects the cross-attention K/V of its
+/// output.
 pub(crate) fn encode_audio(
     model: &Model<'_>,
     run: Run<'_>,
     plan: &ArenaPlan,
     arena: &mut [f32],
-    mel: &[f32],
-    frames: usize,
+    (mel, frames): (&[f32], usize),
+    encoded: &mut dyn FnMut(),
 ) -> Result<(), KernelError> {
     let Source::Audio(stem) = &model.source else {
         return Err(KernelError::InvalidArgument(
@@ -179,19 +180,27 @@ pub(crate) fn encode_audio(
     stem.stage_input(mel, frames, input);
     stem.forward(run, frames, input, middle, hidden, scratch)?;
     let work = work([hidden, spare, normed, qkv, q, attn, ffn, gate], scratch);
-    encoder_stack(model, run, plan, frames / 2, work, cross_kv, &mut [])
+    encoder_stack(
+        model,
+        run,
+        plan,
+        (frames / 2, work),
+        cross_kv,
+        &mut [],
+        encoded,
+    )
 }
 
-/// The encoder blocks over the `s` rows of `work.hidden`, its final norm, and every decoder
-/// layer's cross-attention K/V of the result.
+/// The encoder blocks over the `s` rows of `work.hidden` and its final norm, then (after
+/// calling `encoded`) every decoder layer's cross-attention K/V of the result.
 fn encoder_stack(
     model: &Model<'_>,
     run: Run<'_>,
     plan: &ArenaPlan,
-    s: usize,
-    mut work: Work<'_>,
+    (s, mut work): (usize, Work<'_>),
     cross_kv: &mut [f32],
     bias: &mut [f32],
+    encoded: &mut dyn FnMut(),
 ) -> Result<(), KernelError> {
     let d = model.config.d_model;
     let bias = match &model.encoder.position_bias {
@@ -216,6 +225,7 @@ fn encoder_stack(
         }
         None => hidden,
     };
+    encoded();
     let kind = plan.limits.cross_kv;
     let mut cross = CrossKv::new(cross_kv, plan.limits.max_src_len, d, kind);
     for (i, block) in model.decoder.blocks().iter().enumerate() {

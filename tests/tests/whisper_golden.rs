@@ -151,6 +151,30 @@ fn whisper_sessions_refuse_tokens_and_misshapen_frames() {
         .all(|v| v.is_finite()));
 }
 
+#[test]
+fn staged_audio_encoding_calls_its_hook_once_and_decodes_the_same() {
+    let model =
+        whisper::load_hf_dir(&fixture(FIXTURES[0]).join("hf"), 1, &LoadOptions::default()).unwrap();
+    let expected = expected(FIXTURES[0]);
+    let mut session = Session::new(&model, tessel_kernels::Isa::best()).unwrap();
+    session.encode_audio(&expected.mel).unwrap();
+    let plain = session.decode_step(&expected.prompt[..1]).unwrap().to_vec();
+    let mut calls = 0;
+    session
+        .encode_audio_staged(&expected.mel, || calls += 1)
+        .unwrap();
+    assert_eq!(calls, 1);
+    let staged = session.decode_step(&expected.prompt[..1]).unwrap();
+    assert_eq!(plain, staged, "the same logits, bit for bit");
+    // Rejected input never reaches the encoder, nor the hook.
+    let result = session.encode_audio_staged(&expected.mel[..81], || calls += 1);
+    assert!(matches!(
+        result,
+        Err(tessel_model::RunError::BadFrames { .. })
+    ));
+    assert_eq!(calls, 1);
+}
+
 /// Reads the integer list `key` of a fixture's `ct2/config.json`.
 fn config_ids(name: &str, key: &str) -> Vec<u32> {
     let text = std::fs::read_to_string(fixture(name).join("ct2").join("config.json")).unwrap();

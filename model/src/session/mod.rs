@@ -194,6 +194,17 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     /// projects the cross-attention K/V of every decoder layer once for all beams. `frames`
     /// must be even and at most `2 · max_src_len`. Resets the decoder.
     pub fn encode_audio(&mut self, mel: &[f32]) -> Result<(), RunError> {
+        self.encode_audio_staged(mel, || {})
+    }
+
+    /// As [`encode_audio`](Self::encode_audio), calling `encoded` once the encoder's output is
+    /// complete and before the cross-attention K/V are projected, so that a caller can time
+    /// the two apart (other engines, as CTranslate2, project them in the first decoder step).
+    pub fn encode_audio_staged(
+        &mut self,
+        mel: &[f32],
+        mut encoded: impl FnMut(),
+    ) -> Result<(), RunError> {
         let Some(n_mels) = self.model().config().front_end.n_mels() else {
             return Err(RunError::WrongInput {
                 expected: "tokens",
@@ -220,8 +231,8 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             run,
             &self.plan,
             self.arena.as_mut(),
-            mel,
-            frames,
+            (mel, frames),
+            &mut encoded,
         )?;
         self.state.src_len = Some(frames / 2);
         Ok(())

@@ -189,8 +189,11 @@ pub struct Stats {
     pub windows: usize,
     /// Log-mel spectrogram.
     pub mel: Duration,
-    /// Encoder passes (one per window).
+    /// Encoder passes (one per window): the front end, the blocks and the final norm.
     pub encode: Duration,
+    /// Projections of the encoder output to every decoder layer's cross-attention K/V (one per
+    /// window).
+    pub cross_kv: Duration,
     /// Decoder passes (prompts and generated tokens).
     pub decode: Duration,
     /// Tokens generated (all decodings, fallbacks included).
@@ -607,10 +610,16 @@ impl TranscribeSession {
         observer: &mut dyn Observer,
     ) -> Result<(), TranscribeError> {
         let started = Instant::now();
+        let mut encoded = None;
         observer.inference(true);
-        let done = self.session.encode_audio(&self.window);
+        let done = self
+            .session
+            .encode_audio_staged(&self.window, || encoded = Some(Instant::now()));
         observer.inference(false);
-        stats.encode += started.elapsed();
+        let ended = Instant::now();
+        let encoded = encoded.unwrap_or(ended);
+        stats.encode += encoded - started;
+        stats.cross_kv += ended - encoded;
         Ok(done?)
     }
 
