@@ -136,7 +136,7 @@ unsafe fn blocked_tiles<S: Simd, T: Element, const MR: usize, const NV: usize>(
             };
             blocked_columns::<S, T, MR, NV>(simd, ops, out, block, steps, &mut *wide);
             if full < m {
-                small_rows(simd, ops, out, block, full, m - full);
+                small_rows(simd, ops, out, block, (full, m - full), Reads::Cached);
             }
         }
         jc = block.panel1;
@@ -351,6 +351,11 @@ pub(crate) unsafe fn small_path<S: Simd, T: Element>(
     } else {
         (SPAN_BYTES / (ops.k.max(1) * PANEL_COLS * core::mem::size_of::<T>())).max(1)
     };
+    let reads = if blocks == 1 {
+        Reads::Memory
+    } else {
+        Reads::Cached
+    };
     let mut p = cols.panel0;
     while p < cols.panel1 {
         let span_cols = Columns {
@@ -362,7 +367,7 @@ pub(crate) unsafe fn small_path<S: Simd, T: Element>(
             // Balanced blocks: the first `m % blocks` get one extra row.
             let rows = m / blocks + usize::from(block < m % blocks);
             // SAFETY: forwarded contract; rows `[row0, row0 + rows)` are inside `A` and `C`.
-            unsafe { small_rows(simd, ops, out, span_cols, row0, rows) };
+            unsafe { small_rows(simd, ops, out, span_cols, (row0, rows), reads) };
             row0 += rows;
         }
         p = span_cols.panel1;
@@ -377,10 +382,26 @@ const fn small_max_rows(lanes: usize) -> usize {
     tiling::of_lanes(lanes).gemm_small_rows
 }
 
+/// Where a row block of the small path finds `B`.
+#[derive(Clone, Copy, PartialEq)]
+enum Reads {
+    /// The only block over its columns: `B` comes from memory, once.
+    Memory,
+    /// One of several blocks over a span of `B` kept in L2, or the rows left below the blocked
+    /// path's tiles.
+    Cached,
+}
+
 /// Dispatches one row block of `rows` rows to the tile shape chosen for it: enough independent
 /// accumulators to hide the FMA latency, few enough to stay in registers. One row (a batch-1
 /// decode step, whose weights come from memory) takes one panel per tile at AVX-512 and AVX2, so
 /// the weights are read as one forward stream.
+///
+/// Three rows at AVX2 take a whole panel (3 × 4 vectors) only when `B` comes from memory: the
+/// tile's 12 accumulators and 8 loaded vectors spill, which the memory stream hides, and it
+/// reads each panel as one forward stream; from L2 the 3 × 2 tile is faster
+/// (`TESSEL_ISA=avx2 gemm_best`, Zen 5, 2 runs each: 3×384×512 0.42–0.45 → 0.69–0.71 of
+/// `fma-peak`, 7×384×51864 (4 + 3 rows) 0.46–0.47 → 0.56; but 3×384×51864 0.42–0.46 → 0.40).
 ///
 /// # Safety
 /// As `small_path`, for rows `[row0, row0 + rows)` with `1 <= rows <= small_max_rows`.
@@ -390,8 +411,8 @@ unsafe fn small_rows<S: Simd, T: Element>(
     ops: Operands<'_, T>,
     out: &Output<'_>,
     cols: Columns,
-    row0: usize,
-    rows: usize,
+    (row0, rows): (usize, usize),
+    reads: Reads,
 ) {
     debug_assert!((1..=small_max_rows(S::F32_LANES)).contains(&rows));
     let run = (simd, ops, out, cols, row0);
@@ -408,7 +429,8 @@ unsafe fn small_rows<S: Simd, T: Element>(
             (16, _) => small_tiles::<S, T, 8, 2, 2>(run),
             (8, 1) => small_tiles::<S, T, 1, 4, 4>(run),
             (8, 2) => small_tiles::<S, T, 2, 4, 4>(run),
-            (8, 3) => small_tiles::<S, T, 3, 4, 4>(run),
+            (8, 3) if reads == Reads::Memory => small_tiles::<S, T, 3, 4, 4>(run),
+            (8, 3) => small_tiles::<S, T, 3, 2, 2>(run),
             (8, 4) => small_tiles::<S, T, 4, 2, 2>(run),
             (8, 5) => small_tiles::<S, T, 5, 2, 2>(run),
             (8, _) => small_tiles::<S, T, 6, 2, 2>(run),
