@@ -359,14 +359,26 @@ unsafe fn tile<D: Dot, const MR: usize, const NV: usize>(
 /// Sweeps the columns of `cols` for the one row `row0`, a whole panel at a time: `NV` vectors
 /// of `LANES` channels make one panel (`NV · LANES = PANEL_COLS`), and the depth is split over
 /// `PH` interleaved accumulator sets (group `g` adds into set `g % PH`), so `PH · NV` chains are
-/// in flight while the weights are read as one forward stream (a task's panels are contiguous).
-/// The sets are added at the end; integer sums are exact in any order, so the result is the
-/// same as [`sweep`]'s.
+/// in flight. With `ST = 2` the task's panels are read as two forward streams at once (its
+/// first and second half, a panel of each per step); with `ST = 1` as one. The sets are added
+/// at the end; integer sums are exact in any order, so the result is the same as [`sweep`]'s.
+///
+/// The AVX-512 primitives read two streams, the others one. Measured on Zen 5, 1 thread, the
+/// int8 Transformer-base decode step (`TESSEL_ISA=avx512 report e2e --quick`, 3 runs
+/// alternated): one stream 701–767 µs, two 583–597 µs (0.65–0.66 → 0.80–0.83 of the same run's
+/// stream read of its weights), four (`PH = 2`) 611–623 µs. At AVX2 (its AVX-VNNI primitive)
+/// two streams took 773–893 µs against one's 693–721 µs.
 ///
 /// # Safety
 /// As [`sweep`] for one row (`row0 < m`); `NV · D::LANES == PANEL_COLS`.
 #[inline(always)]
-pub(crate) unsafe fn sweep_row<D: Dot, K: Sink, const NV: usize, const PH: usize>(
+pub(crate) unsafe fn sweep_row<
+    D: Dot,
+    K: Sink,
+    const NV: usize,
+    const PH: usize,
+    const ST: usize,
+>(
     d: D,
     job: &Job,
     sink: &K,
@@ -375,24 +387,55 @@ pub(crate) unsafe fn sweep_row<D: Dot, K: Sink, const NV: usize, const PH: usize
 ) {
     debug_assert_eq!(NV * D::LANES, PANEL_COLS);
     let col_end = job.n.min(cols.panel1 * PANEL_COLS);
-    for panel in cols.panel0..cols.panel1 {
-        let col0 = panel * PANEL_COLS;
-        if col0 >= col_end {
-            break;
+    let last = cols.panel1.min(col_end.div_ceil(PANEL_COLS));
+    let count = last.saturating_sub(cols.panel0);
+    let step = count.div_ceil(ST);
+    for i in 0..step {
+        let panels: [usize; ST] = core::array::from_fn(|s| cols.panel0 + s * step + i);
+        if ST > 1 && panels[ST - 1] >= last {
+            // The last streams are a panel shorter: the others' panels one at a time.
+            for &panel in panels.iter().filter(|&&p| p < last) {
+                // SAFETY: as below, for one panel.
+                let [acc] = unsafe { panel_rows::<D, NV, PH, 1>(d, job, row0, [panel]) };
+                // SAFETY: as below.
+                unsafe { put_row(d, job, sink, row0, panel, col_end, acc) };
+            }
+            continue;
         }
-        // SAFETY: row `row0` of `A` and this task's panel exist (caller).
-        let acc = unsafe { panel_row::<D, NV, PH>(d, job, row0, panel) };
-        let at = TileAt {
-            row0,
-            rows: 1,
-            col0,
-            cols: PANEL_COLS.min(col_end - col0),
-            first: true,
-            last: true,
-        };
-        // SAFETY: a valid row and columns inside `m × n` and this task's columns.
-        unsafe { sink.put::<D, 1, NV>(d, job, &[acc], at) };
+        // SAFETY: row `row0` of `A` and these panels of the task exist (caller).
+        let accs = unsafe { panel_rows::<D, NV, PH, ST>(d, job, row0, panels) };
+        for (&panel, acc) in panels.iter().zip(accs) {
+            // SAFETY: a valid row and the columns of a panel of this task.
+            unsafe { put_row(d, job, sink, row0, panel, col_end, acc) };
+        }
     }
+}
+
+/// Stores one row's sums over panel `panel` (columns up to `col_end`).
+///
+/// # Safety
+/// `row0 < m`; the panel is one of the task's, starting below `col_end`.
+#[inline(always)]
+unsafe fn put_row<D: Dot, K: Sink, const NV: usize>(
+    d: D,
+    job: &Job,
+    sink: &K,
+    row0: usize,
+    panel: usize,
+    col_end: usize,
+    acc: [D::Acc; NV],
+) {
+    let col0 = panel * PANEL_COLS;
+    let at = TileAt {
+        row0,
+        rows: 1,
+        col0,
+        cols: PANEL_COLS.min(col_end - col0),
+        first: true,
+        last: true,
+    };
+    // SAFETY: a valid row and columns inside `m × n` and this task's columns (caller).
+    unsafe { sink.put::<D, 1, NV>(d, job, &[acc], at) };
 }
 
 /// Bytes ahead of the group being read that the one-row sweep hints into L1 (where its
@@ -406,43 +449,52 @@ pub(crate) unsafe fn sweep_row<D: Dot, K: Sink, const NV: usize, const PH: usize
 /// L3-resident `1x512x32000` slowed from 337 µs to 365–419 µs and the step did not change.
 const ROW_PREFETCH_BYTES: usize = STREAM_AHEAD_BYTES;
 
-/// Row `row0` of `A` times the whole panel `panel`: `NV` vectors of sums.
+/// Row `row0` of `A` times each of the `ST` whole panels `panels`: `NV` vectors of sums each,
+/// the panels read side by side.
 ///
 /// # Safety
-/// Row `row0` of `A` and panel `panel` of the packed weights must exist.
+/// Row `row0` of `A` and the panels of the packed weights must exist.
 #[inline(always)]
-unsafe fn panel_row<D: Dot, const NV: usize, const PH: usize>(
+unsafe fn panel_rows<D: Dot, const NV: usize, const PH: usize, const ST: usize>(
     d: D,
     job: &Job,
     row0: usize,
-    panel: usize,
-) -> [D::Acc; NV] {
-    let b = job.b.wrapping_add(panel * job.panel() + HEADER_BYTES);
+    panels: [usize; ST],
+) -> [[D::Acc; NV]; ST] {
+    let b = panels.map(|p| job.b.wrapping_add(p * job.panel() + HEADER_BYTES));
     let a = job.a.wrapping_add(row0 * job.a_stride);
     let groups = job.kp / K_GROUP;
-    let mut acc = [[d.zero(); NV]; PH];
-    // SAFETY: row `row0` of `A` exists (caller).
-    acc[0] = [unsafe { d.start(a, job.kp) }; NV];
+    let mut acc = [[[d.zero(); NV]; PH]; ST];
+    for set in &mut acc {
+        // SAFETY: row `row0` of `A` exists (caller).
+        set[0] = [unsafe { d.start(a, job.kp) }; NV];
+    }
     let mut g = 0;
     while g + PH <= groups {
-        for (ph, acc_ph) in acc.iter_mut().enumerate() {
-            // SAFETY: group `g + ph < groups` (caller's panel and row).
-            unsafe { group_row(d, a, b, g + ph, acc_ph) };
+        for ph in 0..PH {
+            for (set, &b_s) in acc.iter_mut().zip(&b) {
+                // SAFETY: group `g + ph < groups` (caller's panels and row).
+                unsafe { group_row(d, a, b_s, g + ph, &mut set[ph]) };
+            }
         }
         g += PH;
     }
     while g < groups {
-        // SAFETY: as above.
-        unsafe { group_row(d, a, b, g, &mut acc[0]) };
+        for (set, &b_s) in acc.iter_mut().zip(&b) {
+            // SAFETY: as above.
+            unsafe { group_row(d, a, b_s, g, &mut set[0]) };
+        }
         g += 1;
     }
-    let mut sums = acc[0];
-    for set in &acc[1..] {
-        for (s, &x) in sums.iter_mut().zip(set) {
-            *s = d.add(*s, x);
+    acc.map(|set| {
+        let mut sums = set[0];
+        for part in &set[1..] {
+            for (s, &x) in sums.iter_mut().zip(part) {
+                *s = d.add(*s, x);
+            }
         }
-    }
-    sums
+        sums
+    })
 }
 
 /// Adds group `g` of the row at `a` times group row `g` of the panel at `b` into `acc`.

@@ -120,7 +120,7 @@ impl Dot for NeonDot {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep_row::<Self, K, 8, 1>(self, job, sink, cols, row0),
+                1 => sweep_row::<Self, K, 8, 1, 1>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 8>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 4, 4>(self, job, sink, cols, row0, rows),
             }
@@ -213,7 +213,7 @@ impl Dot for NeonPlain {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep_row::<Self, K, 8, 1>(self, job, sink, cols, row0),
+                1 => sweep_row::<Self, K, 8, 1, 1>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 4>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 4, 2>(self, job, sink, cols, row0, rows),
             }

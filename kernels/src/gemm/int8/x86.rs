@@ -142,7 +142,7 @@ impl Dot for Avx2 {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep_row::<Self, K, 4, 2>(self, job, sink, cols, row0),
+                1 => sweep_row::<Self, K, 4, 2, 1>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 4>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 4, 2>(self, job, sink, cols, row0, rows),
             }
@@ -223,7 +223,7 @@ impl Dot for AvxVnni {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep_row::<Self, K, 4, 2>(self, job, sink, cols, row0),
+                1 => sweep_row::<Self, K, 4, 2, 1>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 4>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 4, 2>(self, job, sink, cols, row0, rows),
             }
@@ -307,7 +307,7 @@ impl Dot for Avx512Bw {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep_row::<Self, K, 2, 4>(self, job, sink, cols, row0),
+                1 => sweep_row::<Self, K, 2, 4, 2>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 4>(self, job, sink, cols, row0, rows),
                 3 | 4 => sweep::<Self, K, 4, 4>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 8, 2>(self, job, sink, cols, row0, rows),
@@ -389,7 +389,7 @@ impl Dot for Avx512Vnni {
         // SAFETY: forwarded contract; each tile height is at least `rows`.
         unsafe {
             match rows {
-                1 => sweep_row::<Self, K, 2, 4>(self, job, sink, cols, row0),
+                1 => sweep_row::<Self, K, 2, 4, 2>(self, job, sink, cols, row0),
                 2 => sweep::<Self, K, 2, 4>(self, job, sink, cols, row0, rows),
                 3 | 4 => sweep::<Self, K, 4, 4>(self, job, sink, cols, row0, rows),
                 _ => sweep::<Self, K, 8, 2>(self, job, sink, cols, row0, rows),
