@@ -12,8 +12,11 @@
 //! each frame's channels averaged (ffmpeg's `-ac 1` for stereo: 0.5·L + 0.5·R; for layouts
 //! with an LFE or surround channels ffmpeg weights them differently), streamed through the
 //! resampler ([`crate::resample`]) and finally clamped to [-1, 1] as ffmpeg's conversion to
-//! 16-bit clips (float WAVs may exceed full scale). Unlike ffmpeg, the result is not rounded
-//! to 16 bits: the difference is below 2^-16 per sample.
+//! 16-bit clips (float WAVs may exceed full scale). Float samples beyond ±[`MAX_FLOAT_SAMPLE`]
+//! (96 dB over full scale) are first clamped there, so that averaging the channels and
+//! resampling stay finite (two channels near the largest `f32` would overflow their sum).
+//! Unlike ffmpeg, the result is not rounded to 16 bits: the difference is below 2^-16 per
+//! sample.
 //!
 //! Memory: the reader never sizes a buffer from the header alone. It reserves the 16 kHz
 //! output for at most [`ReadOptions::max_seconds`] (refusing longer files from the header
@@ -25,6 +28,9 @@ use std::path::Path;
 
 use crate::resample::To16k;
 use crate::AudioError;
+
+/// Largest magnitude of a float sample, in full scales: larger finite ones are clamped to it.
+pub const MAX_FLOAT_SAMPLE: f32 = 65_536.0;
 
 /// Lowest sample rate accepted, in Hz.
 pub const MIN_SAMPLE_RATE: u32 = 4_000;
@@ -149,7 +155,7 @@ pub fn read_wav<R: Read>(mut reader: R, options: &ReadOptions) -> Result<WavAudi
             return Err(AudioError::NonFinite { index: read });
         }
         read += 1;
-        frame_sum += value;
+        frame_sum += value.clamp(-MAX_FLOAT_SAMPLE, MAX_FLOAT_SAMPLE);
         in_frame += 1;
         if in_frame == channels {
             mono.push(frame_sum * scale);

@@ -148,6 +148,34 @@ fn float_samples_beyond_full_scale_are_clipped_as_ffmpeg_does() {
     );
 }
 
+/// Two channels near the largest `f32` (the fuzzer's find): their sum overflowed to infinity,
+/// and the resampler turned it into NaN samples. Huge samples clamp to `MAX_FLOAT_SAMPLE`
+/// first, so the audio stays finite and clips to full scale.
+#[test]
+fn huge_float_samples_stay_finite_through_mixing_and_resampling() {
+    let frames = [
+        -1.74e38f32,
+        -3.04e38,
+        0.0,
+        -2.6e33,
+        3.4e38,
+        3.4e38,
+        0.5,
+        0.5,
+    ];
+    let data: Vec<u8> = frames.iter().flat_map(|v| v.to_le_bytes()).collect();
+    for rate in [16_000, 48_000] {
+        let samples = read(&wav_bytes(3, 2, rate, 32, &data)).expect("reads");
+        assert!(!samples.is_empty());
+        assert!(
+            samples.iter().all(|v| v.is_finite() && v.abs() <= 1.0),
+            "{rate} Hz: {samples:?}"
+        );
+    }
+    let samples = read(&wav_bytes(3, 2, 16_000, 32, &data)).expect("reads");
+    assert_eq!(samples, vec![-1.0, -1.0, 1.0, 0.5]);
+}
+
 /// A sine through the resampler: the right length, and the same sine at 16 kHz shifted by
 /// less than 1.5 output samples. rubato trims its delay in whole samples and the fractional
 /// rest stays: the output leads the input by 1.01 samples (63 µs) at 8 kHz, 0.25 at 11.025,
