@@ -193,6 +193,7 @@ pub fn tiny_config(variant: u8) -> tessel_model::Config {
     Config {
         d_model: 8,
         heads: 2,
+        d_head: None,
         encoder_layers: 1,
         decoder_layers: 1,
         d_ff: 12,

@@ -152,8 +152,16 @@ fn default_true() -> bool {
 pub struct Config {
     /// Width of the residual stream.
     pub d_model: usize,
-    /// Attention heads; `d_model` must be a multiple.
+    /// Attention heads; `d_model` must be a multiple unless `d_head` is given.
     pub heads: usize,
+    /// Width of one head when it is not `d_model / heads` (T5 v1.1, Flan-T5 and mT5 small:
+    /// 6 heads of 64 over a 512-wide stream). Attention then projects `d_model` to
+    /// `heads × d_head` and back.
+    #[cfg_attr(
+        feature = "std",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub d_head: Option<usize>,
     /// Encoder layers.
     pub encoder_layers: usize,
     /// Decoder layers.
@@ -231,8 +239,8 @@ pub enum ConfigError {
     /// A size that must be positive is zero.
     #[error("config field `{0}` must be positive")]
     Zero(&'static str),
-    /// `d_model` is not a multiple of `heads`.
-    #[error("d_model {d_model} is not a multiple of heads {heads}")]
+    /// `d_model` is not a multiple of `heads` and no `d_head` is given.
+    #[error("d_model {d_model} is not a multiple of heads {heads} (and no d_head is given)")]
     HeadsDoNotDivide {
         /// Model width.
         d_model: usize,
@@ -302,6 +310,7 @@ impl Config {
         Config {
             d_model: 512,
             heads: 8,
+            d_head: None,
             encoder_layers: 6,
             decoder_layers: 6,
             d_ff: 2048,
@@ -347,9 +356,15 @@ impl Config {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    /// Width of one head.
+    /// Width of one head: `d_head` when given, else `d_model / heads`.
     pub fn d_head(&self) -> usize {
-        self.d_model / self.heads.max(1)
+        self.d_head.unwrap_or(self.d_model / self.heads.max(1))
+    }
+
+    /// Width of the attention's inner rows, `heads × d_head` (queries, keys, values, the
+    /// caches); `d_model` unless `d_head` is given.
+    pub fn attention_width(&self) -> usize {
+        self.heads.saturating_mul(self.d_head())
     }
 
     /// Number of `f32` parameters and tables of the model this config describes (embeddings,
@@ -357,10 +372,10 @@ impl Config {
     /// when the count overflows `usize`. Only meaningful for positive sizes; `validate` bounds it
     /// by [`MAX_MODEL_BYTES`].
     pub fn model_f32s(&self) -> Option<usize> {
-        let (d, ff) = (self.d_model, self.d_ff);
+        let (d, ff, a) = (self.d_model, self.d_ff, self.attention_width());
         let mul = |a: usize, b: usize| a.checked_mul(b);
         // Per layer: Q, K, V, output projections (+ biases), FFN, norms.
-        let attention = mul(4 * d, d)?.checked_add(4 * d)?;
+        let attention = mul(mul(4, d)?, a)?.checked_add(3 * a + d)?;
         let ffn = mul(2 * d, ff)?.checked_add(d + ff)?;
         let norm = 2 * d;
         let encoder_layer = attention.checked_add(ffn)?.checked_add(2 * norm)?;
@@ -431,7 +446,14 @@ impl Config {
         if self.decoder_layers > 1024 {
             return Err(ConfigError::TooLarge("decoder_layers"));
         }
-        if !self.d_model.is_multiple_of(self.heads) {
+        if let Some(d_head) = self.d_head {
+            if d_head == 0 {
+                return Err(ConfigError::Zero("d_head"));
+            }
+            if self.heads.checked_mul(d_head).is_none_or(|a| a > MAX_DIM) {
+                return Err(ConfigError::TooLarge("heads × d_head"));
+            }
+        } else if !self.d_model.is_multiple_of(self.heads) {
             return Err(ConfigError::HeadsDoNotDivide {
                 d_model: self.d_model,
                 heads: self.heads,
@@ -474,7 +496,7 @@ impl Config {
             .decoder_layers
             .checked_mul(self.max_beam)
             .and_then(|x| x.checked_mul(self.max_tgt_len))
-            .and_then(|x| x.checked_mul(self.d_model))
+            .and_then(|x| x.checked_mul(self.attention_width()))
             .and_then(|x| x.checked_mul(8));
         if cache.is_none_or(|x| x > isize::MAX as usize) {
             return Err(ConfigError::TooLarge(

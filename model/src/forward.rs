@@ -227,7 +227,8 @@ fn encoder_stack(
     };
     encoded();
     let kind = plan.limits.cross_kv;
-    let mut cross = CrossKv::new(cross_kv, plan.limits.max_src_len, d, kind);
+    let a = model.config.attention_width();
+    let mut cross = CrossKv::new(cross_kv, plan.limits.max_src_len, a, kind);
     for (i, block) in model.decoder.blocks().iter().enumerate() {
         if let Some(attention) = block.cross_attention() {
             let memory = (memory, s);
@@ -253,7 +254,7 @@ fn project_memory(
         return attention.project_memory(run, s, memory, kv, scratch);
     }
     let d = attention.output().out_features();
-    let width = 2 * d;
+    let width = 2 * attention.heads().width();
     let chunk = (staging.len() / width.max(1)).min(s);
     if chunk == 0 && s > 0 {
         return Err(KernelError::InvalidArgument(
@@ -316,7 +317,8 @@ pub(crate) fn decode(
         .target
         .forward(run.isa, ids, position, prefix, work.hidden)?;
     let mut cache = KvCache::new(self_k, self_v, plan.kv);
-    let cross = CrossKv::new(cross_kv, plan.limits.max_src_len, d, plan.limits.cross_kv);
+    let a = model.config.attention_width();
+    let cross = CrossKv::new(cross_kv, plan.limits.max_src_len, a, plan.limits.cross_kv);
     // Every beam's query sits at the same position: one bias row serves them all.
     let q_len = if prefix { rows } else { 1 };
     let bias = match &model.decoder.position_bias {

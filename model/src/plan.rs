@@ -320,14 +320,14 @@ impl ArenaPlan {
     pub fn with_limits(config: &Config, limits: Limits) -> Result<ArenaPlan, ConfigError> {
         config.validate()?;
         limits.check(config)?;
-        let d = config.d_model;
+        let (d, a) = (config.d_model, config.attention_width());
         let (s, t, b) = (limits.max_src_len, limits.max_tgt_len, limits.max_beam);
         let (encoder, decoder) = block_shapes(config);
 
         let mut wide_cursor = Cursor(0);
         let mut wide_sizes = max_sizes(encoder.work(s), decoder.work(s));
         // Encode stages the memory projection in the FFN buffer (free by then).
-        let staging = CrossKv::staging_elements(d, limits.cross_kv);
+        let staging = CrossKv::staging_elements(a, limits.cross_kv);
         wide_sizes.ffn = wide_sizes.ffn.max(staging);
         let wide = WorkSpans::plan(&mut wide_cursor, wide_sizes);
         let mut narrow_cursor = Cursor(0);
@@ -337,13 +337,13 @@ impl ArenaPlan {
             layers: config.decoder_layers,
             beams: b,
             positions: t,
-            width: d,
+            width: a,
         };
         let logits = rest.take(b * config.tgt_vocab);
         let cross_kv = rest.take(CrossKv::elements(
             config.decoder_layers,
             s,
-            d,
+            a,
             limits.cross_kv,
         ));
         let self_k = rest.take(kv.len());

@@ -246,6 +246,7 @@ fn invalid_configs_are_typed_errors() {
             Config {
                 d_model: 8,
                 heads: 1,
+                d_head: None,
                 d_ff: 8,
                 encoder_layers: 1,
                 decoder_layers: 1,
@@ -318,6 +319,7 @@ fn every_config_toggle_loads_exactly_its_tensors() {
     let base = Config {
         d_model: 24,
         heads: 2,
+        d_head: None,
         encoder_layers: 1,
         decoder_layers: 2,
         d_ff: 40,

@@ -203,6 +203,7 @@ fn config(
     let config = Config {
         d_model: spec.d,
         heads: spec.heads,
+        d_head: (spec.attention_width != spec.d).then(|| spec.attention_width / spec.heads.max(1)),
         encoder_layers: spec.encoder_layers,
         decoder_layers: spec.decoder_layers,
         d_ff: spec.d_ff,

@@ -41,6 +41,9 @@ pub(super) struct Spec {
     pub tgt_rows: usize,
     /// Attention heads.
     pub heads: usize,
+    /// Width of the attention's inner rows, `heads × d_head` (layer 0's fused Q/K/V rows over
+    /// 3; `d` in most models, not in T5 v1.1 / Flan-T5 / mT5 small).
+    pub attention_width: usize,
     /// Pre-norm layers.
     pub pre_norm: bool,
     /// Feed-forward activation.
@@ -280,6 +283,17 @@ impl Spec {
         };
         let layer0 = |part: &str| format!("{side}/layer_0/{part}");
         let d_ff = vars.rows(&layer0("ffn/linear_0/weight")).unwrap_or(0);
+        let qkv_name = layer0("self_attention/linear_0/weight");
+        let attention_width = match vars.rows(&qkv_name) {
+            None => d,
+            Some(rows) if rows % 3 == 0 && (rows / 3).is_multiple_of(heads.max(1)) => rows / 3,
+            Some(rows) => {
+                return Err(Ct2Error::Attribute {
+                    name: qkv_name,
+                    reason: format!("{rows} rows are not 3 × {heads} heads × d_head"),
+                })
+            }
+        };
         let share_embeddings =
             vars.canonical("decoder/embeddings/weight") == vars.canonical(&src_weight);
         let tie_output = vars.canonical("decoder/projection/weight")
@@ -332,6 +346,7 @@ impl Spec {
             src_rows,
             tgt_rows,
             heads,
+            attention_width,
             pre_norm,
             activation,
             embedding_scale: encoder_scale,

@@ -168,9 +168,13 @@ impl Builder<'_, '_, '_> {
         &mut self,
         layer: &str,
     ) -> Result<(Norm<'static>, SelfAttention<'static>), Ct2Error> {
-        let (d, scope) = (self.d, format!("{layer}/self_attention"));
-        let qkv = self.linear(&format!("{scope}/linear_0"), 3 * d, d)?;
-        let out = self.linear(&format!("{scope}/linear_1"), d, d)?;
+        let (d, a, scope) = (
+            self.d,
+            self.heads.width(),
+            format!("{layer}/self_attention"),
+        );
+        let qkv = self.linear(&format!("{scope}/linear_0"), 3 * a, d)?;
+        let out = self.linear(&format!("{scope}/linear_1"), d, a)?;
         let norm = self.norm(&format!("{scope}/layer_norm"))?;
         self.queries_scale(&scope)?;
         let attention =
@@ -184,10 +188,10 @@ impl Builder<'_, '_, '_> {
         &mut self,
         layer: &str,
     ) -> Result<(Norm<'static>, CrossAttention<'static>), Ct2Error> {
-        let (d, scope) = (self.d, format!("{layer}/attention"));
-        let q = self.linear(&format!("{scope}/linear_0"), d, d)?;
-        let kv = self.linear(&format!("{scope}/linear_1"), 2 * d, d)?;
-        let out = self.linear(&format!("{scope}/linear_2"), d, d)?;
+        let (d, a, scope) = (self.d, self.heads.width(), format!("{layer}/attention"));
+        let q = self.linear(&format!("{scope}/linear_0"), a, d)?;
+        let kv = self.linear(&format!("{scope}/linear_1"), 2 * a, d)?;
+        let out = self.linear(&format!("{scope}/linear_2"), d, a)?;
         let norm = self.norm(&format!("{scope}/layer_norm"))?;
         self.queries_scale(&scope)?;
         let attention =

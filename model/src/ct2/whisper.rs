@@ -136,6 +136,7 @@ pub fn build(
     let config = Config {
         d_model: d,
         heads,
+        d_head: None,
         encoder_layers,
         decoder_layers,
         d_ff,

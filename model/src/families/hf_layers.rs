@@ -17,14 +17,14 @@ pub(crate) fn self_attention(
     p: &str,
     key_bias: bool,
 ) -> Result<SelfAttention<'static>, LoadError> {
-    let d = l.config.d_model;
+    let (d, a) = (l.config.d_model, l.config.attention_width());
     let (q, k, v) = (
         format!("{p}.q_proj"),
         format!("{p}.k_proj"),
         format!("{p}.v_proj"),
     );
-    let qkv = l.fused(&[&q, &k, &v], &[true, key_bias, true], d, d)?;
-    let out = l.linear(&format!("{p}.out_proj"), d, d, true)?;
+    let qkv = l.fused(&[&q, &k, &v], &[true, key_bias, true], a, d)?;
+    let out = l.linear(&format!("{p}.out_proj"), d, a, true)?;
     SelfAttention::new(qkv, out, l.heads()).map_err(malformed(p))
 }
 
@@ -33,11 +33,11 @@ fn cross_attention(
     p: &str,
     key_bias: bool,
 ) -> Result<CrossAttention<'static>, LoadError> {
-    let d = l.config.d_model;
-    let q = l.linear(&format!("{p}.q_proj"), d, d, true)?;
+    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let q = l.linear(&format!("{p}.q_proj"), a, d, true)?;
     let (k, v) = (format!("{p}.k_proj"), format!("{p}.v_proj"));
-    let kv = l.fused(&[&k, &v], &[key_bias, true], d, d)?;
-    let out = l.linear(&format!("{p}.out_proj"), d, d, true)?;
+    let kv = l.fused(&[&k, &v], &[key_bias, true], a, d)?;
+    let out = l.linear(&format!("{p}.out_proj"), d, a, true)?;
     CrossAttention::new(q, kv, out, l.heads()).map_err(malformed(p))
 }
 

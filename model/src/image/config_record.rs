@@ -13,7 +13,8 @@
 //! | 20 | position_offset |
 //! | 21 | layer_norm_eps (`f32` bits) |
 //! | 22–24 | bos_id, eos_id, pad_id |
-//! | 25–31 | zero |
+//! | 25 | d_head when given (0: `d_model / heads`) |
+//! | 26–31 | zero |
 
 use crate::config::{
     Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions, RelativeAttention,
@@ -95,6 +96,7 @@ pub fn config_to_words(config: &Config) -> [u32; CONFIG_WORDS] {
     w[22] = config.bos_id;
     w[23] = config.eos_id;
     w[24] = config.pad_id;
+    w[25] = config.d_head.map_or(0, size);
     w
 }
 
@@ -107,7 +109,7 @@ pub fn config_from_words(w: &[u32; CONFIG_WORDS]) -> Result<Config, ImageError> 
     if w[11] & !31 != 0 {
         return Err(ImageError::ConfigField("biases"));
     }
-    if w[25..].iter().any(|&x| x != 0) {
+    if w[26..].iter().any(|&x| x != 0) {
         return Err(ImageError::ConfigField("reserved"));
     }
     let on = |b: u32| flags & b != 0;
@@ -142,6 +144,7 @@ pub fn config_from_words(w: &[u32; CONFIG_WORDS]) -> Result<Config, ImageError> 
     let config = Config {
         d_model: w[0] as usize,
         heads: w[1] as usize,
+        d_head: (w[25] != 0).then_some(w[25] as usize),
         encoder_layers: w[2] as usize,
         decoder_layers: w[3] as usize,
         d_ff: w[4] as usize,

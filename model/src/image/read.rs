@@ -299,16 +299,16 @@ impl<'w> Reader<'w> {
 
     /// One block of the config's shape (with cross-attention in the decoder).
     fn block(&mut self, config: &Config, decoder: bool) -> Result<Block<'w>, ImageError> {
-        let (d, f) = (config.d_model, config.d_ff);
+        let (d, f, a) = (config.d_model, config.d_ff, config.attention_width());
         let heads = Heads::of(config);
         let attention_norm = self.norm(d)?;
-        let attention = SelfAttention::new(self.linear(d, 3 * d)?, self.linear(d, d)?, heads)?;
+        let attention = SelfAttention::new(self.linear(d, 3 * a)?, self.linear(a, d)?, heads)?;
         let cross = if decoder {
             let norm = self.norm(d)?;
             let (q, kv, out) = (
-                self.linear(d, d)?,
-                self.linear(d, 2 * d)?,
-                self.linear(d, d)?,
+                self.linear(d, a)?,
+                self.linear(d, 2 * a)?,
+                self.linear(a, d)?,
             );
             Some((norm, CrossAttention::new(q, kv, out, heads)?))
         } else {

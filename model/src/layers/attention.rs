@@ -108,27 +108,34 @@ impl Heads {
     }
 }
 
-/// Checks that a projection maps `d` to `parts · d` and the heads divide `d`.
+/// Checks that a projection maps `inp` to `parts · out` features.
 fn check_projection(
     what: &'static str,
     p: &Linear<'_>,
-    d: usize,
+    (inp, out): (usize, usize),
     parts: usize,
 ) -> Result<(), KernelError> {
-    if p.in_features() != d || p.out_features() != parts * d {
+    if p.in_features() != inp {
         return Err(KernelError::ShapeMismatch {
             what,
-            expected: parts * d,
+            expected: inp,
+            got: p.in_features(),
+        });
+    }
+    if p.out_features() != parts * out {
+        return Err(KernelError::ShapeMismatch {
+            what,
+            expected: parts * out,
             got: p.out_features(),
         });
     }
     Ok(())
 }
 
-fn check_heads(heads: &Heads, d: usize) -> Result<(), KernelError> {
-    if heads.heads == 0 || heads.d_head == 0 || heads.heads * heads.d_head != d {
+fn check_heads(heads: &Heads) -> Result<(), KernelError> {
+    if heads.heads == 0 || heads.d_head == 0 {
         return Err(KernelError::InvalidArgument(
-            "heads × d_head must equal the model width",
+            "heads and d_head must be positive",
         ));
     }
     Ok(())
@@ -149,16 +156,17 @@ impl<'w> SelfAttention<'w> {
         [&mut self.qkv, &mut self.out]
     }
 
-    /// From the fused `d → 3d` projection and the `d → d` output projection.
+    /// From the fused `d → 3a` projection and the `a → d` output projection, where `d` is the
+    /// model width and `a = heads × d_head` the attention width (usually `d`).
     pub fn new(
         qkv: Linear<'w>,
         out: Linear<'w>,
         heads: Heads,
     ) -> Result<SelfAttention<'w>, KernelError> {
-        let d = out.out_features();
-        check_heads(&heads, d)?;
-        check_projection("self-attention qkv", &qkv, d, 3)?;
-        check_projection("self-attention output", &out, d, 1)?;
+        let (d, a) = (out.out_features(), heads.width());
+        check_heads(&heads)?;
+        check_projection("self-attention qkv", &qkv, (d, a), 3)?;
+        check_projection("self-attention output", &out, (a, d), 1)?;
         Ok(SelfAttention { qkv, out, heads })
     }
 
@@ -182,16 +190,23 @@ impl<'w> SelfAttention<'w> {
         self.qkv.bytes() + self.out.bytes()
     }
 
-    /// Scratch for `rows` query rows over at most `kv_len` keys on `threads` threads.
-    pub fn scratch(heads: &Heads, rows: usize, kv_len: usize, threads: usize) -> ScratchSpec {
-        let d = heads.width();
+    /// Scratch for `rows` query rows of width `d` over at most `kv_len` keys on `threads`
+    /// threads.
+    pub fn scratch(
+        heads: &Heads,
+        d: usize,
+        rows: usize,
+        kv_len: usize,
+        threads: usize,
+    ) -> ScratchSpec {
+        let a = heads.width();
         heads
             .scratch(rows, kv_len, threads)
-            .or(linear::scratch(rows, d, 3 * d, threads))
-            .or(linear::scratch(rows, d, d, threads))
+            .or(linear::scratch(rows, d, 3 * a, threads))
+            .or(linear::scratch(rows, a, d, threads))
     }
 
-    /// `qkv = input·W_qkv + b` for `rows` rows (`qkv` rows are `3d` wide).
+    /// `qkv = input·W_qkv + b` for `rows` rows (`qkv` rows are `3a` wide).
     pub fn project(
         &self,
         run: Run<'_>,
@@ -200,25 +215,25 @@ impl<'w> SelfAttention<'w> {
         qkv: &mut [f32],
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let d = self.out.out_features();
+        let (d, a) = (self.out.out_features(), self.heads.width());
         self.qkv.forward(
             run,
             rows,
             input,
             d,
             qkv,
-            3 * d,
+            3 * a,
             Activation::Identity,
             None,
             scratch,
         )
     }
 
-    /// The Q, K and V views of `rows` projected rows, starting at row `first`.
-    pub fn split(qkv: &[f32], d: usize, first: usize) -> [Strided<'_>; 3] {
-        let at = first * 3 * d;
-        let stride = 3 * d;
-        [0, d, 2 * d].map(|offset| Strided {
+    /// The Q, K and V views of projected rows `a` wide each, starting at row `first`.
+    pub fn split(qkv: &[f32], a: usize, first: usize) -> [Strided<'_>; 3] {
+        let at = first * 3 * a;
+        let stride = 3 * a;
+        [0, a, 2 * a].map(|offset| Strided {
             data: &qkv[at + offset..],
             stride,
         })
@@ -242,18 +257,19 @@ impl<'w> CrossAttention<'w> {
         [&mut self.q, &mut self.kv, &mut self.out]
     }
 
-    /// From the `d → d` query, the fused `d → 2d` key/value and the `d → d` output projections.
+    /// From the `d → a` query, the fused `d → 2a` key/value and the `a → d` output
+    /// projections (`a = heads × d_head`, usually the model width `d`).
     pub fn new(
         q: Linear<'w>,
         kv: Linear<'w>,
         out: Linear<'w>,
         heads: Heads,
     ) -> Result<CrossAttention<'w>, KernelError> {
-        let d = out.out_features();
-        check_heads(&heads, d)?;
-        check_projection("cross-attention query", &q, d, 1)?;
-        check_projection("cross-attention kv", &kv, d, 2)?;
-        check_projection("cross-attention output", &out, d, 1)?;
+        let (d, a) = (out.out_features(), heads.width());
+        check_heads(&heads)?;
+        check_projection("cross-attention query", &q, (d, a), 1)?;
+        check_projection("cross-attention kv", &kv, (d, a), 2)?;
+        check_projection("cross-attention output", &out, (a, d), 1)?;
         Ok(CrossAttention { q, kv, out, heads })
     }
 
@@ -287,16 +303,24 @@ impl<'w> CrossAttention<'w> {
         self.kv.bytes()
     }
 
-    /// Scratch for `rows` query rows over `src_rows` source rows on `threads` threads.
-    pub fn scratch(heads: &Heads, rows: usize, src_rows: usize, threads: usize) -> ScratchSpec {
-        let d = heads.width();
+    /// Scratch for `rows` query rows of width `d` over `src_rows` source rows on `threads`
+    /// threads.
+    pub fn scratch(
+        heads: &Heads,
+        d: usize,
+        rows: usize,
+        src_rows: usize,
+        threads: usize,
+    ) -> ScratchSpec {
+        let a = heads.width();
         heads
             .scratch(rows, src_rows, threads)
-            .or(linear::scratch(rows, d, d, threads))
-            .or(linear::scratch(src_rows, d, 2 * d, threads))
+            .or(linear::scratch(rows, d, a, threads))
+            .or(linear::scratch(rows, a, d, threads))
+            .or(linear::scratch(src_rows, d, 2 * a, threads))
     }
 
-    /// `kv = memory·W_kv + b` for `rows` source rows (`kv` rows are `2d` wide).
+    /// `kv = memory·W_kv + b` for `rows` source rows (`kv` rows are `2a` wide).
     pub fn project_memory(
         &self,
         run: Run<'_>,
@@ -305,14 +329,14 @@ impl<'w> CrossAttention<'w> {
         kv: &mut [f32],
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let d = self.out.out_features();
+        let (d, a) = (self.out.out_features(), self.heads.width());
         self.kv.forward(
             run,
             rows,
             memory,
             d,
             kv,
-            2 * d,
+            2 * a,
             Activation::Identity,
             None,
             scratch,
@@ -320,7 +344,7 @@ impl<'w> CrossAttention<'w> {
     }
 
     /// `out = attention(input·W_q + b, K, V)` for `rows` rows over `kv_len` source rows; `q` is
-    /// a `rows × d` buffer for the queries.
+    /// a `rows × a` buffer for the queries, `out` receives `rows × a`.
     #[allow(clippy::too_many_arguments)]
     pub fn attend(
         &self,
@@ -333,27 +357,27 @@ impl<'w> CrossAttention<'w> {
         out: &mut [f32],
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let d = self.out.out_features();
+        let (d, a) = (self.out.out_features(), self.heads.width());
         self.q.forward(
             run,
             rows,
             input,
             d,
             q,
-            d,
+            a,
             Activation::Identity,
             None,
             scratch,
         )?;
-        let q = Strided { data: q, stride: d };
+        let q = Strided { data: q, stride: a };
         let mask = &Mask::NONE;
         match memory {
             MemoryKv::F32(k, v) => self
                 .heads
-                .attend(run, rows, kv_len, q, k, v, mask, out, d, scratch),
+                .attend(run, rows, kv_len, q, k, v, mask, out, a, scratch),
             MemoryKv::F16(k, v) => self
                 .heads
-                .attend(run, rows, kv_len, q, k, v, mask, out, d, scratch),
+                .attend(run, rows, kv_len, q, k, v, mask, out, a, scratch),
         }
     }
 }

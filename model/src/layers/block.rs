@@ -35,7 +35,7 @@ pub struct Block<'w> {
 /// The sizes that shape a block's working buffers and scratch.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlockShape {
-    /// Head layout (`heads × d_head` is the model width).
+    /// Head layout (`heads × d_head` is the attention width, usually the model width).
     pub heads: Heads,
     /// Model width.
     pub d_model: usize,
@@ -71,14 +71,14 @@ pub struct WorkSizes {
 impl BlockShape {
     /// The working buffers for `rows` rows.
     pub fn work(&self, rows: usize) -> WorkSizes {
-        let d = self.d_model;
+        let (d, a) = (self.d_model, self.heads.width());
         WorkSizes {
             hidden: rows * d,
             spare: rows * d,
             normed: rows * d,
-            qkv: rows * 3 * d,
-            q: if self.cross { rows * d } else { 0 },
-            attn: rows * d,
+            qkv: rows * 3 * a,
+            q: if self.cross { rows * a } else { 0 },
+            attn: rows * a,
             ffn: rows * self.d_ff,
             gate: if self.gated { rows * self.d_ff } else { 0 },
         }
@@ -94,11 +94,11 @@ impl BlockShape {
         threads: usize,
     ) -> ScratchSpec {
         let cross = if self.cross {
-            CrossAttention::scratch(&self.heads, rows, src_len, threads)
+            CrossAttention::scratch(&self.heads, self.d_model, rows, src_len, threads)
         } else {
             ScratchSpec::EMPTY
         };
-        SelfAttention::scratch(&self.heads, rows, kv_len, threads)
+        SelfAttention::scratch(&self.heads, self.d_model, rows, kv_len, threads)
             .or(cross)
             .or(FeedForward::scratch(self.d_model, self.d_ff, rows, threads))
     }
@@ -330,13 +330,13 @@ impl<'w> Block<'w> {
                 let input =
                     sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
                 cross.attend(run, rows, input, kv, len, work.q, work.attn, work.scratch)?;
-                let d = cross.output().out_features();
+                let a = cross.heads().width();
                 residual(
                     run,
                     self.placement,
                     norm,
                     rows,
-                    (work.attn, d),
+                    (work.attn, a),
                     cross.output(),
                     (&mut work.hidden, &mut work.spare),
                     work.scratch,
@@ -375,7 +375,7 @@ impl<'w> Block<'w> {
         mode: SelfMode<'_>,
     ) -> Result<(), KernelError> {
         let norm = &self.attention_norm;
-        let d = self.attention.output().out_features();
+        let a = self.attention.heads().width();
         let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
         self.attention
             .project(run, rows, input, work.qkv, work.scratch)?;
@@ -383,9 +383,9 @@ impl<'w> Block<'w> {
         let qkv = &*work.qkv;
         match mode {
             SelfMode::Bidirectional { bias } => {
-                let [q, k, v] = SelfAttention::split(qkv, d, 0);
+                let [q, k, v] = SelfAttention::split(qkv, a, 0);
                 let mask = Mask { bias, ..Mask::NONE };
-                heads.attend(run, rows, rows, q, k, v, &mask, work.attn, d, work.scratch)?;
+                heads.attend(run, rows, rows, q, k, v, &mask, work.attn, a, work.scratch)?;
             }
             SelfMode::Step {
                 mut cache,
@@ -394,14 +394,14 @@ impl<'w> Block<'w> {
             } => {
                 let mask = Mask { bias, ..Mask::NONE };
                 for r in 0..rows {
-                    let [_, k, v] = SelfAttention::split(qkv, d, r);
+                    let [_, k, v] = SelfAttention::split(qkv, a, r);
                     cache.write(r, position, k.data, v.data)?;
                 }
                 for r in 0..rows {
-                    let [q, _, _] = SelfAttention::split(qkv, d, r);
+                    let [q, _, _] = SelfAttention::split(qkv, a, r);
                     let (k, v) = cache.beam(r);
-                    let out = &mut work.attn[r * d..];
-                    heads.attend(run, 1, position + 1, q, k, v, &mask, out, d, work.scratch)?;
+                    let out = &mut work.attn[r * a..];
+                    heads.attend(run, 1, position + 1, q, k, v, &mask, out, a, work.scratch)?;
                 }
             }
             SelfMode::Prefix {
@@ -410,10 +410,10 @@ impl<'w> Block<'w> {
                 bias,
             } => {
                 for r in 0..rows {
-                    let [_, k, v] = SelfAttention::split(qkv, d, r);
+                    let [_, k, v] = SelfAttention::split(qkv, a, r);
                     cache.write(0, position + r, k.data, v.data)?;
                 }
-                let [q, _, _] = SelfAttention::split(qkv, d, 0);
+                let [q, _, _] = SelfAttention::split(qkv, a, 0);
                 let (k, v) = cache.beam(0);
                 let mask = Mask {
                     causal_offset: Some(position),
@@ -429,7 +429,7 @@ impl<'w> Block<'w> {
                     v,
                     &mask,
                     work.attn,
-                    d,
+                    a,
                     work.scratch,
                 )?;
             }
@@ -440,7 +440,7 @@ impl<'w> Block<'w> {
             self.placement,
             norm,
             rows,
-            (work.attn, d),
+            (work.attn, a),
             output,
             (&mut work.hidden, &mut work.spare),
             work.scratch,

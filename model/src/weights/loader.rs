@@ -224,16 +224,16 @@ impl Loader<'_> {
         &mut self,
         prefix: &str,
     ) -> Result<SelfAttention<'static>, LoadError> {
-        let d = self.config.d_model;
+        let (d, a) = (self.config.d_model, self.config.attention_width());
         let b = self.config.biases;
         let [qkv] = self.linears(
             &format!("{prefix}.in_proj_weight"),
             &format!("{prefix}.in_proj_bias"),
-            [3 * d],
+            [3 * a],
             d,
             b.attention_in,
         )?;
-        let out = self.linear(&format!("{prefix}.out_proj"), d, d, b.attention_out)?;
+        let out = self.linear(&format!("{prefix}.out_proj"), d, a, b.attention_out)?;
         SelfAttention::new(qkv, out, self.heads())
             .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
     }
@@ -244,16 +244,16 @@ impl Loader<'_> {
         &mut self,
         prefix: &str,
     ) -> Result<CrossAttention<'static>, LoadError> {
-        let d = self.config.d_model;
+        let (d, a) = (self.config.d_model, self.config.attention_width());
         let b = self.config.biases;
         let [q, kv] = self.linears(
             &format!("{prefix}.in_proj_weight"),
             &format!("{prefix}.in_proj_bias"),
-            [d, 2 * d],
+            [a, 2 * a],
             d,
             b.attention_in,
         )?;
-        let out = self.linear(&format!("{prefix}.out_proj"), d, d, b.attention_out)?;
+        let out = self.linear(&format!("{prefix}.out_proj"), d, a, b.attention_out)?;
         CrossAttention::new(q, kv, out, self.heads())
             .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
     }

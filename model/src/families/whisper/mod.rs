@@ -95,6 +95,7 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<Config, LoadError> 
     let config = Config {
         d_model: hf.d_model,
         heads: hf.encoder_attention_heads,
+        d_head: None,
         encoder_layers: hf.encoder_layers,
         decoder_layers: hf.decoder_layers,
         d_ff: hf.encoder_ffn_dim,
