@@ -26,7 +26,16 @@ use tessel_tests::for_each_isa;
 use tessel_tests::golden::{assert_teacher_forced_columns, ids, values};
 
 /// Every fixture with a float32 CTranslate2 directory.
-const FIXTURES: [&str; 6] = ["marian", "bart", "mbart", "m2m100", "t5", "t5_tied"];
+const FIXTURES: [&str; 8] = [
+    "marian",
+    "bart",
+    "mbart",
+    "m2m100",
+    "t5",
+    "t5_tied",
+    "marian_untied",
+    "t5_v1_1",
+];
 
 /// The 16-bit directories: fixture, stored type.
 const HALF: [(&str, WeightType); 4] = [

@@ -11,6 +11,11 @@
 //! | `m2m_100` | pre-LN, final `layer_norm` | fairseq sinusoids (halves), rows from 2, computed | – | – |
 //!
 //! Embeddings are multiplied by `√d_model` when `scale_embedding` is set.
+//!
+//! The token tables and the output projection are read as `transformers` 5 reads them (see
+//! [`super::tables`]): `model.shared.weight`, the stacks' own `embed_tokens` (Marian with
+//! `share_encoder_decoder_embeddings: false` has tables of `vocab_size` and
+//! `decoder_vocab_size` rows) and `lm_head.weight`, tied as `tie_word_embeddings` says.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,10 +23,12 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::hf_layers;
+use super::tables::{self, TableNames, Tables};
 use crate::aligned::AlignedBuf;
 use crate::config::{Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions};
 use crate::layers::{Embedding, Linear};
 use crate::model::{Model, Source, Stack};
+use crate::weights::loader::linear_rows;
 use crate::weights::source::{SafetensorsSource, TensorSource};
 use crate::weights::{linear_error, out_of_memory, LoadError, LoadOptions, Loader};
 
@@ -49,6 +56,13 @@ struct HfConfig {
     encoder_ffn_dim: usize,
     decoder_ffn_dim: usize,
     vocab_size: usize,
+    /// Marian with separate vocabularies: the target side's size.
+    #[serde(default)]
+    decoder_vocab_size: Option<usize>,
+    #[serde(default = "yes")]
+    share_encoder_decoder_embeddings: bool,
+    #[serde(default = "yes")]
+    tie_word_embeddings: bool,
     max_position_embeddings: usize,
     activation_function: String,
     #[serde(default)]
@@ -56,6 +70,10 @@ struct HfConfig {
     decoder_start_token_id: u32,
     eos_token_id: u32,
     pad_token_id: u32,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn malformed(what: String) -> LoadError {
@@ -70,18 +88,37 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), L
         "marian" => Family::Marian,
         "bart" => Family::Bart,
         "mbart" => Family::MBart,
-        "m2m_100" | "nllb-moe" => Family::M2m100,
+        "m2m_100" => Family::M2m100,
         other => {
             return Err(malformed(format!(
                 "model_type `{other}` is not a BART-family model"
             )))
         }
     };
-    if hf.encoder_attention_heads != hf.decoder_attention_heads
-        || hf.encoder_ffn_dim != hf.decoder_ffn_dim
-    {
-        return Err(malformed("encoder and decoder shapes differ".to_owned()));
+    for (what, encoder, decoder) in [
+        (
+            "attention heads",
+            hf.encoder_attention_heads,
+            hf.decoder_attention_heads,
+        ),
+        (
+            "feed-forward widths",
+            hf.encoder_ffn_dim,
+            hf.decoder_ffn_dim,
+        ),
+    ] {
+        if encoder != decoder {
+            return Err(LoadError::Unsupported(format!(
+                "{what} that differ between the encoder ({encoder}) and the decoder ({decoder})"
+            )));
+        }
     }
+    // Separate vocabularies are Marian's option; the other families always share one table.
+    let shared = hf.share_encoder_decoder_embeddings || family != Family::Marian;
+    let tgt_vocab = match hf.decoder_vocab_size {
+        Some(v) if !shared => v,
+        _ => hf.vocab_size,
+    };
     let activation = match hf.activation_function.as_str() {
         "gelu" => FfnActivation::Gelu,
         "gelu_new" | "gelu_pytorch_tanh" => FfnActivation::GeluTanh,
@@ -93,13 +130,15 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), L
     let config = Config {
         d_model: hf.d_model,
         heads: hf.encoder_attention_heads,
+        d_head: None,
         encoder_layers: hf.encoder_layers,
         decoder_layers: hf.decoder_layers,
         d_ff: hf.encoder_ffn_dim,
         src_vocab: hf.vocab_size,
-        tgt_vocab: hf.vocab_size,
-        share_embeddings: true,
-        tie_output: true,
+        tgt_vocab,
+        // Whether one table serves both stacks is known once the file is read.
+        share_embeddings: shared,
+        tie_output: hf.tie_word_embeddings,
         max_src_len: hf.max_position_embeddings,
         max_tgt_len: hf.max_position_embeddings,
         max_beam,
@@ -143,24 +182,28 @@ pub fn load_hf_dir(
         std::fs::read(&path).map_err(|source| LoadError::Io { path, source })
     };
     let text = String::from_utf8(read("config.json")?).map_err(|e| malformed(e.to_string()))?;
-    let (family, config) = config_from_hf(&text, max_beam)?;
+    let (family, mut config) = config_from_hf(&text, max_beam)?;
     let bytes = read("model.safetensors")?;
     let file = safetensors::SafeTensors::deserialize(&bytes)
         .map_err(|e| LoadError::Malformed(e.to_string()))?;
+    let names = TableNames {
+        shared: config.share_embeddings.then_some("model.shared.weight"),
+        encoder: "model.encoder.embed_tokens.weight",
+        decoder: "model.decoder.embed_tokens.weight",
+        lm_head: "lm_head.weight",
+    };
+    let tables = tables::resolve(&file, names, config.tie_output)?;
+    config.share_embeddings = tables.shared;
+    config.tie_output = tables.tied;
     let mut source = SafetensorsSource {
         file,
         used: Default::default(),
     };
-    let model = build(family, &config, &mut source, options)?;
-    // Tied copies of the shared table that some files keep.
-    let tied = [
-        "lm_head.weight",
-        "model.encoder.embed_tokens.weight",
-        "model.decoder.embed_tokens.weight",
-    ];
+    let model = build(family, &config, &tables, &mut source, options)?;
+    tables.accept_unread(&mut source, names);
     match source.first_unused() {
-        Some(name) if !tied.contains(&name.as_str()) => Err(LoadError::Unexpected { name }),
-        _ => Ok((family, model)),
+        Some(name) => Err(LoadError::Unexpected { name }),
+        None => Ok((family, model)),
     }
 }
 
@@ -239,6 +282,7 @@ fn embedding(
 fn build(
     family: Family,
     config: &Config,
+    tables: &Tables,
     source: &mut dyn TensorSource,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
@@ -248,9 +292,14 @@ fn build(
         config,
         options,
     };
-    let (table, table_type) = l.table("model.shared.weight", vocab)?;
+    let (table, table_type) = l.table(tables.target, vocab)?;
     let table = Arc::new(table);
-    let source_embedding = embedding(&mut l, family, "model.encoder", &table)?;
+    let source_table = if tables.shared {
+        Arc::clone(&table)
+    } else {
+        Arc::new(l.table(tables.source, config.src_vocab)?.0)
+    };
+    let source_embedding = embedding(&mut l, family, "model.encoder", &source_table)?;
     let encoder = hf_layers::encoder_blocks(&mut l, "model.encoder", true)?;
     let target = embedding(&mut l, family, "model.decoder", &table)?;
     let decoder = hf_layers::decoder_blocks(&mut l, "model.decoder", true)?;
@@ -267,9 +316,22 @@ fn build(
     } else {
         None
     };
-    let storage = options.weights.unwrap_or(table_type);
-    let generator = Linear::packed(storage, vocab, d, table.as_slice(), bias.as_deref())
-        .map_err(linear_error("model.shared.weight"))?;
+    let generator = if tables.tied {
+        let storage = options.weights.unwrap_or(table_type);
+        Linear::packed(storage, vocab, d, table.as_slice(), bias.as_deref())
+            .map_err(linear_error(tables.target))?
+    } else {
+        let tensor = l.stored(tables.output, &[vocab, d])?;
+        let storage = options.weights.unwrap_or(tensor.weight_type());
+        linear_rows(
+            tables.output,
+            &tensor,
+            0..vocab,
+            d,
+            bias.as_deref(),
+            storage,
+        )?
+    };
     Ok(Model::from_parts(
         config.clone(),
         Source::Tokens(source_embedding),

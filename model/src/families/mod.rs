@@ -4,4 +4,5 @@
 pub mod bart;
 mod hf_layers;
 pub mod t5;
+mod tables;
 pub mod whisper;

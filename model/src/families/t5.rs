@@ -23,6 +23,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::hf_layers::malformed;
+use super::tables::{self, TableNames, Tables};
 use crate::config::{
     Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions, RelativeAttention,
 };
@@ -35,6 +36,8 @@ use crate::weights::{block, linear_error, LoadError, LoadOptions, Loader};
 
 #[derive(Clone, Debug, Deserialize)]
 struct HfConfig {
+    #[serde(default)]
+    model_type: String,
     d_model: usize,
     d_kv: usize,
     d_ff: usize,
@@ -88,12 +91,6 @@ pub fn config_from_hf(
 ) -> Result<(Config, bool), LoadError> {
     let bad = |what: String| LoadError::Malformed(format!("config.json: {what}"));
     let hf: HfConfig = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-    if hf.num_heads * hf.d_kv != hf.d_model {
-        return Err(bad(format!(
-            "num_heads × d_kv ({} × {}) must equal d_model ({})",
-            hf.num_heads, hf.d_kv, hf.d_model
-        )));
-    }
     let (gated, activation) = match hf.feed_forward_proj.as_str() {
         "relu" => (false, FfnActivation::Relu),
         "gelu" | "gelu_new" => (false, FfnActivation::GeluTanh),
@@ -105,6 +102,7 @@ pub fn config_from_hf(
     let config = Config {
         d_model: hf.d_model,
         heads: hf.num_heads,
+        d_head: (hf.num_heads.checked_mul(hf.d_kv) != Some(hf.d_model)).then_some(hf.d_kv),
         encoder_layers: hf.num_layers,
         decoder_layers: hf.num_decoder_layers.unwrap_or(hf.num_layers),
         d_ff: hf.d_ff,
@@ -143,8 +141,11 @@ pub fn config_from_hf(
         pad_id: hf.pad_token_id,
     };
     config.validate()?;
-    let scale_outputs = hf.scale_decoder_outputs.unwrap_or(hf.tie_word_embeddings);
-    Ok((config, hf.tie_word_embeddings && scale_outputs))
+    // `transformers` 5 reads a saved `tie_word_embeddings: false` (T5 v1.1, Flan-T5) as
+    // `scale_decoder_outputs: false`; its mT5 never scales.
+    let scale_outputs =
+        hf.model_type != "mt5" && hf.scale_decoder_outputs.unwrap_or(hf.tie_word_embeddings);
+    Ok((config, scale_outputs))
 }
 
 /// Loads a Hugging Face T5 / mT5 / Flan-T5 directory.
@@ -164,38 +165,50 @@ pub fn load_hf_dir(
     let bytes = read("model.safetensors")?;
     let file = safetensors::SafeTensors::deserialize(&bytes)
         .map_err(|e| LoadError::Malformed(e.to_string()))?;
+    let names = TableNames {
+        shared: Some("shared.weight"),
+        encoder: "encoder.embed_tokens.weight",
+        decoder: "decoder.embed_tokens.weight",
+        lm_head: "lm_head.weight",
+    };
+    // `transformers` 5 always ties T5's projection to `shared` where the file has no
+    // `lm_head` (its config forces `tie_word_embeddings`).
+    let tables = tables::resolve(&file, names, true)?;
+    let (mut config, scale_outputs) = (config, scale_outputs);
+    config.share_embeddings = tables.shared;
+    config.tie_output = tables.tied;
     let mut source = SafetensorsSource {
         file,
         used: Default::default(),
     };
-    let model = build(&config, scale_outputs, &mut source, options)?;
-    let tied = [
-        "encoder.embed_tokens.weight",
-        "decoder.embed_tokens.weight",
-        "lm_head.weight",
-    ];
+    let model = build(&config, &tables, scale_outputs, &mut source, options)?;
+    tables.accept_unread(&mut source, names);
+    // Checkpoints saved by early versions hold a relative bias for the first cross-attention,
+    // which T5 never uses (`transformers` ignores it on load).
+    let ignored = "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight";
+    if source.file.tensor(ignored).is_ok() {
+        source.used.insert(ignored.to_owned());
+    }
     match source.first_unused() {
-        Some(name) if !(config.tie_output && tied.contains(&name.as_str())) => {
-            Err(LoadError::Unexpected { name })
-        }
-        _ => Ok(model),
+        Some(name) => Err(LoadError::Unexpected { name }),
+        None => Ok(model),
     }
 }
 
 fn self_attention(l: &mut Loader<'_>, p: &str) -> Result<SelfAttention<'static>, LoadError> {
-    let d = l.config.d_model;
+    let (d, a) = (l.config.d_model, l.config.attention_width());
     let (q, k, v) = (format!("{p}.q"), format!("{p}.k"), format!("{p}.v"));
-    let qkv = l.fused(&[&q, &k, &v], &[false; 3], d, d)?;
-    let out = l.linear(&format!("{p}.o"), d, d, false)?;
+    let qkv = l.fused(&[&q, &k, &v], &[false; 3], a, d)?;
+    let out = l.linear(&format!("{p}.o"), d, a, false)?;
     SelfAttention::new(qkv, out, l.heads()).map_err(malformed(p))
 }
 
 fn cross_attention(l: &mut Loader<'_>, p: &str) -> Result<CrossAttention<'static>, LoadError> {
-    let d = l.config.d_model;
-    let q = l.linear(&format!("{p}.q"), d, d, false)?;
+    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let q = l.linear(&format!("{p}.q"), a, d, false)?;
     let (k, v) = (format!("{p}.k"), format!("{p}.v"));
-    let kv = l.fused(&[&k, &v], &[false; 2], d, d)?;
-    let out = l.linear(&format!("{p}.o"), d, d, false)?;
+    let kv = l.fused(&[&k, &v], &[false; 2], a, d)?;
+    let out = l.linear(&format!("{p}.o"), d, a, false)?;
     CrossAttention::new(q, kv, out, l.heads()).map_err(malformed(p))
 }
 
@@ -267,6 +280,7 @@ fn stack(
 
 fn build(
     config: &Config,
+    tables: &Tables,
     scale_outputs: bool,
     source: &mut dyn TensorSource,
     options: &LoadOptions,
@@ -277,25 +291,35 @@ fn build(
         config,
         options,
     };
-    let (table, table_type) = l.table("shared.weight", vocab)?;
+    let (table, table_type) = l.table(tables.target, vocab)?;
     let table = Arc::new(table);
+    let source_table = if tables.shared {
+        Arc::clone(&table)
+    } else {
+        Arc::new(l.table(tables.source, config.src_vocab)?.0)
+    };
     let encoder = stack(&mut l, "encoder", config.encoder_layers, false)?;
     let decoder = stack(&mut l, "decoder", config.decoder_layers, true)?;
-    let generator = if config.tie_output {
-        let scale = if scale_outputs {
-            (d as f32).powf(-0.5)
-        } else {
-            1.0
-        };
+    // `transformers` scales the decoder output by d^-0.5 before the projection; folded into
+    // its weights here.
+    let scale = if scale_outputs {
+        (d as f32).powf(-0.5)
+    } else {
+        1.0
+    };
+    let generator = if tables.tied {
         let weight: Vec<f32> = table.as_slice().iter().map(|&w| w * scale).collect();
         let storage = options.weights.unwrap_or(table_type);
-        Linear::packed(storage, vocab, d, &weight, None).map_err(linear_error("shared.weight"))?
+        Linear::packed(storage, vocab, d, &weight, None).map_err(linear_error(tables.target))?
     } else {
-        l.linear("lm_head", vocab, d, false)?
+        let stored = l.stored(tables.output, &[vocab, d])?;
+        let storage = options.weights.unwrap_or(stored.weight_type());
+        let weight: Vec<f32> = stored.into_f32().iter().map(|&w| w * scale).collect();
+        Linear::packed(storage, vocab, d, &weight, None).map_err(linear_error(tables.output))?
     };
     Ok(Model::from_parts(
         config.clone(),
-        Source::Tokens(Embedding::new(Arc::clone(&table), d, 1.0)),
+        Source::Tokens(Embedding::new(source_table, d, 1.0)),
         Embedding::new(table, d, 1.0),
         (encoder, decoder),
         generator,

@@ -25,6 +25,9 @@ pub enum LoadError {
     /// The safetensors file is malformed.
     #[error("malformed safetensors file: {0}")]
     Malformed(String),
+    /// The config asks for a feature tessel does not implement; the text names it.
+    #[error("unsupported model: {0}")]
+    Unsupported(String),
     /// A tensor the config requires is absent.
     #[error("tensor `{name}` is missing")]
     Missing {
@@ -41,8 +44,8 @@ pub enum LoadError {
         /// Shape in the file.
         got: Vec<usize>,
     },
-    /// A tensor is not `F32`.
-    #[error("tensor `{name}` has dtype {dtype}, expected F32")]
+    /// A tensor is not `F32`, `F16` or `BF16`.
+    #[error("tensor `{name}` has dtype {dtype}, expected F32, F16 or BF16")]
     Dtype {
         /// Tensor name.
         name: String,

@@ -22,7 +22,7 @@
 //! or `BF16` (each independently).
 
 mod error;
-mod loader;
+pub(crate) mod loader;
 mod native;
 mod options;
 pub(crate) mod source;
