@@ -142,7 +142,8 @@ def hf_run(model, src, opts, start, pad, eos):
               min_length=opts.get("min_length", 0),
               num_return_sequences=opts.get("num_hypotheses", 1),
               return_dict_in_generate=True, output_scores=True)
-    for key in ("forced_bos_token_id", "forced_eos_token_id", "suppress_tokens"):
+    for key in ("forced_bos_token_id", "forced_eos_token_id", "suppress_tokens",
+                "renormalize_logits"):
         if key in opts:
             kw[key] = opts[key]
     if "bad_words" in opts:
@@ -206,6 +207,12 @@ CASES = [
     ("bad_words_beam4", dict(beam=4, bad_words="beam:2")),
     ("forced_eos", dict(max_new_tokens=3, forced_eos_token_id="eos")),
     ("max_new3_beam4", dict(beam=4, max_new_tokens=3)),
+    # `renormalize_logits` (transformers only): rows back to log-probabilities after the
+    # processors, which moves the beams' scores when a processor bans or penalises.
+    ("renormalize_no_repeat2_beam4", dict(beam=4, num_hypotheses=4, no_repeat_ngram_size=2,
+                                          renormalize_logits=True)),
+    ("renormalize_repetition_beam4", dict(beam=4, num_hypotheses=4, repetition_penalty=1.8,
+                                          renormalize_logits=True)),
 ] + [
     (f"early_stopping_{name}_lp{lp}", dict(beam=4, num_hypotheses=4, length_penalty=float(lp),
                                            early_stopping=value))
@@ -294,7 +301,7 @@ def build(name):
                  "hf_steps": hf_run.steps}
         if text:
             entry["src_ids"] = case_src
-        if "forced_eos_token_id" not in opts and "early_stopping" not in opts:
+        if not {"forced_eos_token_id", "early_stopping", "renormalize_logits"} & set(opts):
             ct2_t, ct2_s = ct2_run(ct2_dir, ct2_tokens, src, opts)
             entry["ct2_tokens"], entry["ct2_scores"] = ct2_t, ct2_s
             entry["ct2_equal_hf"] = ct2_t == hf_tokens

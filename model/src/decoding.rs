@@ -78,6 +78,11 @@ pub struct DecodeOptions {
     pub decoder_start: Option<u32>,
     /// Where beam search applies the processors.
     pub convention: Convention,
+    /// Turn every row back into log-probabilities after the processors ran
+    /// (`renormalize_logits`, `transformers`' `LogitNormalization`): a forced or banned token
+    /// then moves the scores of the rest of its row. The chosen tokens of greedy search never
+    /// change; beam search's scores, and so its choices, can.
+    pub renormalize_logits: bool,
     /// When beam search stops before the length limit under [`Convention::Transformers`]
     /// (`early_stopping`; CTranslate2 stops when `beam` hypotheses have finished).
     pub early_stopping: EarlyStopping,
@@ -102,6 +107,7 @@ impl DecodeOptions {
             prefix: Vec::new(),
             decoder_start: None,
             convention: Convention::Transformers,
+            renormalize_logits: false,
             early_stopping: EarlyStopping::Heuristic,
         }
     }
@@ -211,8 +217,15 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             ..options.search
         };
         let prefix = [start];
+        let (isa, renormalize) = (self.isa(), options.renormalize_logits);
         let process = |step: &mut StepLogits<'_>| {
             processors.apply(step);
+            if renormalize {
+                let live = step.beams * step.vocab;
+                for row in step.logits[..live].chunks_exact_mut(step.vocab) {
+                    crate::ops::log_softmax(isa, row);
+                }
+            }
             on_step(StepView {
                 step: step.step,
                 logits: step.logits,

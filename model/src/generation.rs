@@ -4,7 +4,7 @@
 //! Read: `num_beams`, `num_return_sequences`, `max_length`, `max_new_tokens`, `min_length`,
 //! `length_penalty`, `repetition_penalty`, `no_repeat_ngram_size`, `bad_words_ids`,
 //! `suppress_tokens`, `forced_bos_token_id`, `forced_eos_token_id`, `decoder_start_token_id`,
-//! `eos_token_id` (a list keeps its first id, the one search stops at). Absent or `null` keys
+//! `eos_token_id` (a list keeps its first id, the one search stops at), `renormalize_logits`. Absent or `null` keys
 //! take `transformers`' defaults (`max_length` 20, one beam, penalties off). Sampling keys
 //! (`do_sample`, `temperature`, `top_k`, `top_p`) are kept in [`Generation::sampling`] for the
 //! host. `early_stopping` (`true`, `false`, `"never"`; absent: `false`, as in `transformers`)
@@ -94,6 +94,17 @@ fn float(v: &Value, key: &'static str) -> Result<Option<f32>, GenerationError> {
     }
 }
 
+fn flag(v: &Value, key: &'static str) -> Result<bool, GenerationError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(GenerationError::BadValue {
+            key,
+            reason: "is not true or false",
+        }),
+    }
+}
+
 fn early_stopping(v: &Value) -> Result<EarlyStopping, GenerationError> {
     match v.get("early_stopping") {
         None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(EarlyStopping::Heuristic),
@@ -142,7 +153,14 @@ impl Generation {
         if !v.is_object() {
             return Err(GenerationError::NotJson("not an object".to_owned()));
         }
-        let mut options = DecodeOptions::beam(count(v, "num_beams")?.unwrap_or(1).max(1), 1);
+        let beams = count(v, "num_beams")?.unwrap_or(1);
+        if beams == 0 {
+            return Err(GenerationError::BadValue {
+                key: "num_beams",
+                reason: "must be at least 1",
+            });
+        }
+        let mut options = DecodeOptions::beam(beams, 1);
         options.max_new_tokens = count(v, "max_new_tokens")?;
         options.max_length = count(v, "max_length")?.unwrap_or(20);
         options.num_hypotheses = count(v, "num_return_sequences")?.unwrap_or(1).max(1);
@@ -174,6 +192,7 @@ impl Generation {
             }
         };
         options.early_stopping = early_stopping(v)?;
+        options.renormalize_logits = flag(v, "renormalize_logits")?;
         options.forced_bos = id(v, "forced_bos_token_id")?;
         options.forced_eos = id(v, "forced_eos_token_id")?;
         options.decoder_start = id(v, "decoder_start_token_id")?;

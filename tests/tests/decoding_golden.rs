@@ -58,6 +58,7 @@ fn options(defaults: &DecodeOptions, opts: &Value, convention: Convention) -> De
         v if v == "never" => EarlyStopping::Never,
         v => panic!("early_stopping {v}"),
     };
+    o.renormalize_logits = opts["renormalize_logits"].as_bool().unwrap_or(false);
     o.convention = convention;
     o
 }
@@ -146,6 +147,18 @@ fn decoding_options_match_transformers_and_ctranslate2() {
                     _ => case["hf_scores"].clone(),
                 };
                 check_scores(&scores, &tokens, &hf_scores, &what);
+                if o.renormalize_logits {
+                    // The option moves the scores: the same search without it is farther off.
+                    let plain = DecodeOptions {
+                        renormalize_logits: false,
+                        ..o.clone()
+                    };
+                    let (_, plain_scores, _) = run(&mut session, &plain);
+                    assert!(
+                        plain_scores.iter().zip(&scores).any(|(a, b)| a != b),
+                        "{what}: renormalize_logits changes no score"
+                    );
+                }
                 // CTranslate2's n-best lists follow its own rules (no EOS below the best
                 // candidate right after a forced BOS, registering past `beam` finished ones).
                 if let Some(ct2) = case.get("ct2_tokens") {
@@ -158,6 +171,17 @@ fn decoding_options_match_transformers_and_ctranslate2() {
             }
         });
     }
+}
+
+#[test]
+fn generation_config_reads_renormalize_logits_and_refuses_zero_beams() {
+    let read = |text: &str| Generation::from_json(text).map(|g| g.options.renormalize_logits);
+    assert_eq!(read("{}"), Ok(false));
+    assert_eq!(read(r#"{"renormalize_logits": true}"#), Ok(true));
+    let err = read(r#"{"renormalize_logits": 1}"#).unwrap_err();
+    assert!(err.to_string().contains("renormalize_logits"), "{err}");
+    let err = read(r#"{"num_beams": 0}"#).unwrap_err();
+    assert!(err.to_string().contains("num_beams"), "{err}");
 }
 
 #[test]
