@@ -182,10 +182,12 @@ fn malformed_inputs_get_typed_errors() {
     };
     // Empty audio and audio shorter than one frame.
     for samples in [&[][..], &[0.1; 100][..]] {
-        assert!(matches!(
-            session.transcribe(samples, &defaults, &mut ()),
-            Err(TranscribeError::EmptyAudio)
-        ));
+        let err = session.transcribe(samples, &defaults, &mut ()).unwrap_err();
+        assert!(matches!(err, TranscribeError::EmptyAudio), "{err:?}");
+        assert!(
+            err.to_string().contains("fewer than 160 samples (10 ms"),
+            "{err}"
+        );
     }
     // Non-finite samples.
     let mut bad = vec![0.0; 16000];
