@@ -1,21 +1,41 @@
 //! The typed errors of the audio front end.
 
+use std::path::PathBuf;
+
 /// What the WAV reader supports, quoted by the errors that refuse a file.
 pub(crate) const SUPPORTED: &str = "WAV (RIFF/WAVE) files with 8/16/24/32-bit integer PCM or \
-     32-bit IEEE float samples, any number of channels";
+     32/64-bit IEEE float samples, any number of channels";
 
 /// Why an audio file could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AudioError {
-    /// The file could not be opened or read (not a format problem).
-    #[error("cannot read the audio file: {0}")]
+    /// The stream could not be read (not a format problem).
+    #[error("cannot read the audio: {0}")]
     Io(#[source] std::io::Error),
+    /// The file could not be opened or read (missing, unreadable, a directory, …).
+    #[error("cannot read the audio file {}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Not a WAV file; `found` names the container when it is recognised.
     #[error("{found} files are not supported: tessel reads {SUPPORTED}")]
     UnsupportedContainer {
         /// The recognised container (e.g. "MP3", "FLAC"), or "unknown".
         found: &'static str,
+    },
+    /// A WAV file in a compressed or vendor format (anything but PCM and IEEE float).
+    #[error("compressed format not supported: {name} (format tag {}); tessel reads {SUPPORTED}",
+        tag_text(*tag))]
+    Compressed {
+        /// The format tag (of the `fmt ` chunk, or of the `WAVE_FORMAT_EXTENSIBLE` sub-format).
+        tag: u16,
+        /// The format's name, e.g. "MS-ADPCM".
+        name: &'static str,
     },
     /// A WAV file whose sample encoding is not supported.
     #[error("unsupported WAV encoding ({what}): tessel reads {SUPPORTED}")]
@@ -26,24 +46,29 @@ pub enum AudioError {
     /// The WAV header is ill-formed.
     #[error("malformed WAV file: {0}")]
     Malformed(String),
-    /// The data chunk ends before the samples its header announces.
-    #[error(
-        "truncated WAV file: the header announces {expected} samples, the data ends after {read}"
-    )]
+    /// The file ends inside its header, before the first sample.
+    #[error("truncated WAV file: it ends after {bytes} bytes, inside {inside}")]
     Truncated {
-        /// Samples (all channels) announced by the data chunk's length.
-        expected: u64,
-        /// Samples read before the end of the data.
-        read: u64,
+        /// Bytes in the file.
+        bytes: u64,
+        /// The part of the header cut short.
+        inside: String,
     },
     /// The file holds no sample.
     #[error("the audio is empty (the WAV file holds no samples)")]
     Empty,
-    /// Longer than [`ReadOptions::max_seconds`](crate::ReadOptions::max_seconds).
-    #[error("the audio lasts {seconds:.1} s, more than the maximum of {max_seconds} s")]
-    TooLong {
-        /// The duration the header announces, in seconds.
+    /// Shorter than 10 ms, one mel frame ([`crate::HOP_LENGTH`] samples at 16 kHz).
+    #[error("the audio lasts {:.2} ms, less than the minimum of 10 ms (one mel frame)", seconds * 1e3)]
+    TooShort {
+        /// The duration of the file's samples, in seconds.
         seconds: f64,
+    },
+    /// Longer than [`ReadOptions::max_seconds`](crate::ReadOptions::max_seconds).
+    #[error("the audio lasts {}more than the maximum of {max_seconds} s", lasts(*seconds))]
+    TooLong {
+        /// The duration, in seconds; `None` when the data's end is unknown (a stream whose
+        /// samples went past the limit).
+        seconds: Option<f64>,
         /// The limit in force.
         max_seconds: u32,
     },
@@ -72,6 +97,20 @@ pub enum AudioError {
         /// The reservation that failed.
         bytes: usize,
     },
+}
+
+/// A format tag as people quote it: decimal below 256, hexadecimal above.
+fn tag_text(tag: u16) -> String {
+    if tag < 0x100 {
+        tag.to_string()
+    } else {
+        format!("0x{tag:04X}")
+    }
+}
+
+/// The duration quoted by [`AudioError::TooLong`], when known.
+fn lasts(seconds: Option<f64>) -> String {
+    seconds.map_or_else(String::new, |s| format!("{s:.1} s, "))
 }
 
 /// Why the log-mel front end refused a call.

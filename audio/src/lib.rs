@@ -1,7 +1,7 @@
 //! Whisper's audio front end, as the reference implementation (`openai-whisper`'s
 //! `whisper.audio`) defines it:
 //!
-//! 1. [`read_wav`] / [`load_wav`] decode a WAV file (8/16/24/32-bit integer PCM or 32-bit
+//! 1. [`read_wav`] / [`load_wav`] decode a WAV file (8/16/24/32-bit integer PCM or 32/64-bit
 //!    float, any channel count, any rate in [`MIN_SAMPLE_RATE`]`..=`[`MAX_SAMPLE_RATE`]), mix
 //!    the channels down to mono by averaging them, and resample to 16 kHz with a band-limited
 //!    sinc resampler ([`resample`]), streaming: memory is the 16 kHz output (64 kB per second
@@ -35,6 +35,7 @@ mod error;
 pub mod filters;
 pub mod mel;
 pub mod resample;
+mod riff;
 pub mod wav;
 
 pub use error::{AudioError, MelError};

@@ -6,7 +6,7 @@ use std::io::Cursor;
 use std::path::Path;
 
 use tessel_audio::resample::resample;
-use tessel_audio::{read_wav, AudioError, ReadOptions, MAX_SAMPLE_RATE};
+use tessel_audio::{load_wav, read_wav, AudioError, ReadOptions, MAX_SAMPLE_RATE};
 
 /// A WAVE file with a 16-byte fmt chunk (`tag` 1 = PCM, 3 = IEEE float).
 fn wav_bytes(tag: u16, channels: u16, rate: u32, bits: u16, data: &[u8]) -> Vec<u8> {
@@ -139,12 +139,13 @@ fn channels_are_averaged() {
 #[test]
 fn float_samples_beyond_full_scale_are_clipped_as_ffmpeg_does() {
     let data: Vec<u8> = [1.5f32, -2.0, 0.25]
+        .repeat(60)
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
     assert_eq!(
         read(&wav_bytes(3, 1, 16_000, 32, &data)).expect("reads"),
-        vec![1.0, -1.0, 0.25]
+        [1.0, -1.0, 0.25].repeat(60)
     );
 }
 
@@ -163,7 +164,12 @@ fn huge_float_samples_stay_finite_through_mixing_and_resampling() {
         0.5,
         0.5,
     ];
-    let data: Vec<u8> = frames.iter().flat_map(|v| v.to_le_bytes()).collect();
+    // 480 frames: 10 ms at 48 kHz.
+    let data: Vec<u8> = frames
+        .repeat(120)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
     for rate in [16_000, 48_000] {
         let samples = read(&wav_bytes(3, 2, rate, 32, &data)).expect("reads");
         assert!(!samples.is_empty());
@@ -173,7 +179,7 @@ fn huge_float_samples_stay_finite_through_mixing_and_resampling() {
         );
     }
     let samples = read(&wav_bytes(3, 2, 16_000, 32, &data)).expect("reads");
-    assert_eq!(samples, vec![-1.0, -1.0, 1.0, 0.5]);
+    assert_eq!(samples, [-1.0, -1.0, 1.0, 0.5].repeat(120));
 }
 
 /// A sine through the resampler: the right length, and the same sine at 16 kHz shifted by
@@ -257,58 +263,302 @@ fn other_containers_are_named() {
     );
 }
 
-#[test]
-fn unsupported_encodings_are_typed() {
-    // ADPCM (tag 2), A-law (6), 64-bit float, 12-bit PCM, 48-bit PCM.
-    let cases = [(2u16, 4u16), (6, 8), (3, 64), (1, 12), (1, 48)];
-    for (tag, bits) in cases {
-        let bytes = wav_bytes(tag, 1, 16_000, bits, &[0; 48]);
-        match read(&bytes) {
-            Err(AudioError::UnsupportedEncoding { .. } | AudioError::Malformed(_)) => {}
-            other => panic!("tag {tag}, {bits} bits: {other:?}"),
+/// A chunk of a RIFF file: its id, body and declared size.
+struct Chunk {
+    id: [u8; 4],
+    body: Vec<u8>,
+    size: u32,
+}
+
+/// A chunk declaring its body's size.
+fn chunk(id: &[u8; 4], body: &[u8]) -> Chunk {
+    chunk_sized(id, body, body.len() as u32)
+}
+
+/// A chunk declaring `size` bytes, whatever its body holds.
+fn chunk_sized(id: &[u8; 4], body: &[u8], size: u32) -> Chunk {
+    Chunk {
+        id: *id,
+        body: body.to_vec(),
+        size,
+    }
+}
+
+/// A RIFF/WAVE file of `chunks`, each of odd size followed by a pad byte when `pad`; the RIFF
+/// size is the file's unless given.
+fn riff_file(chunks: &[Chunk], pad: bool, riff_size: Option<u32>) -> Vec<u8> {
+    let mut file = b"RIFF\0\0\0\0WAVE".to_vec();
+    for c in chunks {
+        file.extend_from_slice(&c.id);
+        file.extend_from_slice(&c.size.to_le_bytes());
+        file.extend_from_slice(&c.body);
+        if pad && c.body.len() % 2 == 1 {
+            file.push(0);
         }
     }
-    // The common ones name what is supported.
-    for (tag, bits) in [(2u16, 4u16), (6, 8), (3, 64)] {
-        let err = read(&wav_bytes(tag, 1, 16_000, bits, &[0; 48])).unwrap_err();
-        assert!(
-            matches!(err, AudioError::UnsupportedEncoding { .. }),
-            "tag {tag}: {err:?}"
+    let size = riff_size.unwrap_or(file.len() as u32 - 8);
+    file[4..8].copy_from_slice(&size.to_le_bytes());
+    file
+}
+
+/// The body of a 16-byte fmt chunk with a block alignment of whole bytes.
+fn fmt_body(tag: u16, channels: u16, rate: u32, bits: u16) -> Vec<u8> {
+    wav_bytes(tag, channels, rate, bits, &[])[20..36].to_vec()
+}
+
+/// A `WAVE_FORMAT_EXTENSIBLE` fmt chunk of sub-format `sub`, `container`-bit samples of which
+/// `valid` bits are used.
+fn extensible_fmt(sub: u16, channels: u16, container: u16, valid: u16) -> Chunk {
+    let mut body = fmt_body(0xFFFE, channels, 16_000, container);
+    body.extend_from_slice(&22u16.to_le_bytes());
+    body.extend_from_slice(&valid.to_le_bytes());
+    body.extend_from_slice(&4u32.to_le_bytes());
+    body.extend_from_slice(&sub.to_le_bytes());
+    body.extend_from_slice(b"\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71");
+    chunk(b"fmt ", &body)
+}
+
+/// The first `n` samples of the 16 kHz fixture as 16-bit PCM bytes, and as the reader's
+/// samples (a 16 kHz mono file passes through unchanged).
+fn speech(n: usize) -> (Vec<u8>, Vec<f32>) {
+    let x = &speech_i16()[..n];
+    let bytes = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    (bytes, x.iter().map(|&v| f32::from(v) / 32768.0).collect())
+}
+
+/// The mono 16-bit 16 kHz fmt chunk.
+fn fmt16() -> Chunk {
+    chunk(b"fmt ", &fmt_body(1, 1, 16_000, 16))
+}
+
+/// `bytes` read from a file (whose length the reader knows), with `options`.
+fn load(bytes: &[u8], options: &ReadOptions) -> Result<Vec<f32>, AudioError> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("tessel-wav-{}-{n}.wav", std::process::id()));
+    std::fs::write(&path, bytes).expect("temp file");
+    let read = load_wav(&path, options).map(|a| a.samples);
+    std::fs::remove_file(&path).expect("temp file");
+    read
+}
+
+/// A LIST chunk of odd size before or after fmt: padded as RIFF requires (refused before as
+/// "ends inside its header"), or unpadded as many writers do; both read as the file without
+/// it. The data size 832 = 0x340 starts with the printable `@`, so the bytes after the
+/// unpadded LIST also look like a chunk id at the padded place ("ata@").
+#[test]
+fn an_odd_chunk_reads_with_its_pad_byte_or_without_it() {
+    let (data, want) = speech(416);
+    let list = || chunk(b"LIST", b"INFOISFT\x05\0\0\0tessl");
+    for pad in [true, false] {
+        for list_first in [false, true] {
+            let chunks = if list_first {
+                [list(), fmt16(), chunk(b"data", &data)]
+            } else {
+                [fmt16(), list(), chunk(b"data", &data)]
+            };
+            let bytes = riff_file(&chunks, pad, None);
+            let label = format!("pad {pad}, LIST first {list_first}");
+            assert_eq!(read(&bytes).expect(&label), want, "{label}");
+        }
+    }
+    // An odd fmt chunk (extra byte) and an odd unknown chunk, padded.
+    let mut body = fmt_body(1, 1, 16_000, 16);
+    body.push(0xAB);
+    let chunks = [
+        chunk(b"fmt ", &body),
+        chunk(b"abcd", b"xyz"),
+        chunk(b"data", &data),
+    ];
+    assert_eq!(read(&riff_file(&chunks, true, None)).expect("reads"), want);
+    // An unpadded odd chunk, then an empty data chunk ending the file: empty, not truncated.
+    let chunks = [fmt16(), list(), chunk(b"data", &[])];
+    assert!(matches!(
+        read(&riff_file(&chunks, false, None)),
+        Err(AudioError::Empty)
+    ));
+}
+
+/// ffmpeg writing to a pipe leaves the RIFF and data sizes at 0xFFFFFFFF (others write 0):
+/// the samples run to the end of the file, as ffmpeg reads them.
+#[test]
+fn a_streamed_wav_reads_to_the_end_of_the_file() {
+    let (data, want) = speech(800);
+    for (riff, size) in [(u32::MAX, u32::MAX), (u32::MAX, 0), (0, 0), (0, u32::MAX)] {
+        let chunks = [fmt16(), chunk_sized(b"data", &data, size)];
+        let bytes = riff_file(&chunks, true, Some(riff));
+        let label = format!("RIFF size {riff:#x}, data size {size:#x}");
+        assert_eq!(read(&bytes).expect(&label), want, "{label}");
+        let from_file = load(&bytes, &ReadOptions::default()).expect(&label);
+        assert_eq!(from_file, want, "{label}");
+    }
+    // A data chunk of size 0 at the end the RIFF size declares is empty, not streamed.
+    let empty = riff_file(&[fmt16(), chunk(b"data", &[])], true, None);
+    assert!(matches!(read(&empty), Err(AudioError::Empty)));
+}
+
+/// A data size beyond the end of the file is read to the end (whole frames), as players and
+/// Python's `wave` read it; it was refused as too long or truncated.
+#[test]
+fn a_header_announcing_more_data_than_the_file_holds_reads_to_the_end() {
+    let (data, want) = speech(800);
+    let mut held = data.clone();
+    held.push(0x7F); // Half a frame: dropped.
+    for declared in [data.len() as u32 * 2, 0xFFFF_FFF0] {
+        let bytes = riff_file(
+            &[fmt16(), chunk_sized(b"data", &held, declared)],
+            false,
+            None,
         );
-        assert!(err.to_string().contains("32-bit IEEE float"), "{err}");
+        assert_eq!(read(&bytes).expect("stream"), want, "{declared}");
+        let from_file = load(&bytes, &ReadOptions::default()).expect("file");
+        assert_eq!(from_file, want, "{declared}");
+    }
+    // Stereo: the last whole frame is kept, a lone left sample dropped.
+    let stereo: Vec<u8> = data.chunks(2).flat_map(|s| [s, s].concat()).collect();
+    let mut held = stereo.clone();
+    held.extend_from_slice(&[1, 2]);
+    let chunks = [
+        chunk(b"fmt ", &fmt_body(1, 2, 16_000, 16)),
+        chunk_sized(b"data", &held, u32::MAX - 1),
+    ];
+    assert_eq!(read(&riff_file(&chunks, false, None)).expect("reads"), want);
+}
+
+#[test]
+fn sixty_four_bit_floats_and_extensible_formats_read_as_ffmpeg_reads_them() {
+    let (s16, want) = speech(800);
+    let f64s: Vec<u8> = want
+        .iter()
+        .flat_map(|&v| f64::from(v).to_le_bytes())
+        .collect();
+    assert_eq!(
+        read(&wav_bytes(3, 1, 16_000, 64, &f64s)).expect("f64"),
+        want
+    );
+    // 24 valid bits in 32-bit containers are left-justified: read as 32-bit samples.
+    let s32: Vec<u8> = speech_i16()[..800]
+        .iter()
+        .flat_map(|&v| (i32::from(v) << 16).to_le_bytes())
+        .collect();
+    let f32s: Vec<u8> = want.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let cases = [
+        (extensible_fmt(1, 1, 16, 16), s16),
+        (extensible_fmt(1, 1, 32, 24), s32),
+        (extensible_fmt(3, 1, 32, 32), f32s),
+        (extensible_fmt(3, 1, 64, 0), f64s),
+    ];
+    for (i, (fmt, data)) in cases.into_iter().enumerate() {
+        let bytes = riff_file(&[fmt, chunk(b"data", &data)], true, None);
+        assert_eq!(read(&bytes).expect("extensible"), want, "case {i}");
     }
 }
 
 #[test]
-fn empty_truncated_and_malformed_inputs_are_typed() {
-    assert!(matches!(read(b""), Err(AudioError::Empty)));
+fn compressed_formats_are_named_with_their_format_tag() {
+    let cases = [
+        (2u16, 4u16, "MS-ADPCM (format tag 2)"),
+        (6, 8, "A-law (format tag 6)"),
+        (0x55, 0, "MP3 (format tag 85)"),
+        (
+            0x1234,
+            16,
+            "an unknown or vendor format (format tag 0x1234)",
+        ),
+    ];
+    for (tag, bits, name) in cases {
+        let err = read(&wav_bytes(tag, 1, 16_000, bits, &[0; 48])).unwrap_err();
+        assert!(
+            matches!(err, AudioError::Compressed { tag: t, .. } if t == tag),
+            "{err:?}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("compressed format not supported: {name}")),
+            "{message}"
+        );
+    }
+    // MS-ADPCM as the sub-format of WAVE_FORMAT_EXTENSIBLE.
+    let bytes = riff_file(
+        &[extensible_fmt(2, 1, 4, 4), chunk(b"data", &[0; 48])],
+        true,
+        None,
+    );
+    assert!(matches!(
+        read(&bytes),
+        Err(AudioError::Compressed { tag: 2, .. })
+    ));
+}
+
+#[test]
+fn audio_under_ten_ms_says_its_duration_and_the_minimum() {
+    let err = read(&wav_bytes(1, 1, 16_000, 16, &[0; 200])).unwrap_err();
+    assert!(matches!(err, AudioError::TooShort { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("6.25 ms") && message.contains("minimum of 10 ms"),
+        "{message}"
+    );
+    // 10 ms is enough, at 16 and 44.1 kHz; one frame less is not.
+    for (rate, frames) in [(16_000u32, 160usize), (44_100, 441)] {
+        let ok = read(&wav_bytes(1, 1, rate, 16, &vec![0; 2 * frames]));
+        assert!(ok.is_ok(), "{rate} Hz: {ok:?}");
+        let short = read(&wav_bytes(1, 1, rate, 16, &vec![0; 2 * frames - 2]));
+        assert!(
+            matches!(short, Err(AudioError::TooShort { .. })),
+            "{short:?}"
+        );
+    }
+    // No sample at all is empty.
     assert!(matches!(
         read(&wav_bytes(1, 1, 16_000, 16, &[])),
         Err(AudioError::Empty)
     ));
+    assert!(matches!(read(b""), Err(AudioError::Empty)));
+}
 
-    // Data chunk announcing 1000 samples, holding 10.
-    let mut bytes = wav_bytes(1, 1, 16_000, 16, &[0; 2000]);
-    bytes.truncate(44 + 20);
-    match read(&bytes) {
-        Err(AudioError::Truncated {
-            expected: 1000,
-            read: 10,
-        }) => {}
-        other => panic!("{other:?}"),
+#[test]
+fn a_missing_or_unreadable_audio_path_is_named() {
+    let missing = std::env::temp_dir().join("tessel-no-such-audio.wav");
+    let directory = std::env::temp_dir();
+    for path in [missing, directory] {
+        let err = load_wav(&path, &ReadOptions::default()).unwrap_err();
+        assert!(
+            matches!(&err, AudioError::File { path: p, .. } if p == &path),
+            "{err:?}"
+        );
+        let message = err.to_string();
+        assert!(message.contains(&path.display().to_string()), "{message}");
     }
-    // Cut inside the header, and every prefix of a valid file: typed errors, never a panic.
-    let whole = wav_bytes(1, 2, 22_050, 16, &[1; 64]);
-    for cut in 0..whole.len() {
-        assert!(read(&whole[..cut]).is_err(), "prefix of {cut} bytes");
+}
+
+/// Every cut inside the header is "truncated" (the byte count and the part cut short), but at a
+/// chunk boundary (no data chunk); a cut inside the samples reads the whole frames before it.
+#[test]
+fn a_file_cut_inside_its_header_is_truncated() {
+    let (data, want) = speech(400);
+    let whole = wav_bytes(1, 1, 16_000, 16, &data);
+    for cut in (1..44).filter(|&c| c != 12 && c != 36) {
+        let err = read(&whole[..cut]).unwrap_err();
+        assert!(
+            matches!(err, AudioError::Truncated { bytes, .. } if bytes == cut as u64),
+            "{cut}: {err:?}"
+        );
+        assert!(err.to_string().starts_with("truncated WAV file"), "{err}");
     }
-    // Zero channels; block alignment smaller than the channel count.
-    let mut zero = wav_bytes(1, 1, 16_000, 16, &[0; 4]);
-    zero[22] = 0;
-    assert!(matches!(read(&zero), Err(AudioError::Malformed(_))));
-    let mut bad_align = wav_bytes(1, 4, 16_000, 16, &[0; 8]);
-    bad_align[32] = 2;
-    assert!(read(&bad_align).is_err());
+    for (cut, what) in [(12, "no fmt chunk"), (36, "no data chunk")] {
+        let err = read(&whole[..cut]).unwrap_err().to_string();
+        assert!(err.contains(what), "{err}");
+    }
+    let cut = read(&whole[..44 + 2 * 300 + 1]).expect("reads");
+    assert_eq!(cut, want[..300]);
+    // A chunk declaring more than the file holds, before the data chunk.
+    let bytes = riff_file(&[fmt16(), chunk_sized(b"LIST", &[0; 20], 1000)], true, None);
+    let err = read(&bytes).unwrap_err().to_string();
+    assert!(
+        err.contains("truncated") && err.contains("`LIST` chunk of 1000 bytes"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -329,24 +579,165 @@ fn non_finite_floats_and_bad_rates_are_refused() {
     }
 }
 
+/// The limit holds from the header for a file (the length is known), and as soon as the
+/// samples pass it for a stream; a forged length sizes nothing and the real samples are read.
 #[test]
-fn duration_is_bounded_before_reading_and_forged_lengths_cost_nothing() {
+fn duration_is_bounded_and_forged_lengths_cost_nothing() {
     // Two seconds against a one-second limit.
     let bytes = wav_bytes(1, 1, 16_000, 16, &[0; 64_000]);
     let one = ReadOptions { max_seconds: 1 };
     assert!(matches!(
         read_wav(Cursor::new(&bytes), &one),
-        Err(AudioError::TooLong { .. })
+        Err(AudioError::TooLong {
+            seconds: None,
+            max_seconds: 1
+        })
     ));
-    // A 60-byte file whose header announces ~4 GB of samples (~37 h at 16 kHz stereo).
-    let mut forged = wav_bytes(1, 2, 16_000, 16, &[0; 16]);
+    let err = load(&bytes, &one).unwrap_err();
+    assert!(
+        matches!(err, AudioError::TooLong { seconds: Some(s), .. } if s == 2.0),
+        "{err:?}"
+    );
+    assert!(err
+        .to_string()
+        .contains("2.0 s, more than the maximum of 1 s"));
+    // A 684-byte file whose header announces ~4 GB of samples (~37 h at 16 kHz stereo).
+    let mut forged = wav_bytes(1, 2, 16_000, 16, &[0; 640]);
     forged[40..44].copy_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
-    assert!(matches!(read(&forged), Err(AudioError::TooLong { .. })));
-    let lenient = ReadOptions {
-        max_seconds: u32::MAX,
+    assert_eq!(read(&forged).expect("reads").len(), 160);
+    assert_eq!(load(&forged, &one).expect("reads").len(), 160);
+}
+
+/// The bad inputs of the "Bad audio inputs" table in `fuzz/README.md`, and what each gets
+/// (printed as the table's rows with `--nocapture`).
+#[test]
+fn bad_inputs_get_the_errors_the_fuzz_readme_lists() {
+    let data = vec![0u8; 640];
+    let with_fmt = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut body = fmt_body(1, 1, 16_000, 16);
+        edit(&mut body);
+        riff_file(&[chunk(b"fmt ", &body), chunk(b"data", &data)], true, None)
     };
-    assert!(matches!(
-        read_wav(Cursor::new(&forged), &lenient),
-        Err(AudioError::Truncated { read: 8, .. })
-    ));
+    let floats = |v: f32| {
+        let samples: Vec<u8> = [0.0, 0.5, -0.5, v]
+            .repeat(40)
+            .iter()
+            .flat_map(|s: &f32| s.to_le_bytes())
+            .collect();
+        wav_bytes(3, 1, 16_000, 32, &samples)
+    };
+    let mut wrong_id = wav_bytes(1, 1, 16_000, 16, &data);
+    wrong_id[8..12].copy_from_slice(b"WAVX");
+    let vendor_guid = {
+        let mut fmt = extensible_fmt(1, 1, 16, 16);
+        fmt.body[26] ^= 0xFF;
+        riff_file(&[fmt, chunk(b"data", &data)], true, None)
+    };
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("empty file", vec![], "the audio is empty"),
+        ("no RIFF header (raw PCM)", vec![1; 640], "unknown (not RIFF/WAVE) files"),
+        ("wrong WAVE id (`WAVX`)", wrong_id, "RIFF (not WAVE) files"),
+        ("RIFX (big-endian)", b"RIFX\0\0\0\x24WAVE".to_vec(), "RIFX"),
+        ("RF64", b"RF64\xff\xff\xff\xffWAVE".to_vec(), "RF64/BW64"),
+        ("cut inside the RIFF header", b"RIFF\x24\0\0\0WA".to_vec(), "truncated"),
+        ("RIFF header only", b"RIFF\x04\0\0\0WAVE".to_vec(), "no fmt chunk"),
+        (
+            "missing fmt chunk",
+            riff_file(&[chunk(b"data", &data)], true, None),
+            "the data chunk comes before the fmt chunk",
+        ),
+        (
+            "missing data chunk",
+            riff_file(&[fmt16()], true, None),
+            "no data chunk",
+        ),
+        ("zero channels", with_fmt(&|f| f[2] = 0), "0 channels"),
+        (
+            "zero sample rate",
+            with_fmt(&|f| f[4..8].fill(0)),
+            "sample rate 0 Hz is not supported",
+        ),
+        (
+            "sample rate 3999 Hz",
+            with_fmt(&|f| f[4..8].copy_from_slice(&3999u32.to_le_bytes())),
+            "sample rate 3999 Hz",
+        ),
+        ("0 bits per sample", with_fmt(&|f| f[14] = 0), "0 bits per sample"),
+        (
+            "12-bit PCM",
+            with_fmt(&|f| f[14] = 12),
+            "unsupported WAV encoding (12-bit integer PCM)",
+        ),
+        (
+            "16-bit float",
+            with_fmt(&|f| f[0] = 3),
+            "unsupported WAV encoding (16-bit IEEE float)",
+        ),
+        (
+            "block align 3 for mono 16-bit",
+            with_fmt(&|f| f[12] = 3),
+            "block align 3 does not match 1 channel(s) of 16-bit samples",
+        ),
+        (
+            "24-bit PCM in 4-byte blocks (not extensible)",
+            with_fmt(&|f| {
+                f[12] = 4;
+                f[14] = 24;
+            }),
+            "block align 4 does not match",
+        ),
+        (
+            "fmt chunk of 14 bytes",
+            with_fmt(&|f| f.truncate(14)),
+            "fewer than the 16",
+        ),
+        (
+            "WAVE_FORMAT_EXTENSIBLE with an 18-byte fmt",
+            with_fmt(&|f| {
+                f[0..2].copy_from_slice(&0xFFFEu16.to_le_bytes());
+                f.extend_from_slice(&[0, 0]);
+            }),
+            "WAVE_FORMAT_EXTENSIBLE fmt chunk of 18 bytes",
+        ),
+        ("extensible vendor sub-format GUID", vendor_guid, "sub-format"),
+        (
+            "MS-ADPCM",
+            wav_bytes(2, 1, 16_000, 4, &data),
+            "compressed format not supported: MS-ADPCM (format tag 2)",
+        ),
+        (
+            "mu-law",
+            wav_bytes(7, 1, 16_000, 8, &data),
+            "mu-law (format tag 7)",
+        ),
+        ("NaN float sample", floats(f32::NAN), "sample 3 is not a finite number"),
+        ("+inf float sample", floats(f32::INFINITY), "sample 3 is not"),
+        (
+            "fmt chunk declaring 4 GB",
+            riff_file(&[chunk_sized(b"fmt ", &fmt16().body, u32::MAX)], true, None),
+            "truncated WAV file: it ends after 36 bytes, inside its `fmt ` chunk of 4294967295 bytes",
+        ),
+        (
+            "LIST chunk declaring 4 GB",
+            riff_file(
+                &[fmt16(), chunk_sized(b"LIST", b"INFO", 0xFFFF_FFF0)],
+                true,
+                None,
+            ),
+            "inside its `LIST` chunk of 4294967280 bytes",
+        ),
+        (
+            "5 ms of samples",
+            wav_bytes(1, 1, 16_000, 16, &data[..160]),
+            "the audio lasts 5.00 ms, less than the minimum of 10 ms",
+        ),
+    ];
+    for (name, bytes, want) in cases {
+        let message = match read(&bytes) {
+            Ok(samples) => panic!("{name}: read {} samples", samples.len()),
+            Err(e) => e.to_string(),
+        };
+        println!("| {name} | {message} |");
+        assert!(message.contains(want), "{name}: {message}");
+    }
 }

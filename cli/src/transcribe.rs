@@ -57,7 +57,8 @@ pub enum CrossKvArg {
 /// `tessel transcribe` options.
 #[derive(Debug, Args)]
 pub struct TranscribeArgs {
-    /// The WAV file (PCM 8/16/24/32-bit or float, any channels and sample rate).
+    /// The WAV file: PCM 8/16/24/32-bit or 32/64-bit float (WAVE_FORMAT_EXTENSIBLE too), any
+    /// channel count, 4000 to 384000 Hz, 10 ms to one hour; streamed WAVs read to the end.
     pub audio: PathBuf,
     /// Whisper model directory: CTranslate2 (model.bin) or Hugging Face (model.safetensors),
     /// with its tokenizer.json.

@@ -1,10 +1,11 @@
 //! `tessel_audio::read_wav` on arbitrary bytes, and on WAV files synthesised from the input
 //! (format tag PCM / float / extensible / ADPCM / A-law, 1–8 channels, awkward and extreme
-//! rates, 8–64-bit samples, honest or forged data lengths) so the fuzzer reaches the sample
-//! decoder and the resampler quickly. Oracle: `Ok` audio is non-empty, as long as
-//! `ceil(frames · 16000 / rate)`, finite and within [-1, 1], and its log-mel spectrogram
-//! computes; otherwise a typed `AudioError`; never a panic. `-malloc_limit_mb` catches any
-//! buffer sized from a forged header.
+//! rates, 8–64-bit samples, honest, forged or streamed data lengths, an odd `LIST` chunk with
+//! or without its pad byte) so the fuzzer reaches the sample decoder and the resampler
+//! quickly. Oracle: `Ok` audio lasts at least 10 ms, is as long as `ceil(frames · 16000 /
+//! rate)`, finite and within [-1, 1], and its log-mel spectrogram computes; otherwise a typed
+//! `AudioError`; never a panic. `-malloc_limit_mb` catches any buffer sized from a forged
+//! header.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -37,7 +38,10 @@ fn synthesize(spec: &[u8; 6], rest: &[u8]) -> Vec<u8> {
         fmt.extend_from_slice(&0u32.to_le_bytes());
         fmt.extend_from_slice(if spec[4] & 2 == 2 { &FLOAT_GUID } else { &PCM_GUID });
     }
-    let data_len = if spec[5] & 0x80 == 0x80 {
+    let data_len = if spec[4] & 0x30 != 0 {
+        // Streamed, as ffmpeg writes to a pipe (0xFFFFFFFF) or others do (0).
+        if spec[4] & 0x10 != 0 { u32::MAX } else { 0 }
+    } else if spec[5] & 0x80 == 0x80 {
         // A forged length: up to ~4 GB announced.
         u32::from(spec[5]) << 24 | rest.len() as u32
     } else {
@@ -46,10 +50,17 @@ fn synthesize(spec: &[u8; 6], rest: &[u8]) -> Vec<u8> {
     let mut file = b"RIFF\0\0\0\0WAVEfmt ".to_vec();
     file.extend_from_slice(&(fmt.len() as u32).to_le_bytes());
     file.extend_from_slice(&fmt);
+    if spec[4] & 4 != 0 {
+        // An odd LIST chunk, with its pad byte or (bit 3) without, as many writers do.
+        file.extend_from_slice(b"LIST\x05\0\0\0INFO!");
+        if spec[4] & 8 == 0 {
+            file.push(0);
+        }
+    }
     file.extend_from_slice(b"data");
     file.extend_from_slice(&data_len.to_le_bytes());
     file.extend_from_slice(rest);
-    let riff = (file.len() - 8) as u32;
+    let riff = if spec[4] & 0x30 != 0 { data_len } else { (file.len() - 8) as u32 };
     file[4..8].copy_from_slice(&riff.to_le_bytes());
     file
 }
@@ -59,7 +70,7 @@ fn check(bytes: &[u8]) {
     let Ok(audio) = read_wav(bytes, &options) else {
         return;
     };
-    assert!(!audio.samples.is_empty());
+    assert!(audio.source_frames * 100 >= u64::from(audio.source_rate), "under 10 ms");
     let expected = (audio.source_frames as f64 * 16_000.0 / f64::from(audio.source_rate)).ceil();
     assert_eq!(audio.samples.len(), expected as usize);
     assert!(audio.samples.iter().all(|v| v.is_finite() && v.abs() <= 1.0));

@@ -87,7 +87,9 @@ pub enum TranscribeError {
     #[error(transparent)]
     Mel(#[from] MelError),
     /// The audio holds less than one mel frame (10 ms).
-    #[error("the audio is empty")]
+    #[error(
+        "the audio holds fewer than 160 samples (10 ms at 16 kHz), the minimum: one mel frame"
+    )]
     EmptyAudio,
     /// The session could not be created.
     #[error(transparent)]
