@@ -118,6 +118,24 @@ fn bad_directories_and_inputs_are_typed_errors() {
         matches!(&err, TranslateError::Tokenizer(TextError::UnknownLanguage { code, .. }) if code == "xx_Fake"),
         "{err}"
     );
+    // A special token that is not a language code.
+    let err = Translator::load(&dir, settings, Some("eng_Latn"), Some("</s>"))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, TranslateError::Tokenizer(TextError::UnknownLanguage { code, .. }) if code == "</s>"),
+        "{err}"
+    );
+    // A language for a model without language codes.
+    let marian = model_dir("marian");
+    let err = Translator::load(&marian, settings, None, Some("de"))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, TranslateError::Tokenizer(TextError::NoLanguages { code, .. }) if code == "de"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&marian).unwrap();
     // A source over the model's 64 positions, refused unless truncation is asked for.
     let translator = Translator::load(&dir, settings, None, Some("fra_Latn")).unwrap();
     let mut session = translator.session(Isa::best(), 1).unwrap();

@@ -22,9 +22,11 @@
 //! sentencepiece (Marian with the source model unless the vocabularies are separate, as
 //! `MarianTokenizer` does), then strip surrounding whitespace. Ids past the vocabulary decode
 //! as each reference decodes them ([`TextTokenizer::decode`]). Language codes come from
-//! `tokenizer_config.json` (`src_lang`, `tgt_lang`) or [`TextTokenizer::with_languages`]; an
-//! unknown code is [`TextError::UnknownLanguage`]. `clean_up_tokenization_spaces` is applied
-//! as transformers 5 applies it (not for BPE models of `tokenizer.json` files).
+//! `tokenizer_config.json` (`src_lang`, `tgt_lang`) or [`TextTokenizer::with_languages`]: only
+//! the family's codes (NLLB `eng_Latn`, M2M100 `en`, mBART `en_XX`) are accepted, an unknown
+//! one is [`TextError::UnknownLanguage`], any code for a family without them
+//! [`TextError::NoLanguages`]. `clean_up_tokenization_spaces` is applied as transformers 5
+//! applies it (not for BPE models of `tokenizer.json` files).
 //!
 //! Special tokens typed inside the text (`</s>`, `<unk>`, `<pad>`) become their ids, as the
 //! Python tokenizers split them out. M2M100's `__xx__` tokens are dropped by decoding as
@@ -227,6 +229,12 @@ impl TextTokenizer {
             "</s>"
         });
         tok.pad = tok.find_token("<pad>");
+        if tok.placement().is_none() {
+            // Language keys of a family without language tokens mean nothing to its tokenizer.
+            tok.src_lang = None;
+            tok.tgt_lang = None;
+            return Ok(tok);
+        }
         if tok.src_lang.is_none() {
             tok.src_lang = match family {
                 Family::Nllb => Some("eng_Latn".into()),
@@ -239,17 +247,31 @@ impl TextTokenizer {
         tok.with_languages(src.as_deref(), tgt.as_deref())
     }
 
-    /// Sets the source and target language codes (for NLLB, M2M100, mBART; ignored by the
-    /// other families); an unknown code is [`TextError::UnknownLanguage`].
+    /// Sets the source and target language codes (NLLB `eng_Latn`, M2M100 `en`, mBART `en_XX`).
+    /// A code that is not one of the family's language codes (an unknown one, or another
+    /// special token such as `</s>`) is [`TextError::UnknownLanguage`]; any code for a family
+    /// without language codes (Marian, BART, T5) is [`TextError::NoLanguages`].
     pub fn with_languages(
         mut self,
         src: Option<&str>,
         tgt: Option<&str>,
     ) -> Result<Self, TextError> {
-        if self.placement().is_some() {
-            for code in [src, tgt].into_iter().flatten() {
-                self.language_id(code)?;
+        for (code, side) in [(src, "source"), (tgt, "target")] {
+            let Some(code) = code else { continue };
+            if self.placement().is_none() {
+                return Err(TextError::NoLanguages {
+                    family: self.family.name(),
+                    side,
+                    code: code.to_owned(),
+                    hint: if self.family == Family::Marian {
+                        "; a multilingual Marian model takes the target language as a \
+                         >>xxx<< token at the start of the text"
+                    } else {
+                        ""
+                    },
+                });
             }
+            self.language_id(code)?;
         }
         if let Some(src) = src {
             self.src_lang = Some(src.to_owned());
@@ -435,7 +457,8 @@ impl TextTokenizer {
         }
     }
 
-    /// The token id of a language code.
+    /// The token id of a language code: one of the family's codes that the tokenizer has as a
+    /// special token.
     fn language_id(&self, code: &str) -> Result<u32, TextError> {
         let found = match &self.backend {
             Backend::Pieces(p) => p
@@ -443,19 +466,45 @@ impl TextTokenizer {
                 .iter()
                 .find(|(c, _)| c == code)
                 .map(|&(_, id)| id),
-            Backend::Hf(hf) => hf.token_to_id(code).filter(|&id| hf.is_special(id)),
+            Backend::Hf(hf) if is_language_code(self.family, code) => {
+                hf.token_to_id(code).filter(|&id| hf.is_special(id))
+            }
             _ => None,
         };
-        found.ok_or_else(|| TextError::UnknownLanguage {
-            family: self.family.name(),
-            code: code.to_owned(),
-            examples: match self.family {
-                Family::Nllb => "eng_Latn, fra_Latn, zho_Hans",
-                Family::M2m100 => "en, fr, zh",
-                _ => "en_XX, fr_XX, zh_CN",
+        found.ok_or_else(|| {
+            let known = self.languages();
+            let mut examples: Vec<&str> = known.iter().take(4).map(|(c, _)| c.as_str()).collect();
+            if known.len() > examples.len() {
+                examples.push("...");
             }
-            .into(),
+            TextError::UnknownLanguage {
+                family: self.family.name(),
+                code: code.to_owned(),
+                examples: format!("{} ({} codes)", examples.join(", "), known.len()),
+            }
         })
+    }
+
+    /// The language codes [`TextTokenizer::with_languages`] accepts with their token ids, in
+    /// id order; empty for a family without language codes.
+    pub fn languages(&self) -> Vec<(String, u32)> {
+        match &self.backend {
+            Backend::Pieces(p) => p.languages.clone(),
+            Backend::Hf(hf) if self.placement().is_some() => {
+                let mut codes: Vec<(String, u32)> = hf
+                    .inner()
+                    .get_added_tokens_decoder()
+                    .into_iter()
+                    .filter(|(id, t)| {
+                        hf.is_special(*id) && is_language_code(self.family, &t.content)
+                    })
+                    .map(|(id, t)| (t.content, id))
+                    .collect();
+                codes.sort_by_key(|&(_, id)| id);
+                codes
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// The id of a token, whatever the backend.
@@ -605,6 +654,23 @@ impl PieceVocab {
             text
         };
         Ok(crate::whisper::python_strip(&text).to_owned())
+    }
+}
+
+/// Whether `code` has the shape of the family's language codes in a `tokenizer.json`: NLLB
+/// `xxx_Xxxx` (`eng_Latn`), mBART and mBART-50 `xx_XX` (`en_XX`).
+fn is_language_code(family: Family, code: &str) -> bool {
+    let b = code.as_bytes();
+    let lower = |s: &[u8]| s.iter().all(u8::is_ascii_lowercase);
+    let upper = |s: &[u8]| s.iter().all(u8::is_ascii_uppercase);
+    match family {
+        Family::Nllb => {
+            b.len() == 8 && lower(&b[..3]) && b[3] == b'_' && upper(&b[4..5]) && lower(&b[5..])
+        }
+        Family::Mbart50 | Family::Mbart => {
+            b.len() == 5 && lower(&b[..2]) && b[2] == b'_' && upper(&b[3..])
+        }
+        _ => false,
     }
 }
 

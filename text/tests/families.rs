@@ -394,3 +394,71 @@ fn m2m100_made_up_words_decode_as_m2m100_tokenizer() {
     }
     m.finish();
 }
+
+/// Only the family's language codes are languages: other special tokens are refused with
+/// examples of valid codes, and a model without language codes refuses any.
+#[test]
+fn language_codes_are_the_familys_own() {
+    for (dir, family, code) in [
+        ("nllb", "nllb", "</s>"),
+        ("nllb", "nllb", "<unk>"),
+        ("mbart50", "mbart50", "</s>"),
+        ("mbart50", "mbart50", "<mask>"),
+        ("mbart", "mbart", "<s>"),
+    ] {
+        let tok = TextTokenizer::from_dir(&fixture(dir)).unwrap();
+        assert!(tok.token_to_id(code).is_some(), "{dir} has {code}");
+        let err = tok.with_languages(None, Some(code)).err().unwrap();
+        match &err {
+            TextError::UnknownLanguage {
+                family: f,
+                code: c,
+                examples,
+            } => {
+                assert_eq!((*f, c.as_str()), (family, code));
+                let first = examples.split(", ").next().unwrap();
+                let valid = TextTokenizer::from_dir(&fixture(dir)).unwrap();
+                assert!(
+                    valid.with_languages(Some(first), Some(first)).is_ok(),
+                    "{err}"
+                );
+            }
+            _ => panic!("{dir} {code}: {err}"),
+        }
+    }
+    let nllb = TextTokenizer::from_dir(&fixture("nllb")).unwrap();
+    assert_eq!(nllb.languages().len(), 202);
+    assert!(nllb.languages().iter().all(|(c, _)| c.len() == 8));
+
+    let marian = temp_dir("marian-no-languages");
+    copy_into(
+        &marian,
+        &[
+            ("layouts/opus/source.spm", "source.spm"),
+            ("layouts/opus/target.spm", "target.spm"),
+            ("layouts/opus/vocab.json", "vocab.json"),
+        ],
+    );
+    for (dir, side) in [
+        (&*marian, "target"),
+        (&fixture("t5"), "target"),
+        (&fixture("bart"), "source"),
+    ] {
+        let tok = TextTokenizer::from_dir(dir).unwrap();
+        let (src, tgt) = if side == "source" {
+            (Some("en"), None)
+        } else {
+            (None, Some("de"))
+        };
+        let err = tok.with_languages(src, tgt).err().unwrap();
+        assert!(
+            matches!(&err, TextError::NoLanguages { side: s, .. } if *s == side),
+            "{}: {err}",
+            dir.display()
+        );
+        assert!(err.to_string().contains("has no language codes"), "{err}");
+        // No code at all is fine.
+        let tok = TextTokenizer::from_dir(dir).unwrap();
+        assert!(tok.with_languages(None, None).is_ok());
+    }
+}
