@@ -85,7 +85,14 @@ TARGET_TESTS = GERMAN + [
 ]
 
 # T5: an English corpus (t5-small's tokenizer is trained on English C4).
-T5_TESTS = ENGLISH + ["Unknown: ł, ø, ñ, 日本 and 😀.", "", "  spaces   around  ", "a <unk> b </s> c"]
+T5_TESTS = ENGLISH + [
+    "Unknown: ł, ø, ñ, 日本 and 😀.",
+    "",
+    "  spaces   around  ",
+    "a <unk> b </s> c",
+    "Tabs\tand\nnew lines",
+    "no\u00a0break and\u3000ideographic space",
+]
 
 
 def corpus(lines, n=600, seed=5):

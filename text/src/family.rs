@@ -409,7 +409,11 @@ impl TextTokenizer {
                 for chunk in split_specials(text, &self.spm_specials) {
                     match chunk {
                         Ok(id) => ids.push(id),
-                        Err(rest) => ids.extend(sp.encode(rest)?),
+                        // T5Tokenizer splits at any whitespace before segmenting.
+                        Err(rest) => {
+                            let words: Vec<&str> = rest.split_whitespace().collect();
+                            ids.extend(sp.encode(&words.join(" "))?);
+                        }
                     }
                 }
                 ids.extend(self.eos);
