@@ -11,7 +11,7 @@
 //! | mBART-50 | `tokenizer.json` | `src_lang ids </s>` | `tgt_lang ids </s>` |
 //! | mBART | `tokenizer.json` | `ids </s> src_lang` | `ids </s> tgt_lang` |
 //! | T5, BART, plain | `tokenizer.json` | the file's post-processor (`ids </s>`, `<s> ids </s>`) | same |
-//! | T5 | one SentencePiece model (`spiece.model`) | sentencepiece's ids `</s>` | same |
+//! | T5 | one SentencePiece model (`spiece.model`) | special tokens split out, words (split at whitespace) as sentencepiece's ids, `</s>` | same |
 //! | plain | one SentencePiece model | sentencepiece's ids | same |
 //! | Whisper | `tokenizer.json` | text ids ([`WhisperTokenizer::encode`]) | same |
 //!
