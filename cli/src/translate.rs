@@ -40,8 +40,8 @@ pub struct TranslateArgs {
     /// Texts to translate; without them, each line of standard input is one text.
     #[arg(value_name = "TEXT")]
     pub text: Vec<String>,
-    /// Source language code, for the models that need one (NLLB `eng_Latn`, M2M100 `en`,
-    /// mBART-50 `en_XX`); default: the tokenizer config's.
+    /// Source language code, for the models that have them (NLLB `eng_Latn`, M2M100 `en`,
+    /// mBART-50 `en_XX`; an error for the others); default: the tokenizer config's.
     #[arg(long, value_name = "CODE")]
     pub src_lang: Option<String>,
     /// Target language code (forced as the first generated token by NLLB, M2M100, mBART-50).

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use tessel_model::families::{bart, t5, whisper};
 use tessel_model::{ct2, Generation, GenerationError, LoadError, LoadOptions, Model, WeightType};
-use tessel_text::{TextError, TextTokenizer};
+use tessel_text::{Family, TextError, TextTokenizer};
 use thiserror::Error;
 
 /// What kind of directory was loaded.
@@ -187,6 +187,47 @@ fn generation(dir: &Path, config: Option<&Value>) -> Result<Generation, ModelDir
     }
 }
 
+/// Checks that a CTranslate2 vocabulary is the one `ct2-transformers-converter` writes for
+/// this tokenizer: every token at the tokenizer's id, except the rows the converter adds past
+/// the tokenizer's vocabulary to fill the embedding, which it names `<extra_id_N>` (T5) or
+/// `madeupwordN` (M2M100), N counting from 0 at the first row past the vocabulary. Anything
+/// else is [`ModelDirError::VocabularyMismatch`].
+pub fn check_vocabulary(
+    vocabulary: &ct2::Vocabulary,
+    tokenizer: &TextTokenizer,
+) -> Result<(), ModelDirError> {
+    let size = tokenizer.vocab_size();
+    for id in 0..vocabulary.len() {
+        let token = vocabulary.token(id as u32).unwrap_or_default();
+        let found = tokenizer.token_to_id(token);
+        if found == Some(id as u32) || is_padding_row(tokenizer.family(), token, id, size) {
+            continue;
+        }
+        return Err(ModelDirError::VocabularyMismatch {
+            token: token.to_owned(),
+            model: id as u32,
+            tokenizer: found,
+        });
+    }
+    Ok(())
+}
+
+/// Whether `token` at row `id` is the converter's name for a padding row of a vocabulary of
+/// `size` tokens.
+fn is_padding_row(family: Family, token: &str, id: usize, size: usize) -> bool {
+    let Some(n) = id.checked_sub(size) else {
+        return false;
+    };
+    let name = match family {
+        Family::T5 => token
+            .strip_prefix("<extra_id_")
+            .and_then(|t| t.strip_suffix('>')),
+        Family::M2m100 => token.strip_prefix("madeupword"),
+        _ => None,
+    };
+    name.is_some_and(|digits| digits == n.to_string())
+}
+
 impl ModelDir {
     /// Loads a Hugging Face or CTranslate2 model directory.
     pub fn load(dir: &Path, settings: LoadSettings) -> Result<ModelDir, ModelDirError> {
@@ -241,18 +282,7 @@ impl ModelDir {
             },
         )?;
         let tokenizer = TextTokenizer::from_dir(dir)?;
-        let vocabulary = &loaded.target_vocabulary;
-        for id in 0..vocabulary.len() as u32 {
-            let token = vocabulary.token(id).unwrap_or_default();
-            let found = tokenizer.token_to_id(token);
-            if found != Some(id) {
-                return Err(ModelDirError::VocabularyMismatch {
-                    token: token.to_owned(),
-                    model: id,
-                    tokenizer: found,
-                });
-            }
-        }
+        check_vocabulary(&loaded.target_vocabulary, &tokenizer)?;
         let mut generation = generation(dir, None)?;
         // CTranslate2 keeps the start token in its own config, already the model's `bos_id`.
         generation.options.decoder_start = None;

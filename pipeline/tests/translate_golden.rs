@@ -118,6 +118,24 @@ fn bad_directories_and_inputs_are_typed_errors() {
         matches!(&err, TranslateError::Tokenizer(TextError::UnknownLanguage { code, .. }) if code == "xx_Fake"),
         "{err}"
     );
+    // A special token that is not a language code.
+    let err = Translator::load(&dir, settings, Some("eng_Latn"), Some("</s>"))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, TranslateError::Tokenizer(TextError::UnknownLanguage { code, .. }) if code == "</s>"),
+        "{err}"
+    );
+    // A language for a model without language codes.
+    let marian = model_dir("marian");
+    let err = Translator::load(&marian, settings, None, Some("de"))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, TranslateError::Tokenizer(TextError::NoLanguages { code, .. }) if code == "de"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&marian).unwrap();
     // A source over the model's 64 positions, refused unless truncation is asked for.
     let translator = Translator::load(&dir, settings, None, Some("fra_Latn")).unwrap();
     let mut session = translator.session(Isa::best(), 1).unwrap();
@@ -150,4 +168,79 @@ fn bad_directories_and_inputs_are_typed_errors() {
     std::fs::remove_dir_all(&dir).unwrap();
     let err = ModelDir::load(&dir, settings).err().unwrap();
     assert!(matches!(err, ModelDirError::NotADirectory(_)), "{err}");
+}
+
+/// A directory of a test's own holding text fixtures under new names.
+fn text_fixture_dir(name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tessel-vocab-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (from, to) in files {
+        let from = root().join("text/tests/fixtures").join(from);
+        std::fs::copy(&from, dir.join(to)).unwrap();
+    }
+    dir
+}
+
+/// The vocabulary `ct2-transformers-converter` wrote (tools/make_text_layouts_golden.py).
+fn ct2_vocabulary(rel: &str) -> Vec<String> {
+    let path = root().join("text/tests/fixtures/layouts").join(rel);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The vocabularies the CTranslate2 converter writes for T5 (spiece.model alone, and
+/// tokenizer.json, in an embedding padded to a multiple of 128: rows named `<extra_id_N>`) and
+/// M2M100 (`__xx__` language tokens, `madeupwordN` rows) agree with the copied tokenizers; a
+/// vocabulary that does not is refused, naming the token.
+#[test]
+fn ct2_vocabularies_of_copied_tokenizers_pass_the_cross_check() {
+    use tessel_model::ct2::Vocabulary;
+    use tessel_pipeline::model_dir::check_vocabulary;
+    use tessel_text::TextTokenizer;
+
+    let t5 = text_fixture_dir("t5", &[("layouts/t5/spiece.model", "spiece.model")]);
+    let m2m = text_fixture_dir(
+        "m2m100",
+        &[
+            ("spm/bpe.model", "sentencepiece.bpe.model"),
+            ("m2m100/vocab.json", "vocab.json"),
+        ],
+    );
+    let t5_json = root().join("text/tests/fixtures/t5");
+    let cases = [
+        (&t5, "t5/ct2_spiece_vocabulary.json"),
+        (&t5_json, "t5/ct2_json_vocabulary.json"),
+        (&m2m, "m2m100/ct2_vocabulary.json"),
+    ];
+    for (dir, vocabulary) in cases {
+        let tokenizer = TextTokenizer::from_dir(dir).unwrap();
+        let tokens = ct2_vocabulary(vocabulary);
+        assert!(
+            tokens.len() > tokenizer.vocab_size(),
+            "{vocabulary} is padded"
+        );
+        let result = check_vocabulary(&Vocabulary::new(tokens.clone()), &tokenizer);
+        assert!(result.is_ok(), "{vocabulary}: {}", result.unwrap_err());
+
+        // Two tokens swapped: refused at the first.
+        let mut swapped = tokens.clone();
+        swapped.swap(10, 11);
+        let err = check_vocabulary(&Vocabulary::new(swapped), &tokenizer).unwrap_err();
+        assert!(
+            matches!(&err, ModelDirError::VocabularyMismatch { model: 10, token, .. } if *token == tokens[11]),
+            "{vocabulary}: {err}"
+        );
+        // A padding row out of place, and one of another family's name.
+        let size = tokenizer.vocab_size();
+        for bad in ["<extra_id_7>", "madeupword3", "<pad>"] {
+            let mut renamed = tokens.clone();
+            renamed[size + 1] = bad.to_owned();
+            let err = check_vocabulary(&Vocabulary::new(renamed), &tokenizer).unwrap_err();
+            assert!(
+                matches!(&err, ModelDirError::VocabularyMismatch { model, .. } if *model as usize == size + 1),
+                "{vocabulary} with {bad}: {err}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&t5).unwrap();
+    std::fs::remove_dir_all(&m2m).unwrap();
 }

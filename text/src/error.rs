@@ -45,15 +45,30 @@ pub enum TextError {
         /// What is not supported.
         reason: String,
     },
-    /// A language code that the tokenizer has no token for.
-    #[error("{family} tokenizer has no language code {code:?} (examples it has: {examples})")]
+    /// A language code that the tokenizer has no token for, or a token that is not one of the
+    /// family's language codes (`</s>` for example).
+    #[error(
+        "{family} tokenizer has no language code {code:?} (valid codes look like: {examples})"
+    )]
     UnknownLanguage {
         /// The family.
         family: &'static str,
         /// The code asked for.
         code: String,
-        /// A few codes it does know, for the message.
+        /// A few codes it does know and how many there are, for the message.
         examples: String,
+    },
+    /// A language code was given for a model whose tokenizer has no language codes.
+    #[error("this {family} model has no language codes (got {side} language {code:?}){hint}")]
+    NoLanguages {
+        /// The family.
+        family: &'static str,
+        /// `"source"` or `"target"`.
+        side: &'static str,
+        /// The code given.
+        code: String,
+        /// How the family selects a language instead, if it can (empty otherwise).
+        hint: &'static str,
     },
     /// The family needs a language code and none was given or configured.
     #[error("{family} tokenizer needs a {side} language code")]

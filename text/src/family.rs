@@ -11,17 +11,22 @@
 //! | mBART-50 | `tokenizer.json` | `src_lang ids </s>` | `tgt_lang ids </s>` |
 //! | mBART | `tokenizer.json` | `ids </s> src_lang` | `ids </s> tgt_lang` |
 //! | T5, BART, plain | `tokenizer.json` | the file's post-processor (`ids </s>`, `<s> ids </s>`) | same |
-//! | T5 | one SentencePiece model (`spiece.model`) | sentencepiece's ids `</s>` | same |
+//! | T5 | one SentencePiece model (`spiece.model`) | special tokens split out, words (split at whitespace) as sentencepiece's ids, `</s>` | same |
 //! | plain | one SentencePiece model | sentencepiece's ids | same |
 //! | Whisper | `tokenizer.json` | text ids ([`WhisperTokenizer::encode`]) | same |
 //!
-//! Marian and M2M100 map sentencepiece's pieces through `vocab.json` (unknown pieces to
+//! Marian and M2M100 map sentencepiece's pieces through `vocab.json` by their text (as
+//! `encode(out_type=str)` gives them: a character the model does not know is looked up as
+//! itself, since OPUS-MT vocabularies hold both sides' pieces; text not in the vocabulary is
 //! `<unk>`) and decode by turning the kept ids back into pieces and decoding those with
 //! sentencepiece (Marian with the source model unless the vocabularies are separate, as
-//! `MarianTokenizer` does), then strip surrounding whitespace. Language codes come from
-//! `tokenizer_config.json` (`src_lang`, `tgt_lang`) or [`TextTokenizer::with_languages`]; an
-//! unknown code is [`TextError::UnknownLanguage`]. `clean_up_tokenization_spaces` is applied
-//! as transformers 5 applies it (not for BPE models of `tokenizer.json` files).
+//! `MarianTokenizer` does), then strip surrounding whitespace. Ids past the vocabulary decode
+//! as each reference decodes them ([`TextTokenizer::decode`]). Language codes come from
+//! `tokenizer_config.json` (`src_lang`, `tgt_lang`) or [`TextTokenizer::with_languages`]: only
+//! the family's codes (NLLB `eng_Latn`, M2M100 `en`, mBART `en_XX`) are accepted, an unknown
+//! one is [`TextError::UnknownLanguage`], any code for a family without them
+//! [`TextError::NoLanguages`]. `clean_up_tokenization_spaces` is applied as transformers 5
+//! applies it (not for BPE models of `tokenizer.json` files).
 //!
 //! Special tokens typed inside the text (`</s>`, `<unk>`, `<pad>`) become their ids, as the
 //! Python tokenizers split them out. M2M100's `__xx__` tokens are dropped by decoding as
@@ -178,6 +183,10 @@ pub struct TextTokenizer {
     /// T5 from a bare SentencePiece model: the number of `<extra_id_N>` sentinels after the
     /// pieces (`extra_ids`, default 100).
     extra_ids: u32,
+    /// T5 from a bare SentencePiece model: the special tokens' texts (`<pad>`, `</s>`,
+    /// `<unk>`, the sentinels) and ids, longest first; text holding them is split there, as
+    /// T5Tokenizer splits out its special tokens.
+    spm_specials: Vec<(String, u32)>,
 }
 
 impl TextTokenizer {
@@ -211,13 +220,21 @@ impl TextTokenizer {
                 .and_then(Value::as_u64)
                 .map_or(100, |n| n.min(u64::from(u32::MAX / 2)) as u32),
             backend,
+            spm_specials: Vec::new(),
         };
+        tok.spm_specials = tok.t5_spm_specials();
         tok.eos = tok.find_token(if family == Family::Whisper {
             "<|endoftext|>"
         } else {
             "</s>"
         });
         tok.pad = tok.find_token("<pad>");
+        if tok.placement().is_none() {
+            // Language keys of a family without language tokens mean nothing to its tokenizer.
+            tok.src_lang = None;
+            tok.tgt_lang = None;
+            return Ok(tok);
+        }
         if tok.src_lang.is_none() {
             tok.src_lang = match family {
                 Family::Nllb => Some("eng_Latn".into()),
@@ -230,17 +247,31 @@ impl TextTokenizer {
         tok.with_languages(src.as_deref(), tgt.as_deref())
     }
 
-    /// Sets the source and target language codes (for NLLB, M2M100, mBART; ignored by the
-    /// other families); an unknown code is [`TextError::UnknownLanguage`].
+    /// Sets the source and target language codes (NLLB `eng_Latn`, M2M100 `en`, mBART `en_XX`).
+    /// A code that is not one of the family's language codes (an unknown one, or another
+    /// special token such as `</s>`) is [`TextError::UnknownLanguage`]; any code for a family
+    /// without language codes (Marian, BART, T5) is [`TextError::NoLanguages`].
     pub fn with_languages(
         mut self,
         src: Option<&str>,
         tgt: Option<&str>,
     ) -> Result<Self, TextError> {
-        if self.placement().is_some() {
-            for code in [src, tgt].into_iter().flatten() {
-                self.language_id(code)?;
+        for (code, side) in [(src, "source"), (tgt, "target")] {
+            let Some(code) = code else { continue };
+            if self.placement().is_none() {
+                return Err(TextError::NoLanguages {
+                    family: self.family.name(),
+                    side,
+                    code: code.to_owned(),
+                    hint: if self.family == Family::Marian {
+                        "; a multilingual Marian model takes the target language as a \
+                         >>xxx<< token at the start of the text"
+                    } else {
+                        ""
+                    },
+                });
             }
+            self.language_id(code)?;
         }
         if let Some(src) = src {
             self.src_lang = Some(src.to_owned());
@@ -317,12 +348,20 @@ impl TextTokenizer {
         self.encode_side(text, true)
     }
 
-    /// Ids to text, special tokens skipped; an id outside the vocabulary is
-    /// [`TextError::UnknownId`].
+    /// Ids to text, special tokens skipped. An id past the vocabulary (the padding rows of a
+    /// T5 embedding, M2M100's made-up words) decodes as the family's `transformers` tokenizer
+    /// decodes it: to nothing (tokenizer.json, T5), to the text `<unk>` (M2M100); Marian and
+    /// Whisper refuse it with [`TextError::UnknownId`], as their references fail on it.
     pub fn decode(&self, ids: &[u32]) -> Result<String, TextError> {
         let text = match &self.backend {
             Backend::Hf(hf) => {
-                let text = hf.decode(ids, true)?;
+                // The `tokenizers` library skips ids that have no token.
+                let known: Vec<u32> = ids
+                    .iter()
+                    .copied()
+                    .filter(|&id| hf.id_to_token(id).is_some())
+                    .collect();
+                let text = hf.decode(&known, true)?;
                 let bpe = matches!(
                     hf.inner().get_model(),
                     tokenizers::models::ModelWrapper::BPE(_)
@@ -334,18 +373,13 @@ impl TextTokenizer {
                 });
             }
             Backend::Spm(sp) if self.family == Family::T5 => {
-                // `<extra_id_N>` sentinels follow the pieces; decoding skips them.
-                let limit = sp.len() as u32 + self.extra_ids;
-                if let Some(&id) = ids.iter().find(|&&id| id >= limit) {
-                    return Err(TextError::UnknownId {
-                        id,
-                        vocab_size: limit as usize,
-                    });
-                }
+                // As T5Tokenizer: `<pad>`, `</s>`, `<unk>` and the `<extra_id_N>` sentinels after
+                // the pieces are special and skipped, ids past them (the embedding's padding
+                // rows) have no token and are skipped too.
                 let kept: Vec<u32> = ids
                     .iter()
                     .copied()
-                    .filter(|&id| id < sp.len() as u32)
+                    .filter(|&id| id < sp.len() as u32 && !sp.is_special(id))
                     .collect();
                 sp.decode(&kept)?
             }
@@ -371,7 +405,17 @@ impl TextTokenizer {
             Backend::Hf(hf) if self.placement().is_none() => return hf.encode(text, true),
             Backend::Hf(hf) => hf.encode(text, false)?,
             Backend::Spm(sp) if self.family == Family::T5 => {
-                let mut ids = sp.encode(text)?;
+                let mut ids = Vec::new();
+                for chunk in split_specials(text, &self.spm_specials) {
+                    match chunk {
+                        Ok(id) => ids.push(id),
+                        // T5Tokenizer splits at any whitespace before segmenting.
+                        Err(rest) => {
+                            let words: Vec<&str> = rest.split_whitespace().collect();
+                            ids.extend(sp.encode(&words.join(" "))?);
+                        }
+                    }
+                }
                 ids.extend(self.eos);
                 return Ok(ids);
             }
@@ -417,7 +461,8 @@ impl TextTokenizer {
         }
     }
 
-    /// The token id of a language code.
+    /// The token id of a language code: one of the family's codes that the tokenizer has as a
+    /// special token.
     fn language_id(&self, code: &str) -> Result<u32, TextError> {
         let found = match &self.backend {
             Backend::Pieces(p) => p
@@ -425,29 +470,99 @@ impl TextTokenizer {
                 .iter()
                 .find(|(c, _)| c == code)
                 .map(|&(_, id)| id),
-            Backend::Hf(hf) => hf.token_to_id(code).filter(|&id| hf.is_special(id)),
+            Backend::Hf(hf) if is_language_code(self.family, code) => {
+                hf.token_to_id(code).filter(|&id| hf.is_special(id))
+            }
             _ => None,
         };
-        found.ok_or_else(|| TextError::UnknownLanguage {
-            family: self.family.name(),
-            code: code.to_owned(),
-            examples: match self.family {
-                Family::Nllb => "eng_Latn, fra_Latn, zho_Hans",
-                Family::M2m100 => "en, fr, zh",
-                _ => "en_XX, fr_XX, zh_CN",
+        found.ok_or_else(|| {
+            let known = self.languages();
+            let mut examples: Vec<&str> = known.iter().take(4).map(|(c, _)| c.as_str()).collect();
+            if known.len() > examples.len() {
+                examples.push("...");
             }
-            .into(),
+            TextError::UnknownLanguage {
+                family: self.family.name(),
+                code: code.to_owned(),
+                examples: format!("{} ({} codes)", examples.join(", "), known.len()),
+            }
         })
+    }
+
+    /// The language codes [`TextTokenizer::with_languages`] accepts with their token ids, in
+    /// id order; empty for a family without language codes.
+    pub fn languages(&self) -> Vec<(String, u32)> {
+        match &self.backend {
+            Backend::Pieces(p) => p.languages.clone(),
+            Backend::Hf(hf) if self.placement().is_some() => {
+                let mut codes: Vec<(String, u32)> = hf
+                    .inner()
+                    .get_added_tokens_decoder()
+                    .into_iter()
+                    .filter(|(id, t)| {
+                        hf.is_special(*id) && is_language_code(self.family, &t.content)
+                    })
+                    .map(|(id, t)| (t.content, id))
+                    .collect();
+                codes.sort_by_key(|&(_, id)| id);
+                codes
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// The id of a token, whatever the backend.
     fn find_token(&self, token: &str) -> Option<u32> {
         match &self.backend {
             Backend::Hf(hf) => hf.token_to_id(token),
+            Backend::Spm(sp) if self.family == Family::T5 => sp
+                .piece_to_id(token)
+                .or_else(|| self.sentinel_id(sp, token)),
             Backend::Spm(sp) => sp.piece_to_id(token),
-            Backend::Pieces(p) => p.vocab.get(token).copied(),
+            Backend::Pieces(p) => p.vocab.get(token).copied().or_else(|| {
+                let code = token.strip_prefix("__")?.strip_suffix("__")?;
+                p.languages
+                    .iter()
+                    .find(|(c, _)| c == code)
+                    .map(|&(_, id)| id)
+            }),
             Backend::Whisper(w) => w.hf().token_to_id(token),
         }
+    }
+}
+
+impl TextTokenizer {
+    /// For T5 from a bare SentencePiece model, the texts and ids of its special tokens,
+    /// longest first (empty otherwise).
+    fn t5_spm_specials(&self) -> Vec<(String, u32)> {
+        let Backend::Spm(sp) = &self.backend else {
+            return Vec::new();
+        };
+        if self.family != Family::T5 {
+            return Vec::new();
+        }
+        let mut specials: Vec<(String, u32)> = (0..sp.len() as u32)
+            .filter(|&id| sp.is_special(id))
+            .filter_map(|id| Some((sp.id_to_piece(id)?.to_owned(), id)))
+            .chain((0..self.extra_ids.min(1000)).filter_map(|n| {
+                let token = format!("<extra_id_{n}>");
+                let id = self.sentinel_id(sp, &token)?;
+                Some((token, id))
+            }))
+            .collect();
+        specials.sort_by_key(|(t, _)| std::cmp::Reverse(t.len()));
+        specials
+    }
+
+    /// The id of T5's sentinel `<extra_id_N>` after the pieces of a bare SentencePiece model:
+    /// `<extra_id_0>` last, as T5Tokenizer adds them.
+    fn sentinel_id(&self, sp: &SentencePiece, token: &str) -> Option<u32> {
+        let n: u32 = token
+            .strip_prefix("<extra_id_")?
+            .strip_suffix('>')?
+            .parse()
+            .ok()?;
+        (n < self.extra_ids).then(|| sp.len() as u32 + self.extra_ids - 1 - n)
     }
 }
 
@@ -456,7 +571,7 @@ impl PieceVocab {
     /// token and the pieces of the rest; then `</s>`.
     fn encode_marian(&self, text: &str, target: bool) -> Result<Vec<u32>, TextError> {
         let mut ids = Vec::new();
-        for chunk in self.split_specials(text) {
+        for chunk in split_specials(text, &self.special_texts) {
             let mut rest = match chunk {
                 Ok(id) => {
                     ids.push(id);
@@ -479,7 +594,7 @@ impl PieceVocab {
     /// split them out), the text between them as pieces mapped through the vocabulary.
     fn encode_pieces(&self, text: &str, target: bool) -> Result<Vec<u32>, TextError> {
         let mut ids = Vec::new();
-        for chunk in self.split_specials(text) {
+        for chunk in split_specials(text, &self.special_texts) {
             match chunk {
                 Ok(id) => ids.push(id),
                 Err(rest) => ids.extend(self.encode_chunk(rest, target)?),
@@ -494,38 +609,9 @@ impl PieceVocab {
         let vocab = self.vocab_for(target);
         Ok(sp
             .encode_pieces(text)?
-            .into_iter()
+            .iter()
             .map(|p| vocab.get(p).copied().unwrap_or(self.unk))
             .collect())
-    }
-
-    /// `text` split at the leftmost-longest occurrences of special tokens: `Ok(id)` for a
-    /// special token, `Err(text)` for the text between them.
-    fn split_specials<'t>(&self, text: &'t str) -> Vec<Result<u32, &'t str>> {
-        let mut out = Vec::new();
-        let mut start = 0;
-        let mut at = 0;
-        while at < text.len() {
-            let found = self
-                .special_texts
-                .iter()
-                .find(|(t, _)| text[at..].starts_with(t.as_str()));
-            match found {
-                Some((t, id)) => {
-                    if start < at {
-                        out.push(Err(&text[start..at]));
-                    }
-                    out.push(Ok(*id));
-                    at += t.len();
-                    start = at;
-                }
-                None => at += text[at..].chars().next().map_or(1, char::len_utf8),
-            }
-        }
-        if start < text.len() {
-            out.push(Err(&text[start..]));
-        }
-        out
     }
 
     /// The vocabulary of one side.
@@ -536,31 +622,59 @@ impl PieceVocab {
         }
     }
 
-    /// Kept ids back to pieces, decoded by sentencepiece, whitespace stripped.
+    /// Kept ids back to pieces, decoded by sentencepiece, whitespace stripped. An id missing
+    /// from the vocabulary is, as in MarianTokenizer, the decoding model's piece of that id
+    /// (an error past the model, where MarianTokenizer fails), and as in M2M100Tokenizer (its
+    /// made-up words) the special token text `<unk>`, which ends a run of pieces.
     fn decode(&self, ids: &[u32], family: Family) -> Result<String, TextError> {
-        let mut pieces = Vec::with_capacity(ids.len());
-        for &id in ids {
-            if self.special.contains(&id) || self.languages.iter().any(|&(_, l)| l == id) {
-                continue;
-            }
-            let piece = self.decoder.get(&id).ok_or(TextError::UnknownId {
-                id,
-                vocab_size: self.decoder.len() + self.languages.len(),
-            })?;
-            pieces.push(piece.as_str());
-        }
         let sp = if self.decode_with_source {
             &self.source
         } else {
             &self.target
         };
-        let text = sp.decode_pieces(&pieces);
+        let mut text = String::new();
+        let mut pieces = Vec::with_capacity(ids.len());
+        for &id in ids {
+            if self.special.contains(&id) || self.languages.iter().any(|&(_, l)| l == id) {
+                continue;
+            }
+            if let Some(piece) = self.decoder.get(&id) {
+                pieces.push(piece.as_str());
+            } else if family == Family::Marian {
+                pieces.push(sp.id_to_piece(id).ok_or(TextError::UnknownId {
+                    id,
+                    vocab_size: self.decoder.len().max(sp.len()),
+                })?);
+            } else {
+                text.push_str(&sp.decode_pieces(&pieces));
+                text.push_str(UNK_TEXT);
+                pieces.clear();
+            }
+        }
+        text.push_str(&sp.decode_pieces(&pieces));
         let text = if family == Family::Marian {
             text.replace('\u{2581}', " ")
         } else {
             text
         };
         Ok(crate::whisper::python_strip(&text).to_owned())
+    }
+}
+
+/// Whether `code` has the shape of the family's language codes in a `tokenizer.json`: NLLB
+/// `xxx_Xxxx` (`eng_Latn`), mBART and mBART-50 `xx_XX` (`en_XX`).
+fn is_language_code(family: Family, code: &str) -> bool {
+    let b = code.as_bytes();
+    let lower = |s: &[u8]| s.iter().all(u8::is_ascii_lowercase);
+    let upper = |s: &[u8]| s.iter().all(u8::is_ascii_uppercase);
+    match family {
+        Family::Nllb => {
+            b.len() == 8 && lower(&b[..3]) && b[3] == b'_' && upper(&b[4..5]) && lower(&b[5..])
+        }
+        Family::Mbart50 | Family::Mbart => {
+            b.len() == 5 && lower(&b[..2]) && b[2] == b'_' && upper(&b[3..])
+        }
+        _ => false,
     }
 }
 
@@ -582,6 +696,38 @@ pub fn clean_up_tokenization(text: &str) -> String {
     .iter()
     .fold(text.to_owned(), |t, (from, to)| t.replace(from, to))
 }
+
+/// `text` split at the leftmost-longest occurrences of the special tokens `specials` (text,
+/// id; longest first): `Ok(id)` for a
+/// special token, `Err(text)` for the text between them.
+fn split_specials<'t>(text: &'t str, specials: &[(String, u32)]) -> Vec<Result<u32, &'t str>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut at = 0;
+    while at < text.len() {
+        let found = specials
+            .iter()
+            .find(|(t, _)| text[at..].starts_with(t.as_str()));
+        match found {
+            Some((t, id)) => {
+                if start < at {
+                    out.push(Err(&text[start..at]));
+                }
+                out.push(Ok(*id));
+                at += t.len();
+                start = at;
+            }
+            None => at += text[at..].chars().next().map_or(1, char::len_utf8),
+        }
+    }
+    if start < text.len() {
+        out.push(Err(&text[start..]));
+    }
+    out
+}
+
+/// The unknown token's text, which vocabularies mapped from pieces must have.
+const UNK_TEXT: &str = "<unk>";
 
 /// The family of a directory: `tokenizer_config.json`'s class, `config.json`'s model type,
 /// then the files present.
@@ -617,8 +763,10 @@ fn detect(
             Family::Plain
         });
     }
-    if spm_files(dir)?.len() == 1 {
-        return Ok(Family::Plain);
+    if let [one] = spm_files(dir)?.as_slice() {
+        // `spiece.model` is T5Tokenizer's file name.
+        let t5 = one.file_name().is_some_and(|n| n == "spiece.model");
+        return Ok(if t5 { Family::T5 } else { Family::Plain });
     }
     Err(TextError::NoTokenizer {
         dir: dir.to_path_buf(),
@@ -753,7 +901,7 @@ fn piece_vocab(
     languages: Vec<(String, u32)>,
 ) -> Result<PieceVocab, TextError> {
     let id = |t: &str| vocab.get(t).copied();
-    let unk = id("<unk>").ok_or_else(|| TextError::malformed("vocab.json", "no <unk> token"))?;
+    let unk = id(UNK_TEXT).ok_or_else(|| TextError::malformed("vocab.json", "no <unk> token"))?;
     let eos = id("</s>").ok_or_else(|| TextError::malformed("vocab.json", "no </s> token"))?;
     let mut special_texts: Vec<(String, u32)> = ["<s>", "</s>", "<unk>", "<pad>"]
         .iter()

@@ -10,8 +10,8 @@
 //!   multilingual, `.en` and large-v3 vocabularies, decoded as openai-whisper decodes.
 //! - [`TextTokenizer`]: the `transformers` conventions of each family on top (Marian, M2M100,
 //!   NLLB, mBART-50, mBART, T5, BART, Whisper), loaded by [`TextTokenizer::from_dir`], which
-//!   detects the family and the files; missing or malformed files, unknown language codes and
-//!   ids outside the vocabulary are [`TextError`]s.
+//!   detects the family and the files; missing or malformed files and language codes that are
+//!   not the family's are [`TextError`]s.
 //!
 //! What a translation command does with it:
 //!

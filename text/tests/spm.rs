@@ -18,6 +18,17 @@ fn golden(name: &str) {
             sp.encode(&case.text).unwrap(),
             case.ids.clone(),
         );
+        // The piece strings (unknown runs as their text) name the same segmentation.
+        let pieces = sp.encode_pieces(&case.text).unwrap();
+        let ids = pieces
+            .iter()
+            .map(|p| sp.piece_to_id(p).unwrap_or(sp.unk_id()))
+            .collect();
+        m.check(
+            format!("{name} encode_pieces {:?}", case.text),
+            ids,
+            case.ids.clone(),
+        );
         let want = case.decoded.clone().unwrap();
         m.check(
             format!("{name} decode {:?}", case.ids),
@@ -53,6 +64,32 @@ fn unigram_byte_fallback_matches_sentencepiece() {
 #[test]
 fn bpe_byte_fallback_identity_matches_sentencepiece() {
     golden("bpe_bytes");
+}
+
+/// Unknown runs are their normalized text, as `encode(out_type=str)` gives them (values from
+/// the Python library); fullwidth letters are normalized first.
+#[test]
+fn unknown_pieces_keep_their_text() {
+    for name in ["unigram", "bpe"] {
+        let sp = SentencePiece::from_file(&fixture(&format!("spm/{name}.model"))).unwrap();
+        let pieces = sp.encode_pieces("Runes ᚠᚢᚦ and Ｆｕｌｌ").unwrap();
+        let want = [
+            "▁",
+            "R",
+            "u",
+            "n",
+            "es",
+            "▁",
+            "ᚠᚢᚦ",
+            "▁and",
+            "▁",
+            "F",
+            "u",
+            "l",
+            "l",
+        ];
+        assert_eq!(pieces, want, "{name}");
+    }
 }
 
 #[test]

@@ -47,7 +47,7 @@ use prost::Message;
 use tokenizers::models::bpe::BPE;
 use tokenizers::models::unigram::Unigram;
 use tokenizers::normalizers::{NormalizerWrapper, Precompiled, Prepend, Replace, Sequence};
-use tokenizers::Tokenizer;
+use tokenizers::{Model, NormalizedString, Normalizer, Tokenizer};
 
 use crate::error::{read_file, TextError};
 use proto::{ModelProto, PieceType};
@@ -172,6 +172,13 @@ impl SentencePiece {
         self.pieces.get(id as usize).map(|(p, _)| p.as_str())
     }
 
+    /// Whether the piece `id` is a control or the unknown piece (`<pad>`, `</s>`, `<unk>`).
+    pub fn is_special(&self, id: u32) -> bool {
+        self.pieces
+            .get(id as usize)
+            .is_some_and(|(_, kind)| matches!(kind, PieceType::Control | PieceType::Unknown))
+    }
+
     /// The unknown piece's id.
     pub fn unk_id(&self) -> u32 {
         self.unk_id
@@ -197,13 +204,43 @@ impl SentencePiece {
         Ok(ids)
     }
 
-    /// Segments `text` into piece strings, as `encode(text, out_type=str)`.
-    pub fn encode_pieces(&self, text: &str) -> Result<Vec<&str>, TextError> {
-        Ok(self
-            .encode(text)?
-            .into_iter()
-            .map(|id| self.pieces[id as usize].0.as_str())
-            .collect())
+    /// Segments `text` into piece strings, as `encode(text, out_type=str)`: a known piece as its
+    /// text, an unknown run as the normalized text it covers (not `<unk>`), byte fallback as
+    /// `<0xXX>` pieces. Tokenizers that map pieces through a vocabulary of their own
+    /// (MarianTokenizer, M2M100Tokenizer) look these strings up, so a character this model does
+    /// not know can still be a token of that vocabulary.
+    pub fn encode_pieces(&self, text: &str) -> Result<Vec<String>, TextError> {
+        let mut normalized = NormalizedString::from(text);
+        if let Some(normalizer) = self.tokenizer.get_normalizer() {
+            normalizer
+                .normalize(&mut normalized)
+                .map_err(TextError::pipeline)?;
+        }
+        let normalized = normalized.get();
+        let tokens = self
+            .tokenizer
+            .get_model()
+            .tokenize(normalized)
+            .map_err(TextError::pipeline)?;
+        let mut pieces = Vec::with_capacity(tokens.len());
+        for token in tokens {
+            if token.id != self.unk_id {
+                pieces.push(self.pieces[token.id as usize].0.clone());
+                continue;
+            }
+            let surface = normalized
+                .get(token.offsets.0..token.offsets.1)
+                .unwrap_or(&token.value);
+            match &self.byte_ids {
+                Some(byte_ids) => pieces.extend(
+                    surface
+                        .bytes()
+                        .map(|b| self.pieces[byte_ids[usize::from(b)] as usize].0.clone()),
+                ),
+                None => pieces.push(surface.to_owned()),
+            }
+        }
+        Ok(pieces)
     }
 
     /// Decodes ids to text, as `SentencePieceProcessor.decode(ids)`; an id outside the model is
