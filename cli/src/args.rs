@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use tessel_model::WeightType;
+use tessel_model::{EarlyStopping, WeightType};
 
 /// Defaults of the Transformer-base measurement (`tessel bench`, and `tessel run` without
 /// options).
@@ -75,10 +75,28 @@ pub enum Command {
     /// openai-whisper's algorithm: 30 s windows seeking by timestamps, conditioning on the
     /// previous text, temperature fallback, no-speech detection, language detection. Prints
     /// the transcript, then on stderr a summary (real-time factor, encode and per-token
-    /// times, arena bytes, allocations during inference).
+    /// times, arena bytes, allocations during inference). In the txt, srt, vtt and jsonl
+    /// formats each segment is printed (and flushed) as soon as it is final; json is printed
+    /// at the end.
+    ///
+    /// Limits, checked before the model loads: --beam 1 to 64, --best-of at least 1,
+    /// --threads at most 4 × the cores, temperatures ≥ 0, --no-speech-threshold in [0, 1];
+    /// the audio file must be readable and the directory a Whisper model; the session's arena
+    /// must fit in the memory available.
     Transcribe(crate::transcribe::TranscribeArgs),
     /// Translates text with a translation model directory: the texts given, or each line of
     /// standard input, one output line each.
+    ///
+    /// Outputs come in input order, each written as soon as it and the ones before it are
+    /// done. An output's newline, carriage return, tab and backslash are written as `\n`,
+    /// `\r`, `\t` and `\\`, so every input gets exactly one line (--nbest K: K lines
+    /// `index<TAB>score<TAB>text`). An input that fails gets an empty line (--nbest K: K lines
+    /// `index<TAB><TAB>`) and its error on standard error as `tessel: line N: reason`
+    /// (`text N` for TEXT arguments); the others are translated, and the exit status is 1.
+    ///
+    /// Limits, checked before the model loads: --beam 1 to 64, --nbest at most the beam,
+    /// --min-length at most --max-length + 1, --threads at most 4 × the cores; and the
+    /// sessions' arenas must fit in the memory available (checked before they are made).
     Translate(crate::translate::TranslateArgs),
     /// Writes a model as one packed image file.
     ///
@@ -174,8 +192,8 @@ pub struct CommonArgs {
     pub seed: u64,
 
     /// Threads the GEMMs split their columns over, the calling one included (results are
-    /// bit-identical for every count).
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive)]
+    /// bit-identical for every count); at most 4 × the cores available.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = threads)]
     pub threads: usize,
 
     /// How the linear layers' weights are stored in memory. Without it each keeps the type
@@ -209,6 +227,110 @@ pub struct PlanArgs {
     /// Threads the GEMMs run on (scratch is planned per thread).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive)]
     pub threads: usize,
+}
+
+/// Widest beam `translate` and `transcribe` accept: wider beams cost arena and time in
+/// proportion and no published generation config asks for more.
+pub const MAX_BEAM: usize = 64;
+
+/// Threads per available core `--threads` accepts at most.
+pub const THREADS_PER_CORE: usize = 4;
+
+/// The most threads `--threads` accepts here: [`THREADS_PER_CORE`] × the cores available
+/// (`std::thread::available_parallelism`; 1 core when unknown), and the core count.
+pub fn max_threads() -> (usize, usize) {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    (cores.saturating_mul(THREADS_PER_CORE), cores)
+}
+
+/// A thread count: at least 1, at most [`max_threads`].
+pub(crate) fn threads(text: &str) -> Result<usize, String> {
+    let n = positive(text)?;
+    let (max, cores) = max_threads();
+    if n > max {
+        return Err(format!(
+            "{n} is more than {max}, {THREADS_PER_CORE} × the {cores} cores available"
+        ));
+    }
+    Ok(n)
+}
+
+/// A beam width in `1..=MAX_BEAM`.
+pub(crate) fn beam(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=MAX_BEAM).contains(&n) => Ok(n),
+        Ok(n) => Err(format!("{n} is outside 1..={MAX_BEAM}")),
+        Err(e) => Err(format!("not a count: {e}")),
+    }
+}
+
+/// A finite number.
+pub(crate) fn finite(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        Ok(_) => Err("must be finite".to_owned()),
+        Err(e) => Err(format!("not a number: {e}")),
+    }
+}
+
+/// A finite number, as `f64`.
+pub(crate) fn finite_f64(text: &str) -> Result<f64, String> {
+    finite(text)?;
+    text.parse::<f64>()
+        .map_err(|e| format!("not a number: {e}"))
+}
+
+/// A finite number above 0.
+pub(crate) fn positive_float(text: &str) -> Result<f32, String> {
+    match finite(text)? {
+        v if v > 0.0 => Ok(v),
+        _ => Err("must be above 0".to_owned()),
+    }
+}
+
+/// A finite number of at least 0.
+pub(crate) fn non_negative_float(text: &str) -> Result<f32, String> {
+    match finite(text)? {
+        v if v >= 0.0 => Ok(v),
+        _ => Err("must not be negative".to_owned()),
+    }
+}
+
+/// A probability in (0, 1].
+pub(crate) fn probability(text: &str) -> Result<f32, String> {
+    match finite(text)? {
+        v if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err("must be above 0 and at most 1".to_owned()),
+    }
+}
+
+/// A probability in [0, 1], as `f64`.
+pub(crate) fn unit_interval(text: &str) -> Result<f64, String> {
+    match finite_f64(text)? {
+        v if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err("must be between 0 and 1".to_owned()),
+    }
+}
+
+/// `true`, `false` or `never`.
+pub(crate) fn early_stopping(text: &str) -> Result<EarlyStopping, String> {
+    match text {
+        "true" => Ok(EarlyStopping::WhenFull),
+        "false" => Ok(EarlyStopping::Heuristic),
+        "never" => Ok(EarlyStopping::Never),
+        _ => Err("must be true, false or never".to_owned()),
+    }
+}
+
+/// `A,B` (or `A`): a factor of at least 0 and a count.
+pub(crate) fn length_ratio(text: &str) -> Result<(f32, usize), String> {
+    let (a, b) = text.split_once(',').unwrap_or((text, "0"));
+    let a = non_negative_float(a.trim())?;
+    let b = b
+        .trim()
+        .parse::<usize>()
+        .map_err(|e| format!("B is not a count: {e}"))?;
+    Ok((a, b))
 }
 
 /// A count of at least 1.
@@ -248,6 +370,20 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn beams_and_threads_are_bounded() {
+        assert_eq!(beam("5"), Ok(5));
+        assert_eq!(beam("64"), Ok(64));
+        assert_eq!(beam("0"), Err("0 is outside 1..=64".to_owned()));
+        assert_eq!(beam("1000"), Err("1000 is outside 1..=64".to_owned()));
+        let (max, cores) = max_threads();
+        assert_eq!(max, cores * THREADS_PER_CORE);
+        assert_eq!(threads(&max.to_string()), Ok(max));
+        let over = threads(&(max + 1).to_string()).unwrap_err();
+        assert!(over.contains(&format!("more than {max}")), "{over}");
+        assert!(threads("0").is_err());
     }
 
     #[test]

@@ -72,6 +72,57 @@ pub enum CliError {
     /// Options that cannot be used together.
     #[error("{0}")]
     BadOption(&'static str),
+    /// Option values that contradict each other or the model.
+    #[error("{0}")]
+    Invalid(String),
+    /// A model directory could not be told apart, or a file in it is damaged.
+    #[error(transparent)]
+    ModelDir(#[from] tessel_pipeline::model_dir::ModelDirError),
+    /// The model directory holds another kind of model than the command needs.
+    #[error("{} is {what}; `{command}` needs {needs}", dir.display())]
+    WrongModel {
+        /// The directory.
+        dir: PathBuf,
+        /// What it holds.
+        what: String,
+        /// The command.
+        command: &'static str,
+        /// What the command needs.
+        needs: &'static str,
+    },
+    /// The input file cannot be read.
+    #[error("cannot read the input file {}: {source}", path.display())]
+    InputFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The sessions' arenas would not fit in the memory available.
+    #[error(
+        "{sessions} sessions of {bytes_each} bytes each need {} bytes ({:.2} GB), more than \
+         the {available} bytes available ({:.2} GB, MemAvailable): use fewer --threads or a \
+         smaller --beam",
+        *bytes_each as u128 * *sessions as u128,
+        *bytes_each as f64 * *sessions as f64 / 1e9,
+        *available as f64 / 1e9
+    )]
+    TooLittleMemory {
+        /// One session's arena.
+        bytes_each: usize,
+        /// Sessions asked for.
+        sessions: usize,
+        /// Bytes available.
+        available: u64,
+    },
+    /// Some input lines could not be translated (each reported as it came).
+    #[error("{failed} of {total} inputs failed (each named above); the others were translated")]
+    LinesFailed {
+        /// Lines that failed.
+        failed: usize,
+        /// Lines read.
+        total: usize,
+    },
     /// A translating thread could not be started.
     #[error("cannot start a translating thread: {0}")]
     ThreadSpawn(std::io::Error),

@@ -5,11 +5,14 @@
 //! - [`measure`]: `tessel run` and `tessel bench`; [`plan`]: `tessel plan`; [`pack`]:
 //!   `tessel pack`; [`source`]: the model those commands load; [`transcribe`]:
 //!   `tessel transcribe`; [`translate`]: `tessel translate`.
-//! - [`args`]: the command line (clap); [`error`]: every failure as a typed error;
+//! - [`args`]: the command line (clap) and every option's bounds; [`checks`]: the checks
+//!   made before a model loads or a session is allocated; [`error`]: every failure as a typed
+//!   error;
 //!   [`counting`]: the counting allocator the binary installs, so reports state the heap
 //!   allocations made while a model ran.
 
 pub mod args;
+pub mod checks;
 pub mod counting;
 pub mod error;
 pub mod measure;
@@ -36,7 +39,8 @@ pub fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
         Some(Command::Transcribe(args)) => transcribe::transcribe(args, out),
         Some(Command::Pack(args)) => pack::pack(args, out),
         Some(Command::Translate(args)) => {
-            translate::translate(args, &mut std::io::stdin().lock(), out)
+            let mut stdin = std::io::BufReader::new(std::io::stdin());
+            translate::translate(args, &mut stdin, out)
         }
     }
 }

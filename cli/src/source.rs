@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use tessel_model::ct2::{self, Ct2Options};
 use tessel_model::image;
 use tessel_model::{Config, LoadOptions, Model, WeightType};
+use tessel_pipeline::model_dir;
 
 use crate::args::ModelArgs;
 use crate::error::CliError;
@@ -85,10 +86,16 @@ impl Source {
     ) -> Result<Built, CliError> {
         let options = LoadOptions { weights };
         match self {
-            Source::Tessel(dir) => Ok(Built {
-                model: Model::load_dir_with(dir, &options)?,
-                what: dir.display().to_string(),
-            }),
+            Source::Tessel(dir) => {
+                let weights = dir.join("model.safetensors");
+                if weights.is_file() {
+                    model_dir::check_safetensors(&weights)?;
+                }
+                Ok(Built {
+                    model: Model::load_dir_with(dir, &options)?,
+                    what: dir.display().to_string(),
+                })
+            }
             Source::Ct2(dir) => {
                 let options = Ct2Options {
                     weights,

@@ -1,12 +1,17 @@
 //! `tessel transcribe`: a WAV file to text with a Whisper model directory (CTranslate2 or
 //! Hugging Face), through [`tessel_pipeline::transcribe`].
 //!
-//! Prints the transcript (`--format txt|srt|vtt|json`) on standard output; on standard error a
-//! progress line for audio longer than one 30 s window, then a summary: audio seconds, the
+//! Prints the transcript (`--format txt|srt|vtt|jsonl|json`) on standard output, each segment
+//! as soon as it is final (json: the whole document at the end); on standard error a progress
+//! line for audio longer than one 30 s window, then a summary: audio seconds, the
 //! real-time factor (wall time of read + mel + encode + decode over the audio's length), the
 //! encode time, the time per decoded token, the arena's size and the heap allocations counted
 //! while the model ran (between the pipeline's inference marks; the output text and segments
 //! are made outside them).
+//!
+//! Before the model loads: the options' bounds (the value parsers of [`crate::args`]), the
+//! audio file can be read, and the directory holds a Whisper model ([`checks::model_kind`]);
+//! before the session is made, its arena fits in the memory available.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,12 +19,20 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use tessel_audio::{load_wav, ReadOptions};
+use tessel_kernels::Isa;
 use tessel_model::isa_env::isa_from_env;
+use tessel_model::ArenaPlan;
 use tessel_model::{MemoryType, WeightType};
-use tessel_pipeline::transcribe::{render, Format, Observer, TranscribeOptions, Transcriber};
+use tessel_pipeline::transcribe::{
+    render, write_header, write_segment, Format, Observer, Segment, TranscribeOptions,
+    TranscribeSession, Transcriber,
+};
 use tessel_text::whisper::Task;
 
-use crate::args::weight_type_parser;
+use crate::args::{
+    beam, finite_f64, non_negative_float, positive, threads, unit_interval, weight_type_parser,
+};
+use crate::checks::{self, Needs};
 use crate::counting::allocations;
 use crate::error::CliError;
 
@@ -32,8 +45,10 @@ pub enum FormatArg {
     Srt,
     /// WebVTT subtitles.
     Vtt,
-    /// Segments with times, tokens and decoding figures.
+    /// Segments with times, tokens and decoding figures, one document at the end.
     Json,
+    /// One JSON object per segment per line (json's segment fields), as each is final.
+    Jsonl,
 }
 
 /// What the decoder does.
@@ -67,11 +82,11 @@ pub struct TranscribeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = FormatArg::Txt)]
     pub format: FormatArg,
-    /// Beam width at temperature 0 (1: greedy).
-    #[arg(long, default_value_t = 5)]
+    /// Beam width at temperature 0 (1: greedy), 1 to 64.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = beam)]
     pub beam: usize,
-    /// Samples per window at fallback temperatures.
-    #[arg(long, default_value_t = 5)]
+    /// Samples per window at fallback temperatures, at least 1.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = positive)]
     pub best_of: usize,
     /// Spoken language (code or English name); detected by multilingual models if absent.
     #[arg(long)]
@@ -79,8 +94,8 @@ pub struct TranscribeArgs {
     /// Transcribe, or translate to English.
     #[arg(long, value_enum, default_value_t = TaskArg::Transcribe)]
     pub task: TaskArg,
-    /// Threads the model runs on.
-    #[arg(long, default_value_t = 1)]
+    /// Threads the model runs on, at most 4 × the cores available.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = threads)]
     pub threads: usize,
     /// Predict timestamps (timed segments within each window; the default).
     #[arg(long, overrides_with = "no_timestamps")]
@@ -104,38 +119,64 @@ pub struct TranscribeArgs {
     /// Seed of the sampling at fallback temperatures.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Temperatures tried in turn while a window's decoding falls back, comma-separated
-    /// (default 0,0.2,0.4,0.6,0.8,1; `0` alone never falls back).
+    /// Temperatures tried in turn while a window's decoding falls back, comma-separated,
+    /// each finite and ≥ 0 (default 0,0.2,0.4,0.6,0.8,1; `0` alone never falls back).
     #[arg(
         long,
         value_name = "T,...",
         value_delimiter = ',',
+        value_parser = non_negative_float,
         allow_negative_numbers = true
     )]
     pub temperatures: Option<Vec<f32>>,
-    /// Fall back when a window's text compresses (gzip) by more than this ratio (default 2.4).
-    #[arg(long, value_name = "RATIO")]
+    /// Fall back when a window's text compresses (gzip) by more than this ratio, a finite
+    /// number (default 2.4).
+    #[arg(long, value_name = "RATIO", value_parser = finite_f64, allow_negative_numbers = true)]
     pub compression_ratio_threshold: Option<f64>,
-    /// Fall back when a window's average log-probability is below this (default -1).
-    #[arg(long, value_name = "LOGPROB", allow_negative_numbers = true)]
+    /// Fall back when a window's average log-probability is below this, a finite number
+    /// (default -1).
+    #[arg(long, value_name = "LOGPROB", value_parser = finite_f64, allow_negative_numbers = true)]
     pub logprob_threshold: Option<f64>,
-    /// A window is silence when its no-speech probability is above this and its average
-    /// log-probability below the log-probability threshold (default 0.6).
-    #[arg(long, value_name = "P")]
+    /// A window is silence when its no-speech probability is above this (in [0, 1]) and its
+    /// average log-probability below the log-probability threshold (default 0.6).
+    #[arg(long, value_name = "P", value_parser = unit_interval, allow_negative_numbers = true)]
     pub no_speech_threshold: Option<f64>,
     /// No progress line and no summary.
     #[arg(long, short)]
     pub quiet: bool,
 }
 
-/// Counts allocations between the pipeline's inference marks and shows progress.
-struct Watch {
+/// Counts allocations between the pipeline's inference marks, shows progress, and prints
+/// each segment as it becomes final.
+struct Watch<'o> {
     since: usize,
     during: usize,
     progress: bool,
+    /// Characters of the progress line on screen, to erase before a segment is printed.
+    shown: usize,
+    out: &'o mut dyn Write,
+    /// The format segments are printed in as they come (`None`: at the end).
+    streaming: Option<Format>,
+    segments: usize,
+    text: String,
+    /// The first failure to write a segment (reported once the transcription ends).
+    failed: Option<std::io::Error>,
 }
 
-impl Observer for Watch {
+impl Watch<'_> {
+    /// Writes `text` and flushes it, keeping the first failure.
+    fn emit(&mut self) {
+        if self.failed.is_none() {
+            let written = self.out.write_all(self.text.as_bytes());
+            if let Err(e) = written.and_then(|()| self.out.flush()) {
+                self.failed = Some(e);
+            }
+        }
+        self.text.clear();
+    }
+}
+
+impl Observer for Watch<'_> {
     fn inference(&mut self, running: bool) {
         if running {
             self.since = allocations();
@@ -146,12 +187,25 @@ impl Observer for Watch {
 
     fn progress(&mut self, done: f64, total: f64) {
         if self.progress {
+            let line = format!("transcribing: {done:.1} / {total:.1} s");
+            self.shown = line.len();
             // A closed stderr only loses the progress line.
-            let _ = write!(
-                std::io::stderr(),
-                "\rtranscribing: {done:.1} / {total:.1} s"
-            );
+            let _ = write!(std::io::stderr(), "\r{line}");
         }
+    }
+
+    fn segment(&mut self, segment: &Segment) {
+        let Some(format) = self.streaming else { return };
+        if self.shown > 0 {
+            let _ = write!(std::io::stderr(), "\r{:1$}\r", "", self.shown);
+            self.shown = 0;
+        }
+        if self.segments == 0 {
+            write_header(&mut self.text, format);
+        }
+        write_segment(&mut self.text, format, self.segments, segment);
+        self.segments += 1;
+        self.emit();
     }
 }
 
@@ -177,10 +231,19 @@ fn with_fallback_flags(args: &TranscribeArgs, mut options: TranscribeOptions) ->
     options
 }
 
-/// Runs `tessel transcribe`.
-pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let isa = isa_from_env()?;
-    let started = Instant::now();
+/// The output format of `arg`.
+fn format_of(arg: FormatArg) -> Format {
+    match arg {
+        FormatArg::Txt => Format::Txt,
+        FormatArg::Srt => Format::Srt,
+        FormatArg::Vtt => Format::Vtt,
+        FormatArg::Json => Format::Json,
+        FormatArg::Jsonl => Format::Jsonl,
+    }
+}
+
+/// The transcriber of `args.model`, and a session whose arena was checked to fit in memory.
+fn load(args: &TranscribeArgs, isa: Isa) -> Result<(Transcriber, TranscribeSession), CliError> {
     let mut transcriber = Transcriber::load(&args.model, args.beam.max(5), args.weights)?;
     if let Some(kind) = args.cross_kv {
         transcriber = transcriber.with_cross_kv(match kind {
@@ -188,7 +251,21 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
             CrossKvArg::F16 => MemoryType::F16,
         });
     }
-    let mut session = transcriber.session(isa, args.beam.max(1), args.threads)?;
+    let limits = transcriber.limits(args.beam, args.threads);
+    let plan =
+        ArenaPlan::with_limits(transcriber.model().config(), limits).map_err(CliError::Plan)?;
+    checks::fits_in_memory(plan.total_bytes(), 1)?;
+    let session = transcriber.session(isa, args.beam, args.threads)?;
+    Ok((transcriber, session))
+}
+
+/// Runs `tessel transcribe`.
+pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let isa = isa_from_env()?;
+    checks::readable_file(&args.audio)?;
+    checks::model_kind(&args.model, "transcribe", Needs::Speech)?;
+    let started = Instant::now();
+    let (transcriber, mut session) = load(args, isa)?;
     let loaded = started.elapsed();
     let options = TranscribeOptions {
         task: match args.task {
@@ -209,23 +286,35 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
     let audio = load_wav(&args.audio, &ReadOptions::default())?;
     let read = started.elapsed();
     let long = audio.samples.len() > tessel_audio::N_SAMPLES;
+    let format = format_of(args.format);
     let mut watch = Watch {
         since: 0,
         during: 0,
         progress: long && !args.quiet,
+        shown: 0,
+        out,
+        streaming: format.streams().then_some(format),
+        segments: 0,
+        text: String::new(),
+        failed: None,
     };
     let transcript = session.transcribe(&audio.samples, &options, &mut watch)?;
     let total = started.elapsed();
     if watch.progress {
         let _ = writeln!(std::io::stderr());
     }
-    let format = match args.format {
-        FormatArg::Txt => Format::Txt,
-        FormatArg::Srt => Format::Srt,
-        FormatArg::Vtt => Format::Vtt,
-        FormatArg::Json => Format::Json,
-    };
-    out.write_all(render(&transcript, format).as_bytes())?;
+    if format.streams() {
+        if watch.segments == 0 {
+            write_header(&mut watch.text, format);
+            watch.emit();
+        }
+    } else {
+        watch.text = render(&transcript, format);
+        watch.emit();
+    }
+    if let Some(e) = watch.failed {
+        return Err(CliError::Write(e));
+    }
     if !args.quiet {
         let s = &transcript.stats;
         let per_token = if s.tokens > 0 {

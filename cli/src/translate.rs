@@ -2,10 +2,15 @@
 //! [`tessel_pipeline::Translator`].
 //!
 //! The texts given as arguments, or else every line of standard input, are translated and
-//! printed one output line per input line, in order. `--threads N` splits the lines over `N`
-//! sessions sharing one model, each on its own thread (contiguous chunks, so the output order
-//! is the input order); each session runs its GEMMs on one thread. `--nbest K` prints `K`
-//! hypotheses per input, tab-separated as `index<TAB>score<TAB>text`.
+//! printed one output line per input line, in order, each as soon as it is done ([`stream`]:
+//! a failing line gets an empty output and its error on stderr, line breaks in an output are
+//! escaped). `--threads N` spreads the lines over `N` sessions sharing one model, each on its
+//! own thread and running its GEMMs on that thread. `--nbest K` prints `K` hypotheses per
+//! input, tab-separated as `index<TAB>score<TAB>text`.
+//!
+//! Before the model loads: the flags' bounds (the value parsers of [`crate::args`]) and the
+//! flags against each other ([`check_flags`]), and the directory is a translation model
+//! ([`checks::model_kind`]); before the sessions are made, their arenas fit in memory.
 //!
 //! Decoding options start from the model's defaults ([`Translator::defaults`]: its
 //! `generation_config.json`, the target language as forced BOS) and each flag given replaces
@@ -21,13 +26,16 @@ use std::path::PathBuf;
 
 use clap::Args;
 use tessel_model::{EarlyStopping, WeightType};
-use tessel_pipeline::{LoadSettings, TranslateOptions, Translation, Translator};
+use tessel_pipeline::{LoadSettings, TranslateOptions, Translator};
 
-use crate::args::{positive, weight_type_parser};
+use crate::args::{
+    beam, early_stopping, finite, length_ratio, non_negative_float, positive, positive_float,
+    probability, threads, weight_type_parser,
+};
+use crate::checks::{self, Needs};
 use crate::error::CliError;
 
-/// Stack of each translating thread.
-const STACK_BYTES: usize = 8 << 20;
+pub mod stream;
 
 /// `tessel translate`'s options.
 #[derive(Debug, Args)]
@@ -47,17 +55,20 @@ pub struct TranslateArgs {
     /// Target language code (forced as the first generated token by NLLB, M2M100, mBART-50).
     #[arg(long, value_name = "CODE")]
     pub tgt_lang: Option<String>,
-    /// Beam width (default: the generation config's `num_beams`).
-    #[arg(long, value_name = "N", value_parser = positive)]
+    /// Beam width, 1 to 64 (default: the generation config's `num_beams`).
+    #[arg(long, value_name = "N", value_parser = beam)]
     pub beam: Option<usize>,
-    /// Most tokens to generate per text (default: the generation config's length).
+    /// Most tokens to generate per text, at least 1 (default: the generation config's
+    /// length); the model's own target length caps it.
     #[arg(long, value_name = "N", value_parser = positive)]
     pub max_length: Option<usize>,
-    /// Hypotheses to print per text (at most the beam width).
+    /// Hypotheses to print per text, at most the beam width (--beam, else the generation
+    /// config's `num_beams`); more is an error.
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = positive)]
     pub nbest: usize,
-    /// Sessions translating in parallel, sharing the model.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive)]
+    /// Sessions translating in parallel, sharing the model: at most 4 × the cores available,
+    /// and all their arenas must fit in the memory available (checked before they are made).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = threads)]
     pub threads: usize,
     /// Cut texts longer than the model reads instead of refusing them.
     #[arg(long)]
@@ -71,7 +82,8 @@ pub struct TranslateArgs {
     #[arg(long, value_name = "F", value_parser = finite, allow_negative_numbers = true)]
     pub length_penalty: Option<f32>,
     /// No EOS before the output has N positions, the decoder start token counted, as
-    /// `transformers`' `min_length` counts them (default: the generation config's).
+    /// `transformers`' `min_length` counts them (default: the generation config's); at most
+    /// the positions the maximum length allows (--max-length + 1).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub min_length: Option<usize>,
     /// `A,B`: at most ⌈A · source tokens⌉ + B tokens generated (fairseq's max_len_a,
@@ -122,61 +134,8 @@ pub struct TranslateArgs {
     pub seed: Option<u64>,
 }
 
-/// `true`, `false` or `never`.
-fn early_stopping(text: &str) -> Result<EarlyStopping, String> {
-    match text {
-        "true" => Ok(EarlyStopping::WhenFull),
-        "false" => Ok(EarlyStopping::Heuristic),
-        "never" => Ok(EarlyStopping::Never),
-        _ => Err("must be true, false or never".to_owned()),
-    }
-}
-
-/// A finite number.
-fn finite(text: &str) -> Result<f32, String> {
-    match text.parse::<f32>() {
-        Ok(v) if v.is_finite() => Ok(v),
-        Ok(_) => Err("must be finite".to_owned()),
-        Err(e) => Err(format!("not a number: {e}")),
-    }
-}
-
-/// A finite number above 0.
-fn positive_float(text: &str) -> Result<f32, String> {
-    match finite(text)? {
-        v if v > 0.0 => Ok(v),
-        _ => Err("must be above 0".to_owned()),
-    }
-}
-
-/// A finite number of at least 0.
-fn non_negative_float(text: &str) -> Result<f32, String> {
-    match finite(text)? {
-        v if v >= 0.0 => Ok(v),
-        _ => Err("must not be negative".to_owned()),
-    }
-}
-
-/// A probability in (0, 1].
-fn probability(text: &str) -> Result<f32, String> {
-    match finite(text)? {
-        v if v > 0.0 && v <= 1.0 => Ok(v),
-        _ => Err("must be above 0 and at most 1".to_owned()),
-    }
-}
-
-/// `A,B` (or `A`): a factor of at least 0 and a count.
-fn length_ratio(text: &str) -> Result<(f32, usize), String> {
-    let (a, b) = text.split_once(',').unwrap_or((text, "0"));
-    let a = non_negative_float(a.trim())?;
-    let b = b
-        .trim()
-        .parse::<usize>()
-        .map_err(|e| format!("B is not a count: {e}"))?;
-    Ok((a, b))
-}
-
-/// The options of one run: the model's defaults with every flag given applied.
+/// The options of one run: the model's defaults with every flag given applied, checked
+/// against each other and against the beam the model is planned for.
 pub fn options(
     args: &TranslateArgs,
     translator: &Translator,
@@ -185,31 +144,8 @@ pub fn options(
         args.sample || args.temperature.is_some() || args.top_k.is_some() || args.top_p.is_some();
     let sampling = !args.no_sample && (asked || translator.sampling_defaults().do_sample);
     let mut options: TranslateOptions = translator.search_defaults().clone();
+    apply_search_flags(args, &mut options);
     let decode = &mut options.decode;
-    if let Some(beam) = args.beam {
-        decode.search.beam = beam;
-    }
-    if let Some(n) = args.max_length {
-        decode.max_new_tokens = Some(n);
-    }
-    if let Some(alpha) = args.length_penalty {
-        decode.search.length_penalty = alpha;
-    }
-    if let Some(n) = args.min_length {
-        decode.min_length = n;
-    }
-    if let Some(ratio) = args.max_length_ratio {
-        decode.max_length_ratio = Some(ratio);
-    }
-    if let Some(theta) = args.repetition_penalty {
-        decode.repetition_penalty = theta;
-    }
-    if let Some(n) = args.no_repeat_ngram_size {
-        decode.no_repeat_ngram_size = n;
-    }
-    if let Some(when) = args.early_stopping {
-        decode.early_stopping = when;
-    }
     if let Some(text) = &args.prefix {
         decode.prefix = translator.target_prefix(text)?;
     }
@@ -237,9 +173,82 @@ pub fn options(
         ));
     }
     decode.num_hypotheses = args.nbest;
-    decode.search.beam = decode.search.beam.max(args.nbest);
     options.truncate = args.truncate;
+    check_options(args, &options, translator.model().config().max_beam)?;
     Ok(options)
+}
+
+/// `options` with the search and length flags given.
+fn apply_search_flags(args: &TranslateArgs, options: &mut TranslateOptions) {
+    let decode = &mut options.decode;
+    if let Some(beam) = args.beam {
+        decode.search.beam = beam;
+    }
+    if let Some(n) = args.max_length {
+        decode.max_new_tokens = Some(n);
+    }
+    if let Some(alpha) = args.length_penalty {
+        decode.search.length_penalty = alpha;
+    }
+    if let Some(n) = args.min_length {
+        decode.min_length = n;
+    }
+    if let Some(ratio) = args.max_length_ratio {
+        decode.max_length_ratio = Some(ratio);
+    }
+    if let Some(theta) = args.repetition_penalty {
+        decode.repetition_penalty = theta;
+    }
+    if let Some(n) = args.no_repeat_ngram_size {
+        decode.no_repeat_ngram_size = n;
+    }
+    if let Some(when) = args.early_stopping {
+        decode.early_stopping = when;
+    }
+}
+
+/// The flags checked against each other before the model loads.
+pub fn check_flags(args: &TranslateArgs) -> Result<(), CliError> {
+    if let Some(beam) = args.beam {
+        checks::nbest_within_beam(args.nbest, beam, "--beam")?;
+    }
+    if let (Some(min), Some(max)) = (args.min_length, args.max_length) {
+        checks::min_within_max(min, max + 1, &format!("--max-length {max}"))?;
+    }
+    Ok(())
+}
+
+/// The merged options checked where a flag meets a generation config's default.
+fn check_options(
+    args: &TranslateArgs,
+    options: &TranslateOptions,
+    planned_beam: usize,
+) -> Result<(), CliError> {
+    let decode = &options.decode;
+    let beam = decode.search.beam;
+    let from = if args.beam.is_some() {
+        "--beam"
+    } else {
+        "the generation config's num_beams"
+    };
+    checks::nbest_within_beam(args.nbest, beam, from)?;
+    if beam > planned_beam {
+        return Err(CliError::Invalid(format!(
+            "the beam width {beam} ({from}) is more than the {planned_beam} the model is \
+             planned for: give --beam {beam}"
+        )));
+    }
+    if args.min_length.is_some() || args.max_length.is_some() {
+        let (positions, from) = match decode.max_new_tokens {
+            Some(n) => (n.saturating_add(1), format!("--max-length {n}")),
+            None => (
+                decode.max_length,
+                format!("the generation config's max_length {}", decode.max_length),
+            ),
+        };
+        checks::min_within_max(decode.min_length, positions, &from)?;
+    }
+    Ok(())
 }
 
 /// A seed that differs from run to run (the standard library's per-process random keys).
@@ -250,22 +259,16 @@ fn random_seed() -> u64 {
         .finish()
 }
 
-/// Runs `tessel translate`: texts from `args` or `input`, one output line each to `out`.
+/// Runs `tessel translate`: texts from `args` or `input`, one output line each to `out`,
+/// each written (and flushed) as soon as it and every line before it are done.
 pub fn translate(
     args: &TranslateArgs,
-    input: &mut dyn BufRead,
+    input: &mut (dyn BufRead + Send),
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let isa = tessel_model::isa_env::isa_from_env()?;
-    let mut lines = args.text.clone();
-    if lines.is_empty() {
-        for line in input.lines() {
-            lines.push(line.map_err(|source| CliError::Read {
-                path: PathBuf::from("<stdin>"),
-                source,
-            })?);
-        }
-    }
+    check_flags(args)?;
+    checks::model_kind(&args.model, "translate", Needs::Text)?;
     let settings = LoadSettings {
         // Without --beam the generation config decides; 8 covers the published ones.
         max_beam: args.beam.unwrap_or(8).max(args.nbest),
@@ -279,43 +282,21 @@ pub fn translate(
         args.tgt_lang.as_deref(),
     )?;
     let options = options(args, &translator)?;
-
-    let threads = args.threads.min(lines.len()).max(1);
-    let chunk = lines.len().div_ceil(threads).max(1);
-    let results: Vec<Result<Vec<Vec<Translation>>, CliError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = lines
-            .chunks(chunk)
-            .map(|part| {
-                let (translator, options) = (&translator, &options);
-                // The main thread's stack size: unoptimised builds need more than the 2 MiB
-                // a spawned thread gets by default.
-                std::thread::Builder::new()
-                    .stack_size(STACK_BYTES)
-                    .spawn_scoped(scope, move || -> Result<_, CliError> {
-                        let mut session = translator.session(isa, 1)?;
-                        Ok(session.translate_lines(part, options)?)
-                    })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or(Err(CliError::WorkerPanicked)),
-                Err(e) => Err(CliError::ThreadSpawn(e)),
-            })
-            .collect()
-    });
-    for part in results {
-        for hyps in part? {
-            if args.nbest == 1 {
-                let text = hyps.first().map_or("", |h| h.text.as_str());
-                writeln!(out, "{text}")?;
-            } else {
-                for (i, h) in hyps.iter().enumerate() {
-                    writeln!(out, "{i}\t{:.4}\t{}", h.score, h.text)?;
-                }
-            }
-        }
+    let sessions = if args.text.is_empty() {
+        args.threads
+    } else {
+        args.threads.min(args.text.len())
+    };
+    checks::fits_in_memory(translator.session_bytes(1)?, sessions)?;
+    let sessions = (0..sessions)
+        .map(|_| translator.session(isa, 1))
+        .collect::<Result<Vec<_>, _>>()?;
+    let report = stream::run(sessions, &options, &args.text, input, args.nbest, out)?;
+    match report.failed {
+        0 => Ok(()),
+        failed => Err(CliError::LinesFailed {
+            failed,
+            total: report.lines,
+        }),
     }
-    Ok(())
 }

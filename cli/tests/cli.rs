@@ -68,6 +68,19 @@ fn write_config(name: &str, config: &Config) -> PathBuf {
     path
 }
 
+/// A copy of the repository directory `from` in a directory of its own named `name`.
+fn repo_copy(from: &str, name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli-tests")
+        .join(name);
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    for entry in std::fs::read_dir(repo(from)).expect("fixture directory") {
+        let path = entry.expect("directory entry").path();
+        std::fs::copy(&path, dir.join(path.file_name().expect("a file name"))).expect("copy");
+    }
+    dir
+}
+
 fn path_str(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 path")
 }
@@ -94,7 +107,7 @@ fn reading<'a>(report: &'a str, input: &str) -> &'a str {
 
 #[test]
 fn help_explains_every_command_and_option() {
-    let cases: [(&[&str], &[&str]); 4] = [
+    let cases: [(&[&str], &[&str]); 6] = [
         (
             &["--help"],
             &["--text", "run", "bench", "plan", "pack", "TESSEL_ISA"],
@@ -137,11 +150,44 @@ fn help_explains_every_command_and_option() {
                 "--threads",
             ],
         ),
+        (
+            &["translate", "--help"],
+            &[
+                "--beam",
+                "--nbest",
+                "--threads",
+                "--min-length",
+                "--max-length",
+                "1 to 64",
+                "at most the beam width",
+                "4 × the cores available",
+                "(--max-length + 1)",
+                "memory available",
+                "written as `\\n`, `\\r`, `\\t` and `\\\\`",
+                "tessel: line N: reason",
+            ],
+        ),
+        (
+            &["transcribe", "--help"],
+            &[
+                "--beam",
+                "--best-of",
+                "--threads",
+                "--temperatures",
+                "--no-speech-threshold",
+                "jsonl",
+                "1 to 64",
+                "4 × the cores available",
+                "as soon as it is final",
+            ],
+        ),
     ];
     for (args, words) in cases {
         let help = success(args);
+        // Phrases may be wrapped over lines.
+        let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
         for word in words {
-            assert!(help.contains(word), "tessel {args:?}: no {word}\n{help}");
+            assert!(flat.contains(word), "tessel {args:?}: no {word}\n{help}");
         }
         // Every option is declared on a line of its own, followed by its explanation.
         for option in words.iter().filter(|w| w.starts_with("--")) {
@@ -389,7 +435,12 @@ fn bad_command_lines_are_refused_with_a_message() {
     let golden = path_str(&golden);
     // (arguments, exit status, words of the message): 2 for what clap refuses, 1 for what
     // the command finds wrong.
-    let cases: [(&[&str], i32, &[&str]); 13] = [
+    let truncated = repo_copy("tests/golden/pre_gelu", "truncated");
+    let weights = truncated.join("model.safetensors");
+    let bytes = std::fs::read(&weights).expect("fixture weights");
+    std::fs::write(&weights, &bytes[..bytes.len() - 1]).expect("truncated copy");
+    let truncated = path_str(&truncated);
+    let cases: [(&[&str], i32, &[&str]); 16] = [
         (
             &["run", "--model", golden, "--src-len", "999"],
             1,
@@ -402,6 +453,21 @@ fn bad_command_lines_are_refused_with_a_message() {
             &["'f64'", "f32", "bf16-dot"],
         ),
         (&["run", "--beam", "0"], 2, &["--beam", "at least 1"]),
+        (
+            &["run", "--threads", "100000"],
+            2,
+            &["--threads", "more than", "cores available"],
+        ),
+        (
+            &["bench", "--threads", "100000"],
+            2,
+            &["--threads", "cores available"],
+        ),
+        (
+            &["run", "--model", truncated],
+            1,
+            &["model.safetensors is truncated", "tensor data is missing"],
+        ),
         (&["bench", "--runs", "many"], 2, &["--runs", "not a count"]),
         (
             &["run", "--model", "a", "--config", "b"],

@@ -1,6 +1,7 @@
 //! `tessel transcribe` end to end: a WAV file of the golden fixture's audio through the
 //! binary, its JSON output against faster-whisper's segments (tests/transcribe/), the summary's
-//! allocation count, the other formats, and failures reported as `tessel: <message>`.
+//! allocation count, the other formats (each segment printed as soon as it is final), and
+//! failures reported as `tessel: <message>`, the cheap ones before the model loads.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -164,10 +165,26 @@ fn fallback_flags_set_the_temperatures_and_thresholds() {
         assert!(kept.iter().all(|&t| t == 0.0), "{kept:?}");
         assert_eq!(same, tokens);
     }
-    let bad = run(&["--temperatures", "0,-1"]);
-    let stderr = String::from_utf8_lossy(&bad.stderr);
-    assert_eq!(bad.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("temperatures"), "{stderr}");
+    // Values out of range are refused as the command line is read.
+    for (flags, message) in [
+        (["--temperatures", "0,-1"], "must not be negative"),
+        (["--beam", "0"], "0 is outside 1..=64"),
+        (["--beam", "65"], "65 is outside 1..=64"),
+        (["--best-of", "0"], "at least 1"),
+        (["--threads", "100000"], "cores available"),
+        (["--no-speech-threshold", "1.5"], "between 0 and 1"),
+        (["--logprob-threshold", "nan"], "must be finite"),
+    ] {
+        let mut args = base[..4].to_vec();
+        args.extend_from_slice(&flags);
+        let bad = tessel(&args);
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(flags[0]) && stderr.contains(message),
+            "{flags:?}: {stderr}"
+        );
+    }
 }
 
 #[test]
@@ -179,10 +196,43 @@ fn failures_are_reported_with_their_cause() {
     let truncated = dir.join("truncated.wav");
     let bytes = std::fs::read(&clip).unwrap();
     std::fs::write(&truncated, &bytes[..30]).unwrap();
-    let cases: [(&[&str], &str); 4] = [
+    let bart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/translation/bart/hf");
+    let marian_ct2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/translation/marian/ct2");
+    let whisper_hf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/whisper/tiny_like_80/hf");
+    let truncated_hf = dir.join("truncated_hf");
+    std::fs::create_dir_all(&truncated_hf).unwrap();
+    for entry in std::fs::read_dir(&whisper_hf).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, truncated_hf.join(path.file_name().unwrap())).unwrap();
+    }
+    let weights = std::fs::read(whisper_hf.join("model.safetensors")).unwrap();
+    std::fs::write(
+        truncated_hf.join("model.safetensors"),
+        &weights[..weights.len() - 100],
+    )
+    .unwrap();
+    let clip_s = clip.to_str().unwrap();
+    let cases: [(&[&str], &str); 9] = [
         (
-            &["--model", dir.to_str().unwrap(), clip.to_str().unwrap()],
-            "model directory",
+            &["--model", dir.to_str().unwrap(), clip_s],
+            "config.json is missing",
+        ),
+        (
+            &["--model", bart.to_str().unwrap(), clip_s],
+            "hf is a BART translation model (Hugging Face); `transcribe` needs a Whisper model",
+        ),
+        (
+            &["--model", marian_ct2.to_str().unwrap(), clip_s],
+            "ct2 is a translation model (CTranslate2); `transcribe` needs a Whisper model",
+        ),
+        (
+            &["--model", truncated_hf.to_str().unwrap(), clip_s],
+            "truncated_hf/model.safetensors is truncated",
+        ),
+        // The audio is checked before the model directory.
+        (
+            &["--model", "/nonexistent/model", "no-such.wav"],
+            "cannot read the input file no-such.wav",
         ),
         (
             &[
@@ -206,6 +256,10 @@ fn failures_are_reported_with_their_cause() {
             ],
             "cannot translate",
         ),
+        (
+            &["--model", model.to_str().unwrap(), dir.to_str().unwrap()],
+            "it is a directory",
+        ),
     ];
     for (args, message) in cases {
         let mut all = vec!["transcribe"];
@@ -219,4 +273,72 @@ fn failures_are_reported_with_their_cause() {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn segments_are_printed_as_soon_as_they_are_final() {
+    let dir = std::env::temp_dir().join(format!("tessel-transcribe-jsonl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Over 30 s: two windows, so the first window's segments are final before the second is
+    // decoded.
+    let wav = dir.join("long.wav");
+    long_wav(&wav);
+    let model = root().join("tiny_en_32/model");
+    let (model, wav_s) = (model.to_str().unwrap(), wav.to_str().unwrap());
+    let args = |format: &'static str| {
+        [
+            "transcribe",
+            "--model",
+            model,
+            wav_s,
+            "--beam",
+            "1",
+            "--format",
+            format,
+        ]
+    };
+    let json = tessel(&args("json"));
+    assert!(json.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let segments = json["segments"].as_array().unwrap();
+    assert!(segments.iter().any(|s| s["seek"] == 0), "{json}");
+    assert!(segments.iter().any(|s| s["seek"] != 0), "{json}");
+    // Standard output and standard error into one file, in the order they were written.
+    let log = dir.join("log.txt");
+    let file = std::fs::File::create(&log).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .args(args("jsonl"))
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let log = std::fs::read_to_string(&log).unwrap();
+    // The JSON lines are json's segments, one per line.
+    let lines: Vec<serde_json::Value> = log
+        .split(['\n', '\r'])
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(&lines, segments);
+    // The first segment came out before the progress line reached the end of the audio.
+    let first = log.find("{\"id\":0,").unwrap();
+    let total = json_total(&log);
+    let done = log
+        .find(&format!("transcribing: {total} / {total} s"))
+        .unwrap();
+    assert!(first < done, "{log}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The audio's length as the progress line writes it (`transcribing: done / total s`).
+fn json_total(log: &str) -> &str {
+    let line = log
+        .split('\r')
+        .find(|l| l.starts_with("transcribing: "))
+        .unwrap();
+    line.trim_end()
+        .strip_suffix(" s")
+        .and_then(|l| l.rsplit(" / ").next())
+        .unwrap()
 }

@@ -2,11 +2,18 @@
 //! ([`Translator`]) with the same option set, and does what the option means (lengths, bans,
 //! the target prefix, scores under length penalties, seeded sampling); bad values are refused
 //! with a message. On the random-weight Marian and NLLB models of `tests/decoding/` (made by
-//! `tools/make_decoding_golden.py`).
+//! `tools/make_decoding_golden.py`) and the BART model of `tests/translation/`.
+//!
+//! Inputs: a failing line gets an empty output line and its error on stderr while the others
+//! are translated, outputs come out (flushed) as they are done, line breaks in an output are
+//! escaped, and bad flags, the wrong kind of model or a truncated weights file are refused
+//! before the model loads.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use tessel_model::isa_env::isa_from_env;
 use tessel_model::{EarlyStopping, Sampling};
@@ -17,21 +24,32 @@ const TEXTS: [&str; 2] = [
     "Hello world",
 ];
 
-/// A temporary copy of a fixture model directory (Marian's source.spm copied in), its own for
-/// every call, since tests run in parallel.
-fn model_dir(name: &str) -> PathBuf {
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A temporary copy of the repository directory `from`, its own for every call, since tests
+/// run in parallel.
+fn copy_dir(from: &str) -> PathBuf {
     static COPIES: AtomicUsize = AtomicUsize::new(0);
     let copy = COPIES.fetch_add(1, Ordering::Relaxed);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = std::env::temp_dir().join(format!(
-        "tessel-cli-translate-{name}-{}-{copy}",
+        "tessel-cli-translate-{}-{}-{copy}",
+        from.replace('/', "-"),
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(root.join("tests/decoding").join(name).join("hf")).unwrap() {
+    for entry in std::fs::read_dir(root().join(from)).unwrap() {
         let path = entry.unwrap().path();
         std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
     }
+    dir
+}
+
+/// A temporary copy of a fixture model directory (Marian's source.spm copied in).
+fn model_dir(name: &str) -> PathBuf {
+    let root = root();
+    let dir = copy_dir(&format!("tests/decoding/{name}/hf"));
     if name == "marian" {
         let spm = root.join("text/tests/fixtures/spm/unigram.model");
         std::fs::copy(spm, dir.join("source.spm")).unwrap();
@@ -86,6 +104,22 @@ impl Model {
             .expect("the tessel binary runs")
     }
 
+    /// `tessel translate --model DIR [languages] flags` reading `input` on standard input.
+    fn tessel_stdin(&self, flags: &[&str], input: &[u8]) -> Output {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tessel"))
+            .args(["translate", "--model", self.dir.to_str().unwrap()])
+            .args(flags)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the tessel binary runs");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input).unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    }
+
     /// The standard output of a run that must succeed.
     fn run(&self, flags: &[&str]) -> String {
         let out = self.tessel(flags);
@@ -98,7 +132,8 @@ impl Model {
     fn library(&self, options: &TranslateOptions) -> Vec<Vec<Translation>> {
         let isa = isa_from_env().unwrap();
         let mut session = self.translator.session(isa, 1).unwrap();
-        session.translate_lines(&TEXTS, options).unwrap()
+        let results = session.translate_lines(&TEXTS, options);
+        results.into_iter().map(Result::unwrap).collect()
     }
 
     /// The search defaults with `change` applied.
@@ -115,15 +150,23 @@ impl Drop for Model {
     }
 }
 
+/// `text` as the command writes it: backslash, newline, carriage return and tab escaped.
+fn escaped(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('\n', "\\n")
+        .replace('\r', "\\r")
+        .replace('\t', "\\t")
+}
+
 /// What the command prints for `results`: the text, or `index<TAB>score<TAB>text` lines.
 fn printed(results: &[Vec<Translation>], nbest: usize) -> String {
     let mut out = String::new();
     for hyps in results {
         if nbest == 1 {
-            out += &format!("{}\n", hyps[0].text);
+            out += &format!("{}\n", escaped(&hyps[0].text));
         } else {
             for (i, h) in hyps.iter().enumerate() {
-                out += &format!("{i}\t{:.4}\t{}\n", h.score, h.text);
+                out += &format!("{i}\t{:.4}\t{}\n", h.score, escaped(&h.text));
             }
         }
     }
@@ -387,5 +430,221 @@ fn bad_decoding_flags_are_refused_with_a_message() {
         assert!(!out.status.success(), "{flags:?} succeeded");
         assert!(stderr.contains(message), "{flags:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{flags:?}: {stderr}");
+    }
+}
+
+/// Runs `tessel translate` with `args` (no standard input).
+fn tessel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .arg("translate")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the tessel binary runs")
+}
+
+#[test]
+fn a_failing_line_keeps_every_other_line() {
+    let m = Model::load("marian");
+    let want = m.library(&m.options(|_| {}));
+    let long = "fox ".repeat(100);
+    let mut input = format!("{}\n{long}\n{}\r\n", TEXTS[0], TEXTS[1]).into_bytes();
+    input.extend_from_slice(b"\xff\xfe\n");
+    for threads in ["1", "2"] {
+        let out = m.tessel_stdin(&["--threads", threads], &input);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            format!(
+                "{}\n\n{}\n\n",
+                escaped(&want[0][0].text),
+                escaped(&want[1][0].text)
+            ),
+            "--threads {threads}"
+        );
+        for message in [
+            "tessel: line 2: the source is",
+            "tessel: line 4: the line is not valid UTF-8",
+            "tessel: 2 of 4 inputs failed",
+        ] {
+            assert!(stderr.contains(message), "no {message:?} in {stderr}");
+        }
+    }
+    // --nbest K: K lines for every input, the failed ones without score or text.
+    let out = m.tessel_stdin(&["--nbest", "2"], &input);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 8, "{stdout}");
+    assert_eq!(lines[2..4], ["0\t\t", "1\t\t"]);
+    assert!(lines[4].starts_with("0\t-") && lines[4].ends_with(&want[1][0].text));
+    // Texts given as arguments are numbered as such (the long one first).
+    let out = m.tessel(&[&long]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("tessel: text 1: the source is"), "{stderr}");
+    assert!(stderr.contains("1 of 3 inputs failed"), "{stderr}");
+}
+
+#[test]
+fn each_output_is_written_as_soon_as_it_is_done() {
+    let m = Model::load("marian");
+    let want = m.library(&m.options(|_| {}));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .args(["translate", "--model", m.dir.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the tessel binary runs");
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{}", TEXTS[0]).unwrap();
+    stdin.flush().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let _ = tx.send(lines.next());
+    });
+    // Standard input is still open: the first output must come before it ends.
+    let first = rx.recv_timeout(Duration::from_secs(60));
+    drop(stdin);
+    let status = child.wait().unwrap();
+    let first = first.expect("no output while the input was still open");
+    assert_eq!(first.unwrap().unwrap(), escaped(&want[0][0].text));
+    assert!(status.success());
+}
+
+#[test]
+fn outputs_with_line_breaks_stay_on_one_line() {
+    // The BART fixture's word-level vocabulary, every odd word renamed to end with a carriage
+    // return, a newline and a backslash.
+    let dir = copy_dir("tests/translation/bart/hf");
+    let path = dir.join("tokenizer.json");
+    let mut tokenizer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let vocab = tokenizer["model"]["vocab"].as_object_mut().unwrap();
+    let renamed: Vec<(String, serde_json::Value)> = std::mem::take(vocab)
+        .into_iter()
+        .map(|(word, id)| {
+            let odd = word[1..].parse::<u32>().is_ok_and(|n| n % 2 == 1);
+            match word.strip_prefix('w') {
+                Some(_) if odd => (format!("{word}\r\n\\"), id),
+                _ => (word, id),
+            }
+        })
+        .collect();
+    vocab.extend(renamed);
+    std::fs::write(&path, tokenizer.to_string()).unwrap();
+    let inputs = ["w2 w4 w6 w8", "w10 w12 w14"];
+    let translator = Translator::load(&dir, LoadSettings::default(), None, None).unwrap();
+    let mut session = translator.session(isa_from_env().unwrap(), 1).unwrap();
+    let want: Vec<String> = session
+        .translate_lines(&inputs, translator.defaults())
+        .into_iter()
+        .map(|r| r.unwrap()[0].text.clone())
+        .collect();
+    assert!(want.iter().any(|t| t.contains('\n')), "{want:?}");
+    let mut args = vec!["--model", dir.to_str().unwrap()];
+    args.extend(inputs);
+    let out = tessel(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), inputs.len(), "{stdout:?}");
+    let expected: String = want.iter().map(|t| escaped(t) + "\n").collect();
+    assert_eq!(stdout, expected);
+    assert!(stdout.contains("\\r\\n\\\\"), "{stdout:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_flags_are_refused_before_the_model_loads() {
+    // A directory that does not exist: each flag's own message comes first.
+    let cases: [(&[&str], i32, &str); 7] = [
+        (&["--beam", "0"], 2, "0 is outside 1..=64"),
+        (&["--beam", "1000"], 2, "1000 is outside 1..=64"),
+        (&["--threads", "100000"], 2, "cores available"),
+        (&["--threads", "0"], 2, "at least 1"),
+        (
+            &["--nbest", "5", "--beam", "4"],
+            1,
+            "--nbest 5 is more than the beam width 4 (--beam)",
+        ),
+        (
+            &["--min-length", "100", "--max-length", "10"],
+            1,
+            "--min-length 100 is more than --max-length 10 allows",
+        ),
+        (&[], 1, "/nonexistent/model is not a directory"),
+    ];
+    for (flags, status, message) in cases {
+        let mut args = vec!["--model", "/nonexistent/model", "a text"];
+        args.extend(flags);
+        let out = tessel(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(status), "{flags:?}: {stderr}");
+        assert!(stderr.contains(message), "{flags:?}: {stderr}");
+    }
+    // Where the generation config gives the beam, --nbest is checked against it.
+    let m = Model::load("marian");
+    let out = m.tessel(&["--nbest", "5"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("beam width 4 (the generation config's num_beams)"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn the_wrong_model_or_a_damaged_one_is_named() {
+    let truncated = copy_dir("tests/translation/bart/hf");
+    let weights = truncated.join("model.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    let headless = copy_dir("tests/translation/bart/hf");
+    std::fs::write(headless.join("model.safetensors"), &bytes[..5]).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    let moe = copy_dir("tests/translation/bart/hf");
+    let config = std::fs::read_to_string(moe.join("config.json")).unwrap();
+    let config = config.replace("\"model_type\": \"bart\"", "\"model_type\": \"nllb-moe\"");
+    std::fs::write(moe.join("config.json"), config).unwrap();
+    let whisper_ct2 = root().join("tests/transcribe/tiny_en_32/model");
+    let whisper_hf = root().join("tests/whisper/tiny_like_80/hf");
+    let cases: [(&Path, &[&str]); 5] = [
+        (
+            &whisper_ct2,
+            &[
+                "is a Whisper speech recognition model (CTranslate2); `translate` needs a \
+                 translation model",
+                "tessel transcribe --task translate",
+            ],
+        ),
+        (
+            &whisper_hf,
+            &["is a Whisper speech recognition model (Hugging Face)"],
+        ),
+        (
+            &truncated,
+            &["model.safetensors is truncated", "tensor data is missing"],
+        ),
+        (&headless, &["model.safetensors is truncated: 5 bytes"]),
+        (&moe, &["model_type `nllb-moe`", "supported: marian"]),
+    ];
+    for (dir, messages) in cases {
+        let out = tessel(&["--model", dir.to_str().unwrap(), "w1 w2"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{dir:?}: {stderr}");
+        assert!(stderr.contains(dir.to_str().unwrap()), "{stderr}");
+        for message in messages {
+            assert!(stderr.contains(message), "{dir:?}: {stderr}");
+        }
+    }
+    for dir in [truncated, headless, moe] {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

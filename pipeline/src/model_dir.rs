@@ -11,6 +11,10 @@
 //! its ids must be the model's: a CTranslate2 vocabulary that disagrees with the tokenizer is
 //! a typed error. Decoding defaults come from `generation_config.json`, else from the same keys
 //! in `config.json` (older checkpoints), else `transformers`' defaults.
+//!
+//! [`peek`] tells what a directory holds (format, family, text or speech) from its small files
+//! alone, so a command can refuse the wrong kind of model, or a truncated weights file
+//! ([`check_safetensors`]), before loading anything.
 
 use std::path::{Path, PathBuf};
 
@@ -118,6 +122,22 @@ pub enum ModelDirError {
         model: u32,
         /// Its id in the tokenizer (`None`: absent).
         tokenizer: Option<u32>,
+    },
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file ends before what its own header describes.
+    #[error("{path} is truncated: {detail}")]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// How much it holds and how much it should.
+        detail: String,
     },
 }
 
@@ -293,4 +313,176 @@ impl ModelDir {
             kind: Kind::CTranslate2,
         })
     }
+}
+
+/// What a model directory holds, told from its small files before any weight is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peeked {
+    /// The directory's format (and family, for Hugging Face directories).
+    pub kind: Kind,
+    /// Whether the model reads audio (Whisper) rather than text.
+    pub speech: bool,
+}
+
+impl Peeked {
+    /// The model in words, for messages: "a BART translation model (Hugging Face)".
+    pub fn describe(&self) -> String {
+        let task = if self.speech {
+            "speech recognition"
+        } else {
+            "translation"
+        };
+        match self.kind {
+            Kind::HuggingFace(family) => {
+                let name = match family {
+                    HfFamily::Marian => "Marian",
+                    HfFamily::Bart => "BART",
+                    HfFamily::MBart => "mBART",
+                    HfFamily::M2m100 => "M2M100/NLLB",
+                    HfFamily::T5 => "T5",
+                    HfFamily::Whisper => "Whisper",
+                };
+                format!("a {name} {task} model (Hugging Face)")
+            }
+            Kind::CTranslate2 if self.speech => {
+                format!("a Whisper {task} model (CTranslate2)")
+            }
+            Kind::CTranslate2 => format!("a {task} model (CTranslate2)"),
+        }
+    }
+}
+
+/// Tells what `dir` holds from `config.json`'s `model_type` (Hugging Face) or the spec name at
+/// the start of `model.bin` (CTranslate2), without reading the weights; a Hugging Face
+/// directory's `model.safetensors` is also checked to be whole ([`check_safetensors`]).
+pub fn peek(dir: &Path) -> Result<Peeked, ModelDirError> {
+    if !dir.is_dir() {
+        return Err(ModelDirError::NotADirectory(dir.to_owned()));
+    }
+    if ct2::is_ct2_dir(dir) {
+        let spec = ct2_spec(&dir.join("model.bin"))?;
+        return Ok(Peeked {
+            kind: Kind::CTranslate2,
+            speech: spec == "WhisperSpec",
+        });
+    }
+    let config_path = dir.join("config.json");
+    let config = read_json(&config_path)?.ok_or_else(|| ModelDirError::MissingFile {
+        path: config_path.clone(),
+        needs: "a Hugging Face directory has config.json; a CTranslate2 one has model.bin",
+    })?;
+    let model_type = config
+        .get("model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let family =
+        HfFamily::from_model_type(model_type).ok_or_else(|| ModelDirError::UnknownModelType {
+            model_type: model_type.to_owned(),
+            path: config_path,
+        })?;
+    let weights = dir.join("model.safetensors");
+    if weights.is_file() {
+        check_safetensors(&weights)?;
+    }
+    Ok(Peeked {
+        kind: Kind::HuggingFace(family),
+        speech: family == HfFamily::Whisper,
+    })
+}
+
+/// The spec name a CTranslate2 `model.bin` starts with (binary version 2 on; version 1 files
+/// hold a `TransformerSpec` and no name).
+fn ct2_spec(path: &Path) -> Result<String, ModelDirError> {
+    use std::io::Read;
+    let io = |source| ModelDirError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let truncated = |detail: &str| ModelDirError::Truncated {
+        path: path.to_owned(),
+        detail: detail.to_owned(),
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut head = [0u8; 6];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read(&mut head[got..]).map_err(io)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    if got < 4 {
+        return Err(truncated("it ends inside its binary version"));
+    }
+    let version = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    if version < 2 {
+        return Ok("TransformerSpec".to_owned());
+    }
+    if got < 6 {
+        return Err(truncated("it ends inside its spec name"));
+    }
+    let len = u16::from_le_bytes([head[4], head[5]]);
+    let mut name = Vec::with_capacity(usize::from(len));
+    file.take(u64::from(len))
+        .read_to_end(&mut name)
+        .map_err(io)?;
+    if name.len() < usize::from(len) {
+        return Err(truncated("it ends inside its spec name"));
+    }
+    Ok(String::from_utf8_lossy(name.strip_suffix(&[0]).unwrap_or(&name)).into_owned())
+}
+
+/// The largest header a safetensors reader accepts (the `safetensors` crate's limit): a
+/// larger declared length is a malformed file, left to the loader to report.
+const MAX_SAFETENSORS_HEADER: u64 = 100_000_000;
+
+/// Checks that a safetensors file holds every byte its header describes: the 8-byte header
+/// length, the header, and the data up to the last tensor's end. A shorter file is
+/// [`ModelDirError::Truncated`]; anything else wrong is left to the loader.
+pub fn check_safetensors(path: &Path) -> Result<(), ModelDirError> {
+    use std::io::Read;
+    let io = |source| ModelDirError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let truncated = |detail: String| {
+        Err(ModelDirError::Truncated {
+            path: path.to_owned(),
+            detail,
+        })
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    if len < 8 {
+        return truncated(format!("{len} bytes, less than its 8-byte header length"));
+    }
+    let mut size = [0u8; 8];
+    file.read_exact(&mut size).map_err(io)?;
+    let header = u64::from_le_bytes(size);
+    if header > MAX_SAFETENSORS_HEADER {
+        return Ok(());
+    }
+    if 8 + header > len {
+        return truncated(format!(
+            "{len} bytes, but its header alone declares {}",
+            8 + header
+        ));
+    }
+    let mut text = Vec::with_capacity(header as usize);
+    file.take(header).read_to_end(&mut text).map_err(io)?;
+    let Ok(Value::Object(tensors)) = serde_json::from_slice::<Value>(&text) else {
+        return Ok(());
+    };
+    let data_end = tensors
+        .values()
+        .filter_map(|t| t.get("data_offsets")?.get(1)?.as_u64())
+        .max()
+        .unwrap_or(0);
+    let needed = (8 + header).saturating_add(data_end);
+    if needed > len {
+        return truncated(format!(
+            "{len} bytes, but its header describes {needed} (tensor data is missing)"
+        ));
+    }
+    Ok(())
 }

@@ -23,7 +23,9 @@ use std::sync::Arc;
 
 use tessel_kernels::Isa;
 use tessel_model::generation::SamplingDefaults;
-use tessel_model::{DecodeOptions, Limits, Model, RunError, Sampling, Session, SessionError};
+use tessel_model::{
+    ArenaPlan, DecodeOptions, Limits, Model, RunError, Sampling, Session, SessionError,
+};
 use tessel_text::{Family, TextError, TextTokenizer};
 use thiserror::Error;
 
@@ -195,9 +197,22 @@ impl Translator {
         &self.tokenizer
     }
 
+    /// What a session with `threads` GEMM threads is planned for: the model's limits.
+    pub fn limits(&self, threads: usize) -> Limits {
+        Limits::of(self.model.config()).with_threads(threads)
+    }
+
+    /// Bytes of the arena a session with `threads` GEMM threads allocates, planned without
+    /// allocating it (so a host can check it fits before making sessions).
+    pub fn session_bytes(&self, threads: usize) -> Result<usize, TranslateError> {
+        let plan = ArenaPlan::with_limits(self.model.config(), self.limits(threads))
+            .map_err(SessionError::from)?;
+        Ok(plan.total_bytes())
+    }
+
     /// A session planned for the model's limits with `threads` GEMM threads, at `isa`.
     pub fn session(&self, isa: Isa, threads: usize) -> Result<Translating, TranslateError> {
-        let limits = Limits::of(self.model.config()).with_threads(threads);
+        let limits = self.limits(threads);
         let session = Session::with_limits(Arc::clone(&self.model), isa, limits)?;
         Ok(Translating {
             translator: self.clone(),
@@ -270,12 +285,13 @@ impl Translating {
         Ok(out)
     }
 
-    /// Translates each line (the best hypothesis of each), in order.
+    /// Translates each line, in order: each line's hypotheses or why that line failed (a
+    /// failing line does not stop the others).
     pub fn translate_lines<S: AsRef<str>>(
         &mut self,
         lines: &[S],
         options: &TranslateOptions,
-    ) -> Result<Vec<Vec<Translation>>, TranslateError> {
+    ) -> Vec<Result<Vec<Translation>, TranslateError>> {
         lines
             .iter()
             .map(|line| self.translate_with(line.as_ref(), options))

@@ -1,14 +1,19 @@
-//! Writing a transcript: plain text, SubRip (`.srt`), WebVTT (`.vtt`) and JSON, as
+//! Writing a transcript: plain text, SubRip (`.srt`), WebVTT (`.vtt`), JSON and JSON lines, as
 //! openai-whisper's writers lay them out (`whisper.utils.WriteTXT`, `WriteSRT`, `WriteVTT`,
 //! `WriteJSON`): times rounded to the millisecond, `HH:MM:SS,mmm` in SubRip, `[HH:]MM:SS.mmm`
 //! in WebVTT (hours only when non-zero), each segment's text stripped of surrounding white
 //! space, `-->` inside a text written as `->`.
+//!
+//! Every format but JSON is a header ([`write_header`]) and then one piece per segment
+//! ([`write_segment`]), so a transcript can be written segment by segment as each becomes
+//! final ([`Format::streams`]); JSON is one document, written once the transcript is done
+//! ([`render`]). JSON lines hold one object per segment, the fields of JSON's `segments`.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::Transcript;
+use super::{Segment, Transcript};
 
 /// The output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,8 +24,17 @@ pub enum Format {
     Srt,
     /// WebVTT subtitles.
     Vtt,
-    /// The segments with their times, tokens and decoding figures.
+    /// The segments with their times, tokens and decoding figures, as one document.
     Json,
+    /// One JSON object per segment per line (JSON's segment fields).
+    Jsonl,
+}
+
+impl Format {
+    /// Whether a transcript in this format can be written segment by segment.
+    pub fn streams(self) -> bool {
+        self != Format::Json
+    }
 }
 
 /// `seconds` as `[HH:]MM:SS<marker>mmm`, milliseconds rounded half to even as Python's
@@ -63,64 +77,86 @@ struct JsonTranscript<'a> {
     segments: Vec<JsonSegment<'a>>,
 }
 
+impl<'a> JsonSegment<'a> {
+    fn of(id: usize, s: &'a Segment) -> JsonSegment<'a> {
+        JsonSegment {
+            id,
+            seek: s.seek,
+            start: s.start,
+            end: s.end,
+            text: &s.text,
+            tokens: &s.tokens,
+            temperature: s.temperature,
+            avg_logprob: s.avg_logprob,
+            compression_ratio: s.compression_ratio,
+            no_speech_prob: s.no_speech_prob,
+        }
+    }
+}
+
+/// Appends what `format` writes before the first segment (WebVTT's `WEBVTT` line; nothing
+/// for the others, and JSON is written whole by [`render`]).
+pub fn write_header(out: &mut String, format: Format) {
+    if format == Format::Vtt {
+        out.push_str("WEBVTT\n\n");
+    }
+}
+
+/// Appends segment number `id` (from 0) in `format` (nothing for JSON, written whole by
+/// [`render`]).
+pub fn write_segment(out: &mut String, format: Format, id: usize, s: &Segment) {
+    match format {
+        Format::Txt => {
+            let _ = writeln!(out, "{}", s.text.trim());
+        }
+        Format::Srt => {
+            let _ = write!(
+                out,
+                "{}\n{} --> {}\n{}\n\n",
+                id + 1,
+                timestamp(s.start, true, ','),
+                timestamp(s.end, true, ','),
+                cue_text(&s.text)
+            );
+        }
+        Format::Vtt => {
+            let _ = write!(
+                out,
+                "{} --> {}\n{}\n\n",
+                timestamp(s.start, false, '.'),
+                timestamp(s.end, false, '.'),
+                cue_text(&s.text)
+            );
+        }
+        Format::Jsonl => {
+            out.push_str(&serde_json::to_string(&JsonSegment::of(id, s)).unwrap_or_default());
+            out.push('\n');
+        }
+        Format::Json => {}
+    }
+}
+
 /// The transcript in `format`.
 pub fn render(transcript: &Transcript, format: Format) -> String {
     let mut out = String::new();
-    match format {
-        Format::Txt => {
-            for s in &transcript.segments {
-                let _ = writeln!(out, "{}", s.text.trim());
-            }
-        }
-        Format::Srt => {
-            for (i, s) in transcript.segments.iter().enumerate() {
-                let _ = write!(
-                    out,
-                    "{}\n{} --> {}\n{}\n\n",
-                    i + 1,
-                    timestamp(s.start, true, ','),
-                    timestamp(s.end, true, ','),
-                    cue_text(&s.text)
-                );
-            }
-        }
-        Format::Vtt => {
-            out.push_str("WEBVTT\n\n");
-            for s in &transcript.segments {
-                let _ = write!(
-                    out,
-                    "{} --> {}\n{}\n\n",
-                    timestamp(s.start, false, '.'),
-                    timestamp(s.end, false, '.'),
-                    cue_text(&s.text)
-                );
-            }
-        }
-        Format::Json => {
-            let json = JsonTranscript {
-                text: transcript.text(),
-                language: &transcript.language,
-                segments: transcript
-                    .segments
-                    .iter()
-                    .enumerate()
-                    .map(|(id, s)| JsonSegment {
-                        id,
-                        seek: s.seek,
-                        start: s.start,
-                        end: s.end,
-                        text: &s.text,
-                        tokens: &s.tokens,
-                        temperature: s.temperature,
-                        avg_logprob: s.avg_logprob,
-                        compression_ratio: s.compression_ratio,
-                        no_speech_prob: s.no_speech_prob,
-                    })
-                    .collect(),
-            };
-            out = serde_json::to_string_pretty(&json).unwrap_or_default();
-            out.push('\n');
-        }
+    if format == Format::Json {
+        let json = JsonTranscript {
+            text: transcript.text(),
+            language: &transcript.language,
+            segments: transcript
+                .segments
+                .iter()
+                .enumerate()
+                .map(|(id, s)| JsonSegment::of(id, s))
+                .collect(),
+        };
+        out = serde_json::to_string_pretty(&json).unwrap_or_default();
+        out.push('\n');
+        return out;
+    }
+    write_header(&mut out, format);
+    for (id, s) in transcript.segments.iter().enumerate() {
+        write_segment(&mut out, format, id, s);
     }
     out
 }
@@ -136,5 +172,47 @@ mod tests {
         assert_eq!(timestamp(3725.5, false, '.'), "01:02:05.500");
         assert_eq!(timestamp(29.96, true, ','), "00:00:29,960");
         assert_eq!(cue_text("  a --> b "), "a -> b");
+    }
+
+    #[test]
+    fn segments_are_written_one_at_a_time() {
+        let segment = |start: f64, text: &str| Segment {
+            seek: 0,
+            start,
+            end: start + 1.5,
+            text: text.to_owned(),
+            tokens: vec![1, 2],
+            temperature: 0.0,
+            avg_logprob: -0.25,
+            compression_ratio: 1.0,
+            no_speech_prob: 0.5,
+        };
+        let transcript = Transcript {
+            language: "en".to_owned(),
+            segments: vec![segment(0.0, " One."), segment(2.0, " Two --> three")],
+            stats: Default::default(),
+        };
+        for format in [Format::Txt, Format::Srt, Format::Vtt, Format::Jsonl] {
+            assert!(format.streams());
+        }
+        assert!(!Format::Json.streams());
+        let mut vtt = String::new();
+        write_header(&mut vtt, Format::Vtt);
+        write_segment(&mut vtt, Format::Vtt, 1, &transcript.segments[1]);
+        assert_eq!(vtt, "WEBVTT\n\n00:02.000 --> 00:03.500\nTwo -> three\n\n");
+        let lines = render(&transcript, Format::Jsonl);
+        let objects: Vec<serde_json::Value> = lines
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(objects.len(), 2);
+        assert_eq!(objects[1]["id"], 1);
+        assert_eq!(objects[1]["text"], " Two --> three");
+        assert_eq!(objects[1]["start"], 2.0);
+        assert_eq!(
+            render(&transcript, Format::Srt),
+            "1\n00:00:00,000 --> 00:00:01,500\nOne.\n\n\
+             2\n00:00:02,000 --> 00:00:03,500\nTwo -> three\n\n"
+        );
     }
 }

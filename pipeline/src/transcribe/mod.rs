@@ -55,7 +55,7 @@ use thiserror::Error;
 use fallback::{Compressor, Judged, Thresholds};
 use segments::Cut;
 
-pub use format::{render, Format};
+pub use format::{render, write_header, write_segment, Format};
 
 /// Why a transcription could not be made.
 #[derive(Debug, Error)]
@@ -227,6 +227,9 @@ pub trait Observer {
     fn inference(&mut self, _running: bool) {}
     /// `done` of `total` seconds of audio are transcribed.
     fn progress(&mut self, _done: f64, _total: f64) {}
+    /// `segment` is final: it is the transcript's next segment, and no later window changes
+    /// it (called outside the inference marks, so a host may print it as it comes).
+    fn segment(&mut self, _segment: &Segment) {}
 }
 
 /// An observer that watches nothing.
@@ -358,6 +361,18 @@ impl Transcriber {
         &self.tokenizer
     }
 
+    /// What [`Transcriber::session`] plans the arena for: a 30 s window, the model's target
+    /// positions, beams up to `max_beam`, `threads` threads.
+    pub fn limits(&self, max_beam: usize, threads: usize) -> Limits {
+        Limits {
+            max_src_len: N_FRAMES / 2,
+            max_tgt_len: self.model.config().max_tgt_len,
+            max_beam,
+            threads,
+            cross_kv: self.cross_kv,
+        }
+    }
+
     /// A session for one user: the arena for beams up to `max_beam` on `threads` threads at
     /// `isa`, and every per-window buffer.
     pub fn session(
@@ -367,13 +382,7 @@ impl Transcriber {
         threads: usize,
     ) -> Result<TranscribeSession, TranscribeError> {
         let config = self.model.config();
-        let limits = Limits {
-            max_src_len: N_FRAMES / 2,
-            max_tgt_len: config.max_tgt_len,
-            max_beam,
-            threads,
-            cross_kv: self.cross_kv,
-        };
+        let limits = self.limits(max_beam, threads);
         let session = Session::with_limits(Arc::clone(&self.model), isa, limits)?;
         let max_tgt = config.max_tgt_len;
         Ok(TranscribeSession {
@@ -589,6 +598,9 @@ impl TranscribeSession {
                     compression_ratio: judged.compression_ratio,
                     no_speech_prob,
                 });
+                if let Some(done) = segments.last() {
+                    observer.segment(done);
+                }
             }
             if !options.condition_on_previous_text
                 || temperature > options.prompt_reset_on_temperature
