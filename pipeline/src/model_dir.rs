@@ -187,6 +187,16 @@ fn generation(dir: &Path, config: Option<&Value>) -> Result<Generation, ModelDir
     }
 }
 
+/// The decoding defaults of the model directory `dir` ([`ModelDir::generation`]) without
+/// loading its weights: what a host reads to plan its sessions (the beam) before loading.
+pub fn generation_defaults(dir: &Path) -> Result<Generation, ModelDirError> {
+    if ct2::is_ct2_dir(dir) {
+        return generation(dir, None);
+    }
+    let config = read_json(&dir.join("config.json"))?;
+    generation(dir, config.as_ref())
+}
+
 impl ModelDir {
     /// Loads a Hugging Face or CTranslate2 model directory.
     pub fn load(dir: &Path, settings: LoadSettings) -> Result<ModelDir, ModelDirError> {
