@@ -5,11 +5,13 @@
  *
  * MODEL is "embedded" (the model compiled into the library) or a model directory with a
  * numbers vocab.json (assets/numbers). The example reads a few numbers, shows the beam-search
- * alternatives of one with a step callback, shows a refusal's message, then reads every
+ * alternatives of one with a step callback, shows two refusals' messages (a character the
+ * model does not read, a callback that leaves only NaN logits), then reads every
  * STRIDE-th line of TSV (assets/numbers/pytorch_greedy.tsv: words, PyTorch's greedy digits,
  * its decision margin) and fails unless every line PyTorch decided by a margin above 1e-3
  * reads the same.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,14 @@ static void on_step(void *user_data, tessel_step *step) {
     stats->steps += 1;
     if (step->beams > stats->widest) {
         stats->widest = step->beams;
+    }
+}
+
+/* Leaves no finite logit: the search refuses to rank NaNs and blames the callback. */
+static void poison(void *user_data, tessel_step *step) {
+    (void)user_data;
+    for (size_t i = 0; i < step->beams * step->vocab; i++) {
+        step->logits[i] = NAN;
     }
 }
 
@@ -141,6 +151,13 @@ int main(int argc, char **argv) {
     tessel_status status = tessel_numbers_read(session, "forty-2", digits, sizeof digits, &len);
     printf("refused as expected: %s: %s\n", tessel_status_name(status), tessel_last_error());
     if (status != TESSEL_ERR_ARGUMENT) {
+        return 1;
+    }
+    /* A callback that leaves only NaN logits: TESSEL_ERR_ARGUMENT, no hypothesis. */
+    options.on_step = poison;
+    status = tessel_generate(session, &options, &count);
+    printf("refused as expected: %s: %s\n", tessel_status_name(status), tessel_last_error());
+    if (status != TESSEL_ERR_ARGUMENT || count != 0) {
         return 1;
     }
 

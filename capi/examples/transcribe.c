@@ -7,6 +7,7 @@
  * WAV is a 16 kHz mono 16-bit PCM file. The example reads the WAV itself into a float buffer
  * and transcribes the buffer (greedy, with timestamps) into arrays sized from the first call's
  * report; then it transcribes the file by path and fails unless both give the same segments.
+ * It fails too unless an unknown language ("xx") is refused with TESSEL_ERR_ARGUMENT.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -94,10 +95,20 @@ int main(int argc, char **argv) {
     tessel_transcribe_options options = tessel_transcribe_options_default();
     options.beam = 1;
 
-    /* No arrays: the call reports the sizes and keeps the transcript for the retry. */
+    /* A language the model cannot be told ("xx" is none of Whisper's) is refused. */
     size_t n_segments = 0, text_len = 0;
+    options.language = "xx";
     tessel_status status = tessel_transcribe(transcriber, samples, n_samples, &options, NULL, 0,
                                              &n_segments, NULL, 0, &text_len);
+    printf("refused as expected: %s: %s\n", tessel_status_name(status), tessel_last_error());
+    if (status != TESSEL_ERR_ARGUMENT) {
+        return 1;
+    }
+    options.language = NULL;
+
+    /* No arrays: the call reports the sizes and keeps the transcript for the retry. */
+    status = tessel_transcribe(transcriber, samples, n_samples, &options, NULL, 0, &n_segments,
+                               NULL, 0, &text_len);
     if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
         CHECK(status);
     }

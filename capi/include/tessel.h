@@ -69,6 +69,24 @@
 #include <stdint.h>
 
 /**
+ * The widest beam any call plans for (`tessel_load_options.max_beam`,
+ * `tessel_translate_options.beam`, `tessel_transcriber_load`'s `max_beam`); a wider one is
+ * `TESSEL_ERR_ARGUMENT` before anything is loaded.
+ */
+#define TESSEL_MAX_BEAM 128
+
+/**
+ * The most threads a session's GEMMs run on (the calling thread included).
+ */
+#define TESSEL_MAX_THREADS 64
+
+/**
+ * The longest source or target any model plans for (`tessel_load_options.max_len`; the
+ * engine's `MAX_POSITIONS`).
+ */
+#define TESSEL_MAX_LEN 65536
+
+/**
  * Capacity of the last-error buffer, NUL included.
  */
 #define MESSAGE_CAPACITY 1024
@@ -92,7 +110,8 @@ typedef enum tessel_status {
      */
     TESSEL_ERR_HANDLE = 2,
     /**
-     * An argument is out of range (lengths, beam width, ids, limits, names, UTF-8).
+     * An argument is out of range (lengths, beam width, ids, limits, names, UTF-8), or the
+     * caller's step callback left no finite logit to rank.
      */
     TESSEL_ERR_ARGUMENT = 3,
     /**
@@ -105,8 +124,9 @@ typedef enum tessel_status {
      */
     TESSEL_ERR_LOAD = 5,
     /**
-     * The session refused the call (decode before encode, too long, bad beam ...); the
-     * session keeps its state and stays usable.
+     * The session refused the call (decode before encode, too long, bad beam ...), or the
+     * model's output could not be used (every logit non-finite without a callback, generated
+     * ids its tokenizer lacks); the session keeps its state and stays usable.
      */
     TESSEL_ERR_RUN = 6,
     /**
@@ -115,7 +135,8 @@ typedef enum tessel_status {
     TESSEL_ERR_OUT_OF_MEMORY = 7,
     /**
      * The model or the CPU lacks what the call needs (a text call on a model without a
-     * vocabulary, an ISA level this CPU does not run).
+     * vocabulary, a directory of the other task given to a task-level loader, an ISA level
+     * this CPU does not run).
      */
     TESSEL_ERR_UNSUPPORTED = 8,
     /**
@@ -165,12 +186,15 @@ typedef struct tessel_translator tessel_translator;
 typedef struct tessel_load_options {
     /**
      * Widest beam sessions may plan for, where the directory's config does not state it
-     * (Hugging Face and CTranslate2 directories). Default 4.
+     * (Hugging Face and CTranslate2 directories): 1..=`TESSEL_MAX_BEAM` (128), else
+     * `TESSEL_ERR_ARGUMENT`. Default 4.
      */
     size_t max_beam;
     /**
-     * Longest source and target, where the config does not state it (T5, CTranslate2;
-     * capped by stored position tables). Default 512.
+     * Longest source and target, where the config does not state it (T5, CTranslate2
+     * translation models; capped by stored position tables): 1..=`TESSEL_MAX_LEN` (65536),
+     * else `TESSEL_ERR_ARGUMENT`. Whisper ignores it: its encoder reads whole 30 s windows
+     * (the model's 1500 positions) and its decoder the model's positions. Default 512.
      */
     size_t max_len;
     /**
@@ -234,7 +258,8 @@ typedef struct tessel_model_info {
 
 /**
  * The sizes a session plans its arena for. A zero field means the model's maximum (one thread
- * for `threads`).
+ * for `threads`); a field above the model's maximum (`tessel_model_info`) is
+ * `TESSEL_ERR_ARGUMENT`.
  */
 typedef struct tessel_limits {
     /**
@@ -250,8 +275,8 @@ typedef struct tessel_limits {
      */
     size_t max_beam;
     /**
-     * Threads each GEMM runs on, the calling thread included; the workers start with the
-     * session.
+     * Threads each GEMM runs on, the calling thread included (at most `TESSEL_MAX_THREADS`,
+     * 64); the workers start with the session.
      */
     size_t threads;
 } tessel_limits;
@@ -275,7 +300,9 @@ typedef struct tessel_step {
     size_t vocab;
     /**
      * The raw logits, `beams × vocab`, row `i` for hypothesis `i`. The callback may change
-     * them (set `-INFINITY` to forbid a token); the search ranks what it leaves.
+     * them (set `-INFINITY` to forbid a token); the search ranks what it leaves, and when it
+     * leaves no finite candidate (every logit NaN or `-INFINITY`, or a greedy best of
+     * `+INFINITY`) `tessel_generate` returns `TESSEL_ERR_ARGUMENT` naming the step.
      */
     float *logits;
     /**
@@ -355,8 +382,9 @@ typedef struct tessel_transcribe_options {
      */
     bool translate;
     /**
-     * Spoken language (code or English name), or NULL (the default) to detect it on
-     * multilingual models.
+     * Spoken language (code or English name, one of Whisper's 100), or NULL (the default)
+     * to detect it on multilingual models. An unknown code, a language the vocabulary lacks,
+     * or any language but English on an English-only model is `TESSEL_ERR_ARGUMENT`.
      */
     const char *language;
     /**
@@ -403,7 +431,9 @@ typedef struct tessel_translate_options {
      */
     const char *target_lang;
     /**
-     * Beam width; 0 (the default) for the directory's generation config.
+     * Beam width, 1..=`TESSEL_MAX_BEAM` (128); 0 (the default) for the directory's
+     * generation config (`num_beams`, or `num_return_sequences` when larger), which the
+     * session is then planned for.
      */
     size_t beam;
     /**
@@ -412,7 +442,7 @@ typedef struct tessel_translate_options {
      */
     bool truncate;
     /**
-     * Threads each GEMM runs on; 0 (the default) for 1.
+     * Threads each GEMM runs on, at most `TESSEL_MAX_THREADS` (64); 0 (the default) for 1.
      */
     size_t threads;
     /**
@@ -509,7 +539,8 @@ enum tessel_status tessel_model_load(const char *path,
 /**
  * Loads the packed image file at `path` (UTF-8, NUL-terminated; written by `tessel pack`):
  * read into memory and copied into the model, so the file may change afterwards. A malformed
- * image is `TESSEL_ERR_LOAD`. On success `*out` holds a model with one reference. Allocates
+ * image, or one with a NaN or infinite value in any float tensor (the message names the
+ * tensor), is `TESSEL_ERR_LOAD`. On success `*out` holds a model with one reference. Allocates
  * (the weights).
  *
  * # Safety
@@ -521,7 +552,8 @@ enum tessel_status tessel_model_load_file(const char *path, struct tessel_model 
  * Reads the packed image in `data[0..len]` (one whole image, as `tessel pack` writes it) in
  * place: every tensor borrows these bytes, none is copied. `data` must start on a 64-byte
  * boundary (`TESSEL_ERR_MISALIGNED` otherwise, e.g. `aligned_alloc(64, ...)` or
- * `_Alignas(64)`); a malformed image is `TESSEL_ERR_LOAD`. The caller keeps the bytes alive
+ * `_Alignas(64)`); a malformed image, or one with a NaN or infinite value in any float tensor
+ * (checked once here; the message names the tensor), is `TESSEL_ERR_LOAD`. The caller keeps the bytes alive
  * and unchanged until the model's last reference is released (sessions hold references).
  * On success `*out` holds a model with one reference. Allocates a few hundred bytes per
  * layer (the layers' descriptors), not the weights.
@@ -586,7 +618,9 @@ enum tessel_status tessel_session_arena_bytes(const struct tessel_model *model,
 
 /**
  * Creates a session over `model` planned for `limits` (NULL, or zero fields: the model's
- * maxima; threads 0: 1), at the ISA level `tessel_isa_name` reports. Allocates the arena
+ * maxima; threads 0: 1), at the ISA level `tessel_isa_name` reports. A length or beam above
+ * the model's (`tessel_model_get_info`), or threads above `TESSEL_MAX_THREADS` (64), is
+ * `TESSEL_ERR_ARGUMENT`; an arena that cannot be allocated `TESSEL_ERR_OUT_OF_MEMORY`. Allocates the arena
  * (`tessel_session_arena_bytes`) and starts `threads - 1` workers, once; nothing after this
  * allocates. The session holds a reference to the model.
  *
@@ -648,9 +682,9 @@ enum tessel_status tessel_session_get_limits(struct tessel_session *session,
 enum tessel_status tessel_session_isa_name(struct tessel_session *session, const char **name);
 
 /**
- * Runs the encoder over source ids `ids[0..len]` and resets the decoder. Refused (with the
- * session unchanged): an empty or too long source, an id outside the source vocabulary, a
- * model that reads audio.
+ * Runs the encoder over source ids `ids[0..len]` and resets the decoder. Refused with
+ * `TESSEL_ERR_RUN` (the session unchanged): an empty source or one longer than the session's
+ * `max_src_len`, an id at or above the model's `src_vocab`, a model that reads audio.
  *
  * # Safety
  * `session` is NULL or a live session handle; `ids` is NULL or points to `len` ids.
@@ -669,7 +703,8 @@ enum tessel_status tessel_reset_decoder(struct tessel_session *session);
 /**
  * Runs a Whisper-style model's convolutional front end and encoder over log-mel features
  * `mel[0..len]`, laid out `n_mels × frames` (bin-major), `frames` even and at most
- * `2 · max_src_len`; resets the decoder.
+ * `2 · max_src_len` (3000, one 30 s window, for Whisper); resets the decoder. Other lengths,
+ * or a model that reads tokens, are `TESSEL_ERR_RUN`.
  *
  * # Safety
  * `session` is NULL or a live session handle; `mel` is NULL or points to `len` floats.
@@ -683,8 +718,10 @@ enum tessel_status tessel_encode_audio(struct tessel_session *session,
  * logits, `beams × tgt_vocab` floats, are copied into `logits` (`logits_cap` floats) and their
  * count into `*logits_len`. A buffer too small is refused before the step runs
  * (`TESSEL_ERR_BUFFER_TOO_SMALL`, `*logits_len` written, session unchanged). The first step
- * after encode sets the number of beams; later steps keep it (`tessel_reorder_beams` changes
- * which history each row continues).
+ * after encode sets the number of beams (1..=the session's `max_beam`); later steps keep it
+ * (`tessel_reorder_beams` changes which history each row continues). A step past the
+ * session's `max_tgt_len` positions, an id at or above `tgt_vocab`, or no encode yet is
+ * `TESSEL_ERR_RUN`.
  *
  * # Safety
  * `session` is NULL or a live session handle; `tokens` is NULL or points to `beams` ids;
@@ -732,7 +769,11 @@ enum tessel_status tessel_step_tokens(const struct tessel_step *step,
 /**
  * Greedy or beam search over the encoded source, as `options` says (NULL: the defaults).
  * The finished hypotheses, best first, are kept in the session until its next search; their
- * count is written into `*count`; read each with `tessel_hypothesis`.
+ * count is written into `*count`; read each with `tessel_hypothesis`. Refused
+ * (`TESSEL_ERR_RUN`): no encode yet, a beam of 0 or above the session's `max_beam`, a prefix
+ * and `max_steps` needing more than its `max_tgt_len` positions, a prefix id outside the
+ * target vocabulary, a step whose logits (NaN weights) leave nothing finite to rank. A step
+ * callback that leaves no finite logit is `TESSEL_ERR_ARGUMENT`.
  *
  * # Safety
  * `session` is NULL or a live session handle; `options` is NULL or valid, with `prefix`
@@ -785,12 +826,18 @@ struct tessel_transcribe_options tessel_transcribe_options_default(void);
 
 /**
  * Loads the Whisper model in directory `path` (UTF-8, NUL-terminated; Hugging Face or
- * CTranslate2 with its tokenizer) and creates its session for beams up to `max_beam` (0: 5)
- * on `threads` threads (0: 1). `multilingual` is 1 to treat the model as multilingual
- * (language and task tokens, language detection), 0 as English-only, -1 to decide by its
- * vocabulary size as the reference does. Refused: a directory that cannot be loaded
- * (`TESSEL_ERR_LOAD`), a model that does not read audio (`TESSEL_ERR_UNSUPPORTED`). On
- * success `*out` holds the transcriber. Allocates (the weights, the tokenizer, the arena).
+ * CTranslate2 with its tokenizer) and creates its session for beams up to `max_beam`
+ * (1..=`TESSEL_MAX_BEAM`, 128; 0: 5) on `threads` threads (at most `TESSEL_MAX_THREADS`, 64;
+ * 0: 1). The session holds one 30 s window (1500 encoder positions) and the model's decoder
+ * positions (448). `multilingual` is 1 to treat the model as multilingual (language and task
+ * tokens, language detection), 0 as English-only, -1 to decide by its vocabulary size as the
+ * reference does. Refused: a directory that cannot be loaded (`TESSEL_ERR_LOAD`); a
+ * directory of a text-to-text model or a model that does not read audio
+ * (`TESSEL_ERR_UNSUPPORTED`, naming what the directory is); `max_beam` or `threads` out of
+ * range, `multilingual` outside -1..=1, or 1 for a model its directory says is English-only
+ * (a `.en` vocabulary of 51864 tokens, CTranslate2's empty `lang_ids`, `is_multilingual:
+ * false`), which would end every window at once (`TESSEL_ERR_ARGUMENT`). On success `*out`
+ * holds the transcriber. Allocates (the weights, the tokenizer, the arena).
  *
  * # Safety
  * `path` is NULL or NUL-terminated; `out` is NULL or writable.
@@ -809,7 +856,10 @@ enum tessel_status tessel_transcriber_load(const char *path,
  * `*text_len`. When `segments_cap < *n_segments` or `text_cap <= *text_len` the call returns
  * `TESSEL_ERR_BUFFER_TOO_SMALL` with both sizes written and keeps the transcript: a retry
  * with the same samples and options copies it. Refused: less than 10 ms of audio,
- * non-finite samples, options out of range (`TESSEL_ERR_ARGUMENT`). Allocates.
+ * non-finite samples, options out of range (a beam of 0 or above the transcriber's
+ * `max_beam`, a language as `language` says, `translate` on an English-only model)
+ * (`TESSEL_ERR_ARGUMENT`); generated ids the tokenizer cannot decode are `TESSEL_ERR_RUN`.
+ * Allocates.
  *
  * # Safety
  * `transcriber` is NULL or a live transcriber; `samples` is NULL or points to `n_samples`
@@ -862,10 +912,14 @@ struct tessel_translate_options tessel_translate_options_default(void);
 
 /**
  * Loads the translation model in directory `path` (UTF-8, NUL-terminated) with its tokenizer
- * and generation config, and creates its session, as `options` (NULL: the defaults) say.
- * Refused: a directory that cannot be loaded (`TESSEL_ERR_LOAD`), an unknown language code
- * (`TESSEL_ERR_ARGUMENT`), a speech model (`TESSEL_ERR_UNSUPPORTED`). On success `*out`
- * holds the translator. Allocates (the weights, the tokenizer, the arena).
+ * and generation config, and creates its session, as `options` (NULL: the defaults) say: it
+ * is planned for `options->beam`, or without one for the generation config's beam, so every
+ * translation with the defaults fits it. Refused: a directory that cannot be loaded
+ * (`TESSEL_ERR_LOAD`), an unknown language code, a beam above `TESSEL_MAX_BEAM` or threads
+ * above `TESSEL_MAX_THREADS` (`TESSEL_ERR_ARGUMENT`), a speech model or a generation config
+ * asking for a beam above `TESSEL_MAX_BEAM` (`TESSEL_ERR_UNSUPPORTED`, naming what the
+ * directory is). On success `*out` holds the translator. Allocates (the weights, the
+ * tokenizer, the arena).
  *
  * # Safety
  * `path` is NULL or NUL-terminated; `options` is NULL or valid, its strings NULL or
@@ -879,8 +933,9 @@ enum tessel_status tessel_translator_load(const char *path,
  * Translates `text` (UTF-8, NUL-terminated) and writes the best hypothesis's text,
  * NUL-terminated, into `out` (`cap` bytes) and its length without the NUL into `*len`.
  * `TESSEL_ERR_BUFFER_TOO_SMALL` with `*len` written when `cap <= *len`: the translation is
- * kept, and a retry with the same text copies it. A source the tokenizer refuses, or too
- * long without `truncate`, is `TESSEL_ERR_ARGUMENT`.
+ * kept, and a retry with the same text copies it. A source the tokenizer refuses, or longer
+ * than the model's `max_src_len` without `truncate`, is `TESSEL_ERR_ARGUMENT`; generated ids
+ * the tokenizer cannot decode are `TESSEL_ERR_RUN`.
  * Allocates (tokens and strings).
  *
  * # Safety

@@ -103,3 +103,30 @@ pub fn put_text(text: &str, out: &mut [u8], len: &mut usize) -> Result<(), Error
     out[text.len()] = 0;
     Ok(())
 }
+
+/// The widest beam any call plans for (`tessel_load_options.max_beam`,
+/// `tessel_translate_options.beam`, `tessel_transcriber_load`'s `max_beam`); a wider one is
+/// `TESSEL_ERR_ARGUMENT` before anything is loaded.
+pub const TESSEL_MAX_BEAM: usize = 128;
+
+/// The most threads a session's GEMMs run on (the calling thread included).
+pub const TESSEL_MAX_THREADS: usize = 64;
+
+/// The longest source or target any model plans for (`tessel_load_options.max_len`; the
+/// engine's `MAX_POSITIONS`).
+pub const TESSEL_MAX_LEN: usize = 65536;
+
+/// `value` (named `what`) checked against `1..=max`, or `TESSEL_ERR_ARGUMENT` saying both.
+pub fn bounded(what: &'static str, value: usize, max: usize) -> Result<usize, Error> {
+    // The header states the limits as numbers; they are the engine's.
+    const _: () = assert!(TESSEL_MAX_THREADS == ::tessel_kernels::gemm::MAX_TASKS);
+    const _: () = assert!(TESSEL_MAX_LEN == ::tessel_model::config::MAX_POSITIONS);
+    if (1..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(Error::boxed(
+            tessel_status::TESSEL_ERR_ARGUMENT,
+            format!("{what} {value} is outside 1..={max}"),
+        ))
+    }
+}

@@ -14,6 +14,7 @@
 //! - [`translate`]: `tessel_translator`, text to text over a translation model directory;
 //! - [`transcribe`]: `tessel_transcriber`, speech to timed segments over a Whisper directory;
 //! - [`exclusive`]: the one-thread-at-a-time handle of the task-level calls;
+//! - [`dir_kind`]: speech or text, told from a directory's files before a task-level load;
 //! - [`engine`]: the one module that builds models and sessions of `tessel-model`;
 //! - [`args`]: checked views of C pointers and lengths.
 //!
@@ -23,6 +24,7 @@
 //! `tessel_session_new` the token-level calls do not allocate.
 
 pub mod args;
+pub mod dir_kind;
 pub mod engine;
 pub mod exclusive;
 pub mod info;

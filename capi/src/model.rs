@@ -62,10 +62,13 @@ impl Drop for ModelHandle {
 #[derive(Clone, Copy, Debug)]
 pub struct tessel_load_options {
     /// Widest beam sessions may plan for, where the directory's config does not state it
-    /// (Hugging Face and CTranslate2 directories). Default 4.
+    /// (Hugging Face and CTranslate2 directories): 1..=`TESSEL_MAX_BEAM` (128), else
+    /// `TESSEL_ERR_ARGUMENT`. Default 4.
     pub max_beam: usize,
-    /// Longest source and target, where the config does not state it (T5, CTranslate2;
-    /// capped by stored position tables). Default 512.
+    /// Longest source and target, where the config does not state it (T5, CTranslate2
+    /// translation models; capped by stored position tables): 1..=`TESSEL_MAX_LEN` (65536),
+    /// else `TESSEL_ERR_ARGUMENT`. Whisper ignores it: its encoder reads whole 30 s windows
+    /// (the model's 1500 positions) and its decoder the model's positions. Default 512.
     pub max_len: usize,
     /// Storage of the linear layers' weights: "f32", "f16", "bf16", "bf16-dot", or NULL to
     /// keep the type the files store.
@@ -104,7 +107,8 @@ pub struct tessel_model_info {
 }
 
 /// The sizes a session plans its arena for. A zero field means the model's maximum (one thread
-/// for `threads`).
+/// for `threads`); a field above the model's maximum (`tessel_model_info`) is
+/// `TESSEL_ERR_ARGUMENT`.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -115,8 +119,8 @@ pub struct tessel_limits {
     pub max_tgt_len: usize,
     /// Widest beam.
     pub max_beam: usize,
-    /// Threads each GEMM runs on, the calling thread included; the workers start with the
-    /// session.
+    /// Threads each GEMM runs on, the calling thread included (at most `TESSEL_MAX_THREADS`,
+    /// 64); the workers start with the session.
     pub threads: usize,
 }
 
@@ -209,12 +213,8 @@ fn settings(options: Option<&tessel_load_options>) -> Result<LoadSettings, Error
     let options = options
         .copied()
         .unwrap_or_else(|| tessel_load_options_default());
-    if options.max_beam == 0 || options.max_len == 0 {
-        return fail(
-            tessel_status::TESSEL_ERR_ARGUMENT,
-            "max_beam and max_len must be positive",
-        );
-    }
+    let max_beam = args::bounded("max_beam", options.max_beam, args::TESSEL_MAX_BEAM)?;
+    let max_len = args::bounded("max_len", options.max_len, args::TESSEL_MAX_LEN)?;
     let weights = if options.weights.is_null() {
         None
     } else {
@@ -226,8 +226,8 @@ fn settings(options: Option<&tessel_load_options>) -> Result<LoadSettings, Error
         )
     };
     Ok(LoadSettings {
-        max_beam: options.max_beam,
-        max_len: options.max_len,
+        max_beam,
+        max_len,
         weights,
     })
 }
@@ -295,7 +295,8 @@ unsafe fn load_with(
 
 /// Loads the packed image file at `path` (UTF-8, NUL-terminated; written by `tessel pack`):
 /// read into memory and copied into the model, so the file may change afterwards. A malformed
-/// image is `TESSEL_ERR_LOAD`. On success `*out` holds a model with one reference. Allocates
+/// image, or one with a NaN or infinite value in any float tensor (the message names the
+/// tensor), is `TESSEL_ERR_LOAD`. On success `*out` holds a model with one reference. Allocates
 /// (the weights).
 ///
 /// # Safety
@@ -322,7 +323,8 @@ pub unsafe extern "C" fn tessel_model_load_file(
 /// Reads the packed image in `data[0..len]` (one whole image, as `tessel pack` writes it) in
 /// place: every tensor borrows these bytes, none is copied. `data` must start on a 64-byte
 /// boundary (`TESSEL_ERR_MISALIGNED` otherwise, e.g. `aligned_alloc(64, ...)` or
-/// `_Alignas(64)`); a malformed image is `TESSEL_ERR_LOAD`. The caller keeps the bytes alive
+/// `_Alignas(64)`); a malformed image, or one with a NaN or infinite value in any float tensor
+/// (checked once here; the message names the tensor), is `TESSEL_ERR_LOAD`. The caller keeps the bytes alive
 /// and unchanged until the model's last reference is released (sessions hold references).
 /// On success `*out` holds a model with one reference. Allocates a few hundred bytes per
 /// layer (the layers' descriptors), not the weights.

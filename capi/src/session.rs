@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use ::tessel_model::{SearchOptions, StepLogits};
+use ::tessel_model::{RunError, SearchOptions, StepLogits};
 
 use crate::args;
 use crate::engine::{self, EngineSession};
@@ -131,7 +131,9 @@ unsafe fn with_session(
 }
 
 /// Creates a session over `model` planned for `limits` (NULL, or zero fields: the model's
-/// maxima; threads 0: 1), at the ISA level `tessel_isa_name` reports. Allocates the arena
+/// maxima; threads 0: 1), at the ISA level `tessel_isa_name` reports. A length or beam above
+/// the model's (`tessel_model_get_info`), or threads above `TESSEL_MAX_THREADS` (64), is
+/// `TESSEL_ERR_ARGUMENT`; an arena that cannot be allocated `TESSEL_ERR_OUT_OF_MEMORY`. Allocates the arena
 /// (`tessel_session_arena_bytes`) and starts `threads - 1` workers, once; nothing after this
 /// allocates. The session holds a reference to the model.
 ///
@@ -325,9 +327,9 @@ pub unsafe extern "C" fn tessel_session_isa_name(
     unsafe { with_session(session, body) }
 }
 
-/// Runs the encoder over source ids `ids[0..len]` and resets the decoder. Refused (with the
-/// session unchanged): an empty or too long source, an id outside the source vocabulary, a
-/// model that reads audio.
+/// Runs the encoder over source ids `ids[0..len]` and resets the decoder. Refused with
+/// `TESSEL_ERR_RUN` (the session unchanged): an empty source or one longer than the session's
+/// `max_src_len`, an id at or above the model's `src_vocab`, a model that reads audio.
 ///
 /// # Safety
 /// `session` is NULL or a live session handle; `ids` is NULL or points to `len` ids.
@@ -363,7 +365,8 @@ pub unsafe extern "C" fn tessel_reset_decoder(session: *mut tessel_session) -> t
 
 /// Runs a Whisper-style model's convolutional front end and encoder over log-mel features
 /// `mel[0..len]`, laid out `n_mels × frames` (bin-major), `frames` even and at most
-/// `2 · max_src_len`; resets the decoder.
+/// `2 · max_src_len` (3000, one 30 s window, for Whisper); resets the decoder. Other lengths,
+/// or a model that reads tokens, are `TESSEL_ERR_RUN`.
 ///
 /// # Safety
 /// `session` is NULL or a live session handle; `mel` is NULL or points to `len` floats.
@@ -386,8 +389,10 @@ pub unsafe extern "C" fn tessel_encode_audio(
 /// logits, `beams × tgt_vocab` floats, are copied into `logits` (`logits_cap` floats) and their
 /// count into `*logits_len`. A buffer too small is refused before the step runs
 /// (`TESSEL_ERR_BUFFER_TOO_SMALL`, `*logits_len` written, session unchanged). The first step
-/// after encode sets the number of beams; later steps keep it (`tessel_reorder_beams` changes
-/// which history each row continues).
+/// after encode sets the number of beams (1..=the session's `max_beam`); later steps keep it
+/// (`tessel_reorder_beams` changes which history each row continues). A step past the
+/// session's `max_tgt_len` positions, an id at or above `tgt_vocab`, or no encode yet is
+/// `TESSEL_ERR_RUN`.
 ///
 /// # Safety
 /// `session` is NULL or a live session handle; `tokens` is NULL or points to `beams` ids;
@@ -464,7 +469,9 @@ pub struct tessel_step {
     /// Target vocabulary size: the length of a row.
     pub vocab: usize,
     /// The raw logits, `beams × vocab`, row `i` for hypothesis `i`. The callback may change
-    /// them (set `-INFINITY` to forbid a token); the search ranks what it leaves.
+    /// them (set `-INFINITY` to forbid a token); the search ranks what it leaves, and when it
+    /// leaves no finite candidate (every logit NaN or `-INFINITY`, or a greedy best of
+    /// `+INFINITY`) `tessel_generate` returns `TESSEL_ERR_ARGUMENT` naming the step.
     pub logits: *mut f32,
     /// Reserved: read a hypothesis's tokens with `tessel_step_tokens`.
     pub internal: *const c_void,
@@ -589,7 +596,11 @@ fn search_options<'a>(
 
 /// Greedy or beam search over the encoded source, as `options` says (NULL: the defaults).
 /// The finished hypotheses, best first, are kept in the session until its next search; their
-/// count is written into `*count`; read each with `tessel_hypothesis`.
+/// count is written into `*count`; read each with `tessel_hypothesis`. Refused
+/// (`TESSEL_ERR_RUN`): no encode yet, a beam of 0 or above the session's `max_beam`, a prefix
+/// and `max_steps` needing more than its `max_tgt_len` positions, a prefix id outside the
+/// target vocabulary, a step whose logits (NaN weights) leave nothing finite to rank. A step
+/// callback that leaves no finite logit is `TESSEL_ERR_ARGUMENT`.
 ///
 /// # Safety
 /// `session` is NULL or a live session handle; `options` is NULL or valid, with `prefix`
@@ -633,7 +644,10 @@ pub unsafe extern "C" fn tessel_generate(
                 // `step` and the logits it points to live until the callback returns.
                 unsafe { callback(options.user_data, &mut step) };
             })
-            .map_err(Error::run)?;
+            .map_err(|e| match e {
+                RunError::NonFiniteLogits { .. } if options.on_step.is_some() => Error::callback(e),
+                e => Error::run(e),
+            })?;
         for (i, hypothesis) in hypotheses.iter().enumerate() {
             let at = i * results.stride;
             let len = hypothesis.tokens.len();

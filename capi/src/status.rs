@@ -26,20 +26,23 @@ pub enum tessel_status {
     /// A handle of the wrong kind (a session where a model was expected, or a pointer that is
     /// not a live handle of this library and does not look like one).
     TESSEL_ERR_HANDLE = 2,
-    /// An argument is out of range (lengths, beam width, ids, limits, names, UTF-8).
+    /// An argument is out of range (lengths, beam width, ids, limits, names, UTF-8), or the
+    /// caller's step callback left no finite logit to rank.
     TESSEL_ERR_ARGUMENT = 3,
     /// A caller buffer is too small; the call reported the size it needs and changed nothing
     /// else.
     TESSEL_ERR_BUFFER_TOO_SMALL = 4,
     /// A model could not be loaded (missing or malformed files, unsupported format).
     TESSEL_ERR_LOAD = 5,
-    /// The session refused the call (decode before encode, too long, bad beam ...); the
-    /// session keeps its state and stays usable.
+    /// The session refused the call (decode before encode, too long, bad beam ...), or the
+    /// model's output could not be used (every logit non-finite without a callback, generated
+    /// ids its tokenizer lacks); the session keeps its state and stays usable.
     TESSEL_ERR_RUN = 6,
     /// Memory for a model or an arena could not be allocated.
     TESSEL_ERR_OUT_OF_MEMORY = 7,
     /// The model or the CPU lacks what the call needs (a text call on a model without a
-    /// vocabulary, an ISA level this CPU does not run).
+    /// vocabulary, a directory of the other task given to a task-level loader, an ISA level
+    /// this CPU does not run).
     TESSEL_ERR_UNSUPPORTED = 8,
     /// Another thread is using this session right now (a session is used by one thread at a
     /// time); nothing was done.
@@ -98,6 +101,8 @@ pub struct Error {
 enum Message {
     Static(&'static str),
     Run(RunError),
+    /// A session refusal caused by what the caller's step callback left.
+    Callback(RunError),
     Display(Box<dyn fmt::Display + Send>),
 }
 
@@ -127,6 +132,15 @@ impl Error {
         Error {
             status: tessel_status::TESSEL_ERR_RUN,
             message: Message::Run(error),
+        }
+    }
+
+    /// A search the caller's step callback left nothing to rank (kept inline, no allocation),
+    /// as `TESSEL_ERR_ARGUMENT`: the callback is the caller's.
+    pub fn callback(error: RunError) -> Error {
+        Error {
+            status: tessel_status::TESSEL_ERR_ARGUMENT,
+            message: Message::Callback(error),
         }
     }
 
@@ -196,6 +210,7 @@ pub fn report(error: Error) -> tessel_status {
         let _ = match &error.message {
             Message::Static(text) => last.write_str(text),
             Message::Run(error) => write!(last, "{error}"),
+            Message::Callback(error) => write!(last, "after the step callback: {error}"),
             Message::Display(shown) => write!(last, "{shown}"),
         };
     });

@@ -20,8 +20,10 @@ use tessel_pipeline::transcribe::{
     TranscribeError, TranscribeOptions, TranscribeSession, Transcriber,
 };
 use tessel_text::whisper::Task;
+use tessel_text::TextError;
 
 use crate::args;
+use crate::dir_kind;
 use crate::exclusive;
 use crate::info;
 use crate::status::{fail, guard, tessel_status, Error};
@@ -66,8 +68,9 @@ pub struct tessel_transcribe_options {
     pub condition_on_previous_text: bool,
     /// Translate to English instead of transcribing (multilingual models). Default false.
     pub translate: bool,
-    /// Spoken language (code or English name), or NULL (the default) to detect it on
-    /// multilingual models.
+    /// Spoken language (code or English name, one of Whisper's 100), or NULL (the default)
+    /// to detect it on multilingual models. An unknown code, a language the vocabulary lacks,
+    /// or any language but English on an English-only model is `TESSEL_ERR_ARGUMENT`.
     pub language: *const c_char,
     /// Text to condition the first window on, or NULL (the default).
     pub initial_prompt: *const c_char,
@@ -109,6 +112,8 @@ fn transcribe_error(error: TranscribeError) -> Error {
         | TranscribeError::Ct2(_)
         | TranscribeError::Audio(_) => tessel_status::TESSEL_ERR_LOAD,
         TranscribeError::NotWhisper(_) => tessel_status::TESSEL_ERR_UNSUPPORTED,
+        // Ids the model generated that its tokenizer lacks: not the caller's doing.
+        TranscribeError::Text(TextError::UnknownId { .. }) => tessel_status::TESSEL_ERR_RUN,
         TranscribeError::Text(_)
         | TranscribeError::Mel(_)
         | TranscribeError::EmptyAudio
@@ -123,12 +128,18 @@ fn transcribe_error(error: TranscribeError) -> Error {
 }
 
 /// Loads the Whisper model in directory `path` (UTF-8, NUL-terminated; Hugging Face or
-/// CTranslate2 with its tokenizer) and creates its session for beams up to `max_beam` (0: 5)
-/// on `threads` threads (0: 1). `multilingual` is 1 to treat the model as multilingual
-/// (language and task tokens, language detection), 0 as English-only, -1 to decide by its
-/// vocabulary size as the reference does. Refused: a directory that cannot be loaded
-/// (`TESSEL_ERR_LOAD`), a model that does not read audio (`TESSEL_ERR_UNSUPPORTED`). On
-/// success `*out` holds the transcriber. Allocates (the weights, the tokenizer, the arena).
+/// CTranslate2 with its tokenizer) and creates its session for beams up to `max_beam`
+/// (1..=`TESSEL_MAX_BEAM`, 128; 0: 5) on `threads` threads (at most `TESSEL_MAX_THREADS`, 64;
+/// 0: 1). The session holds one 30 s window (1500 encoder positions) and the model's decoder
+/// positions (448). `multilingual` is 1 to treat the model as multilingual (language and task
+/// tokens, language detection), 0 as English-only, -1 to decide by its vocabulary size as the
+/// reference does. Refused: a directory that cannot be loaded (`TESSEL_ERR_LOAD`); a
+/// directory of a text-to-text model or a model that does not read audio
+/// (`TESSEL_ERR_UNSUPPORTED`, naming what the directory is); `max_beam` or `threads` out of
+/// range, `multilingual` outside -1..=1, or 1 for a model its directory says is English-only
+/// (a `.en` vocabulary of 51864 tokens, CTranslate2's empty `lang_ids`, `is_multilingual:
+/// false`), which would end every window at once (`TESSEL_ERR_ARGUMENT`). On success `*out`
+/// holds the transcriber. Allocates (the weights, the tokenizer, the arena).
 ///
 /// # Safety
 /// `path` is NULL or NUL-terminated; `out` is NULL or writable.
@@ -155,11 +166,17 @@ pub unsafe extern "C" fn tessel_transcriber_load(
                 "multilingual must be -1 (from the vocabulary), 0 or 1",
             );
         }
-        let max_beam = if max_beam == 0 { 5 } else { max_beam };
-        let mut transcriber =
-            Transcriber::load(Path::new(path), max_beam, None).map_err(transcribe_error)?;
+        let max_beam = match max_beam {
+            0 => 5,
+            beam => args::bounded("max_beam", beam, args::TESSEL_MAX_BEAM)?,
+        };
+        let dir = Path::new(path);
+        dir_kind::require(dir, true)?;
+        let mut transcriber = Transcriber::load(dir, max_beam, None).map_err(transcribe_error)?;
         if multilingual >= 0 {
-            transcriber = transcriber.with_multilingual(multilingual == 1);
+            transcriber = transcriber
+                .try_multilingual(multilingual == 1)
+                .map_err(transcribe_error)?;
         }
         let session = transcriber
             .session(info::session_isa()?, max_beam, threads.max(1))
@@ -310,7 +327,10 @@ unsafe fn run(
 /// `*text_len`. When `segments_cap < *n_segments` or `text_cap <= *text_len` the call returns
 /// `TESSEL_ERR_BUFFER_TOO_SMALL` with both sizes written and keeps the transcript: a retry
 /// with the same samples and options copies it. Refused: less than 10 ms of audio,
-/// non-finite samples, options out of range (`TESSEL_ERR_ARGUMENT`). Allocates.
+/// non-finite samples, options out of range (a beam of 0 or above the transcriber's
+/// `max_beam`, a language as `language` says, `translate` on an English-only model)
+/// (`TESSEL_ERR_ARGUMENT`); generated ids the tokenizer cannot decode are `TESSEL_ERR_RUN`.
+/// Allocates.
 ///
 /// # Safety
 /// `transcriber` is NULL or a live transcriber; `samples` is NULL or points to `n_samples`

@@ -14,9 +14,13 @@ use std::path::Path;
 use std::str::FromStr;
 
 use tessel_model::{SessionError, WeightType};
-use tessel_pipeline::{LoadSettings, TranslateError, TranslateOptions, Translating, Translator};
+use tessel_pipeline::{
+    generation_defaults, LoadSettings, TranslateError, TranslateOptions, Translating, Translator,
+};
+use tessel_text::TextError;
 
 use crate::args;
+use crate::dir_kind;
 use crate::exclusive;
 use crate::info;
 use crate::status::{guard, tessel_status, Error};
@@ -42,12 +46,14 @@ pub struct tessel_translate_options {
     pub source_lang: *const c_char,
     /// Target language code, as `source_lang` (it becomes the forced first token).
     pub target_lang: *const c_char,
-    /// Beam width; 0 (the default) for the directory's generation config.
+    /// Beam width, 1..=`TESSEL_MAX_BEAM` (128); 0 (the default) for the directory's
+    /// generation config (`num_beams`, or `num_return_sequences` when larger), which the
+    /// session is then planned for.
     pub beam: usize,
     /// Cut sources longer than the model reads (keeping the closing token) instead of
     /// refusing them with `TESSEL_ERR_ARGUMENT`. Default false.
     pub truncate: bool,
-    /// Threads each GEMM runs on; 0 (the default) for 1.
+    /// Threads each GEMM runs on, at most `TESSEL_MAX_THREADS` (64); 0 (the default) for 1.
     pub threads: usize,
     /// Storage of the linear weights ("f32", "f16", "bf16", "bf16-dot"), NULL (the default)
     /// for the stored type.
@@ -79,6 +85,8 @@ struct State {
 fn translate_error(error: TranslateError) -> Error {
     let status = match &error {
         TranslateError::ModelDir(_) => tessel_status::TESSEL_ERR_LOAD,
+        // Ids the model generated that its tokenizer lacks: not the caller's text.
+        TranslateError::Tokenizer(TextError::UnknownId { .. }) => tessel_status::TESSEL_ERR_RUN,
         TranslateError::Tokenizer(_) | TranslateError::SourceTooLong { .. } => {
             tessel_status::TESSEL_ERR_ARGUMENT
         }
@@ -104,6 +112,30 @@ unsafe fn optional<'a>(ptr: *const c_char, what: &'static str) -> Result<Option<
     unsafe { args::text(ptr, what) }.map(Some)
 }
 
+/// The widest beam the translator's session is planned for: the options' beam, else the
+/// generation config's (`num_beams`, or `num_return_sequences` when larger).
+fn planned_beam(dir: &Path, options: &tessel_translate_options) -> Result<usize, Error> {
+    if options.beam > 0 {
+        return args::bounded("beam", options.beam, args::TESSEL_MAX_BEAM);
+    }
+    let generation =
+        generation_defaults(dir).map_err(|e| translate_error(TranslateError::ModelDir(e)))?;
+    let decode = &generation.options;
+    let beam = decode.search.beam.max(decode.num_hypotheses).max(1);
+    if beam > args::TESSEL_MAX_BEAM {
+        return Err(Error::boxed(
+            tessel_status::TESSEL_ERR_UNSUPPORTED,
+            format!(
+                "{}: the generation config asks for beam {beam}, above TESSEL_MAX_BEAM ({}); \
+                 set tessel_translate_options.beam",
+                dir.display(),
+                args::TESSEL_MAX_BEAM
+            ),
+        ));
+    }
+    Ok(beam)
+}
+
 fn load(dir: &Path, options: &tessel_translate_options) -> Result<State, Error> {
     // SAFETY: the caller of `tessel_translator_load` guarantees NULL or NUL-terminated strings.
     let (source, target, weights) = unsafe {
@@ -117,8 +149,9 @@ fn load(dir: &Path, options: &tessel_translate_options) -> Result<State, Error> 
         .map(WeightType::from_str)
         .transpose()
         .map_err(|e| Error::boxed(tessel_status::TESSEL_ERR_ARGUMENT, e))?;
+    dir_kind::require(dir, false)?;
     let settings = LoadSettings {
-        max_beam: LoadSettings::default().max_beam.max(options.beam),
+        max_beam: planned_beam(dir, options)?,
         weights,
         ..LoadSettings::default()
     };
@@ -140,10 +173,14 @@ fn load(dir: &Path, options: &tessel_translate_options) -> Result<State, Error> 
 }
 
 /// Loads the translation model in directory `path` (UTF-8, NUL-terminated) with its tokenizer
-/// and generation config, and creates its session, as `options` (NULL: the defaults) say.
-/// Refused: a directory that cannot be loaded (`TESSEL_ERR_LOAD`), an unknown language code
-/// (`TESSEL_ERR_ARGUMENT`), a speech model (`TESSEL_ERR_UNSUPPORTED`). On success `*out`
-/// holds the translator. Allocates (the weights, the tokenizer, the arena).
+/// and generation config, and creates its session, as `options` (NULL: the defaults) say: it
+/// is planned for `options->beam`, or without one for the generation config's beam, so every
+/// translation with the defaults fits it. Refused: a directory that cannot be loaded
+/// (`TESSEL_ERR_LOAD`), an unknown language code, a beam above `TESSEL_MAX_BEAM` or threads
+/// above `TESSEL_MAX_THREADS` (`TESSEL_ERR_ARGUMENT`), a speech model or a generation config
+/// asking for a beam above `TESSEL_MAX_BEAM` (`TESSEL_ERR_UNSUPPORTED`, naming what the
+/// directory is). On success `*out` holds the translator. Allocates (the weights, the
+/// tokenizer, the arena).
 ///
 /// # Safety
 /// `path` is NULL or NUL-terminated; `options` is NULL or valid, its strings NULL or
@@ -174,8 +211,9 @@ pub unsafe extern "C" fn tessel_translator_load(
 /// Translates `text` (UTF-8, NUL-terminated) and writes the best hypothesis's text,
 /// NUL-terminated, into `out` (`cap` bytes) and its length without the NUL into `*len`.
 /// `TESSEL_ERR_BUFFER_TOO_SMALL` with `*len` written when `cap <= *len`: the translation is
-/// kept, and a retry with the same text copies it. A source the tokenizer refuses, or too
-/// long without `truncate`, is `TESSEL_ERR_ARGUMENT`.
+/// kept, and a retry with the same text copies it. A source the tokenizer refuses, or longer
+/// than the model's `max_src_len` without `truncate`, is `TESSEL_ERR_ARGUMENT`; generated ids
+/// the tokenizer cannot decode are `TESSEL_ERR_RUN`.
 /// Allocates (tokens and strings).
 ///
 /// # Safety

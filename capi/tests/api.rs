@@ -239,6 +239,56 @@ fn the_step_callback_sees_tokens_edits_logits_and_cannot_reenter() {
     }
 }
 
+/// Sets every logit of the step to the value `user_data` points to.
+unsafe extern "C" fn poison(user_data: *mut c_void, step: *mut tessel_step) {
+    // SAFETY: `user_data` is the test's `f32`; the logits are `beams × vocab` writable floats
+    // during the call.
+    let (value, logits) = unsafe {
+        let step = &*step;
+        (
+            *user_data.cast::<f32>(),
+            std::slice::from_raw_parts_mut(step.logits, step.beams * step.vocab),
+        )
+    };
+    logits.fill(value);
+}
+
+#[test]
+fn a_callback_that_leaves_no_finite_logit_is_blamed_and_the_session_stays_usable() {
+    let model = numbers_model();
+    let s = session(model, None);
+    let src = ids("forty two");
+    // SAFETY: live session, `src.len()` ids.
+    ok(unsafe { tessel_encode(s, src.as_ptr(), src.len()) });
+    for mut value in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        for beam in [1, 3] {
+            let options = tessel_generate_options {
+                beam,
+                on_step: Some(poison),
+                user_data: (&mut value as *mut f32).cast(),
+                ..tessel_generate_options_default()
+            };
+            let mut count = usize::MAX;
+            // SAFETY: live session, valid options, writable count.
+            let status = unsafe { tessel_generate(s, &options, &mut count) };
+            let what = format!("{value} at beam {beam}");
+            assert_eq!(status, tessel_status::TESSEL_ERR_ARGUMENT, "{what}");
+            assert_eq!(count, 0, "{what}");
+            let message = last_error();
+            assert!(
+                message.contains("step callback") && message.contains("non-finite at step 0"),
+                "{what}: {message}"
+            );
+        }
+    }
+    assert!(generate(s, &tessel_generate_options_default()) >= 1);
+    // SAFETY: handles from this test, freed once.
+    unsafe {
+        ok(tessel_session_free(s));
+        ok(tessel_model_release(model));
+    }
+}
+
 #[test]
 fn numbers_read_equals_the_cli_reader_and_reports_sizes() {
     let model = numbers_model();

@@ -230,3 +230,82 @@ fn bad_memory_blocks_get_typed_statuses() {
         unsafe { tessel_model_load_memory(whole.as_slice().as_ptr(), image.len(), null_mut()) };
     assert_eq!(got, tessel_status::TESSEL_ERR_NULL);
 }
+
+/// `image` with the first value of directory slot `slot` set to NaN (in its own type).
+fn poisoned(image: &[u8], slot: usize) -> Vec<u8> {
+    use ::tessel_model::image::{ImageHeader, Kind, TensorRecord, RECORD_BYTES};
+    let header = ImageHeader::read(image).expect("a valid image");
+    let at = header.directory + slot * RECORD_BYTES;
+    let bytes: &[u8; RECORD_BYTES] = image[at..at + RECORD_BYTES].try_into().expect("a record");
+    let record = TensorRecord::from_bytes(bytes).expect("a record");
+    let nan: &[u8] = match record.kind {
+        Kind::F32 => &f32::NAN.to_le_bytes(),
+        Kind::F16 => &0x7E00u16.to_le_bytes(),
+        Kind::Bf16 => &0x7FC0u16.to_le_bytes(),
+        kind => panic!("slot {slot} holds {kind:?}, not floats"),
+    };
+    let mut out = image.to_vec();
+    let offset = record.offset as usize;
+    out[offset..offset + nan.len()].copy_from_slice(nan);
+    out
+}
+
+#[test]
+fn a_non_finite_value_in_any_float_tensor_is_refused_with_its_name() {
+    let image = numbers_image();
+    let header = ::tessel_model::image::ImageHeader::read(&image).expect("valid");
+    // The source table (f32), and the first decoder block's QKV weight (packed, f16 here).
+    let qkv = 8 + 22 * header.config.encoder_layers + 3 + 2;
+    for (slot, name) in [
+        (0, "source embedding table"),
+        (qkv, "decoder block 0 self-attention qkv weight"),
+    ] {
+        let bad = poisoned(&image, slot);
+        let path = write_file(&format!("nan-{slot}.tessel"), &bad);
+        let path = c_path(&path);
+        let block = aligned(&bad, 0);
+        let (mut from_file, mut from_memory) = (null_mut(), null_mut());
+        // SAFETY: a NUL-terminated path, `bad.len()` readable bytes, writable out-pointers.
+        let statuses = unsafe {
+            [
+                tessel_model_load_file(path.as_ptr(), &mut from_file),
+                tessel_model_load_memory(block.as_slice().as_ptr(), bad.len(), &mut from_memory),
+            ]
+        };
+        for status in statuses {
+            assert_eq!(status, tessel_status::TESSEL_ERR_LOAD, "{name}");
+        }
+        assert!(last_error().contains(name), "{}", last_error());
+        assert!(from_file.is_null() && from_memory.is_null());
+    }
+}
+
+#[test]
+fn a_packed_ctranslate2_whisper_keeps_its_1500_encoder_positions() {
+    use ::tessel_model::ct2::{self, Ct2Options};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe/tiny_en_32/model");
+    // What `tessel pack` loads a CTranslate2 directory with.
+    let model = ct2::load_dir(&dir, Ct2Options::default())
+        .expect("loads")
+        .model;
+    let image = aligned(&model.pack().expect("packs"), 0);
+    let mut loaded = null_mut();
+    let mut info = tessel_model_info::default();
+    let mut session = null_mut();
+    // SAFETY: the aligned image outlives the model (released below, before it drops).
+    unsafe {
+        ok(tessel_model_load_memory(
+            image.as_slice().as_ptr(),
+            image.len(),
+            &mut loaded,
+        ));
+        ok(tessel_model_get_info(loaded, &mut info));
+        assert_eq!(info.max_src_len, 1500);
+        // A whole 30 s window: 3000 frames.
+        let mel = vec![0.1f32; info.n_mels * 3000];
+        ok(tessel_session_new(loaded, null(), &mut session));
+        ok(tessel_encode_audio(session, mel.as_ptr(), mel.len()));
+        ok(tessel_session_free(session));
+        ok(tessel_model_release(loaded));
+    }
+}

@@ -171,4 +171,39 @@ fn bad_directories_and_options_are_refused() {
     // SAFETY: NULL path must be refused.
     let status = unsafe { tessel_model_load_dir(null(), null(), &mut model) };
     assert_eq!(status, tessel_status::TESSEL_ERR_NULL);
+    // Absurd limits are the caller's: ARGUMENT, before anything loads.
+    for (max_beam, max_len, says) in [
+        (1 << 40, 512, "max_beam"),
+        (129, 512, "max_beam 129"),
+        (4, 1 << 40, "max_len"),
+        (0, 512, "max_beam 0"),
+    ] {
+        let options = tessel_load_options {
+            max_beam,
+            max_len,
+            ..tessel_load_options_default()
+        };
+        // SAFETY: NUL-terminated path, valid options, writable out-pointer.
+        let status = unsafe { tessel_model_load_dir(path.as_ptr(), &options, &mut model) };
+        assert_eq!(status, tessel_status::TESSEL_ERR_ARGUMENT, "{says}");
+        assert!(last_error().contains(says), "{}", last_error());
+    }
+}
+
+#[test]
+fn a_ctranslate2_whisper_holds_a_30_s_window_with_the_default_options() {
+    let model = load(&fixture("transcribe/tiny_en_32/model")).expect("loads");
+    let mut info = tessel_model_info::default();
+    // SAFETY: the live model and a writable info.
+    ok(unsafe { tessel_model_get_info(model, &mut info) });
+    assert_eq!((info.max_src_len, info.max_tgt_len), (1500, 448));
+    let mel = vec![0.25f32; info.n_mels * 3000];
+    let mut session = null_mut();
+    // SAFETY: the live model, default limits, `mel.len()` floats; each handle freed once.
+    unsafe {
+        ok(tessel_session_new(model, null(), &mut session));
+        ok(tessel_encode_audio(session, mel.as_ptr(), mel.len()));
+        ok(tessel_session_free(session));
+        ok(tessel_model_release(model));
+    }
 }

@@ -1,6 +1,7 @@
 //! Proves the header's promise: after `tessel_session_new`, the token-level C calls (encode,
 //! decode steps, beam reordering, greedy and beam search with a step callback reading tokens,
-//! hypotheses, limits and ISA queries, and refusals with their messages) allocate nothing,
+//! hypotheses, limits and ISA queries, and refusals with their messages, a step callback that
+//! leaves no finite logit among them) allocate nothing,
 //! whether the arena was allocated or lives in a caller buffer (`tessel_session_new_in_buffer`),
 //! counted by a global allocator that counts the allocations of the measuring thread only.
 
@@ -27,6 +28,14 @@ unsafe extern "C" fn on_step(user_data: *mut c_void, step: *mut tessel_step) {
         let status = unsafe { tessel_step_tokens(step, beam, &mut tokens, &mut len) };
         assert_eq!(status, tessel_status::TESSEL_OK);
     }
+}
+
+/// Leaves no finite logit: every one NaN.
+unsafe extern "C" fn poison(_: *mut c_void, step: *mut tessel_step) {
+    // SAFETY: the logits are `beams × vocab` writable floats during the call.
+    let logits =
+        unsafe { std::slice::from_raw_parts_mut((*step).logits, (*step).beams * (*step).vocab) };
+    logits.fill(f32::NAN);
 }
 
 /// Every token-level call, refusals included, on an encoded-from-scratch session.
@@ -108,6 +117,15 @@ fn token_level_calls(model: *mut tessel_model, session: *mut tessel_session, voc
             ),
             tessel_generate(null_mut(), null(), &mut count),
             tessel_hypothesis(session, 99, tokens.as_mut_ptr(), 16, &mut len, null_mut()),
+            tessel_generate(
+                session,
+                &tessel_generate_options {
+                    beam: 3,
+                    on_step: Some(poison),
+                    ..tessel_generate_options_default()
+                },
+                &mut len,
+            ),
         ];
         assert!(refused.iter().all(|s| *s != tessel_status::TESSEL_OK));
         ok(tessel_last_error_copy(message.as_mut_ptr(), 256, &mut len));

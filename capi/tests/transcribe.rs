@@ -268,20 +268,118 @@ fn small_arrays_keep_the_transcript_and_errors_are_typed() {
         ok(tessel_transcriber_free(transcriber));
         ok(tessel_transcriber_free(null_mut()));
     }
-    // Loading: a missing directory, a text model, a bad `multilingual`.
+    // Loading: a missing directory, text models (Hugging Face, CTranslate2), a bad
+    // `multilingual`, an English-only model as multilingual, an absurd beam.
     let nllb = c(&root().join("../decoding/nllb/hf"));
+    let marian_ct2 = c(&root().join("../translation/marian/ct2"));
     let missing_dir = c(&root().join("missing"));
     let here = c(&root().join("tiny_en_32/model"));
-    for (dir, multilingual, status) in [
-        (&missing_dir, -1, tessel_status::TESSEL_ERR_LOAD),
-        (&nllb, -1, tessel_status::TESSEL_ERR_LOAD),
-        (&here, 2, tessel_status::TESSEL_ERR_ARGUMENT),
+    for (dir, beam, multilingual, status, says) in [
+        (&missing_dir, 0, -1, tessel_status::TESSEL_ERR_LOAD, ""),
+        (
+            &nllb,
+            0,
+            -1,
+            tessel_status::TESSEL_ERR_UNSUPPORTED,
+            "m2m_100",
+        ),
+        (
+            &marian_ct2,
+            0,
+            -1,
+            tessel_status::TESSEL_ERR_UNSUPPORTED,
+            "CTranslate2",
+        ),
+        (
+            &here,
+            0,
+            2,
+            tessel_status::TESSEL_ERR_ARGUMENT,
+            "multilingual",
+        ),
+        (
+            &here,
+            0,
+            1,
+            tessel_status::TESSEL_ERR_ARGUMENT,
+            "English-only",
+        ),
+        (
+            &here,
+            1000,
+            -1,
+            tessel_status::TESSEL_ERR_ARGUMENT,
+            "max_beam 1000",
+        ),
     ] {
         let mut transcriber = std::ptr::dangling_mut();
         // SAFETY: a NUL-terminated path and a writable out-pointer.
-        let got =
-            unsafe { tessel_transcriber_load(dir.as_ptr(), 0, 0, multilingual, &mut transcriber) };
-        assert_eq!(got, status, "{dir:?}: {}", last_error());
+        let got = unsafe {
+            tessel_transcriber_load(dir.as_ptr(), beam, 0, multilingual, &mut transcriber)
+        };
+        let message = last_error();
+        assert_eq!(got, status, "{dir:?}: {message}");
+        assert!(message.contains(says), "{dir:?}: {message}");
         assert!(transcriber.is_null());
     }
+}
+
+/// The status of transcribing `samples` with `language` on `transcriber`.
+fn with_language(
+    transcriber: *mut tessel_transcriber,
+    samples: &[f32],
+    language: &str,
+) -> tessel_status {
+    let language = CString::new(language).expect("no NUL");
+    let options = tessel_transcribe_options {
+        language: language.as_ptr(),
+        ..options()
+    };
+    let (mut count, mut len) = (0, 0);
+    let mut segments = vec![tessel_segment::default(); 64];
+    let mut text = vec![0 as c_char; 1 << 14];
+    // SAFETY: a live transcriber, `samples.len()` floats, arrays of the stated capacities.
+    unsafe {
+        tessel_transcribe(
+            transcriber,
+            samples.as_ptr(),
+            samples.len(),
+            &options,
+            segments.as_mut_ptr(),
+            segments.len(),
+            &mut count,
+            text.as_mut_ptr(),
+            text.len(),
+            &mut len,
+        )
+    }
+}
+
+#[test]
+fn languages_are_checked_against_the_model() {
+    let samples = vec![0.0f32; 1600];
+    let transcriber = load();
+    // English-only: an unknown code, another language; English is fine.
+    for (language, status) in [
+        ("xx", tessel_status::TESSEL_ERR_ARGUMENT),
+        ("de", tessel_status::TESSEL_ERR_ARGUMENT),
+        ("English", tessel_status::TESSEL_OK),
+    ] {
+        let got = with_language(transcriber, &samples, language);
+        assert_eq!(got, status, "{language}: {}", last_error());
+    }
+    // SAFETY: the transcriber from above, freed once.
+    ok(unsafe { tessel_transcriber_free(transcriber) });
+    // Multilingual (its CTranslate2 config lists language ids): codes its vocabulary lacks.
+    let dir = c(&root().join("tiny_multi_32/model"));
+    let mut multi = null_mut();
+    // SAFETY: a NUL-terminated path and a writable out-pointer.
+    ok(unsafe { tessel_transcriber_load(dir.as_ptr(), 1, 1, 1, &mut multi) });
+    for language in ["xx", "fr"] {
+        let got = with_language(multi, &samples, language);
+        assert_eq!(got, tessel_status::TESSEL_ERR_ARGUMENT, "{language}");
+        assert!(last_error().contains(language), "{}", last_error());
+    }
+    // SAFETY: the transcriber from above, freed once.
+    ok(unsafe { tessel_transcriber_free(multi) });
 }

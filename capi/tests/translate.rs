@@ -201,3 +201,83 @@ fn small_buffers_keep_the_text_and_errors_are_typed() {
         assert!(translator.is_null());
     }
 }
+
+/// A copy of the fixture directory `from` whose `generation_config.json` asks for `num_beams`.
+fn with_num_beams(from: &Path, name: &str, num_beams: usize) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("capi-beams-{name}"));
+    std::fs::create_dir_all(&dir).expect("creates the directory");
+    for entry in std::fs::read_dir(from).expect("reads the fixture") {
+        let path = entry.expect("an entry").path();
+        std::fs::copy(&path, dir.join(path.file_name().expect("a name"))).expect("copies");
+    }
+    let path = dir.join("generation_config.json");
+    let text = std::fs::read_to_string(&path).expect("reads the generation config");
+    let mut config: Value = serde_json::from_str(&text).expect("parses");
+    config["num_beams"] = num_beams.into();
+    std::fs::write(&path, config.to_string()).expect("writes the generation config");
+    dir
+}
+
+#[test]
+fn default_options_plan_for_the_generation_configs_beam() {
+    // mBART and NLLB (the M2M100 family; tests/translation/m2m100 has no tokenizer model).
+    let cases = [
+        ("mbart", root().join("tests/translation/mbart/hf"), None),
+        (
+            "nllb",
+            model_dir("nllb"),
+            Some((c("eng_Latn"), c("fra_Latn"))),
+        ),
+    ];
+    for (name, fixture, languages) in cases {
+        let dir = with_num_beams(&fixture, name, 5);
+        let (src, tgt) = languages
+            .as_ref()
+            .map_or((None, None), |(s, t)| (Some(s), Some(t)));
+        let translator = load(&dir, src, tgt);
+        let text = translate(translator, "Hello world", 4096);
+        assert!(text.is_ok(), "{name}: {text:?}: {}", last_error());
+        // SAFETY: the translator from above, freed once.
+        ok(unsafe { tessel_translator_free(translator) });
+    }
+}
+
+#[test]
+fn wrong_directories_and_absurd_beams_are_refused_at_load_with_their_status() {
+    let nllb = model_dir("nllb");
+    let huge = with_num_beams(&nllb, "nllb-huge", 1000);
+    let whisper_ct2 = root().join("tests/transcribe/tiny_en_32/model");
+    let cases = [
+        (
+            whisper_ct2,
+            0,
+            tessel_status::TESSEL_ERR_UNSUPPORTED,
+            "Whisper",
+        ),
+        (
+            nllb.clone(),
+            1000,
+            tessel_status::TESSEL_ERR_ARGUMENT,
+            "beam 1000",
+        ),
+        (nllb, usize::MAX, tessel_status::TESSEL_ERR_ARGUMENT, "beam"),
+        (huge, 0, tessel_status::TESSEL_ERR_UNSUPPORTED, "beam 1000"),
+    ];
+    let (src, tgt) = (c("eng_Latn"), c("fra_Latn"));
+    for (path, beam, status, says) in cases {
+        let options = tessel_translate_options {
+            source_lang: src.as_ptr(),
+            target_lang: tgt.as_ptr(),
+            beam,
+            ..tessel_translate_options_default()
+        };
+        let path = c(path.to_str().expect("UTF-8"));
+        let mut translator = std::ptr::dangling_mut();
+        // SAFETY: NUL-terminated strings, valid options, a writable out-pointer.
+        let got = unsafe { tessel_translator_load(path.as_ptr(), &options, &mut translator) };
+        let message = last_error();
+        assert_eq!(got, status, "{path:?} beam {beam}: {message}");
+        assert!(message.contains(says), "{path:?} beam {beam}: {message}");
+        assert!(translator.is_null());
+    }
+}

@@ -10,5 +10,5 @@ pub mod model_dir;
 pub mod transcribe;
 pub mod translate;
 
-pub use model_dir::{LoadSettings, ModelDir, ModelDirError};
+pub use model_dir::{generation_defaults, LoadSettings, ModelDir, ModelDirError};
 pub use translate::{TranslateError, TranslateOptions, Translating, Translation, Translator};

@@ -248,6 +248,16 @@ fn is_padding_row(family: Family, token: &str, id: usize, size: usize) -> bool {
     name.is_some_and(|digits| digits == n.to_string())
 }
 
+/// The decoding defaults of the model directory `dir` ([`ModelDir::generation`]) without
+/// loading its weights: what a host reads to plan its sessions (the beam) before loading.
+pub fn generation_defaults(dir: &Path) -> Result<Generation, ModelDirError> {
+    if ct2::is_ct2_dir(dir) {
+        return generation(dir, None);
+    }
+    let config = read_json(&dir.join("config.json"))?;
+    generation(dir, config.as_ref())
+}
+
 impl ModelDir {
     /// Loads a Hugging Face or CTranslate2 model directory.
     pub fn load(dir: &Path, settings: LoadSettings) -> Result<ModelDir, ModelDirError> {

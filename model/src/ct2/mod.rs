@@ -186,7 +186,8 @@ pub enum Ct2Error {
 /// Session limits to plan the model for (CTranslate2 models do not carry them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ct2Options {
-    /// Longest source (capped by a stored position table).
+    /// Longest source (capped by a stored position table). Whisper (`WhisperSpec`) ignores it:
+    /// its encoder reads whole 30 s windows, the stored table's positions.
     pub max_src_len: usize,
     /// Longest target, start token included (capped by a stored position table).
     pub max_tgt_len: usize,

@@ -144,7 +144,9 @@ pub fn build(
         tgt_vocab,
         share_embeddings: false,
         tie_output: true,
-        max_src_len: max_src_len.min(options.max_src_len.max(1)),
+        // Whisper reads whole 30 s windows: the stored table's positions (1500), whatever
+        // `options.max_src_len` says for translation models.
+        max_src_len,
         max_tgt_len,
         max_beam: options.max_beam,
         norm: NormPlacement::Pre,

@@ -1,5 +1,6 @@
 //! Why an image was refused.
 
+use super::names::TensorName;
 use crate::config::ConfigError;
 
 /// A malformed, truncated or foreign image, or host storage that cannot hold it.
@@ -48,6 +49,15 @@ pub enum ImageError {
         slot: usize,
         /// What is wrong.
         problem: &'static str,
+    },
+    /// A float tensor (weights, biases, tables, int8 dequantisation factors) holds a NaN or
+    /// an infinity.
+    #[error("tensor {name} (record {slot}) holds a non-finite value (NaN or infinity)")]
+    NonFinite {
+        /// Index in the directory.
+        slot: usize,
+        /// What the slot holds.
+        name: TensorName,
     },
     /// The image buffer does not start on a boundary its tensors can be read from in place.
     #[error("the image buffer is not {0}-byte aligned")]

@@ -39,13 +39,16 @@
 //!
 //! The reader checks everything before it builds a layer: magic, version, byte order, the
 //! config (validated as a loaded one is), the slot count, every record's kind, layout,
-//! shape against the config, offset alignment, and that its bytes lie inside the image; it
-//! returns an [`ImageError`], never panics. Layers then re-check their own invariants (widths,
+//! shape against the config, offset alignment, that its bytes lie inside the image, and that
+//! every float value is finite (as the directory loaders check; an int8 weight's
+//! dequantisation factors included); it returns an [`ImageError`] (a non-finite value names
+//! its tensor, [`TensorName`]), never panics. Layers then re-check their own invariants (widths,
 //! heads) as for any loader.
 
 mod config_record;
 mod error;
 mod header;
+mod names;
 #[cfg(feature = "std")]
 mod owned;
 mod read;
@@ -56,6 +59,7 @@ mod write;
 pub use config_record::{config_from_words, config_to_words, CONFIG_WORDS};
 pub use error::ImageError;
 pub use header::{blocks_needed, ImageHeader};
+pub use names::TensorName;
 #[cfg(feature = "std")]
 pub use owned::to_owned;
 pub use read::parse;

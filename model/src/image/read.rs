@@ -6,7 +6,10 @@ use core::mem::MaybeUninit;
 use tessel_kernels::gemm::int8::{packed_i8_len, PackedI8};
 use tessel_kernels::gemm::{self, Element, PackedB};
 
+use half::{bf16, f16};
+
 use super::header::{truncated, ImageHeader};
+use super::names::SlotNames;
 use super::record::{Kind, Layout, TensorRecord, RECORD_BYTES};
 use super::{ImageError, DATA_ALIGN};
 use crate::config::{Config, FrontEnd};
@@ -44,6 +47,7 @@ pub fn parse<'w>(
         directory: header.directory,
         data: header.data,
         next: 0,
+        names: SlotNames::of(&config),
     };
     let d = config.d_model;
     let source = match config.front_end {
@@ -76,6 +80,31 @@ struct Reader<'w> {
     directory: usize,
     data: usize,
     next: usize,
+    names: SlotNames,
+}
+
+/// A float element type whose NaN and infinities a reader refuses.
+trait Finite: Copy {
+    /// Whether the value is neither NaN nor infinite (a test of the exponent bits).
+    fn finite(self) -> bool;
+}
+
+impl Finite for f32 {
+    fn finite(self) -> bool {
+        self.is_finite()
+    }
+}
+
+impl Finite for f16 {
+    fn finite(self) -> bool {
+        self.is_finite()
+    }
+}
+
+impl Finite for bf16 {
+    fn finite(self) -> bool {
+        self.is_finite()
+    }
 }
 
 impl<'w> Reader<'w> {
@@ -125,6 +154,22 @@ impl<'w> Reader<'w> {
         bytemuck::try_cast_slice(data).map_err(|_| ImageError::Misaligned(DATA_ALIGN))
     }
 
+    /// `values` of slot `slot`, refused with the slot's name when one is NaN or infinite.
+    fn finite<T: Finite>(&self, slot: usize, values: &'w [T]) -> Result<&'w [T], ImageError> {
+        // A branch-free fold per block, which the compiler vectorises, before the next.
+        let all = values
+            .chunks(1024)
+            .all(|block| block.iter().fold(true, |all, v| all & v.finite()));
+        if all {
+            Ok(values)
+        } else {
+            Err(ImageError::NonFinite {
+                slot,
+                name: self.names.name(slot),
+            })
+        }
+    }
+
     /// A plain `f32` table of `n` columns and `rows` rows (any positive number when `None`),
     /// or `None` when the slot is absent; with the record's parameter.
     fn optional_table(
@@ -149,7 +194,7 @@ impl<'w> Reader<'w> {
         if cols != n || k == 0 || rows.is_some_and(|rows| rows != k) {
             return Err(bad("table shape does not match the config"));
         }
-        let values = self.elements::<f32>(slot, &record, k * n)?;
+        let values = self.finite(slot, self.elements::<f32>(slot, &record, k * n)?)?;
         Ok(Some((Weights::Borrowed(values), record.param)))
     }
 
@@ -178,7 +223,7 @@ impl<'w> Reader<'w> {
         }
     }
 
-    fn packed<T: Element + bytemuck::Pod>(
+    fn packed<T: Element + Finite + bytemuck::Pod>(
         &self,
         slot: usize,
         record: &TensorRecord,
@@ -188,12 +233,12 @@ impl<'w> Reader<'w> {
             slot,
             problem: "packed size overflows",
         })?;
-        let values = self.elements::<T>(slot, record, len)?;
+        let values = self.finite(slot, self.elements::<T>(slot, record, len)?)?;
         Ok(PackedB::from_packed(Weights::Borrowed(values), k, n)?)
     }
 
     /// The int8 weight `record` places, its bytes checked as [`PackedI8::from_packed`] checks
-    /// them (no `-128`).
+    /// them (no `-128`), its dequantisation factors finite.
     fn packed_i8(
         &self,
         slot: usize,
@@ -205,7 +250,14 @@ impl<'w> Reader<'w> {
             problem: "int8 depth above the kernels' limit, or its size overflows",
         })?;
         let values = self.elements::<i8>(slot, record, len)?;
-        Ok(PackedI8::from_packed(Weights::Borrowed(values), k, n)?)
+        let weight = PackedI8::from_packed(Weights::Borrowed(values), k, n)?;
+        if (0..n).any(|j| weight.dequant(j).is_none_or(|d| !d.is_finite())) {
+            return Err(ImageError::NonFinite {
+                slot,
+                name: self.names.name(slot),
+            });
+        }
+        Ok(weight)
     }
 
     /// A `k → n` linear layer (weight and bias slots), or `None` when both are absent.

@@ -19,6 +19,10 @@
 //! candidate among the best `beam` is registered (possibly more than `beam` in all), the best
 //! `num_hypotheses` are returned, and the search stops as its `BeamSearch` does.
 //!
+//! A step whose logits, after the logits processor, leave no finite candidate (every one NaN
+//! or `-inf`, or a greedy best of `+inf`) ends the search with
+//! [`RunError::NonFiniteLogits`](crate::RunError::NonFiniteLogits) instead of ranking garbage.
+//!
 //! Sampling ([`SearchOptions::sampling`], one beam only) draws each token from
 //! `softmax(logits / T)` after the logits processors ran (see [`crate::sampling`]) instead of
 //! taking the argmax. The hypothesis score is still the sum of the log-probabilities of the
@@ -199,7 +203,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             } else {
                 self.step(Tokens::Staged(search.live))?;
             }
-            match search.step(step, self.search_buffers(), &mut process) {
+            match search.step(step, self.search_buffers(), &mut process)? {
                 Next::Done => break,
                 Next::Same => {}
                 Next::Reordered(kept) => self.reorder(Tokens::Staged(kept)),

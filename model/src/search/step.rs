@@ -13,6 +13,7 @@ use crate::forward::SearchBuffers;
 use crate::ops::{argmax, log_softmax, logsumexp};
 use crate::plan::Limits;
 use crate::sampling::{sample, Sampling};
+use crate::session::RunError;
 
 /// What a search step leaves for the next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,13 +72,14 @@ impl<'o> Search<'o> {
         }
     }
 
-    /// Runs step `step` (0 after the prefix) over the logits the decoder left in `buffers`.
+    /// Runs step `step` (0 after the prefix) over the logits the decoder left in `buffers`;
+    /// [`RunError::NonFiniteLogits`] when no candidate is finite.
     pub(super) fn step(
         &mut self,
         step: usize,
         buffers: SearchBuffers<'_>,
         process: &mut impl FnMut(&mut StepLogits<'_>),
-    ) -> Next {
+    ) -> Result<Next, RunError> {
         let SearchBuffers {
             logits,
             step_tokens,
@@ -115,19 +117,23 @@ impl<'o> Search<'o> {
     }
 
     /// The greedy (or sampled) token extends the one hypothesis, which finishes on EOS or at
-    /// the length limit.
+    /// the length limit. A chosen logit that is not finite (every one NaN or `-inf`, or the
+    /// best `+inf`) has no score: [`RunError::NonFiniteLogits`].
     fn greedy(
         &mut self,
         st: &mut State<'_>,
         step: usize,
         logits: &[f32],
         step_tokens: &mut [u32],
-    ) -> Next {
+    ) -> Result<Next, RunError> {
         let chosen = match (&self.options.sampling, &mut self.rng) {
             (Some(sampling), Some(rng)) => sample(self.isa, logits, sampling, rng),
             _ => argmax(self.isa, logits).map(|(i, _)| i as u32),
         };
-        let (token, value) = chosen.map_or((self.eos, 0.0), |t| (t, logits[t as usize]));
+        let (token, value) = chosen
+            .map(|t| (t, logits[t as usize]))
+            .filter(|(_, value)| value.is_finite())
+            .ok_or(RunError::NonFiniteLogits { step })?;
         st.beam_score[0] += value - logsumexp(self.isa, logits);
         st.history[self.cur][step] = token;
         let len = step + 1;
@@ -135,14 +141,15 @@ impl<'o> Search<'o> {
             let score = normalise(st.beam_score[0], len, self.options.length_penalty);
             st.finish(0, self.cur, 0, len, token, score, self.tgt);
             self.tally.finished = 1;
-            return Next::Done;
+            return Ok(Next::Done);
         }
         step_tokens[0] = token;
-        Next::Same
+        Ok(Next::Same)
     }
 
     /// Every live row's continuations ranked into the best `2·beam` candidates, which the
-    /// rules split into finished and live hypotheses.
+    /// rules split into finished and live hypotheses. No candidate at all (every summed score
+    /// NaN or `-inf`) is [`RunError::NonFiniteLogits`].
     fn beam(
         &mut self,
         st: &mut State<'_>,
@@ -150,7 +157,7 @@ impl<'o> Search<'o> {
         logits: &mut [f32],
         parents: &mut [u32],
         step_tokens: &mut [u32],
-    ) -> Next {
+    ) -> Result<Next, RunError> {
         let options = self.options;
         let mut count = 0;
         for (b, row) in logits.chunks_exact_mut(self.vocab).enumerate() {
@@ -164,6 +171,9 @@ impl<'o> Search<'o> {
                 b as u32,
                 row,
             );
+        }
+        if count == 0 {
+            return Err(RunError::NonFiniteLogits { step });
         }
         let at = BeamStep {
             beam: options.beam,
@@ -179,12 +189,12 @@ impl<'o> Search<'o> {
         self.cur = 1 - self.cur;
         if !at.last && kept > 0 && !self.stops(st, at.len()) {
             self.live = kept;
-            return Next::Reordered(kept);
+            return Ok(Next::Reordered(kept));
         }
         if self.rules == Rules::Plain && at.last {
             self.finish_live(st, kept, step);
         }
-        Next::Done
+        Ok(Next::Done)
     }
 
     /// The rules' choice of the candidates that live on; returns how many.

@@ -86,6 +86,13 @@ pub enum RunError {
         /// Active beams.
         active: usize,
     },
+    /// After the logits processor (a step callback), no candidate of step `step` is finite:
+    /// every logit is NaN or `-inf` (or the best is `+inf`), so nothing can be ranked.
+    #[error("every logit is non-finite at step {step} (NaN or infinite: nothing left to rank)")]
+    NonFiniteLogits {
+        /// The step (0 after the prefix).
+        step: usize,
+    },
     /// A search option is invalid.
     #[error("invalid search option: {0}")]
     BadOption(&'static str),

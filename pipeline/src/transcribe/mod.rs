@@ -241,6 +241,8 @@ pub struct Transcriber {
     tokenizer: Arc<WhisperTokenizer>,
     n_mels: usize,
     multilingual: bool,
+    /// The directory says the model is English-only ([`load::english_only`]).
+    english_only: bool,
     suppress: Arc<[u32]>,
     blank: Arc<[u32]>,
     cross_kv: MemoryType,
@@ -269,7 +271,10 @@ impl Transcriber {
         weights: Option<WeightType>,
     ) -> Result<Transcriber, TranscribeError> {
         let (model, tokenizer) = load::load_dir(dir, max_beam, weights)?;
-        Transcriber::new(Arc::new(model), tokenizer)
+        let english_only = load::english_only(dir, &model);
+        let mut transcriber = Transcriber::new(Arc::new(model), tokenizer)?;
+        transcriber.english_only = english_only;
+        Ok(transcriber)
     }
 
     /// Over a loaded model and its tokenizer; checks that they fit.
@@ -319,6 +324,7 @@ impl Transcriber {
             tokenizer: Arc::new(tokenizer),
             n_mels,
             multilingual,
+            english_only: false,
             suppress: suppress.into(),
             blank: blank.into(),
             cross_kv,
@@ -344,6 +350,21 @@ impl Transcriber {
     pub fn with_multilingual(mut self, multilingual: bool) -> Transcriber {
         self.multilingual = multilingual && !self.tokenizer.language_tokens().is_empty();
         self
+    }
+
+    /// [`Transcriber::with_multilingual`], refusing to treat a model as multilingual when its
+    /// directory says it is English-only (its vocabulary size, CTranslate2's empty `lang_ids`,
+    /// `is_multilingual: false`): such a model, prompted with language and task tokens, ends
+    /// every window at once.
+    pub fn try_multilingual(self, multilingual: bool) -> Result<Transcriber, TranscribeError> {
+        if multilingual && self.english_only {
+            return Err(TranscribeError::BadOption(
+                "the model is English-only (its directory says so); it cannot be treated as \
+                 multilingual"
+                    .into(),
+            ));
+        }
+        Ok(self.with_multilingual(multilingual))
     }
 
     /// Whether the model takes language and task tokens.
@@ -480,7 +501,35 @@ impl TranscribeSession {
         if !self.multilingual && options.task == Task::Translate {
             return bad("an English-only model cannot translate");
         }
-        Ok(())
+        match &options.language {
+            Some(language) => self.check_language(language),
+            None => Ok(()),
+        }
+    }
+
+    /// A language (code or English name) this model can be told: one of its vocabulary's for
+    /// a multilingual model, English for an English-only one.
+    fn check_language(&self, language: &str) -> Result<(), TranscribeError> {
+        if self.multilingual {
+            self.tokenizer.language_token(language)?;
+            return Ok(());
+        }
+        let lower = language.to_lowercase();
+        let known = tessel_text::languages::WHISPER_LANGUAGES
+            .iter()
+            .find(|(code, name)| *code == lower || *name == lower);
+        match known {
+            Some(("en", _)) => Ok(()),
+            Some(_) => Err(TranscribeError::BadOption(format!(
+                "language `{language}`: this model is English-only (leave the language unset, \
+                 or `en`)"
+            ))),
+            None => Err(TranscribeError::Text(TextError::UnknownLanguage {
+                family: "whisper",
+                code: language.to_owned(),
+                examples: "en, de, zh, english, german".into(),
+            })),
+        }
     }
 
     /// Transcribes 16 kHz mono samples.
