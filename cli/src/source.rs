@@ -43,7 +43,10 @@ impl Source {
         match (&args.model, &args.config) {
             (Some(file), _) if file.is_file() => Ok(Source::Image(file.clone())),
             (Some(dir), _) if ct2::is_ct2_dir(dir) => Ok(Source::Ct2(dir.clone())),
-            (Some(dir), _) => Ok(Source::Tessel(dir.clone())),
+            (Some(dir), _) => {
+                hugging_face_refused(dir)?;
+                Ok(Source::Tessel(dir.clone()))
+            }
             (None, Some(file)) => Ok(Source::Random {
                 config: read_config(file)?,
                 name: file.display().to_string(),
@@ -138,6 +141,30 @@ fn model_weights_differ(model: &Model<'_>, weights: WeightType) -> bool {
     layers
         .chain([model.generator()])
         .any(|l| l.weight_type() != weights)
+}
+
+/// A Hugging Face directory (its `config.json` names a `model_type`) is not a tessel one: say
+/// what it is and where it runs, instead of a missing field of tessel's config.
+fn hugging_face_refused(dir: &Path) -> Result<(), CliError> {
+    let Ok(text) = std::fs::read_to_string(dir.join("config.json")) else {
+        return Ok(());
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let Some(model_type) = value.get("model_type").and_then(|v| v.as_str()) else {
+        return Ok(());
+    };
+    let what = model_dir::peek(dir).map_or_else(
+        |_| format!("a Hugging Face `{model_type}` directory"),
+        |peeked| peeked.describe(),
+    );
+    Err(CliError::WrongModel {
+        dir: dir.to_owned(),
+        what,
+        command: "run`, `plan` and `pack",
+        needs: "a tessel directory (tessel's config.json and model.safetensors), a CTranslate2 \
+                conversion or a packed image; Hugging Face directories run with `translate` \
+                and `transcribe`",
+    })
 }
 
 /// Reads a tessel `config.json`.

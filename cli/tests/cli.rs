@@ -440,7 +440,19 @@ fn bad_command_lines_are_refused_with_a_message() {
     let bytes = std::fs::read(&weights).expect("fixture weights");
     std::fs::write(&weights, &bytes[..bytes.len() - 1]).expect("truncated copy");
     let truncated = path_str(&truncated);
-    let cases: [(&[&str], i32, &[&str]); 16] = [
+    let hugging_face = repo("tests/translation/bart/hf");
+    let hugging_face = path_str(&hugging_face);
+    let cases: [(&[&str], i32, &[&str]); 18] = [
+        (
+            &["pack", "--model", hugging_face, "--output", "/nonexistent/x.tsl"],
+            1,
+            &["a BART translation model", "`translate`"],
+        ),
+        (
+            &["run", "--model", hugging_face],
+            1,
+            &["a BART translation model", "tessel directory"],
+        ),
         (
             &["run", "--model", golden, "--src-len", "999"],
             1,
