@@ -444,7 +444,13 @@ fn bad_command_lines_are_refused_with_a_message() {
     let hugging_face = path_str(&hugging_face);
     let cases: [(&[&str], i32, &[&str]); 18] = [
         (
-            &["pack", "--model", hugging_face, "--output", "/nonexistent/x.tsl"],
+            &[
+                "pack",
+                "--model",
+                hugging_face,
+                "--output",
+                "/nonexistent/x.tsl",
+            ],
             1,
             &["a BART translation model", "`translate`"],
         ),

@@ -177,7 +177,7 @@ fn whisper_fixture_round_trips_bit_identical() {
 
 #[test]
 fn t5_fixtures_round_trip_bit_identical() {
-    for name in ["t5", "t5_tied"] {
+    for name in ["t5", "t5_tied", "t5_v1_1"] {
         let dir = root().join("tests/translation").join(name).join("hf");
         for weights in TYPES {
             let model = t5::load_hf_dir(&dir, 32, 2, &LoadOptions::weights(weights)).unwrap();
