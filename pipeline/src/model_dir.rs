@@ -198,6 +198,25 @@ fn require(dir: &Path, name: &str, needs: &'static str) -> Result<(), ModelDirEr
     }
 }
 
+/// The family a Hugging Face directory's `config.json` names, and the parsed file.
+fn hf_config(dir: &Path) -> Result<(HfFamily, Value), ModelDirError> {
+    let path = dir.join("config.json");
+    let config = read_json(&path)?.ok_or_else(|| ModelDirError::MissingFile {
+        path: path.clone(),
+        needs: "a Hugging Face directory has config.json; a CTranslate2 one has model.bin",
+    })?;
+    let model_type = config
+        .get("model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let family =
+        HfFamily::from_model_type(model_type).ok_or_else(|| ModelDirError::UnknownModelType {
+            model_type: model_type.to_owned(),
+            path,
+        })?;
+    Ok((family, config))
+}
+
 /// The decoding defaults: `generation_config.json`, else `config.json`'s keys.
 fn generation(dir: &Path, config: Option<&Value>) -> Result<Generation, ModelDirError> {
     let empty = Value::Object(Default::default());
@@ -267,21 +286,7 @@ impl ModelDir {
         if ct2::is_ct2_dir(dir) {
             return ModelDir::load_ct2(dir, settings);
         }
-        let config_path = dir.join("config.json");
-        let config = read_json(&config_path)?.ok_or_else(|| ModelDirError::MissingFile {
-            path: config_path.clone(),
-            needs: "a Hugging Face directory has config.json; a CTranslate2 one has model.bin",
-        })?;
-        let model_type = config
-            .get("model_type")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let family = HfFamily::from_model_type(model_type).ok_or_else(|| {
-            ModelDirError::UnknownModelType {
-                model_type: model_type.to_owned(),
-                path: config_path.clone(),
-            }
-        })?;
+        let (family, config) = hf_config(dir)?;
         require(dir, "model.safetensors", "the weights, as safetensors")?;
         let options = LoadOptions {
             weights: settings.weights,
@@ -376,20 +381,7 @@ pub fn peek(dir: &Path) -> Result<Peeked, ModelDirError> {
             speech: spec == "WhisperSpec",
         });
     }
-    let config_path = dir.join("config.json");
-    let config = read_json(&config_path)?.ok_or_else(|| ModelDirError::MissingFile {
-        path: config_path.clone(),
-        needs: "a Hugging Face directory has config.json; a CTranslate2 one has model.bin",
-    })?;
-    let model_type = config
-        .get("model_type")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let family =
-        HfFamily::from_model_type(model_type).ok_or_else(|| ModelDirError::UnknownModelType {
-            model_type: model_type.to_owned(),
-            path: config_path,
-        })?;
+    let (family, _) = hf_config(dir)?;
     let weights = dir.join("model.safetensors");
     if weights.is_file() {
         check_safetensors(&weights)?;
