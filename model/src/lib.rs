@@ -47,6 +47,8 @@ pub mod ct2;
 #[cfg(feature = "std")]
 pub mod decoding;
 #[cfg(feature = "std")]
+pub mod directory;
+#[cfg(feature = "std")]
 pub mod families;
 mod forward;
 #[cfg(feature = "std")]
@@ -77,6 +79,8 @@ pub use plan::{ArenaPlan, Limits, Region};
 
 #[cfg(feature = "std")]
 pub use decoding::{Convention, DecodeOptions};
+#[cfg(feature = "std")]
+pub use directory::{Directory, LoadSettings, Modality, OpenError};
 #[cfg(feature = "std")]
 pub use generation::{Generation, GenerationError};
 pub use layers::{MemoryType, WeightType};
