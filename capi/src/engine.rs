@@ -5,41 +5,27 @@
 //! A path is a directory or a packed image file (`tessel pack`, recognised by its magic);
 //! a packed image in caller memory is read in place ([`crate::memory`]).
 //!
-//! Directory detection, in order: `model.bin` is a CTranslate2 directory; a `config.json`
-//! with a `model_type` is a Hugging Face directory (`whisper`, `t5`/`mt5`, and the BART family
-//! for every other type, whose loader names the types it reads); a `config.json` without one
-//! is tessel's own `nn.Transformer` layout. A `vocab.json` in the numbers model's format is
-//! attached as the model's text vocabulary.
+//! Paths are opened by [`Directory::open`], the engine's one opener of model paths (which
+//! tells a CTranslate2, Hugging Face or tessel directory and a packed image apart, and names
+//! the supported `model_type`s when a directory's is not one). A `vocab.json` in the numbers
+//! model's format is attached as the model's text vocabulary.
 
-use std::io::Read as _;
 use std::path::Path;
 use std::sync::Arc;
 
 use tessel_cli::numbers::{Numbers, Vocab};
 use tessel_kernels::Isa;
-use tessel_model::ct2::{self, Ct2Options};
-use tessel_model::families::{bart, t5, whisper};
+use tessel_model::directory::{self, Directory, Format, OpenError};
 use tessel_model::image::{self, PackError};
 use tessel_model::session::{buffer_bytes, ModelRef};
 use tessel_model::{
-    ArenaPlan, Hypotheses, Limits, LoadOptions, Model, RunError, SearchOptions, Session,
-    SessionError, StepLogits, StepView, WeightType,
+    ArenaPlan, Hypotheses, Limits, LoadSettings, Model, RunError, SearchOptions, Session,
+    SessionError, StepLogits, StepView,
 };
 
 use crate::memory::{self, BlockStore};
 use crate::model::ModelHandle;
 use crate::status::{tessel_status, Error};
-
-/// How a directory's model is loaded.
-#[derive(Clone, Copy, Debug)]
-pub struct LoadSettings {
-    /// Widest beam (formats whose config does not state it).
-    pub max_beam: usize,
-    /// Longest source and target (formats whose config does not state it).
-    pub max_len: usize,
-    /// Linear weight storage, or `None` for the stored type.
-    pub weights: Option<WeightType>,
-}
 
 /// A loaded model and, when its directory has one, its text vocabulary.
 ///
@@ -67,40 +53,30 @@ fn load_error(error: impl std::fmt::Display + Send + 'static) -> Error {
     Error::boxed(tessel_status::TESSEL_ERR_LOAD, error)
 }
 
-/// The `model_type` of a Hugging Face `config.json`, `None` for tessel's own config.
-fn model_type(config_json: &str) -> Result<Option<String>, Error> {
-    let value: serde_json::Value = serde_json::from_str(config_json).map_err(load_error)?;
-    Ok(value
-        .get("model_type")
-        .and_then(|t| t.as_str())
-        .map(str::to_owned))
-}
-
-/// Whether `path` is a file that starts with the packed image's magic.
-fn is_image_file(path: &Path) -> bool {
-    let mut magic = [0u8; 8];
-    std::fs::File::open(path)
-        .and_then(|mut file| file.read_exact(&mut magic))
-        .is_ok_and(|()| magic == image::MAGIC)
-}
-
-/// Loads `path`: a directory as [`load_dir`], a packed image file as [`load_image_file`].
-pub fn load_path(path: &Path, settings: LoadSettings) -> Result<Loaded, Error> {
-    if path.is_dir() {
-        load_dir(path, settings)
-    } else if is_image_file(path) {
-        load_image_file(path)
-    } else if path.exists() {
-        Err(load_error(format!(
-            "{}: neither a model directory nor a packed tessel image",
-            path.display()
-        )))
-    } else {
-        Err(load_error(format!(
-            "{}: no such file or directory",
-            path.display()
-        )))
+/// The status of an open or load failure: a misaligned image is `TESSEL_ERR_MISALIGNED`,
+/// anything else `TESSEL_ERR_LOAD`.
+fn open_error(error: OpenError) -> Error {
+    match error {
+        OpenError::Image(PackError::Image(e)) => memory::image_error(e),
+        e => load_error(e),
     }
+}
+
+/// Loads `path`, a model directory or a packed image file ([`Directory::open`] tells which).
+pub fn load_path(path: &Path, settings: LoadSettings) -> Result<Loaded, Error> {
+    let directory = Directory::open(path).map_err(open_error)?;
+    let model = directory.load(&settings).map_err(open_error)?.model;
+    let vocab = match directory.format() {
+        Format::Image => None,
+        _ => numbers_vocab(path, &model),
+    };
+    Ok(Loaded::owned(model, vocab))
+}
+
+/// The numbers-format `vocab.json` of the directory `dir`, when it has one that fits `model`.
+fn numbers_vocab(dir: &Path, model: &Model<'_>) -> Option<Vocab> {
+    let text = std::fs::read_to_string(dir.join("vocab.json")).ok()?;
+    Vocab::from_json(&text, model.config()).ok()
 }
 
 /// Loads the packed image file at `path`; the model owns a copy of its tensors.
@@ -111,11 +87,19 @@ pub fn load_image_file(path: &Path) -> Result<Loaded, Error> {
             path.display()
         )));
     }
-    let model = image::load(path).map_err(|e| match e {
-        PackError::Image(e) => memory::image_error(e),
-        e => load_error(e),
-    })?;
+    let model = image::load(path).map_err(|e| open_error(OpenError::Image(e)))?;
     Ok(Loaded::owned(model, None))
+}
+
+/// Loads the model directory `dir` ([`load_path`], refusing a packed image file).
+pub fn load_dir(dir: &Path, settings: LoadSettings) -> Result<Loaded, Error> {
+    if dir.is_file() && directory::probe::is_image_file(dir) {
+        return Err(load_error(format!(
+            "{}: a packed image file, not a directory (load it with tessel_model_load_file)",
+            dir.display()
+        )));
+    }
+    load_path(dir, settings)
 }
 
 /// The model of the packed image in `bytes`, borrowing its tensors.
@@ -126,52 +110,6 @@ pub fn load_memory(bytes: &'static [u8]) -> Result<Loaded, Error> {
         vocab: None,
         blocks: Some(blocks),
     })
-}
-
-/// Loads the model in `dir`, detecting its format as the module says.
-pub fn load_dir(dir: &Path, settings: LoadSettings) -> Result<Loaded, Error> {
-    if !dir.is_dir() && is_image_file(dir) {
-        return Err(load_error(format!(
-            "{}: a packed image file, not a directory (load it with tessel_model_load_file)",
-            dir.display()
-        )));
-    }
-    let options = LoadOptions {
-        weights: settings.weights,
-    };
-    let model = if ct2::is_ct2_dir(dir) {
-        let options = Ct2Options {
-            max_src_len: settings.max_len,
-            max_tgt_len: settings.max_len,
-            max_beam: settings.max_beam,
-            weights: settings.weights,
-        };
-        ct2::load_dir(dir, options).map_err(load_error)?.model
-    } else {
-        let path = dir.join("config.json");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| load_error(format!("{}: {e}", path.display())))?;
-        match model_type(&text)?.as_deref() {
-            None => Model::load_dir_with(dir, &options).map_err(load_error)?,
-            Some("whisper") => {
-                whisper::load_hf_dir(dir, settings.max_beam, &options).map_err(load_error)?
-            }
-            Some("t5" | "mt5") => {
-                t5::load_hf_dir(dir, settings.max_len, settings.max_beam, &options)
-                    .map_err(load_error)?
-            }
-            Some(_) => {
-                bart::load_hf_dir(dir, settings.max_beam, &options)
-                    .map_err(load_error)?
-                    .1
-            }
-        }
-    };
-    let vocab = match std::fs::read_to_string(dir.join("vocab.json")) {
-        Ok(text) => Vocab::from_json(&text, model.config()).ok(),
-        Err(_) => None,
-    };
-    Ok(Loaded::owned(model, vocab))
 }
 
 /// The numbers model compiled into the library, with its vocabulary.

@@ -15,9 +15,10 @@ use ::tessel_model::{Limits, Model, WeightType};
 use tessel_cli::numbers::Vocab;
 
 use crate::args;
-use crate::engine::{self, LoadSettings, Loaded};
+use crate::engine::{self, Loaded};
 use crate::memory::BlockStore;
 use crate::status::{fail, guard, tessel_status, Error};
+use ::tessel_model::LoadSettings;
 
 /// The tag in the first word of a live model handle ("tslmodel").
 const MODEL_TAG: u64 = u64::from_le_bytes(*b"tslmodel");

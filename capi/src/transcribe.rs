@@ -15,6 +15,7 @@ use std::ffi::c_char;
 use std::path::Path;
 
 use tessel_audio::{load_wav, ReadOptions};
+use tessel_model::directory::Modality;
 use tessel_model::SessionError;
 use tessel_pipeline::transcribe::{
     TranscribeError, TranscribeOptions, TranscribeSession, Transcriber,
@@ -171,7 +172,7 @@ pub unsafe extern "C" fn tessel_transcriber_load(
             beam => args::bounded("max_beam", beam, args::TESSEL_MAX_BEAM)?,
         };
         let dir = Path::new(path);
-        dir_kind::require(dir, true)?;
+        dir_kind::require(dir, Modality::Speech)?;
         let mut transcriber = Transcriber::load(dir, max_beam, None).map_err(transcribe_error)?;
         if multilingual >= 0 {
             transcriber = transcriber

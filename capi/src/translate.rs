@@ -13,6 +13,7 @@ use std::ffi::c_char;
 use std::path::Path;
 use std::str::FromStr;
 
+use tessel_model::directory::Modality;
 use tessel_model::{SessionError, WeightType};
 use tessel_pipeline::{
     generation_defaults, LoadSettings, TranslateError, TranslateOptions, Translating, Translator,
@@ -149,7 +150,7 @@ fn load(dir: &Path, options: &tessel_translate_options) -> Result<State, Error> 
         .map(WeightType::from_str)
         .transpose()
         .map_err(|e| Error::boxed(tessel_status::TESSEL_ERR_ARGUMENT, e))?;
-    dir_kind::require(dir, false)?;
+    dir_kind::require(dir, Modality::Text)?;
     let settings = LoadSettings {
         max_beam: planned_beam(dir, options)?,
         weights,

@@ -129,7 +129,7 @@ fn wrong_kinds_of_path_are_load_errors() {
         (by_file, &missing, "No such file"),
         (by_any, &garbage, "neither a model directory nor"),
         (by_any, &missing, "no such file"),
-        (by_dir, &missing, "config.json"),
+        (by_dir, &missing, "no such file or directory"),
     ];
     for (load, path, message) in cases {
         let mut model = std::ptr::dangling_mut::<tessel_model>();

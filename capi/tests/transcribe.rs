@@ -281,7 +281,7 @@ fn small_arrays_keep_the_transcript_and_errors_are_typed() {
             0,
             -1,
             tessel_status::TESSEL_ERR_UNSUPPORTED,
-            "m2m_100",
+            "Hugging Face M2M100/NLLB",
         ),
         (
             &marian_ct2,

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use tessel_pipeline::model_dir::{self, Peeked};
+use tessel_model::directory::{Directory, Modality};
 
 use crate::error::CliError;
 
@@ -18,25 +18,26 @@ pub enum Needs {
     Speech,
 }
 
-/// Tells what `dir` holds without loading its weights ([`model_dir::peek`]: a missing
-/// `config.json`, an unknown `model_type` or a truncated weights file are errors), and
-/// refuses a model of the wrong kind for `command`.
-pub fn model_kind(dir: &Path, command: &'static str, needs: Needs) -> Result<Peeked, CliError> {
-    let peeked = model_dir::peek(dir)?;
+/// Opens `dir` without loading its weights ([`Directory::open`]: a missing `config.json`,
+/// an unknown `model_type` or a truncated weights file are errors), and refuses a model of
+/// the wrong kind for `command`.
+pub fn model_kind(dir: &Path, command: &'static str, needs: Needs) -> Result<Directory, CliError> {
+    let directory = Directory::open(dir)?;
+    let speech = directory.modality() == Some(Modality::Speech);
     let (fits, wanted) = match needs {
         Needs::Text => (
-            !peeked.speech,
+            !speech,
             "a translation model (Marian, BART, mBART, M2M100/NLLB, T5); \
              Whisper translates speech to English with `tessel transcribe --task translate`",
         ),
-        Needs::Speech => (peeked.speech, "a Whisper model"),
+        Needs::Speech => (speech, "a Whisper model"),
     };
     if fits {
-        Ok(peeked)
+        Ok(directory)
     } else {
         Err(CliError::WrongModel {
             dir: dir.to_owned(),
-            what: peeked.describe(),
+            what: directory.describe(),
             command,
             needs: wanted,
         })

@@ -75,9 +75,13 @@ pub enum CliError {
     /// Option values that contradict each other or the model.
     #[error("{0}")]
     Invalid(String),
-    /// A model directory could not be told apart, or a file in it is damaged.
+    /// A model directory's tokenizer does not fit its model.
     #[error(transparent)]
     ModelDir(#[from] tessel_pipeline::model_dir::ModelDirError),
+    /// A model path could not be told apart, a file in it is damaged, or its model could not
+    /// be loaded.
+    #[error(transparent)]
+    Open(#[from] tessel_model::OpenError),
     /// The model directory holds another kind of model than the command needs.
     #[error("{} is {what}; `{command}` needs {needs}", dir.display())]
     WrongModel {

@@ -9,9 +9,8 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use tessel_model::ct2::Ct2Options;
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::{Limits, SearchOptions, Session, WeightType};
+use tessel_model::{Limits, LoadSettings, SearchOptions, Session, WeightType};
 
 use crate::args::{defaults, BenchArgs, RunArgs};
 use crate::counting;
@@ -113,13 +112,12 @@ fn source_ids(len: usize, vocab: usize, seed: u64) -> Vec<u32> {
 pub fn measure(m: &Measure, out: &mut dyn Write) -> Result<(), CliError> {
     let isa = isa_from_env()?;
     let load_start = Instant::now();
-    let ct2_limits = Ct2Options {
-        max_src_len: m.src_len,
-        max_tgt_len: m.steps + 1,
+    let limits = LoadSettings {
+        max_len: m.src_len.max(m.steps + 1),
         max_beam: m.beam,
-        ..Ct2Options::default()
+        weights: None,
     };
-    let built = m.source.build(m.weights, m.seed, ct2_limits)?;
+    let built = m.source.build(m.weights, m.seed, limits)?;
     let load = load_start.elapsed();
     let model = &built.model;
     let config = model.config();

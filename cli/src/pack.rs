@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use tessel_model::ct2::Ct2Options;
+use tessel_model::LoadSettings;
 
 use crate::args::{defaults, PackArgs};
 use crate::error::CliError;
@@ -13,7 +13,7 @@ use crate::source::Source;
 /// Loads the model `args` names, packs it and writes the image to `args.output`.
 pub fn pack(args: &PackArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let source = Source::of(&args.model)?;
-    let built = source.build(args.weights, defaults::SEED, Ct2Options::default())?;
+    let built = source.build(args.weights, defaults::SEED, LoadSettings::default())?;
     let image = built.model.pack()?;
     std::fs::write(&args.output, &image).map_err(|source| CliError::Read {
         path: args.output.clone(),

@@ -2,8 +2,7 @@
 
 use std::io::Write;
 
-use tessel_model::ct2::Ct2Options;
-use tessel_model::{ArenaPlan, Limits};
+use tessel_model::{ArenaPlan, Limits, LoadSettings};
 
 use crate::args::PlanArgs;
 use crate::error::CliError;
@@ -12,14 +11,18 @@ use crate::source::Source;
 /// Plans the arena `args` describe and writes it to `out`.
 pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let source = Source::of(&args.model)?;
-    let ct2_defaults = Ct2Options::default();
-    let ct2_limits = Ct2Options {
-        max_src_len: args.max_src_len.unwrap_or(ct2_defaults.max_src_len),
-        max_tgt_len: args.max_tgt_len.unwrap_or(ct2_defaults.max_tgt_len),
-        max_beam: args.max_beam.unwrap_or(ct2_defaults.max_beam),
-        ..ct2_defaults
+    let defaults = LoadSettings::default();
+    let lens = [args.max_src_len, args.max_tgt_len];
+    let load_limits = LoadSettings {
+        // Models without stored lengths (CTranslate2, T5) are read for the longest asked.
+        max_len: lens
+            .into_iter()
+            .flatten()
+            .fold(defaults.max_len, usize::max),
+        max_beam: args.max_beam.unwrap_or(defaults.max_beam),
+        weights: None,
     };
-    let config = source.config(ct2_limits)?;
+    let config = source.config(load_limits)?;
     let own = Limits::of(&config);
     let limits = Limits {
         max_src_len: args.max_src_len.unwrap_or(own.max_src_len),

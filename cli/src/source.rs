@@ -1,25 +1,20 @@
-//! The model a `run`, `bench` or `plan` command works on: a tessel directory, a CTranslate2
-//! directory, or seeded random weights for a config file or for Transformer-base.
+//! The model a `run`, `bench`, `plan` or `pack` command works on: a model path opened by
+//! [`Directory::open`] (a tessel, Hugging Face or CTranslate2 directory, or a packed image),
+//! or seeded random weights for a config file or for Transformer-base.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use tessel_model::ct2::{self, Ct2Options};
-use tessel_model::image;
-use tessel_model::{Config, LoadOptions, Model, WeightType};
-use tessel_pipeline::model_dir;
+use tessel_model::directory::{Directory, Format};
+use tessel_model::{Config, LoadOptions, LoadSettings, Model, WeightType};
 
 use crate::args::ModelArgs;
 use crate::error::CliError;
 
 /// Where the model comes from.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum Source {
-    /// `config.json` + `model.safetensors`.
-    Tessel(PathBuf),
-    /// A CTranslate2 directory (`model.bin`).
-    Ct2(PathBuf),
-    /// A packed image file (`tessel pack`).
-    Image(PathBuf),
+    /// A model directory or packed image.
+    Path(Directory),
     /// Seeded random weights; `name` says where `config` came from.
     Random {
         /// The shape.
@@ -38,15 +33,10 @@ pub struct Built {
 }
 
 impl Source {
-    /// The source `args` name (a config file is read here).
+    /// The source `args` name (a model path is opened, a config file read, here).
     pub fn of(args: &ModelArgs) -> Result<Source, CliError> {
         match (&args.model, &args.config) {
-            (Some(file), _) if file.is_file() => Ok(Source::Image(file.clone())),
-            (Some(dir), _) if ct2::is_ct2_dir(dir) => Ok(Source::Ct2(dir.clone())),
-            (Some(dir), _) => {
-                hugging_face_refused(dir)?;
-                Ok(Source::Tessel(dir.clone()))
-            }
+            (Some(path), _) => Ok(Source::Path(Directory::open(path)?)),
             (None, Some(file)) => Ok(Source::Random {
                 config: read_config(file)?,
                 name: file.display().to_string(),
@@ -68,103 +58,48 @@ impl Source {
         matches!(self, Source::Random { .. })
     }
 
-    /// The config, reading no weights when the source allows (a CTranslate2 directory is
-    /// loaded whole, planned for `ct2_limits`).
-    pub fn config(&self, ct2_limits: Ct2Options) -> Result<Config, CliError> {
+    /// The config, reading no weights when the source allows (other formats are loaded
+    /// whole, planned for `limits`).
+    pub fn config(&self, limits: LoadSettings) -> Result<Config, CliError> {
         match self {
-            Source::Tessel(dir) => read_config(&dir.join("config.json")),
-            Source::Ct2(dir) => Ok(ct2::load_dir(dir, ct2_limits)?.model.config().clone()),
-            Source::Image(file) => Ok(image::load(file)?.config().clone()),
+            Source::Path(dir) if *dir.format() == Format::Tessel => {
+                read_config(&dir.path().join("config.json"))
+            }
+            Source::Path(dir) => Ok(dir.load(&limits)?.model.config().clone()),
             Source::Random { config, .. } => Ok(config.clone()),
         }
     }
 
     /// Builds the model: `weights` overrides the stored types, `seed` seeds random weights,
-    /// `ct2_limits` bounds a CTranslate2 model.
+    /// `limits` bounds a model whose files do not (CTranslate2, T5).
     pub fn build(
         &self,
         weights: Option<WeightType>,
         seed: u64,
-        ct2_limits: Ct2Options,
+        limits: LoadSettings,
     ) -> Result<Built, CliError> {
-        let options = LoadOptions { weights };
         match self {
-            Source::Tessel(dir) => {
-                let weights = dir.join("model.safetensors");
-                if weights.is_file() {
-                    model_dir::check_safetensors(&weights)?;
-                }
-                Ok(Built {
-                    model: Model::load_dir_with(dir, &options)?,
-                    what: dir.display().to_string(),
-                })
-            }
-            Source::Ct2(dir) => {
-                let options = Ct2Options {
-                    weights,
-                    ..ct2_limits
-                };
-                Ok(Built {
-                    model: ct2::load_dir(dir, options)?.model,
-                    what: format!("{} (CTranslate2)", dir.display()),
-                })
-            }
-            Source::Image(file) => {
-                let model = image::load(file)?;
-                if weights.is_some_and(|w| model_weights_differ(&model, w)) {
-                    return Err(CliError::Pack(image::PackError::Mismatch(
-                        "--weights cannot convert a packed image; pack it again with --weights",
-                    )));
-                }
-                Ok(Built {
-                    model,
-                    what: format!("{} (packed image)", file.display()),
-                })
-            }
+            Source::Path(dir) => Ok(Built {
+                model: dir.load(&LoadSettings { weights, ..limits })?.model,
+                what: what(dir),
+            }),
             Source::Random { config, name } => Ok(Built {
-                model: Model::random_with(config.clone(), seed, &options)?,
+                model: Model::random_with(config.clone(), seed, &LoadOptions { weights })?,
                 what: format!("{name}, seeded random weights (seed {seed})"),
             }),
         }
     }
 }
 
-/// Whether any linear layer of `model` is stored otherwise than as `weights`.
-fn model_weights_differ(model: &Model<'_>, weights: WeightType) -> bool {
-    let stacks = [model.encoder(), model.decoder()];
-    let blocks = stacks.iter().flat_map(|s| s.blocks());
-    let layers = blocks.flat_map(|b| {
-        let (_, attention) = b.self_attention_layer();
-        let (_, ffn) = b.feed_forward_layer();
-        [attention.qkv(), attention.output(), ffn.up(), ffn.output()]
-    });
-    layers
-        .chain([model.generator()])
-        .any(|l| l.weight_type() != weights)
-}
-
-/// A Hugging Face directory (its `config.json` names a `model_type`) is not a tessel one: say
-/// what it is and where it runs, instead of a missing field of tessel's config.
-fn hugging_face_refused(dir: &Path) -> Result<(), CliError> {
-    let Ok(text) = std::fs::read_to_string(dir.join("config.json")) else {
-        return Ok(());
-    };
-    let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-    let Some(model_type) = value.get("model_type").and_then(|v| v.as_str()) else {
-        return Ok(());
-    };
-    let what = model_dir::peek(dir).map_or_else(
-        |_| format!("a Hugging Face `{model_type}` directory"),
-        |peeked| peeked.describe(),
-    );
-    Err(CliError::WrongModel {
-        dir: dir.to_owned(),
-        what,
-        command: "run`, `plan` and `pack",
-        needs: "a tessel directory (tessel's config.json and model.safetensors), a CTranslate2 \
-                conversion or a packed image; Hugging Face directories run with `translate` \
-                and `transcribe`",
-    })
+/// The report's line for a model path: the path and its format.
+fn what(dir: &Directory) -> String {
+    let path = dir.path().display();
+    match dir.format() {
+        Format::Tessel => path.to_string(),
+        Format::Image => format!("{path} (packed image)"),
+        Format::CTranslate2 { .. } => format!("{path} (CTranslate2)"),
+        Format::HuggingFace(row) => format!("{path} (Hugging Face {})", row.name),
+    }
 }
 
 /// Reads a tessel `config.json`.

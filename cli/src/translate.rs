@@ -26,11 +26,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 use tessel_model::{EarlyStopping, WeightType};
-use tessel_pipeline::{LoadSettings, TranslateOptions, Translator};
+use tessel_pipeline::{LoadSettings, ModelDir, TranslateOptions, Translator};
 
 use crate::args::{
     beam, early_stopping, finite, length_ratio, non_negative_float, positive, positive_float,
-    probability, threads, weight_type_parser,
+    probability, threads, weight_type_parser, MAX_BEAM,
 };
 use crate::checks::{self, Needs};
 use crate::error::CliError;
@@ -268,16 +268,19 @@ pub fn translate(
 ) -> Result<(), CliError> {
     let isa = tessel_model::isa_env::isa_from_env()?;
     check_flags(args)?;
-    checks::model_kind(&args.model, "translate", Needs::Text)?;
+    let directory = checks::model_kind(&args.model, "translate", Needs::Text)?;
     let settings = LoadSettings {
-        // Without --beam the generation config decides; 8 covers the published ones.
-        max_beam: args.beam.unwrap_or(8).max(args.nbest),
+        // Without --beam the generation config decides (a wider one than --beam allows is
+        // refused once the options are merged).
+        max_beam: args
+            .beam
+            .unwrap_or(directory.generation().options.search.beam.min(MAX_BEAM))
+            .max(args.nbest),
         weights: args.weights,
         ..LoadSettings::default()
     };
-    let translator = Translator::load(
-        &args.model,
-        settings,
+    let translator = Translator::new(
+        ModelDir::from_directory(directory, settings)?,
         args.src_lang.as_deref(),
         args.tgt_lang.as_deref(),
     )?;

@@ -425,6 +425,28 @@ fn run_loads_model_directories() {
         .next()
         .is_some_and(|l| l.ends_with("(CTranslate2)")));
     assert_eq!(field(&report, "heap allocs"), "0 during inference");
+
+    // A Hugging Face directory runs through the same opener as `translate`.
+    let hf = repo("tests/translation/bart/hf");
+    let report = success(&[
+        "run",
+        "--model",
+        path_str(&hf),
+        "--src-len",
+        "3",
+        "--steps",
+        "2",
+        "--runs",
+        "1",
+    ]);
+    assert!(
+        report
+            .lines()
+            .next()
+            .is_some_and(|l| l.ends_with("(Hugging Face BART)")),
+        "{report}"
+    );
+    assert_eq!(field(&report, "heap allocs"), "0 during inference");
 }
 
 #[test]
@@ -442,6 +464,11 @@ fn bad_command_lines_are_refused_with_a_message() {
     let truncated = path_str(&truncated);
     let hugging_face = repo("tests/translation/bart/hf");
     let hugging_face = path_str(&hugging_face);
+    let moe = repo_copy("tests/translation/bart/hf", "moe");
+    let config = std::fs::read_to_string(moe.join("config.json")).expect("fixture config");
+    let config = config.replace("\"model_type\": \"bart\"", "\"model_type\": \"nllb-moe\"");
+    std::fs::write(moe.join("config.json"), config).expect("moe config");
+    let moe = path_str(&moe);
     let cases: [(&[&str], i32, &[&str]); 18] = [
         (
             &[
@@ -452,12 +479,16 @@ fn bad_command_lines_are_refused_with_a_message() {
                 "/nonexistent/x.tsl",
             ],
             1,
-            &["a BART translation model", "`translate`"],
+            &["/nonexistent/x.tsl"],
         ),
         (
-            &["run", "--model", hugging_face],
+            &["run", "--model", moe],
             1,
-            &["a BART translation model", "tessel directory"],
+            &[
+                "model_type `nllb-moe`",
+                "is not supported",
+                "supported: marian, bart",
+            ],
         ),
         (
             &["run", "--model", golden, "--src-len", "999"],

@@ -219,11 +219,11 @@ fn failures_are_reported_with_their_cause() {
         ),
         (
             &["--model", bart.to_str().unwrap(), clip_s],
-            "hf is a BART translation model (Hugging Face); `transcribe` needs a Whisper model",
+            "hf is a Hugging Face BART model (translation); `transcribe` needs a Whisper model",
         ),
         (
             &["--model", marian_ct2.to_str().unwrap(), clip_s],
-            "ct2 is a translation model (CTranslate2); `transcribe` needs a Whisper model",
+            "ct2 is a CTranslate2 model (translation); `transcribe` needs a Whisper model",
         ),
         (
             &["--model", truncated_hf.to_str().unwrap(), clip_s],

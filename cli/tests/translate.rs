@@ -579,7 +579,7 @@ fn bad_flags_are_refused_before_the_model_loads() {
             1,
             "--min-length 100 is more than --max-length 10 allows",
         ),
-        (&[], 1, "/nonexistent/model is not a directory"),
+        (&[], 1, "/nonexistent/model: no such file or directory"),
     ];
     for (flags, status, message) in cases {
         let mut args = vec!["--model", "/nonexistent/model", "a text"];
@@ -619,14 +619,14 @@ fn the_wrong_model_or_a_damaged_one_is_named() {
         (
             &whisper_ct2,
             &[
-                "is a Whisper speech recognition model (CTranslate2); `translate` needs a \
+                "is a CTranslate2 Whisper model (speech recognition); `translate` needs a \
                  translation model",
                 "tessel transcribe --task translate",
             ],
         ),
         (
             &whisper_hf,
-            &["is a Whisper speech recognition model (Hugging Face)"],
+            &["is a Hugging Face Whisper model (speech recognition)"],
         ),
         (
             &truncated,
@@ -647,4 +647,34 @@ fn the_wrong_model_or_a_damaged_one_is_named() {
     for dir in [truncated, headless, moe] {
         let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+#[test]
+fn the_generation_configs_beam_is_planned_for() {
+    let with_beams = |beams: u64| {
+        let dir = copy_dir("tests/translation/bart/hf");
+        let path = dir.join("generation_config.json");
+        let mut config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        config["num_beams"] = beams.into();
+        std::fs::write(&path, config.to_string()).unwrap();
+        dir
+    };
+    // Wider than any fixed plan the command could make without reading the config.
+    let wide = with_beams(12);
+    let wide = wide.to_str().unwrap();
+    let by_config = tessel(&["--model", wide, "w1 w2 w3"]);
+    let by_flag = tessel(&["--model", wide, "--beam", "12", "w1 w2 w3"]);
+    assert!(by_config.status.success(), "{by_config:?}");
+    assert_eq!(by_config.stdout, by_flag.stdout);
+    // Wider than `--beam` may ask for: refused, naming the way out.
+    let absurd = with_beams(100);
+    let out = tessel(&["--model", absurd.to_str().unwrap(), "w1 w2 w3"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .contains("the beam width 100 (the generation config's num_beams) is more than the 64"),
+        "{stderr}"
+    );
 }

@@ -29,7 +29,7 @@ use tessel_model::{
 use tessel_text::{Family, TextError, TextTokenizer};
 use thiserror::Error;
 
-use crate::model_dir::{Kind, LoadSettings, ModelDir, ModelDirError};
+use crate::model_dir::{LoadSettings, ModelDir, ModelDirError};
 
 /// Why a translation failed.
 #[derive(Debug, Error)]
@@ -110,9 +110,7 @@ impl Translator {
         src_lang: Option<&str>,
         tgt_lang: Option<&str>,
     ) -> Result<Translator, TranslateError> {
-        if dir.kind == Kind::HuggingFace(crate::model_dir::HfFamily::Whisper)
-            || dir.tokenizer.family() == Family::Whisper
-        {
+        if dir.is_speech() || dir.tokenizer.family() == Family::Whisper {
             return Err(TranslateError::NotTextModel("Whisper"));
         }
         let tokenizer = dir.tokenizer.with_languages(src_lang, tgt_lang)?;

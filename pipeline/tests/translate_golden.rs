@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 use tessel_kernels::Isa;
-use tessel_pipeline::model_dir::{HfFamily, Kind};
+use tessel_model::directory::{registry, Format, OpenError};
 use tessel_pipeline::{LoadSettings, ModelDir, ModelDirError, TranslateError, Translator};
 use tessel_tests::for_each_isa;
 use tessel_text::TextError;
@@ -95,7 +95,10 @@ fn text_to_text_matches_the_python_pipeline() {
 fn model_dir_detects_the_family_and_reads_generation_defaults() {
     let dir = model_dir("marian");
     let loaded = ModelDir::load(&dir, LoadSettings::default()).unwrap();
-    assert_eq!(loaded.kind, Kind::HuggingFace(HfFamily::Marian));
+    assert_eq!(
+        *loaded.directory.format(),
+        Format::HuggingFace(registry::family("marian").unwrap())
+    );
     let options = &loaded.generation.options;
     assert_eq!(options.search.beam, 4);
     assert_eq!(options.max_length, 32);
@@ -155,19 +158,28 @@ fn bad_directories_and_inputs_are_typed_errors() {
     std::fs::write(&config, text.replace("\"m2m_100\"", "\"nllb-moe\"")).unwrap();
     let err = ModelDir::load(&dir, settings).err().unwrap();
     assert!(
-        matches!(&err, ModelDirError::UnknownModelType { model_type, .. } if model_type == "nllb-moe"),
+        matches!(&err, ModelDirError::Open(OpenError::UnknownModelType { model_type, .. }) if model_type == "nllb-moe"),
         "{err}"
     );
     std::fs::write(&config, text).unwrap();
     std::fs::remove_file(dir.join("model.safetensors")).unwrap();
     let err = ModelDir::load(&dir, settings).err().unwrap();
-    assert!(matches!(err, ModelDirError::MissingFile { .. }), "{err}");
+    assert!(
+        matches!(err, ModelDirError::Open(OpenError::MissingFile { .. })),
+        "{err}"
+    );
     std::fs::remove_file(&config).unwrap();
     let err = ModelDir::load(&dir, settings).err().unwrap();
-    assert!(matches!(err, ModelDirError::MissingFile { .. }), "{err}");
+    assert!(
+        matches!(err, ModelDirError::Open(OpenError::MissingFile { .. })),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
     let err = ModelDir::load(&dir, settings).err().unwrap();
-    assert!(matches!(err, ModelDirError::NotADirectory(_)), "{err}");
+    assert!(
+        matches!(err, ModelDirError::Open(OpenError::NotFound(_))),
+        "{err}"
+    );
 }
 
 /// A directory of a test's own holding text fixtures under new names.

@@ -1,54 +1,57 @@
 //! A Whisper model directory: the weights (a CTranslate2 `WhisperSpec` directory with
-//! `model.bin`, or a Hugging Face directory with `config.json` + `model.safetensors`), the
-//! tokenizer (`tokenizer.json`) the directory ships, and whether it says the model is
-//! English-only.
+//! `model.bin`, or a Hugging Face directory with `config.json` + `model.safetensors`, opened
+//! by [`Directory::open`]), the tokenizer (`tokenizer.json`) the directory
+//! ships, and whether it says the model is English-only.
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use tessel_model::ct2::{self, Ct2Options};
-use tessel_model::families::whisper;
-use tessel_model::{LoadOptions, Model, WeightType};
+use tessel_model::directory::{Directory, Format, Modality, OpenError};
+use tessel_model::{LoadSettings, Model, WeightType};
 use tessel_text::hf::HfTokenizer;
 use tessel_text::whisper::WhisperTokenizer;
 
 use super::TranscribeError;
 
-/// Most encoder positions and decoder positions a Whisper directory is read with (the
-/// stored position tables cap them).
-const MAX_POSITIONS: usize = 1500;
+/// Most decoder positions a Whisper directory is read with (the stored position tables cap
+/// them; the encoder always reads its stored 1500).
 const MAX_TARGET: usize = 448;
 
+/// The typed error of an open or load failure.
+fn open_error(dir: &Path, error: OpenError) -> TranscribeError {
+    match error {
+        OpenError::Load(e) => TranscribeError::Load(e),
+        OpenError::Ct2(e) => TranscribeError::Ct2(e),
+        e => TranscribeError::ModelDir {
+            dir: dir.to_owned(),
+            reason: e.to_string(),
+        },
+    }
+}
+
 /// Loads the model and tokenizer of `dir`, planned for beams up to `max_beam`, the linear
-/// layers stored as `weights` (or as the file stores them).
+/// layers stored as `weights` (or as the file stores them), with what the directory says of
+/// itself.
 pub fn load_dir(
     dir: &Path,
     max_beam: usize,
     weights: Option<WeightType>,
-) -> Result<(Model<'static>, WhisperTokenizer), TranscribeError> {
-    if !dir.is_dir() {
-        return Err(TranscribeError::ModelDir {
-            dir: dir.to_owned(),
-            reason: "not a directory".into(),
-        });
+) -> Result<(Model<'static>, WhisperTokenizer, Directory), TranscribeError> {
+    let directory = Directory::open(dir).map_err(|e| open_error(dir, e))?;
+    if directory.modality() != Some(Modality::Speech) {
+        return Err(TranscribeError::NotWhisper(format!(
+            "{} holds {}",
+            dir.display(),
+            directory.describe()
+        )));
     }
-    let model = if dir.join("model.bin").is_file() {
-        let options = Ct2Options {
-            max_src_len: MAX_POSITIONS,
-            max_tgt_len: MAX_TARGET,
-            max_beam,
-            weights,
-        };
-        ct2::load_dir(dir, options)?.model
-    } else if dir.join("model.safetensors").is_file() {
-        whisper::load_hf_dir(dir, max_beam, &LoadOptions { weights })?
-    } else {
-        return Err(TranscribeError::ModelDir {
-            dir: dir.to_owned(),
-            reason: "no model.bin (CTranslate2) or model.safetensors (Hugging Face)".into(),
-        });
+    let settings = LoadSettings {
+        max_beam,
+        max_len: MAX_TARGET,
+        weights,
     };
+    let loaded = directory.load(&settings).map_err(|e| open_error(dir, e))?;
     let path = dir.join("tokenizer.json");
     if !path.is_file() {
         return Err(TranscribeError::ModelDir {
@@ -57,35 +60,28 @@ pub fn load_dir(
         });
     }
     let tokenizer = WhisperTokenizer::new(HfTokenizer::from_file(&path)?, "tokenizer.json")?;
-    Ok((model, tokenizer))
+    Ok((loaded.model, tokenizer, directory))
 }
 
 /// The vocabulary size of the English-only (`.en`) checkpoints; openai-whisper calls a model
 /// multilingual from 51865 tokens on.
 const ENGLISH_ONLY_VOCAB: usize = 51864;
 
-/// `dir/name` parsed, or `None` when absent or malformed (the loader reports those).
-fn json(dir: &Path, name: &str) -> Option<Value> {
-    let text = std::fs::read_to_string(dir.join(name)).ok()?;
-    serde_json::from_str(&text).ok()
-}
-
 /// Whether the directory says its model is English-only: openai-whisper's `.en` vocabulary
 /// of 51864 tokens, a CTranslate2 `config.json` whose `lang_ids` is empty (its converter
 /// lists the language tokens of multilingual models only), or a Hugging Face
 /// `generation_config.json` with `is_multilingual: false`.
-pub fn english_only(dir: &Path, model: &Model<'_>) -> bool {
+pub fn english_only(directory: &Directory, model: &Model<'_>) -> bool {
     if model.config().tgt_vocab == ENGLISH_ONLY_VOCAB {
         return true;
     }
-    if dir.join("model.bin").is_file() {
-        let config = json(dir, "config.json");
-        let lang_ids = config.as_ref().and_then(|c| c.get("lang_ids"));
+    if let Format::CTranslate2 { .. } = directory.format() {
+        let lang_ids = directory.config_json().and_then(|c| c.get("lang_ids"));
         return lang_ids
             .and_then(Value::as_array)
             .is_some_and(|ids| ids.is_empty());
     }
-    let generation = json(dir, "generation_config.json");
-    let multilingual = generation.as_ref().and_then(|g| g.get("is_multilingual"));
+    let generation = directory.generation_config_json();
+    let multilingual = generation.and_then(|g| g.get("is_multilingual"));
     multilingual.and_then(Value::as_bool) == Some(false)
 }

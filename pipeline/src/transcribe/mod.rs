@@ -270,8 +270,8 @@ impl Transcriber {
         max_beam: usize,
         weights: Option<WeightType>,
     ) -> Result<Transcriber, TranscribeError> {
-        let (model, tokenizer) = load::load_dir(dir, max_beam, weights)?;
-        let english_only = load::english_only(dir, &model);
+        let (model, tokenizer, directory) = load::load_dir(dir, max_beam, weights)?;
+        let english_only = load::english_only(&directory, &model);
         let mut transcriber = Transcriber::new(Arc::new(model), tokenizer)?;
         transcriber.english_only = english_only;
         Ok(transcriber)
