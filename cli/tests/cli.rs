@@ -407,46 +407,28 @@ fn run_loads_model_directories() {
         assert_eq!(field(&report, "heap allocs"), "0 during inference");
     }
 
-    let ct2 = repo("tests/ct2/pre_gelu_shared_learned_f16");
-    let report = success(&[
-        "run",
-        "--model",
-        path_str(&ct2),
-        "--src-len",
-        "3",
-        "--steps",
-        "2",
-        "--runs",
-        "1",
-    ]);
-    assert!(report.starts_with("tessel: "), "{report}");
-    assert!(report
-        .lines()
-        .next()
-        .is_some_and(|l| l.ends_with("(CTranslate2)")));
-    assert_eq!(field(&report, "heap allocs"), "0 during inference");
-
-    // A Hugging Face directory runs through the same opener as `translate`.
-    let hf = repo("tests/translation/bart/hf");
-    let report = success(&[
-        "run",
-        "--model",
-        path_str(&hf),
-        "--src-len",
-        "3",
-        "--steps",
-        "2",
-        "--runs",
-        "1",
-    ]);
-    assert!(
-        report
-            .lines()
-            .next()
-            .is_some_and(|l| l.ends_with("(Hugging Face BART)")),
-        "{report}"
-    );
-    assert_eq!(field(&report, "heap allocs"), "0 during inference");
+    // A CTranslate2 and a Hugging Face directory run through the same opener as `translate`.
+    for (dir, what) in [
+        ("tests/ct2/pre_gelu_shared_learned_f16", "(CTranslate2)"),
+        ("tests/translation/bart/hf", "(Hugging Face BART)"),
+    ] {
+        let dir = repo(dir);
+        let report = success(&[
+            "run",
+            "--model",
+            path_str(&dir),
+            "--src-len",
+            "3",
+            "--steps",
+            "2",
+            "--runs",
+            "1",
+        ]);
+        assert!(report.starts_with("tessel: "), "{report}");
+        let first = report.lines().next().unwrap_or_default();
+        assert!(first.ends_with(what), "{report}");
+        assert_eq!(field(&report, "heap allocs"), "0 during inference");
+    }
 }
 
 #[test]
