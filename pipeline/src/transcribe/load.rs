@@ -13,7 +13,7 @@ use tessel_model::{LoadOptions, Model, WeightType};
 use tessel_text::hf::HfTokenizer;
 use tessel_text::whisper::WhisperTokenizer;
 
-use super::TranscribeError;
+use super::types::TranscribeError;
 
 /// Most encoder positions and decoder positions a Whisper directory is read with (the
 /// stored position tables cap them).
