@@ -15,7 +15,6 @@ use std::io::Read as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use tessel_cli::numbers::{Numbers, Vocab};
 use tessel_kernels::Isa;
 use tessel_model::ct2::{self, Ct2Options};
 use tessel_model::families::{bart, t5, whisper};
@@ -25,6 +24,7 @@ use tessel_model::{
     ArenaPlan, Hypotheses, Limits, LoadOptions, Model, RunError, SearchOptions, Session,
     SessionError, StepLogits, StepView, WeightType,
 };
+use tessel_numbers::{Numbers, Vocab};
 
 use crate::memory::{self, BlockStore};
 use crate::model::ModelHandle;
