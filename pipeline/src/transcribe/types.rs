@@ -1,5 +1,5 @@
-//! What a transcription takes and gives: its options, its results (segments, timings, the
-//! transcript) and its errors.
+//! What a transcription takes and gives: its options (and their checks), its results (segments,
+//! timings, the transcript) and its errors.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use std::time::Duration;
 use tessel_audio::{AudioError, MelError};
 use tessel_model::ct2::Ct2Error;
 use tessel_model::{LoadError, RunError, SessionError};
-use tessel_text::whisper::Task;
+use tessel_text::whisper::{Task, WhisperTokenizer};
 use tessel_text::TextError;
 use thiserror::Error;
 
@@ -173,5 +173,74 @@ impl Transcript {
     /// The segments' texts joined, as the reference's `text`.
     pub fn text(&self) -> String {
         self.segments.iter().map(|s| s.text.as_str()).collect()
+    }
+}
+
+impl TranscribeOptions {
+    /// Refuses options a session planned for beams up to `max_beam` cannot run, for a
+    /// `multilingual` model or an English-only one.
+    pub(super) fn check(
+        &self,
+        max_beam: usize,
+        multilingual: bool,
+        tokenizer: &WhisperTokenizer,
+    ) -> Result<(), TranscribeError> {
+        let bad = |what: &str| Err(TranscribeError::BadOption(what.to_owned()));
+        if self.beam == 0 || self.beam > max_beam {
+            return bad(&format!("beam {} outside 1..={max_beam}", self.beam));
+        }
+        if self.best_of == 0 {
+            return bad("best_of must be positive");
+        }
+        if self.temperatures.is_empty()
+            || self
+                .temperatures
+                .iter()
+                .any(|t| !(t.is_finite() && *t >= 0.0))
+        {
+            return bad("temperatures must be a non-empty list of finite values ≥ 0");
+        }
+        if self.sample_len == 0 {
+            return bad("sample_len must be positive");
+        }
+        if !self.length_penalty.is_finite() || !self.max_initial_timestamp.is_finite() {
+            return bad("length_penalty and max_initial_timestamp must be finite");
+        }
+        if !multilingual && self.task == Task::Translate {
+            return bad("an English-only model cannot translate");
+        }
+        match &self.language {
+            Some(language) => check_language(language, multilingual, tokenizer),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A language (code or English name) a model can be told: one of its vocabulary's for a
+/// multilingual model, English for an English-only one.
+fn check_language(
+    language: &str,
+    multilingual: bool,
+    tokenizer: &WhisperTokenizer,
+) -> Result<(), TranscribeError> {
+    if multilingual {
+        tokenizer.language_token(language)?;
+        return Ok(());
+    }
+    let lower = language.to_lowercase();
+    let known = tessel_text::languages::WHISPER_LANGUAGES
+        .iter()
+        .find(|(code, name)| *code == lower || *name == lower);
+    match known {
+        Some(("en", _)) => Ok(()),
+        Some(_) => Err(TranscribeError::BadOption(format!(
+            "language `{language}`: this model is English-only (leave the language unset, \
+             or `en`)"
+        ))),
+        None => Err(TranscribeError::Text(TextError::UnknownLanguage {
+            family: "whisper",
+            code: language.to_owned(),
+            examples: "en, de, zh, english, german".into(),
+        })),
     }
 }

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tessel_audio::{content_frames, segment, MelFrontEnd, N_FRAMES};
-use tessel_text::whisper::{python_strip, Task, WhisperTokenizer};
-use tessel_text::TextError;
+use tessel_text::whisper::{python_strip, WhisperTokenizer};
 
 use super::decode::{Decoded, Decoder, WhisperSession, WindowDecode};
 use super::observer::{timed, Observer};
@@ -96,7 +95,8 @@ impl TranscribeSession {
         options: &TranscribeOptions,
         observer: &mut dyn Observer,
     ) -> Result<Transcript, TranscribeError> {
-        self.check(options)?;
+        let max_beam = self.session.limits().max_beam;
+        options.check(max_beam, self.multilingual, &self.tokenizer)?;
         let frames = content_frames(samples.len());
         if frames == 0 {
             return Err(TranscribeError::EmptyAudio);
@@ -297,64 +297,6 @@ impl TranscribeSession {
             }
         }
         Ok(best.map_or("en", |(code, _)| code).to_owned())
-    }
-
-    /// Refuses options this session cannot run.
-    fn check(&self, options: &TranscribeOptions) -> Result<(), TranscribeError> {
-        let bad = |what: &str| Err(TranscribeError::BadOption(what.to_owned()));
-        let max_beam = self.session.limits().max_beam;
-        if options.beam == 0 || options.beam > max_beam {
-            return bad(&format!("beam {} outside 1..={max_beam}", options.beam));
-        }
-        if options.best_of == 0 {
-            return bad("best_of must be positive");
-        }
-        if options.temperatures.is_empty()
-            || options
-                .temperatures
-                .iter()
-                .any(|t| !(t.is_finite() && *t >= 0.0))
-        {
-            return bad("temperatures must be a non-empty list of finite values ≥ 0");
-        }
-        if options.sample_len == 0 {
-            return bad("sample_len must be positive");
-        }
-        if !options.length_penalty.is_finite() || !options.max_initial_timestamp.is_finite() {
-            return bad("length_penalty and max_initial_timestamp must be finite");
-        }
-        if !self.multilingual && options.task == Task::Translate {
-            return bad("an English-only model cannot translate");
-        }
-        match &options.language {
-            Some(language) => self.check_language(language),
-            None => Ok(()),
-        }
-    }
-
-    /// A language (code or English name) this model can be told: one of its vocabulary's for
-    /// a multilingual model, English for an English-only one.
-    fn check_language(&self, language: &str) -> Result<(), TranscribeError> {
-        if self.multilingual {
-            self.tokenizer.language_token(language)?;
-            return Ok(());
-        }
-        let lower = language.to_lowercase();
-        let known = tessel_text::languages::WHISPER_LANGUAGES
-            .iter()
-            .find(|(code, name)| *code == lower || *name == lower);
-        match known {
-            Some(("en", _)) => Ok(()),
-            Some(_) => Err(TranscribeError::BadOption(format!(
-                "language `{language}`: this model is English-only (leave the language unset, \
-                 or `en`)"
-            ))),
-            None => Err(TranscribeError::Text(TextError::UnknownLanguage {
-                family: "whisper",
-                code: language.to_owned(),
-                examples: "en, de, zh, english, german".into(),
-            })),
-        }
     }
 }
 
