@@ -8,9 +8,9 @@
 
 use std::time::Instant;
 
-use tessel_cli::numbers::Numbers;
 use tessel_model::isa_env::isa_from_env;
 use tessel_model::{Limits, SearchOptions, Session};
+use tessel_numbers::Numbers;
 
 /// Sorts `values`; returns the median.
 fn median(values: &mut [f64]) -> f64 {

@@ -13,7 +13,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tessel_cli::numbers::{Numbers, Vocab};
 use tessel_kernels::Isa;
 use tessel_model::directory::{self, Directory, Format, OpenError};
 use tessel_model::image::{self, PackError};
@@ -22,6 +21,7 @@ use tessel_model::{
     ArenaPlan, Hypotheses, Limits, LoadSettings, Model, RunError, SearchOptions, Session,
     SessionError, StepLogits, StepView,
 };
+use tessel_numbers::{Numbers, Vocab};
 
 use crate::memory::{self, BlockStore};
 use crate::model::ModelHandle;

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use ::tessel_model::{Limits, Model, WeightType};
-use tessel_cli::numbers::Vocab;
+use tessel_numbers::Vocab;
 
 use crate::args;
 use crate::engine::{self, Loaded};

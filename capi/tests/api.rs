@@ -9,8 +9,8 @@ use std::ptr::{null, null_mut};
 use ::tessel_model::session::buffer_bytes;
 use ::tessel_model::{ArenaPlan, Limits, SearchOptions, Session};
 use tessel::*;
-use tessel_cli::numbers::Numbers;
 use tessel_kernels::isa::Isa;
+use tessel_numbers::Numbers;
 
 mod common;
 use common::{last_error, ok};
@@ -295,7 +295,7 @@ fn numbers_read_equals_the_cli_reader_and_reports_sizes() {
     let s = session(model, None);
     let numbers = Numbers::embedded().expect("embedded");
     let mut reader = numbers.reader(session_isa(s)).expect("a reader");
-    for text in tessel_cli::numbers::EXAMPLES {
+    for text in tessel_numbers::EXAMPLES {
         let want = reader.read(text).expect("reads").digits;
         let input = std::ffi::CString::new(text).expect("no NUL");
         let mut out = [0 as c_char; 32];

@@ -10,7 +10,7 @@ use std::ptr::{null, null_mut};
 
 use ::tessel_model::aligned::AlignedBuf;
 use tessel::*;
-use tessel_cli::numbers::Numbers;
+use tessel_numbers::Numbers;
 
 mod common;
 use common::{last_error, ok};

@@ -5,9 +5,8 @@ use std::path::PathBuf;
 use tessel_kernels::IsaError;
 use tessel_model::ct2::Ct2Error;
 use tessel_model::{ConfigError, LoadError, RunError, SessionError};
+use tessel_numbers::NumbersError;
 use thiserror::Error;
-
-use crate::numbers::NumbersError;
 
 /// Why a command failed.
 #[derive(Debug, Error)]

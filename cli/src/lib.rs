@@ -1,7 +1,7 @@
 //! tessel-cli: the `tessel` command's parts, as a library so tests and fuzz targets reach them.
 //!
-//! - [`numbers`]: the embedded numbers model (English number words to digits), its vocabulary
-//!   and tokeniser; [`read`] runs it on the built-in examples or `--text` inputs.
+//! - [`read`]: runs the embedded numbers model ([`tessel_numbers`]: English number words to
+//!   digits) on the built-in examples or `--text` inputs.
 //! - [`measure`]: `tessel run` and `tessel bench`; [`plan`]: `tessel plan`; [`pack`]:
 //!   `tessel pack`; [`source`]: the model those commands load; [`transcribe`]:
 //!   `tessel transcribe`; [`translate`]: `tessel translate`.
@@ -16,7 +16,6 @@ pub mod checks;
 pub mod counting;
 pub mod error;
 pub mod measure;
-pub mod numbers;
 pub mod pack;
 pub mod plan;
 pub mod read;

@@ -9,9 +9,10 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use tessel_model::isa_env::isa_from_env;
+use tessel_numbers::{Numbers, Reader, Reading, EXAMPLES};
 
+use crate::counting;
 use crate::error::CliError;
-use crate::numbers::{Numbers, Reading, EXAMPLES};
 
 /// Measured readings of each text.
 pub const RUNS: usize = 5;
@@ -27,7 +28,7 @@ pub fn read(texts: &[String], out: &mut dyn Write) -> Result<(), CliError> {
     let start = Instant::now();
     let numbers = Numbers::embedded()?;
     let built = start.elapsed();
-    let mut reader = numbers.reader(isa)?;
+    let mut reader = numbers.reader(isa)?.counting(counting::allocations);
     let texts: Vec<&str> = if texts.is_empty() {
         EXAMPLES.to_vec()
     } else {
@@ -59,7 +60,7 @@ pub fn read(texts: &[String], out: &mut dyn Write) -> Result<(), CliError> {
     let width = texts.iter().map(|t| t.chars().count()).max().unwrap_or(0);
     let mut allocations = 0;
     for &text in &texts {
-        let reading = |reader: &mut crate::numbers::Reader<'_>| {
+        let reading = |reader: &mut Reader<'_>| {
             reader.read(text).map_err(|source| CliError::Reading {
                 text: text.to_owned(),
                 source,

@@ -128,7 +128,7 @@ fn check(status: tessel_status) {
 fn numbers_image() -> &'static [u8] {
     static IMAGE: OnceLock<Vec<u8>> = OnceLock::new();
     IMAGE.get_or_init(|| {
-        let (model, _) = tessel_cli::numbers::Numbers::embedded()
+        let (model, _) = tessel_numbers::Numbers::embedded()
             .expect("embedded")
             .into_parts();
         model.pack().expect("packs")

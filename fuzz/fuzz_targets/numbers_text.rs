@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use tessel_cli::numbers::{Numbers, NumbersError, Reader};
+use tessel_numbers::{Numbers, NumbersError, Reader};
 use tessel_kernels::Isa;
 
 /// The model, loaded once from the bytes compiled into the target.

@@ -1,5 +1,15 @@
-//! The microkernel (an `MR × NV·LANES` tile of `C` accumulated in registers) and the fused
-//! store that applies the epilogue while writing the tile to `C`.
+//! The `f32`/`f16`/`bf16` microkernel and the fused store: an `MR × NV·LANES` tile of `C`
+//! accumulated in registers from rows of `A` and the panels of the packed `B`, then written to
+//! `C` with the epilogue applied on the last block of `k`.
+//!
+//! `A` is never packed: a tile reads its rows in place, each at `A`'s own row stride and one
+//! sequential stream in `k` ([`ATile`]). [`accumulate`] serves the blocked path, whose block of
+//! `B` stays in L2 and is hinted a few rows ahead; [`accumulate_small`] the small-`m` path,
+//! which streams the weights once from memory and hints them [`STREAM_AHEAD_BYTES`] ahead
+//! (tiles of several rows, and one-row tiles whose element type asks; `f16` weights on x86 go
+//! through [`f16_pairs`](super::f16_pairs)). [`Output::store`], which the int8 and bf16-dot
+//! kernels share, writes a tile's valid rows and columns: `C = acc` on the first block of `k`,
+//! `C += acc` after it, and `C = activation(C + bias) + residual` on the last.
 //!
 //! One generic body serves every ISA level: `S::f32s` is one AVX-512, AVX2, NEON or scalar
 //! register, and the tile shape (`MR` rows, `NV` vectors per row) is chosen per level so the
@@ -13,8 +23,9 @@ use pulp::Simd;
 
 /// Where a tile reads `A`: element `(i, p)` of the tile is at `ptr + i·row_step + p·k_step`.
 ///
-/// Packed A blocks (row-major, `kc` wide) have `row_step = kc, k_step = 1`; `A` read in place has
-/// `row_step = lda, k_step = 1`.
+/// The driver reads `A` in place: `ptr` is the tile's first row at its first column of the
+/// block of `k`, `row_step` is `A`'s row stride and `k_step` is 1 (which the
+/// [`f16_pairs`](super::f16_pairs) tiles require).
 #[derive(Clone, Copy)]
 pub(crate) struct ATile {
     pub ptr: *const f32,

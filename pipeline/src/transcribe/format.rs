@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{Segment, Transcript};
+use super::types::{Segment, Transcript};
 
 /// The output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

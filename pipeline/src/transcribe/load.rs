@@ -12,7 +12,7 @@ use tessel_model::{LoadSettings, Model, WeightType};
 use tessel_text::hf::HfTokenizer;
 use tessel_text::whisper::WhisperTokenizer;
 
-use super::TranscribeError;
+use super::types::TranscribeError;
 
 /// Most decoder positions a Whisper directory is read with (the stored position tables cap
 /// them; the encoder always reads its stored 1500).

@@ -1,7 +1,8 @@
-//! The embedded default model: English numbers in words to their digits.
+//! tessel-numbers: the embedded default model, English numbers in words to their digits, for
+//! the `tessel` command and the C library.
 //!
 //! A small encoder-decoder (`assets/numbers/`, trained by `tools/train_numbers.py`) is compiled
-//! into the binary: its `config.json`, `model.safetensors` (loaded from the binary's bytes,
+//! into the crate: its `config.json`, `model.safetensors` (loaded from the binary's bytes,
 //! each linear layer keeping the type the file stores) and `vocab.json`. A text is tokenised
 //! as [`vocab`] says, encoded, and greedy-decoded from BOS for at most the target's length;
 //! the digits before EOS are the answer.
@@ -15,8 +16,16 @@ use tessel_model::{Config, ConfigError, Limits, LoadError, Model, RunError, Sear
 use tessel_model::{Session, SessionError};
 use thiserror::Error;
 
-use crate::counting;
 pub use vocab::{TextError, Vocab, VocabError};
+
+/// A running count of the heap allocations the process has made (a counting global
+/// allocator's), read before and after each reading's encode and search.
+pub type AllocationCount = fn() -> usize;
+
+/// The count of a process without a counting allocator.
+fn uncounted() -> usize {
+    0
+}
 
 /// The embedded `config.json`.
 const CONFIG_JSON: &str = include_str!(concat!(
@@ -114,7 +123,8 @@ impl Numbers {
         self.vocab.encode_into(text, &mut Vec::new())
     }
 
-    /// A greedy reader at `isa`, its arena planned for one beam and the vocabulary's lengths.
+    /// A greedy reader at `isa`, its arena planned for one beam and the vocabulary's lengths,
+    /// counting no allocations ([`Reader::counting`] sets a count).
     pub fn reader(&self, isa: Isa) -> Result<Reader<'_>, NumbersError> {
         let limits = Limits {
             max_src_len: self.vocab.max_source(),
@@ -130,6 +140,7 @@ impl Numbers {
             ids: Vec::with_capacity(self.vocab.max_source()),
             best: Vec::with_capacity(self.vocab.max_target()),
             options: SearchOptions::greedy(self.vocab.max_target()),
+            allocations: uncounted,
         })
     }
 }
@@ -141,6 +152,7 @@ pub struct Reader<'a> {
     ids: Vec<u32>,
     best: Vec<u32>,
     options: SearchOptions,
+    allocations: AllocationCount,
 }
 
 /// One text read.
@@ -156,11 +168,21 @@ pub struct Reading {
     pub total: Duration,
     /// Decoder steps run.
     pub steps: usize,
-    /// Heap allocations during encode and search.
+    /// Heap allocations during encode and search, as the reader's count sees them (0 without
+    /// one: [`Reader::counting`]).
     pub allocations: usize,
 }
 
 impl Reader<'_> {
+    /// The reader, reporting the heap allocations of each reading's encode and search by
+    /// `allocations`.
+    pub fn counting(self, allocations: AllocationCount) -> Self {
+        Reader {
+            allocations,
+            ..self
+        }
+    }
+
     /// Reads `text` once.
     pub fn read(&mut self, text: &str) -> Result<Reading, NumbersError> {
         let Reader {
@@ -169,22 +191,14 @@ impl Reader<'_> {
             ids,
             best,
             options,
+            allocations,
         } = self;
         vocab.encode_into(text, ids)?;
-        let (timed, allocations) = counting::count(|| -> Result<_, RunError> {
-            let start = Instant::now();
-            session.encode(ids)?;
-            let encode = start.elapsed();
-            let mut steps = 0usize;
-            let hyps = session.generate(options, |_| steps += 1)?;
-            // At most `max_target` tokens: within `best`'s capacity, so no allocation.
-            best.clear();
-            if let Some(h) = hyps.best() {
-                best.extend_from_slice(h.tokens);
-            }
-            Ok((encode, start.elapsed(), steps))
-        });
-        let (encode, total, steps) = timed?;
+        let count = *allocations;
+        let before = count();
+        let searched = encode_and_search(session, ids, best, options);
+        let allocations = count() - before;
+        let (encode, total, steps) = searched?;
         let decoded = vocab.decode(best);
         Ok(Reading {
             digits: decoded.text,
@@ -195,6 +209,27 @@ impl Reader<'_> {
             allocations,
         })
     }
+}
+
+/// Encodes `ids` and greedy-decodes into `best`: the encoder's time, the total time and the
+/// decoder steps run.
+fn encode_and_search(
+    session: &mut Session<&Model<'static>>,
+    ids: &[u32],
+    best: &mut Vec<u32>,
+    options: &SearchOptions,
+) -> Result<(Duration, Duration, usize), RunError> {
+    let start = Instant::now();
+    session.encode(ids)?;
+    let encode = start.elapsed();
+    let mut steps = 0usize;
+    let hyps = session.generate(options, |_| steps += 1)?;
+    // At most `max_target` tokens: within `best`'s capacity, so no allocation.
+    best.clear();
+    if let Some(h) = hyps.best() {
+        best.extend_from_slice(h.tokens);
+    }
+    Ok((encode, start.elapsed(), steps))
 }
 
 #[cfg(test)]
@@ -213,6 +248,21 @@ mod tests {
             assert!(reading.steps >= 1 && reading.steps <= numbers.vocab.max_target());
             assert!(reading.total >= reading.encode);
         }
+    }
+
+    #[test]
+    fn a_reading_reports_its_count_of_allocations() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        // A count that moves by 3 at each look: one reading looks before and after.
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        fn count() -> usize {
+            COUNT.fetch_add(3, Ordering::Relaxed)
+        }
+        let numbers = Numbers::embedded().expect("the embedded model loads");
+        let mut reader = numbers.reader(Isa::best()).expect("a session");
+        assert_eq!(reader.read("nineteen").expect("reads").allocations, 0);
+        let mut reader = reader.counting(count);
+        assert_eq!(reader.read("nineteen").expect("reads").allocations, 3);
     }
 
     #[test]

@@ -1,0 +1,274 @@
+//! Decoding one window: under Whisper's decoding rules ([`WhisperRules`]), at each fallback
+//! temperature in turn until a result is judged fine ([`fallback`]'s rule).
+//!
+//! At temperature 0 a decoding is beam search (`beam > 1`) or greedy; above 0 it draws
+//! `best_of` samples (seeded: `seed`, window, temperature and draw fix each) and keeps the best
+//! by length-normalised score. The no-speech probability is the softmax of the logits at the
+//! `<|startoftranscript|>` row: the first decoding's step-0 logits when that token ends the
+//! prompt, otherwise one prefill of the prompt up to it ([`Decoder::no_speech_prob`]).
+
+use std::sync::Arc;
+
+use tessel_model::families::whisper::WhisperRules;
+use tessel_model::{Hypotheses, Model, Sampling, SearchOptions, Session};
+use tessel_text::whisper::{python_strip, WhisperTokenizer};
+
+use super::fallback::{self, Compressor, Judged};
+use super::observer::{timed, Observer};
+use super::segments::TIME_PRECISION;
+use super::types::{Stats, TranscribeError, TranscribeOptions};
+
+/// The model session a transcription runs on.
+pub(super) type WhisperSession = Session<Arc<Model<'static>>>;
+
+/// One decoding of a window.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Decoded {
+    /// Its tokens, up to `<|endoftext|>` (excluded).
+    pub(super) tokens: Vec<u32>,
+    /// The temperature it is reported at.
+    pub(super) temperature: f32,
+    judged: Option<Judged>,
+    text: String,
+}
+
+impl Decoded {
+    /// What the fallback rule reads of it; before it is judged, no log-probability and no
+    /// compression with the window's `no_speech_prob`.
+    pub(super) fn judged_or(&self, no_speech_prob: f64) -> Judged {
+        self.judged.unwrap_or(Judged {
+            avg_logprob: 0.0,
+            compression_ratio: 0.0,
+            no_speech_prob,
+        })
+    }
+}
+
+/// The window's decoding settings that do not change with temperature.
+pub(super) struct WindowDecode<'a> {
+    pub(super) options: &'a TranscribeOptions,
+    /// The window's number, counted from 0 (it seeds the samples).
+    pub(super) window: usize,
+    /// The prompt: previous text, start sequence, `<|notimestamps|>`.
+    pub(super) prompt: &'a [u32],
+    /// `softmax(logits)[<|nospeech|>]` at the `<|startoftranscript|>` row; `None` until the
+    /// first decoding reads it, when that row is the prompt's last (its step-0 logits).
+    pub(super) no_speech_prob: Option<f64>,
+}
+
+/// The decoding rules' token sets and one decoding per fallback temperature.
+pub(super) struct Decoder {
+    tokenizer: Arc<WhisperTokenizer>,
+    suppress: Arc<[u32]>,
+    blank: Arc<[u32]>,
+    /// The decodings at each temperature of the current window.
+    tried: Vec<Decoded>,
+    judged: Vec<Judged>,
+    compressor: Compressor,
+}
+
+impl Decoder {
+    /// A decoder suppressing `suppress` always and `blank` as the first token.
+    pub(super) fn new(
+        tokenizer: Arc<WhisperTokenizer>,
+        suppress: Arc<[u32]>,
+        blank: Arc<[u32]>,
+    ) -> Decoder {
+        Decoder {
+            tokenizer,
+            suppress,
+            blank,
+            tried: Vec::new(),
+            judged: Vec::new(),
+            compressor: Compressor::new(),
+        }
+    }
+
+    /// Room for one decoding per temperature of `temperatures`, each of up to `capacity`
+    /// tokens.
+    pub(super) fn reserve(&mut self, temperatures: usize, capacity: usize) {
+        if self.tried.len() < temperatures {
+            self.tried.resize_with(temperatures, || Decoded {
+                tokens: Vec::with_capacity(capacity),
+                ..Decoded::default()
+            });
+        }
+    }
+
+    /// `softmax(logits)[<|nospeech|>]` at the last row of `prompt` (the prompt up to its
+    /// `<|startoftranscript|>`).
+    pub(super) fn no_speech_prob(
+        &self,
+        session: &mut WhisperSession,
+        prompt: &[u32],
+        stats: &mut Stats,
+        observer: &mut dyn Observer,
+    ) -> Result<f64, TranscribeError> {
+        let logits = timed(observer, &mut stats.decode, || {
+            session.reset_decoder();
+            session.prefill(prompt)
+        });
+        Ok(softmax_at(logits?, self.tokenizer.no_speech()))
+    }
+
+    /// Decodes the window at each temperature until one is judged fine; returns the decoding
+    /// kept.
+    pub(super) fn decode_with_fallback(
+        &mut self,
+        session: &mut WhisperSession,
+        window: &mut WindowDecode<'_>,
+        stats: &mut Stats,
+        observer: &mut dyn Observer,
+    ) -> Result<&Decoded, TranscribeError> {
+        let options = window.options;
+        let temperatures = &options.temperatures;
+        for (i, &temperature) in temperatures.iter().enumerate() {
+            self.decode_at(session, i, temperature, window, stats, observer)?;
+            let judged = self.tried[i].judged_or(window.no_speech_prob.unwrap_or(0.0));
+            if !options.thresholds.needs_fallback(&judged) {
+                return Ok(&self.tried[i]);
+            }
+        }
+        self.judged.clear();
+        let tried = self.tried[..temperatures.len()].iter();
+        self.judged.extend(tried.filter_map(|d| d.judged));
+        let best = fallback::pick_after_failures(&options.thresholds, &self.judged).unwrap_or(0);
+        // Reported at the last temperature tried, as the reference does.
+        let last = temperatures[temperatures.len() - 1];
+        self.tried[best].temperature = last;
+        Ok(&self.tried[best])
+    }
+
+    /// One decoding at `temperature` into `tried[slot]`: the best of its runs (one, or
+    /// `best_of` samples above 0), judged.
+    fn decode_at(
+        &mut self,
+        session: &mut WhisperSession,
+        slot: usize,
+        temperature: f32,
+        window: &mut WindowDecode<'_>,
+        stats: &mut Stats,
+        observer: &mut dyn Observer,
+    ) -> Result<(), TranscribeError> {
+        let options = window.options;
+        let prompt = window.prompt;
+        let tok = Arc::clone(&self.tokenizer);
+        let positions_left = (session.limits().max_tgt_len + 1).saturating_sub(prompt.len());
+        let max_steps = options.sample_len.min(positions_left);
+        if max_steps == 0 {
+            return Err(TranscribeError::BadOption(
+                "the prompt fills the decoder's positions".into(),
+            ));
+        }
+        let rules = rules(&tok, options, &self.blank, &self.suppress);
+        let isa = session.isa();
+        let runs = if temperature > 0.0 {
+            options.best_of
+        } else {
+            1
+        };
+        let decoded = &mut self.tried[slot];
+        decoded.tokens.clear();
+        decoded.temperature = temperature;
+        let mut best_score = f32::NEG_INFINITY;
+        let mut best_sum = 0.0f64;
+        for run in 0..runs {
+            let seed = options
+                .seed
+                .wrapping_add((window.window as u64) << 32)
+                .wrapping_add((slot as u64) << 16)
+                .wrapping_add(run as u64);
+            let search = search(options, temperature, seed, max_steps);
+            let no_speech = &mut window.no_speech_prob;
+            let hyps = timed(observer, &mut stats.decode, || {
+                session.generate_with(prompt, &search, |step| {
+                    if step.step == 0 && no_speech.is_none() {
+                        *no_speech = Some(softmax_at(step.row_mut(0), tok.no_speech()));
+                    }
+                    rules.apply(isa, step)
+                })
+            });
+            let hyps: Hypotheses<'_> = hyps?;
+            let Some(best) = hyps.best() else { continue };
+            stats.tokens += best.tokens.len();
+            if run == 0 || best.score > best_score {
+                best_score = best.score;
+                let len = best.tokens.len();
+                best_sum =
+                    f64::from(best.score) * (len as f64).powf(f64::from(search.length_penalty));
+                decoded.tokens.clear();
+                let end = best
+                    .tokens
+                    .iter()
+                    .position(|&t| t == tok.eot())
+                    .unwrap_or(len);
+                decoded.tokens.extend_from_slice(&best.tokens[..end]);
+            }
+        }
+        decoded.text = tok.decode(&decoded.tokens)?;
+        let n = decoded.tokens.len();
+        decoded.judged = Some(Judged {
+            avg_logprob: best_sum / (n as f64 + 1.0),
+            compression_ratio: self.compressor.ratio(python_strip(&decoded.text)),
+            no_speech_prob: window.no_speech_prob.unwrap_or(0.0),
+        });
+        Ok(())
+    }
+}
+
+/// Whisper's decoding rules for `options`: `suppress` always, `blank` as the first token when
+/// `options.suppress_blank`.
+fn rules<'a>(
+    tok: &WhisperTokenizer,
+    options: &TranscribeOptions,
+    blank: &'a [u32],
+    suppress: &'a [u32],
+) -> WhisperRules<'a> {
+    // round(max_initial_timestamp / 0.02) steps, as the reference converts it.
+    let max_initial = (options.max_initial_timestamp / TIME_PRECISION)
+        .round()
+        .clamp(0.0, f64::from(u32::MAX));
+    WhisperRules {
+        eot: tok.eot(),
+        no_timestamps: tok.no_timestamps(),
+        timestamp_begin: tok.timestamp_begin(),
+        blank: if options.suppress_blank { blank } else { &[] },
+        suppress,
+        timestamps: options.timestamps,
+        max_initial_timestamp_index: Some(max_initial as u32),
+    }
+}
+
+/// One run's search: seeded sampling at `temperature` above 0, otherwise beam search (greedy
+/// for a beam of 1), at most `max_steps` tokens.
+fn search(
+    options: &TranscribeOptions,
+    temperature: f32,
+    seed: u64,
+    max_steps: usize,
+) -> SearchOptions {
+    if temperature > 0.0 {
+        SearchOptions {
+            length_penalty: options.length_penalty,
+            ..SearchOptions::sample(Sampling::temperature(temperature, seed), max_steps)
+        }
+    } else {
+        SearchOptions {
+            length_penalty: options.length_penalty,
+            ..SearchOptions::beam(options.beam, max_steps)
+        }
+    }
+}
+
+/// `softmax(logits)[token]` in `f64` (0 when `token` is out of range).
+fn softmax_at(logits: &[f32], token: u32) -> f64 {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let total: f64 = logits
+        .iter()
+        .map(|&v| (f64::from(v) - f64::from(max)).exp())
+        .sum();
+    let target = logits
+        .get(token as usize)
+        .map_or(f64::NEG_INFINITY, |&v| f64::from(v) - f64::from(max));
+    target.exp() / total
+}

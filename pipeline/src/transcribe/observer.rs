@@ -1,0 +1,36 @@
+//! What a host sees of a transcription while it runs: the inference marks around every model
+//! call, the progress through the audio and each segment once it is final.
+
+use std::time::{Duration, Instant};
+
+use super::types::Segment;
+
+/// What a host may watch during a transcription.
+pub trait Observer {
+    /// Model inference starts (`true`) or stops (`false`): a host counting allocations
+    /// counts between the two.
+    fn inference(&mut self, _running: bool) {}
+    /// `done` of `total` seconds of audio are transcribed.
+    fn progress(&mut self, _done: f64, _total: f64) {}
+    /// `segment` is final: it is the transcript's next segment, and no later window changes
+    /// it (called outside the inference marks, so a host may print it as it comes).
+    fn segment(&mut self, _segment: &Segment) {}
+}
+
+/// An observer that watches nothing.
+impl Observer for () {}
+
+/// Runs the model call `run` between the observer's inference marks and adds the time it took
+/// to `spent`.
+pub(super) fn timed<T>(
+    observer: &mut dyn Observer,
+    spent: &mut Duration,
+    run: impl FnOnce() -> T,
+) -> T {
+    let started = Instant::now();
+    observer.inference(true);
+    let out = run();
+    observer.inference(false);
+    *spent += started.elapsed();
+    out
+}

@@ -1,0 +1,338 @@
+//! One user's transcription: the spectrogram of the whole file, then the walk over its 30 s
+//! windows (steps 1 to 3 of the algorithm the [module](super) describes): each window cut,
+//! encoded and prompted, decoded ([`Decoder`]), split into segments ([`segments`]) and the
+//! next window's start chosen.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tessel_audio::{content_frames, segment, MelFrontEnd, N_FRAMES};
+use tessel_text::whisper::{python_strip, WhisperTokenizer};
+
+use super::decode::{Decoded, Decoder, WhisperSession, WindowDecode};
+use super::observer::{timed, Observer};
+use super::segments::{self, Cut};
+use super::types::{Segment, Stats, TranscribeError, TranscribeOptions, Transcript};
+
+/// One user's transcription state (see the [module](super) docs).
+pub struct TranscribeSession {
+    session: WhisperSession,
+    tokenizer: Arc<WhisperTokenizer>,
+    multilingual: bool,
+    mel: MelFrontEnd,
+    n_mels: usize,
+    spectrogram: Vec<f32>,
+    window: Vec<f32>,
+    prompt: Vec<u32>,
+    decoder: Decoder,
+    cuts: Vec<Cut>,
+}
+
+impl std::fmt::Debug for TranscribeSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TranscribeSession")
+            .field("arena_bytes", &self.arena_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One transcription's state across its windows.
+struct Walk<'a> {
+    options: &'a TranscribeOptions,
+    /// The start sequence every prompt holds.
+    sot_sequence: Vec<u32>,
+    /// The initial prompt's tokens, then every kept segment's.
+    all_tokens: Vec<u32>,
+    /// Where the text the next prompt conditions on starts in `all_tokens`.
+    reset_since: usize,
+    segments: Vec<Segment>,
+    stats: Stats,
+}
+
+/// How a window was decoded, as its segments report it.
+struct WindowFigures {
+    seek: usize,
+    temperature: f32,
+    avg_logprob: f64,
+    compression_ratio: f64,
+    no_speech_prob: f64,
+}
+
+impl TranscribeSession {
+    /// A session on `session` for a model reading `n_mels` mel bins, with every per-window
+    /// buffer.
+    pub(super) fn new(
+        session: WhisperSession,
+        tokenizer: Arc<WhisperTokenizer>,
+        decoder: Decoder,
+        multilingual: bool,
+        n_mels: usize,
+    ) -> Result<TranscribeSession, TranscribeError> {
+        let max_tgt = session.limits().max_tgt_len;
+        Ok(TranscribeSession {
+            session,
+            tokenizer,
+            multilingual,
+            mel: MelFrontEnd::new(n_mels)?,
+            n_mels,
+            spectrogram: Vec::new(),
+            window: vec![0.0; n_mels * N_FRAMES],
+            prompt: Vec::with_capacity(max_tgt),
+            decoder,
+            cuts: Vec::with_capacity(max_tgt),
+        })
+    }
+
+    /// Bytes of the model session's arena.
+    pub fn arena_bytes(&self) -> usize {
+        self.session.plan().total_bytes()
+    }
+
+    /// Transcribes 16 kHz mono samples.
+    pub fn transcribe(
+        &mut self,
+        samples: &[f32],
+        options: &TranscribeOptions,
+        observer: &mut dyn Observer,
+    ) -> Result<Transcript, TranscribeError> {
+        let max_beam = self.session.limits().max_beam;
+        options.check(max_beam, self.multilingual, &self.tokenizer)?;
+        let frames = content_frames(samples.len());
+        if frames == 0 {
+            return Err(TranscribeError::EmptyAudio);
+        }
+        let mut walk = self.start(samples, frames, options)?;
+        let language = self.language(options, frames, &mut walk.stats, observer)?;
+        walk.sot_sequence = if self.multilingual {
+            self.tokenizer
+                .sot_sequence(Some(&language), Some(options.task))?
+        } else {
+            self.tokenizer.sot_sequence(None, None)?
+        };
+        let mut seek = 0;
+        while seek < frames {
+            observer.progress(
+                seek as f64 * segments::SECONDS_PER_FRAME,
+                frames as f64 * 0.01,
+            );
+            let size = N_FRAMES.min(frames - seek);
+            seek = self.transcribe_window(&mut walk, seek, size, observer)?;
+        }
+        observer.progress(frames as f64 * 0.01, frames as f64 * 0.01);
+        Ok(Transcript {
+            language,
+            segments: walk.segments,
+            stats: walk.stats,
+        })
+    }
+
+    /// The spectrogram of the file, every buffer sized for it before the first window, and
+    /// the conditioning text of the initial prompt.
+    fn start<'a>(
+        &mut self,
+        samples: &[f32],
+        frames: usize,
+        options: &'a TranscribeOptions,
+    ) -> Result<Walk<'a>, TranscribeError> {
+        let mut stats = Stats {
+            audio_seconds: samples.len() as f64 / f64::from(tessel_audio::SAMPLE_RATE),
+            ..Stats::default()
+        };
+        let started = Instant::now();
+        self.spectrogram.clear();
+        self.spectrogram.resize(self.n_mels * frames, 0.0);
+        self.mel.spectrogram(samples, &mut self.spectrogram)?;
+        stats.mel = started.elapsed();
+        let capacity = self.session.limits().max_tgt_len;
+        self.decoder.reserve(options.temperatures.len(), capacity);
+        let mut all_tokens: Vec<u32> = Vec::new();
+        if let Some(prompt) = &options.initial_prompt {
+            let text = format!(" {}", python_strip(prompt));
+            all_tokens.extend(self.tokenizer.encode(&text)?);
+        }
+        Ok(Walk {
+            options,
+            sot_sequence: Vec::new(),
+            all_tokens,
+            reset_since: 0,
+            segments: Vec::new(),
+            stats,
+        })
+    }
+
+    /// Transcribes the window of `size` frames at `seek`; returns where the next one starts.
+    fn transcribe_window(
+        &mut self,
+        walk: &mut Walk<'_>,
+        seek: usize,
+        size: usize,
+        observer: &mut dyn Observer,
+    ) -> Result<usize, TranscribeError> {
+        let options = walk.options;
+        segment(&self.spectrogram, self.n_mels, seek, size, &mut self.window)?;
+        self.encode(&mut walk.stats, observer)?;
+        let sot_at = self.prompt(walk);
+        let no_speech_prob = if sot_at + 1 == self.prompt.len() {
+            None
+        } else {
+            let prompt = &self.prompt[..=sot_at];
+            let stats = &mut walk.stats;
+            Some(
+                self.decoder
+                    .no_speech_prob(&mut self.session, prompt, stats, observer)?,
+            )
+        };
+        let mut window = WindowDecode {
+            options,
+            window: walk.stats.windows,
+            prompt: &self.prompt,
+            no_speech_prob,
+        };
+        walk.stats.windows += 1;
+        let best = self.decoder.decode_with_fallback(
+            &mut self.session,
+            &mut window,
+            &mut walk.stats,
+            observer,
+        )?;
+        let no_speech_prob = window.no_speech_prob.unwrap_or(0.0);
+        let judged = best.judged_or(no_speech_prob);
+        if options.thresholds.no_speech.is_some() && options.thresholds.is_silence(&judged) {
+            return Ok(seek + size);
+        }
+        let timestamp_begin = self.tokenizer.timestamp_begin();
+        let split = segments::split(&best.tokens, timestamp_begin, seek, size, &mut self.cuts);
+        let figures = WindowFigures {
+            seek,
+            temperature: best.temperature,
+            avg_logprob: judged.avg_logprob,
+            compression_ratio: judged.compression_ratio,
+            no_speech_prob,
+        };
+        let cuts = &self.cuts[..split.count];
+        walk.keep(&self.tokenizer, best, cuts, &figures, observer)?;
+        if !options.condition_on_previous_text
+            || best.temperature > options.prompt_reset_on_temperature
+        {
+            walk.reset_since = walk.all_tokens.len();
+        }
+        Ok(split.next_seek)
+    }
+
+    /// Writes the window's prompt: `<|startofprev|>` and the last of the conditioning text,
+    /// the start sequence, `<|notimestamps|>` without timestamps. Returns where
+    /// `<|startoftranscript|>` is in it.
+    fn prompt(&mut self, walk: &Walk<'_>) -> usize {
+        let max_previous = (self.session.limits().max_tgt_len / 2).saturating_sub(1);
+        self.prompt.clear();
+        let previous = &walk.all_tokens[walk.reset_since..];
+        if !previous.is_empty() {
+            self.prompt.push(self.tokenizer.sot_prev());
+            self.prompt
+                .extend_from_slice(&previous[previous.len().saturating_sub(max_previous)..]);
+        }
+        let sot_at = self.prompt.len();
+        self.prompt.extend_from_slice(&walk.sot_sequence);
+        if !walk.options.timestamps {
+            self.prompt.push(self.tokenizer.no_timestamps());
+        }
+        sot_at
+    }
+
+    /// Runs the encoder over the current window.
+    fn encode(
+        &mut self,
+        stats: &mut Stats,
+        observer: &mut dyn Observer,
+    ) -> Result<(), TranscribeError> {
+        let started = Instant::now();
+        let mut encoded = None;
+        observer.inference(true);
+        let done = self
+            .session
+            .encode_audio_staged(&self.window, || encoded = Some(Instant::now()));
+        observer.inference(false);
+        let ended = Instant::now();
+        let encoded = encoded.unwrap_or(ended);
+        stats.encode += encoded - started;
+        stats.cross_kv += ended - encoded;
+        Ok(done?)
+    }
+
+    /// The language: the option's, `en` for English-only models, or detected on the first
+    /// window (the most likely language token after `<|startoftranscript|>`).
+    fn language(
+        &mut self,
+        options: &TranscribeOptions,
+        frames: usize,
+        stats: &mut Stats,
+        observer: &mut dyn Observer,
+    ) -> Result<String, TranscribeError> {
+        if !self.multilingual {
+            return Ok("en".to_owned());
+        }
+        if let Some(language) = &options.language {
+            // Checked here, once: the code or name must be one of the vocabulary's.
+            self.tokenizer.language_token(language)?;
+            let lower = language.to_lowercase();
+            let code = tessel_text::languages::WHISPER_LANGUAGES
+                .iter()
+                .find(|(code, name)| *code == lower || *name == lower)
+                .map_or(lower.clone(), |(code, _)| (*code).to_owned());
+            return Ok(code);
+        }
+        let size = N_FRAMES.min(frames);
+        segment(&self.spectrogram, self.n_mels, 0, size, &mut self.window)?;
+        self.encode(stats, observer)?;
+        let sot = [self.tokenizer.sot()];
+        let logits = timed(observer, &mut stats.decode, || self.session.prefill(&sot))?;
+        let mut best: Option<(&str, f32)> = None;
+        for &(code, id) in self.tokenizer.language_tokens() {
+            let v = logits
+                .get(id as usize)
+                .copied()
+                .unwrap_or(f32::NEG_INFINITY);
+            if best.is_none_or(|(_, b)| v > b) {
+                best = Some((code, v));
+            }
+        }
+        Ok(best.map_or("en", |(code, _)| code).to_owned())
+    }
+}
+
+impl Walk<'_> {
+    /// Keeps the window's segments (`cuts` of `decoded`'s tokens) that have text and length:
+    /// each extends the conditioning text and goes to the observer as it is kept.
+    fn keep(
+        &mut self,
+        tok: &WhisperTokenizer,
+        decoded: &Decoded,
+        cuts: &[Cut],
+        figures: &WindowFigures,
+        observer: &mut dyn Observer,
+    ) -> Result<(), TranscribeError> {
+        for cut in cuts {
+            let piece = &decoded.tokens[cut.tokens.clone()];
+            let text = tok.decode(piece)?;
+            if cut.start == cut.end || python_strip(&text).is_empty() {
+                continue;
+            }
+            self.all_tokens.extend_from_slice(piece);
+            self.segments.push(Segment {
+                seek: figures.seek,
+                start: cut.start,
+                end: cut.end,
+                text,
+                tokens: piece.to_vec(),
+                temperature: figures.temperature,
+                avg_logprob: figures.avg_logprob,
+                compression_ratio: figures.compression_ratio,
+                no_speech_prob: figures.no_speech_prob,
+            });
+            if let Some(done) = self.segments.last() {
+                observer.segment(done);
+            }
+        }
+        Ok(())
+    }
+}
