@@ -64,14 +64,7 @@ pub(super) struct Builder<'v, 'f, 'a> {
 impl Builder<'_, '_, '_> {
     /// An `f32` table of `shape` in aligned memory.
     pub(super) fn table(&mut self, name: &str, shape: &[usize]) -> Result<AlignedBuf, Ct2Error> {
-        let values = self.vars.tensor(name, shape)?;
-        if values.iter().any(|v| !v.is_finite()) {
-            return Err(LoadError::NonFinite {
-                name: name.to_owned(),
-            }
-            .into());
-        }
-        Ok(AlignedBuf::from_slice(&values).map_err(out_of_memory(name))?)
+        self.vars.table(name, shape, 0)
     }
 
     /// The `out × inp` linear `{from}/weight` with its bias when the file has one.

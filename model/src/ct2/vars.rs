@@ -10,8 +10,9 @@ use half::{bf16, f16};
 
 use super::binary::{Dtype, ModelBin, Variable};
 use super::Ct2Error;
+use crate::aligned::AlignedBuf;
 use crate::weights::source::{cast_le, Tensor};
-use crate::weights::LoadError;
+use crate::weights::{out_of_memory, LoadError};
 
 /// The file's variables, recording which ones the mapping used.
 pub(super) struct Vars<'f, 'a> {
@@ -161,6 +162,51 @@ impl<'f, 'a> Vars<'f, 'a> {
         Ok(values)
     }
 
+    /// A finite float tensor of `shape` as `f32` in aligned memory, followed by `extra` zero
+    /// elements: float types are widened straight into the buffer (one pass over the stored
+    /// bytes), quantised ones go through [`Vars::tensor`]. Non-finite values are an error.
+    pub(super) fn table(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        extra: usize,
+    ) -> Result<AlignedBuf, Ct2Error> {
+        let v = self
+            .get(name)
+            .ok_or_else(|| Ct2Error::Missing(name.to_owned()))?;
+        if v.shape != shape {
+            return Err(Ct2Error::Shape {
+                name: name.to_owned(),
+                expected: shape.to_vec(),
+                got: v.shape.clone(),
+            });
+        }
+        let len = v.len();
+        let total = len.saturating_add(extra);
+        let mut table = AlignedBuf::zeros(total).map_err(out_of_memory(name))?;
+        let out = &mut table.as_mut_slice()[..len];
+        let finite = match v.dtype {
+            Dtype::F32 => widen(v.data, out, f32::from_le_bytes),
+            Dtype::F16 => widen(v.data, out, |b| {
+                f16::from_bits(u16::from_le_bytes(b)).to_f32()
+            }),
+            Dtype::Bf16 => widen(v.data, out, |b| {
+                bf16::from_bits(u16::from_le_bytes(b)).to_f32()
+            }),
+            _ => {
+                out.copy_from_slice(&self.tensor(name, shape)?);
+                out.iter().all(|x| x.is_finite())
+            }
+        };
+        if !finite {
+            return Err(LoadError::NonFinite {
+                name: name.to_owned(),
+            }
+            .into());
+        }
+        Ok(table)
+    }
+
     pub(super) fn shape(&self, name: &str) -> Result<&'f [usize], Ct2Error> {
         self.file
             .variables
@@ -181,4 +227,15 @@ impl<'f, 'a> Vars<'f, 'a> {
             .keys()
             .find(|name| !self.used.contains(*name))
     }
+}
+
+/// Decodes the little-endian values of `bytes` (`N` bytes each) into `out` as `f32`; whether
+/// every value is finite.
+fn widen<const N: usize>(bytes: &[u8], out: &mut [f32], decode: impl Fn([u8; N]) -> f32) -> bool {
+    let mut finite = true;
+    for (x, b) in out.iter_mut().zip(bytes.chunks_exact(N)) {
+        *x = decode(b.try_into().unwrap_or([0; N]));
+        finite &= x.is_finite();
+    }
+    finite
 }
