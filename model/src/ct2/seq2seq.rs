@@ -121,8 +121,7 @@ fn blocks(
     stack: &str,
     layers: usize,
 ) -> Result<Vec<Block<'static>>, Ct2Error> {
-    let mut out = Vec::with_capacity(layers);
-    for i in 0..layers {
+    b.each_layer(layers, |b, i| {
         let f = format!("{stack}/layer_{i}");
         let noact = format!("{f}/ffn/linear_0_noact/weight");
         if b.vars.has(&noact) != spec.gated_ffn {
@@ -138,9 +137,8 @@ fn blocks(
             None
         };
         let ffn = b.feed_forward(&f, spec.d_ff, spec.activation)?;
-        out.push(block(&f, config.norm, attention, cross, ffn)?);
-    }
-    Ok(out)
+        Ok(block(&f, config.norm, attention, cross, ffn)?)
+    })
 }
 
 /// The embedding of `stack` over `table`: scaled, plus positions (none with relative
