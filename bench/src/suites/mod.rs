@@ -6,6 +6,7 @@ pub mod attention;
 pub mod e2e;
 pub mod gemm;
 pub mod gemm_int8;
+pub mod load;
 pub mod norm;
 pub mod peaks;
 
@@ -20,4 +21,10 @@ pub struct Suite {
 }
 
 /// Every suite, in the order `report all` runs them.
-pub const ALL: &[Suite] = &[gemm::SUITE, attention::SUITE, norm::SUITE, e2e::SUITE];
+pub const ALL: &[Suite] = &[
+    gemm::SUITE,
+    attention::SUITE,
+    norm::SUITE,
+    e2e::SUITE,
+    load::SUITE,
+];

@@ -235,8 +235,13 @@ impl<W: AsRef<[T]> + AsMut<[T]>, T: Element> PackedB<W, T> {
 }
 
 /// Converts between element types through `f32` (exact for every widening, one rounding for
-/// every narrowing).
+/// every narrowing); a value of the type it is stored as is copied as it is.
 fn convert<S: Element, T: Element>(x: S) -> T {
+    if core::any::TypeId::of::<S>() == core::any::TypeId::of::<T>() {
+        // SAFETY: `S` and `T` are the same type (same type id), so the copy is the identity
+        // the round trip through `f32` would be, without its software rounding.
+        return unsafe { core::mem::transmute_copy::<S, T>(&x) };
+    }
     T::from_f32(x.to_f32())
 }
 

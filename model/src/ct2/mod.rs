@@ -333,9 +333,23 @@ fn read_file(path: &Path) -> Result<Vec<u8>, Ct2Error> {
     })
 }
 
+/// `path` mapped read-only: the weights are read once, from the page cache, by the packing
+/// that copies them into the model's own buffers.
+fn map_file(path: &Path) -> Result<memmap2::Mmap, Ct2Error> {
+    let io = |source| Ct2Error::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    // SAFETY: the map is read-only and lives only for the load; every weight is copied into the
+    // model's own buffers before it is dropped. As with every mmap, a concurrent truncation of
+    // the file by another process is outside what this can guard against.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(io)
+}
+
 /// Loads a CTranslate2 model directory.
 pub fn load_dir(dir: &Path, options: Ct2Options) -> Result<Ct2Model, Ct2Error> {
-    let bytes = read_file(&dir.join("model.bin"))?;
+    let bytes = map_file(&dir.join("model.bin"))?;
     let file = parse(&bytes)?;
     if file.spec == "WhisperSpec" {
         let vocabulary =

@@ -42,7 +42,7 @@ use crate::config::{Config, FrontEnd, NormKind, NormPlacement, Positions};
 use crate::layers::{Block, Embedding, Heads, Linear};
 use crate::model::{Model, Source, Stack};
 use crate::weights::source::Tensor;
-use crate::weights::{block, linear_rows, out_of_memory, LoadError};
+use crate::weights::{block, linear_rows, LoadError};
 
 /// The generator's bias for the zero start row of `start_from_zero_embedding` models: far
 /// below any real logit, finite so that no penalty or softmax meets an infinity.
@@ -56,15 +56,7 @@ fn table_with_zero_rows(
     extra: usize,
 ) -> Result<AlignedBuf, Ct2Error> {
     let d = b.d;
-    let mut values = b.vars.tensor(name, &[rows, d])?;
-    if values.iter().any(|v| !v.is_finite()) {
-        return Err(LoadError::NonFinite {
-            name: name.to_owned(),
-        }
-        .into());
-    }
-    values.resize((rows + extra) * d, 0.0);
-    Ok(AlignedBuf::from_slice(&values).map_err(out_of_memory(name))?)
+    b.vars.table(name, &[rows, d], extra * d)
 }
 
 /// The stored tensor followed by one row of `width` zeros of its own type.
@@ -129,8 +121,7 @@ fn blocks(
     stack: &str,
     layers: usize,
 ) -> Result<Vec<Block<'static>>, Ct2Error> {
-    let mut out = Vec::with_capacity(layers);
-    for i in 0..layers {
+    b.each_layer(layers, |b, i| {
         let f = format!("{stack}/layer_{i}");
         let noact = format!("{f}/ffn/linear_0_noact/weight");
         if b.vars.has(&noact) != spec.gated_ffn {
@@ -146,9 +137,8 @@ fn blocks(
             None
         };
         let ffn = b.feed_forward(&f, spec.d_ff, spec.activation)?;
-        out.push(block(&f, config.norm, attention, cross, ffn)?);
-    }
-    Ok(out)
+        Ok(block(&f, config.norm, attention, cross, ffn)?)
+    })
 }
 
 /// The embedding of `stack` over `table`: scaled, plus positions (none with relative

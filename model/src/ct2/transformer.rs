@@ -21,6 +21,8 @@
 //! Norm epsilon: `config.json`'s `layer_norm_epsilon`, else CTranslate2's defaults, 1e-5 for a
 //! LayerNorm and 1e-6 for an RMSNorm.
 
+use std::collections::BTreeSet;
+
 use super::vars::Vars;
 use super::Ct2Error;
 use crate::aligned::AlignedBuf;
@@ -61,17 +63,68 @@ pub(super) struct Builder<'v, 'f, 'a> {
     pub(super) weights: Option<WeightType>,
 }
 
-impl Builder<'_, '_, '_> {
+/// One thread's layers, in order, and the variables it read.
+type Chunk<T> = (Vec<Result<T, Ct2Error>>, BTreeSet<String>);
+
+/// Threads that pack layers at once: the cores there are, at most one per layer.
+fn pack_threads(layers: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.min(layers).max(1)
+}
+
+impl<'f, 'a> Builder<'_, 'f, 'a> {
+    /// `build(builder, i)` for every `i` in `0..count`, split over the machine's cores, each
+    /// thread reading the file through its own [`Builder`] (the variables they read are
+    /// recorded as used here). The results come back in order; an error is the one of the
+    /// lowest `i` that failed, as building them one by one would report.
+    pub(super) fn each_layer<T: Send>(
+        &mut self,
+        count: usize,
+        build: impl Fn(&mut Builder<'_, 'f, 'a>, usize) -> Result<T, Ct2Error> + Sync,
+    ) -> Result<Vec<T>, Ct2Error> {
+        let threads = pack_threads(count);
+        let (file, d, heads, eps, weights) =
+            (self.vars.file, self.d, self.heads, self.eps, self.weights);
+        let chunks: Vec<Chunk<T>> = std::thread::scope(|s| {
+            let build = &build;
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
+                    s.spawn(move || {
+                        let mut vars = Vars {
+                            file,
+                            used: BTreeSet::new(),
+                        };
+                        let mut b = Builder {
+                            vars: &mut vars,
+                            d,
+                            heads,
+                            eps,
+                            weights,
+                        };
+                        let range = t * count / threads..(t + 1) * count / threads;
+                        let built = range.map(|i| build(&mut b, i)).collect();
+                        (built, vars.used)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        let mut out = Vec::with_capacity(count);
+        for (built, used) in chunks {
+            self.vars.used.extend(used);
+            for layer in built {
+                out.push(layer?);
+            }
+        }
+        Ok(out)
+    }
+
     /// An `f32` table of `shape` in aligned memory.
     pub(super) fn table(&mut self, name: &str, shape: &[usize]) -> Result<AlignedBuf, Ct2Error> {
-        let values = self.vars.tensor(name, shape)?;
-        if values.iter().any(|v| !v.is_finite()) {
-            return Err(LoadError::NonFinite {
-                name: name.to_owned(),
-            }
-            .into());
-        }
-        Ok(AlignedBuf::from_slice(&values).map_err(out_of_memory(name))?)
+        self.vars.table(name, shape, 0)
     }
 
     /// The `out × inp` linear `{from}/weight` with its bias when the file has one.

@@ -10,8 +10,9 @@ use half::{bf16, f16};
 
 use super::binary::{Dtype, ModelBin, Variable};
 use super::Ct2Error;
+use crate::aligned::AlignedBuf;
 use crate::weights::source::{cast_le, Tensor};
-use crate::weights::LoadError;
+use crate::weights::{out_of_memory, LoadError};
 
 /// The file's variables, recording which ones the mapping used.
 pub(super) struct Vars<'f, 'a> {
@@ -161,6 +162,49 @@ impl<'f, 'a> Vars<'f, 'a> {
         Ok(values)
     }
 
+    /// A finite float tensor of `shape` as `f32` in aligned memory, followed by `extra` zero
+    /// elements: float types are widened straight into the buffer (one pass over the stored
+    /// bytes), quantised ones go through [`Vars::tensor`]. Non-finite values are an error.
+    pub(super) fn table(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        extra: usize,
+    ) -> Result<AlignedBuf, Ct2Error> {
+        let v = self
+            .get(name)
+            .ok_or_else(|| Ct2Error::Missing(name.to_owned()))?;
+        if v.shape != shape {
+            return Err(Ct2Error::Shape {
+                name: name.to_owned(),
+                expected: shape.to_vec(),
+                got: v.shape.clone(),
+            });
+        }
+        let len = v.len();
+        let total = len.saturating_add(extra);
+        let mut table = AlignedBuf::zeros(total).map_err(out_of_memory(name))?;
+        let out = &mut table.as_mut_slice()[..len];
+        let finite = match v.dtype {
+            Dtype::F32 => widen(v.data, out, f32::from_le_bytes),
+            Dtype::F16 => widen_f16(v.data, out),
+            Dtype::Bf16 => widen(v.data, out, |b| {
+                bf16::from_bits(u16::from_le_bytes(b)).to_f32()
+            }),
+            _ => {
+                out.copy_from_slice(&self.tensor(name, shape)?);
+                out.iter().all(|x| x.is_finite())
+            }
+        };
+        if !finite {
+            return Err(LoadError::NonFinite {
+                name: name.to_owned(),
+            }
+            .into());
+        }
+        Ok(table)
+    }
+
     pub(super) fn shape(&self, name: &str) -> Result<&'f [usize], Ct2Error> {
         self.file
             .variables
@@ -180,5 +224,96 @@ impl<'f, 'a> Vars<'f, 'a> {
             .variables
             .keys()
             .find(|name| !self.used.contains(*name))
+    }
+}
+
+/// Decodes the little-endian values of `bytes` (`N` bytes each) into `out` as `f32`; whether
+/// every value is finite.
+fn widen<const N: usize>(bytes: &[u8], out: &mut [f32], decode: impl Fn([u8; N]) -> f32) -> bool {
+    let mut finite = true;
+    for (x, b) in out.iter_mut().zip(bytes.chunks_exact(N)) {
+        *x = decode(b.try_into().unwrap_or([0; N]));
+        finite &= x.is_finite();
+    }
+    finite
+}
+
+/// [`widen`] for `float16`: with F16C eight values per instruction (exact, as the scalar
+/// conversion), finiteness read from the exponent bits.
+fn widen_f16(bytes: &[u8], out: &mut [f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU has F16C and AVX (detected just above).
+        return unsafe { widen_f16_f16c(bytes, out) };
+    }
+    widen(bytes, out, |b| {
+        f16::from_bits(u16::from_le_bytes(b)).to_f32()
+    })
+}
+
+/// [`widen_f16`] with `vcvtph2ps`.
+///
+/// # Safety
+/// The CPU must have F16C and AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "f16c,avx")]
+unsafe fn widen_f16_f16c(bytes: &[u8], out: &mut [f32]) -> bool {
+    use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm256_storeu_ps, _mm_loadu_si128};
+    let n = out.len().min(bytes.len() / 2);
+    let whole = n - n % 8;
+    let mut finite = true;
+    for (src, dst) in bytes[..2 * whole]
+        .chunks_exact(16)
+        .zip(out[..whole].chunks_exact_mut(8))
+    {
+        // SAFETY: 16 bytes read from `src` and 8 floats written to `dst`, both exactly that
+        // long; unaligned load and store.
+        unsafe {
+            let halves = _mm_loadu_si128(src.as_ptr().cast::<__m128i>());
+            _mm256_storeu_ps(dst.as_mut_ptr(), _mm256_cvtph_ps(halves));
+        }
+        for pair in src.chunks_exact(2) {
+            finite &= u16::from_le_bytes([pair[0], pair[1]]) & 0x7c00 != 0x7c00;
+        }
+    }
+    let tail = widen(&bytes[2 * whole..2 * n], &mut out[whole..n], |b| {
+        f16::from_bits(u16::from_le_bytes(b)).to_f32()
+    });
+    finite && tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `values` as little-endian `float16` bytes.
+    fn bytes(values: &[f16]) -> Vec<u8> {
+        values
+            .iter()
+            .flat_map(|v| v.to_bits().to_le_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn float16_tables_widen_exactly_and_refuse_any_non_finite_value() {
+        // Every bit pattern but the non-finite ones, as 8-wide vectors and a 5-value tail.
+        let finite: Vec<f16> = (0..=u16::MAX)
+            .map(f16::from_bits)
+            .filter(|v| v.is_finite())
+            .collect();
+        let len = finite.len() / 8 * 8 - 3;
+        let mut out = vec![0.0f32; len];
+        assert!(widen_f16(&bytes(&finite[..len]), &mut out));
+        for (x, v) in out.iter().zip(&finite) {
+            assert_eq!(x.to_bits(), v.to_f32().to_bits(), "{v}");
+        }
+        for bad in [f16::INFINITY, f16::NEG_INFINITY, f16::NAN] {
+            for at in [0, 7, 8, 20, 22] {
+                let mut values = vec![f16::from_f32(0.5); 23];
+                values[at] = bad;
+                let mut out = vec![0.0f32; 23];
+                assert!(!widen_f16(&bytes(&values), &mut out), "{bad} at {at}");
+            }
+        }
     }
 }

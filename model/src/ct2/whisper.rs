@@ -191,21 +191,20 @@ pub fn build(
     let positions = b.positions("encoder", config.max_src_len)?;
     let stem = ConvStem::new(conv1, conv2, positions, n_mels)
         .map_err(|e| Builder::malformed("encoder/conv", e))?;
-    let mut encoder = Vec::with_capacity(encoder_layers);
-    for i in 0..encoder_layers {
+    let norm = config.norm;
+    let encoder = b.each_layer(encoder_layers, |b, i| {
         let f = format!("encoder/layer_{i}");
         let attention = b.self_attention(&f)?;
         let ffn = b.feed_forward(&f, d_ff, activation)?;
-        encoder.push(block(&f, config.norm, attention, None, ffn)?);
-    }
-    let mut decoder = Vec::with_capacity(decoder_layers);
-    for i in 0..decoder_layers {
+        Ok(block(&f, norm, attention, None, ffn)?)
+    })?;
+    let decoder = b.each_layer(decoder_layers, |b, i| {
         let f = format!("decoder/layer_{i}");
         let attention = b.self_attention(&f)?;
         let cross = b.cross_attention(&f)?;
         let ffn = b.feed_forward(&f, d_ff, activation)?;
-        decoder.push(block(&f, config.norm, attention, Some(cross), ffn)?);
-    }
+        Ok(block(&f, norm, attention, Some(cross), ffn)?)
+    })?;
     let encoder_norm = b.norm("encoder/layer_norm")?;
     let decoder_norm = b.norm("decoder/layer_norm")?;
     let table = Arc::new(b.table("decoder/embeddings/weight", &[tgt_vocab, d])?);
