@@ -297,6 +297,37 @@ fn plan_lists_every_region_of_the_arena() {
     }
 }
 
+/// `tessel plan` of three fixtures (a Whisper front end; T5 v1.1's gated feed-forward and
+/// relative bias; a plain pre-LN model) at small limits prints, byte for byte, the committed
+/// `cli/tests/plans/*.txt` (written with `tessel plan --model DIR --max-src-len 12
+/// --max-tgt-len 10 --max-beam 3 --threads 2 > cli/tests/plans/NAME.txt`): every region's
+/// name, offset and size is pinned.
+#[test]
+fn plan_prints_the_pinned_regions_of_the_fixtures() {
+    for (name, dir) in [
+        ("whisper_tiny_like_80", "tests/whisper/tiny_like_80/hf"),
+        ("t5_v1_1", "tests/translation/t5_v1_1/hf"),
+        ("pre_gelu", "tests/golden/pre_gelu"),
+    ] {
+        let report = success(&[
+            "plan",
+            "--model",
+            path_str(&repo(dir)),
+            "--max-src-len",
+            "12",
+            "--max-tgt-len",
+            "10",
+            "--max-beam",
+            "3",
+            "--threads",
+            "2",
+        ]);
+        let path = repo(&format!("cli/tests/plans/{name}.txt"));
+        let expected = std::fs::read_to_string(&path).expect("pinned plan");
+        assert_eq!(report, expected, "{name}");
+    }
+}
+
 #[test]
 fn pack_writes_an_image_that_runs() {
     let config = tiny_config();

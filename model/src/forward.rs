@@ -2,7 +2,8 @@
 //! every decoder layer's cross-attention), the decoder over one new position per beam or over
 //! a forced prefix, and the reordering of the cache between beam-search steps.
 //!
-//! Each pass carves the arena's regions (see [`crate::plan`]) into the views its layers take;
+//! Each pass carves the arena into its named regions ([`crate::plan`]'s `Layout::carve`, one
+//! phase's working buffers and every other region) and takes the ones its layers need;
 //! validation of the caller's input happens before, in [`crate::Session`].
 
 use tessel_kernels::activation::Activation;
@@ -10,7 +11,7 @@ use tessel_kernels::KernelError;
 
 use crate::layers::{CrossAttention, CrossKv, KvCache, Run, SelfMode, Work};
 use crate::model::{Model, Source};
-use crate::plan::{ArenaPlan, Span};
+use crate::plan::{ArenaPlan, Carved, Phase};
 
 /// Where a session stands between calls.
 #[derive(Clone, Copy, Debug, Default)]
@@ -73,37 +74,6 @@ pub(crate) enum Rows {
     Prefix,
 }
 
-/// Splits `arena` into the given spans, which must be in increasing, non-overlapping order.
-fn carve<const N: usize>(arena: &mut [f32], spans: [Span; N]) -> [&mut [f32]; N] {
-    let mut rest = arena;
-    let mut base = 0;
-    let mut parts: [&mut [f32]; N] = core::array::from_fn(|_| Default::default());
-    for (part, span) in parts.iter_mut().zip(spans) {
-        let (_, tail) = core::mem::take(&mut rest).split_at_mut(span.start - base);
-        let (head, tail) = tail.split_at_mut(span.len);
-        *part = head;
-        rest = tail;
-        base = span.start + span.len;
-    }
-    parts
-}
-
-/// A block's working buffers from their carved parts, in `WorkSpans` order.
-fn work<'a>(parts: [&'a mut [f32]; 8], scratch: &'a mut [f32]) -> Work<'a> {
-    let [hidden, spare, normed, qkv, q, attn, ffn, gate] = parts;
-    Work {
-        hidden,
-        spare,
-        normed,
-        qkv,
-        q,
-        attn,
-        ffn,
-        gate,
-        scratch,
-    }
-}
-
 /// Runs the encoder over `src` (validated) and writes every decoder layer's cross-attention
 /// K/V of its output.
 pub(crate) fn encode(
@@ -113,34 +83,14 @@ pub(crate) fn encode(
     arena: &mut [f32],
     src: &[u32],
 ) -> Result<(), KernelError> {
-    let (l, s) = (&plan.layout, src.len());
-    let w = &l.wide;
-    let [hidden, spare, normed, qkv, q, attn, ffn, gate, cross_kv, scratch, bias] = carve(
-        arena,
-        [
-            w.hidden,
-            w.spare,
-            w.normed,
-            w.qkv,
-            w.q,
-            w.attn,
-            w.ffn,
-            w.gate,
-            l.cross_kv,
-            l.scratch,
-            l.position_bias,
-        ],
-    );
-    let work = work([hidden, spare, normed, qkv, q, attn, ffn, gate], scratch);
-    match &model.source {
-        Source::Tokens(embedding) => embedding.forward(run.isa, src, 0, true, work.hidden)?,
-        Source::Audio(_) => {
-            return Err(KernelError::InvalidArgument(
-                "this model reads audio frames, not tokens",
-            ))
-        }
-    }
-    encoder_stack(model, run, plan, (s, work), cross_kv, bias, &mut || {})
+    let Source::Tokens(embedding) = &model.source else {
+        return Err(KernelError::InvalidArgument(
+            "this model reads audio frames, not tokens",
+        ));
+    };
+    let carved = plan.layout.carve(arena, Phase::Wide);
+    embedding.forward(run.isa, src, 0, true, carved.work.hidden)?;
+    encoder_stack(model, run, plan, src.len(), carved, &mut || {})
 }
 
 /// Runs Whisper's convolutional front end over `frames` frames of `mel` (`n_mels × frames`,
@@ -159,63 +109,41 @@ pub(crate) fn encode_audio(
             "this model reads tokens, not audio frames",
         ));
     };
-    let (l, w) = (&plan.layout, &plan.layout.wide);
-    let [hidden, spare, normed, qkv, q, attn, ffn, gate, cross_kv, scratch, input, middle] = carve(
-        arena,
-        [
-            w.hidden,
-            w.spare,
-            w.normed,
-            w.qkv,
-            w.q,
-            w.attn,
-            w.ffn,
-            w.gate,
-            l.cross_kv,
-            l.scratch,
-            l.stem_input,
-            l.stem_middle,
-        ],
-    );
-    stem.stage_input(mel, frames, input);
-    stem.forward(run, frames, input, middle, hidden, scratch)?;
-    let work = work([hidden, spare, normed, qkv, q, attn, ffn, gate], scratch);
-    encoder_stack(
-        model,
-        run,
-        plan,
-        (frames / 2, work),
-        cross_kv,
-        &mut [],
-        encoded,
-    )
+    let mut carved = plan.layout.carve(arena, Phase::Wide);
+    let (work, r) = (&mut carved.work, &mut carved.regions);
+    stem.stage_input(mel, frames, r.stem_input);
+    let (input, middle) = (&*r.stem_input, &mut *r.stem_middle);
+    stem.forward(run, frames, input, middle, work.hidden, r.scratch)?;
+    encoder_stack(model, run, plan, frames / 2, carved, encoded)
 }
 
-/// The encoder blocks over the `s` rows of `work.hidden` and its final norm, then (after
-/// calling `encoded`) every decoder layer's cross-attention K/V of the result.
+/// The encoder blocks over the `s` rows of the carved `work.hidden` and its final norm, then
+/// (after calling `encoded`) every decoder layer's cross-attention K/V of the result.
 fn encoder_stack(
     model: &Model<'_>,
     run: Run<'_>,
     plan: &ArenaPlan,
-    (s, mut work): (usize, Work<'_>),
-    cross_kv: &mut [f32],
-    bias: &mut [f32],
+    s: usize,
+    carved: Carved<'_>,
     encoded: &mut dyn FnMut(),
 ) -> Result<(), KernelError> {
     let d = model.config.d_model;
+    let Carved {
+        mut work,
+        regions: r,
+    } = carved;
     let bias = match &model.encoder.position_bias {
-        Some(table) => Some(table.fill(0, s, s, bias)?),
+        Some(table) => Some(table.fill(0, s, s, r.position_bias)?),
         None => None,
     };
     for block in model.encoder.blocks() {
         let mode = SelfMode::Bidirectional { bias };
-        block.forward(run, s, &mut work, mode, None)?;
+        block.forward(run, s, &mut work, r.scratch, mode, None)?;
     }
     let Work {
         hidden,
         normed,
         ffn,
-        scratch,
         ..
     } = work;
     let memory: &[f32] = match &model.encoder.final_norm {
@@ -228,11 +156,11 @@ fn encoder_stack(
     encoded();
     let kind = plan.limits.cross_kv;
     let a = model.config.attention_width();
-    let mut cross = CrossKv::new(cross_kv, plan.limits.max_src_len, a, kind);
+    let mut cross = CrossKv::new(r.cross_kv, plan.limits.max_src_len, a, kind);
     for (i, block) in model.decoder.blocks().iter().enumerate() {
         if let Some(attention) = block.cross_attention() {
             let memory = (memory, s);
-            project_memory(run, attention, &mut cross, i, memory, ffn, scratch)?;
+            project_memory(run, attention, &mut cross, i, memory, ffn, r.scratch)?;
         }
     }
     Ok(())
@@ -286,43 +214,25 @@ pub(crate) fn decode(
     let src_len = state
         .src_len
         .ok_or(KernelError::InvalidArgument("decode before encode"))?;
-    let (l, d, rows) = (&plan.layout, model.config.d_model, tokens.len());
+    let rows = tokens.len();
     let position = state.position;
     let prefix = rows_are == Rows::Prefix;
-    let w = if prefix { &l.wide } else { &l.narrow };
-    let [hidden, spare, normed, qkv, q, attn, ffn, gate, logits, cross_kv, self_k, self_v, scratch, staged, bias] =
-        carve(
-            arena,
-            [
-                w.hidden,
-                w.spare,
-                w.normed,
-                w.qkv,
-                w.q,
-                w.attn,
-                w.ffn,
-                w.gate,
-                l.logits,
-                l.cross_kv,
-                l.self_k,
-                l.self_v,
-                l.scratch,
-                l.step_tokens,
-                l.position_bias,
-            ],
-        );
-    let mut work = work([hidden, spare, normed, qkv, q, attn, ffn, gate], scratch);
-    let ids = tokens.resolve(staged);
+    let phase = if prefix { Phase::Wide } else { Phase::Narrow };
+    let Carved {
+        mut work,
+        regions: r,
+    } = plan.layout.carve(arena, phase);
+    let ids = tokens.resolve(r.step_tokens);
     model
         .target
         .forward(run.isa, ids, position, prefix, work.hidden)?;
-    let mut cache = KvCache::new(self_k, self_v, plan.kv);
+    let mut cache = KvCache::new(r.k_cache, r.v_cache, plan.kv);
     let a = model.config.attention_width();
-    let cross = CrossKv::new(cross_kv, plan.limits.max_src_len, a, plan.limits.cross_kv);
+    let cross = CrossKv::new(r.cross_kv, plan.limits.max_src_len, a, plan.limits.cross_kv);
     // Every beam's query sits at the same position: one bias row serves them all.
     let q_len = if prefix { rows } else { 1 };
     let bias = match &model.decoder.position_bias {
-        Some(table) => Some(table.fill(position, q_len, position + q_len, bias)?),
+        Some(table) => Some(table.fill(position, q_len, position + q_len, r.position_bias)?),
         None => None,
     };
     for (i, block) in model.decoder.blocks().iter().enumerate() {
@@ -341,15 +251,25 @@ pub(crate) fn decode(
             }
         };
         let memory = block.cross_attention().map(|_| (cross.layer(i), src_len));
-        block.forward(run, rows, &mut work, mode, memory)?;
+        block.forward(run, rows, &mut work, r.scratch, mode, memory)?;
     }
-    let (first, out_rows) = if prefix { (rows - 1, 1) } else { (0, rows) };
-    let Work {
-        hidden,
-        normed,
-        scratch,
-        ..
-    } = work;
+    // A prefix's logits are its last row's; a step's, every beam's.
+    let out = if prefix { (rows - 1, 1) } else { (0, rows) };
+    project_logits(model, run, out, work, r.logits, r.scratch)
+}
+
+/// The decoder's final norm and output projection over `out_rows` rows of `work.hidden` from
+/// `first`, into `logits`.
+fn project_logits(
+    model: &Model<'_>,
+    run: Run<'_>,
+    (first, out_rows): (usize, usize),
+    work: Work<'_>,
+    logits: &mut [f32],
+    scratch: &mut [f32],
+) -> Result<(), KernelError> {
+    let d = model.config.d_model;
+    let Work { hidden, normed, .. } = work;
     let hidden = &hidden[first * d..(first + out_rows) * d];
     let output: &[f32] = match &model.decoder.final_norm {
         Some(norm) => {
@@ -374,10 +294,9 @@ pub(crate) fn decode(
 
 /// Makes beam `i` continue beam `parents[i]`'s first `position` positions in every layer.
 pub(crate) fn reorder(plan: &ArenaPlan, arena: &mut [f32], position: usize, parents: Tokens<'_>) {
-    let l = &plan.layout;
-    let [self_k, self_v, stage, staged] = carve(arena, [l.self_k, l.self_v, l.stage, l.parents]);
-    let parents = parents.resolve(staged);
-    KvCache::new(self_k, self_v, plan.kv).reorder(parents, position, stage);
+    let r = plan.layout.carve(arena, Phase::Narrow).regions;
+    let parents = parents.resolve(r.beam_parents);
+    KvCache::new(r.k_cache, r.v_cache, plan.kv).reorder(parents, position, r.reorder_stage);
 }
 
 /// The regions a search works in between passes.
@@ -398,13 +317,11 @@ pub(crate) fn search_buffers<'a>(
     arena: &'a mut [f32],
     logits_len: usize,
 ) -> SearchBuffers<'a> {
-    let l = &plan.layout;
-    let [logits, step_tokens, parents, search] =
-        carve(arena, [l.logits, l.step_tokens, l.parents, l.search]);
+    let r = plan.layout.carve(arena, Phase::Narrow).regions;
     SearchBuffers {
-        logits: &mut logits[..logits_len],
-        step_tokens: bytemuck::cast_slice_mut(step_tokens),
-        parents: bytemuck::cast_slice_mut(parents),
-        search,
+        logits: &mut r.logits[..logits_len],
+        step_tokens: bytemuck::cast_slice_mut(r.step_tokens),
+        parents: bytemuck::cast_slice_mut(r.beam_parents),
+        search: r.search,
     }
 }

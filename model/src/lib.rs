@@ -58,6 +58,7 @@ pub mod image;
 pub mod isa_env;
 pub mod layers;
 pub mod model;
+mod named;
 pub mod ops;
 pub mod plan;
 #[cfg(feature = "std")]

@@ -3,15 +3,20 @@
 //! The arena is one 64-byte aligned block of `f32`. Its regions are what the layers state they
 //! need ([`BlockShape::work`] and [`BlockShape::scratch`], the KV cache's [`KvLayout`], the
 //! output projection's scratch), at the most rows each runs with. Two sets of block buffers
-//! share the same bytes, never being live at once: `work.wide.*` (up to `max_src_len` rows:
-//! the encoder, whose output is consumed by the cross-attention K/V projection before encode
-//! returns, and decoder prefixes) and `work.narrow.*` (one row per beam: decoder steps).
-//! Everything else (logits, the caches, scratch and search state) has its own region.
+//! ([`WorkBuffers`]) share the same bytes, never being live at once: `wide.*` (up to
+//! `max_src_len` rows: the encoder, whose output is consumed by the cross-attention K/V
+//! projection before encode returns, and decoder prefixes) and `narrow.*` (one row per beam:
+//! decoder steps). Everything else (`Regions`: logits, the caches, scratch and search state)
+//! has its own region. Both sets are declared once, with `named_set!`: the plan places their
+//! fields in declaration order, names each region after its field, and `Layout::carve`
+//! splits an arena into the same fields, so a pass takes the regions it needs by name.
 
 use crate::config::{Config, ConfigError};
 use crate::layers::{
-    linear, BlockShape, ConvStem, CrossKv, Heads, KvLayout, MemoryType, RelativeBias, WorkSizes,
+    linear, BlockShape, ConvStem, CrossKv, Heads, KvLayout, MemoryType, RelativeBias, Work,
+    WorkBuffers, WorkSizes,
 };
+use crate::named::named_set;
 use tessel_kernels::ScratchSpec;
 
 /// Elements per alignment unit: every region starts on a 64-byte boundary.
@@ -115,107 +120,118 @@ pub(crate) fn search_parts(beam: usize, tgt: usize) -> [usize; 9] {
     ]
 }
 
-/// Where a block's working buffers ([`WorkSizes`]) live for some number of rows.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct WorkSpans {
-    pub hidden: Span,
-    pub spare: Span,
-    pub normed: Span,
-    pub qkv: Span,
-    pub q: Span,
-    pub attn: Span,
-    pub ffn: Span,
-    pub gate: Span,
-}
+/// Where a block's working buffers live for some number of rows.
+pub(crate) type WorkSpans = WorkBuffers<Span>;
 
-impl WorkSpans {
-    /// Region names of the buffers, in [`WorkSpans::spans`] order, for the wide and the narrow
-    /// phase.
-    const NAMES: [[&'static str; 8]; 2] = [
-        [
-            "work.wide.hidden",
-            "work.wide.spare",
-            "work.wide.normed",
-            "work.wide.qkv",
-            "work.wide.cross_q",
-            "work.wide.attention",
-            "work.wide.ffn",
-            "work.wide.ffn_gate",
-        ],
-        [
-            "work.narrow.hidden",
-            "work.narrow.spare",
-            "work.narrow.normed",
-            "work.narrow.qkv",
-            "work.narrow.cross_q",
-            "work.narrow.attention",
-            "work.narrow.ffn",
-            "work.narrow.ffn_gate",
-        ],
-    ];
-
-    fn plan(cursor: &mut Cursor, sizes: WorkSizes) -> WorkSpans {
-        WorkSpans {
-            hidden: cursor.take(sizes.hidden),
-            spare: cursor.take(sizes.spare),
-            normed: cursor.take(sizes.normed),
-            qkv: cursor.take(sizes.qkv),
-            q: cursor.take(sizes.q),
-            attn: cursor.take(sizes.attn),
-            ffn: cursor.take(sizes.ffn),
-            gate: cursor.take(sizes.gate),
-        }
-    }
-
-    fn spans(&self) -> [Span; 8] {
-        [
-            self.hidden,
-            self.spare,
-            self.normed,
-            self.qkv,
-            self.q,
-            self.attn,
-            self.ffn,
-            self.gate,
-        ]
+named_set! {
+    /// One value per region of the arena after the block's working buffers, in arena order:
+    /// their sizes, where they live ([`Layout::regions`]) or the carved regions themselves.
+    pub(crate) struct Regions<T> {
+        /// The last pass's logits, one row per beam.
+        logits,
+        /// Every decoder layer's cross-attention K/V of the encoded source ([`CrossKv`]).
+        cross_kv,
+        /// The decoder's self-attention keys ([`KvLayout`]).
+        k_cache,
+        /// The decoder's self-attention values.
+        v_cache,
+        /// One layer's cache, staged while beams are reordered.
+        reorder_stage,
+        /// Kernel scratch, the most any layer states it needs.
+        scratch,
+        /// The next step's tokens, one per beam (`u32` stored as `f32` bit patterns).
+        step_tokens,
+        /// The next reordering's parent beams, one per beam (the same).
+        beam_parents,
+        /// The search state ([`search_parts`]).
+        search,
+        /// A convolutional front end's padded input (empty for token models).
+        stem_input (optional),
+        /// The front end's first convolution's output.
+        stem_middle (optional),
+        /// A relative position bias, `[head][query][key]` (empty without one).
+        position_bias (optional),
     }
 }
 
-/// The larger of two sets of buffer sizes, buffer by buffer.
-fn max_sizes(a: WorkSizes, b: WorkSizes) -> WorkSizes {
-    WorkSizes {
-        hidden: a.hidden.max(b.hidden),
-        spare: a.spare.max(b.spare),
-        normed: a.normed.max(b.normed),
-        qkv: a.qkv.max(b.qkv),
-        q: a.q.max(b.q),
-        attn: a.attn.max(b.attn),
-        ffn: a.ffn.max(b.ffn),
-        gate: a.gate.max(b.gate),
-    }
+/// Which working buffers a pass carves: they overlay each other, never being live at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Up to `max_src_len` rows: the encoder, and decoder prefixes fed in chunks.
+    Wide,
+    /// Up to `max_beam` rows: one decoder step per beam.
+    Narrow,
 }
 
 /// Where every buffer of a session lives.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Layout {
-    /// Up to `max_src_len` rows: the encoder, and decoder prefixes fed in chunks.
+    /// The working buffers of [`Phase::Wide`].
     pub wide: WorkSpans,
-    /// Up to `max_beam` rows: one decoder step per beam. Overlays `wide`.
+    /// The working buffers of [`Phase::Narrow`], overlaying `wide`.
     pub narrow: WorkSpans,
-    pub logits: Span,
-    pub cross_kv: Span,
-    pub self_k: Span,
-    pub self_v: Span,
-    pub stage: Span,
-    pub scratch: Span,
-    pub step_tokens: Span,
-    pub parents: Span,
-    pub search: Span,
-    /// A convolutional front end's padded input and middle (empty for token models).
-    pub stem_input: Span,
-    pub stem_middle: Span,
-    /// A relative position bias, `[head][query][key]` (empty without one).
-    pub position_bias: Span,
+    /// Every other region, after both.
+    pub regions: Regions<Span>,
+}
+
+/// The arena carved into its regions, with one phase's working buffers.
+pub(crate) struct Carved<'a> {
+    pub work: Work<'a>,
+    pub regions: Regions<&'a mut [f32]>,
+}
+
+impl Layout {
+    /// Places the working buffers of both phases from the start of the arena and the other
+    /// regions after the longer of the two, each in declaration order; with the arena's length.
+    fn place(wide: WorkSizes, narrow: WorkSizes, regions: Regions<usize>) -> (Layout, usize) {
+        let mut wide_end = Cursor(0);
+        let wide = wide.map(|len| wide_end.take(len));
+        let mut narrow_end = Cursor(0);
+        let narrow = narrow.map(|len| narrow_end.take(len));
+        let mut rest = Cursor(wide_end.0.max(narrow_end.0));
+        let regions = regions.map(|len| rest.take(len));
+        let layout = Layout {
+            wide,
+            narrow,
+            regions,
+        };
+        (layout, rest.0)
+    }
+
+    /// Splits `arena` (at least the plan's length) into `phase`'s working buffers and every
+    /// other region.
+    pub fn carve<'a>(&self, arena: &'a mut [f32], phase: Phase) -> Carved<'a> {
+        let mut carver = Carver {
+            rest: arena,
+            base: 0,
+        };
+        let work = match phase {
+            Phase::Wide => self.wide,
+            Phase::Narrow => self.narrow,
+        };
+        Carved {
+            work: work.map(|span| carver.take(span)),
+            regions: self.regions.map(|span| carver.take(span)),
+        }
+    }
+}
+
+/// Takes spans of an arena in increasing order (the order they were placed in).
+struct Carver<'a> {
+    rest: &'a mut [f32],
+    /// Arena offset of `rest`.
+    base: usize,
+}
+
+impl<'a> Carver<'a> {
+    fn take(&mut self, span: Span) -> &'a mut [f32] {
+        let rest = core::mem::take(&mut self.rest);
+        let (_, tail) = rest.split_at_mut(span.start - self.base);
+        let (head, tail) = tail.split_at_mut(span.len);
+        self.rest = tail;
+        self.base = span.start + span.len;
+        head
+    }
 }
 
 /// The memory plan of a session: named regions and the total, known before anything runs.
@@ -224,7 +240,7 @@ pub struct ArenaPlan {
     pub(crate) layout: Layout,
     pub(crate) limits: Limits,
     pub(crate) kv: KvLayout,
-    regions: Regions,
+    regions: RegionList,
     total_f32: usize,
 }
 
@@ -233,45 +249,28 @@ const MAX_REGIONS: usize = 28;
 
 /// The named regions of a plan, in arena order, in a fixed array (no allocation).
 #[derive(Clone, Debug)]
-struct Regions {
+struct RegionList {
     list: [Region; MAX_REGIONS],
     len: usize,
 }
 
-impl Regions {
-    /// Names the non-empty working buffers of both phases and every other region (the front
-    /// end's and the position bias only when the model has them).
-    fn of(layout: &Layout) -> Regions {
-        let mut regions = Regions {
+impl RegionList {
+    /// Names the working buffers of both phases and every other region, the optional ones
+    /// only when the model has them.
+    fn of(layout: &Layout) -> RegionList {
+        let mut regions = RegionList {
             list: [Region::default(); MAX_REGIONS],
             len: 0,
         };
-        for (names, spans) in WorkSpans::NAMES.iter().zip([layout.wide, layout.narrow]) {
-            for (&name, span) in names.iter().zip(spans.spans()) {
-                if span.len > 0 {
-                    regions.push(name, span);
-                }
+        let mut push = |name, span: &Span, optional: bool| {
+            if span.len > 0 || !optional {
+                regions.push(name, *span);
             }
-        }
-        for (name, span) in [
-            ("logits", layout.logits),
-            ("cross_attention.kv", layout.cross_kv),
-            ("self_attention.k_cache", layout.self_k),
-            ("self_attention.v_cache", layout.self_v),
-            ("beam_reorder.stage", layout.stage),
-            ("scratch", layout.scratch),
-            ("step_tokens", layout.step_tokens),
-            ("beam_parents", layout.parents),
-            ("search", layout.search),
-            ("front_end.input", layout.stem_input),
-            ("front_end.conv1", layout.stem_middle),
-            ("position_bias", layout.position_bias),
-        ] {
-            if span.len == 0 && (name.starts_with("front_end") || name == "position_bias") {
-                continue;
-            }
-            regions.push(name, span);
-        }
+        };
+        // `WorkBuffers` names its first place `wide.*`, its second `narrow.*`.
+        layout.wide.for_each_named(0, &mut push);
+        layout.narrow.for_each_named(1, &mut push);
+        layout.regions.for_each_named(0, &mut push);
         regions
     }
 
@@ -308,6 +307,47 @@ fn block_shapes(config: &Config) -> (BlockShape, BlockShape) {
     (shape(false), shape(true))
 }
 
+/// The sizes of the regions after the working buffers for `config` within `limits`, the
+/// scratch the most any layer (or the front end, or the output projection) states it needs.
+fn region_sizes(
+    config: &Config,
+    limits: &Limits,
+    (encoder, decoder): (BlockShape, BlockShape),
+    kv: KvLayout,
+) -> Regions<usize> {
+    let (d, a) = (config.d_model, config.attention_width());
+    let (s, t, b) = (limits.max_src_len, limits.max_tgt_len, limits.max_beam);
+    let threads = limits.threads;
+    let stem = config
+        .front_end
+        .n_mels()
+        .map(|n_mels| (n_mels, ConvStem::sizes(2 * s, n_mels, d)));
+    let stem_scratch = stem.map_or(ScratchSpec::EMPTY, |(n_mels, _)| {
+        ConvStem::scratch(2 * s, n_mels, d, threads)
+    });
+    let scratch = stem_scratch
+        .or(encoder.scratch(s, s, s, threads))
+        .or(decoder.scratch(s.max(b), t, s, threads))
+        .or(linear::scratch(s.max(b), d, config.tgt_vocab, threads));
+    Regions {
+        logits: b * config.tgt_vocab,
+        cross_kv: CrossKv::elements(config.decoder_layers, s, a, limits.cross_kv),
+        k_cache: kv.len(),
+        v_cache: kv.len(),
+        reorder_stage: kv.layer_len(),
+        scratch: scratch.len(),
+        step_tokens: b,
+        beam_parents: b,
+        search: search_parts(b, t).iter().sum(),
+        stem_input: stem.map_or(0, |(_, sizes)| sizes.input),
+        stem_middle: stem.map_or(0, |(_, sizes)| sizes.middle),
+        // Encoder queries over the source, prefix chunks (up to `s` rows) over the target.
+        position_bias: config
+            .relative_attention
+            .map_or(0, |_| RelativeBias::elements(config.heads, s, s.max(t))),
+    }
+}
+
 impl ArenaPlan {
     /// Plans the arena for `config` (its max lengths and beam).
     pub fn new(config: &Config) -> Result<ArenaPlan, ConfigError> {
@@ -320,82 +360,26 @@ impl ArenaPlan {
     pub fn with_limits(config: &Config, limits: Limits) -> Result<ArenaPlan, ConfigError> {
         config.validate()?;
         limits.check(config)?;
-        let (d, a) = (config.d_model, config.attention_width());
+        let a = config.attention_width();
         let (s, t, b) = (limits.max_src_len, limits.max_tgt_len, limits.max_beam);
         let (encoder, decoder) = block_shapes(config);
-
-        let mut wide_cursor = Cursor(0);
-        let mut wide_sizes = max_sizes(encoder.work(s), decoder.work(s));
-        // Encode stages the memory projection in the FFN buffer (free by then).
-        let staging = CrossKv::staging_elements(a, limits.cross_kv);
-        wide_sizes.ffn = wide_sizes.ffn.max(staging);
-        let wide = WorkSpans::plan(&mut wide_cursor, wide_sizes);
-        let mut narrow_cursor = Cursor(0);
-        let narrow = WorkSpans::plan(&mut narrow_cursor, decoder.work(b));
-        let mut rest = Cursor(wide_cursor.0.max(narrow_cursor.0));
         let kv = KvLayout {
             layers: config.decoder_layers,
             beams: b,
             positions: t,
             width: a,
         };
-        let logits = rest.take(b * config.tgt_vocab);
-        let cross_kv = rest.take(CrossKv::elements(
-            config.decoder_layers,
-            s,
-            a,
-            limits.cross_kv,
-        ));
-        let self_k = rest.take(kv.len());
-        let self_v = rest.take(kv.len());
-        let stage = rest.take(kv.layer_len());
-        let threads = limits.threads;
-        let stem = config
-            .front_end
-            .n_mels()
-            .map(|n_mels| (n_mels, ConvStem::sizes(2 * s, n_mels, d)));
-        let stem_scratch = stem.map_or(ScratchSpec::EMPTY, |(n_mels, _)| {
-            ConvStem::scratch(2 * s, n_mels, d, threads)
-        });
-        let scratch_spec = stem_scratch
-            .or(encoder.scratch(s, s, s, threads))
-            .or(decoder.scratch(s.max(b), t, s, threads))
-            .or(linear::scratch(s.max(b), d, config.tgt_vocab, threads));
-        let scratch = rest.take(scratch_spec.len());
-        let step_tokens = rest.take(b);
-        let parents = rest.take(b);
-        let search = rest.take(search_parts(b, t).iter().sum());
-        let stem_input = rest.take(stem.map_or(0, |(_, sizes)| sizes.input));
-        let stem_middle = rest.take(stem.map_or(0, |(_, sizes)| sizes.middle));
-        // Encoder queries over the source, prefix chunks (up to `s` rows) over the target.
-        let bias_len = config
-            .relative_attention
-            .map_or(0, |_| RelativeBias::elements(config.heads, s, s.max(t)));
-        let position_bias = rest.take(bias_len);
-
-        let layout = Layout {
-            wide,
-            narrow,
-            logits,
-            cross_kv,
-            self_k,
-            self_v,
-            stage,
-            scratch,
-            step_tokens,
-            parents,
-            search,
-            stem_input,
-            stem_middle,
-            position_bias,
-        };
-        let regions = Regions::of(&layout);
+        let mut wide = encoder.work(s).zip_with(decoder.work(s), usize::max);
+        // Encode stages the memory projection in the FFN buffer (free by then).
+        wide.ffn = wide.ffn.max(CrossKv::staging_elements(a, limits.cross_kv));
+        let regions = region_sizes(config, &limits, (encoder, decoder), kv);
+        let (layout, total_f32) = Layout::place(wide, decoder.work(b), regions);
         Ok(ArenaPlan {
+            regions: RegionList::of(&layout),
             layout,
             limits,
             kv,
-            regions,
-            total_f32: rest.0,
+            total_f32,
         })
     }
 
@@ -404,7 +388,7 @@ impl ArenaPlan {
         self.limits
     }
 
-    /// Every region, in arena order (`work.wide.*` and `work.narrow.*` overlap by design).
+    /// Every region, in arena order (`wide.*` and `narrow.*` overlap by design).
     pub fn regions(&self) -> &[Region] {
         &self.regions.list[..self.regions.len]
     }
@@ -422,5 +406,64 @@ impl ArenaPlan {
     /// Size of the whole arena in `f32` elements.
     pub fn total_f32(&self) -> usize {
         self.total_f32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{FrontEnd, RelativeAttention};
+
+    /// Carving the two phases gives every region, by name, exactly where the plan lists it
+    /// (and the regions it does not list empty), for a gated model with a relative bias and for one
+    /// with a convolutional front end.
+    #[test]
+    fn carving_takes_every_region_where_the_plan_lists_it() {
+        let gated = Config {
+            d_model: 32,
+            heads: 4,
+            encoder_layers: 1,
+            decoder_layers: 2,
+            d_ff: 48,
+            src_vocab: 50,
+            tgt_vocab: 40,
+            max_src_len: 9,
+            max_tgt_len: 7,
+            max_beam: 3,
+            gated_ffn: true,
+            relative_attention: Some(RelativeAttention {
+                buckets: 8,
+                max_distance: 16,
+            }),
+            ..Config::transformer_base()
+        };
+        let audio = Config {
+            front_end: FrontEnd::Conv { n_mels: 8 },
+            gated_ffn: false,
+            relative_attention: None,
+            ..gated.clone()
+        };
+        for config in [gated, audio] {
+            let plan = ArenaPlan::new(&config).unwrap();
+            let mut arena = std::vec![0.0f32; plan.total_f32()];
+            let base = arena.as_ptr() as usize;
+            let mut checked = std::collections::BTreeSet::new();
+            for (place, phase) in [Phase::Wide, Phase::Narrow].into_iter().enumerate() {
+                let carved = plan.layout.carve(&mut arena, phase);
+                let mut check = |name: &'static str, view: &&mut [f32], _: bool| {
+                    let at = (view.as_ptr() as usize - base, view.len() * 4);
+                    match plan.region(name) {
+                        Some(region) => {
+                            assert_eq!((region.offset_bytes, region.bytes), at, "{name}");
+                            checked.insert(name);
+                        }
+                        None => assert!(view.is_empty(), "{name} is not listed"),
+                    }
+                };
+                carved.work.for_each_named(place, &mut check);
+                carved.regions.for_each_named(0, &mut check);
+            }
+            assert_eq!(checked.len(), plan.regions().len());
+        }
     }
 }

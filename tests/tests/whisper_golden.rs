@@ -266,10 +266,7 @@ fn half_cross_attention_memory_stays_near_the_reference() {
         let half = full.with_cross_kv(MemoryType::F16);
         let region = |limits: Limits| {
             let plan = ArenaPlan::with_limits(config, limits).unwrap();
-            (
-                plan.region("cross_attention.kv").unwrap().bytes,
-                plan.total_bytes(),
-            )
+            (plan.region("cross_kv").unwrap().bytes, plan.total_bytes())
         };
         let values = config.decoder_layers * config.max_src_len * 2 * config.d_model;
         let ((full_region, full_total), (half_region, half_total)) = (region(full), region(half));

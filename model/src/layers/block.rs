@@ -20,6 +20,7 @@ use super::{
     CrossAttention, FeedForward, Heads, LayerCache, Linear, MemoryKv, Norm, Run, SelfAttention,
 };
 use crate::config::NormPlacement;
+use crate::named::named_set;
 
 /// One block's layers.
 #[derive(Clone, Debug)]
@@ -47,26 +48,36 @@ pub struct BlockShape {
     pub gated: bool,
 }
 
-/// Elements of each working buffer of a block for some number of rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WorkSizes {
-    /// The residual stream.
-    pub hidden: usize,
-    /// The residual stream's second buffer (output projections write it).
-    pub spare: usize,
-    /// A sublayer's normalised input (pre-LN) and the stack's normalised output.
-    pub normed: usize,
-    /// Fused Q/K/V rows.
-    pub qkv: usize,
-    /// Cross-attention queries (0 without cross-attention).
-    pub q: usize,
-    /// Attention output rows.
-    pub attn: usize,
-    /// Feed-forward inner rows.
-    pub ffn: usize,
-    /// The gated feed-forward's second inner rows (0 when not gated).
-    pub gate: usize,
+named_set! {
+    /// One value per working buffer of a block, in arena order: their sizes ([`WorkSizes`]),
+    /// where the plan puts them (named `wide.*` for up to `max_src_len` rows and `narrow.*`
+    /// for one row per beam), or the buffers themselves ([`Work`]).
+    pub struct WorkBuffers<T> names ["wide", "narrow"] {
+        /// The residual stream.
+        hidden,
+        /// The residual stream's second buffer (output projections write it).
+        spare,
+        /// A sublayer's normalised input (pre-LN) and the stack's normalised output.
+        normed,
+        /// Fused Q/K/V rows.
+        qkv,
+        /// Cross-attention queries (empty without cross-attention).
+        cross_q (optional),
+        /// Attention output rows.
+        attn,
+        /// Feed-forward inner rows.
+        ffn,
+        /// The gated feed-forward's second inner rows (empty when not gated).
+        gate (optional),
+    }
 }
+
+/// Elements of each working buffer of a block for some number of rows.
+pub type WorkSizes = WorkBuffers<usize>;
+
+/// A block's working buffers, carved from the arena; `hidden` holds the residual stream
+/// between blocks.
+pub type Work<'a> = WorkBuffers<&'a mut [f32]>;
 
 impl BlockShape {
     /// The working buffers for `rows` rows.
@@ -77,7 +88,7 @@ impl BlockShape {
             spare: rows * d,
             normed: rows * d,
             qkv: rows * 3 * a,
-            q: if self.cross { rows * a } else { 0 },
+            cross_q: if self.cross { rows * a } else { 0 },
             attn: rows * a,
             ffn: rows * self.d_ff,
             gate: if self.gated { rows * self.d_ff } else { 0 },
@@ -102,29 +113,6 @@ impl BlockShape {
             .or(cross)
             .or(FeedForward::scratch(self.d_model, self.d_ff, rows, threads))
     }
-}
-
-/// A block's working buffers, carved from the arena (see [`WorkSizes`]); `hidden` holds the
-/// residual stream between blocks.
-pub struct Work<'a> {
-    /// The residual stream.
-    pub hidden: &'a mut [f32],
-    /// Its second buffer.
-    pub spare: &'a mut [f32],
-    /// Normalised rows.
-    pub normed: &'a mut [f32],
-    /// Fused Q/K/V rows.
-    pub qkv: &'a mut [f32],
-    /// Cross-attention queries.
-    pub q: &'a mut [f32],
-    /// Attention output rows.
-    pub attn: &'a mut [f32],
-    /// Feed-forward inner rows.
-    pub ffn: &'a mut [f32],
-    /// The gated feed-forward's second inner rows.
-    pub gate: &'a mut [f32],
-    /// Kernel scratch.
-    pub scratch: &'a mut [f32],
 }
 
 /// What the self-attention of a block attends to, and the stack's relative position bias
@@ -313,7 +301,8 @@ impl<'w> Block<'w> {
             + self.feed_forward.bytes()
     }
 
-    /// Runs the block over the `rows` rows of `work.hidden`. `memory` is the projected encoder
+    /// Runs the block over the `rows` rows of `work.hidden` with kernel scratch `scratch`
+    /// (what [`BlockShape::scratch`] states). `memory` is the projected encoder
     /// memory (keys, values) and its length, required exactly when the block has
     /// cross-attention.
     pub fn forward(
@@ -321,15 +310,16 @@ impl<'w> Block<'w> {
         run: Run<'_>,
         rows: usize,
         work: &mut Work<'_>,
+        scratch: &mut [f32],
         mode: SelfMode<'_>,
         memory: Option<(MemoryKv<'_>, usize)>,
     ) -> Result<(), KernelError> {
-        self.self_attention(run, rows, work, mode)?;
+        self.self_attention(run, rows, work, scratch, mode)?;
         match (&self.cross, memory) {
             (Some((norm, cross)), Some((kv, len))) => {
                 let input =
                     sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
-                cross.attend(run, rows, input, kv, len, work.q, work.attn, work.scratch)?;
+                cross.attend(run, rows, input, kv, len, work.cross_q, work.attn, scratch)?;
                 let a = cross.heads().width();
                 residual(
                     run,
@@ -339,7 +329,7 @@ impl<'w> Block<'w> {
                     (work.attn, a),
                     cross.output(),
                     (&mut work.hidden, &mut work.spare),
-                    work.scratch,
+                    scratch,
                 )?;
             }
             (None, None) => {}
@@ -352,7 +342,7 @@ impl<'w> Block<'w> {
         let norm = &self.ffn_norm;
         let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
         self.feed_forward
-            .inner(run, rows, input, (work.ffn, work.gate), work.scratch)?;
+            .inner(run, rows, input, (work.ffn, work.gate), scratch)?;
         let f = self.feed_forward.inner_width();
         let down = self.feed_forward.output();
         residual(
@@ -363,7 +353,7 @@ impl<'w> Block<'w> {
             (work.ffn, f),
             down,
             (&mut work.hidden, &mut work.spare),
-            work.scratch,
+            scratch,
         )
     }
 
@@ -372,20 +362,21 @@ impl<'w> Block<'w> {
         run: Run<'_>,
         rows: usize,
         work: &mut Work<'_>,
+        scratch: &mut [f32],
         mode: SelfMode<'_>,
     ) -> Result<(), KernelError> {
         let norm = &self.attention_norm;
         let a = self.attention.heads().width();
         let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
         self.attention
-            .project(run, rows, input, work.qkv, work.scratch)?;
+            .project(run, rows, input, work.qkv, scratch)?;
         let heads = self.attention.heads();
         let qkv = &*work.qkv;
         match mode {
             SelfMode::Bidirectional { bias } => {
                 let [q, k, v] = SelfAttention::split(qkv, a, 0);
                 let mask = Mask { bias, ..Mask::NONE };
-                heads.attend(run, rows, rows, q, k, v, &mask, work.attn, a, work.scratch)?;
+                heads.attend(run, rows, rows, q, k, v, &mask, work.attn, a, scratch)?;
             }
             SelfMode::Step {
                 mut cache,
@@ -401,7 +392,7 @@ impl<'w> Block<'w> {
                     let [q, _, _] = SelfAttention::split(qkv, a, r);
                     let (k, v) = cache.beam(r);
                     let out = &mut work.attn[r * a..];
-                    heads.attend(run, 1, position + 1, q, k, v, &mask, out, a, work.scratch)?;
+                    heads.attend(run, 1, position + 1, q, k, v, &mask, out, a, scratch)?;
                 }
             }
             SelfMode::Prefix {
@@ -430,7 +421,7 @@ impl<'w> Block<'w> {
                     &mask,
                     work.attn,
                     a,
-                    work.scratch,
+                    scratch,
                 )?;
             }
         }
@@ -443,7 +434,7 @@ impl<'w> Block<'w> {
             (work.attn, a),
             output,
             (&mut work.hidden, &mut work.spare),
-            work.scratch,
+            scratch,
         )
     }
 }

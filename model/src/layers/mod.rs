@@ -27,7 +27,7 @@ mod norm;
 mod relative_bias;
 
 pub use attention::{CrossAttention, Heads, SelfAttention};
-pub use block::{Block, BlockShape, SelfMode, Work, WorkSizes};
+pub use block::{Block, BlockShape, SelfMode, Work, WorkBuffers, WorkSizes};
 pub use conv_stem::{ConvStem, StemSizes};
 pub use embedding::Embedding;
 pub use feed_forward::FeedForward;

@@ -62,7 +62,8 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     /// since the last encode or reset; a later [`Session::reorder_beams`] does not move them).
     pub fn logits(&self) -> &[f32] {
         let vocab = self.model().config().tgt_vocab;
-        &self.arena.as_ref()[self.plan.layout.logits.range()][..self.state.logits_rows * vocab]
+        &self.arena.as_ref()[self.plan.layout.regions.logits.range()]
+            [..self.state.logits_rows * vocab]
     }
 
     /// Feeds a forced target prefix as one beam (BOS first when starting from scratch), in
