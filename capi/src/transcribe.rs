@@ -109,6 +109,7 @@ struct Last {
 fn transcribe_error(error: TranscribeError) -> Error {
     let status = match &error {
         TranscribeError::ModelDir { .. }
+        | TranscribeError::Open(_)
         | TranscribeError::Load(_)
         | TranscribeError::Ct2(_)
         | TranscribeError::Audio(_) => tessel_status::TESSEL_ERR_LOAD,

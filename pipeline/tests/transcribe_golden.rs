@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use tessel_audio::{load_wav, ReadOptions};
+use tessel_model::directory::OpenError;
 use tessel_pipeline::transcribe::{TranscribeError, TranscribeOptions, Transcriber};
 use tessel_tests::for_each_isa;
 use tessel_text::whisper::Task;
@@ -241,7 +242,7 @@ fn malformed_inputs_get_typed_errors() {
     std::fs::create_dir_all(&empty).unwrap();
     assert!(matches!(
         Transcriber::load(&empty, 5, None),
-        Err(TranscribeError::ModelDir { .. })
+        Err(TranscribeError::Open(OpenError::MissingFile { .. }))
     ));
     std::fs::copy(dir.join("model.bin"), empty.join("model.bin")).unwrap();
     let missing_vocabulary = Transcriber::load(&empty, 5, None);
@@ -252,6 +253,7 @@ fn malformed_inputs_get_typed_errors() {
     for f in ["config.json", "vocabulary.json"] {
         std::fs::copy(dir.join(f), empty.join(f)).unwrap();
     }
+    // No tokenizer.json.
     assert!(matches!(
         Transcriber::load(&empty, 5, None),
         Err(TranscribeError::ModelDir { .. })
@@ -259,6 +261,6 @@ fn malformed_inputs_get_typed_errors() {
     std::fs::remove_dir_all(&empty).unwrap();
     assert!(matches!(
         Transcriber::load(&root().join("no-such-model"), 5, None),
-        Err(TranscribeError::ModelDir { .. })
+        Err(TranscribeError::Open(OpenError::NotFound(_)))
     ));
 }

@@ -19,14 +19,11 @@ use super::types::TranscribeError;
 const MAX_TARGET: usize = 448;
 
 /// The typed error of an open or load failure.
-fn open_error(dir: &Path, error: OpenError) -> TranscribeError {
+fn open_error(error: OpenError) -> TranscribeError {
     match error {
         OpenError::Load(e) => TranscribeError::Load(e),
         OpenError::Ct2(e) => TranscribeError::Ct2(e),
-        e => TranscribeError::ModelDir {
-            dir: dir.to_owned(),
-            reason: e.to_string(),
-        },
+        e => TranscribeError::Open(e),
     }
 }
 
@@ -38,7 +35,7 @@ pub fn load_dir(
     max_beam: usize,
     weights: Option<WeightType>,
 ) -> Result<(Model<'static>, WhisperTokenizer, Directory), TranscribeError> {
-    let directory = Directory::open(dir).map_err(|e| open_error(dir, e))?;
+    let directory = Directory::open(dir).map_err(open_error)?;
     if directory.modality() != Some(Modality::Speech) {
         return Err(TranscribeError::NotWhisper(format!(
             "{} holds {}",
@@ -51,7 +48,7 @@ pub fn load_dir(
         max_len: MAX_TARGET,
         weights,
     };
-    let loaded = directory.load(&settings).map_err(|e| open_error(dir, e))?;
+    let loaded = directory.load(&settings).map_err(open_error)?;
     let path = dir.join("tokenizer.json");
     if !path.is_file() {
         return Err(TranscribeError::ModelDir {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tessel_audio::{AudioError, MelError};
 use tessel_model::ct2::Ct2Error;
+use tessel_model::directory::OpenError;
 use tessel_model::{LoadError, RunError, SessionError};
 use tessel_text::whisper::{Task, WhisperTokenizer};
 use tessel_text::TextError;
@@ -24,6 +25,10 @@ pub enum TranscribeError {
         /// What is missing or wrong.
         reason: String,
     },
+    /// The model path could not be opened (missing, not a model, an unknown type, a damaged
+    /// file).
+    #[error(transparent)]
+    Open(#[from] OpenError),
     /// The model is not a Whisper model, or does not fit its tokenizer.
     #[error("not a usable Whisper model: {0}")]
     NotWhisper(String),
