@@ -27,6 +27,21 @@ impl<'f, 'a> Vars<'f, 'a> {
         Some(v)
     }
 
+    /// The variable `name`, which must have `shape`.
+    fn shaped(&mut self, name: &str, shape: &[usize]) -> Result<&'f Variable<'a>, Ct2Error> {
+        let v = self
+            .get(name)
+            .ok_or_else(|| Ct2Error::Missing(name.to_owned()))?;
+        if v.shape != shape {
+            return Err(Ct2Error::Shape {
+                name: name.to_owned(),
+                expected: shape.to_vec(),
+                got: v.shape.clone(),
+            });
+        }
+        Ok(v)
+    }
+
     pub(super) fn has(&self, name: &str) -> bool {
         self.file.variables.contains_key(name)
     }
@@ -101,16 +116,7 @@ impl<'f, 'a> Vars<'f, 'a> {
     /// A float tensor of `shape`, converted to `f32` (quantised weights dequantised with their
     /// `{prefix}/weight_scale`).
     pub(super) fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, Ct2Error> {
-        let v = self
-            .get(name)
-            .ok_or_else(|| Ct2Error::Missing(name.to_owned()))?;
-        if v.shape != shape {
-            return Err(Ct2Error::Shape {
-                name: name.to_owned(),
-                expected: shape.to_vec(),
-                got: v.shape.clone(),
-            });
-        }
+        let v = self.shaped(name, shape)?;
         let mut values = v.to_f32();
         match v.dtype {
             Dtype::F32 | Dtype::F16 | Dtype::Bf16 => {}
@@ -171,16 +177,7 @@ impl<'f, 'a> Vars<'f, 'a> {
         shape: &[usize],
         extra: usize,
     ) -> Result<AlignedBuf, Ct2Error> {
-        let v = self
-            .get(name)
-            .ok_or_else(|| Ct2Error::Missing(name.to_owned()))?;
-        if v.shape != shape {
-            return Err(Ct2Error::Shape {
-                name: name.to_owned(),
-                expected: shape.to_vec(),
-                got: v.shape.clone(),
-            });
-        }
+        let v = self.shaped(name, shape)?;
         let len = v.len();
         let total = len.saturating_add(extra);
         let mut table = AlignedBuf::zeros(total).map_err(out_of_memory(name))?;
