@@ -38,17 +38,25 @@ use crate::weights::{block, linear_error, LoadError, LoadOptions, Loader};
 struct HfConfig {
     #[serde(default)]
     model_type: String,
+    #[serde(default = "t5_defaults::d_model")]
     d_model: usize,
+    #[serde(default = "t5_defaults::d_kv")]
     d_kv: usize,
+    #[serde(default = "t5_defaults::d_ff")]
     d_ff: usize,
+    #[serde(default = "t5_defaults::num_heads")]
     num_heads: usize,
+    #[serde(default = "t5_defaults::num_layers")]
     num_layers: usize,
     #[serde(default)]
     num_decoder_layers: Option<usize>,
+    #[serde(default = "t5_defaults::vocab_size")]
     vocab_size: usize,
+    #[serde(default = "t5_defaults::buckets")]
     relative_attention_num_buckets: usize,
     #[serde(default = "max_distance")]
     relative_attention_max_distance: usize,
+    #[serde(default = "t5_defaults::feed_forward_proj")]
     feed_forward_proj: String,
     #[serde(default = "epsilon")]
     layer_norm_epsilon: f32,
@@ -66,6 +74,54 @@ struct HfConfig {
 
 fn max_distance() -> usize {
     128
+}
+
+/// `transformers`' `T5Config` defaults (t5-small's values): a published `config.json` leaves
+/// out what equals them (t5-small's has no `feed_forward_proj`).
+mod t5_defaults {
+    pub fn d_model() -> usize {
+        512
+    }
+    pub fn d_kv() -> usize {
+        64
+    }
+    pub fn d_ff() -> usize {
+        2048
+    }
+    pub fn num_heads() -> usize {
+        8
+    }
+    pub fn num_layers() -> usize {
+        6
+    }
+    pub fn vocab_size() -> usize {
+        32128
+    }
+    pub fn buckets() -> usize {
+        32
+    }
+    pub fn feed_forward_proj() -> String {
+        "relu".into()
+    }
+}
+
+/// Whether the feed-forward is gated and its activation, for a `feed_forward_proj` of
+/// `[gated-]act` as `T5Config` reads it: `act` is a `transformers` activation name (`gelu` the
+/// exact one, `gelu_new` the tanh approximation), and `gated-gelu` means `gelu_new`.
+fn ffn_activation(proj: &str) -> Option<(bool, FfnActivation)> {
+    let (gated, act) = match proj.strip_prefix("gated-") {
+        Some("gelu") => (true, "gelu_new"),
+        Some(act) => (true, act),
+        None => (false, proj),
+    };
+    let activation = match act {
+        "relu" => FfnActivation::Relu,
+        "gelu" => FfnActivation::Gelu,
+        "gelu_new" | "gelu_pytorch_tanh" => FfnActivation::GeluTanh,
+        "silu" | "swish" => FfnActivation::Silu,
+        _ => return None,
+    };
+    Some((gated, activation))
 }
 fn epsilon() -> f32 {
     1e-6
@@ -91,14 +147,8 @@ pub fn config_from_hf(
 ) -> Result<(Config, bool), LoadError> {
     let bad = |what: String| LoadError::Malformed(format!("config.json: {what}"));
     let hf: HfConfig = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-    let (gated, activation) = match hf.feed_forward_proj.as_str() {
-        "relu" => (false, FfnActivation::Relu),
-        "gelu" | "gelu_new" => (false, FfnActivation::GeluTanh),
-        "gated-gelu" | "gated-gelu_new" => (true, FfnActivation::GeluTanh),
-        "gated-relu" => (true, FfnActivation::Relu),
-        "gated-silu" => (true, FfnActivation::Silu),
-        other => return Err(bad(format!("feed_forward_proj `{other}`"))),
-    };
+    let (gated, activation) = ffn_activation(&hf.feed_forward_proj)
+        .ok_or_else(|| bad(format!("feed_forward_proj `{}`", hf.feed_forward_proj)))?;
     let config = Config {
         d_model: hf.d_model,
         heads: hf.num_heads,
@@ -324,4 +374,48 @@ fn build(
         (encoder, decoder),
         generator,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feed_forward_names_read_as_t5_config_reads_them() {
+        use FfnActivation::*;
+        let cases = [
+            ("relu", Some((false, Relu))),
+            ("gelu", Some((false, Gelu))),
+            ("gelu_new", Some((false, GeluTanh))),
+            ("silu", Some((false, Silu))),
+            ("gated-gelu", Some((true, GeluTanh))),
+            ("gated-gelu_new", Some((true, GeluTanh))),
+            ("gated-relu", Some((true, Relu))),
+            ("gated-silu", Some((true, Silu))),
+            ("gelu_fast", None),
+            ("gated-", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(ffn_activation(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_config_without_the_default_fields_reads_as_t5_small() {
+        // t5-small's published config.json names neither `feed_forward_proj` nor the fields
+        // below; T5Config's defaults fill them.
+        let (config, scaled) = config_from_hf(r#"{"model_type": "t5"}"#, 64, 1).unwrap();
+        assert_eq!(
+            (
+                config.d_model,
+                config.heads,
+                config.d_ff,
+                config.encoder_layers
+            ),
+            (512, 8, 2048, 6)
+        );
+        assert_eq!((config.decoder_layers, config.tgt_vocab), (6, 32128));
+        assert_eq!(config.activation, FfnActivation::Relu);
+        assert!(scaled);
+    }
 }
