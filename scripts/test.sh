@@ -181,7 +181,7 @@ neon_tests() {
         CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C target-feature=+crt-static" \
         CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
         CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64-static \
-        TESSEL_ISA=neon PROPTEST_CASES=$neon_cases \
+        TESSEL_ISA=neon PROPTEST_CASES=$neon_cases TESSEL_PUBLISHED_MAX_VALUES=50000000 \
         timeout --kill-after=30s "$neon_timeout" \
         /usr/bin/cargo test --locked --target "$neon_target" --target-dir "$target_dir/aarch64" \
         -p tessel-kernels -p tessel-tests --lib --tests

@@ -5,6 +5,7 @@
 pub mod counting;
 pub mod ct2_bin;
 pub mod golden;
+pub mod published;
 pub mod runners;
 
 use proptest::prelude::*;

@@ -1,0 +1,189 @@
+//! Checkpoints in the layouts and dimensions of published models (`tests/published/<row>/`,
+//! made by `tools/make_published_golden.py`): the published `config.json` (layer counts cut
+//! to 2 per stack) and `generation_config.json`, random weights regenerated at test time from
+//! the row's manifest (see `tessel_tests::published`), opened as a user opens a downloaded
+//! directory (`Directory::open`, then `load`) and held to `transformers` in float64 at every
+//! ISA level: teacher-forced logits within 1e-4 of the logit scale at 256 columns a step (the
+//! 32 largest and 224 drawn ones), greedy and beam-4 tokens identical.
+//!
+//! `TESSEL_PUBLISHED_ROWS=a,b` runs only the rows named; `TESSEL_PUBLISHED_MAX_VALUES` skips rows of more values than it says (the NEON run under
+//! qemu, 10–50× slower, takes the small rows only); each skip is printed.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tessel_model::directory::{Directory, LoadSettings};
+use tessel_model::{Model, SearchOptions, Session};
+use tessel_tests::for_each_isa;
+use tessel_tests::published::{materialize, Entry, Manifest};
+
+fn rows() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("published");
+    let mut rows: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|entry| entry.expect("row").path())
+        .filter(|path| path.join("manifest.json").is_file())
+        .filter(|path| match std::env::var("TESSEL_PUBLISHED_ROWS") {
+            Ok(only) => only.split(',').any(|row| path.ends_with(row)),
+            Err(_) => true,
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn max_values() -> usize {
+    std::env::var("TESSEL_PUBLISHED_MAX_VALUES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(usize::MAX)
+}
+
+/// What the encoder reads: source ids, or a log-mel spectrogram for speech rows.
+enum Source {
+    Ids(Vec<u32>),
+    Mel(Vec<f32>),
+}
+
+struct Expected {
+    source: Source,
+    forced: Vec<u32>,
+    prompt: Vec<u32>,
+    scale: f64,
+    /// Per teacher-forced step, (column, logit).
+    columns: Vec<Vec<(usize, f64)>>,
+    greedy: Vec<u32>,
+    /// Beam-4 tokens (text rows: Whisper's `generate` has rules of its own).
+    beam4: Option<Vec<u32>>,
+    margin: f64,
+    float32_error: f64,
+}
+
+fn expected(row: &Path) -> Expected {
+    let text = std::fs::read_to_string(row.join("expected.json")).expect("expected.json");
+    let json: Value = serde_json::from_str(&text).expect("expected.json");
+    let ids = |key: &str| -> Vec<u32> {
+        json[key]
+            .as_array()
+            .expect(key)
+            .iter()
+            .map(|v| v.as_u64().expect(key) as u32)
+            .collect()
+    };
+    let columns = json["logits"]
+        .as_array()
+        .expect("logits")
+        .iter()
+        .map(|step| {
+            step.as_array()
+                .expect("step")
+                .iter()
+                .map(|pair| {
+                    let column = pair[0].as_u64().expect("column") as usize;
+                    (column, pair[1].as_f64().expect("logit"))
+                })
+                .collect()
+        })
+        .collect();
+    let source = match json.get("mel") {
+        Some(mel) => {
+            let seed = json["mel_seed"].as_u64().expect("mel_seed");
+            Source::Mel(Entry::from_json(mel).generate_checked(seed))
+        }
+        None => Source::Ids(ids("src_ids")),
+    };
+    Expected {
+        source,
+        forced: ids("decoder_input_ids"),
+        prompt: ids("prompt"),
+        scale: json["logit_scale"].as_f64().expect("logit_scale"),
+        columns,
+        greedy: ids("greedy_tokens"),
+        beam4: json.get("beam4_tokens").map(|_| ids("beam4_tokens")),
+        margin: json["greedy_margin"].as_f64().expect("greedy_margin"),
+        float32_error: json["float32_error"].as_f64().expect("float32_error"),
+    }
+}
+
+fn check_logits(session: &mut Session<&Model>, expected: &Expected, what: &str) {
+    let bound = 1e-4 * expected.scale.max(1.0);
+    for (step, (&token, columns)) in expected.forced.iter().zip(&expected.columns).enumerate() {
+        let logits = session.decode_step(&[token]).unwrap();
+        for &(column, want) in columns {
+            let got = logits[column] as f64;
+            assert!(
+                (got - want).abs() <= bound,
+                "{what}: step {step} column {column}: {got} against {want} (bound {bound})"
+            );
+        }
+    }
+}
+
+fn search(session: &mut Session<&Model>, prompt: &[u32], beam: usize, total: usize) -> Vec<u32> {
+    let options = SearchOptions::beam(beam, total - prompt.len());
+    let hyps = session.generate_with(prompt, &options, |_| {}).unwrap();
+    let mut tokens = prompt.to_vec();
+    tokens.extend_from_slice(hyps.best().unwrap().tokens);
+    tokens
+}
+
+fn check_row(row: &Path, cache: &Path) {
+    let name = row.file_name().unwrap().to_string_lossy().into_owned();
+    let expected = expected(row);
+    assert!(
+        expected.margin > 20.0 * 1e-4 * expected.scale,
+        "{name}: the fixture's greedy margin {} is too close to the bound",
+        expected.margin
+    );
+    assert!(
+        expected.float32_error < 0.5e-4,
+        "{name}: float32 lands {} of the scale from float64 on these weights: ill-conditioned",
+        expected.float32_error
+    );
+    let dir = materialize(row, cache);
+    let directory = Directory::open(&dir).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let settings = LoadSettings {
+        max_beam: 4,
+        max_len: 64,
+        weights: None,
+    };
+    let loaded = directory
+        .load(&settings)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let model = &loaded.model;
+    for_each_isa(|isa| {
+        let what = format!("{name} at {isa}");
+        let mut session = Session::new(model, isa).unwrap();
+        match &expected.source {
+            Source::Ids(src) => session.encode(src).unwrap(),
+            Source::Mel(mel) => session.encode_audio(mel).unwrap(),
+        }
+        check_logits(&mut session, &expected, &what);
+        let total = expected.greedy.len();
+        let greedy = search(&mut session, &expected.prompt, 1, total);
+        assert_eq!(greedy, expected.greedy, "{what}: greedy");
+        if let Some(want) = &expected.beam4 {
+            let beam4 = search(&mut session, &expected.prompt, 4, total);
+            assert_eq!(&beam4, want, "{what}: beam 4");
+        }
+    });
+}
+
+#[test]
+fn published_layouts_match_transformers_at_their_dimensions() {
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("published");
+    let limit = max_values();
+    let rows = rows();
+    assert!(!rows.is_empty(), "no rows under tests/published");
+    for row in rows {
+        let values = Manifest::read(&row).values();
+        if values > limit {
+            eprintln!(
+                "skipped {}: {values} values over TESSEL_PUBLISHED_MAX_VALUES={limit}",
+                row.display()
+            );
+            continue;
+        }
+        check_row(&row, &cache);
+    }
+}
