@@ -48,16 +48,34 @@ pub fn load_dir(
         max_len: MAX_TARGET,
         weights,
     };
-    let loaded = directory.load(&settings).map_err(open_error)?;
+    // The tokenizer (a few MB of JSON) is parsed while the weights load; an error of the
+    // weights is reported first.
     let path = dir.join("tokenizer.json");
-    if !path.is_file() {
-        return Err(TranscribeError::ModelDir {
-            dir: dir.to_owned(),
-            reason: "no tokenizer.json".into(),
+    let (loaded, tokenizer) = std::thread::scope(|scope| {
+        let tokenizer = path
+            .is_file()
+            .then(|| scope.spawn(|| read_tokenizer(&path)));
+        let loaded = directory.load(&settings).map_err(open_error);
+        let tokenizer = tokenizer.map(|thread| {
+            thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         });
-    }
-    let tokenizer = WhisperTokenizer::new(HfTokenizer::from_file(&path)?, "tokenizer.json")?;
+        (loaded, tokenizer)
+    });
+    let loaded = loaded?;
+    let tokenizer = tokenizer.ok_or_else(|| TranscribeError::ModelDir {
+        dir: dir.to_owned(),
+        reason: "no tokenizer.json".into(),
+    })??;
     Ok((loaded.model, tokenizer, directory))
+}
+
+fn read_tokenizer(path: &Path) -> Result<WhisperTokenizer, TranscribeError> {
+    Ok(WhisperTokenizer::new(
+        HfTokenizer::from_file(path)?,
+        "tokenizer.json",
+    )?)
 }
 
 /// The vocabulary size of the English-only (`.en`) checkpoints; openai-whisper calls a model
