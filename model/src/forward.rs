@@ -250,7 +250,10 @@ pub(crate) fn decode(
                 bias,
             }
         };
-        let memory = block.cross_attention().map(|_| (cross.layer(i), src_len));
+        let memory = match block.cross_attention() {
+            Some(_) => Some((cross.layer(i)?, src_len)),
+            None => None,
+        };
         block.forward(run, rows, &mut work, r.scratch, mode, memory)?;
     }
     // A prefix's logits are its last row's; a step's, every beam's.

@@ -4,11 +4,11 @@
 //! accesses, invalid pointer arithmetic, uninitialised reads) in the kernels' unsafe code and
 //! the pulp scalar path. Shapes are tiny because Miri interprets every instruction.
 
+use tessel_kernels::{View, ViewMut};
 use tessel_kernels::activation::{bias_activation_into, Activation};
 use tessel_kernels::attention::{attention, attention_scratch, AttentionShape, Bias, Mask};
 use tessel_kernels::attention::{attention_parallel_scratch, attention_split, Split};
-use tessel_kernels::attention::{Strided, StridedMut};
-use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB};
+use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, PackedB};
 use tessel_kernels::gemm::{Parallel, Sequential};
 use tessel_kernels::math::exp_slice;
 use tessel_kernels::norm::{
@@ -61,13 +61,13 @@ fn gemm_matches_the_reference_with_gaps_and_epilogues() {
         let residual = values(span(m, n, ldr), 4);
         let packed = PackedB::from_kn(
             vec![0.0; packed_len(k, n).unwrap()],
-            MatRef::new(&b, k, n, n),
+            View::new(&b, k, n, n).unwrap(),
         )
         .unwrap();
         let epilogue = Epilogue {
             bias: Some(&bias),
             activation: Activation::GeluTanh,
-            residual: Some(MatRef::new(&residual, m, n, ldr)),
+            residual: Some(View::new(&residual, m, n, ldr).unwrap()),
         };
         let runners: [&dyn Parallel; 2] = [&Sequential, &TwoThreads];
         for runner in runners {
@@ -75,9 +75,9 @@ fn gemm_matches_the_reference_with_gaps_and_epilogues() {
             let mut scratch = vec![0.0; gemm_scratch(m, k, n, runner.threads()).len()];
             gemm(
                 ISA,
-                MatRef::new(&a, m, k, lda),
+                View::new(&a, m, k, lda).unwrap(),
                 &packed,
-                MatMut::new(&mut c, m, n, ldc),
+                ViewMut::new(&mut c, m, n, ldc).unwrap(),
                 &epilogue,
                 &mut scratch,
                 runner,
@@ -85,9 +85,9 @@ fn gemm_matches_the_reference_with_gaps_and_epilogues() {
             .unwrap();
             let mut want = vec![0.0; m * n];
             reference::gemm::gemm(
-                MatRef::new(&a, m, k, lda),
-                MatRef::new(&b, k, n, n),
-                MatMut::new(&mut want, m, n, n),
+                View::new(&a, m, k, lda).unwrap(),
+                View::new(&b, k, n, n).unwrap(),
+                ViewMut::new(&mut want, m, n, n).unwrap(),
                 &epilogue,
             )
             .unwrap();
@@ -109,8 +109,8 @@ fn packing_from_either_layout_agrees() {
     let b = values(k * (n + 1), 5);
     let bt: Vec<f32> = (0..n * k).map(|x| b[(x % k) * (n + 1) + x / k]).collect();
     let len = packed_len(k, n).unwrap();
-    let kn = PackedB::from_kn(vec![0.0; len], MatRef::new(&b, k, n, n + 1)).unwrap();
-    let nk = PackedB::from_nk(vec![0.0; len], MatRef::new(&bt, n, k, k)).unwrap();
+    let kn = PackedB::from_kn(vec![0.0; len], View::new(&b, k, n, n + 1).unwrap()).unwrap();
+    let nk = PackedB::from_nk(vec![0.0; len], View::new(&bt, n, k, k).unwrap()).unwrap();
     assert_eq!(kn.as_slice(), nk.as_slice());
 }
 
@@ -162,9 +162,9 @@ fn attention_matches_the_reference_on_both_paths() {
         let mut out = vec![f32::NAN; span(q_len, width, stride)];
         let mut scratch = vec![0.0; attention_scratch(ISA, &shape).len()];
         let (qv, kv, vv) = (
-            Strided { data: &q, stride },
-            Strided { data: &k, stride },
-            Strided { data: &v, stride },
+            View::new(&q, q_len, width, stride).unwrap(),
+            View::new(&k, kv_len, width, stride).unwrap(),
+            View::new(&v, kv_len, width, stride).unwrap(),
         );
         attention(
             ISA,
@@ -172,10 +172,7 @@ fn attention_matches_the_reference_on_both_paths() {
             qv,
             kv,
             vv,
-            StridedMut {
-                data: &mut out,
-                stride,
-            },
+            ViewMut::new(&mut out, q_len, width, stride).unwrap(),
             &mask,
             None,
             &mut scratch,
@@ -188,10 +185,7 @@ fn attention_matches_the_reference_on_both_paths() {
             qv,
             kv,
             vv,
-            StridedMut {
-                data: &mut want,
-                stride,
-            },
+            ViewMut::new(&mut want, q_len, width, stride).unwrap(),
             &mask,
             None,
             &mut acc,
@@ -244,16 +238,13 @@ fn attention_split_over_threads_equals_one_call() {
             ..Mask::NONE
         };
         let views = (
-            Strided { data: &q, stride },
-            Strided { data: &k, stride },
-            Strided { data: &v, stride },
+            View::new(&q, q_len, width, stride).unwrap(),
+            View::new(&k, kv_len, width, stride).unwrap(),
+            View::new(&v, kv_len, width, stride).unwrap(),
         );
         let mut one = vec![f32::NAN; span(q_len, width, stride)];
         let mut scratch = vec![0.0; attention_scratch(ISA, &shape).len()];
-        let out = StridedMut {
-            data: &mut one,
-            stride,
-        };
+        let out = ViewMut::new(&mut one, q_len, width, stride).unwrap();
         attention(
             ISA,
             &shape,
@@ -272,10 +263,7 @@ fn attention_split_over_threads_equals_one_call() {
             parallel: &ScopedPair,
             min_task_work: 1,
         };
-        let out = StridedMut {
-            data: &mut split,
-            stride,
-        };
+        let out = ViewMut::new(&mut split, q_len, width, stride).unwrap();
         attention_split(
             ISA,
             how,

@@ -9,8 +9,8 @@
 
 use half::f16;
 use tessel_kernels::activation::Activation;
-use tessel_kernels::attention::{self as flash, KvElement, Mask, Strided, StridedMut};
-use tessel_kernels::{Isa, KernelError, ScratchSpec};
+use tessel_kernels::attention::{self as flash, KvElement, Mask};
+use tessel_kernels::{Isa, KernelError, ScratchSpec, View, ViewMut};
 
 use super::{linear, Linear, MemoryKv, Run};
 
@@ -69,20 +69,14 @@ impl Heads {
         })
     }
 
-    /// `out = softmax(scale · q·kᵀ + mask) · v` per head for `q_len` queries over `kv_len`
-    /// keys; `out` rows are `heads × d_head` wide at stride `out_stride`.
-    #[allow(clippy::too_many_arguments)]
+    /// `out = softmax(scale · q·kᵀ + mask) · v` per head for the rows of `q` (and of `out`)
+    /// over the rows of `k` and `v`; every row is `heads × d_head` wide.
     pub fn attend<E: KvElement>(
         &self,
         run: Run<'_>,
-        q_len: usize,
-        kv_len: usize,
-        q: Strided<'_>,
-        k: Strided<'_, E>,
-        v: Strided<'_, E>,
+        (q, k, v): (View<'_>, View<'_, E>, View<'_, E>),
         mask: &Mask<'_>,
-        out: &mut [f32],
-        out_stride: usize,
+        out: ViewMut<'_>,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
         if self.heads == 0 || self.d_head == 0 {
@@ -93,14 +87,11 @@ impl Heads {
         flash::attention_parallel(
             run.isa,
             run.parallel,
-            &self.shape(q_len, kv_len),
+            &self.shape(q.rows(), k.rows()),
             q,
             k,
             v,
-            StridedMut {
-                data: out,
-                stride: out_stride,
-            },
+            out,
             mask,
             Some(self.scale),
             scratch,
@@ -229,14 +220,13 @@ impl<'w> SelfAttention<'w> {
         )
     }
 
-    /// The Q, K and V views of projected rows `a` wide each, starting at row `first`.
-    pub fn split(qkv: &[f32], a: usize, first: usize) -> [Strided<'_>; 3] {
-        let at = first * 3 * a;
-        let stride = 3 * a;
-        [0, a, 2 * a].map(|offset| Strided {
-            data: &qkv[at + offset..],
-            stride,
-        })
+    /// The Q, K and V views, `a` columns each, of projected rows `3a` wide.
+    pub fn split(qkv: View<'_>, a: usize) -> Result<[View<'_>; 3], KernelError> {
+        Ok([
+            qkv.slice_cols(0, a)?,
+            qkv.slice_cols(a, a)?,
+            qkv.slice_cols(2 * a, a)?,
+        ])
     }
 }
 
@@ -369,15 +359,18 @@ impl<'w> CrossAttention<'w> {
             None,
             scratch,
         )?;
-        let q = Strided { data: q, stride: a };
+        let q = View::new(q, rows, a, a)?;
+        let out = ViewMut::new(out, rows, a, a)?;
         let mask = &Mask::NONE;
         match memory {
-            MemoryKv::F32(k, v) => self
-                .heads
-                .attend(run, rows, kv_len, q, k, v, mask, out, a, scratch),
-            MemoryKv::F16(k, v) => self
-                .heads
-                .attend(run, rows, kv_len, q, k, v, mask, out, a, scratch),
+            MemoryKv::F32(k, v) => {
+                let kv = (k.slice_rows(0, kv_len)?, v.slice_rows(0, kv_len)?);
+                self.heads.attend(run, (q, kv.0, kv.1), mask, out, scratch)
+            }
+            MemoryKv::F16(k, v) => {
+                let kv = (k.slice_rows(0, kv_len)?, v.slice_rows(0, kv_len)?);
+                self.heads.attend(run, (q, kv.0, kv.1), mask, out, scratch)
+            }
         }
     }
 }

@@ -13,8 +13,8 @@
 
 use tessel_kernels::activation::Activation;
 use tessel_kernels::attention::{Bias, Mask};
-use tessel_kernels::gemm::MatRef;
 use tessel_kernels::{KernelError, ScratchSpec};
+use tessel_kernels::{View, ViewMut};
 
 use super::{
     CrossAttention, FeedForward, Heads, LayerCache, Linear, MemoryKv, Norm, Run, SelfAttention,
@@ -186,7 +186,7 @@ fn residual<'a>(
         spare,
         d,
         Activation::Identity,
-        Some(MatRef::new(hidden, rows, d, d)),
+        Some(View::new(hidden, rows, d, d)?),
         scratch,
     )?;
     match placement {
@@ -371,12 +371,13 @@ impl<'w> Block<'w> {
         self.attention
             .project(run, rows, input, work.qkv, scratch)?;
         let heads = self.attention.heads();
-        let qkv = &*work.qkv;
+        let qkv = View::new(&*work.qkv, rows, 3 * a, 3 * a)?;
+        let [q, k, v] = SelfAttention::split(qkv, a)?;
+        let mut attn = ViewMut::new(&mut *work.attn, rows, a, a)?;
         match mode {
             SelfMode::Bidirectional { bias } => {
-                let [q, k, v] = SelfAttention::split(qkv, a, 0);
                 let mask = Mask { bias, ..Mask::NONE };
-                heads.attend(run, rows, rows, q, k, v, &mask, work.attn, a, scratch)?;
+                heads.attend(run, (q, k, v), &mask, attn, scratch)?;
             }
             SelfMode::Step {
                 mut cache,
@@ -385,14 +386,12 @@ impl<'w> Block<'w> {
             } => {
                 let mask = Mask { bias, ..Mask::NONE };
                 for r in 0..rows {
-                    let [_, k, v] = SelfAttention::split(qkv, a, r);
-                    cache.write(r, position, k.data, v.data)?;
+                    cache.write(r, position, k.slice_rows(r, 1)?, v.slice_rows(r, 1)?)?;
                 }
                 for r in 0..rows {
-                    let [q, _, _] = SelfAttention::split(qkv, a, r);
-                    let (k, v) = cache.beam(r);
-                    let out = &mut work.attn[r * a..];
-                    heads.attend(run, 1, position + 1, q, k, v, &mask, out, a, scratch)?;
+                    let (k, v) = cache.beam(r, position + 1)?;
+                    let out = attn.reborrow().slice_rows(r, 1)?;
+                    heads.attend(run, (q.slice_rows(r, 1)?, k, v), &mask, out, scratch)?;
                 }
             }
             SelfMode::Prefix {
@@ -401,28 +400,15 @@ impl<'w> Block<'w> {
                 bias,
             } => {
                 for r in 0..rows {
-                    let [_, k, v] = SelfAttention::split(qkv, a, r);
-                    cache.write(0, position + r, k.data, v.data)?;
+                    cache.write(0, position + r, k.slice_rows(r, 1)?, v.slice_rows(r, 1)?)?;
                 }
-                let [q, _, _] = SelfAttention::split(qkv, a, 0);
-                let (k, v) = cache.beam(0);
+                let (k, v) = cache.beam(0, position + rows)?;
                 let mask = Mask {
                     causal_offset: Some(position),
                     bias,
                     ..Mask::NONE
                 };
-                heads.attend(
-                    run,
-                    rows,
-                    position + rows,
-                    q,
-                    k,
-                    v,
-                    &mask,
-                    work.attn,
-                    a,
-                    scratch,
-                )?;
+                heads.attend(run, (q, k, v), &mask, attn, scratch)?;
             }
         }
         let output = self.attention.output();

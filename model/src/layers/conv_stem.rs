@@ -11,7 +11,7 @@
 //! are applied in the GEMMs' epilogues.
 
 use tessel_kernels::activation::Activation;
-use tessel_kernels::gemm::MatRef;
+use tessel_kernels::View;
 use tessel_kernels::{KernelError, ScratchSpec};
 
 use super::{linear, Linear, Run};
@@ -197,7 +197,7 @@ impl<'w> ConvStem<'w> {
             out,
             d,
             gelu,
-            Some(MatRef::new(table, positions, d, d)),
+            Some(View::new(table, positions, d, d)?),
             scratch,
         )
     }

@@ -15,8 +15,8 @@ use tessel_kernels::activation::Activation;
 use tessel_kernels::error::check_dim;
 #[cfg(feature = "std")]
 use tessel_kernels::gemm::Element;
-use tessel_kernels::gemm::{self, bf16, f16, MatMut, MatRef, PackedB};
-use tessel_kernels::{KernelError, ScratchSpec};
+use tessel_kernels::gemm::{self, bf16, f16, PackedB};
+use tessel_kernels::{KernelError, ScratchSpec, View, ViewMut};
 
 use super::Run;
 #[cfg(feature = "std")]
@@ -300,7 +300,7 @@ fn pack<'w, S: Element, T: Element + bytemuck::Pod>(
     k: usize,
 ) -> Result<PackedB<Weights<'w, T>, T>, LinearError> {
     let storage = AlignedBuf::zeros(gemm::packed_len_of::<T>(k, n)?)?;
-    let packed = PackedB::from_nk_elems(storage, weight, n, k, k)?;
+    let packed = PackedB::from_nk(storage, View::new(weight, n, k, k)?)?;
     Ok(PackedB::from_packed(
         Weights::Owned(packed.into_inner()),
         k,
@@ -347,11 +347,11 @@ impl Linear<'_> {
         out: &mut [f32],
         out_stride: usize,
         activation: Activation,
-        residual: Option<MatRef<'_>>,
+        residual: Option<View<'_>>,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let a = MatRef::new(x, rows, self.in_features(), x_stride);
-        let c = MatMut::new(out, rows, self.out_features(), out_stride);
+        let a = View::overlapping(x, rows, self.in_features(), x_stride)?;
+        let c = ViewMut::new(out, rows, self.out_features(), out_stride)?;
         let epilogue = gemm::Epilogue {
             bias: self.bias(),
             activation,
