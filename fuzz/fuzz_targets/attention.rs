@@ -173,38 +173,38 @@ fn run(input: Input) {
 
     let mut got = out.clone();
     let result = (|| -> Result<(), KernelError> {
-    let out_view = ViewMut::new(&mut got.data, q_len, width, out_stride)?;
-    let (q_view, k_view, v_view) = (view(&q)?, view(&k)?, view(&v)?);
-    if threads > 1 {
-        let split = Split {
-            parallel: &Reversed(threads),
-            min_task_work: 1,
-        };
-        attention_split(
-            isa,
-            split,
-            &shape,
-            q_view,
-            k_view,
-            v_view,
-            out_view,
-            &mask,
-            scale,
-            &mut scratch,
-        )
-    } else {
-        attention(
-            isa,
-            &shape,
-            q_view,
-            k_view,
-            v_view,
-            out_view,
-            &mask,
-            scale,
-            &mut scratch,
-        )
-    }
+        let out_view = ViewMut::new(&mut got.data, q_len, width, out_stride)?;
+        let (q_view, k_view, v_view) = (view(&q)?, view(&k)?, view(&v)?);
+        if threads > 1 {
+            let split = Split {
+                parallel: &Reversed(threads),
+                min_task_work: 1,
+            };
+            attention_split(
+                isa,
+                split,
+                &shape,
+                q_view,
+                k_view,
+                v_view,
+                out_view,
+                &mask,
+                scale,
+                &mut scratch,
+            )
+        } else {
+            attention(
+                isa,
+                &shape,
+                q_view,
+                k_view,
+                v_view,
+                out_view,
+                &mask,
+                scale,
+                &mut scratch,
+            )
+        }
     })();
     match result {
         Err(e) => {

@@ -49,7 +49,6 @@ impl Parallel for Reversed {
     }
 }
 
-
 /// A weight type, and how it takes the BF16-dot opt-in (only `bf16` has it).
 trait Weight: Element {
     fn with_dot(b: PackedB<Vec<Self>, Self>, _dot: bool) -> PackedB<Vec<Self>, Self> {
@@ -117,8 +116,7 @@ fn run<T: Weight>(input: Input, dot: bool) {
     let from_nk = PackedB::<_, T>::from_nk(nan(), nk_view).expect("valid n × k source");
     let elems: Vec<T> = nk.data.iter().map(|&x| T::from_f32(x)).collect();
     let elems_view = View::new(&elems, n, k, nk_stride).expect("valid n × k elements");
-    let from_elems =
-        PackedB::<_, T>::from_nk(nan(), elems_view).expect("valid n × k elements");
+    let from_elems = PackedB::<_, T>::from_nk(nan(), elems_view).expect("valid n × k elements");
     let bits = |b: &PackedB<Vec<T>, T>| -> Vec<u32> {
         b.as_slice().iter().map(|x| x.to_f32().to_bits()).collect()
     };
@@ -171,13 +169,8 @@ fn run<T: Weight>(input: Input, dot: bool) {
     let (scratch_len, scratch_short) = maybe_short(spec, fault == 4);
     let mut scratch = vec![f32::NAN; scratch_len];
 
-    let faulted = a_short
-        || c_short
-        || r_short
-        || scratch_short
-        || fault == 3
-        || fault == 6
-        || fault == 7;
+    let faulted =
+        a_short || c_short || r_short || scratch_short || fault == 3 || fault == 6 || fault == 7;
 
     let mut out = c.clone();
     let result = (|| -> Result<(), KernelError> {
@@ -253,9 +246,8 @@ fn run<T: Weight>(input: Input, dot: bool) {
             let want = expected[i * n + j];
             // `vdpbf16ps` flushes subnormal inputs and outputs: products below 2^-126 · 1e15.
             let flushed = if rounds_a { k as f64 * 1.2e-23 } else { 0.0 };
-            let bound = slope * (pre_error + flushed)
-                + own
-                + 4.0 * eps * (want.abs() as f64 + pre.abs());
+            let bound =
+                slope * (pre_error + flushed) + own + 4.0 * eps * (want.abs() as f64 + pre.abs());
             assert_close(
                 &format!("{what} C[{i},{j}]"),
                 out.get(i, j),

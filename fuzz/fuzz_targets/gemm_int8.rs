@@ -12,8 +12,8 @@ use tessel_kernels::gemm::int8::{
     gemm_i32, gemm_i8_scratch, gemm_i8_with, packed_i8_len, I8Kernel, PackedI8,
 };
 use tessel_kernels::gemm::{Epilogue, Parallel, MAX_TASKS};
-use tessel_kernels::{View, ViewMut};
 use tessel_kernels::reference::gemm_int8 as reference;
+use tessel_kernels::{View, ViewMut};
 
 #[derive(Arbitrary, Debug)]
 struct Input {

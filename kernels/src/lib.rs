@@ -19,6 +19,7 @@ pub mod norm;
 pub mod reference;
 pub mod scratch;
 pub mod softmax;
+mod sweep;
 mod tiling;
 pub mod view;
 

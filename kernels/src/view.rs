@@ -11,7 +11,7 @@
 //! with [`View::new`]) must not overlap (`stride >= cols` when there are two rows or more).
 //! Kernels then check only that the views' dimensions agree with each other.
 
-use crate::error::{check_view, KernelError};
+use crate::error::{check_dim, check_view, KernelError};
 
 /// The name the constructors' errors carry.
 const WHAT: &str = "view";
@@ -132,6 +132,11 @@ impl<'a, E> View<'a, E> {
         self.stride
     }
 
+    /// `(rows, cols)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
     /// Row `r` (`cols` elements), or `None` past the last row.
     pub fn row(&self, r: usize) -> Option<&'a [E]> {
         if r >= self.rows {
@@ -220,6 +225,11 @@ impl<'a, E> ViewMut<'a, E> {
         self.stride
     }
 
+    /// `(rows, cols)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
     /// The same elements, read-only, for as long as `self` is borrowed.
     pub fn as_view(&self) -> View<'_, E> {
         View {
@@ -293,6 +303,16 @@ impl<'a, E> ViewMut<'a, E> {
             stride: self.stride,
         })
     }
+}
+
+/// Checks that a view's `(rows, cols)` are `expected`: `what` names its rows and its columns.
+pub(crate) fn check_shape(
+    what: [&'static str; 2],
+    expected: (usize, usize),
+    got: (usize, usize),
+) -> Result<(), KernelError> {
+    check_dim(what[0], expected.0, got.0)?;
+    check_dim(what[1], expected.1, got.1)
 }
 
 /// Checks that `first..first + count` lies inside `0..len`.

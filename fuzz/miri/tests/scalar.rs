@@ -4,7 +4,6 @@
 //! accesses, invalid pointer arithmetic, uninitialised reads) in the kernels' unsafe code and
 //! the pulp scalar path. Shapes are tiny because Miri interprets every instruction.
 
-use tessel_kernels::{View, ViewMut};
 use tessel_kernels::activation::{bias_activation_into, Activation};
 use tessel_kernels::attention::{attention, attention_scratch, AttentionShape, Bias, Mask};
 use tessel_kernels::attention::{attention_parallel_scratch, attention_split, Split};
@@ -12,12 +11,12 @@ use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, PackedB};
 use tessel_kernels::gemm::{Parallel, Sequential};
 use tessel_kernels::math::exp_slice;
 use tessel_kernels::norm::{
-    accumulate_normalize, add_normalize, normalize, normalize_in_place, Norm, RowShape, Rows,
-    RowsMut,
+    accumulate_normalize, add_normalize, normalize, normalize_in_place, Norm,
 };
 use tessel_kernels::reference;
 use tessel_kernels::softmax::softmax_in_place;
 use tessel_kernels::{Isa, Scratch, ScratchSpec};
+use tessel_kernels::{View, ViewMut};
 
 const ISA: Isa = Isa::scalar();
 
@@ -286,7 +285,7 @@ fn attention_split_over_threads_equals_one_call() {
 #[test]
 fn row_kernels_match_the_references() {
     for &(rows, width) in &[(1, 1), (3, 5), (2, 17)] {
-        let shape = RowShape::new(rows, width);
+        let shape = (rows, width);
         let stride = width + 2;
         let len = span(rows, width, stride);
         let x = values(len, 10);
@@ -297,35 +296,32 @@ fn row_kernels_match_the_references() {
             let mut out = vec![f32::NAN; len];
             normalize(
                 ISA,
-                shape,
                 norm,
-                Rows::new(&x, stride),
-                RowsMut::new(&mut out, stride),
+                rows_of(&x, shape, stride),
+                rows_mut(&mut out, shape, stride),
             )
             .unwrap();
             let mut in_place = x.clone();
-            normalize_in_place(ISA, shape, norm, RowsMut::new(&mut in_place, stride)).unwrap();
+            normalize_in_place(ISA, norm, rows_mut(&mut in_place, shape, stride)).unwrap();
             let mut sum = vec![f32::NAN; len];
             let mut added = vec![f32::NAN; len];
             add_normalize(
                 ISA,
-                shape,
                 norm,
-                Rows::new(&x, stride),
-                Rows::new(&residual, stride),
-                Some(RowsMut::new(&mut sum, stride)),
-                RowsMut::new(&mut added, stride),
+                rows_of(&x, shape, stride),
+                rows_of(&residual, shape, stride),
+                Some(rows_mut(&mut sum, shape, stride)),
+                rows_mut(&mut added, shape, stride),
             )
             .unwrap();
             let mut acc = residual.clone();
             let mut acc_out = vec![f32::NAN; len];
             accumulate_normalize(
                 ISA,
-                shape,
                 norm,
-                RowsMut::new(&mut acc, stride),
-                Rows::new(&x, stride),
-                RowsMut::new(&mut acc_out, stride),
+                rows_mut(&mut acc, shape, stride),
+                rows_of(&x, shape, stride),
+                rows_mut(&mut acc_out, shape, stride),
             )
             .unwrap();
             for r in 0..rows {
@@ -348,15 +344,14 @@ fn row_kernels_match_the_references() {
             }
         }
         let mut soft = x.clone();
-        softmax_in_place(ISA, shape, RowsMut::new(&mut soft, stride), 0.5).unwrap();
+        softmax_in_place(ISA, rows_mut(&mut soft, shape, stride), 0.5).unwrap();
         let mut act = vec![f32::NAN; len];
         bias_activation_into(
             ISA,
-            shape,
-            Rows::new(&x, stride),
+            rows_of(&x, shape, stride),
             Some(&beta),
             Activation::GeluErf,
-            RowsMut::new(&mut act, stride),
+            rows_mut(&mut act, shape, stride),
         )
         .unwrap();
         for r in 0..rows {
@@ -390,4 +385,14 @@ fn scratch_parts_are_aligned_at_any_offset() {
         b.fill(2.0);
         assert_eq!(b.as_ptr() as usize % 64, 0);
     }
+}
+
+/// A `(rows, width)` view of `data`, rows `stride` apart.
+fn rows_of(data: &[f32], (rows, width): (usize, usize), stride: usize) -> View<'_> {
+    View::new(data, rows, width, stride).unwrap()
+}
+
+/// A writable `(rows, width)` view of `data`, rows `stride` apart.
+fn rows_mut(data: &mut [f32], (rows, width): (usize, usize), stride: usize) -> ViewMut<'_> {
+    ViewMut::new(data, rows, width, stride).unwrap()
 }

@@ -3,8 +3,8 @@
 //! The layer only holds parameters; the fused forms (normalise, add-and-normalise) are the
 //! kernels' own ([`tessel_kernels::norm`]), reached through [`Norm::kernel`].
 
-use tessel_kernels::norm::{self, RowShape, Rows, RowsMut};
-use tessel_kernels::{Isa, KernelError};
+use tessel_kernels::norm;
+use tessel_kernels::{Isa, KernelError, View, ViewMut};
 
 use crate::storage::Weights;
 
@@ -81,12 +81,12 @@ impl<'w> Norm<'w> {
         out: &mut [f32],
     ) -> Result<(), KernelError> {
         let width = self.width();
+        let x = View::new(x, rows, width, width)?;
         norm::normalize(
             isa,
-            RowShape::new(rows, width),
             self.kernel(),
-            Rows::new(x, width),
-            RowsMut::new(out, width),
+            x,
+            ViewMut::new(out, rows, width, width)?,
         )
     }
 
@@ -98,11 +98,6 @@ impl<'w> Norm<'w> {
         x: &mut [f32],
     ) -> Result<(), KernelError> {
         let width = self.width();
-        norm::normalize_in_place(
-            isa,
-            RowShape::new(rows, width),
-            self.kernel(),
-            RowsMut::new(x, width),
-        )
+        norm::normalize_in_place(isa, self.kernel(), ViewMut::new(x, rows, width, width)?)
     }
 }
