@@ -496,6 +496,15 @@ fn bad_input_is_a_typed_error() {
         ViewMut::new(&mut c, 2, 3, 2),
         Err(KernelError::BadStride { .. })
     ));
+    // The int8 GEMM quantises whole rows: overlapping rows of A are refused.
+    assert!(matches!(
+        run(
+            View::overlapping(&a, 2, 5, 4).unwrap(),
+            ViewMut::new(&mut c, 2, 3, 3).unwrap(),
+            &mut scratch
+        ),
+        Err(KernelError::BadStride { what: "a", .. })
+    ));
     assert!(matches!(
         run(
             View::new(&a, 2, 5, 5).unwrap(),

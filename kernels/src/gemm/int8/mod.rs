@@ -226,8 +226,8 @@ pub fn gemm_i8<W: AsRef<[i8]>>(
 /// - `scratch`: at least [`gemm_i8_scratch`]`(m, k)` floats.
 ///
 /// Errors (nothing written when refused): `ShapeMismatch` and `ScratchTooSmall` as for
-/// [`gemm`](super::gemm); `InvalidArgument` when the runner skipped a task (then `C` is partly
-/// written).
+/// [`gemm`](super::gemm); `BadStride` when rows of `a` overlap (a [`View::overlapping`]);
+/// `InvalidArgument` when the runner skipped a task (then `C` is partly written).
 pub fn gemm_i8_with<W: AsRef<[i8]>>(
     kernel: I8Kernel,
     a: View<'_>,
@@ -241,6 +241,7 @@ pub fn gemm_i8_with<W: AsRef<[i8]>>(
     check_dim("a.cols (k)", k, a.cols)?;
     check_dim("c.rows (m)", m, c.rows)?;
     check_dim("c.cols (n)", n, c.cols)?;
+    check_disjoint(&a)?;
     if let Some(bias) = epilogue.bias {
         check_dim("bias length (n)", n, bias.len())?;
     }
@@ -297,6 +298,7 @@ pub fn gemm_i32<W: AsRef<[i8]>>(
     check_dim("a.cols (k)", k, a.cols)?;
     check_dim("c.rows (m)", m, c.rows)?;
     check_dim("c.cols (n)", n, c.cols)?;
+    check_disjoint(&a)?;
     if a.iter_rows().any(|row| row.contains(&i8::MIN)) {
         return Err(KernelError::InvalidArgument("quantised activation -128"));
     }
@@ -324,6 +326,18 @@ pub fn gemm_i32<W: AsRef<[i8]>>(
     run_tasks(kernel, &job, &sink, &crate::gemm::Sequential)
 }
 
+/// The int8 GEMM quantises whole rows of `A`, which must not overlap (`BadStride` otherwise).
+fn check_disjoint<E>(a: &View<'_, E>) -> Result<(), KernelError> {
+    if a.rows > 1 && a.stride < a.cols {
+        return Err(KernelError::BadStride {
+            what: "a",
+            min: a.cols,
+            got: a.stride,
+        });
+    }
+    Ok(())
+}
+
 /// Quantises the rows of `a` (`m × k`) as [`gemm_i8`] does: `q` receives them row-major
 /// (`m × k`, dense) and `dequant` the `m` factors `d_A[i]` (see [`quant`]).
 pub fn quantize_activations(
@@ -332,6 +346,7 @@ pub fn quantize_activations(
     dequant: &mut [f32],
 ) -> Result<(), KernelError> {
     let (m, k) = (a.rows, a.cols);
+    check_disjoint(&a)?;
     check_view("q", q.len(), m, k, k)?;
     check_dim("dequant length (m)", m, dequant.len())?;
     if k == 0 {
