@@ -3,8 +3,8 @@
 //! `#![no_std]` and without `alloc`: every kernel works on caller-provided slices and scratch
 //! and never allocates. Matrices and batches of rows are passed as [`View`] and [`ViewMut`],
 //! validated when they are made. Each kernel takes an [`Isa`] token and runs the AVX-512,
-//! AVX2+FMA, NEON or scalar instantiation of one generic body; [`reference`](mod@reference) holds plain scalar
-//! versions that accumulate in `f64`, the truth every test compares against.
+//! AVX2+FMA, NEON or scalar instantiation of one generic body; [`reference`](mod@reference)
+//! holds plain scalar versions that accumulate in `f64`, the truth every test compares against.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
