@@ -53,8 +53,9 @@ proptest! {
             let mut scratch = vec![0.0; linear::scratch(rows, k, n, 1).len()];
             let stride = out.stride();
             let run = Run { isa, parallel: &Sequential };
-            lin.forward(run, rows, &x, k + gap, out.view_mut(), stride, activation, residual,
-                &mut scratch).unwrap();
+            let x_view = View::new(&x, rows, k, k + gap).unwrap();
+            let out_view = ViewMut::new(out.view_mut(), rows, n, stride).unwrap();
+            lin.forward(run, x_view, out_view, activation, residual, &mut scratch).unwrap();
             let mut expected = Vec::new();
             let mut bounds = Vec::new();
             for i in 0..rows {
@@ -166,14 +167,15 @@ proptest! {
         }
         for_each_isa(|isa| {
             let mut out = CanaryMatrix::new(rows, cols, cols);
-            norm.forward(isa, rows, &x, out.view_mut()).unwrap();
+            let out_view = ViewMut::new(out.view_mut(), rows, cols, cols).unwrap();
+            norm.forward(isa, View::new(&x, rows, cols, cols).unwrap(), out_view).unwrap();
             // Relative to the row's magnitude over its spread (the large-offset case).
             let bound = 1e-5 * (cols as f64).sqrt() + 1e-5;
             let bound = if rms { bound * 4.0 } else { bound };
             assert_close(&format!("norm {isa}"), out.elements(), expected.iter().cloned(), |_| bound);
             out.assert_padding_intact("norm out");
             let mut in_place = x.clone();
-            norm.forward_in_place(isa, rows, &mut in_place).unwrap();
+            norm.forward_in_place(isa, ViewMut::new(&mut in_place, rows, cols, cols).unwrap()).unwrap();
             assert_close("norm in place", in_place.iter().cloned(), out.elements().map(|v| v as f64), |_| 0.0);
         });
     }
@@ -261,21 +263,16 @@ fn layers_refuse_bad_shapes() {
     assert!(Linear::from_out_in(3, 2, &[0.0; 5], None).is_err());
     let mut out = [0.0; 6];
     let identity = Activation::Identity;
+    // Three input features where the layer takes two, then two outputs where it gives three.
+    let wide = View::new(&[0.0; 6], 2, 3, 3).unwrap();
+    let out_view = ViewMut::new(&mut out, 2, 3, 3).unwrap();
     assert!(lin
-        .forward(run, 2, &[0.0; 3], 2, &mut out, 3, identity, None, &mut [])
+        .forward(run, wide, out_view, identity, None, &mut [])
         .is_err());
+    let x = View::new(&[0.0; 4], 2, 2, 2).unwrap();
+    let narrow = ViewMut::new(&mut out, 2, 2, 2).unwrap();
     assert!(lin
-        .forward(
-            run,
-            2,
-            &[0.0; 4],
-            2,
-            &mut out[..5],
-            3,
-            identity,
-            None,
-            &mut []
-        )
+        .forward(run, x, narrow, identity, None, &mut [])
         .is_err());
     let layout = Heads {
         heads: 2,
@@ -310,5 +307,9 @@ fn layers_refuse_bad_shapes() {
         .is_err());
     let gamma = AlignedBuf::from_slice(&[1.0; 4]).unwrap();
     let norm = Norm::rms(gamma, 1e-6);
-    assert!(norm.forward(isa, 2, &[0.0; 7], &mut [0.0; 8]).is_err());
+    let x = View::new(&[0.0; 6], 2, 3, 3).unwrap();
+    let mut out = [0.0; 6];
+    assert!(norm
+        .forward(isa, x, ViewMut::new(&mut out, 2, 3, 3).unwrap())
+        .is_err());
 }

@@ -197,27 +197,16 @@ impl<'w> SelfAttention<'w> {
             .or(linear::scratch(rows, a, d, threads))
     }
 
-    /// `qkv = input·W_qkv + b` for `rows` rows (`qkv` rows are `3a` wide).
+    /// `qkv = input·W_qkv + b` for every row of `input` (`qkv` rows are `3a` wide).
     pub fn project(
         &self,
         run: Run<'_>,
-        rows: usize,
-        input: &[f32],
-        qkv: &mut [f32],
+        input: View<'_>,
+        qkv: ViewMut<'_>,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let (d, a) = (self.out.out_features(), self.heads.width());
-        self.qkv.forward(
-            run,
-            rows,
-            input,
-            d,
-            qkv,
-            3 * a,
-            Activation::Identity,
-            None,
-            scratch,
-        )
+        let identity = Activation::Identity;
+        self.qkv.forward(run, input, qkv, identity, None, scratch)
     }
 
     /// The Q, K and V views, `a` columns each, of projected rows `3a` wide.
@@ -310,67 +299,35 @@ impl<'w> CrossAttention<'w> {
             .or(linear::scratch(src_rows, d, 2 * a, threads))
     }
 
-    /// `kv = memory·W_kv + b` for `rows` source rows (`kv` rows are `2a` wide).
+    /// `kv = memory·W_kv + b` for every source row of `memory` (`kv` rows are `2a` wide).
     pub fn project_memory(
         &self,
         run: Run<'_>,
-        rows: usize,
-        memory: &[f32],
-        kv: &mut [f32],
+        memory: View<'_>,
+        kv: ViewMut<'_>,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let (d, a) = (self.out.out_features(), self.heads.width());
-        self.kv.forward(
-            run,
-            rows,
-            memory,
-            d,
-            kv,
-            2 * a,
-            Activation::Identity,
-            None,
-            scratch,
-        )
+        let identity = Activation::Identity;
+        self.kv.forward(run, memory, kv, identity, None, scratch)
     }
 
-    /// `out = attention(input·W_q + b, K, V)` for `rows` rows over `kv_len` source rows; `q` is
-    /// a `rows × a` buffer for the queries, `out` receives `rows × a`.
-    #[allow(clippy::too_many_arguments)]
+    /// `out = attention(input·W_q + b, K, V)` for every row of `input` over the source rows
+    /// of `memory`; the queries are written to `q`, and `q` and `out` are `rows × a`.
     pub fn attend(
         &self,
         run: Run<'_>,
-        rows: usize,
-        input: &[f32],
+        input: View<'_>,
         memory: MemoryKv<'_>,
-        kv_len: usize,
-        q: &mut [f32],
-        out: &mut [f32],
+        (mut q, out): (ViewMut<'_>, ViewMut<'_>),
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let (d, a) = (self.out.out_features(), self.heads.width());
-        self.q.forward(
-            run,
-            rows,
-            input,
-            d,
-            q,
-            a,
-            Activation::Identity,
-            None,
-            scratch,
-        )?;
-        let q = View::new(q, rows, a, a)?;
-        let out = ViewMut::new(out, rows, a, a)?;
-        let mask = &Mask::NONE;
+        let identity = Activation::Identity;
+        self.q
+            .forward(run, input, q.reborrow(), identity, None, scratch)?;
+        let (q, mask) = (q.into_view(), &Mask::NONE);
         match memory {
-            MemoryKv::F32(k, v) => {
-                let kv = (k.slice_rows(0, kv_len)?, v.slice_rows(0, kv_len)?);
-                self.heads.attend(run, (q, kv.0, kv.1), mask, out, scratch)
-            }
-            MemoryKv::F16(k, v) => {
-                let kv = (k.slice_rows(0, kv_len)?, v.slice_rows(0, kv_len)?);
-                self.heads.attend(run, (q, kv.0, kv.1), mask, out, scratch)
-            }
+            MemoryKv::F32(k, v) => self.heads.attend(run, (q, k, v), mask, out, scratch),
+            MemoryKv::F16(k, v) => self.heads.attend(run, (q, k, v), mask, out, scratch),
         }
     }
 }

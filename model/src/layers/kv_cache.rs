@@ -254,14 +254,15 @@ impl<'a> CrossKv<'a> {
         tessel_kernels::convert::narrow_to_f16(isa, rows, dst)
     }
 
-    /// Layer `layer`'s keys and values, every position.
-    pub fn layer(&self, layer: usize) -> Result<MemoryKv<'_>, KernelError> {
+    /// Layer `layer`'s keys and values at positions `0..positions`.
+    pub fn layer(&self, layer: usize, positions: usize) -> Result<MemoryKv<'_>, KernelError> {
         let len = self.layer_len();
         let stride = 2 * self.width;
         Ok(match self.kind {
             MemoryType::F32 => {
                 let data = &self.data[layer * len..(layer + 1) * len];
-                let kv = View::new(data, self.positions, stride, stride)?;
+                let kv =
+                    View::new(data, self.positions, stride, stride)?.slice_rows(0, positions)?;
                 MemoryKv::F32(
                     kv.slice_cols(0, self.width)?,
                     kv.slice_cols(self.width, self.width)?,
@@ -270,7 +271,8 @@ impl<'a> CrossKv<'a> {
             MemoryType::F16 => {
                 let halves: &[f16] = bytemuck::cast_slice(&*self.data);
                 let data = &halves[layer * len..(layer + 1) * len];
-                let kv = View::new(data, self.positions, stride, stride)?;
+                let kv =
+                    View::new(data, self.positions, stride, stride)?.slice_rows(0, positions)?;
                 MemoryKv::F16(
                     kv.slice_cols(0, self.width)?,
                     kv.slice_cols(self.width, self.width)?,

@@ -333,31 +333,26 @@ pub fn scratch(
 }
 
 impl Linear<'_> {
-    /// `out[r] = activation(x[r]·W + b) + residual[r]` for `rows` rows: `x` rows are
-    /// `in_features()` wide at stride `x_stride`, `out` rows `out_features()` wide at stride
-    /// `out_stride`; `residual`, when given, is an `rows × out_features()` view. `out` is only
-    /// written. `scratch` holds [`scratch`] for these sizes.
-    #[allow(clippy::too_many_arguments)]
+    /// `out[r] = activation(x[r]·W + b) + residual[r]` for every row `r` of `x`: `x` is
+    /// `rows × in_features()` (its rows may overlap), `out` and `residual` (when given)
+    /// `rows × out_features()`. `out` is only written. `scratch` holds [`scratch`] for these
+    /// sizes.
     pub fn forward(
         &self,
         run: Run<'_>,
-        rows: usize,
-        x: &[f32],
-        x_stride: usize,
-        out: &mut [f32],
-        out_stride: usize,
+        x: View<'_>,
+        out: ViewMut<'_>,
         activation: Activation,
         residual: Option<View<'_>>,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let a = View::overlapping(x, rows, self.in_features(), x_stride)?;
-        let c = ViewMut::new(out, rows, self.out_features(), out_stride)?;
         let epilogue = gemm::Epilogue {
             bias: self.bias(),
             activation,
             residual,
         };
         let (isa, parallel) = (run.isa, run.parallel);
+        let (a, c) = (x, out);
         match &self.weight {
             PackedWeight::F32(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
             PackedWeight::F16(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),

@@ -72,32 +72,13 @@ impl<'w> Norm<'w> {
         self.gamma.bytes() + self.beta.as_ref().map_or(0, Weights::bytes)
     }
 
-    /// `out = N(x)` over `rows` contiguous rows.
-    pub fn forward(
-        &self,
-        isa: Isa,
-        rows: usize,
-        x: &[f32],
-        out: &mut [f32],
-    ) -> Result<(), KernelError> {
-        let width = self.width();
-        let x = View::new(x, rows, width, width)?;
-        norm::normalize(
-            isa,
-            self.kernel(),
-            x,
-            ViewMut::new(out, rows, width, width)?,
-        )
+    /// `out = N(x)` row by row (`x` and `out` of the same shape, rows `width()` wide).
+    pub fn forward(&self, isa: Isa, x: View<'_>, out: ViewMut<'_>) -> Result<(), KernelError> {
+        norm::normalize(isa, self.kernel(), x, out)
     }
 
-    /// `x = N(x)` over `rows` contiguous rows.
-    pub fn forward_in_place(
-        &self,
-        isa: Isa,
-        rows: usize,
-        x: &mut [f32],
-    ) -> Result<(), KernelError> {
-        let width = self.width();
-        norm::normalize_in_place(isa, self.kernel(), ViewMut::new(x, rows, width, width)?)
+    /// `x = N(x)` row by row (rows `width()` wide).
+    pub fn forward_in_place(&self, isa: Isa, x: ViewMut<'_>) -> Result<(), KernelError> {
+        norm::normalize_in_place(isa, self.kernel(), x)
     }
 }
