@@ -11,17 +11,14 @@ use libfuzzer_sys::fuzz_target;
 use tessel_fuzz::{assert_close, dot_tolerance, isa, maybe_short, span, tame, Guarded, Values};
 use tessel_kernels::attention::{
     attention, attention_parallel_scratch, attention_scratch, attention_split, default_scale,
-    AttentionShape, Bias, Mask, Split, Strided, StridedMut,
+    AttentionShape, Bias, Mask, Split,
 };
 use tessel_kernels::gemm::Parallel;
 use tessel_kernels::math::EXP_MAX_RELATIVE_ERROR;
-use tessel_kernels::reference;
+use tessel_kernels::{reference, KernelError, View, ViewMut};
 
-fn view(m: &Guarded) -> Strided<'_> {
-    Strided {
-        data: &m.data,
-        stride: m.stride,
-    }
+fn view(m: &Guarded) -> Result<View<'_>, KernelError> {
+    View::new(&m.data, m.rows, m.cols, m.stride)
 }
 
 #[derive(Arbitrary, Debug)]
@@ -175,41 +172,40 @@ fn run(input: Input) {
         format!("{isa} {shape:?} threads={threads} fault={fault} mask={mask:?} scale={scale:?}");
 
     let mut got = out.clone();
-    let out_view = StridedMut {
-        data: &mut got.data,
-        stride: out_stride,
-    };
-    let (q_view, k_view, v_view) = (view(&q), view(&k), view(&v));
-    let result = if threads > 1 {
-        let split = Split {
-            parallel: &Reversed(threads),
-            min_task_work: 1,
-        };
-        attention_split(
-            isa,
-            split,
-            &shape,
-            q_view,
-            k_view,
-            v_view,
-            out_view,
-            &mask,
-            scale,
-            &mut scratch,
-        )
-    } else {
-        attention(
-            isa,
-            &shape,
-            q_view,
-            k_view,
-            v_view,
-            out_view,
-            &mask,
-            scale,
-            &mut scratch,
-        )
-    };
+    let result = (|| -> Result<(), KernelError> {
+        let out_view = ViewMut::new(&mut got.data, q_len, width, out_stride)?;
+        let (q_view, k_view, v_view) = (view(&q)?, view(&k)?, view(&v)?);
+        if threads > 1 {
+            let split = Split {
+                parallel: &Reversed(threads),
+                min_task_work: 1,
+            };
+            attention_split(
+                isa,
+                split,
+                &shape,
+                q_view,
+                k_view,
+                v_view,
+                out_view,
+                &mask,
+                scale,
+                &mut scratch,
+            )
+        } else {
+            attention(
+                isa,
+                &shape,
+                q_view,
+                k_view,
+                v_view,
+                out_view,
+                &mask,
+                scale,
+                &mut scratch,
+            )
+        }
+    })();
     match result {
         Err(e) => {
             assert!(faulted, "{what}: valid call refused: {e}");
@@ -228,13 +224,10 @@ fn run(input: Input) {
     let mut acc = vec![0.0f64; d];
     reference::attention::attention(
         &shape,
-        view(&q),
-        view(&k),
-        view(&v),
-        StridedMut {
-            data: &mut want.data,
-            stride: out_stride,
-        },
+        view(&q).expect("accepted"),
+        view(&k).expect("accepted"),
+        view(&v).expect("accepted"),
+        ViewMut::new(&mut want.data, q_len, width, out_stride).expect("accepted"),
         &mask,
         scale,
         &mut acc,

@@ -152,8 +152,8 @@ fn load_memory(image: &Image) {
         }
         Image::Skewed(skew) => (numbers_image().to_vec(), usize::from(*skew % 64)),
     };
-    let mut block = ::tessel_model::aligned::AlignedBuf::<u8>::zeros(bytes.len() + skew)
-        .expect("allocates");
+    let mut block =
+        ::tessel_model::aligned::AlignedBuf::<u8>::zeros(bytes.len() + skew).expect("allocates");
     block.as_mut_slice()[skew..].copy_from_slice(&bytes);
     let data = block.as_slice()[skew..].as_ptr();
     let mut model = null_mut();

@@ -10,8 +10,8 @@ use libfuzzer_sys::fuzz_target;
 use tessel_fuzz::{assert_close, dot_tolerance, isa, maybe_short, span, tame, Guarded, Values};
 use tessel_kernels::activation::Activation;
 use tessel_kernels::gemm::{bf16, f16, gemm, gemm_scratch, packed_len_of, Element, Epilogue};
-use tessel_kernels::gemm::{MatMut, MatRef, PackedB, Parallel, MAX_TASKS};
-use tessel_kernels::{reference, Isa};
+use tessel_kernels::gemm::{PackedB, Parallel, MAX_TASKS};
+use tessel_kernels::{reference, Isa, KernelError, View, ViewMut};
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -48,7 +48,6 @@ impl Parallel for Reversed {
         }
     }
 }
-
 
 /// A weight type, and how it takes the BF16-dot opt-in (only `bf16` has it).
 trait Weight: Element {
@@ -111,29 +110,28 @@ fn run<T: Weight>(input: Input, dot: bool) {
     });
     let len = packed_len_of::<T>(k, n).expect("fuzzed shapes are small");
     let nan = || vec![T::from_f32(f32::NAN); len];
-    let from_kn = PackedB::<_, T>::from_kn(nan(), MatRef::new(&kn.data, k, n, kn_stride))
-        .expect("valid k × n source");
-    let from_nk = PackedB::<_, T>::from_nk(nan(), MatRef::new(&nk.data, n, k, nk_stride))
-        .expect("valid n × k source");
+    let kn_view = View::new(&kn.data, k, n, kn_stride).expect("valid k × n source");
+    let from_kn = PackedB::<_, T>::from_kn(nan(), kn_view).expect("valid k × n source");
+    let nk_view = View::new(&nk.data, n, k, nk_stride).expect("valid n × k source");
+    let from_nk = PackedB::<_, T>::from_nk(nan(), nk_view).expect("valid n × k source");
     let elems: Vec<T> = nk.data.iter().map(|&x| T::from_f32(x)).collect();
-    let from_elems = PackedB::<_, T>::from_nk_elems(nan(), &elems, n, k, nk_stride)
-        .expect("valid n × k elements");
+    let elems_view = View::new(&elems, n, k, nk_stride).expect("valid n × k elements");
+    let from_elems = PackedB::<_, T>::from_nk(nan(), elems_view).expect("valid n × k elements");
     let bits = |b: &PackedB<Vec<T>, T>| -> Vec<u32> {
         b.as_slice().iter().map(|x| x.to_f32().to_bits()).collect()
     };
     assert!(
         bits(&from_kn) == bits(&from_nk) && bits(&from_kn) == bits(&from_elems),
-        "{}: from_kn, from_nk and from_nk_elems disagree for k={k} n={n}",
+        "{}: packing from k × n, n × k and n × k elements disagrees for k={k} n={n}",
         T::NAME
     );
     // Packing into storage of the wrong size, or from a short source, is refused.
     let zeros = |len: usize| vec![T::ZERO; len];
-    let kn_view = MatRef::new(&kn.data, k, n, kn_stride);
     assert!(PackedB::<_, T>::from_kn(zeros(len + 1), kn_view).is_err());
     if !kn.data.is_empty() {
         let short = &kn.data[..kn.data.len() - 1];
-        assert!(PackedB::<_, T>::from_kn(zeros(len), MatRef::new(short, k, n, kn_stride)).is_err());
-        assert!(PackedB::<_, T>::from_nk_elems(zeros(len), &elems[1..], n, k, nk_stride).is_err());
+        assert!(View::new(short, k, n, kn_stride).is_err());
+        assert!(View::new(&elems[1..], n, k, nk_stride).is_err());
     }
     assert!(PackedB::<_, T>::from_packed(zeros(len + 1), k, n).is_err());
     let from_kn = T::with_dot(from_kn, dot);
@@ -160,10 +158,10 @@ fn run<T: Weight>(input: Input, dot: bool) {
     let r_vals = gen.take(m * n);
     let res = Guarded::new(m, n, r_stride, r_len, |r, c| r_vals[r * n + c]);
     let activation = Activation::ALL[input.activation as usize % Activation::ALL.len()];
-    let epilogue = Epilogue {
+    let epilogue = |residual_view| Epilogue {
         bias: bias.then_some(&bias_vals[..]),
         activation,
-        residual: residual.then(|| MatRef::new(&res.data, m, n, r_stride)),
+        residual: residual_view,
     };
     let threads = 1 + input.threads as usize % (MAX_TASKS + 2);
     let runner = Reversed(threads);
@@ -171,24 +169,25 @@ fn run<T: Weight>(input: Input, dot: bool) {
     let (scratch_len, scratch_short) = maybe_short(spec, fault == 4);
     let mut scratch = vec![f32::NAN; scratch_len];
 
-    let faulted = a_short
-        || c_short
-        || r_short
-        || scratch_short
-        || fault == 3
-        || fault == 6
-        || fault == 7;
+    let faulted =
+        a_short || c_short || r_short || scratch_short || fault == 3 || fault == 6 || fault == 7;
 
     let mut out = c.clone();
-    let result = gemm(
-        isa,
-        MatRef::new(&a.data, m, a_cols, a_stride),
-        &from_kn,
-        MatMut::new(&mut out.data, c_rows, n, c_stride),
-        &epilogue,
-        &mut scratch,
-        &runner,
-    );
+    let result = (|| -> Result<(), KernelError> {
+        let residual_view = match residual {
+            true => Some(View::new(&res.data, m, n, r_stride)?),
+            false => None,
+        };
+        gemm(
+            isa,
+            View::new(&a.data, m, a_cols, a_stride)?,
+            &from_kn,
+            ViewMut::new(&mut out.data, c_rows, n, c_stride)?,
+            &epilogue(residual_view),
+            &mut scratch,
+            &runner,
+        )
+    })();
     let what = format!(
         "{isa} {}{} m={m} k={k} n={n} fault={fault} threads={threads} {activation:?}",
         T::NAME,
@@ -212,10 +211,12 @@ fn run<T: Weight>(input: Input, dot: bool) {
         .map(|&x| if rounds_a { rounded::<bf16>(x) } else { x })
         .collect();
     let mut expected = vec![0.0f32; m * n];
+    let residual_view = residual.then(|| View::new(&res.data, m, n, r_stride).expect("accepted"));
+    let epilogue = epilogue(residual_view);
     reference::gemm::gemm(
-        MatRef::new(&a_seen, m, k, a_stride),
-        MatRef::new(&b_rounded, k, n, n),
-        MatMut::new(&mut expected, m, n, n),
+        View::new(&a_seen, m, k, a_stride).expect("accepted"),
+        View::new(&b_rounded, k, n, n).expect("dense"),
+        ViewMut::new(&mut expected, m, n, n).expect("dense"),
         &epilogue,
     )
     .expect("the reference accepts what the kernel accepted");
@@ -245,9 +246,8 @@ fn run<T: Weight>(input: Input, dot: bool) {
             let want = expected[i * n + j];
             // `vdpbf16ps` flushes subnormal inputs and outputs: products below 2^-126 · 1e15.
             let flushed = if rounds_a { k as f64 * 1.2e-23 } else { 0.0 };
-            let bound = slope * (pre_error + flushed)
-                + own
-                + 4.0 * eps * (want.abs() as f64 + pre.abs());
+            let bound =
+                slope * (pre_error + flushed) + own + 4.0 * eps * (want.abs() as f64 + pre.abs());
             assert_close(
                 &format!("{what} C[{i},{j}]"),
                 out.get(i, j),

@@ -9,10 +9,11 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tessel_fuzz::{isa, span, Guarded, Values};
 use tessel_kernels::gemm::int8::{
-    gemm_i32, gemm_i8_scratch, gemm_i8_with, packed_i8_len, I32MatMut, I8Kernel, I8MatRef, PackedI8,
+    gemm_i32, gemm_i8_scratch, gemm_i8_with, packed_i8_len, I8Kernel, PackedI8,
 };
-use tessel_kernels::gemm::{Epilogue, MatMut, MatRef, Parallel, MAX_TASKS};
+use tessel_kernels::gemm::{Epilogue, Parallel, MAX_TASKS};
 use tessel_kernels::reference::gemm_int8 as reference;
+use tessel_kernels::{View, ViewMut};
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -99,9 +100,9 @@ fuzz_target!(|input: Input| {
         let mut scratch = vec![f32::NAN; gemm_i8_scratch(m, k).len()];
         gemm_i8_with(
             kernel,
-            MatRef::new(&a.data, m, k, lda),
+            View::new(&a.data, m, k, lda).expect("valid view"),
             &b,
-            MatMut::new(&mut out.data, m, n, ldc),
+            ViewMut::new(&mut out.data, m, n, ldc).expect("valid view"),
             &Epilogue::NONE,
             &mut scratch,
             &Reversed(threads),
@@ -129,19 +130,9 @@ fn check_sums(
         let mut scratch = vec![f32::NAN; gemm_i8_scratch(m, k).len()];
         gemm_i32(
             kernel,
-            I8MatRef {
-                data: &a,
-                rows: m,
-                cols: k,
-                stride: k,
-            },
+            View::new(&a, m, k, k).expect("valid view"),
             b,
-            I32MatMut {
-                data: &mut c,
-                rows: m,
-                cols: n,
-                stride: n,
-            },
+            ViewMut::new(&mut c, m, n, n).expect("valid view"),
             &mut scratch,
         )
         .expect("valid call");

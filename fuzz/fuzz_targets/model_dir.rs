@@ -24,7 +24,8 @@ struct Files {
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("tessel-fuzz-model-dir-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("tessel-fuzz-model-dir-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
         dir
     })

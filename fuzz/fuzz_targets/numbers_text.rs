@@ -9,8 +9,8 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use tessel_numbers::{Numbers, NumbersError, Reader};
 use tessel_kernels::Isa;
+use tessel_numbers::{Numbers, NumbersError, Reader};
 
 /// The model, loaded once from the bytes compiled into the target.
 fn numbers() -> &'static Numbers {

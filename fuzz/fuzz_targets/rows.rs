@@ -8,17 +8,16 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tessel_fuzz::{assert_close, dot_tolerance, isa, maybe_short, span, tame, Guarded, Values};
-use tessel_kernels::activation::{
-    bias_activation, bias_activation_into, Activation,
-};
+use tessel_kernels::activation::{bias_activation, bias_activation_into, Activation};
 use tessel_kernels::math::{exp_slice, EXP_MAX_RELATIVE_ERROR};
 use tessel_kernels::norm::{
     accumulate_normalize, add_normalize, add_normalize_in_place, normalize, normalize_in_place,
-    Norm, RowShape, Rows, RowsMut,
+    Norm,
 };
 use tessel_kernels::reference::{activation as ref_act, norm as ref_norm};
 use tessel_kernels::softmax::softmax_in_place;
 use tessel_kernels::{Isa, KernelError};
+use tessel_kernels::{View, ViewMut};
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -38,7 +37,6 @@ struct Input {
     values: Vec<u16>,
 }
 
-
 /// Faults, by `fault % 16`; the others leave the call valid.
 const SHORT_X: u8 = 0;
 const SHORT_OUT: u8 = 1;
@@ -53,7 +51,7 @@ const BAD_SCALE: u8 = 8;
 /// The buffers of one call and what was corrupted.
 struct Case {
     isa: Isa,
-    shape: RowShape,
+    shape: (usize, usize),
     x: Guarded,
     other: Guarded,
     out: Guarded,
@@ -121,7 +119,7 @@ fn run(input: Input) {
     };
     let case = Case {
         isa: isa(input.isa),
-        shape: RowShape::new(rows, width),
+        shape: (rows, width),
         x,
         other,
         out,
@@ -161,8 +159,8 @@ fn run(input: Input) {
 
 /// Checks that a call was refused exactly when faulted, and left its outputs alone if so;
 /// returns whether it ran.
-fn rows(m: &Guarded) -> Rows<'_> {
-    Rows::new(&m.data, m.stride)
+fn rows(m: &Guarded) -> Result<View<'_>, KernelError> {
+    View::new(&m.data, m.rows, m.cols, m.stride)
 }
 
 fn outcome(what: &str, result: Result<(), KernelError>, faulted: bool) -> bool {
@@ -202,40 +200,42 @@ fn norm_op(case: &Case, op: u8, rms: bool) {
         case.out.clone(),
         case.sum.clone(),
     );
-    let result = match op {
+    let result = (|| match op {
         0 => normalize(
             isa,
-            shape,
             norm,
-            rows(&x),
-            RowsMut::new(&mut out.data, out.stride),
+            rows(&x)?,
+            ViewMut::new(&mut out.data, out.rows, out.cols, out.stride)?,
         ),
-        1 => normalize_in_place(isa, shape, norm, RowsMut::new(&mut x.data, x.stride)),
+        1 => normalize_in_place(
+            isa,
+            norm,
+            ViewMut::new(&mut x.data, x.rows, x.cols, x.stride)?,
+        ),
         2 => add_normalize(
             isa,
-            shape,
             norm,
-            rows(&x),
-            rows(&other),
-            with_sum.then(|| RowsMut::new(&mut sum.data, sum.stride)),
-            RowsMut::new(&mut out.data, out.stride),
+            rows(&x)?,
+            rows(&other)?,
+            with_sum
+                .then(|| ViewMut::new(&mut sum.data, sum.rows, sum.cols, sum.stride))
+                .transpose()?,
+            ViewMut::new(&mut out.data, out.rows, out.cols, out.stride)?,
         ),
         3 => add_normalize_in_place(
             isa,
-            shape,
             norm,
-            RowsMut::new(&mut x.data, x.stride),
-            rows(&other),
+            ViewMut::new(&mut x.data, x.rows, x.cols, x.stride)?,
+            rows(&other)?,
         ),
         _ => accumulate_normalize(
             isa,
-            shape,
             norm,
-            RowsMut::new(&mut other.data, other.stride),
-            rows(&x),
-            RowsMut::new(&mut out.data, out.stride),
+            ViewMut::new(&mut other.data, other.rows, other.cols, other.stride)?,
+            rows(&x)?,
+            ViewMut::new(&mut out.data, out.rows, out.cols, out.stride)?,
         ),
-    };
+    })();
     let ran = outcome(&what, result, faulted);
     let pairs = [
         (&x, &case.x),
@@ -252,8 +252,8 @@ fn norm_op(case: &Case, op: u8, rms: bool) {
     for (now, _) in pairs {
         now.assert_gaps_intact(&what);
     }
-    let width = shape.width;
-    for r in 0..shape.rows {
+    let width = shape.1;
+    for r in 0..shape.0 {
         let xr: Vec<f32> = (0..width).map(|c| case.x.get(r, c)).collect();
         let staged = if op >= 2 {
             let o: Vec<f32> = (0..width).map(|c| case.other.get(r, c)).collect();
@@ -317,14 +317,15 @@ fn softmax_op(case: &Case) {
     let faulted = case.x_short || case.stride_bad || case.fault == BAD_SCALE;
     let what = format!("{isa} softmax {shape:?} scale={scale} fault={}", case.fault);
     let mut x = case.x.clone();
-    let result = softmax_in_place(isa, shape, RowsMut::new(&mut x.data, x.stride), scale);
+    let result = ViewMut::new(&mut x.data, x.rows, x.cols, x.stride)
+        .and_then(|view| softmax_in_place(isa, view, scale));
     if !outcome(&what, result, faulted) {
         x.assert_unchanged(&case.x, &what);
         return;
     }
     x.assert_gaps_intact(&what);
-    let width = shape.width;
-    for r in 0..shape.rows {
+    let width = shape.1;
+    for r in 0..shape.0 {
         let row: Vec<f32> = (0..width).map(|c| case.x.get(r, c)).collect();
         // -inf entries are masks, whatever the scale, and meaningful; other specials only
         // need to not crash.
@@ -362,24 +363,25 @@ fn activation_op(case: &Case, op: u8) {
         case.fault
     );
     let (mut x, mut out) = (case.x.clone(), case.out.clone());
-    let result = match op {
-        6 => activation.apply_rows(isa, shape, RowsMut::new(&mut x.data, x.stride)),
+    let result = (|| match op {
+        6 => {
+            activation.apply_rows(isa, ViewMut::new(&mut x.data, x.rows, x.cols, x.stride)?);
+            Ok(())
+        }
         7 => bias_activation(
             isa,
-            shape,
-            RowsMut::new(&mut x.data, x.stride),
+            ViewMut::new(&mut x.data, x.rows, x.cols, x.stride)?,
             &case.bias,
             activation,
         ),
         _ => bias_activation_into(
             isa,
-            shape,
-            Rows::new(&case.x.data, case.x.stride),
+            rows(&case.x)?,
             Some(&case.bias),
             activation,
-            RowsMut::new(&mut out.data, out.stride),
+            ViewMut::new(&mut out.data, out.rows, out.cols, out.stride)?,
         ),
-    };
+    })();
     if !outcome(&what, result, faulted) {
         x.assert_unchanged(&case.x, &what);
         out.assert_unchanged(&case.out, &what);
@@ -389,9 +391,9 @@ fn activation_op(case: &Case, op: u8) {
     out.assert_gaps_intact(&what);
     let result = if op == 8 { &out } else { &x };
     let bias = (op != 6).then_some(&case.bias[..]);
-    for r in 0..shape.rows {
-        let input: Vec<f32> = (0..shape.width).map(|c| case.x.get(r, c)).collect();
-        let got: Vec<f32> = (0..shape.width).map(|c| result.get(r, c)).collect();
+    for r in 0..shape.0 {
+        let input: Vec<f32> = (0..shape.1).map(|c| case.x.get(r, c)).collect();
+        let got: Vec<f32> = (0..shape.1).map(|c| result.get(r, c)).collect();
         check_activation(case, &input, bias, &got);
     }
 }

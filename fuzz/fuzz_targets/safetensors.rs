@@ -58,8 +58,12 @@ fn valid_file(variant: u8, dtype: &str) -> Vec<u8> {
         for e in 0..count {
             let x = ((e * 7 + i) % 13) as f32 / 13.0 - 0.5;
             match dtype {
-                "F16" => data.extend_from_slice(&tessel_kernels::gemm::f16::from_f32(x).to_le_bytes()),
-                "BF16" => data.extend_from_slice(&tessel_kernels::gemm::bf16::from_f32(x).to_le_bytes()),
+                "F16" => {
+                    data.extend_from_slice(&tessel_kernels::gemm::f16::from_f32(x).to_le_bytes())
+                }
+                "BF16" => {
+                    data.extend_from_slice(&tessel_kernels::gemm::bf16::from_f32(x).to_le_bytes())
+                }
                 _ => data.extend_from_slice(&x.to_le_bytes()),
             }
         }

@@ -11,7 +11,9 @@
 use libfuzzer_sys::fuzz_target;
 use tessel_audio::{content_frames, read_wav, MelFrontEnd, ReadOptions};
 
-const RATES: [u32; 9] = [16_000, 8_000, 11_025, 22_050, 44_100, 48_000, 4_000, 384_000, 3_999];
+const RATES: [u32; 9] = [
+    16_000, 8_000, 11_025, 22_050, 44_100, 48_000, 4_000, 384_000, 3_999,
+];
 const BITS: [u16; 7] = [16, 8, 24, 32, 64, 12, 0];
 const TAGS: [u16; 5] = [1, 3, 0xFFFE, 2, 6];
 const PCM_GUID: [u8; 16] = *b"\x01\x00\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71";
@@ -23,7 +25,11 @@ fn synthesize(spec: &[u8; 6], rest: &[u8]) -> Vec<u8> {
     let channels = 1 + u16::from(spec[1] % 8);
     let rate = RATES[usize::from(spec[2]) % RATES.len()];
     let bits = BITS[usize::from(spec[3]) % BITS.len()];
-    let container = if spec[4] & 1 == 1 && bits == 24 { 4 } else { bits.div_ceil(8) };
+    let container = if spec[4] & 1 == 1 && bits == 24 {
+        4
+    } else {
+        bits.div_ceil(8)
+    };
     let block = channels.wrapping_mul(container);
     let mut fmt = Vec::new();
     fmt.extend_from_slice(&tag.to_le_bytes());
@@ -36,11 +42,19 @@ fn synthesize(spec: &[u8; 6], rest: &[u8]) -> Vec<u8> {
         fmt.extend_from_slice(&22u16.to_le_bytes());
         fmt.extend_from_slice(&bits.to_le_bytes());
         fmt.extend_from_slice(&0u32.to_le_bytes());
-        fmt.extend_from_slice(if spec[4] & 2 == 2 { &FLOAT_GUID } else { &PCM_GUID });
+        fmt.extend_from_slice(if spec[4] & 2 == 2 {
+            &FLOAT_GUID
+        } else {
+            &PCM_GUID
+        });
     }
     let data_len = if spec[4] & 0x30 != 0 {
         // Streamed, as ffmpeg writes to a pipe (0xFFFFFFFF) or others do (0).
-        if spec[4] & 0x10 != 0 { u32::MAX } else { 0 }
+        if spec[4] & 0x10 != 0 {
+            u32::MAX
+        } else {
+            0
+        }
     } else if spec[5] & 0x80 == 0x80 {
         // A forged length: up to ~4 GB announced.
         u32::from(spec[5]) << 24 | rest.len() as u32
@@ -60,7 +74,11 @@ fn synthesize(spec: &[u8; 6], rest: &[u8]) -> Vec<u8> {
     file.extend_from_slice(b"data");
     file.extend_from_slice(&data_len.to_le_bytes());
     file.extend_from_slice(rest);
-    let riff = if spec[4] & 0x30 != 0 { data_len } else { (file.len() - 8) as u32 };
+    let riff = if spec[4] & 0x30 != 0 {
+        data_len
+    } else {
+        (file.len() - 8) as u32
+    };
     file[4..8].copy_from_slice(&riff.to_le_bytes());
     file
 }
@@ -70,13 +88,21 @@ fn check(bytes: &[u8]) {
     let Ok(audio) = read_wav(bytes, &options) else {
         return;
     };
-    assert!(audio.source_frames * 100 >= u64::from(audio.source_rate), "under 10 ms");
+    assert!(
+        audio.source_frames * 100 >= u64::from(audio.source_rate),
+        "under 10 ms"
+    );
     let expected = (audio.source_frames as f64 * 16_000.0 / f64::from(audio.source_rate)).ceil();
     assert_eq!(audio.samples.len(), expected as usize);
-    assert!(audio.samples.iter().all(|v| v.is_finite() && v.abs() <= 1.0));
+    assert!(audio
+        .samples
+        .iter()
+        .all(|v| v.is_finite() && v.abs() <= 1.0));
     let mut front = MelFrontEnd::new(80).expect("80 mel bins");
     let mut mel = vec![0.0f32; 80 * content_frames(audio.samples.len())];
-    front.spectrogram(&audio.samples, &mut mel).expect("finite audio has a spectrogram");
+    front
+        .spectrogram(&audio.samples, &mut mel)
+        .expect("finite audio has a spectrogram");
     assert!(mel.iter().all(|v| v.is_finite()));
 }
 

@@ -2,11 +2,12 @@
 //! kernels fuse into their epilogues, as in-place slice kernels, and fused with a bias add over
 //! strided rows ([`bias_activation`]).
 
+use crate::error::check_dim;
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::math::{exp_in_range, reciprocal};
-use crate::norm::sweep::{sweep, Read, Reduce, RowIo, Update, Write, Zeros, Zip};
-use crate::norm::{check_vector, RowShape, Rows, RowsMut};
+use crate::sweep::{sweep, Read, Reduce, RowIo, Update, Write, Zeros, Zip};
+use crate::view::{check_shape, View, ViewMut};
 use pulp::Simd;
 
 /// An activation applied elementwise.
@@ -86,35 +87,28 @@ impl Activation {
     pub fn apply_slice(self, isa: Isa, values: &mut [f32]) {
         let width = values.len();
         ActivationRows {
-            shape: RowShape::new(1, width),
             input: None,
             bias: None,
             activation: self,
-            out: RowsMut::new(values, width),
+            out: ViewMut {
+                data: values,
+                rows: 1,
+                cols: width,
+                stride: width,
+            },
         }
         .run(isa);
     }
 
     /// Applies the activation in place to every row of a strided batch.
-    ///
-    /// Errors when the view is too short for `shape` or its stride is below `width` (with more
-    /// than one row).
-    pub fn apply_rows(
-        self,
-        isa: Isa,
-        shape: RowShape,
-        values: RowsMut<'_>,
-    ) -> Result<(), KernelError> {
-        values.check("values", shape)?;
+    pub fn apply_rows(self, isa: Isa, values: ViewMut<'_>) {
         ActivationRows {
-            shape,
             input: None,
             bias: None,
             activation: self,
             out: values,
         }
         .run(isa);
-        Ok(())
     }
 }
 
@@ -122,19 +116,15 @@ impl Activation {
 /// (a linear layer's bias and activation when the GEMM did not fuse them). With
 /// [`Activation::Identity`] this is the plain bias add.
 ///
-/// Errors when the view is too short for `shape`, its stride is below `width` (with more than
-/// one row), or `bias` is not `width` long.
+/// Errors when `bias` is not `values.cols()` long.
 pub fn bias_activation(
     isa: Isa,
-    shape: RowShape,
-    values: RowsMut<'_>,
+    values: ViewMut<'_>,
     bias: &[f32],
     activation: Activation,
 ) -> Result<(), KernelError> {
-    values.check("values", shape)?;
-    check_vector("bias", bias, shape)?;
+    check_dim("bias", values.cols, bias.len())?;
     ActivationRows {
-        shape,
         input: None,
         bias: Some(bias),
         activation,
@@ -147,23 +137,19 @@ pub fn bias_activation(
 /// `out = activation(x + bias)` row by row (`bias` optional, one value per column): the
 /// out-of-place form of [`bias_activation`], reading `x` once and writing `out` once.
 ///
-/// Errors when a view is too short for `shape`, a stride is below `width` (with more than one
-/// row), or `bias` is not `width` long.
+/// Errors when `out`'s shape differs from `x`'s or `bias` is not `x.cols()` long.
 pub fn bias_activation_into(
     isa: Isa,
-    shape: RowShape,
-    x: Rows<'_>,
+    x: View<'_>,
     bias: Option<&[f32]>,
     activation: Activation,
-    out: RowsMut<'_>,
+    out: ViewMut<'_>,
 ) -> Result<(), KernelError> {
-    x.check("x", shape)?;
     if let Some(bias) = bias {
-        check_vector("bias", bias, shape)?;
+        check_dim("bias", x.cols, bias.len())?;
     }
-    out.check("out", shape)?;
+    check_shape(["out.rows", "out.cols"], x.shape(), out.shape())?;
     ActivationRows {
-        shape,
         input: Some(x),
         bias,
         activation,
@@ -175,16 +161,16 @@ pub fn bias_activation_into(
 
 /// A validated activation call: `out = activation(input + bias)`, in place without `input`.
 struct ActivationRows<'a> {
-    shape: RowShape,
-    input: Option<Rows<'a>>,
+    input: Option<View<'a>>,
     bias: Option<&'a [f32]>,
     activation: Activation,
-    out: RowsMut<'a>,
+    out: ViewMut<'a>,
 }
 
 impl ActivationRows<'_> {
     fn run(self, isa: Isa) {
-        if !self.shape.is_empty() && self.activation_changes_values() {
+        let empty = self.out.rows == 0 || self.out.cols == 0;
+        if !empty && self.activation_changes_values() {
             isa.dispatch(self);
         }
     }
@@ -202,13 +188,13 @@ impl ActivationRows<'_> {
     {
         match self.input {
             Some(input) => {
-                for (x, out) in input.iter(self.shape).zip(self.out.iter(self.shape)) {
+                for (x, out) in input.iter_rows().zip(self.out.iter_rows_mut()) {
                     let io = Write::new(Zip(Read::new(x), bias), out);
                     activate_row(simd, io, &activation);
                 }
             }
             None => {
-                for row in self.out.iter(self.shape) {
+                for row in self.out.iter_rows_mut() {
                     activate_row(simd, Zip(Update::new(row), bias), &activation);
                 }
             }

@@ -18,40 +18,28 @@
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::math::exp_non_positive;
-use crate::norm::sweep::{sweep, Prefetch, Read, Reduce, Update, Zip};
-use crate::norm::{RowShape, RowsMut};
+use crate::sweep::{sweep, Ahead, Prefetch, Read, Reduce, Update, Zip};
+use crate::view::ViewMut;
 use pulp::Simd;
 
 /// `values = softmax(scale · values)` row by row (`scale = 1.0` for the plain softmax, e.g.
 /// `1/√d` for attention scores). `-inf` entries are masked whatever `scale` is (see the
 /// module docs).
 ///
-/// Errors when the view is too short for `shape`, its stride is below `width` (with more than
-/// one row), or `scale` is not finite.
-pub fn softmax_in_place(
-    isa: Isa,
-    shape: RowShape,
-    values: RowsMut<'_>,
-    scale: f32,
-) -> Result<(), KernelError> {
-    values.check("values", shape)?;
+/// Errors when `scale` is not finite.
+pub fn softmax_in_place(isa: Isa, values: ViewMut<'_>, scale: f32) -> Result<(), KernelError> {
     if !scale.is_finite() {
         return Err(KernelError::InvalidArgument("softmax scale must be finite"));
     }
-    if shape.is_empty() {
+    if values.rows == 0 || values.cols == 0 {
         return Ok(());
     }
-    isa.dispatch(SoftmaxOp {
-        shape,
-        values,
-        scale,
-    });
+    isa.dispatch(SoftmaxOp { values, scale });
     Ok(())
 }
 
 struct SoftmaxOp<'a> {
-    shape: RowShape,
-    values: RowsMut<'a>,
+    values: ViewMut<'a>,
     scale: f32,
 }
 
@@ -61,8 +49,8 @@ impl pulp::WithSimd for SoftmaxOp<'_> {
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
         let scale = self.scale;
-        let ahead = self.values.ahead(self.shape);
-        let rows = self.values.iter(self.shape).enumerate();
+        let ahead = Ahead::of(&self.values);
+        let rows = self.values.iter_rows_mut().enumerate();
         // `scale · -inf` is `-inf` for a positive scale: the mask then needs no select.
         if self.scale > 0.0 {
             for (r, row) in rows {

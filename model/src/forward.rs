@@ -7,7 +7,7 @@
 //! validation of the caller's input happens before, in [`crate::Session`].
 
 use tessel_kernels::activation::Activation;
-use tessel_kernels::KernelError;
+use tessel_kernels::{KernelError, View, ViewMut};
 
 use crate::layers::{CrossAttention, CrossKv, KvCache, Run, SelfMode, Work};
 use crate::model::{Model, Source};
@@ -146,10 +146,12 @@ fn encoder_stack(
         ffn,
         ..
     } = work;
-    let memory: &[f32] = match &model.encoder.final_norm {
+    let hidden = View::new(&*hidden, s, d, d)?;
+    let memory = match &model.encoder.final_norm {
         Some(norm) => {
-            norm.forward(run.isa, s, &hidden[..s * d], &mut normed[..s * d])?;
-            normed
+            let mut normed = ViewMut::new(normed, s, d, d)?;
+            norm.forward(run.isa, hidden, normed.reborrow())?;
+            normed.into_view()
         }
         None => hidden,
     };
@@ -159,14 +161,13 @@ fn encoder_stack(
     let mut cross = CrossKv::new(r.cross_kv, plan.limits.max_src_len, a, kind);
     for (i, block) in model.decoder.blocks().iter().enumerate() {
         if let Some(attention) = block.cross_attention() {
-            let memory = (memory, s);
             project_memory(run, attention, &mut cross, i, memory, ffn, r.scratch)?;
         }
     }
     Ok(())
 }
 
-/// Projects the `s` rows of `memory` to layer `layer`'s cross-attention K/V: in place when they
+/// Projects the rows of `memory` to layer `layer`'s cross-attention K/V: in place when they
 /// are stored as `f32`, else through `staging` (as many rows at a time as it holds), rounded
 /// as they are stored.
 fn project_memory(
@@ -174,15 +175,15 @@ fn project_memory(
     attention: &CrossAttention<'_>,
     cross: &mut CrossKv<'_>,
     layer: usize,
-    (memory, s): (&[f32], usize),
+    memory: View<'_>,
     staging: &mut [f32],
     scratch: &mut [f32],
 ) -> Result<(), KernelError> {
+    let (s, width) = (memory.rows(), 2 * attention.heads().width());
     if let Some(kv) = cross.layer_mut(layer) {
-        return attention.project_memory(run, s, memory, kv, scratch);
+        let kv = ViewMut::new(kv, s, width, width)?;
+        return attention.project_memory(run, memory, kv, scratch);
     }
-    let d = attention.output().out_features();
-    let width = 2 * attention.heads().width();
     let chunk = (staging.len() / width.max(1)).min(s);
     if chunk == 0 && s > 0 {
         return Err(KernelError::InvalidArgument(
@@ -193,7 +194,9 @@ fn project_memory(
     while first < s {
         let rows = chunk.min(s - first);
         let staged = &mut staging[..rows * width];
-        attention.project_memory(run, rows, &memory[first * d..], staged, scratch)?;
+        let part = memory.slice_rows(first, rows)?;
+        let view = ViewMut::new(&mut *staged, rows, width, width)?;
+        attention.project_memory(run, part, view, scratch)?;
         cross.store(run.isa, layer, first, staged)?;
         first += rows;
     }
@@ -250,7 +253,10 @@ pub(crate) fn decode(
                 bias,
             }
         };
-        let memory = block.cross_attention().map(|_| (cross.layer(i), src_len));
+        let memory = match block.cross_attention() {
+            Some(_) => Some(cross.layer(i, src_len)?),
+            None => None,
+        };
         block.forward(run, rows, &mut work, r.scratch, mode, memory)?;
     }
     // A prefix's logits are its last row's; a step's, every beam's.
@@ -270,26 +276,21 @@ fn project_logits(
 ) -> Result<(), KernelError> {
     let d = model.config.d_model;
     let Work { hidden, normed, .. } = work;
-    let hidden = &hidden[first * d..(first + out_rows) * d];
-    let output: &[f32] = match &model.decoder.final_norm {
+    let hidden = View::new(&*hidden, first + out_rows, d, d)?.slice_rows(first, out_rows)?;
+    let output = match &model.decoder.final_norm {
         Some(norm) => {
-            norm.forward(run.isa, out_rows, hidden, &mut normed[..out_rows * d])?;
-            normed
+            let mut normed = ViewMut::new(normed, out_rows, d, d)?;
+            norm.forward(run.isa, hidden, normed.reborrow())?;
+            normed.into_view()
         }
         None => hidden,
     };
     let vocab = model.config.tgt_vocab;
-    model.generator.forward(
-        run,
-        out_rows,
-        output,
-        d,
-        logits,
-        vocab,
-        Activation::Identity,
-        None,
-        scratch,
-    )
+    let logits = ViewMut::new(logits, out_rows, vocab, vocab)?;
+    let identity = Activation::Identity;
+    model
+        .generator
+        .forward(run, output, logits, identity, None, scratch)
 }
 
 /// Makes beam `i` continue beam `parents[i]`'s first `position` positions in every layer.

@@ -8,12 +8,13 @@ use proptest::prelude::*;
 use tessel_kernels::attention::{
     attention, attention_parallel, attention_parallel_scratch, attention_parallel_scratch_kv,
     attention_scratch, attention_scratch_kv, attention_split, default_scale, AttentionShape, Bias,
-    Mask, Split, Strided, StridedMut, MIN_TASK_WORK,
+    Mask, Split, MIN_TASK_WORK,
 };
 use tessel_kernels::gemm::Parallel;
 use tessel_kernels::math::EXP_MAX_RELATIVE_ERROR;
 use tessel_kernels::reference::attention as reference;
 use tessel_kernels::{Isa, KernelError};
+use tessel_kernels::{View, ViewMut};
 use tessel_tests::runners::{Faulty, Reversed, Threads};
 use tessel_tests::{awkward_dim, canary, cases, dot_tolerance, for_each_isa, CanaryMatrix};
 
@@ -73,16 +74,17 @@ struct Inputs {
     bias: Vec<f32>,
     strides: [usize; 5],
     head_stride: usize,
+    /// Rows of Q, K and V.
+    rows: [usize; 3],
+    /// `heads × d_head`.
+    width: usize,
 }
 
 impl Inputs {
     /// Q, K or V (`which` = 0, 1, 2) as the kernel takes it.
-    fn operand(&self, which: usize) -> Strided<'_> {
+    fn operand(&self, which: usize) -> View<'_> {
         let data = [&self.q, &self.k, &self.v][which];
-        Strided {
-            data,
-            stride: self.strides[which],
-        }
+        View::new(data, self.rows[which], self.width, self.strides[which]).unwrap()
     }
 }
 
@@ -119,6 +121,8 @@ impl Case {
             bias,
             strides,
             head_stride,
+            rows: [s.q_len, s.kv_len, s.kv_len],
+            width,
         }
     }
 
@@ -147,10 +151,7 @@ fn expected(case: &Case, inputs: &Inputs) -> Vec<f32> {
         inputs.operand(0),
         inputs.operand(1),
         inputs.operand(2),
-        StridedMut {
-            data: &mut out,
-            stride: width,
-        },
+        ViewMut::new(&mut out, s.q_len, width, width).unwrap(),
         &case.mask(inputs),
         case.scale,
         &mut acc,
@@ -345,10 +346,13 @@ fn run(isa: Isa, case: &Case, inputs: &Inputs) -> Vec<f32> {
         inputs.operand(0),
         inputs.operand(1),
         inputs.operand(2),
-        StridedMut {
-            data: out.view_mut(),
-            stride: inputs.strides[3],
-        },
+        ViewMut::new(
+            out.view_mut(),
+            s.q_len,
+            s.heads * s.d_head,
+            inputs.strides[3],
+        )
+        .unwrap(),
         &case.mask(inputs),
         case.scale,
         &mut scratch,
@@ -503,22 +507,10 @@ fn bad_arguments_are_typed_errors() {
         attention(
             isa,
             &shape,
-            Strided {
-                data: &q,
-                stride: q_stride,
-            },
-            Strided {
-                data: &kv[..kv_len_data],
-                stride: 8,
-            },
-            Strided {
-                data: &kv,
-                stride: 8,
-            },
-            StridedMut {
-                data: &mut out,
-                stride: 8,
-            },
+            View::new(&q, 3, 8, q_stride)?,
+            View::new(&kv[..kv_len_data], 5, 8, 8)?,
+            View::new(&kv, 5, 8, 8)?,
+            ViewMut::new(&mut out, 3, 8, 8)?,
             mask,
             scale,
             &mut scratch[..scratch_len],
@@ -528,11 +520,11 @@ fn bad_arguments_are_typed_errors() {
     assert!(matches!(call(8, 40, &Mask::NONE, None, full), Ok(())));
     assert!(matches!(
         call(7, 40, &Mask::NONE, None, full),
-        Err(KernelError::BadStride { what: "q", .. })
+        Err(KernelError::BadStride { what: "view", .. })
     ));
     assert!(matches!(
         call(8, 39, &Mask::NONE, None, full),
-        Err(KernelError::BufferTooSmall { what: "k", .. })
+        Err(KernelError::BufferTooSmall { what: "view", .. })
     ));
     assert!(matches!(
         call(8, 40, &Mask::NONE, Some(f32::NAN), full),
@@ -599,22 +591,10 @@ fn bad_arguments_are_typed_errors() {
     let result = attention(
         isa,
         &huge,
-        Strided {
-            data: &q,
-            stride: 8,
-        },
-        Strided {
-            data: &kv,
-            stride: 8,
-        },
-        Strided {
-            data: &kv,
-            stride: 8,
-        },
-        StridedMut {
-            data: &mut out,
-            stride: 8,
-        },
+        View::new(&q, 1, 8, 8).unwrap(),
+        View::new(&kv, 1, 8, 8).unwrap(),
+        View::new(&kv, 1, 8, 8).unwrap(),
+        ViewMut::new(&mut out, 1, 8, 8).unwrap(),
         &Mask::NONE,
         None,
         &mut scratch,
@@ -632,21 +612,16 @@ fn empty_heads_are_accepted_by_kernel_and_reference() {
         q_len: 3,
         kv_len: 4,
     };
-    let empty = Strided {
-        data: &[],
-        stride: 5,
-    };
+    let queries = View::new(&[], 3, 0, 5).unwrap();
+    let keys = View::new(&[], 4, 0, 5).unwrap();
     let mut acc = [0.0f64; 0];
     let mut out: [f32; 0] = [];
-    let out_view = || StridedMut {
-        data: &mut [],
-        stride: 5,
-    };
+    let out_view = || ViewMut::new(&mut [], 3, 0, 5).unwrap();
     assert!(reference::attention(
         &shape,
-        empty,
-        empty,
-        empty,
+        queries,
+        keys,
+        keys,
         out_view(),
         &Mask::NONE,
         None,
@@ -655,16 +630,13 @@ fn empty_heads_are_accepted_by_kernel_and_reference() {
     .is_ok());
     for_each_isa(|isa| {
         let mut scratch = vec![0.0; attention_scratch(isa, &shape).len()];
-        let out = StridedMut {
-            data: &mut out,
-            stride: 5,
-        };
+        let out = ViewMut::new(&mut out, 3, 0, 5).unwrap();
         assert!(attention(
             isa,
             &shape,
-            empty,
-            empty,
-            empty,
+            queries,
+            keys,
+            keys,
             out,
             &Mask::NONE,
             None,
@@ -809,10 +781,13 @@ fn run_parallel(
         inputs.operand(0),
         inputs.operand(1),
         inputs.operand(2),
-        StridedMut {
-            data: out.view_mut(),
-            stride: inputs.strides[3],
-        },
+        ViewMut::new(
+            out.view_mut(),
+            s.q_len,
+            s.heads * s.d_head,
+            inputs.strides[3],
+        )
+        .unwrap(),
         &case.mask(inputs),
         case.scale,
         &mut scratch,
@@ -931,10 +906,7 @@ fn broken_runners_and_short_scratch_are_detected() {
             inputs.operand(0),
             inputs.operand(1),
             inputs.operand(2),
-            StridedMut {
-                data: &mut out,
-                stride: 6 * 64,
-            },
+            ViewMut::new(&mut out, case.shape.q_len, 6 * 64, 6 * 64).unwrap(),
             &Mask::NONE,
             None,
             &mut scratch,
@@ -964,11 +936,10 @@ impl HalfKv {
         HalfKv { k, v, exact }
     }
 
-    fn operand(&self, which: usize) -> Strided<'_, f16> {
-        Strided {
-            data: [&self.k, &self.v][which - 1],
-            stride: self.exact.strides[which],
-        }
+    fn operand(&self, which: usize) -> View<'_, f16> {
+        let data = [&self.k, &self.v][which - 1];
+        let (rows, width) = (self.exact.rows[which], self.exact.width);
+        View::new(data, rows, width, self.exact.strides[which]).unwrap()
     }
 }
 
@@ -979,10 +950,13 @@ fn run_half(isa: Isa, case: &Case, half: &HalfKv, runner: &dyn Parallel) -> Vec<
     let inputs = &half.exact;
     let mut out = CanaryMatrix::new(s.q_len, s.heads * s.d_head, inputs.strides[3]);
     let what = format!("{isa} {case:?} f16 K/V on {} threads", runner.threads());
-    let out_view = StridedMut {
-        data: out.view_mut(),
-        stride: inputs.strides[3],
-    };
+    let out_view = ViewMut::new(
+        out.view_mut(),
+        s.q_len,
+        s.heads * s.d_head,
+        inputs.strides[3],
+    )
+    .unwrap();
     let (q, k, v, mask) = (
         inputs.operand(0),
         half.operand(1),

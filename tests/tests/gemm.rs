@@ -7,10 +7,9 @@ mod gemm_support;
 use gemm_support::{spec, Source, Spec, Values};
 use proptest::prelude::*;
 use tessel_kernels::activation::Activation;
-use tessel_kernels::gemm::{
-    gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB, Sequential,
-};
+use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, PackedB, Sequential};
 use tessel_kernels::{reference, Isa, KernelError};
+use tessel_kernels::{View, ViewMut};
 use tessel_tests::runners::{Faulty, Threads};
 use tessel_tests::{awkward_dim, cases, for_each_isa};
 
@@ -107,20 +106,23 @@ fn identity_matrices_are_exact() {
             .map(|i| f32::from(u8::from(i / size == i % size)))
             .collect();
         let mut storage_eye = vec![0.0; packed_len(size, size).unwrap()];
-        let packed_eye =
-            PackedB::from_kn(&mut storage_eye[..], MatRef::new(&eye, size, size, size)).unwrap();
+        let packed_eye = PackedB::from_kn(
+            &mut storage_eye[..],
+            View::new(&eye, size, size, size).unwrap(),
+        )
+        .unwrap();
         let mut storage_x = vec![0.0; packed_len(size, size).unwrap()];
         let packed_x =
-            PackedB::from_kn(&mut storage_x[..], MatRef::new(&x, size, size, size)).unwrap();
+            PackedB::from_kn(&mut storage_x[..], View::new(&x, size, size, size).unwrap()).unwrap();
         for_each_isa(|isa| {
             for (a, b) in [(&x, &packed_eye), (&eye, &packed_x)] {
                 let mut c = vec![f32::NAN; size * size];
                 let mut scratch = vec![0.0; gemm_scratch(size, size, size, 1).len()];
                 gemm(
                     isa,
-                    MatRef::new(a, size, size, size),
+                    View::new(a, size, size, size).unwrap(),
                     b,
-                    MatMut::new(&mut c, size, size, size),
+                    ViewMut::new(&mut c, size, size, size).unwrap(),
                     &Epilogue::NONE,
                     &mut scratch,
                     &Sequential,
@@ -138,22 +140,22 @@ fn epilogue_order_is_bias_activation_residual() {
     let a = [1.0f32, 1.0];
     let b = [-1.0f32, 1.0, -1.0, 2.0];
     let mut storage = vec![0.0; packed_len(2, 2).unwrap()];
-    let packed = PackedB::from_kn(&mut storage[..], MatRef::new(&b, 2, 2, 2)).unwrap();
+    let packed = PackedB::from_kn(&mut storage[..], View::new(&b, 2, 2, 2).unwrap()).unwrap();
     let bias = [1.0f32, -5.0];
     let residual = [10.0f32, 20.0];
     let epilogue = Epilogue {
         bias: Some(&bias),
         activation: Activation::Relu,
-        residual: Some(MatRef::new(&residual, 1, 2, 2)),
+        residual: Some(View::new(&residual, 1, 2, 2).unwrap()),
     };
     let mut scratch = vec![f32::NAN; gemm_scratch(1, 2, 2, 1).len()];
     for_each_isa(|isa| {
         let mut c = [f32::NAN; 2];
         gemm(
             isa,
-            MatRef::new(&a, 1, 2, 2),
+            View::new(&a, 1, 2, 2).unwrap(),
             &packed,
-            MatMut::new(&mut c, 1, 2, 2),
+            ViewMut::new(&mut c, 1, 2, 2).unwrap(),
             &epilogue,
             &mut scratch,
             &Sequential,
@@ -215,7 +217,7 @@ fn faulty_runners_are_detected_or_harmless() {
         Isa::best(),
         problem.a(),
         &b,
-        MatMut::new(&mut c, 20, 100, 100),
+        ViewMut::new(&mut c, 20, 100, 100).unwrap(),
         &problem.epilogue(),
         &mut scratch,
         &Faulty {
@@ -235,20 +237,20 @@ fn bad_arguments_are_typed_errors_and_write_nothing() {
     let a = vec![1.0f32; m * k];
     let b = vec![1.0f32; k * n];
     let mut storage = vec![0.0; packed_len(k, n).unwrap()];
-    let packed = PackedB::from_kn(&mut storage[..], MatRef::new(&b, k, n, n)).unwrap();
+    let packed = PackedB::from_kn(&mut storage[..], View::new(&b, k, n, n).unwrap()).unwrap();
     let bias = vec![0.0f32; n];
     let residual = vec![0.0f32; m * n];
     let spec_len = gemm_scratch(m, k, n, 1).len();
     assert!(spec_len > 0);
 
-    let run = |a: MatRef<'_>, c_len: usize, ldc: usize, epilogue: Epilogue<'_>, scratch: usize| {
-        let mut c = vec![f32::NAN; c_len];
+    let run = |a: View<'_>, epilogue: Epilogue<'_>, scratch: usize| {
+        let mut c = vec![f32::NAN; m * n];
         let mut scratch = vec![0.0; scratch];
         let result = gemm(
             Isa::best(),
             a,
             &packed,
-            MatMut::new(&mut c, m, n, ldc),
+            ViewMut::new(&mut c, m, n, n).unwrap(),
             &epilogue,
             &mut scratch,
             &Sequential,
@@ -259,36 +261,42 @@ fn bad_arguments_are_typed_errors_and_write_nothing() {
         );
         result.unwrap_err()
     };
-    let good_a = MatRef::new(&a, m, k, k);
+    // Views their slices do not cover are refused when they are made.
+    assert!(matches!(
+        View::new(&a[1..], m, k, k),
+        Err(KernelError::BufferTooSmall { what: "view", .. })
+    ));
+    assert!(matches!(
+        View::overlapping(&a[..(m - 1) * (k - 1) + k - 1], m, k, k - 1),
+        Err(KernelError::BufferTooSmall { what: "view", .. })
+    ));
+    let mut c = vec![f32::NAN; m * n];
+    assert!(matches!(
+        ViewMut::new(&mut c[..m * n - 1], m, n, n),
+        Err(KernelError::BufferTooSmall { what: "view", .. })
+    ));
+    assert!(matches!(
+        ViewMut::new(&mut c, m, n, n - 1),
+        Err(KernelError::BadStride { what: "view", .. })
+    ));
+    assert!(matches!(
+        View::new(&residual[1..], m, n, n),
+        Err(KernelError::BufferTooSmall { what: "view", .. })
+    ));
+    // A shape whose element count overflows is refused, not wrapped.
+    assert!(matches!(
+        View::new(&a, usize::MAX / 2, k, usize::MAX / 4),
+        Err(KernelError::Overflow(_))
+    ));
+
+    let good_a = View::new(&a, m, k, k).unwrap();
     let none = Epilogue::NONE;
     assert!(matches!(
-        run(MatRef::new(&a[1..], m, k, k), m * n, n, none, spec_len),
-        KernelError::BufferTooSmall { what: "a", .. }
-    ));
-    assert!(matches!(
-        run(
-            MatRef::new(&a[..(m - 1) * (k - 1) + k - 1], m, k, k - 1),
-            m * n,
-            n,
-            none,
-            spec_len
-        ),
-        KernelError::BufferTooSmall { what: "a", .. }
-    ));
-    assert!(matches!(
-        run(MatRef::new(&a, m, k + 1, k + 1), m * n, n, none, spec_len),
+        run(View::new(&a, m, k - 1, k - 1).unwrap(), none, spec_len),
         KernelError::ShapeMismatch { .. }
     ));
     assert!(matches!(
-        run(good_a, m * n - 1, n, none, spec_len),
-        KernelError::BufferTooSmall { what: "c", .. }
-    ));
-    assert!(matches!(
-        run(good_a, m * n, n - 1, none, spec_len),
-        KernelError::BadStride { what: "c", .. }
-    ));
-    assert!(matches!(
-        run(good_a, m * n, n, none, spec_len - 1),
+        run(good_a, none, spec_len - 1),
         KernelError::ScratchTooSmall { .. }
     ));
     let short_bias = Epilogue {
@@ -296,44 +304,17 @@ fn bad_arguments_are_typed_errors_and_write_nothing() {
         ..none
     };
     assert!(matches!(
-        run(good_a, m * n, n, short_bias, spec_len),
+        run(good_a, short_bias, spec_len),
         KernelError::ShapeMismatch { .. }
-    ));
-    let short_residual = Epilogue {
-        residual: Some(MatRef::new(&residual[1..], m, n, n)),
-        ..none
-    };
-    assert!(matches!(
-        run(good_a, m * n, n, short_residual, spec_len),
-        KernelError::BufferTooSmall {
-            what: "residual",
-            ..
-        }
     ));
     let wrong_residual = Epilogue {
-        residual: Some(MatRef::new(&residual, m - 1, n, n)),
+        residual: Some(View::new(&residual, m - 1, n, n).unwrap()),
         ..none
     };
     assert!(matches!(
-        run(good_a, m * n, n, wrong_residual, spec_len),
+        run(good_a, wrong_residual, spec_len),
         KernelError::ShapeMismatch { .. }
     ));
-    // A shape whose element count overflows is refused, not wrapped.
-    let huge = MatRef::new(&a, usize::MAX / 2, k, usize::MAX / 4);
-    let mut c = vec![0.0f32; 4];
-    let result = gemm(
-        Isa::best(),
-        huge,
-        &packed,
-        MatMut::new(&mut c, usize::MAX / 2, n, n),
-        &none,
-        &mut [],
-        &Sequential,
-    );
-    assert!(
-        matches!(result, Err(KernelError::Overflow(_))),
-        "{result:?}"
-    );
 }
 
 #[test]
@@ -343,7 +324,7 @@ fn scratch_planned_for_m_rows_serves_every_smaller_product() {
     let (k, n) = (1100, 70);
     let b: Vec<f32> = (0..k * n).map(|i| ((i % 13) as f32 - 6.0) / 8.0).collect();
     let mut storage = vec![0.0; packed_len(k, n).unwrap()];
-    let packed = PackedB::from_kn(&mut storage[..], MatRef::new(&b, k, n, n)).unwrap();
+    let packed = PackedB::from_kn(&mut storage[..], View::new(&b, k, n, n).unwrap()).unwrap();
     for threads in [1, 3] {
         let plan = gemm_scratch(64, k, n, threads);
         for m in 0..=64 {
@@ -359,9 +340,9 @@ fn scratch_planned_for_m_rows_serves_every_smaller_product() {
                 let mut c = vec![0.0; m * n];
                 gemm(
                     isa,
-                    MatRef::new(&a, m, k, k),
+                    View::new(&a, m, k, k).unwrap(),
                     &packed,
-                    MatMut::new(&mut c, m, n, n),
+                    ViewMut::new(&mut c, m, n, n).unwrap(),
                     &Epilogue::NONE,
                     &mut scratch,
                     &Sequential,
@@ -370,9 +351,9 @@ fn scratch_planned_for_m_rows_serves_every_smaller_product() {
                 // Eighths times quarters summed over k: exact in f32, so equal to the reference.
                 let mut expected = vec![0.0; m * n];
                 reference::gemm::gemm(
-                    MatRef::new(&a, m, k, k),
-                    MatRef::new(&b, k, n, n),
-                    MatMut::new(&mut expected, m, n, n),
+                    View::new(&a, m, k, k).unwrap(),
+                    View::new(&b, k, n, n).unwrap(),
+                    ViewMut::new(&mut expected, m, n, n).unwrap(),
                     &Epilogue::NONE,
                 )
                 .unwrap();
@@ -405,16 +386,16 @@ proptest! {
             .collect();
         let weights: Vec<f32> = (0..k * n).map(|i| ((i * 7 + 3) % 11) as f32 / 11.0 - 0.5).collect();
         let mut storage = vec![0.0; packed_len(k, n).unwrap()];
-        let packed = PackedB::from_kn(&mut storage[..], MatRef::new(&weights, k, n, n)).unwrap();
+        let packed = PackedB::from_kn(&mut storage[..], View::new(&weights, k, n, n).unwrap()).unwrap();
         let copied: Vec<f32> = (0..rows).flat_map(|r| input[r * stride..r * stride + k].to_vec()).collect();
         for_each_isa(|isa| {
             let mut scratch = vec![0.0; gemm_scratch(rows, k, n, 1).len()];
             let mut windows = vec![f32::NAN; rows * n];
             let mut expected = vec![f32::NAN; rows * n];
-            gemm(isa, MatRef::new(&input, rows, k, stride), &packed,
-                MatMut::new(&mut windows, rows, n, n), &Epilogue::NONE, &mut scratch, &Sequential).unwrap();
-            gemm(isa, MatRef::new(&copied, rows, k, k), &packed,
-                MatMut::new(&mut expected, rows, n, n), &Epilogue::NONE, &mut scratch, &Sequential).unwrap();
+            gemm(isa, View::overlapping(&input, rows, k, stride).unwrap(), &packed,
+                ViewMut::new(&mut windows, rows, n, n).unwrap(), &Epilogue::NONE, &mut scratch, &Sequential).unwrap();
+            gemm(isa, View::new(&copied, rows, k, k).unwrap(), &packed,
+                ViewMut::new(&mut expected, rows, n, n).unwrap(), &Epilogue::NONE, &mut scratch, &Sequential).unwrap();
             let same = windows.iter().zip(&expected).all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same, "{isa}: overlapping A differs from its copy");
         });

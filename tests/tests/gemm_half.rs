@@ -10,10 +10,11 @@ mod gemm_support;
 use gemm_support::{spec, Problem, Source, Spec, Values};
 use proptest::prelude::*;
 use tessel_kernels::gemm::{
-    bf16, f16, gemm, gemm_scratch, packed_len, packed_len_of, Element, Epilogue, MatMut, MatRef,
-    PackedB, Sequential,
+    bf16, f16, gemm, gemm_scratch, packed_len, packed_len_of, Element, Epilogue, PackedB,
+    Sequential,
 };
 use tessel_kernels::KernelError;
+use tessel_kernels::{View, ViewMut};
 use tessel_tests::runners::Threads;
 use tessel_tests::{awkward_dim, cases, for_each_isa};
 
@@ -45,11 +46,11 @@ fn pack_elems<T: Element>(problem: &Problem, source: Source, pad: usize) -> Pack
     match source {
         Source::Kn => {
             let data = strided(k, n, &problem.b);
-            PackedB::from_kn_elems(storage, &data, k, n, n + pad).unwrap()
+            PackedB::from_kn(storage, View::new(&data, k, n, n + pad).unwrap()).unwrap()
         }
         Source::Nk => {
             let data = strided(n, k, &problem.b_nk());
-            PackedB::from_nk_elems(storage, &data, n, k, k + pad).unwrap()
+            PackedB::from_nk(storage, View::new(&data, n, k, k + pad).unwrap()).unwrap()
         }
     }
 }
@@ -204,9 +205,9 @@ fn products<T: Element>(a: &[f32], b: &PackedB<Vec<T>, T>) -> Vec<(String, Vec<f
         let mut c = vec![f32::NAN; n];
         gemm(
             isa,
-            MatRef::new(a, 1, a.len(), a.len()),
+            View::new(a, 1, a.len(), a.len()).unwrap(),
             b,
-            MatMut::new(&mut c, 1, n, n),
+            ViewMut::new(&mut c, 1, n, n).unwrap(),
             &Epilogue::NONE,
             &mut scratch,
             &Sequential,
@@ -232,7 +233,7 @@ fn every_value_widens_exactly<T: Element>(from_bits: fn(u16) -> T) {
         let data: Vec<T> = rows.concat();
         let k = rows.len();
         let storage = vec![T::ZERO; packed_len_of::<T>(k, n).unwrap()];
-        let b = PackedB::from_kn_elems(storage, &data, k, n, n).unwrap();
+        let b = PackedB::from_kn(storage, View::new(&data, k, n, n).unwrap()).unwrap();
         for (isa, c) in products(a, &b) {
             for (j, (&got, want)) in c.iter().zip(&values).enumerate() {
                 let want = want.to_f32();
@@ -263,7 +264,7 @@ fn packing_rounds_to_nearest_even() {
     fn packed<T: Element>(values: &[f32]) -> Vec<f32> {
         let n = values.len();
         let storage = vec![T::ZERO; packed_len_of::<T>(1, n).unwrap()];
-        let b = PackedB::<_, T>::from_kn(storage, MatRef::new(values, 1, n, n)).unwrap();
+        let b = PackedB::<_, T>::from_kn(storage, View::new(values, 1, n, n).unwrap()).unwrap();
         (0..n).map(|j| b.get(0, j).unwrap().to_f32()).collect()
     }
     // bf16 keeps 8 significant bits: 1 + 2^-8 is a tie between 1 and 1 + 2^-7.
@@ -291,7 +292,7 @@ fn layout_interleaves_row_pairs_and_pads_with_zero() {
     assert_eq!(packed_len_of::<f16>(k, n), Ok(len));
     assert_eq!(packed_len_of::<f32>(k, n), packed_len(k, n));
     let packed =
-        PackedB::<_, bf16>::from_kn(vec![bf16::NAN; len], MatRef::new(&b, k, n, n)).unwrap();
+        PackedB::<_, bf16>::from_kn(vec![bf16::NAN; len], View::new(&b, k, n, n).unwrap()).unwrap();
     let slice = packed.as_slice();
     let panel = 4 * 32;
     for kk in 0..4 {
@@ -327,7 +328,7 @@ fn bad_arguments_are_typed_errors() {
     let len = packed_len_of::<f16>(k, n).unwrap();
     let b = vec![f16::ONE; k * n];
     let b32 = vec![1.0f32; k * n];
-    let view = MatRef::new(&b32, k, n, n);
+    let view = View::new(&b32, k, n, n).unwrap();
     assert!(matches!(
         PackedB::<_, f16>::from_kn(vec![f16::ZERO; len - 1], view),
         Err(KernelError::BufferTooSmall { .. })
@@ -337,27 +338,27 @@ fn bad_arguments_are_typed_errors() {
         Err(KernelError::ShapeMismatch { .. })
     ));
     assert!(matches!(
-        PackedB::from_kn_elems(vec![f16::ZERO; len], &b[1..], k, n, n),
-        Err(KernelError::BufferTooSmall { what: "b", .. })
+        View::new(&b[1..], k, n, n),
+        Err(KernelError::BufferTooSmall { what: "view", .. })
     ));
     assert!(matches!(
-        PackedB::from_nk_elems(vec![f16::ZERO; len], &b, n, k, k - 1),
-        Err(KernelError::BadStride { what: "w", .. })
+        View::new(&b, n, k, k - 1),
+        Err(KernelError::BadStride { what: "view", .. })
     ));
     assert!(PackedB::<_, f16>::from_packed(vec![f16::ZERO; len - 1], k, n).is_err());
     assert_eq!(
         packed_len_of::<bf16>(usize::MAX, 5),
         Err(KernelError::Overflow("packed b"))
     );
-    let ok = PackedB::from_kn_elems(vec![bf16::ZERO; len], &b, k, n, n).unwrap();
+    let ok = PackedB::from_kn(vec![bf16::ZERO; len], View::new(&b, k, n, n).unwrap()).unwrap();
     // A must have `k` columns.
     let a = vec![1.0f32; 2 * (k + 1)];
     let mut c = vec![f32::NAN; 2 * n];
     let result = gemm(
         tessel_kernels::Isa::best(),
-        MatRef::new(&a, 2, k + 1, k + 1),
+        View::new(&a, 2, k + 1, k + 1).unwrap(),
         &ok,
-        MatMut::new(&mut c, 2, n, n),
+        ViewMut::new(&mut c, 2, n, n).unwrap(),
         &Epilogue::NONE,
         &mut [],
         &Sequential,
@@ -375,7 +376,7 @@ fn widened_blocks_match_reference<T: Element>() {
     let (k, n) = (1101, 70);
     let b: Vec<f32> = (0..k * n).map(|i| ((i % 13) as f32 - 6.0) / 8.0).collect();
     let storage = vec![T::from_f32(f32::NAN); packed_len_of::<T>(k, n).unwrap()];
-    let packed = PackedB::from_kn(storage, MatRef::new(&b, k, n, n)).unwrap();
+    let packed = PackedB::from_kn(storage, View::new(&b, k, n, n).unwrap()).unwrap();
     for threads in [1, 3] {
         let runner = Threads::new(threads);
         let mut scratch = vec![f32::NAN; gemm_scratch(64, k, n, threads).len()];
@@ -386,9 +387,9 @@ fn widened_blocks_match_reference<T: Element>() {
                 let stride = c.stride();
                 gemm(
                     isa,
-                    MatRef::new(&a, m, k, k),
+                    View::new(&a, m, k, k).unwrap(),
                     &packed,
-                    MatMut::new(c.view_mut(), m, n, stride),
+                    ViewMut::new(c.view_mut(), m, n, stride).unwrap(),
                     &Epilogue::NONE,
                     &mut scratch,
                     &runner,
@@ -398,9 +399,9 @@ fn widened_blocks_match_reference<T: Element>() {
                 c.assert_padding_intact(&what);
                 let mut expected = vec![0.0; m * n];
                 tessel_kernels::reference::gemm::gemm(
-                    MatRef::new(&a, m, k, k),
-                    MatRef::new(&b, k, n, n),
-                    MatMut::new(&mut expected, m, n, n),
+                    View::new(&a, m, k, k).unwrap(),
+                    View::new(&b, k, n, n).unwrap(),
+                    ViewMut::new(&mut expected, m, n, n).unwrap(),
                     &Epilogue::NONE,
                 )
                 .unwrap();

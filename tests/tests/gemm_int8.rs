@@ -15,12 +15,13 @@ use gemm_support::{spec, Spec, Values};
 use proptest::prelude::*;
 use tessel_kernels::activation::Activation;
 use tessel_kernels::gemm::int8::{
-    gemm_i32, gemm_i8_scratch, gemm_i8_with, packed_i8_len, quantize_activations, I32MatMut,
-    I8Kernel, I8MatRef, PackedI8, MAX_K,
+    gemm_i32, gemm_i8_scratch, gemm_i8_with, packed_i8_len, quantize_activations, I8Kernel,
+    PackedI8, MAX_K,
 };
-use tessel_kernels::gemm::{bf16, f16, Element, Epilogue, MatMut, MatRef, Parallel, Sequential};
+use tessel_kernels::gemm::{bf16, f16, Element, Epilogue, Parallel, Sequential};
 use tessel_kernels::reference::gemm_int8 as reference;
 use tessel_kernels::{Isa, KernelError};
+use tessel_kernels::{View, ViewMut};
 use tessel_tests::runners::Reversed;
 use tessel_tests::{assert_close, awkward_dim, cases, for_each_isa, CanaryMatrix};
 
@@ -61,18 +62,9 @@ fn check_sums(a: &[i8], lda: usize, w: &[i8], m: usize, k: usize, n: usize, ldc:
         };
         let mut c = vec![I32_CANARY; view + 2 * I32_PAD];
         let mut scratch = vec![f32::NAN; gemm_i8_scratch(m, k).len()];
-        let a_view = I8MatRef {
-            data: &a[..if m == 0 { 0 } else { (m - 1) * lda + k }],
-            rows: m,
-            cols: k,
-            stride: lda,
-        };
-        let c_view = I32MatMut {
-            data: &mut c[I32_PAD..I32_PAD + view],
-            rows: m,
-            cols: n,
-            stride: ldc,
-        };
+        let a_view =
+            View::new(&a[..if m == 0 { 0 } else { (m - 1) * lda + k }], m, k, lda).unwrap();
+        let c_view = ViewMut::new(&mut c[I32_PAD..I32_PAD + view], m, n, ldc).unwrap();
         gemm_i32(kernel, a_view, &b, c_view, &mut scratch).unwrap();
         for (idx, &value) in c.iter().enumerate() {
             let inside = idx >= I32_PAD && idx - I32_PAD < view && (idx - I32_PAD) % ldc < n;
@@ -221,31 +213,21 @@ fn depth_zero_sums_are_zero() {
     for_each_kernel(|_, kernel| {
         let mut scratch = vec![f32::from_bits(0x7F7F_7F7F); gemm_i8_scratch(m, k).len()];
         let mut sums = vec![I32_CANARY; m * n];
-        let a = I8MatRef {
-            data: &[],
-            rows: m,
-            cols: k,
-            stride: 1,
-        };
-        let c = I32MatMut {
-            data: &mut sums,
-            rows: m,
-            cols: n,
-            stride: n,
-        };
+        let a = View::new(&[], m, k, 1).unwrap();
+        let c = ViewMut::new(&mut sums, m, n, n).unwrap();
         gemm_i32(kernel, a, &b, c, &mut scratch).unwrap();
         assert!(sums.iter().all(|&s| s == 0), "{kernel}: {sums:?}");
         scratch.fill(f32::from_bits(0x7F7F_7F7F));
         let mut c = vec![f32::NAN; m * n];
-        let a = MatRef::new(&[], m, k, 1);
-        let view = MatMut::new(&mut c, m, n, n);
+        let a = View::new(&[], m, k, 1).unwrap();
+        let view = ViewMut::new(&mut c, m, n, n).unwrap();
         gemm_i8_with(kernel, a, &b, view, &epilogue, &mut scratch, &Sequential).unwrap();
         for (idx, &got) in c.iter().enumerate() {
             assert_eq!(got, bias[idx % n], "{kernel}: output {idx}");
         }
     });
     let mut dequant = vec![f32::NAN; m];
-    quantize_activations(MatRef::new(&[], m, k, 1), &mut [], &mut dequant).unwrap();
+    quantize_activations(View::new(&[], m, k, 1).unwrap(), &mut [], &mut dequant).unwrap();
     assert!(dequant.iter().all(|&d| d == 0.0), "{dequant:?}");
 }
 
@@ -272,7 +254,7 @@ fn check_f32(spec: &Spec) {
     assert_packed(&b, &w_q, &w_d);
     let epilogue = problem.epilogue();
     let mut expected = CanaryMatrix::new(m, n, problem.ldc);
-    let view = MatMut::new(expected.view_mut(), m, n, problem.ldc);
+    let view = ViewMut::new(expected.view_mut(), m, n, problem.ldc).unwrap();
     reference::gemm((&a_q, &a_d), (&w_q, &w_d), k, view, &epilogue).unwrap();
     let values: Vec<f32> = expected.elements().collect();
     let bound = |idx: usize| {
@@ -293,7 +275,7 @@ fn check_f32(spec: &Spec) {
     let run = |kernel: I8Kernel, parallel: &dyn Parallel| {
         let mut c = CanaryMatrix::new(m, n, problem.ldc);
         let mut scratch = vec![f32::NAN; gemm_i8_scratch(m, k).len()];
-        let view = MatMut::new(c.view_mut(), m, n, problem.ldc);
+        let view = ViewMut::new(c.view_mut(), m, n, problem.ldc).unwrap();
         gemm_i8_with(
             kernel,
             problem.a(),
@@ -352,7 +334,7 @@ fn check_quantisers(rows: usize, k: usize, magnitude: f32, seed: u64) {
     let x: Vec<f32> = (0..rows * k).map(|_| v.uniform() * magnitude).collect();
     let mut q = vec![0i8; rows * k];
     let mut d = vec![0.0f32; rows];
-    quantize_activations(MatRef::new(&x, rows, k, k), &mut q, &mut d).unwrap();
+    quantize_activations(View::new(&x, rows, k, k).unwrap(), &mut q, &mut d).unwrap();
     let b =
         PackedI8::quantize_nk(vec![0; packed_i8_len(k, rows).unwrap()], &x, rows, k, k).unwrap();
     for i in 0..rows {
@@ -412,8 +394,8 @@ fn special_rows() {
     for_each_kernel(|isa, kernel| {
         let mut c = CanaryMatrix::new(m, n, n);
         let mut scratch = vec![f32::NAN; gemm_i8_scratch(m, k).len()];
-        let view = MatMut::new(c.view_mut(), m, n, n);
-        let a_view = MatRef::new(&a, m, k, k);
+        let view = ViewMut::new(c.view_mut(), m, n, n).unwrap();
+        let a_view = View::new(&a, m, k, k).unwrap();
         gemm_i8_with(
             kernel,
             a_view,
@@ -499,36 +481,41 @@ fn bad_input_is_a_typed_error() {
     let kernel = I8Kernel::best(Isa::best());
     let mut c = [0.0f32; 6];
     let mut scratch = vec![0.0; gemm_i8_scratch(2, k).len()];
-    let run = |a: MatRef<'_>, c: MatMut<'_>, scratch: &mut [f32]| {
+    let run = |a: View<'_>, c: ViewMut<'_>, scratch: &mut [f32]| {
         gemm_i8_with(kernel, a, &b, c, &Epilogue::NONE, scratch, &Sequential)
     };
     assert!(matches!(
         run(
-            MatRef::new(&a, 2, 4, 4),
-            MatMut::new(&mut c, 2, 3, 3),
+            View::new(&a, 2, 4, 4).unwrap(),
+            ViewMut::new(&mut c, 2, 3, 3).unwrap(),
             &mut scratch
         ),
         Err(KernelError::ShapeMismatch { .. })
     ));
     assert!(matches!(
+        ViewMut::new(&mut c, 2, 3, 2),
+        Err(KernelError::BadStride { .. })
+    ));
+    // The int8 GEMM quantises whole rows: overlapping rows of A are refused.
+    assert!(matches!(
         run(
-            MatRef::new(&a, 2, 5, 5),
-            MatMut::new(&mut c, 2, 3, 2),
+            View::overlapping(&a, 2, 5, 4).unwrap(),
+            ViewMut::new(&mut c, 2, 3, 3).unwrap(),
             &mut scratch
         ),
-        Err(KernelError::BadStride { .. })
+        Err(KernelError::BadStride { what: "a", .. })
     ));
     assert!(matches!(
         run(
-            MatRef::new(&a, 2, 5, 5),
-            MatMut::new(&mut c, 2, 3, 3),
+            View::new(&a, 2, 5, 5).unwrap(),
+            ViewMut::new(&mut c, 2, 3, 3).unwrap(),
             &mut scratch[..3]
         ),
         Err(KernelError::ScratchTooSmall { .. })
     ));
     assert!(run(
-        MatRef::new(&a, 2, 5, 5),
-        MatMut::new(&mut c, 2, 3, 3),
+        View::new(&a, 2, 5, 5).unwrap(),
+        ViewMut::new(&mut c, 2, 3, 3).unwrap(),
         &mut scratch
     )
     .is_ok());
@@ -536,19 +523,9 @@ fn bad_input_is_a_typed_error() {
     let mut sums = [0i32; 6];
     let r = gemm_i32(
         kernel,
-        I8MatRef {
-            data: &bad_a,
-            rows: 2,
-            cols: 5,
-            stride: 5,
-        },
+        View::new(&bad_a, 2, 5, 5).unwrap(),
         &b,
-        I32MatMut {
-            data: &mut sums,
-            rows: 2,
-            cols: 3,
-            stride: 3,
-        },
+        ViewMut::new(&mut sums, 2, 3, 3).unwrap(),
         &mut scratch,
     );
     assert!(matches!(r, Err(KernelError::InvalidArgument(_))));

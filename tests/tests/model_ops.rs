@@ -4,9 +4,10 @@
 
 use proptest::prelude::*;
 use tessel_kernels::activation::Activation;
-use tessel_kernels::attention::{Mask, Strided};
-use tessel_kernels::gemm::{MatRef, Sequential};
+use tessel_kernels::attention::Mask;
+use tessel_kernels::gemm::Sequential;
 use tessel_kernels::reference::activation as reference;
+use tessel_kernels::{View, ViewMut};
 use tessel_model::aligned::AlignedBuf;
 use tessel_model::layers::{linear, Heads, Linear, Norm, Run};
 use tessel_model::ops::{argmax, log_softmax, logsumexp, max};
@@ -48,12 +49,13 @@ proptest! {
         let activation = if mode == 1 { Activation::Relu } else if mode == 2 { Activation::GeluErf } else { Activation::Identity };
         for_each_isa(|isa| {
             let mut out = CanaryMatrix::new(rows, n, n + gap);
-            let residual = (mode == 0).then(|| MatRef::new(&r, rows, n, n + gap));
+            let residual = (mode == 0).then(|| View::new(&r, rows, n, n + gap).unwrap());
             let mut scratch = vec![0.0; linear::scratch(rows, k, n, 1).len()];
             let stride = out.stride();
             let run = Run { isa, parallel: &Sequential };
-            lin.forward(run, rows, &x, k + gap, out.view_mut(), stride, activation, residual,
-                &mut scratch).unwrap();
+            let x_view = View::new(&x, rows, k, k + gap).unwrap();
+            let out_view = ViewMut::new(out.view_mut(), rows, n, stride).unwrap();
+            lin.forward(run, x_view, out_view, activation, residual, &mut scratch).unwrap();
             let mut expected = Vec::new();
             let mut bounds = Vec::new();
             for i in 0..rows {
@@ -106,9 +108,10 @@ proptest! {
             let mut scratch = vec![0.0; layout.scratch(q_rows, kv_len, 2).len()];
             let os = out.stride();
             let run = Run { isa, parallel: &Threads::new(2) };
-            layout.attend(run, q_rows, kv_len, Strided { data: &q, stride },
-                Strided { data: &k, stride }, Strided { data: &v, stride }, &mask,
-                out.view_mut(), os, &mut scratch).unwrap();
+            let views = (View::new(&q, q_rows, w, stride).unwrap(),
+                View::new(&k, kv_len, w, stride).unwrap(), View::new(&v, kv_len, w, stride).unwrap());
+            let out_view = ViewMut::new(out.view_mut(), q_rows, w, os).unwrap();
+            layout.attend(run, views, &mask, out_view, &mut scratch).unwrap();
             let mut expected = Vec::new();
             for i in 0..q_rows {
                 let visible = causal.map_or(kv_len, |o| kv_len.min(o + i + 1));
@@ -164,14 +167,15 @@ proptest! {
         }
         for_each_isa(|isa| {
             let mut out = CanaryMatrix::new(rows, cols, cols);
-            norm.forward(isa, rows, &x, out.view_mut()).unwrap();
+            let out_view = ViewMut::new(out.view_mut(), rows, cols, cols).unwrap();
+            norm.forward(isa, View::new(&x, rows, cols, cols).unwrap(), out_view).unwrap();
             // Relative to the row's magnitude over its spread (the large-offset case).
             let bound = 1e-5 * (cols as f64).sqrt() + 1e-5;
             let bound = if rms { bound * 4.0 } else { bound };
             assert_close(&format!("norm {isa}"), out.elements(), expected.iter().cloned(), |_| bound);
             out.assert_padding_intact("norm out");
             let mut in_place = x.clone();
-            norm.forward_in_place(isa, rows, &mut in_place).unwrap();
+            norm.forward_in_place(isa, ViewMut::new(&mut in_place, rows, cols, cols).unwrap()).unwrap();
             assert_close("norm in place", in_place.iter().cloned(), out.elements().map(|v| v as f64), |_| 0.0);
         });
     }
@@ -259,45 +263,53 @@ fn layers_refuse_bad_shapes() {
     assert!(Linear::from_out_in(3, 2, &[0.0; 5], None).is_err());
     let mut out = [0.0; 6];
     let identity = Activation::Identity;
+    // Three input features where the layer takes two, then two outputs where it gives three.
+    let wide = View::new(&[0.0; 6], 2, 3, 3).unwrap();
+    let out_view = ViewMut::new(&mut out, 2, 3, 3).unwrap();
     assert!(lin
-        .forward(run, 2, &[0.0; 3], 2, &mut out, 3, identity, None, &mut [])
+        .forward(run, wide, out_view, identity, None, &mut [])
         .is_err());
+    let x = View::new(&[0.0; 4], 2, 2, 2).unwrap();
+    let narrow = ViewMut::new(&mut out, 2, 2, 2).unwrap();
     assert!(lin
-        .forward(
-            run,
-            2,
-            &[0.0; 4],
-            2,
-            &mut out[..5],
-            3,
-            identity,
-            None,
-            &mut []
-        )
+        .forward(run, x, narrow, identity, None, &mut [])
         .is_err());
     let layout = Heads {
         heads: 2,
         d_head: 2,
         scale: 1.0,
     };
-    let q = Strided {
-        data: &[0.0; 4],
-        stride: 4,
-    };
-    let kv = Strided {
-        data: &[0.0; 11],
-        stride: 4,
-    };
+    let q = View::new(&[0.0; 4], 1, 4, 4).unwrap();
+    assert!(View::new(&[0.0; 11], 3, 4, 4).is_err());
+    let kv = View::new(&[0.0; 12], 3, 4, 4).unwrap();
     let mut scratch = vec![0.0; layout.scratch(1, 3, 1).len()];
     let none = &Mask::NONE;
+    let mut out = [0.0; 4];
+    let wide_q = View::new(&[0.0; 6], 1, 6, 6).unwrap();
     assert!(layout
-        .attend(run, 1, 3, q, kv, kv, none, &mut [0.0; 4], 4, &mut scratch)
+        .attend(
+            run,
+            (wide_q, kv, kv),
+            none,
+            ViewMut::new(&mut out, 1, 4, 4).unwrap(),
+            &mut scratch
+        )
         .is_err());
     let no_heads = Heads { heads: 0, ..layout };
     assert!(no_heads
-        .attend(run, 1, 3, q, kv, kv, none, &mut [0.0; 4], 4, &mut scratch)
+        .attend(
+            run,
+            (q, kv, kv),
+            none,
+            ViewMut::new(&mut out, 1, 4, 4).unwrap(),
+            &mut scratch
+        )
         .is_err());
     let gamma = AlignedBuf::from_slice(&[1.0; 4]).unwrap();
     let norm = Norm::rms(gamma, 1e-6);
-    assert!(norm.forward(isa, 2, &[0.0; 7], &mut [0.0; 8]).is_err());
+    let x = View::new(&[0.0; 6], 2, 3, 3).unwrap();
+    let mut out = [0.0; 6];
+    assert!(norm
+        .forward(isa, x, ViewMut::new(&mut out, 2, 3, 3).unwrap())
+        .is_err());
 }

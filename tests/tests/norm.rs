@@ -8,11 +8,12 @@ use tessel_kernels::activation::{bias_activation, bias_activation_into, Activati
 use tessel_kernels::math::EXP_MAX_RELATIVE_ERROR;
 use tessel_kernels::norm::{
     accumulate_normalize, add_normalize, add_normalize_in_place, normalize, normalize_in_place,
-    Norm, RowShape, Rows, RowsMut,
+    Norm,
 };
 use tessel_kernels::reference::{activation as ref_activation, norm as reference};
 use tessel_kernels::softmax::softmax_in_place;
 use tessel_kernels::{Isa, KernelError};
+use tessel_kernels::{View, ViewMut};
 use tessel_tests::{assert_close, awkward_dim, cases, dot_tolerance, for_each_isa, CanaryMatrix};
 
 /// Deterministic values in `[-1, 1)` (splitmix64), so cases stay small to shrink.
@@ -46,8 +47,8 @@ struct Case {
 }
 
 impl Case {
-    fn shape(&self) -> RowShape {
-        RowShape::new(self.rows, self.width)
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.width)
     }
     fn stride(&self) -> usize {
         self.width + self.gap
@@ -167,26 +168,25 @@ fn check_all_forms(isa: Isa, case: &Case, norm: Norm<'_>, name: &str) {
     let what = |form: &str| format!("{isa} {name} {form} {case:?}");
 
     let mut out = CanaryMatrix::new(case.rows, case.width, stride + 1);
-    let out_view = RowsMut::new(out.view_mut(), stride + 1);
-    normalize(isa, shape, norm, Rows::new(x.view(), stride), out_view).unwrap();
+    let out_view = rows_mut(out.view_mut(), shape, stride + 1);
+    normalize(isa, norm, rows_of(x.view(), shape, stride), out_view).unwrap();
     check_norm(&what("normalize"), norm, &plain, &out);
 
     let mut inplace = x.clone();
-    normalize_in_place(isa, shape, norm, RowsMut::new(inplace.view_mut(), stride)).unwrap();
+    normalize_in_place(isa, norm, rows_mut(inplace.view_mut(), shape, stride)).unwrap();
     check_norm(&what("normalize_in_place"), norm, &plain, &inplace);
 
     for with_sum in [false, true] {
         let mut out = CanaryMatrix::new(case.rows, case.width, stride);
         let mut sum = CanaryMatrix::new(case.rows, case.width, stride + 2);
-        let sum_view = with_sum.then(|| RowsMut::new(sum.view_mut(), stride + 2));
+        let sum_view = with_sum.then(|| rows_mut(sum.view_mut(), shape, stride + 2));
         add_normalize(
             isa,
-            shape,
             norm,
-            Rows::new(x.view(), stride),
-            Rows::new(residual.view(), stride),
+            rows_of(x.view(), shape, stride),
+            rows_of(residual.view(), shape, stride),
             sum_view,
-            RowsMut::new(out.view_mut(), stride),
+            rows_mut(out.view_mut(), shape, stride),
         )
         .unwrap();
         check_norm(&what("add_normalize"), norm, &summed, &out);
@@ -198,13 +198,12 @@ fn check_all_forms(isa: Isa, case: &Case, norm: Norm<'_>, name: &str) {
     }
 
     let mut post = x.clone();
-    let post_view = RowsMut::new(post.view_mut(), stride);
+    let post_view = rows_mut(post.view_mut(), shape, stride);
     add_normalize_in_place(
         isa,
-        shape,
         norm,
         post_view,
-        Rows::new(residual.view(), stride),
+        rows_of(residual.view(), shape, stride),
     )
     .unwrap();
     check_norm(&what("add_normalize_in_place"), norm, &summed, &post);
@@ -213,11 +212,10 @@ fn check_all_forms(isa: Isa, case: &Case, norm: Norm<'_>, name: &str) {
     let mut out = CanaryMatrix::new(case.rows, case.width, stride);
     accumulate_normalize(
         isa,
-        shape,
         norm,
-        RowsMut::new(stream.view_mut(), stride),
-        Rows::new(x.view(), stride),
-        RowsMut::new(out.view_mut(), stride),
+        rows_mut(stream.view_mut(), shape, stride),
+        rows_of(x.view(), shape, stride),
+        rows_mut(out.view_mut(), shape, stride),
     )
     .unwrap();
     check_norm(&what("accumulate_normalize"), norm, &summed, &out);
@@ -251,7 +249,7 @@ proptest! {
         }
         for_each_isa(|isa| {
             let mut values = input.clone();
-            softmax_in_place(isa, case.shape(), RowsMut::new(values.view_mut(), stride), scale)
+            softmax_in_place(isa, rows_mut(values.view_mut(), case.shape(), stride), scale)
                 .unwrap();
             let what = format!("{isa} softmax scale {scale} {case:?}");
             values.assert_padding_intact(&what);
@@ -286,20 +284,19 @@ proptest! {
         let used_bias = if with_bias { &bias } else { &zero };
         for_each_isa(|isa| {
             let mut values = input.clone();
-            let view = RowsMut::new(values.view_mut(), stride);
+            let view = rows_mut(values.view_mut(), case.shape(), stride);
             if with_bias {
-                bias_activation(isa, case.shape(), view, &bias, activation).unwrap();
+                bias_activation(isa, view, &bias, activation).unwrap();
             } else {
-                activation.apply_rows(isa, case.shape(), view).unwrap();
+                activation.apply_rows(isa, view);
             }
             let mut out = CanaryMatrix::new(case.rows, case.width, stride + 3);
             bias_activation_into(
                 isa,
-                case.shape(),
-                Rows::new(input.view(), stride),
+                rows_of(input.view(), case.shape(), stride),
                 with_bias.then_some(&bias[..]),
                 activation,
-                RowsMut::new(out.view_mut(), stride + 3),
+                rows_mut(out.view_mut(), case.shape(), stride + 3),
             )
             .unwrap();
             for (form, values) in [("in place", &values), ("into", &out)] {
@@ -347,13 +344,7 @@ fn rows_of_4096_and_more() {
             check_all_forms(isa, &case, Norm::rms(&gamma, case.epsilon), "rms");
             let mut values = input.clone();
             let stride = case.stride();
-            softmax_in_place(
-                isa,
-                case.shape(),
-                RowsMut::new(values.view_mut(), stride),
-                0.01,
-            )
-            .unwrap();
+            softmax_in_place(isa, rows_mut(values.view_mut(), case.shape(), stride), 0.01).unwrap();
             let what = format!("{isa} wide softmax {case:?}");
             values.assert_padding_intact(&what);
             for r in 0..case.rows {
@@ -387,13 +378,12 @@ fn layer_norm_of_huge_mean_with_tiny_variance() {
         reference::normalize_row(norm, &x, &mut expected);
         for_each_isa(|isa| {
             let mut out = vec![f32::NAN; width];
-            let shape = RowShape::new(1, width);
+            let shape = (1, width);
             normalize(
                 isa,
-                shape,
                 norm,
-                Rows::new(&x, width),
-                RowsMut::new(&mut out, width),
+                rows_of(&x, shape, width),
+                rows_mut(&mut out, shape, width),
             )
             .unwrap();
             assert_close(
@@ -415,13 +405,13 @@ fn layer_norm_of_huge_mean_with_tiny_variance() {
 fn softmax_regressions() {
     for_each_isa(|isa| {
         let mut big = [1234.0f32, 0.0];
-        softmax_in_place(isa, RowShape::new(1, 2), RowsMut::new(&mut big, 2), 1.0).unwrap();
+        softmax_in_place(isa, rows_mut(&mut big, (1, 2), 2), 1.0).unwrap();
         assert_eq!(big, [1.0, 0.0], "{isa}");
 
         for width in [1usize, 5, 16, 37] {
             let mut masked = vec![f32::NEG_INFINITY; 2 * width];
-            let shape = RowShape::new(2, width);
-            softmax_in_place(isa, shape, RowsMut::new(&mut masked, width), 0.5).unwrap();
+            let shape = (2, width);
+            softmax_in_place(isa, rows_mut(&mut masked, shape, width), 0.5).unwrap();
             assert!(
                 masked.iter().all(|&v| v == 0.0),
                 "{isa} width {width}: {masked:?}"
@@ -429,8 +419,8 @@ fn softmax_regressions() {
 
             let mut poisoned = vec![f32::NEG_INFINITY; width];
             poisoned[width / 2] = f32::NAN;
-            let shape = RowShape::new(1, width);
-            softmax_in_place(isa, shape, RowsMut::new(&mut poisoned, width), 1.0).unwrap();
+            let shape = (1, width);
+            softmax_in_place(isa, rows_mut(&mut poisoned, shape, width), 1.0).unwrap();
             assert!(
                 poisoned.iter().all(|v| v.is_nan()),
                 "{isa} width {width}: {poisoned:?}"
@@ -438,7 +428,7 @@ fn softmax_regressions() {
 
             let mut with_nan: Vec<f32> = (0..width).map(|i| i as f32).collect();
             with_nan[width - 1] = f32::NAN;
-            softmax_in_place(isa, shape, RowsMut::new(&mut with_nan, width), 1.0).unwrap();
+            softmax_in_place(isa, rows_mut(&mut with_nan, shape, width), 1.0).unwrap();
             assert!(
                 with_nan.iter().all(|v| v.is_nan()),
                 "{isa} width {width}: {with_nan:?}"
@@ -465,8 +455,8 @@ fn softmax_masks_whatever_the_scale() {
                 .collect();
             for scale in [0.0f32, -0.0, -0.5, 0.5] {
                 let mut values = row.clone();
-                let shape = RowShape::new(1, width);
-                softmax_in_place(isa, shape, RowsMut::new(&mut values, width), scale).unwrap();
+                let shape = (1, width);
+                softmax_in_place(isa, rows_mut(&mut values, shape, width), scale).unwrap();
                 let mut expected = vec![0.0f64; width];
                 reference::softmax_row(scale, &row, &mut expected);
                 let unmasked = row.iter().filter(|v| v.is_finite()).count();
@@ -488,8 +478,8 @@ fn softmax_masks_whatever_the_scale() {
             poisoned[0] = f32::INFINITY;
             let mut expected = vec![0.0f64; width];
             reference::softmax_row(0.0, &poisoned, &mut expected);
-            let shape = RowShape::new(1, width);
-            softmax_in_place(isa, shape, RowsMut::new(&mut poisoned, width), 0.0).unwrap();
+            let shape = (1, width);
+            softmax_in_place(isa, rows_mut(&mut poisoned, shape, width), 0.0).unwrap();
             assert!(
                 poisoned.iter().all(|v| v.is_nan()) && expected.iter().all(|v| v.is_nan()),
                 "{isa} width {width}: {poisoned:?} {expected:?}"
@@ -504,14 +494,7 @@ fn gelu_at_plus_minus_thirty_through_rows_and_bias() {
         for activation in [Activation::GeluErf, Activation::GeluTanh] {
             let mut v = [29.0f32, -31.0, 30.0, -30.0];
             let bias = [1.0f32, 1.0];
-            bias_activation(
-                isa,
-                RowShape::new(2, 2),
-                RowsMut::new(&mut v, 2),
-                &bias,
-                activation,
-            )
-            .unwrap();
+            bias_activation(isa, rows_mut(&mut v, (2, 2), 2), &bias, activation).unwrap();
             assert_eq!(v[0], 30.0, "{isa} {activation:?}");
             assert!(v[1].abs() < 1e-30, "{isa} {activation:?}: {}", v[1]);
             assert_eq!(v[2], 31.0, "{isa} {activation:?}");
@@ -528,14 +511,13 @@ fn norm_of_constant_row_is_beta_and_epsilon_matters() {
         let gamma = vec![2.0f32; width];
         let beta: Vec<f32> = (0..width).map(|i| i as f32).collect();
         let mut out = vec![0.0f32; width];
-        let shape = RowShape::new(1, width);
+        let shape = (1, width);
         let norm = Norm::layer(&gamma, &beta, 1e-5);
         normalize(
             isa,
-            shape,
             norm,
-            Rows::new(&x, width),
-            RowsMut::new(&mut out, width),
+            rows_of(&x, shape, width),
+            rows_mut(&mut out, shape, width),
         )
         .unwrap();
         assert_eq!(out, beta, "{isa}");
@@ -546,10 +528,9 @@ fn norm_of_constant_row_is_beta_and_epsilon_matters() {
             let norm = Norm::rms(&gamma, epsilon);
             normalize(
                 isa,
-                shape,
                 norm,
-                Rows::new(&x, width),
-                RowsMut::new(&mut out, width),
+                rows_of(&x, shape, width),
+                rows_mut(&mut out, shape, width),
             )
             .unwrap();
             let expected = 2.0 * 3.0 / (9.0 + epsilon as f64).sqrt();
@@ -568,43 +549,49 @@ fn bad_arguments_are_typed_errors_and_write_nothing() {
     let beta = [0.0f32; 8];
     let x = [1.0f32; 24];
     let mut out = [7.0f32; 24];
-    let shape = RowShape::new(3, 8);
     let norm = Norm::layer(&gamma, &beta, 1e-5);
-    let run = |norm: Norm<'_>, x_len: usize, x_stride: usize, out: &mut [f32]| {
-        normalize(
-            isa,
-            shape,
-            norm,
-            Rows::new(&x[..x_len], x_stride),
-            RowsMut::new(out, 8),
-        )
+    // Views their slices do not cover are refused when they are made.
+    assert!(matches!(
+        View::new(&x[..23], 3, 8, 8),
+        Err(KernelError::BufferTooSmall { what: "view", .. })
+    ));
+    assert!(matches!(
+        View::new(&x, 3, 8, 7),
+        Err(KernelError::BadStride { what: "view", .. })
+    ));
+    assert!(matches!(
+        ViewMut::new(&mut out[..20], 3, 8, 8),
+        Err(KernelError::BufferTooSmall { what: "view", .. })
+    ));
+    assert!(matches!(
+        ViewMut::new(&mut out, usize::MAX, 8, usize::MAX),
+        Err(KernelError::Overflow(_))
+    ));
+    let run = |norm: Norm<'_>, x: View<'_>, out: &mut [f32]| {
+        normalize(isa, norm, x, ViewMut::new(out, 3, 8, 8).unwrap())
     };
+    let x_view = View::new(&x, 3, 8, 8).unwrap();
     assert!(matches!(
-        run(norm, 23, 8, &mut out),
-        Err(KernelError::BufferTooSmall { what: "x", .. })
-    ));
-    assert!(matches!(
-        run(norm, 24, 7, &mut out),
-        Err(KernelError::BadStride { what: "x", .. })
-    ));
-    assert!(matches!(
-        run(norm, 24, 8, &mut out[..20]),
-        Err(KernelError::BufferTooSmall { what: "out", .. })
+        run(norm, View::new(&x, 2, 8, 8).unwrap(), &mut out),
+        Err(KernelError::ShapeMismatch {
+            what: "out.rows",
+            ..
+        })
     ));
     let short_gamma = Norm::layer(&gamma[..7], &beta, 1e-5);
     assert!(matches!(
-        run(short_gamma, 24, 8, &mut out),
+        run(short_gamma, x_view, &mut out),
         Err(KernelError::ShapeMismatch { what: "gamma", .. })
     ));
     let short_beta = Norm::layer(&gamma, &beta[..5], 1e-5);
     assert!(matches!(
-        run(short_beta, 24, 8, &mut out),
+        run(short_beta, x_view, &mut out),
         Err(KernelError::ShapeMismatch { what: "beta", .. })
     ));
     for epsilon in [-1.0f32, f32::NAN, f32::INFINITY] {
         let bad = Norm::rms(&gamma, epsilon);
         assert!(matches!(
-            run(bad, 24, 8, &mut out),
+            run(bad, x_view, &mut out),
             Err(KernelError::InvalidArgument(_))
         ));
     }
@@ -616,46 +603,40 @@ fn bad_arguments_are_typed_errors_and_write_nothing() {
     let mut sum = [7.0f32; 24];
     let result = add_normalize(
         isa,
-        shape,
         norm,
-        Rows::new(&x, 8),
-        Rows::new(&x[..16], 8),
-        Some(RowsMut::new(&mut sum, 8)),
-        RowsMut::new(&mut out, 8),
+        x_view,
+        View::new(&x[..16], 2, 8, 8).unwrap(),
+        Some(ViewMut::new(&mut sum, 3, 8, 8).unwrap()),
+        ViewMut::new(&mut out, 3, 8, 8).unwrap(),
     );
     assert!(matches!(
         result,
-        Err(KernelError::BufferTooSmall {
-            what: "residual",
+        Err(KernelError::ShapeMismatch {
+            what: "residual.rows",
             ..
         })
     ));
     let result = accumulate_normalize(
         isa,
-        shape,
         norm,
-        RowsMut::new(&mut sum[..10], 8),
-        Rows::new(&x, 8),
-        RowsMut::new(&mut out, 8),
+        ViewMut::new(&mut sum[..16], 2, 8, 8).unwrap(),
+        x_view,
+        ViewMut::new(&mut out, 3, 8, 8).unwrap(),
     );
     assert!(matches!(
         result,
-        Err(KernelError::BufferTooSmall {
-            what: "residual",
-            ..
-        })
+        Err(KernelError::ShapeMismatch { what: "x.rows", .. })
     ));
     let result = add_normalize_in_place(
         isa,
-        shape,
         norm,
-        RowsMut::new(&mut sum, 8),
-        Rows::new(&x, 4),
+        ViewMut::new(&mut sum, 3, 8, 8).unwrap(),
+        View::new(&x, 3, 4, 4).unwrap(),
     );
     assert!(matches!(
         result,
-        Err(KernelError::BadStride {
-            what: "residual",
+        Err(KernelError::ShapeMismatch {
+            what: "residual.cols",
             ..
         })
     ));
@@ -664,48 +645,53 @@ fn bad_arguments_are_typed_errors_and_write_nothing() {
         "a refused call wrote"
     );
 
-    let huge = RowShape::new(usize::MAX, 8);
     assert!(matches!(
-        normalize_in_place(isa, huge, norm, RowsMut::new(&mut sum, usize::MAX)),
-        Err(KernelError::ShapeMismatch { .. })
-            | Err(KernelError::Overflow(_))
-            | Err(KernelError::BufferTooSmall { .. })
-    ));
-    assert!(matches!(
-        softmax_in_place(isa, shape, RowsMut::new(&mut sum, 8), f32::NAN),
+        softmax_in_place(isa, ViewMut::new(&mut sum, 3, 8, 8).unwrap(), f32::NAN),
         Err(KernelError::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        softmax_in_place(isa, shape, RowsMut::new(&mut sum[..23], 8), 1.0),
-        Err(KernelError::BufferTooSmall { .. })
     ));
     assert!(matches!(
         bias_activation(
             isa,
-            shape,
-            RowsMut::new(&mut sum, 8),
+            ViewMut::new(&mut sum, 3, 8, 8).unwrap(),
             &gamma[..3],
             Activation::Relu
         ),
         Err(KernelError::ShapeMismatch { what: "bias", .. })
     ));
     assert!(matches!(
-        Activation::GeluErf.apply_rows(isa, shape, RowsMut::new(&mut sum, 3)),
-        Err(KernelError::BadStride { .. })
+        bias_activation_into(
+            isa,
+            x_view,
+            None,
+            Activation::Relu,
+            ViewMut::new(&mut sum, 2, 8, 8).unwrap()
+        ),
+        Err(KernelError::ShapeMismatch {
+            what: "out.rows",
+            ..
+        })
     ));
     assert!(sum.iter().all(|&v| v == 7.0), "a refused call wrote");
 
     // Empty shapes are fine with empty buffers and any stride.
-    let empty = RowShape::new(0, 8);
     normalize(
         isa,
-        empty,
         norm,
-        Rows::new(&[], 0),
-        RowsMut::new(&mut [], 0),
+        View::new(&[], 0, 8, 0).unwrap(),
+        ViewMut::new(&mut [], 0, 8, 0).unwrap(),
     )
     .unwrap();
-    softmax_in_place(isa, RowShape::new(4, 0), RowsMut::new(&mut [], 0), 1.0).unwrap();
+    softmax_in_place(isa, ViewMut::new(&mut [], 4, 0, 0).unwrap(), 1.0).unwrap();
+}
+
+/// A `(rows, width)` view of `data`, rows `stride` apart.
+fn rows_of(data: &[f32], (rows, width): (usize, usize), stride: usize) -> View<'_> {
+    View::new(data, rows, width, stride).unwrap()
+}
+
+/// A writable `(rows, width)` view of `data`, rows `stride` apart.
+fn rows_mut(data: &mut [f32], (rows, width): (usize, usize), stride: usize) -> ViewMut<'_> {
+    ViewMut::new(data, rows, width, stride).unwrap()
 }
 
 #[test]
@@ -719,15 +705,14 @@ fn a_nan_poisons_only_its_own_row() {
         let residual = vec![1.0f32; 2 * width];
         for norm in [Norm::layer(&gamma, &beta, 1e-5), Norm::rms(&gamma, 1e-5)] {
             let mut out = vec![0.0f32; 2 * width];
-            let shape = RowShape::new(2, width);
+            let shape = (2, width);
             add_normalize(
                 isa,
-                shape,
                 norm,
-                Rows::new(&x, width),
-                Rows::new(&residual, width),
+                rows_of(&x, shape, width),
+                rows_of(&residual, shape, width),
                 None,
-                RowsMut::new(&mut out, width),
+                rows_mut(&mut out, shape, width),
             )
             .unwrap();
             assert!(out[..width].iter().all(|v| v.is_nan()), "{isa} {norm:?}");

@@ -22,10 +22,10 @@ use crate::{median_ns, round_robin_median_ns, Budget, Record, Work};
 use half::f16;
 use tessel_kernels::attention::{
     attention, attention_scratch, attention_scratch_kv, default_scale, AttentionShape, KvElement,
-    Mask, Strided, StridedMut,
+    Mask,
 };
 use tessel_kernels::reference::attention::sees;
-use tessel_kernels::Isa;
+use tessel_kernels::{Isa, View, ViewMut};
 
 /// The `attention` suite.
 pub const SUITE: Suite = Suite {
@@ -200,25 +200,15 @@ impl Workload {
 
     fn call<E: KvElement>(&mut self, isa: Isa, k: &[E], v: &[E]) {
         let width = self.case.heads * D_HEAD;
+        let shape = self.case.shape();
+        let (q_len, kv_len) = (shape.q_len, shape.kv_len);
         let result = attention(
             isa,
             &self.case.shape(),
-            Strided {
-                data: &self.q,
-                stride: width,
-            },
-            Strided {
-                data: k,
-                stride: width,
-            },
-            Strided {
-                data: v,
-                stride: width,
-            },
-            StridedMut {
-                data: &mut self.out,
-                stride: width,
-            },
+            View::new(&self.q, q_len, width, width).expect("valid view"),
+            View::new(k, kv_len, width, width).expect("valid view"),
+            View::new(v, kv_len, width, width).expect("valid view"),
+            ViewMut::new(&mut self.out, q_len, width, width).expect("valid view"),
             &self.case.mask(),
             None,
             &mut self.scratch,

@@ -22,10 +22,11 @@ use super::peaks::{fma_peak, stream_read, PEAK_ITERATIONS};
 use super::Suite;
 use crate::{median_ns, round_robin_median_ns, Budget, Record, Work};
 use tessel_kernels::gemm::{
-    bf16, f16, gemm, gemm_scratch, packed_len, packed_len_of, Element, Epilogue, MatMut, MatRef,
-    PackedB, Sequential,
+    bf16, f16, gemm, gemm_scratch, packed_len, packed_len_of, Element, Epilogue, PackedB,
+    Sequential,
 };
 use tessel_kernels::Isa;
+use tessel_kernels::{View, ViewMut};
 use tessel_model::aligned::AlignedBuf;
 
 /// The `gemm` suite.
@@ -107,8 +108,11 @@ impl Case {
         // 64-byte aligned, as the model stores its weights: every panel row is one cache line.
         let storage =
             AlignedBuf::zeros(packed_len(k, n).expect("bench shapes fit")).expect("allocates");
-        let packed =
-            PackedB::from_kn(storage, MatRef::new(b.as_slice(), k, n, n)).expect("valid shape");
+        let packed = PackedB::from_kn(
+            storage,
+            View::new(b.as_slice(), k, n, n).expect("valid view"),
+        )
+        .expect("valid shape");
         Case {
             m,
             k,
@@ -141,9 +145,9 @@ impl Case {
         let (m, k, n) = (self.m, self.k, self.n);
         gemm(
             isa,
-            MatRef::new(self.a.as_slice(), m, k, k),
+            View::new(self.a.as_slice(), m, k, k).expect("valid view"),
             &self.packed,
-            MatMut::new(self.c.as_mut_slice(), m, n, n),
+            ViewMut::new(self.c.as_mut_slice(), m, n, n).expect("valid view"),
             &Epilogue::NONE,
             &mut self.scratch,
             &Sequential,
@@ -275,7 +279,7 @@ impl HalfCase {
     /// Random-ish inputs for `m × k` by `k × n`.
     pub fn new(m: usize, k: usize, n: usize) -> HalfCase {
         let base = Case::new(m, k, n);
-        let b = MatRef::new(base.b.as_slice(), k, n, n);
+        let b = View::new(base.b.as_slice(), k, n, n).expect("valid view");
         let bf16 = pack::<bf16>(b);
         HalfCase {
             m,
@@ -301,8 +305,8 @@ impl HalfCase {
     /// One tessel product on one thread with the weight stored as `weights`.
     pub fn run(&mut self, isa: Isa, weights: Weights) {
         let (m, k, n) = (self.m, self.k, self.n);
-        let a = MatRef::new(self.a.as_slice(), m, k, k);
-        let c = MatMut::new(self.c.as_mut_slice(), m, n, n);
+        let a = View::new(self.a.as_slice(), m, k, k).expect("valid view");
+        let c = ViewMut::new(self.c.as_mut_slice(), m, n, n).expect("valid view");
         let (epilogue, scratch) = (&Epilogue::NONE, &mut self.scratch[..]);
         match weights {
             Weights::F32 => gemm(isa, a, &self.f32, c, epilogue, scratch, &Sequential),
@@ -324,8 +328,8 @@ impl HalfCase {
     }
 }
 
-fn pack<T: Element + bytemuck::Pod>(b: MatRef<'_>) -> PackedB<AlignedBuf<T>, T> {
-    let len = packed_len_of::<T>(b.rows, b.cols).expect("bench shapes fit");
+fn pack<T: Element + bytemuck::Pod>(b: View<'_>) -> PackedB<AlignedBuf<T>, T> {
+    let len = packed_len_of::<T>(b.rows(), b.cols()).expect("bench shapes fit");
     let storage = AlignedBuf::zeros(len).expect("allocates");
     PackedB::from_kn(storage, b).expect("valid shape")
 }

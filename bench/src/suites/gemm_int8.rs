@@ -18,10 +18,9 @@ use crate::{median_ns, round_robin_median_ns, Budget, Record, Work};
 use tessel_kernels::gemm::int8::{
     gemm_i8_scratch, gemm_i8_with, packed_i8_len, I8Kernel, PackedI8,
 };
-use tessel_kernels::gemm::{
-    gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB, Sequential,
-};
+use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, PackedB, Sequential};
 use tessel_kernels::Isa;
+use tessel_kernels::{View, ViewMut};
 use tessel_model::aligned::AlignedBuf;
 
 /// The measured int8 shapes, `(m, k, n)`.
@@ -64,8 +63,11 @@ impl Int8Case {
         };
         let w = fill(n * k, 2);
         let f32_storage = AlignedBuf::zeros(packed_len(k, n).expect("fits")).expect("allocates");
-        let f32_weight =
-            PackedB::from_nk(f32_storage, MatRef::new(w.as_slice(), n, k, k)).expect("valid shape");
+        let f32_weight = PackedB::from_nk(
+            f32_storage,
+            View::new(w.as_slice(), n, k, k).expect("valid view"),
+        )
+        .expect("valid shape");
         let int8_len = packed_i8_len(k, n).expect("fits");
         let int8_storage = AlignedBuf::zeros(int8_len).expect("allocates");
         let int8_weight =
@@ -94,9 +96,9 @@ impl Int8Case {
         let (m, k, n) = (self.m, self.k, self.n);
         gemm(
             isa,
-            MatRef::new(self.a.as_slice(), m, k, k),
+            View::new(self.a.as_slice(), m, k, k).expect("valid view"),
             &self.f32_weight,
-            MatMut::new(self.c.as_mut_slice(), m, n, n),
+            ViewMut::new(self.c.as_mut_slice(), m, n, n).expect("valid view"),
             &Epilogue::NONE,
             &mut self.f32_scratch,
             &Sequential,
@@ -109,9 +111,9 @@ impl Int8Case {
         let (m, k, n) = (self.m, self.k, self.n);
         gemm_i8_with(
             kernel,
-            MatRef::new(self.a.as_slice(), m, k, k),
+            View::new(self.a.as_slice(), m, k, k).expect("valid view"),
             &self.int8_weight,
-            MatMut::new(self.c.as_mut_slice(), m, n, n),
+            ViewMut::new(self.c.as_mut_slice(), m, n, n).expect("valid view"),
             &Epilogue::NONE,
             &mut self.int8_scratch,
             &Sequential,

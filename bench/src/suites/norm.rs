@@ -19,9 +19,10 @@ use super::Suite;
 use crate::{hand_norm, median_ns, round_robin_median_ns, Budget, Record, Work};
 use std::hint::black_box;
 use tessel_kernels::activation::{bias_activation_into, Activation};
-use tessel_kernels::norm::{add_normalize, normalize, Norm, RowShape, Rows, RowsMut};
+use tessel_kernels::norm::{add_normalize, normalize, Norm};
 use tessel_kernels::softmax::softmax_in_place;
 use tessel_kernels::{Isa, Level};
+use tessel_kernels::{View, ViewMut};
 use tessel_model::aligned::{AlignedBuf, HUGE_PAGE_BYTES};
 
 /// The `norm` suite.
@@ -119,7 +120,7 @@ const SAMPLE_BYTES: usize = 256 * 1024;
 /// pages, one process measured 256 × 512 RMSNorm at 9 µs and the next at 15 µs).
 pub struct Case {
     op: Op,
-    shape: RowShape,
+    shape: Dims,
     arena: AlignedBuf<f32>,
     /// Elements from one tensor's start to the next (`rows × width` rounded up to a cache
     /// line).
@@ -149,7 +150,7 @@ impl Case {
         let len = (4 * stride + 2 * param_stride).max(HUGE_PAGE_BYTES / 4);
         let mut case = Case {
             op,
-            shape: RowShape::new(rows, width),
+            shape: Dims { rows, width },
             arena: AlignedBuf::zeros(len).expect("the benchmark's buffers fit in memory"),
             stride,
         };
@@ -234,32 +235,29 @@ impl Case {
         let result = match op {
             Op::LayerNormResidual => add_normalize(
                 isa,
-                shape,
                 Norm::layer(gamma, beta, EPSILON),
-                Rows::new(x, width),
-                Rows::new(residual, width),
-                Some(RowsMut::new(first, width)),
-                RowsMut::new(second, width),
+                rows_of(x, shape, width),
+                rows_of(residual, shape, width),
+                Some(rows_mut(first, shape, width)),
+                rows_mut(second, shape, width),
             ),
             Op::RmsNorm => normalize(
                 isa,
-                shape,
                 Norm::rms(gamma, EPSILON),
-                Rows::new(x, width),
-                RowsMut::new(first, width),
+                rows_of(x, shape, width),
+                rows_mut(first, shape, width),
             ),
-            Op::Softmax => softmax_in_place(isa, shape, RowsMut::new(first, width), 1.0),
+            Op::Softmax => softmax_in_place(isa, rows_mut(first, shape, width), 1.0),
             Op::GeluErf | Op::GeluTanh => bias_activation_into(
                 isa,
-                shape,
-                Rows::new(x, width),
+                rows_of(x, shape, width),
                 None,
                 if op == Op::GeluErf {
                     Activation::GeluErf
                 } else {
                     Activation::GeluTanh
                 },
-                RowsMut::new(first, width),
+                rows_mut(first, shape, width),
             ),
         };
         result.expect("benchmark shapes are valid");
@@ -416,4 +414,21 @@ fn run(budget: Budget, emit: &mut dyn FnMut(Record)) {
             }
         }
     }
+}
+
+/// Rows and width of a case.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    rows: usize,
+    width: usize,
+}
+
+/// The case's rows of `data`, `stride` apart.
+fn rows_of(data: &[f32], shape: Dims, stride: usize) -> View<'_> {
+    View::new(data, shape.rows, shape.width, stride).expect("benchmark shapes are valid")
+}
+
+/// The case's rows of `data`, `stride` apart, written.
+fn rows_mut(data: &mut [f32], shape: Dims, stride: usize) -> ViewMut<'_> {
+    ViewMut::new(data, shape.rows, shape.width, stride).expect("benchmark shapes are valid")
 }

@@ -7,17 +7,16 @@
 use tessel_kernels::activation::{bias_activation_into, Activation};
 use tessel_kernels::attention::{attention, attention_scratch, AttentionShape, Bias, Mask};
 use tessel_kernels::attention::{attention_parallel_scratch, attention_split, Split};
-use tessel_kernels::attention::{Strided, StridedMut};
-use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB};
+use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, PackedB};
 use tessel_kernels::gemm::{Parallel, Sequential};
 use tessel_kernels::math::exp_slice;
 use tessel_kernels::norm::{
-    accumulate_normalize, add_normalize, normalize, normalize_in_place, Norm, RowShape, Rows,
-    RowsMut,
+    accumulate_normalize, add_normalize, normalize, normalize_in_place, Norm,
 };
 use tessel_kernels::reference;
 use tessel_kernels::softmax::softmax_in_place;
 use tessel_kernels::{Isa, Scratch, ScratchSpec};
+use tessel_kernels::{View, ViewMut};
 
 const ISA: Isa = Isa::scalar();
 
@@ -61,13 +60,13 @@ fn gemm_matches_the_reference_with_gaps_and_epilogues() {
         let residual = values(span(m, n, ldr), 4);
         let packed = PackedB::from_kn(
             vec![0.0; packed_len(k, n).unwrap()],
-            MatRef::new(&b, k, n, n),
+            View::new(&b, k, n, n).unwrap(),
         )
         .unwrap();
         let epilogue = Epilogue {
             bias: Some(&bias),
             activation: Activation::GeluTanh,
-            residual: Some(MatRef::new(&residual, m, n, ldr)),
+            residual: Some(View::new(&residual, m, n, ldr).unwrap()),
         };
         let runners: [&dyn Parallel; 2] = [&Sequential, &TwoThreads];
         for runner in runners {
@@ -75,9 +74,9 @@ fn gemm_matches_the_reference_with_gaps_and_epilogues() {
             let mut scratch = vec![0.0; gemm_scratch(m, k, n, runner.threads()).len()];
             gemm(
                 ISA,
-                MatRef::new(&a, m, k, lda),
+                View::new(&a, m, k, lda).unwrap(),
                 &packed,
-                MatMut::new(&mut c, m, n, ldc),
+                ViewMut::new(&mut c, m, n, ldc).unwrap(),
                 &epilogue,
                 &mut scratch,
                 runner,
@@ -85,9 +84,9 @@ fn gemm_matches_the_reference_with_gaps_and_epilogues() {
             .unwrap();
             let mut want = vec![0.0; m * n];
             reference::gemm::gemm(
-                MatRef::new(&a, m, k, lda),
-                MatRef::new(&b, k, n, n),
-                MatMut::new(&mut want, m, n, n),
+                View::new(&a, m, k, lda).unwrap(),
+                View::new(&b, k, n, n).unwrap(),
+                ViewMut::new(&mut want, m, n, n).unwrap(),
                 &epilogue,
             )
             .unwrap();
@@ -109,8 +108,8 @@ fn packing_from_either_layout_agrees() {
     let b = values(k * (n + 1), 5);
     let bt: Vec<f32> = (0..n * k).map(|x| b[(x % k) * (n + 1) + x / k]).collect();
     let len = packed_len(k, n).unwrap();
-    let kn = PackedB::from_kn(vec![0.0; len], MatRef::new(&b, k, n, n + 1)).unwrap();
-    let nk = PackedB::from_nk(vec![0.0; len], MatRef::new(&bt, n, k, k)).unwrap();
+    let kn = PackedB::from_kn(vec![0.0; len], View::new(&b, k, n, n + 1).unwrap()).unwrap();
+    let nk = PackedB::from_nk(vec![0.0; len], View::new(&bt, n, k, k).unwrap()).unwrap();
     assert_eq!(kn.as_slice(), nk.as_slice());
 }
 
@@ -162,9 +161,9 @@ fn attention_matches_the_reference_on_both_paths() {
         let mut out = vec![f32::NAN; span(q_len, width, stride)];
         let mut scratch = vec![0.0; attention_scratch(ISA, &shape).len()];
         let (qv, kv, vv) = (
-            Strided { data: &q, stride },
-            Strided { data: &k, stride },
-            Strided { data: &v, stride },
+            View::new(&q, q_len, width, stride).unwrap(),
+            View::new(&k, kv_len, width, stride).unwrap(),
+            View::new(&v, kv_len, width, stride).unwrap(),
         );
         attention(
             ISA,
@@ -172,10 +171,7 @@ fn attention_matches_the_reference_on_both_paths() {
             qv,
             kv,
             vv,
-            StridedMut {
-                data: &mut out,
-                stride,
-            },
+            ViewMut::new(&mut out, q_len, width, stride).unwrap(),
             &mask,
             None,
             &mut scratch,
@@ -188,10 +184,7 @@ fn attention_matches_the_reference_on_both_paths() {
             qv,
             kv,
             vv,
-            StridedMut {
-                data: &mut want,
-                stride,
-            },
+            ViewMut::new(&mut want, q_len, width, stride).unwrap(),
             &mask,
             None,
             &mut acc,
@@ -244,16 +237,13 @@ fn attention_split_over_threads_equals_one_call() {
             ..Mask::NONE
         };
         let views = (
-            Strided { data: &q, stride },
-            Strided { data: &k, stride },
-            Strided { data: &v, stride },
+            View::new(&q, q_len, width, stride).unwrap(),
+            View::new(&k, kv_len, width, stride).unwrap(),
+            View::new(&v, kv_len, width, stride).unwrap(),
         );
         let mut one = vec![f32::NAN; span(q_len, width, stride)];
         let mut scratch = vec![0.0; attention_scratch(ISA, &shape).len()];
-        let out = StridedMut {
-            data: &mut one,
-            stride,
-        };
+        let out = ViewMut::new(&mut one, q_len, width, stride).unwrap();
         attention(
             ISA,
             &shape,
@@ -272,10 +262,7 @@ fn attention_split_over_threads_equals_one_call() {
             parallel: &ScopedPair,
             min_task_work: 1,
         };
-        let out = StridedMut {
-            data: &mut split,
-            stride,
-        };
+        let out = ViewMut::new(&mut split, q_len, width, stride).unwrap();
         attention_split(
             ISA,
             how,
@@ -298,7 +285,7 @@ fn attention_split_over_threads_equals_one_call() {
 #[test]
 fn row_kernels_match_the_references() {
     for &(rows, width) in &[(1, 1), (3, 5), (2, 17)] {
-        let shape = RowShape::new(rows, width);
+        let shape = (rows, width);
         let stride = width + 2;
         let len = span(rows, width, stride);
         let x = values(len, 10);
@@ -309,35 +296,32 @@ fn row_kernels_match_the_references() {
             let mut out = vec![f32::NAN; len];
             normalize(
                 ISA,
-                shape,
                 norm,
-                Rows::new(&x, stride),
-                RowsMut::new(&mut out, stride),
+                rows_of(&x, shape, stride),
+                rows_mut(&mut out, shape, stride),
             )
             .unwrap();
             let mut in_place = x.clone();
-            normalize_in_place(ISA, shape, norm, RowsMut::new(&mut in_place, stride)).unwrap();
+            normalize_in_place(ISA, norm, rows_mut(&mut in_place, shape, stride)).unwrap();
             let mut sum = vec![f32::NAN; len];
             let mut added = vec![f32::NAN; len];
             add_normalize(
                 ISA,
-                shape,
                 norm,
-                Rows::new(&x, stride),
-                Rows::new(&residual, stride),
-                Some(RowsMut::new(&mut sum, stride)),
-                RowsMut::new(&mut added, stride),
+                rows_of(&x, shape, stride),
+                rows_of(&residual, shape, stride),
+                Some(rows_mut(&mut sum, shape, stride)),
+                rows_mut(&mut added, shape, stride),
             )
             .unwrap();
             let mut acc = residual.clone();
             let mut acc_out = vec![f32::NAN; len];
             accumulate_normalize(
                 ISA,
-                shape,
                 norm,
-                RowsMut::new(&mut acc, stride),
-                Rows::new(&x, stride),
-                RowsMut::new(&mut acc_out, stride),
+                rows_mut(&mut acc, shape, stride),
+                rows_of(&x, shape, stride),
+                rows_mut(&mut acc_out, shape, stride),
             )
             .unwrap();
             for r in 0..rows {
@@ -360,15 +344,14 @@ fn row_kernels_match_the_references() {
             }
         }
         let mut soft = x.clone();
-        softmax_in_place(ISA, shape, RowsMut::new(&mut soft, stride), 0.5).unwrap();
+        softmax_in_place(ISA, rows_mut(&mut soft, shape, stride), 0.5).unwrap();
         let mut act = vec![f32::NAN; len];
         bias_activation_into(
             ISA,
-            shape,
-            Rows::new(&x, stride),
+            rows_of(&x, shape, stride),
             Some(&beta),
             Activation::GeluErf,
-            RowsMut::new(&mut act, stride),
+            rows_mut(&mut act, shape, stride),
         )
         .unwrap();
         for r in 0..rows {
@@ -402,4 +385,14 @@ fn scratch_parts_are_aligned_at_any_offset() {
         b.fill(2.0);
         assert_eq!(b.as_ptr() as usize % 64, 0);
     }
+}
+
+/// A `(rows, width)` view of `data`, rows `stride` apart.
+fn rows_of(data: &[f32], (rows, width): (usize, usize), stride: usize) -> View<'_> {
+    View::new(data, rows, width, stride).unwrap()
+}
+
+/// A writable `(rows, width)` view of `data`, rows `stride` apart.
+fn rows_mut(data: &mut [f32], (rows, width): (usize, usize), stride: usize) -> ViewMut<'_> {
+    ViewMut::new(data, rows, width, stride).unwrap()
 }

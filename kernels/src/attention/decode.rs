@@ -28,12 +28,13 @@
 use super::kv::KvElement;
 use super::lanes::{transpose_sum, MAX_LANES};
 use super::prefetch::{prefetch_line, prefetch_rows};
-use super::{Bias, Checked, Operands, Strided, StridedMut};
+use super::{Bias, Checked, Operands};
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::math::exp_non_positive;
 use crate::scratch::{Scratch, ScratchSpec};
 use crate::tiling;
+use crate::view::{View, ViewMut};
 use pulp::Simd;
 
 /// Keys per block: 128 rows of K and V (192 KiB each at 6 heads × 64) stay in L2 between the
@@ -93,7 +94,7 @@ pub(crate) fn run_all<E: KvElement>(
     isa: Isa,
     checked: &Checked,
     operands: &Operands<'_, E>,
-    out: StridedMut<'_>,
+    out: ViewMut<'_>,
     scratch: &mut [f32],
     spec: ScratchSpec,
 ) -> Result<(), KernelError> {
@@ -107,7 +108,7 @@ pub(crate) fn run_all<E: KvElement>(
             &mut Scratch::new(scratch, spec)?,
         );
     }
-    let (q, out_stride) = (operands.q, out.stride);
+    let mut out = out;
     let mut first = 0;
     while first < q_len {
         let rows = MAX_QUERIES.min(q_len - first);
@@ -123,10 +124,7 @@ pub(crate) fn run_all<E: KvElement>(
             ..*checked
         };
         let operands = Operands {
-            q: Strided {
-                data: q.data.get(first * q.stride..).unwrap_or(&[]),
-                stride: q.stride,
-            },
+            q: operands.q.slice_rows(first, rows)?,
             k: operands.k,
             v: operands.v,
             bias: operands.bias.map(|b| Bias {
@@ -134,11 +132,7 @@ pub(crate) fn run_all<E: KvElement>(
                 ..b
             }),
         };
-        let end = out.data.len().min(first * out_stride);
-        let out = StridedMut {
-            data: &mut out.data[end..],
-            stride: out_stride,
-        };
+        let out = out.reborrow().slice_rows(first, rows)?;
         run(
             isa,
             &part,
@@ -156,13 +150,13 @@ fn run<E: KvElement>(
     isa: Isa,
     checked: &Checked,
     operands: &Operands<'_, E>,
-    out: StridedMut<'_>,
+    out: ViewMut<'_>,
     scratch: &mut Scratch<'_>,
 ) -> Result<(), KernelError> {
     struct Decode<'a, 'b, 's, E> {
         checked: &'a Checked,
         operands: &'a Operands<'b, E>,
-        out: StridedMut<'b>,
+        out: ViewMut<'b>,
         scratch: &'a mut Scratch<'s>,
     }
     impl<E: KvElement> pulp::WithSimd for Decode<'_, '_, '_, E> {
@@ -203,7 +197,7 @@ fn run<E: KvElement>(
 type Call<'a, 'b, 's, E> = (
     &'a Checked,
     &'a Operands<'b, E>,
-    StridedMut<'b>,
+    ViewMut<'b>,
     &'a mut Scratch<'s>,
 );
 
@@ -369,7 +363,7 @@ impl<'a, E> ChunkRows<'a, E> {
     /// The rows `first..first + count` of `src`, or `None` if they are not all `width` elements
     /// inside `src` (never for a validated call).
     #[inline(always)]
-    fn new(src: &Strided<'a, E>, first: usize, count: usize, width: usize) -> Option<Self> {
+    fn new(src: &View<'a, E>, first: usize, count: usize, width: usize) -> Option<Self> {
         let last = first.checked_add(count)?.checked_sub(1)?;
         let end = last.checked_mul(src.stride)?.checked_add(width)?;
         let data = src.data.get(first.checked_mul(src.stride)?..end)?;

@@ -16,7 +16,7 @@ use half::f16;
 use pulp::Simd;
 
 use super::lanes::MAX_LANES;
-use super::Strided;
+use crate::view::View;
 
 /// An element type of K and V. Implemented for `f32` and `f16` only.
 pub trait KvElement: sealed::Load + Copy + core::fmt::Debug + Send + Sync + 'static {
@@ -25,14 +25,14 @@ pub trait KvElement: sealed::Load + Copy + core::fmt::Debug + Send + Sync + 'sta
     const PREFILL: bool;
 
     /// The same view as `f32`, where `Self` is `f32`.
-    fn as_f32(view: Strided<'_, Self>) -> Option<Strided<'_, f32>>;
+    fn as_f32(view: View<'_, Self>) -> Option<View<'_, f32>>;
 }
 
 impl KvElement for f32 {
     const PREFILL: bool = true;
 
     #[inline(always)]
-    fn as_f32(view: Strided<'_, f32>) -> Option<Strided<'_, f32>> {
+    fn as_f32(view: View<'_, f32>) -> Option<View<'_, f32>> {
         Some(view)
     }
 }
@@ -41,7 +41,7 @@ impl KvElement for f16 {
     const PREFILL: bool = false;
 
     #[inline(always)]
-    fn as_f32(_: Strided<'_, f16>) -> Option<Strided<'_, f32>> {
+    fn as_f32(_: View<'_, f16>) -> Option<View<'_, f32>> {
         None
     }
 }

@@ -3,9 +3,10 @@
 //! with an online softmax (running maximum and running sum per query), so the scratch is a few
 //! tiles whose size does not depend on the sequence lengths ([`attention_scratch`]).
 //!
-//! Layout, per position, heads side by side: Q `[q_len × heads × d_head]`, K and V
-//! `[kv_len × heads × d_head]`, the output like Q. Each has its own row (position) stride, so a
-//! slice of a KV cache or of a fused QKV projection output is passed without copying.
+//! Layout, per position, heads side by side: Q is a [`View`] of `q_len` rows of `heads × d_head`
+//! elements, K and V of `kv_len` such rows, the output a [`ViewMut`] like Q. Each has its own
+//! row (position) stride, so a slice of a KV cache or of a fused QKV projection output is passed
+//! without copying.
 //!
 //! Two paths, chosen per call:
 //! - **prefill** (many queries): queries are packed transposed (`d_head × tile`) so that SIMD
@@ -45,9 +46,10 @@ mod prefetch;
 mod prefill;
 mod tile;
 
-use crate::error::{check_view, KernelError};
+use crate::error::{check_dim, check_view, KernelError};
 use crate::isa::Isa;
 use crate::scratch::{Scratch, ScratchSpec};
+use crate::view::{View, ViewMut};
 use band::Band;
 pub use kv::KvElement;
 pub use parallel::{
@@ -79,25 +81,6 @@ impl AttentionShape {
             .checked_mul(self.d_head)
             .ok_or(KernelError::Overflow("heads × d_head"))
     }
-}
-
-/// A read-only operand: `rows` positions of `heads × d_head` elements, position `r` starting at
-/// `data[r * stride]`. Q is `f32`; K and V may be `f16` ([`KvElement`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Strided<'a, E = f32> {
-    /// The elements; must span `(rows - 1) * stride + heads * d_head`.
-    pub data: &'a [E],
-    /// Elements from one position to the next (at least `heads * d_head` when `rows > 1`).
-    pub stride: usize,
-}
-
-/// The output operand: like [`Strided`], written. Elements in the stride gaps are not touched.
-#[derive(Debug)]
-pub struct StridedMut<'a> {
-    /// The elements; must span `(q_len - 1) * stride + heads * d_head`.
-    pub data: &'a mut [f32],
-    /// Elements from one position to the next (at least `heads * d_head` when `q_len > 1`).
-    pub stride: usize,
 }
 
 /// An additive bias on the scores, `[q_len × kv_len]` per head: the score of query `i`, key `j`,
@@ -190,21 +173,26 @@ pub(crate) struct Checked {
     pub scale: f32,
 }
 
-/// Validates every slice, stride, mask field and the scale; nothing is read or written yet.
+/// Validates the views' dimensions against `shape`, every mask field and the scale; nothing is
+/// read or written yet.
 pub(crate) fn check<E: KvElement>(
     shape: &AttentionShape,
-    q: &Strided<'_>,
-    k: &Strided<'_, E>,
-    v: &Strided<'_, E>,
-    out: &StridedMut<'_>,
+    q: &View<'_>,
+    k: &View<'_, E>,
+    v: &View<'_, E>,
+    out: &ViewMut<'_>,
     mask: &Mask<'_>,
     scale: Option<f32>,
 ) -> Result<Checked, KernelError> {
     let width = shape.row_width()?;
-    check_view("q", q.data.len(), shape.q_len, width, q.stride)?;
-    check_view("k", k.data.len(), shape.kv_len, width, k.stride)?;
-    check_view("v", v.data.len(), shape.kv_len, width, v.stride)?;
-    check_view("out", out.data.len(), shape.q_len, width, out.stride)?;
+    check_dim("q.rows (q_len)", shape.q_len, q.rows)?;
+    check_dim("q.cols (heads × d_head)", width, q.cols)?;
+    check_dim("k.rows (kv_len)", shape.kv_len, k.rows)?;
+    check_dim("k.cols (heads × d_head)", width, k.cols)?;
+    check_dim("v.rows (kv_len)", shape.kv_len, v.rows)?;
+    check_dim("v.cols (heads × d_head)", width, v.cols)?;
+    check_dim("out.rows (q_len)", shape.q_len, out.rows)?;
+    check_dim("out.cols (heads × d_head)", width, out.cols)?;
     let key_len = mask.key_len.unwrap_or(shape.kv_len);
     if key_len > shape.kv_len {
         return Err(KernelError::InvalidArgument("mask.key_len exceeds kv_len"));
@@ -264,17 +252,18 @@ pub(crate) fn check<E: KvElement>(
 /// stored as `f32` or `f16` ([`KvElement`]).
 ///
 /// `scale` defaults to `1 / sqrt(d_head)`. `scratch` must hold [`attention_scratch_kv`]`::<E>(isa,
-/// shape)` floats ([`attention_scratch`] for `f32`). Every slice, stride and mask field is validated first; on error nothing is
-/// written. Rows of the output whose query sees no key are zero. Deterministic: the same inputs
+/// shape)` floats ([`attention_scratch`] for `f32`). Every view's dimensions (Q and the output
+/// `q_len × heads · d_head`, K and V `kv_len × heads · d_head`) and every mask field are
+/// validated first; on error nothing is written. Rows of the output whose query sees no key are zero. Deterministic: the same inputs
 /// give the same bits at a given ISA level.
 #[allow(clippy::too_many_arguments)]
 pub fn attention<E: KvElement>(
     isa: Isa,
     shape: &AttentionShape,
-    q: Strided<'_>,
-    k: Strided<'_, E>,
-    v: Strided<'_, E>,
-    out: StridedMut<'_>,
+    q: View<'_>,
+    k: View<'_, E>,
+    v: View<'_, E>,
+    out: ViewMut<'_>,
     mask: &Mask<'_>,
     scale: Option<f32>,
     scratch: &mut [f32],
@@ -299,9 +288,9 @@ pub fn attention<E: KvElement>(
 
 /// The validated read-only operands of a call.
 pub(crate) struct Operands<'a, E = f32> {
-    pub q: Strided<'a>,
-    pub k: Strided<'a, E>,
-    pub v: Strided<'a, E>,
+    pub q: View<'a>,
+    pub k: View<'a, E>,
+    pub v: View<'a, E>,
     pub bias: Option<Bias<'a>>,
 }
 

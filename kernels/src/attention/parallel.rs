@@ -24,13 +24,14 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use super::band::Band;
 use super::{
     attention, attention_scratch_kv, check, decode, prefill, takes_decode, AttentionShape, Bias,
-    KvElement, Mask, Strided, StridedMut,
+    KvElement, Mask,
 };
 use crate::error::KernelError;
 use crate::gemm::parallel::Claims;
 use crate::gemm::{Parallel, MAX_TASKS};
 use crate::isa::Isa;
 use crate::scratch::ScratchSpec;
+use crate::view::{View, ViewMut};
 
 /// Multiply-adds (`q_len · kv_len · heads · d_head`, scores and `P V` together) below which a
 /// task is not worth handing to another thread: a pool hand-off costs a few microseconds, about
@@ -65,10 +66,10 @@ pub fn attention_parallel<E: KvElement>(
     isa: Isa,
     parallel: &dyn Parallel,
     shape: &AttentionShape,
-    q: Strided<'_>,
-    k: Strided<'_, E>,
-    v: Strided<'_, E>,
-    out: StridedMut<'_>,
+    q: View<'_>,
+    k: View<'_, E>,
+    v: View<'_, E>,
+    out: ViewMut<'_>,
     mask: &Mask<'_>,
     scale: Option<f32>,
     scratch: &mut [f32],
@@ -97,10 +98,10 @@ pub fn attention_split<E: KvElement>(
     isa: Isa,
     split: Split<'_>,
     shape: &AttentionShape,
-    q: Strided<'_>,
-    k: Strided<'_, E>,
-    v: Strided<'_, E>,
-    out: StridedMut<'_>,
+    q: View<'_>,
+    k: View<'_, E>,
+    v: View<'_, E>,
+    out: ViewMut<'_>,
     mask: &Mask<'_>,
     scale: Option<f32>,
     scratch: &mut [f32],
@@ -226,9 +227,9 @@ fn split_rows(band: &Band, q_len: usize, unit: usize, tasks: usize) -> [usize; M
 struct Call<'a, E> {
     isa: Isa,
     shape: AttentionShape,
-    q: Strided<'a>,
-    k: Strided<'a, E>,
-    v: Strided<'a, E>,
+    q: View<'a>,
+    k: View<'a, E>,
+    v: View<'a, E>,
     mask: &'a Mask<'a>,
     scale: Option<f32>,
 }
@@ -284,7 +285,7 @@ fn by_rows<E: KvElement>(
     call: &Call<'_, E>,
     parallel: &dyn Parallel,
     bounds: &[usize],
-    out: StridedMut<'_>,
+    out: ViewMut<'_>,
     part: usize,
     scratch: &mut [f32],
 ) -> Result<(), KernelError> {
@@ -305,7 +306,7 @@ fn by_rows<E: KvElement>(
         }
         // SAFETY: `out.data` and `scratch` are borrowed mutably for this whole function, and
         // the claim of `t` gives this task alone its rows, whose span ends before the next
-        // run's first row (`stride >= width`, checked in `check`) and lies inside `out.data`
+        // run's first row (`stride >= width`, as in every `ViewMut`) and lies inside `out.data`
         // (tested above), and its own `part` of the scratch, inside the validated length
         // (`tasks · part <= attention_parallel_scratch`).
         let (out_rows, own) = unsafe {
@@ -314,10 +315,7 @@ fn by_rows<E: KvElement>(
                 scratch_base.part(t * part, part),
             )
         };
-        let q = Strided {
-            data: &call.q.data[rows.start * call.q.stride..],
-            stride: call.q.stride,
-        };
+        let q = call.q.slice_rows(rows.start, rows.len())?;
         let bias = call.mask.bias.map(|b| Bias {
             data: &b.data[rows.start * b.row_stride..],
             ..b
@@ -336,10 +334,7 @@ fn by_rows<E: KvElement>(
             q,
             call.k,
             call.v,
-            StridedMut {
-                data: out_rows,
-                stride: out_stride,
-            },
+            ViewMut::new(out_rows, rows.len(), width, out_stride)?,
             &mask,
             call.scale,
             own,
@@ -353,7 +348,7 @@ fn by_heads<'a, E: KvElement>(
     call: &Call<'a, E>,
     parallel: &dyn Parallel,
     tasks: usize,
-    out: StridedMut<'_>,
+    out: ViewMut<'_>,
     part: usize,
     scratch: &mut [f32],
 ) -> Result<(), KernelError> {
@@ -379,12 +374,6 @@ fn by_heads<'a, E: KvElement>(
         let own = unsafe { scratch_base.part(t * part, part) };
         let (kernel_scratch, rows) = own.split_at_mut(part - rows_len(n));
         let col = own_heads.start * d_head;
-        fn view<'a, T>(s: &Strided<'a, T>, col: usize) -> Strided<'a, T> {
-            Strided {
-                data: &s.data[col.min(s.data.len())..],
-                stride: s.stride,
-            }
-        }
         let bias = call.mask.bias.map(|b| Bias {
             data: &b.data[(own_heads.start * b.head_stride).min(b.data.len())..],
             ..b
@@ -395,13 +384,10 @@ fn by_heads<'a, E: KvElement>(
                 heads: n,
                 ..call.shape
             },
-            view(&call.q, col),
-            view(&call.k, col),
-            view(&call.v, col),
-            StridedMut {
-                data: &mut rows[..rows_len(n)],
-                stride: n * d_head,
-            },
+            call.q.slice_cols(col, n * d_head)?,
+            call.k.slice_cols(col, n * d_head)?,
+            call.v.slice_cols(col, n * d_head)?,
+            ViewMut::dense(&mut rows[..rows_len(n)], q_len, n * d_head)?,
             &Mask { bias, ..*call.mask },
             call.scale,
             kernel_scratch,

@@ -5,7 +5,7 @@
 //! the next tile's rows while the current one is computed hides that latency. A hint only:
 //! no effect on results, and a no-op on targets without a stable prefetch instruction.
 
-use super::Strided;
+use crate::view::View;
 use core::ops::Range;
 
 /// Bytes per cache line.
@@ -15,7 +15,7 @@ const LINE_BYTES: usize = 64;
 /// Hints that the `d` elements at column `col` of rows `rows` of `src` will be read soon (into
 /// L2). Rows must lie inside the validated view.
 #[inline(always)]
-pub(crate) fn prefetch_rows<E>(src: &Strided<'_, E>, rows: Range<usize>, col: usize, d: usize) {
+pub(crate) fn prefetch_rows<E>(src: &View<'_, E>, rows: Range<usize>, col: usize, d: usize) {
     #[cfg(target_arch = "x86_64")]
     let per_line = LINE_BYTES / core::mem::size_of::<E>().max(1);
     #[cfg(target_arch = "x86_64")]

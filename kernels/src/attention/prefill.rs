@@ -13,12 +13,13 @@
 use super::band::Band;
 use super::prefetch::prefetch_rows;
 use super::tile::{tile_of_width, Lhs, Product, Rows, Store};
-use super::{Checked, Operands, StridedMut};
+use super::{Checked, Operands};
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::math::exp_non_positive;
 use crate::scratch::{Scratch, ScratchSpec};
 use crate::tiling::{self, AVX2, AVX512, MAX_ATTENTION_BLOCK_TILES, NEON, SCALAR};
+use crate::view::ViewMut;
 use core::ops::Range;
 use pulp::Simd;
 
@@ -80,13 +81,13 @@ pub(crate) fn run(
     isa: Isa,
     checked: &Checked,
     operands: &Operands<'_>,
-    out: StridedMut<'_>,
+    out: ViewMut<'_>,
     scratch: &mut Scratch<'_>,
 ) -> Result<(), KernelError> {
     struct Prefill<'a, 'b, 's> {
         checked: &'a Checked,
         operands: &'a Operands<'b>,
-        out: StridedMut<'b>,
+        out: ViewMut<'b>,
         scratch: &'a mut Scratch<'s>,
     }
     impl pulp::WithSimd for Prefill<'_, '_, '_> {
@@ -130,7 +131,7 @@ fn run_level<S: Simd, const MR: usize, const NR: usize>(
         S,
         &Checked,
         &Operands<'_>,
-        StridedMut<'_>,
+        ViewMut<'_>,
         &mut Scratch<'_>,
     ),
 ) -> Result<(), KernelError> {
@@ -162,7 +163,7 @@ fn run_blocks<S: Simd, const MR: usize, const NR: usize>(
     simd: S,
     checked: &Checked,
     operands: &Operands<'_>,
-    mut out: StridedMut<'_>,
+    mut out: ViewMut<'_>,
     scratch: &mut Scratch<'_>,
 ) -> Result<(), KernelError> {
     let lanes = S::F32_LANES;
@@ -210,7 +211,7 @@ fn query_block<S: Simd, const MR: usize, const NR: usize>(
     simd: S,
     checked: &Checked,
     operands: &Operands<'_>,
-    out: &mut StridedMut<'_>,
+    out: &mut ViewMut<'_>,
     tiles: &mut Tiles<'_>,
     head: usize,
     queries: Range<usize>,
@@ -575,7 +576,7 @@ fn tile_step<S: Simd, const MR: usize, const NR: usize>(
 #[inline(always)]
 fn pack_rows<S: Simd>(
     simd: S,
-    src: &super::Strided<'_>,
+    src: &super::View<'_>,
     rows: Range<usize>,
     col: usize,
     d: usize,

@@ -10,10 +10,10 @@
 //! 1024 rows, and tiles of `MR` rows chosen from `m` (1, 2, 4 or 8) with enough accumulators
 //! to hide the instruction's latency.
 
-use crate::gemm::MatRef;
 #[cfg(target_arch = "x86_64")]
 use crate::gemm::{driver::Columns, packed_b::PANEL_COLS, tile::Output};
 use crate::scratch::ScratchSpec;
+use crate::view::View;
 use half::bf16;
 
 /// Tallest tile: `A`'s rows are padded to a multiple of this.
@@ -42,7 +42,7 @@ pub(crate) fn scratch(m: usize, k: usize) -> ScratchSpec {
 /// Rounds `a` (`m × k`) to `bf16` pairs into `dst` (`a_len(m, k)` floats holding `u32` bit
 /// patterns, row stride `ceil(k / 2)`): word `q` of a row is column `2q` in its low half and
 /// `2q + 1` (zero past `k`) in its high half; rows past `m` are zero.
-pub(crate) fn pack_a(a: MatRef<'_>, dst: &mut [f32]) {
+pub(crate) fn pack_a(a: View<'_>, dst: &mut [f32]) {
     let words = a.cols.div_ceil(2);
     let rounded = |i: usize, p: usize| -> u32 {
         if p < a.cols {

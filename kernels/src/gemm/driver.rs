@@ -4,8 +4,8 @@
 use crate::gemm::element::Element;
 use crate::gemm::packed_b::{padded_k, PANEL_COLS};
 use crate::gemm::tile::{accumulate, accumulate_small, ATile, Output, TileAt};
-use crate::gemm::MatRef;
 use crate::tiling::{self, GemmBlocking, AVX2, AVX512, NEON, SCALAR};
+use crate::view::View;
 use pulp::Simd;
 
 /// Largest `m` served by the small-`m` path (rows of `A` read in place, `B` streamed once).
@@ -18,7 +18,7 @@ const fn blocking(lanes: usize) -> GemmBlocking {
 
 /// Everything one task reads: `A`, the packed `B` and its shape.
 pub(crate) struct Operands<'a, T> {
-    pub a: MatRef<'a>,
+    pub a: View<'a>,
     /// Packed panels of `B` (see `packed_b`).
     pub b: &'a [T],
     pub k: usize,
@@ -250,7 +250,7 @@ struct Block {
 #[inline(always)]
 unsafe fn panel_tiles<S: Simd, U: Element, const MR: usize, const NV: usize>(
     simd: S,
-    a: MatRef<'_>,
+    a: View<'_>,
     out: &Output<'_>,
     b: *const U,
     block: Block,

@@ -5,7 +5,7 @@
 //! This is what every linear layer of the model calls. `B` is a weight, packed once at load
 //! time into [`PackedB`] (from row-major `k × n` or PyTorch's `n × k` `nn.Linear` layout, from
 //! `f32` or from 16-bit elements) in one layout valid at every ISA level; inference never
-//! repacks it. `A`, `C` and the residual are row-major strided views ([`MatRef`], [`MatMut`]).
+//! repacks it. `A`, `C` and the residual are row-major strided views ([`View`], [`ViewMut`]).
 //!
 //! 16-bit weights halve the bytes a decoding step reads. The small-`m` microkernels widen
 //! them in registers as they load them (`bf16`: a shift or a mask; `f16`: `vcvtph2ps` on
@@ -39,21 +39,22 @@
 //!
 //! # Example
 //! ```
-//! use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, MatMut, MatRef, PackedB, Sequential};
-//! use tessel_kernels::{activation::Activation, Isa};
+//! use tessel_kernels::gemm::{gemm, gemm_scratch, packed_len, Epilogue, PackedB, Sequential};
+//! use tessel_kernels::{activation::Activation, Isa, View, ViewMut};
 //!
 //! let (m, k, n) = (2, 3, 2);
 //! let weight = [1.0, 0.0, 2.0, 0.0, 1.0, 0.0]; // nn.Linear weight, n × k
 //! let mut storage = vec![0.0; packed_len(k, n).unwrap()];
-//! let b = PackedB::from_nk(&mut storage[..], MatRef::new(&weight, n, k, k)).unwrap();
+//! let b = PackedB::from_nk(&mut storage[..], View::new(&weight, n, k, k)?)?;
 //! let a = [1.0, 2.0, 3.0, -4.0, 5.0, 6.0];
 //! let bias = [0.5, 0.5];
 //! let epilogue = Epilogue { bias: Some(&bias), activation: Activation::Relu, residual: None };
 //! let mut scratch = vec![0.0; gemm_scratch(m, k, n, 1).len()];
 //! let mut c = [0.0; 4];
-//! gemm(Isa::best(), MatRef::new(&a, m, k, k), &b, MatMut::new(&mut c, m, n, n), &epilogue,
-//!      &mut scratch, &Sequential).unwrap();
+//! gemm(Isa::best(), View::new(&a, m, k, k)?, &b, ViewMut::new(&mut c, m, n, n)?, &epilogue,
+//!      &mut scratch, &Sequential)?;
 //! assert_eq!(c, [7.5, 2.5, 8.5, 5.5]);
+//! # Ok::<(), tessel_kernels::KernelError>(())
 //! ```
 
 mod bf16_dot;
@@ -73,86 +74,13 @@ pub use packed_b::{packed_len, packed_len_of, PackedB, PANEL_COLS};
 pub use parallel::{Parallel, Sequential, MAX_TASKS};
 
 use crate::activation::Activation;
-use crate::error::{check_dim, check_view, KernelError};
+use crate::error::{check_dim, KernelError};
 use crate::isa::Isa;
 use crate::scratch::{Scratch, ScratchSpec};
+use crate::view::{View, ViewMut};
 use driver::{Columns, Operands, SMALL_M};
 use parallel::Claims;
 use tile::Output;
-
-/// A read-only row-major strided matrix view: element `(i, j)` is `data[i · stride + j]`.
-#[derive(Clone, Copy, Debug)]
-pub struct MatRef<'a> {
-    /// The elements; must cover `(rows - 1) · stride + cols` (checked by the kernels).
-    pub data: &'a [f32],
-    /// Rows.
-    pub rows: usize,
-    /// Columns.
-    pub cols: usize,
-    /// Distance between the starts of consecutive rows (`>= cols` when `rows > 1`).
-    pub stride: usize,
-}
-
-impl<'a> MatRef<'a> {
-    /// A view of `rows × cols` with row stride `stride` (validated where it is used).
-    pub const fn new(data: &'a [f32], rows: usize, cols: usize, stride: usize) -> MatRef<'a> {
-        MatRef {
-            data,
-            rows,
-            cols,
-            stride,
-        }
-    }
-
-    fn check(self, what: &'static str) -> Result<(), KernelError> {
-        check_view(what, self.data.len(), self.rows, self.cols, self.stride)
-    }
-
-    /// As `check`, but consecutive rows may overlap (`stride < cols`, even 0): for an operand
-    /// that is only read, such as the sliding windows of a convolution over its input.
-    fn check_overlapping(self, what: &'static str) -> Result<(), KernelError> {
-        if self.rows == 0 || self.cols == 0 {
-            return Ok(());
-        }
-        let needed = (self.rows - 1)
-            .checked_mul(self.stride)
-            .and_then(|n| n.checked_add(self.cols))
-            .ok_or(KernelError::Overflow(what))?;
-        if self.data.len() < needed {
-            return Err(KernelError::BufferTooSmall {
-                what,
-                needed,
-                got: self.data.len(),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// A mutable row-major strided matrix view: element `(i, j)` is `data[i · stride + j]`.
-#[derive(Debug)]
-pub struct MatMut<'a> {
-    /// The elements; must cover `(rows - 1) · stride + cols` (checked by the kernels).
-    pub data: &'a mut [f32],
-    /// Rows.
-    pub rows: usize,
-    /// Columns.
-    pub cols: usize,
-    /// Distance between the starts of consecutive rows (`>= cols` when `rows > 1`).
-    pub stride: usize,
-}
-
-impl<'a> MatMut<'a> {
-    /// A view of `rows × cols` with row stride `stride` (validated where it is used).
-    pub fn new(data: &'a mut [f32], rows: usize, cols: usize, stride: usize) -> MatMut<'a> {
-        MatMut {
-            data,
-            rows,
-            cols,
-            stride,
-        }
-    }
-}
 
 /// What is applied to each element of `A · B` as it is stored, in this order:
 /// `+ bias[j]`, then `activation`, then `+ residual[i, j]`.
@@ -163,7 +91,7 @@ pub struct Epilogue<'a> {
     /// Applied after the bias.
     pub activation: Activation,
     /// An `m × n` view added last (a residual connection), or none.
-    pub residual: Option<MatRef<'a>>,
+    pub residual: Option<View<'a>>,
 }
 
 impl Epilogue<'_> {
@@ -200,7 +128,7 @@ fn task_count(threads: usize, n: usize) -> usize {
 
 /// `C = activation(A · B + bias) + residual` (see [`Epilogue`]), at the level `isa`.
 ///
-/// - `a`: `m × k`, only read, so its rows may overlap (`a.stride < k`: a convolution's
+/// - `a`: `m × k`, only read, so its rows may overlap ([`View::overlapping`]: a convolution's
 ///   sliding windows over its time-major input are such a view); `b`: the packed `k × n`
 ///   weight; `c`: `m × n`, only written (it may hold anything, NaN included, on entry), and
 ///   nothing outside its view is touched.
@@ -208,15 +136,14 @@ fn task_count(threads: usize, n: usize) -> usize {
 /// - `parallel`: runs the column blocks; results are identical for any thread count.
 ///
 /// Errors (nothing is written when the arguments are refused): `ShapeMismatch` when `a.cols`
-/// differs from `b.k()`, `c` is not `a.rows × b.n()` or the bias length is not `n`; `BadStride`
-/// for overlapping rows of `c` or the residual; `BufferTooSmall` for a view its slice does not
-/// cover (`a`, `c`, residual, which must be `m × n`); `ScratchTooSmall`; `Overflow` for shapes beyond `usize`; `InvalidArgument` when
-/// the runner did not run every task (then `C` is partly written).
+/// differs from `b.k()`, `c` is not `a.rows × b.n()`, the residual not `m × n` or the bias
+/// length not `n`; `ScratchTooSmall`; `InvalidArgument` when the runner did not run every task
+/// (then `C` is partly written). The views were checked against their slices when made.
 pub fn gemm<W: AsRef<[T]>, T: Element>(
     isa: Isa,
-    a: MatRef<'_>,
+    a: View<'_>,
     b: &PackedB<W, T>,
-    c: MatMut<'_>,
+    c: ViewMut<'_>,
     epilogue: &Epilogue<'_>,
     scratch: &mut [f32],
     parallel: &dyn Parallel,
@@ -225,15 +152,12 @@ pub fn gemm<W: AsRef<[T]>, T: Element>(
     check_dim("a.cols (k)", k, a.cols)?;
     check_dim("c.rows (m)", m, c.rows)?;
     check_dim("c.cols (n)", n, c.cols)?;
-    a.check_overlapping("a")?;
-    check_view("c", c.data.len(), m, n, c.stride)?;
     if let Some(bias) = epilogue.bias {
         check_dim("bias length (n)", n, bias.len())?;
     }
     if let Some(residual) = epilogue.residual {
         check_dim("residual.rows (m)", m, residual.rows)?;
         check_dim("residual.cols (n)", n, residual.cols)?;
-        residual.check("residual")?;
     }
     let threads = parallel.threads();
     let dot = uses_bf16_dot(isa, b);

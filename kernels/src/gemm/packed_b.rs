@@ -18,9 +18,9 @@
 //!   exact integer rebasing (`f16`), with the same code at every level. It is also the operand
 //!   layout of AVX-512 BF16's `vdpbf16ps` (see [`PackedB::with_bf16_dot`]).
 
-use crate::error::{check_view, KernelError};
+use crate::error::KernelError;
 use crate::gemm::element::Element;
-use crate::gemm::MatRef;
+use crate::view::View;
 use core::marker::PhantomData;
 use half::bf16;
 
@@ -174,35 +174,19 @@ impl<W: AsRef<[bf16]>> PackedB<W, bf16> {
 }
 
 impl<W: AsRef<[T]> + AsMut<[T]>, T: Element> PackedB<W, T> {
-    /// Packs a row-major `k × n` `f32` matrix (`b.rows = k`, `b.cols = n`) into `storage`,
-    /// which must hold exactly [`packed_len_of`]`::<T>(k, n)` elements, rounding each value to
-    /// `T` (nearest, ties to even).
-    pub fn from_kn(storage: W, b: MatRef<'_>) -> Result<PackedB<W, T>, KernelError> {
-        PackedB::from_kn_elems(storage, b.data, b.rows, b.cols, b.stride)
-    }
-
-    /// Packs PyTorch's `nn.Linear` weight layout: a row-major `n × k` `f32` matrix (`w.rows = n`
-    /// output features, `w.cols = k` input features), used as `B = wᵀ`, rounding each value to
-    /// `T`. `storage` must hold exactly [`packed_len_of`]`::<T>(k, n)` elements.
-    pub fn from_nk(storage: W, w: MatRef<'_>) -> Result<PackedB<W, T>, KernelError> {
-        PackedB::from_nk_elems(storage, w.data, w.rows, w.cols, w.stride)
-    }
-
-    /// [`from_kn`](PackedB::from_kn) from elements of any [`Element`] type `S` (for example
-    /// `bf16` tensors read straight from a file): row-major `k × n` with row stride `stride`.
-    /// Values are converted exactly when `S` converts exactly to `T`, else rounded to nearest.
-    pub fn from_kn_elems<S: Element>(
+    /// Packs a row-major `k × n` matrix (`b.rows = k`, `b.cols = n`) of any [`Element`] type
+    /// `S` (for example `bf16` tensors read straight from a file) into `storage`, which must
+    /// hold exactly [`packed_len_of`]`::<T>(k, n)` elements. Values are converted exactly when
+    /// `S` converts exactly to `T`, else rounded to nearest (ties to even).
+    pub fn from_kn<S: Element>(
         mut storage: W,
-        data: &[S],
-        k: usize,
-        n: usize,
-        stride: usize,
+        b: View<'_, S>,
     ) -> Result<PackedB<W, T>, KernelError> {
-        check_view("b", data.len(), k, n, stride)?;
+        let (k, n) = (b.rows, b.cols);
         check_storage::<T>(storage.as_ref().len(), k, n)?;
         pack(storage.as_mut(), k, n, |block, col0, width| {
             for kk in 0..k {
-                let src = &data[kk * stride + col0..][..width];
+                let src = &b.data[kk * b.stride + col0..][..width];
                 for (j, &x) in src.iter().enumerate() {
                     block[panel_index::<T>(kk, j)] = convert(x);
                 }
@@ -211,20 +195,19 @@ impl<W: AsRef<[T]> + AsMut<[T]>, T: Element> PackedB<W, T> {
         Ok(PackedB::new(storage, k, n))
     }
 
-    /// [`from_nk`](PackedB::from_nk) from elements of any [`Element`] type `S`: row-major
-    /// `n × k` with row stride `stride`, used as `B = wᵀ`.
-    pub fn from_nk_elems<S: Element>(
+    /// Packs PyTorch's `nn.Linear` weight layout: a row-major `n × k` matrix (`w.rows = n`
+    /// output features, `w.cols = k` input features) of any [`Element`] type `S`, used as
+    /// `B = wᵀ`, converted as by [`from_kn`](PackedB::from_kn). `storage` must hold exactly
+    /// [`packed_len_of`]`::<T>(k, n)` elements.
+    pub fn from_nk<S: Element>(
         mut storage: W,
-        data: &[S],
-        n: usize,
-        k: usize,
-        stride: usize,
+        w: View<'_, S>,
     ) -> Result<PackedB<W, T>, KernelError> {
-        check_view("w", data.len(), n, k, stride)?;
+        let (n, k) = (w.rows, w.cols);
         check_storage::<T>(storage.as_ref().len(), k, n)?;
         pack(storage.as_mut(), k, n, |block, col0, width| {
             for j in 0..width {
-                let src = &data[(col0 + j) * stride..][..k];
+                let src = &w.data[(col0 + j) * w.stride..][..k];
                 for (kk, &x) in src.iter().enumerate() {
                     block[panel_index::<T>(kk, j)] = convert(x);
                 }
@@ -292,8 +275,8 @@ mod tests {
         let nk: [f32; 3 * 37] = core::array::from_fn(|i| kn[(i % k) * n + i / k]);
         let mut s1 = [f32::NAN; 3 * 64];
         let mut s2 = [f32::NAN; 3 * 64];
-        let p1 = PackedB::from_kn(&mut s1[..], MatRef::new(&kn, k, n, n)).unwrap();
-        let p2 = PackedB::from_nk(&mut s2[..], MatRef::new(&nk, n, k, k)).unwrap();
+        let p1 = PackedB::from_kn(&mut s1[..], View::new(&kn, k, n, n).unwrap()).unwrap();
+        let p2 = PackedB::from_nk(&mut s2[..], View::new(&nk, n, k, k).unwrap()).unwrap();
         assert_eq!(p1.as_slice(), p2.as_slice());
         let packed = p1.as_slice();
         // Element (kk, col) lives in panel col / 32 at row kk.
@@ -308,11 +291,11 @@ mod tests {
         let mut short = [0.0f32; 63];
         let mut long = [0.0f32; 65];
         assert!(matches!(
-            PackedB::from_kn(&mut short[..], MatRef::new(&b, 2, 3, 3)),
+            PackedB::from_kn(&mut short[..], View::new(&b, 2, 3, 3).unwrap()),
             Err(KernelError::BufferTooSmall { .. })
         ));
         assert!(matches!(
-            PackedB::from_kn(&mut long[..], MatRef::new(&b, 2, 3, 3)),
+            PackedB::from_kn(&mut long[..], View::new(&b, 2, 3, 3).unwrap()),
             Err(KernelError::ShapeMismatch { .. })
         ));
         assert!(PackedB::from_packed(&short[..], 2, 3).is_err());

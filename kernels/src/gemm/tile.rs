@@ -18,7 +18,7 @@
 use crate::activation::Activation;
 use crate::gemm::element::Element;
 use crate::gemm::packed_b::PANEL_COLS;
-use crate::gemm::MatRef;
+use crate::view::View;
 use pulp::Simd;
 
 /// Where a tile reads `A`: element `(i, p)` of the tile is at `ptr + i·row_step + p·k_step`.
@@ -278,7 +278,7 @@ pub(crate) struct Output<'a> {
     pub ldc: usize,
     pub bias: Option<&'a [f32]>,
     pub activation: Activation,
-    pub residual: Option<MatRef<'a>>,
+    pub residual: Option<View<'a>>,
 }
 
 // SAFETY: `Output` is only shared between the tasks of one `gemm` call, and each task writes a

@@ -1,6 +1,7 @@
 //! LayerNorm and RMSNorm over strided rows, fused with the residual add.
 //!
-//! Every entry point normalises `rows × width` rows of a [`RowShape`] with a [`Norm`]:
+//! Every entry point normalises the `rows × width` rows of [`View`]s and [`ViewMut`]s (all of
+//! one call's views have the same shape) with a [`Norm`]:
 //!
 //! | function | computes |
 //! |---|---|
@@ -37,17 +38,11 @@
 //! and `o` carries that rounding scaled by `rstd`, as `(s - k) - (mean - k)` would. A row
 //! containing NaN yields NaN; `ε = 0` on a constant row yields NaN, as in PyTorch.
 
-mod rows;
-pub(crate) mod sweep;
-
-pub use rows::{RowShape, Rows, RowsMut};
-
-pub(crate) use rows::check_vector;
-
-use crate::error::KernelError;
+use crate::error::{check_dim, KernelError};
 use crate::isa::Isa;
+use crate::sweep::{sweep, Read, Reduce, RowIo, Update, Write, Zeros, Zip};
+use crate::view::{check_shape, View, ViewMut};
 use pulp::Simd;
-use sweep::{sweep, Read, Reduce, RowIo, Update, Write, Zeros, Zip};
 
 /// Which normalisation, with its learned parameters.
 #[derive(Clone, Copy, Debug)]
@@ -85,19 +80,20 @@ impl<'a> Norm<'a> {
         Norm::Rms { gamma, epsilon }
     }
 
-    fn check(&self, shape: RowShape) -> Result<(), KernelError> {
+    /// Checks the parameters for rows `width` long.
+    fn check(&self, width: usize) -> Result<(), KernelError> {
         let (gamma, epsilon) = match *self {
             Norm::Layer {
                 gamma,
                 beta,
                 epsilon,
             } => {
-                check_vector("beta", beta, shape)?;
+                check_dim("beta", width, beta.len())?;
                 (gamma, epsilon)
             }
             Norm::Rms { gamma, epsilon } => (gamma, epsilon),
         };
-        check_vector("gamma", gamma, shape)?;
+        check_dim("gamma", width, gamma.len())?;
         if !(epsilon.is_finite() && epsilon >= 0.0) {
             return Err(KernelError::InvalidArgument(
                 "epsilon must be finite and >= 0",
@@ -109,51 +105,42 @@ impl<'a> Norm<'a> {
 
 /// `out = N(x)` row by row.
 ///
-/// Errors when a view is too short for `shape`, a stride is below `width` (with more than one
-/// row), `gamma`/`beta` are not `width` long, or `epsilon` is negative or not finite.
+/// Errors when a view's shape differs from `x`'s, `gamma`/`beta` are not `width` long, or
+/// `epsilon` is negative or not finite.
 pub fn normalize(
     isa: Isa,
-    shape: RowShape,
     norm: Norm<'_>,
-    x: Rows<'_>,
-    out: RowsMut<'_>,
+    x: View<'_>,
+    out: ViewMut<'_>,
 ) -> Result<(), KernelError> {
-    norm.check(shape)?;
-    x.check("x", shape)?;
-    out.check("out", shape)?;
-    run(isa, shape, norm, Form::Plain { x, out })
+    norm.check(x.cols)?;
+    check_shape(["out.rows", "out.cols"], x.shape(), out.shape())?;
+    run(isa, x.shape(), norm, Form::Plain { x, out })
 }
 
 /// `x = N(x)` row by row. Errors as [`normalize`].
-pub fn normalize_in_place(
-    isa: Isa,
-    shape: RowShape,
-    norm: Norm<'_>,
-    x: RowsMut<'_>,
-) -> Result<(), KernelError> {
-    norm.check(shape)?;
-    x.check("x", shape)?;
-    run(isa, shape, norm, Form::InPlace { x })
+pub fn normalize_in_place(isa: Isa, norm: Norm<'_>, x: ViewMut<'_>) -> Result<(), KernelError> {
+    norm.check(x.cols)?;
+    run(isa, x.shape(), norm, Form::InPlace { x })
 }
 
 /// `out = N(x + residual)` row by row, and `sum = x + residual` when `sum` is given (the new
 /// residual stream of a pre-LN block). Errors as [`normalize`].
 pub fn add_normalize(
     isa: Isa,
-    shape: RowShape,
     norm: Norm<'_>,
-    x: Rows<'_>,
-    residual: Rows<'_>,
-    sum: Option<RowsMut<'_>>,
-    out: RowsMut<'_>,
+    x: View<'_>,
+    residual: View<'_>,
+    sum: Option<ViewMut<'_>>,
+    out: ViewMut<'_>,
 ) -> Result<(), KernelError> {
-    norm.check(shape)?;
-    x.check("x", shape)?;
-    residual.check("residual", shape)?;
+    let shape = x.shape();
+    norm.check(x.cols)?;
+    check_shape(["residual.rows", "residual.cols"], shape, residual.shape())?;
     if let Some(sum) = &sum {
-        sum.check("sum", shape)?;
+        check_shape(["sum.rows", "sum.cols"], shape, sum.shape())?;
     }
-    out.check("out", shape)?;
+    check_shape(["out.rows", "out.cols"], shape, out.shape())?;
     run(
         isa,
         shape,
@@ -171,14 +158,13 @@ pub fn add_normalize(
 /// stream and `residual` the sublayer output (the add commutes). Errors as [`normalize`].
 pub fn add_normalize_in_place(
     isa: Isa,
-    shape: RowShape,
     norm: Norm<'_>,
-    x: RowsMut<'_>,
-    residual: Rows<'_>,
+    x: ViewMut<'_>,
+    residual: View<'_>,
 ) -> Result<(), KernelError> {
-    norm.check(shape)?;
-    x.check("x", shape)?;
-    residual.check("residual", shape)?;
+    let shape = x.shape();
+    norm.check(x.cols)?;
+    check_shape(["residual.rows", "residual.cols"], shape, residual.shape())?;
     run(
         isa,
         shape,
@@ -196,16 +182,15 @@ pub fn add_normalize_in_place(
 /// sublayer. Errors as [`normalize`].
 pub fn accumulate_normalize(
     isa: Isa,
-    shape: RowShape,
     norm: Norm<'_>,
-    residual: RowsMut<'_>,
-    x: Rows<'_>,
-    out: RowsMut<'_>,
+    residual: ViewMut<'_>,
+    x: View<'_>,
+    out: ViewMut<'_>,
 ) -> Result<(), KernelError> {
-    norm.check(shape)?;
-    residual.check("residual", shape)?;
-    x.check("x", shape)?;
-    out.check("out", shape)?;
+    let shape = residual.shape();
+    norm.check(residual.cols)?;
+    check_shape(["x.rows", "x.cols"], shape, x.shape())?;
+    check_shape(["out.rows", "out.cols"], shape, out.shape())?;
     run(
         isa,
         shape,
@@ -221,36 +206,42 @@ pub fn accumulate_normalize(
 /// Where a call reads and writes (validated).
 enum Form<'a> {
     Plain {
-        x: Rows<'a>,
-        out: RowsMut<'a>,
+        x: View<'a>,
+        out: ViewMut<'a>,
     },
     InPlace {
-        x: RowsMut<'a>,
+        x: ViewMut<'a>,
     },
     Add {
-        x: Rows<'a>,
-        residual: Rows<'a>,
-        sum: Option<RowsMut<'a>>,
-        out: RowsMut<'a>,
+        x: View<'a>,
+        residual: View<'a>,
+        sum: Option<ViewMut<'a>>,
+        out: ViewMut<'a>,
     },
     /// `target += other`, then `out = N(target)`, or `target = N(target)` without `out`.
     Accumulate {
-        target: RowsMut<'a>,
-        other: Rows<'a>,
-        out: Option<RowsMut<'a>>,
+        target: ViewMut<'a>,
+        other: View<'a>,
+        out: Option<ViewMut<'a>>,
     },
 }
 
-fn run(isa: Isa, shape: RowShape, norm: Norm<'_>, form: Form<'_>) -> Result<(), KernelError> {
-    if shape.is_empty() {
+/// Runs a validated call over `(rows, width)` views.
+fn run(
+    isa: Isa,
+    (rows, width): (usize, usize),
+    norm: Norm<'_>,
+    form: Form<'_>,
+) -> Result<(), KernelError> {
+    if rows == 0 || width == 0 {
         return Ok(());
     }
-    isa.dispatch(NormOp { shape, norm, form });
+    isa.dispatch(NormOp { width, norm, form });
     Ok(())
 }
 
 struct NormOp<'a> {
-    shape: RowShape,
+    width: usize,
     norm: Norm<'a>,
     form: Form<'a>,
 }
@@ -260,7 +251,7 @@ impl pulp::WithSimd for NormOp<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
-        let NormOp { shape, norm, form } = self;
+        let NormOp { width, norm, form } = self;
         match norm {
             Norm::Layer {
                 gamma,
@@ -270,17 +261,17 @@ impl pulp::WithSimd for NormOp<'_> {
                 let params = Zip(Read::new(gamma), Read::new(beta));
                 let kind = Layer {
                     epsilon,
-                    inv_width: 1.0 / shape.width as f32,
+                    inv_width: 1.0 / width as f32,
                 };
-                run_rows(simd, shape, kind, params, form);
+                run_rows(simd, kind, params, form);
             }
             Norm::Rms { gamma, epsilon } => {
                 let params = Zip(Read::new(gamma), Zeros);
                 let kind = Rms {
                     epsilon,
-                    inv_width: 1.0 / shape.width as f32,
+                    inv_width: 1.0 / width as f32,
                 };
-                run_rows(simd, shape, kind, params, form);
+                run_rows(simd, kind, params, form);
             }
         }
     }
@@ -440,14 +431,14 @@ fn rsqrt(v: f32) -> f32 {
 /// itself memory-bound, and prefetching during it measured no faster for LayerNorm and ~8%
 /// slower for RMSNorm at 256 × 4096.)
 #[inline(always)]
-fn run_rows<S: Simd, K: Kind, P>(simd: S, shape: RowShape, kind: K, params: P, form: Form<'_>)
+fn run_rows<S: Simd, K: Kind, P>(simd: S, kind: K, params: P, form: Form<'_>)
 where
     P: RowIo<S, Item = (S::f32s, S::f32s)> + Copy,
 {
     match form {
         Form::Plain { x, out } => shift_ahead(
-            x.iter(shape),
-            out.iter(shape),
+            x.iter_rows(),
+            out.iter_rows_mut(),
             #[inline(always)]
             |x: &&[f32]| row_shift::<S, K>(simd, x, None),
             #[inline(always)]
@@ -456,7 +447,7 @@ where
             |(stats, x, out)| finish(simd, stats, Write::new(Read::new(x), out), params, kind),
         ),
         Form::InPlace { x } => shift_ahead(
-            x.iter(shape),
+            x.iter_rows_mut(),
             core::iter::repeat(()),
             #[inline(always)]
             |x: &&mut [f32]| row_shift::<S, K>(simd, x, None),
@@ -471,8 +462,8 @@ where
             sum: Some(sum),
             out,
         } => shift_ahead(
-            x.iter(shape).zip(residual.iter(shape)),
-            sum.iter(shape).zip(out.iter(shape)),
+            x.iter_rows().zip(residual.iter_rows()),
+            sum.iter_rows_mut().zip(out.iter_rows_mut()),
             #[inline(always)]
             |&(x, residual): &(&[f32], &[f32])| row_shift::<S, K>(simd, x, Some(residual)),
             #[inline(always)]
@@ -489,8 +480,8 @@ where
             sum: None,
             out,
         } => shift_ahead(
-            x.iter(shape).zip(residual.iter(shape)),
-            out.iter(shape),
+            x.iter_rows().zip(residual.iter_rows()),
+            out.iter_rows_mut(),
             #[inline(always)]
             |&(x, residual): &(&[f32], &[f32])| row_shift::<S, K>(simd, x, Some(residual)),
             #[inline(always)]
@@ -508,8 +499,8 @@ where
             other,
             out: Some(out),
         } => shift_ahead(
-            target.iter(shape).zip(other.iter(shape)),
-            out.iter(shape),
+            target.iter_rows_mut().zip(other.iter_rows()),
+            out.iter_rows_mut(),
             #[inline(always)]
             |(target, other): &(&mut [f32], &[f32])| row_shift::<S, K>(simd, target, Some(other)),
             #[inline(always)]
@@ -533,7 +524,7 @@ where
             other,
             out: None,
         } => shift_ahead(
-            target.iter(shape).zip(other.iter(shape)),
+            target.iter_rows_mut().zip(other.iter_rows()),
             core::iter::repeat(()),
             #[inline(always)]
             |(target, other): &(&mut [f32], &[f32])| row_shift::<S, K>(simd, target, Some(other)),

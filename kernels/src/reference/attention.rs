@@ -3,8 +3,9 @@
 //! query takes two passes over its keys (max, then weights and weighted values) with a
 //! `d_head`-long `f64` accumulator supplied by the caller.
 
-use crate::attention::{check, AttentionShape, Mask, Strided, StridedMut};
+use crate::attention::{check, AttentionShape, Mask};
 use crate::error::KernelError;
+use crate::view::{View, ViewMut};
 
 /// Whether query `i` sees key `j` (ignoring the bias), as documented on [`Mask`].
 pub fn sees(mask: &Mask<'_>, kv_len: usize, i: usize, j: usize) -> bool {
@@ -32,10 +33,10 @@ pub fn sees(mask: &Mask<'_>, kv_len: usize, i: usize, j: usize) -> bool {
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     shape: &AttentionShape,
-    q: Strided<'_>,
-    k: Strided<'_>,
-    v: Strided<'_>,
-    out: StridedMut<'_>,
+    q: View<'_>,
+    k: View<'_>,
+    v: View<'_>,
+    out: ViewMut<'_>,
     mask: &Mask<'_>,
     scale: Option<f32>,
     acc: &mut [f64],

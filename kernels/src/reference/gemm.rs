@@ -5,32 +5,29 @@
 //! [`reference::activation`](crate::reference::activation), plus the residual, rounded to
 //! `f32` once.
 
-use crate::error::{check_dim, check_view, KernelError};
-use crate::gemm::{Epilogue, MatMut, MatRef};
+use crate::error::{check_dim, KernelError};
+use crate::gemm::Epilogue;
 use crate::reference::activation;
+use crate::view::{View, ViewMut};
 
 /// The reference product with the same epilogue semantics and checks as
 /// [`gemm::gemm`](crate::gemm::gemm).
 pub fn gemm(
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    c: MatMut<'_>,
+    a: View<'_>,
+    b: View<'_>,
+    c: ViewMut<'_>,
     epilogue: &Epilogue<'_>,
 ) -> Result<(), KernelError> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     check_dim("b.rows (k)", k, b.rows)?;
     check_dim("c.rows (m)", m, c.rows)?;
     check_dim("c.cols (n)", n, c.cols)?;
-    check_view("a", a.data.len(), m, k, a.stride)?;
-    check_view("b", b.data.len(), k, n, b.stride)?;
-    check_view("c", c.data.len(), m, n, c.stride)?;
     if let Some(bias) = epilogue.bias {
         check_dim("bias length (n)", n, bias.len())?;
     }
     if let Some(r) = epilogue.residual {
         check_dim("residual.rows (m)", m, r.rows)?;
         check_dim("residual.cols (n)", n, r.cols)?;
-        check_view("residual", r.data.len(), m, n, r.stride)?;
     }
     for i in 0..m {
         for j in 0..n {
@@ -41,7 +38,7 @@ pub fn gemm(
 }
 
 /// Output `(i, j)` in `f64`, before the final rounding (the views are validated by `gemm`).
-fn element(a: MatRef<'_>, b: MatRef<'_>, epilogue: &Epilogue<'_>, i: usize, j: usize) -> f64 {
+fn element(a: View<'_>, b: View<'_>, epilogue: &Epilogue<'_>, i: usize, j: usize) -> f64 {
     let mut dot = 0.0f64;
     for p in 0..a.cols {
         dot += a.data[i * a.stride + p] as f64 * b.data[p * b.stride + j] as f64;

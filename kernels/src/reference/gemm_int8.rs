@@ -7,8 +7,9 @@
 //! `sums` the exact products of quantised matrices, `gemm` the whole `f32` computation.
 
 use crate::error::{check_dim, check_view, KernelError};
-use crate::gemm::{Epilogue, MatMut};
+use crate::gemm::Epilogue;
 use crate::reference::activation;
+use crate::view::ViewMut;
 
 /// Below this largest magnitude (`2^-120`) a row quantises to zeros with factor 0.
 const TINY: f32 = 7.523_164e-37;
@@ -49,7 +50,7 @@ pub fn gemm(
     (a_q, a_d): (&[i8], &[f32]),
     (w_q, w_d): (&[i8], &[f32]),
     k: usize,
-    c: MatMut<'_>,
+    c: ViewMut<'_>,
     epilogue: &Epilogue<'_>,
 ) -> Result<(), KernelError> {
     let (m, n) = (c.rows, c.cols);
@@ -57,14 +58,12 @@ pub fn gemm(
     check_dim("w factors (n)", n, w_d.len())?;
     check_view("a", a_q.len(), m, k, k)?;
     check_view("w", w_q.len(), n, k, k)?;
-    check_view("c", c.data.len(), m, n, c.stride)?;
     if let Some(bias) = epilogue.bias {
         check_dim("bias length (n)", n, bias.len())?;
     }
     if let Some(r) = epilogue.residual {
         check_dim("residual.rows (m)", m, r.rows)?;
         check_dim("residual.cols (n)", n, r.cols)?;
-        check_view("residual", r.data.len(), m, n, r.stride)?;
     }
     for (i, &a_di) in a_d.iter().enumerate() {
         for (j, &w_dj) in w_d.iter().enumerate() {

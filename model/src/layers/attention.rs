@@ -9,8 +9,8 @@
 
 use half::f16;
 use tessel_kernels::activation::Activation;
-use tessel_kernels::attention::{self as flash, KvElement, Mask, Strided, StridedMut};
-use tessel_kernels::{Isa, KernelError, ScratchSpec};
+use tessel_kernels::attention::{self as flash, KvElement, Mask};
+use tessel_kernels::{Isa, KernelError, ScratchSpec, View, ViewMut};
 
 use super::{linear, Linear, MemoryKv, Run};
 
@@ -69,20 +69,14 @@ impl Heads {
         })
     }
 
-    /// `out = softmax(scale · q·kᵀ + mask) · v` per head for `q_len` queries over `kv_len`
-    /// keys; `out` rows are `heads × d_head` wide at stride `out_stride`.
-    #[allow(clippy::too_many_arguments)]
+    /// `out = softmax(scale · q·kᵀ + mask) · v` per head for the rows of `q` (and of `out`)
+    /// over the rows of `k` and `v`; every row is `heads × d_head` wide.
     pub fn attend<E: KvElement>(
         &self,
         run: Run<'_>,
-        q_len: usize,
-        kv_len: usize,
-        q: Strided<'_>,
-        k: Strided<'_, E>,
-        v: Strided<'_, E>,
+        (q, k, v): (View<'_>, View<'_, E>, View<'_, E>),
         mask: &Mask<'_>,
-        out: &mut [f32],
-        out_stride: usize,
+        out: ViewMut<'_>,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
         if self.heads == 0 || self.d_head == 0 {
@@ -93,14 +87,11 @@ impl Heads {
         flash::attention_parallel(
             run.isa,
             run.parallel,
-            &self.shape(q_len, kv_len),
+            &self.shape(q.rows(), k.rows()),
             q,
             k,
             v,
-            StridedMut {
-                data: out,
-                stride: out_stride,
-            },
+            out,
             mask,
             Some(self.scale),
             scratch,
@@ -206,37 +197,25 @@ impl<'w> SelfAttention<'w> {
             .or(linear::scratch(rows, a, d, threads))
     }
 
-    /// `qkv = input·W_qkv + b` for `rows` rows (`qkv` rows are `3a` wide).
+    /// `qkv = input·W_qkv + b` for every row of `input` (`qkv` rows are `3a` wide).
     pub fn project(
         &self,
         run: Run<'_>,
-        rows: usize,
-        input: &[f32],
-        qkv: &mut [f32],
+        input: View<'_>,
+        qkv: ViewMut<'_>,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let (d, a) = (self.out.out_features(), self.heads.width());
-        self.qkv.forward(
-            run,
-            rows,
-            input,
-            d,
-            qkv,
-            3 * a,
-            Activation::Identity,
-            None,
-            scratch,
-        )
+        let identity = Activation::Identity;
+        self.qkv.forward(run, input, qkv, identity, None, scratch)
     }
 
-    /// The Q, K and V views of projected rows `a` wide each, starting at row `first`.
-    pub fn split(qkv: &[f32], a: usize, first: usize) -> [Strided<'_>; 3] {
-        let at = first * 3 * a;
-        let stride = 3 * a;
-        [0, a, 2 * a].map(|offset| Strided {
-            data: &qkv[at + offset..],
-            stride,
-        })
+    /// The Q, K and V views, `a` columns each, of projected rows `3a` wide.
+    pub fn split(qkv: View<'_>, a: usize) -> Result<[View<'_>; 3], KernelError> {
+        Ok([
+            qkv.slice_cols(0, a)?,
+            qkv.slice_cols(a, a)?,
+            qkv.slice_cols(2 * a, a)?,
+        ])
     }
 }
 
@@ -320,64 +299,35 @@ impl<'w> CrossAttention<'w> {
             .or(linear::scratch(src_rows, d, 2 * a, threads))
     }
 
-    /// `kv = memory·W_kv + b` for `rows` source rows (`kv` rows are `2a` wide).
+    /// `kv = memory·W_kv + b` for every source row of `memory` (`kv` rows are `2a` wide).
     pub fn project_memory(
         &self,
         run: Run<'_>,
-        rows: usize,
-        memory: &[f32],
-        kv: &mut [f32],
+        memory: View<'_>,
+        kv: ViewMut<'_>,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let (d, a) = (self.out.out_features(), self.heads.width());
-        self.kv.forward(
-            run,
-            rows,
-            memory,
-            d,
-            kv,
-            2 * a,
-            Activation::Identity,
-            None,
-            scratch,
-        )
+        let identity = Activation::Identity;
+        self.kv.forward(run, memory, kv, identity, None, scratch)
     }
 
-    /// `out = attention(input·W_q + b, K, V)` for `rows` rows over `kv_len` source rows; `q` is
-    /// a `rows × a` buffer for the queries, `out` receives `rows × a`.
-    #[allow(clippy::too_many_arguments)]
+    /// `out = attention(input·W_q + b, K, V)` for every row of `input` over the source rows
+    /// of `memory`; the queries are written to `q`, and `q` and `out` are `rows × a`.
     pub fn attend(
         &self,
         run: Run<'_>,
-        rows: usize,
-        input: &[f32],
+        input: View<'_>,
         memory: MemoryKv<'_>,
-        kv_len: usize,
-        q: &mut [f32],
-        out: &mut [f32],
+        (mut q, out): (ViewMut<'_>, ViewMut<'_>),
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let (d, a) = (self.out.out_features(), self.heads.width());
-        self.q.forward(
-            run,
-            rows,
-            input,
-            d,
-            q,
-            a,
-            Activation::Identity,
-            None,
-            scratch,
-        )?;
-        let q = Strided { data: q, stride: a };
-        let mask = &Mask::NONE;
+        let identity = Activation::Identity;
+        self.q
+            .forward(run, input, q.reborrow(), identity, None, scratch)?;
+        let (q, mask) = (q.into_view(), &Mask::NONE);
         match memory {
-            MemoryKv::F32(k, v) => self
-                .heads
-                .attend(run, rows, kv_len, q, k, v, mask, out, a, scratch),
-            MemoryKv::F16(k, v) => self
-                .heads
-                .attend(run, rows, kv_len, q, k, v, mask, out, a, scratch),
+            MemoryKv::F32(k, v) => self.heads.attend(run, (q, k, v), mask, out, scratch),
+            MemoryKv::F16(k, v) => self.heads.attend(run, (q, k, v), mask, out, scratch),
         }
     }
 }

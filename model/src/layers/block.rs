@@ -13,8 +13,8 @@
 
 use tessel_kernels::activation::Activation;
 use tessel_kernels::attention::{Bias, Mask};
-use tessel_kernels::gemm::MatRef;
 use tessel_kernels::{KernelError, ScratchSpec};
+use tessel_kernels::{View, ViewMut};
 
 use super::{
     CrossAttention, FeedForward, Heads, LayerCache, Linear, MemoryKv, Norm, Run, SelfAttention,
@@ -145,7 +145,8 @@ pub enum SelfMode<'c> {
     },
 }
 
-/// The sublayer input: `N(hidden)` written to `normed` (pre-LN) or `hidden` itself (post-LN).
+/// The sublayer input, `rows` rows: `N(hidden)` written to `normed` (pre-LN) or `hidden`
+/// itself (post-LN).
 fn sublayer_input<'w>(
     run: Run<'_>,
     placement: NormPlacement,
@@ -153,50 +154,44 @@ fn sublayer_input<'w>(
     rows: usize,
     hidden: &'w [f32],
     normed: &'w mut [f32],
-) -> Result<&'w [f32], KernelError> {
+) -> Result<View<'w>, KernelError> {
+    let d = norm.width();
+    let hidden = View::new(hidden, rows, d, d)?;
     match placement {
         NormPlacement::Pre => {
-            let len = rows * norm.width();
-            norm.forward(run.isa, rows, &hidden[..len], &mut normed[..len])?;
-            Ok(normed)
+            let mut normed = ViewMut::new(normed, rows, d, d)?;
+            norm.forward(run.isa, hidden, normed.reborrow())?;
+            Ok(normed.into_view())
         }
         NormPlacement::Post => Ok(hidden),
     }
 }
 
-/// Closes a sublayer: `spare = inner·W + b + hidden`, then the stream becomes `spare`
-/// (pre-LN, by swapping the buffers) or `N(spare)` (post-LN, written into `hidden`).
-#[allow(clippy::too_many_arguments)]
+/// Closes a sublayer over the rows of `inner`: `spare = inner·W + b + hidden`, then the stream
+/// becomes `spare` (pre-LN, by swapping the buffers) or `N(spare)` (post-LN, written into
+/// `hidden`).
 fn residual<'a>(
     run: Run<'_>,
     placement: NormPlacement,
     norm: &Norm<'_>,
-    rows: usize,
-    (inner, inner_stride): (&[f32], usize),
+    inner: View<'_>,
     projection: &Linear<'_>,
     (hidden, spare): (&mut &'a mut [f32], &mut &'a mut [f32]),
     scratch: &mut [f32],
 ) -> Result<(), KernelError> {
-    let d = projection.out_features();
-    projection.forward(
-        run,
-        rows,
-        inner,
-        inner_stride,
-        spare,
-        d,
-        Activation::Identity,
-        Some(MatRef::new(hidden, rows, d, d)),
-        scratch,
-    )?;
+    let (rows, d) = (inner.rows(), projection.out_features());
+    let stream = View::new(hidden, rows, d, d)?;
+    let out = ViewMut::new(spare, rows, d, d)?;
+    let identity = Activation::Identity;
+    projection.forward(run, inner, out, identity, Some(stream), scratch)?;
     match placement {
         NormPlacement::Pre => {
             core::mem::swap(hidden, spare);
             Ok(())
         }
         NormPlacement::Post => {
-            let len = rows * d;
-            norm.forward(run.isa, rows, &spare[..len], &mut hidden[..len])
+            let sum = View::new(spare, rows, d, d)?;
+            norm.forward(run.isa, sum, ViewMut::new(hidden, rows, d, d)?)
         }
     }
 }
@@ -302,8 +297,8 @@ impl<'w> Block<'w> {
     }
 
     /// Runs the block over the `rows` rows of `work.hidden` with kernel scratch `scratch`
-    /// (what [`BlockShape::scratch`] states). `memory` is the projected encoder
-    /// memory (keys, values) and its length, required exactly when the block has
+    /// (what [`BlockShape::scratch`] states). `memory` is the projected encoder memory (keys
+    /// and values of every source position), required exactly when the block has
     /// cross-attention.
     pub fn forward(
         &self,
@@ -312,23 +307,27 @@ impl<'w> Block<'w> {
         work: &mut Work<'_>,
         scratch: &mut [f32],
         mode: SelfMode<'_>,
-        memory: Option<(MemoryKv<'_>, usize)>,
+        memory: Option<MemoryKv<'_>>,
     ) -> Result<(), KernelError> {
         self.self_attention(run, rows, work, scratch, mode)?;
         match (&self.cross, memory) {
-            (Some((norm, cross)), Some((kv, len))) => {
+            (Some((norm, cross)), Some(memory)) => {
                 let input =
                     sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
-                cross.attend(run, rows, input, kv, len, work.cross_q, work.attn, scratch)?;
                 let a = cross.heads().width();
+                let q = ViewMut::new(&mut *work.cross_q, rows, a, a)?;
+                let out = ViewMut::new(&mut *work.attn, rows, a, a)?;
+                cross.attend(run, input, memory, (q, out), scratch)?;
+                let attended = View::new(&*work.attn, rows, a, a)?;
+                let streams = (&mut work.hidden, &mut work.spare);
+                let output = cross.output();
                 residual(
                     run,
                     self.placement,
                     norm,
-                    rows,
-                    (work.attn, a),
-                    cross.output(),
-                    (&mut work.hidden, &mut work.spare),
+                    attended,
+                    output,
+                    streams,
                     scratch,
                 )?;
             }
@@ -341,20 +340,14 @@ impl<'w> Block<'w> {
         }
         let norm = &self.ffn_norm;
         let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
-        self.feed_forward
-            .inner(run, rows, input, (work.ffn, work.gate), scratch)?;
         let f = self.feed_forward.inner_width();
+        let inner = ViewMut::new(&mut *work.ffn, rows, f, f)?;
+        self.feed_forward
+            .inner(run, input, (inner, work.gate), scratch)?;
+        let inner = View::new(&*work.ffn, rows, f, f)?;
         let down = self.feed_forward.output();
-        residual(
-            run,
-            self.placement,
-            norm,
-            rows,
-            (work.ffn, f),
-            down,
-            (&mut work.hidden, &mut work.spare),
-            scratch,
-        )
+        let streams = (&mut work.hidden, &mut work.spare);
+        residual(run, self.placement, norm, inner, down, streams, scratch)
     }
 
     fn self_attention(
@@ -368,15 +361,16 @@ impl<'w> Block<'w> {
         let norm = &self.attention_norm;
         let a = self.attention.heads().width();
         let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
-        self.attention
-            .project(run, rows, input, work.qkv, scratch)?;
+        let qkv = ViewMut::new(&mut *work.qkv, rows, 3 * a, 3 * a)?;
+        self.attention.project(run, input, qkv, scratch)?;
         let heads = self.attention.heads();
-        let qkv = &*work.qkv;
+        let qkv = View::new(&*work.qkv, rows, 3 * a, 3 * a)?;
+        let [q, k, v] = SelfAttention::split(qkv, a)?;
+        let mut attn = ViewMut::new(&mut *work.attn, rows, a, a)?;
         match mode {
             SelfMode::Bidirectional { bias } => {
-                let [q, k, v] = SelfAttention::split(qkv, a, 0);
                 let mask = Mask { bias, ..Mask::NONE };
-                heads.attend(run, rows, rows, q, k, v, &mask, work.attn, a, scratch)?;
+                heads.attend(run, (q, k, v), &mask, attn, scratch)?;
             }
             SelfMode::Step {
                 mut cache,
@@ -385,14 +379,12 @@ impl<'w> Block<'w> {
             } => {
                 let mask = Mask { bias, ..Mask::NONE };
                 for r in 0..rows {
-                    let [_, k, v] = SelfAttention::split(qkv, a, r);
-                    cache.write(r, position, k.data, v.data)?;
+                    cache.write(r, position, k.slice_rows(r, 1)?, v.slice_rows(r, 1)?)?;
                 }
                 for r in 0..rows {
-                    let [q, _, _] = SelfAttention::split(qkv, a, r);
-                    let (k, v) = cache.beam(r);
-                    let out = &mut work.attn[r * a..];
-                    heads.attend(run, 1, position + 1, q, k, v, &mask, out, a, scratch)?;
+                    let (k, v) = cache.beam(r, position + 1)?;
+                    let out = attn.reborrow().slice_rows(r, 1)?;
+                    heads.attend(run, (q.slice_rows(r, 1)?, k, v), &mask, out, scratch)?;
                 }
             }
             SelfMode::Prefix {
@@ -401,39 +393,27 @@ impl<'w> Block<'w> {
                 bias,
             } => {
                 for r in 0..rows {
-                    let [_, k, v] = SelfAttention::split(qkv, a, r);
-                    cache.write(0, position + r, k.data, v.data)?;
+                    cache.write(0, position + r, k.slice_rows(r, 1)?, v.slice_rows(r, 1)?)?;
                 }
-                let [q, _, _] = SelfAttention::split(qkv, a, 0);
-                let (k, v) = cache.beam(0);
+                let (k, v) = cache.beam(0, position + rows)?;
                 let mask = Mask {
                     causal_offset: Some(position),
                     bias,
                     ..Mask::NONE
                 };
-                heads.attend(
-                    run,
-                    rows,
-                    position + rows,
-                    q,
-                    k,
-                    v,
-                    &mask,
-                    work.attn,
-                    a,
-                    scratch,
-                )?;
+                heads.attend(run, (q, k, v), &mask, attn, scratch)?;
             }
         }
+        let attended = View::new(&*work.attn, rows, a, a)?;
+        let streams = (&mut work.hidden, &mut work.spare);
         let output = self.attention.output();
         residual(
             run,
             self.placement,
             norm,
-            rows,
-            (work.attn, a),
+            attended,
             output,
-            (&mut work.hidden, &mut work.spare),
+            streams,
             scratch,
         )
     }

@@ -11,8 +11,8 @@
 //! are applied in the GEMMs' epilogues.
 
 use tessel_kernels::activation::Activation;
-use tessel_kernels::gemm::MatRef;
 use tessel_kernels::{KernelError, ScratchSpec};
+use tessel_kernels::{View, ViewMut};
 
 use super::{linear, Linear, Run};
 use crate::storage::Weights;
@@ -177,28 +177,16 @@ impl<'w> ConvStem<'w> {
         middle[..d].fill(0.0);
         middle[(frames + 1) * d..(frames + 2) * d].fill(0.0);
         let gelu = Activation::GeluErf;
-        self.conv1.forward(
-            run,
-            frames,
-            input,
-            c,
-            &mut middle[d..(frames + 1) * d],
-            d,
-            gelu,
-            None,
-            scratch,
-        )?;
-        let table = self.positions.as_slice();
-        self.conv2.forward(
-            run,
-            positions,
-            middle,
-            2 * d,
-            out,
-            d,
-            gelu,
-            Some(MatRef::new(table, positions, d, d)),
-            scratch,
-        )
+        // Each output frame reads the `TAPS` input frames around it: overlapping rows of the
+        // padded time-major input, one frame apart (conv1) or two (conv2, stride 2).
+        let windows = View::overlapping(input, frames, TAPS * c, c)?;
+        let inner = ViewMut::new(&mut middle[d..(frames + 1) * d], frames, d, d)?;
+        self.conv1
+            .forward(run, windows, inner, gelu, None, scratch)?;
+        let windows = View::overlapping(middle, positions, TAPS * d, 2 * d)?;
+        let table = View::new(self.positions.as_slice(), positions, d, d)?;
+        let out = ViewMut::new(out, positions, d, d)?;
+        self.conv2
+            .forward(run, windows, out, gelu, Some(table), scratch)
     }
 }

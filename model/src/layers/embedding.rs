@@ -1,7 +1,7 @@
 //! Token embeddings: a table row per token, times a scale, plus a position row, optionally
 //! normalised (BART's `layernorm_embedding`).
 
-use tessel_kernels::{Isa, KernelError};
+use tessel_kernels::{Isa, KernelError, ViewMut};
 
 use super::Norm;
 use crate::storage::Weights;
@@ -131,7 +131,7 @@ impl<'w> Embedding<'w> {
             }
         }
         match &self.norm {
-            Some(norm) => norm.forward_in_place(isa, tokens.len(), &mut out[..tokens.len() * d]),
+            Some(norm) => norm.forward_in_place(isa, ViewMut::new(out, tokens.len(), d, d)?),
             None => Ok(()),
         }
     }

@@ -4,7 +4,7 @@
 //! connection.
 
 use tessel_kernels::activation::Activation;
-use tessel_kernels::{KernelError, ScratchSpec};
+use tessel_kernels::{KernelError, ScratchSpec, View, ViewMut};
 
 use super::{linear, Linear, Run};
 
@@ -104,47 +104,29 @@ impl<'w> FeedForward<'w> {
         linear::scratch(rows, d, f, threads).or(linear::scratch(rows, f, d, threads))
     }
 
-    /// `inner = act(input·W_up + b_up)` for `rows` rows (`inner` rows are `d_ff` wide); gated,
-    /// `inner = act(input·W_gate + b) ⊙ (input·W_up + b)` with `gated` (as large as `inner`)
-    /// holding the second product.
+    /// `inner = act(input·W_up + b_up)` for every row of `input` (`inner` rows are `d_ff`
+    /// wide); gated, `inner = act(input·W_gate + b) ⊙ (input·W_up + b)` with `gated` (as many
+    /// elements as `inner` spans) holding the second product.
     pub fn inner(
         &self,
         run: Run<'_>,
-        rows: usize,
-        input: &[f32],
-        (inner, gated): (&mut [f32], &mut [f32]),
+        input: View<'_>,
+        (mut inner, gated): (ViewMut<'_>, &mut [f32]),
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let (d, f) = (self.up.in_features(), self.up.out_features());
         let Some(gate) = &self.gate else {
-            return self.up.forward(
-                run,
-                rows,
-                input,
-                d,
-                inner,
-                f,
-                self.activation,
-                None,
-                scratch,
-            );
+            return self
+                .up
+                .forward(run, input, inner, self.activation, None, scratch);
         };
-        gate.forward(
-            run,
-            rows,
-            input,
-            d,
-            inner,
-            f,
-            self.activation,
-            None,
-            scratch,
-        )?;
+        let (rows, f) = inner.shape();
+        gate.forward(run, input, inner.reborrow(), self.activation, None, scratch)?;
+        let mut gated = ViewMut::new(gated, rows, f, f)?;
         let identity = Activation::Identity;
         self.up
-            .forward(run, rows, input, d, gated, f, identity, None, scratch)?;
-        let len = rows * f;
-        for (a, &b) in inner[..len].iter_mut().zip(&gated[..len]) {
+            .forward(run, input, gated.reborrow(), identity, None, scratch)?;
+        let rows = inner.iter_rows_mut().zip(gated.into_view().iter_rows());
+        for (a, b) in rows.flat_map(|(a, b)| a.iter_mut().zip(b)) {
             *a *= b;
         }
         Ok(())

@@ -8,8 +8,9 @@
 //! once per source and shared by every beam.
 
 use half::f16;
-use tessel_kernels::attention::Strided;
+use tessel_kernels::error::check_dim;
 use tessel_kernels::KernelError;
+use tessel_kernels::View;
 
 /// The shape of a self-attention cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,39 +114,40 @@ pub struct LayerCache<'a> {
 }
 
 impl LayerCache<'_> {
-    /// Stores `k` and `v` (one row each) at `position` of `beam`.
+    /// Stores the first row of `k` and of `v` at `position` of `beam`.
     pub fn write(
         &mut self,
         beam: usize,
         position: usize,
-        k: &[f32],
-        v: &[f32],
+        k: View<'_>,
+        v: View<'_>,
     ) -> Result<(), KernelError> {
         let width = self.layout.width;
         if beam >= self.layout.beams || position >= self.layout.positions {
             return Err(KernelError::InvalidArgument("cache position out of range"));
         }
+        let (Some(k), Some(v)) = (k.row(0), v.row(0)) else {
+            return Err(KernelError::InvalidArgument("no key or value row to cache"));
+        };
+        check_dim("cached key width", width, k.len())?;
+        check_dim("cached value width", width, v.len())?;
         let at = beam * self.layout.beam_len() + position * width;
-        self.k[at..at + width].copy_from_slice(&k[..width]);
-        self.v[at..at + width].copy_from_slice(&v[..width]);
+        self.k[at..at + width].copy_from_slice(k);
+        self.v[at..at + width].copy_from_slice(v);
         Ok(())
     }
 
-    /// Beam `beam`'s keys and values, every position.
-    pub fn beam(&self, beam: usize) -> (Strided<'_>, Strided<'_>) {
-        let len = self.layout.beam_len();
-        let range = beam * len..(beam + 1) * len;
-        let stride = self.layout.width;
-        (
-            Strided {
-                data: &self.k[range.clone()],
-                stride,
-            },
-            Strided {
-                data: &self.v[range],
-                stride,
-            },
-        )
+    /// Beam `beam`'s keys and values at positions `0..len`.
+    pub fn beam(&self, beam: usize, len: usize) -> Result<(View<'_>, View<'_>), KernelError> {
+        if beam >= self.layout.beams || len > self.layout.positions {
+            return Err(KernelError::InvalidArgument("cache beam out of range"));
+        }
+        let start = beam * self.layout.beam_len();
+        let width = self.layout.width;
+        Ok((
+            View::new(&self.k[start..], len, width, width)?,
+            View::new(&self.v[start..], len, width, width)?,
+        ))
     }
 }
 
@@ -166,9 +168,9 @@ pub enum MemoryType {
 #[derive(Clone, Copy, Debug)]
 pub enum MemoryKv<'a> {
     /// `f32` keys and values.
-    F32(Strided<'a>, Strided<'a>),
+    F32(View<'a>, View<'a>),
     /// `f16` keys and values.
-    F16(Strided<'a, f16>, Strided<'a, f16>),
+    F16(View<'a, f16>, View<'a, f16>),
 }
 
 /// The encoder memory projected to cross-attention K/V, `[layer][position][K | V]`, as
@@ -252,32 +254,30 @@ impl<'a> CrossKv<'a> {
         tessel_kernels::convert::narrow_to_f16(isa, rows, dst)
     }
 
-    /// Layer `layer`'s keys and values.
-    pub fn layer(&self, layer: usize) -> MemoryKv<'_> {
+    /// Layer `layer`'s keys and values at positions `0..positions`.
+    pub fn layer(&self, layer: usize, positions: usize) -> Result<MemoryKv<'_>, KernelError> {
         let len = self.layer_len();
         let stride = 2 * self.width;
-        match self.kind {
+        Ok(match self.kind {
             MemoryType::F32 => {
                 let data = &self.data[layer * len..(layer + 1) * len];
+                let kv =
+                    View::new(data, self.positions, stride, stride)?.slice_rows(0, positions)?;
                 MemoryKv::F32(
-                    Strided { data, stride },
-                    Strided {
-                        data: &data[self.width..],
-                        stride,
-                    },
+                    kv.slice_cols(0, self.width)?,
+                    kv.slice_cols(self.width, self.width)?,
                 )
             }
             MemoryType::F16 => {
                 let halves: &[f16] = bytemuck::cast_slice(&*self.data);
                 let data = &halves[layer * len..(layer + 1) * len];
+                let kv =
+                    View::new(data, self.positions, stride, stride)?.slice_rows(0, positions)?;
                 MemoryKv::F16(
-                    Strided { data, stride },
-                    Strided {
-                        data: &data[self.width..],
-                        stride,
-                    },
+                    kv.slice_cols(0, self.width)?,
+                    kv.slice_cols(self.width, self.width)?,
                 )
             }
-        }
+        })
     }
 }

@@ -7,16 +7,15 @@
 //! to `bf16` so AVX-512 BF16's dot-product instruction can run (where the CPU has it; elsewhere
 //! it behaves as [`WeightType::Bf16`]). [`WeightType::Int8`] stores symmetric int8 weights with
 //! one scale per output channel and quantises the activations per row as it runs (`int8`
-//! submodule, `linear_int8.rs`).
+//! submodule, `linear_int8.rs`). What a layer does with its weight is written once per weight
+//! type, as an implementation of the private `Weight` trait.
 
 #[cfg(feature = "std")]
 use serde::{Deserialize, Serialize};
 use tessel_kernels::activation::Activation;
 use tessel_kernels::error::check_dim;
-#[cfg(feature = "std")]
-use tessel_kernels::gemm::Element;
-use tessel_kernels::gemm::{self, bf16, f16, MatMut, MatRef, PackedB};
-use tessel_kernels::{KernelError, ScratchSpec};
+use tessel_kernels::gemm::{self, bf16, f16, Element, PackedB};
+use tessel_kernels::{KernelError, ScratchSpec, View, ViewMut};
 
 use super::Run;
 #[cfg(feature = "std")]
@@ -27,8 +26,6 @@ use crate::storage::PoolSlice;
 use crate::storage::Weights;
 #[cfg(feature = "std")]
 use std::sync::Arc;
-#[cfg(feature = "std")]
-use tessel_kernels::gemm::int8::PackedI8;
 
 #[path = "linear_int8.rs"]
 mod int8;
@@ -195,33 +192,17 @@ impl<'w> Linear<'w> {
 
     /// How the weight is stored.
     pub fn weight_type(&self) -> WeightType {
-        match &self.weight {
-            PackedWeight::F32(_) => WeightType::F32,
-            PackedWeight::F16(_) => WeightType::F16,
-            PackedWeight::Bf16(b) if b.bf16_dot() => WeightType::Bf16Dot,
-            PackedWeight::Bf16(_) => WeightType::Bf16,
-            PackedWeight::I8(_) => WeightType::Int8,
-        }
+        self.weight.get().weight_type()
     }
 
     /// Input width `k`.
     pub fn in_features(&self) -> usize {
-        match &self.weight {
-            PackedWeight::F32(b) => b.k(),
-            PackedWeight::F16(b) => b.k(),
-            PackedWeight::Bf16(b) => b.k(),
-            PackedWeight::I8(b) => b.k(),
-        }
+        self.weight.get().k()
     }
 
     /// Output width `n`.
     pub fn out_features(&self) -> usize {
-        match &self.weight {
-            PackedWeight::F32(b) => b.n(),
-            PackedWeight::F16(b) => b.n(),
-            PackedWeight::Bf16(b) => b.n(),
-            PackedWeight::I8(b) => b.n(),
-        }
+        self.weight.get().n()
     }
 
     /// Whether a bias is added.
@@ -231,13 +212,7 @@ impl<'w> Linear<'w> {
 
     /// Bytes of packed weight and bias: what one pass over the layer reads.
     pub fn bytes(&self) -> usize {
-        let weight = match &self.weight {
-            PackedWeight::F32(b) => core::mem::size_of_val(b.as_slice()),
-            PackedWeight::F16(b) => core::mem::size_of_val(b.as_slice()),
-            PackedWeight::Bf16(b) => core::mem::size_of_val(b.as_slice()),
-            PackedWeight::I8(b) => core::mem::size_of_val(b.as_slice()),
-        };
-        weight + self.bias.as_ref().map_or(0, Weights::bytes)
+        self.weight.get().bytes() + self.bias.as_ref().map_or(0, Weights::bytes)
     }
 }
 
@@ -246,47 +221,13 @@ impl Linear<'_> {
     /// The packed weight's bytes, when the layer owns them on small pages (what the model's
     /// weight pool gathers).
     pub(crate) fn weight_on_small_pages(&self) -> Option<&[u8]> {
-        fn bytes<'a, T: bytemuck::Pod>(storage: &'a Weights<'_, T>) -> Option<&'a [u8]> {
-            storage
-                .is_owned_on_small_pages()
-                .then(|| bytemuck::cast_slice(storage.as_slice()))
-        }
-        match &self.weight {
-            PackedWeight::F32(b) => bytes(b.storage()),
-            PackedWeight::F16(b) => bytes(b.storage()),
-            PackedWeight::Bf16(b) => bytes(b.storage()),
-            PackedWeight::I8(b) => bytes(b.storage()),
-        }
+        self.weight.get().small_page_bytes()
     }
 
     /// Reads the packed weight from byte `offset` of `pool`, where a copy of it was put, and
     /// lets go of its own buffer. Leaves the layer as it was if the range does not hold it.
     pub(crate) fn move_weight_to_pool(&mut self, pool: &Arc<AlignedBuf<u8>>, offset: usize) {
-        fn moved<T: bytemuck::Pod>(
-            pool: &Arc<AlignedBuf<u8>>,
-            offset: usize,
-            old: &[T],
-        ) -> Option<Weights<'static, T>> {
-            let slice = PoolSlice::new(Arc::clone(pool), offset, old.len())?;
-            let same = bytemuck::cast_slice::<T, u8>(slice.as_slice())
-                == bytemuck::cast_slice::<T, u8>(old);
-            same.then_some(Weights::Pooled(slice))
-        }
-        let weight = match &self.weight {
-            PackedWeight::F32(b) => moved(pool, offset, b.as_slice())
-                .and_then(|w| PackedB::from_packed(w, b.k(), b.n()).ok())
-                .map(PackedWeight::F32),
-            PackedWeight::F16(b) => moved(pool, offset, b.as_slice())
-                .and_then(|w| PackedB::from_packed(w, b.k(), b.n()).ok())
-                .map(PackedWeight::F16),
-            PackedWeight::Bf16(b) => moved(pool, offset, b.as_slice())
-                .and_then(|w| PackedB::from_packed(w, b.k(), b.n()).ok())
-                .map(|p| PackedWeight::Bf16(p.with_bf16_dot(b.bf16_dot()))),
-            PackedWeight::I8(b) => moved(pool, offset, b.as_slice())
-                .and_then(|w| PackedI8::from_packed(w, b.k(), b.n()).ok())
-                .map(PackedWeight::I8),
-        };
-        if let Some(weight) = weight {
+        if let Some(weight) = self.weight.get().moved_to(pool, offset) {
             self.weight = weight;
         }
     }
@@ -300,7 +241,7 @@ fn pack<'w, S: Element, T: Element + bytemuck::Pod>(
     k: usize,
 ) -> Result<PackedB<Weights<'w, T>, T>, LinearError> {
     let storage = AlignedBuf::zeros(gemm::packed_len_of::<T>(k, n)?)?;
-    let packed = PackedB::from_nk_elems(storage, weight, n, k, k)?;
+    let packed = PackedB::from_nk(storage, View::new(weight, n, k, k)?)?;
     Ok(PackedB::from_packed(
         Weights::Owned(packed.into_inner()),
         k,
@@ -333,36 +274,171 @@ pub fn scratch(
 }
 
 impl Linear<'_> {
-    /// `out[r] = activation(x[r]·W + b) + residual[r]` for `rows` rows: `x` rows are
-    /// `in_features()` wide at stride `x_stride`, `out` rows `out_features()` wide at stride
-    /// `out_stride`; `residual`, when given, is an `rows × out_features()` view. `out` is only
-    /// written. `scratch` holds [`scratch`] for these sizes.
-    #[allow(clippy::too_many_arguments)]
+    /// `out[r] = activation(x[r]·W + b) + residual[r]` for every row `r` of `x`: `x` is
+    /// `rows × in_features()` (its rows may overlap), `out` and `residual` (when given)
+    /// `rows × out_features()`. `out` is only written. `scratch` holds [`scratch`] for these
+    /// sizes.
     pub fn forward(
         &self,
         run: Run<'_>,
-        rows: usize,
-        x: &[f32],
-        x_stride: usize,
-        out: &mut [f32],
-        out_stride: usize,
+        x: View<'_>,
+        out: ViewMut<'_>,
         activation: Activation,
-        residual: Option<MatRef<'_>>,
+        residual: Option<View<'_>>,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
-        let a = MatRef::new(x, rows, self.in_features(), x_stride);
-        let c = MatMut::new(out, rows, self.out_features(), out_stride);
         let epilogue = gemm::Epilogue {
             bias: self.bias(),
             activation,
             residual,
         };
-        let (isa, parallel) = (run.isa, run.parallel);
-        match &self.weight {
-            PackedWeight::F32(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
-            PackedWeight::F16(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
-            PackedWeight::Bf16(b) => gemm::gemm(isa, a, b, c, &epilogue, scratch, parallel),
-            PackedWeight::I8(b) => gemm::int8::gemm_i8(isa, a, b, c, &epilogue, scratch, parallel),
+        self.weight.get().gemm(run, x, out, &epilogue, scratch)
+    }
+}
+
+/// What a linear layer does with its packed weight, written once per weight type: the float
+/// panels here ([`PackedB`] of any [`FloatWeight`]), int8 in the `int8` submodule.
+/// [`PackedWeight::get`] is the one place that picks the implementation.
+trait Weight<'w> {
+    /// Input width `k`.
+    fn k(&self) -> usize;
+    /// Output width `n`.
+    fn n(&self) -> usize;
+    /// How the weight is stored.
+    fn weight_type(&self) -> WeightType;
+    /// Bytes of the packed weight.
+    fn bytes(&self) -> usize;
+    /// `c = epilogue(a · W)`.
+    fn gemm(
+        &self,
+        run: Run<'_>,
+        a: View<'_>,
+        c: ViewMut<'_>,
+        epilogue: &gemm::Epilogue<'_>,
+        scratch: &mut [f32],
+    ) -> Result<(), KernelError>;
+    /// The packed bytes, when they are owned on small pages.
+    #[cfg(feature = "std")]
+    fn small_page_bytes(&self) -> Option<&[u8]>;
+    /// The same weight read from byte `offset` of `pool`, if a copy of it is there.
+    #[cfg(feature = "std")]
+    fn moved_to(&self, pool: &Arc<AlignedBuf<u8>>, offset: usize) -> Option<PackedWeight<'w>>;
+}
+
+impl<'w> PackedWeight<'w> {
+    /// The weight's behaviour for its storage type.
+    fn get(&self) -> &dyn Weight<'w> {
+        match self {
+            PackedWeight::F32(b) => b,
+            PackedWeight::F16(b) => b,
+            PackedWeight::Bf16(b) => b,
+            PackedWeight::I8(b) => b,
         }
     }
+}
+
+/// The float element types a weight is stored as, and how [`PackedWeight`] holds each.
+trait FloatWeight: Element + bytemuck::Pod {
+    /// The storage type (without the bf16 dot-product mode).
+    const TYPE: WeightType;
+    /// Whether `packed` runs with AVX-512 BF16 dot products (only `bf16` can).
+    fn dot(_packed: &PackedB<Weights<'_, Self>, Self>) -> bool {
+        false
+    }
+    /// `packed` as a [`PackedWeight`], with the dot-product mode `dot` where it applies.
+    #[cfg(feature = "std")]
+    fn wrap(packed: PackedB<Weights<'_, Self>, Self>, dot: bool) -> PackedWeight<'_>;
+}
+
+impl FloatWeight for f32 {
+    const TYPE: WeightType = WeightType::F32;
+    #[cfg(feature = "std")]
+    fn wrap(packed: PackedB<Weights<'_, f32>>, _: bool) -> PackedWeight<'_> {
+        PackedWeight::F32(packed)
+    }
+}
+
+impl FloatWeight for f16 {
+    const TYPE: WeightType = WeightType::F16;
+    #[cfg(feature = "std")]
+    fn wrap(packed: PackedB<Weights<'_, f16>, f16>, _: bool) -> PackedWeight<'_> {
+        PackedWeight::F16(packed)
+    }
+}
+
+impl FloatWeight for bf16 {
+    const TYPE: WeightType = WeightType::Bf16;
+    fn dot(packed: &PackedB<Weights<'_, bf16>, bf16>) -> bool {
+        packed.bf16_dot()
+    }
+    #[cfg(feature = "std")]
+    fn wrap(packed: PackedB<Weights<'_, bf16>, bf16>, dot: bool) -> PackedWeight<'_> {
+        PackedWeight::Bf16(packed.with_bf16_dot(dot))
+    }
+}
+
+impl<'w, T: FloatWeight> Weight<'w> for PackedB<Weights<'w, T>, T> {
+    fn k(&self) -> usize {
+        PackedB::k(self)
+    }
+
+    fn n(&self) -> usize {
+        PackedB::n(self)
+    }
+
+    fn weight_type(&self) -> WeightType {
+        if T::dot(self) {
+            WeightType::Bf16Dot
+        } else {
+            T::TYPE
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        core::mem::size_of_val(self.as_slice())
+    }
+
+    fn gemm(
+        &self,
+        run: Run<'_>,
+        a: View<'_>,
+        c: ViewMut<'_>,
+        epilogue: &gemm::Epilogue<'_>,
+        scratch: &mut [f32],
+    ) -> Result<(), KernelError> {
+        gemm::gemm(run.isa, a, self, c, epilogue, scratch, run.parallel)
+    }
+
+    #[cfg(feature = "std")]
+    fn small_page_bytes(&self) -> Option<&[u8]> {
+        small_page_bytes(self.storage())
+    }
+
+    #[cfg(feature = "std")]
+    fn moved_to(&self, pool: &Arc<AlignedBuf<u8>>, offset: usize) -> Option<PackedWeight<'w>> {
+        let weights = moved(pool, offset, self.as_slice())?;
+        let packed = PackedB::from_packed(weights, PackedB::k(self), PackedB::n(self)).ok()?;
+        Some(T::wrap(packed, T::dot(self)))
+    }
+}
+
+/// A layer's storage as bytes, when it is owned on small pages.
+#[cfg(feature = "std")]
+fn small_page_bytes<'a, T: bytemuck::Pod>(storage: &'a Weights<'_, T>) -> Option<&'a [u8]> {
+    storage
+        .is_owned_on_small_pages()
+        .then(|| bytemuck::cast_slice(storage.as_slice()))
+}
+
+/// `old`'s copy at byte `offset` of `pool`, if it holds the same bytes.
+#[cfg(feature = "std")]
+fn moved<T: bytemuck::Pod>(
+    pool: &Arc<AlignedBuf<u8>>,
+    offset: usize,
+    old: &[T],
+) -> Option<Weights<'static, T>> {
+    let slice = PoolSlice::new(Arc::clone(pool), offset, old.len())?;
+    let same =
+        bytemuck::cast_slice::<T, u8>(slice.as_slice()) == bytemuck::cast_slice::<T, u8>(old);
+    same.then_some(Weights::Pooled(slice))
 }

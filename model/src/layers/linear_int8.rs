@@ -25,19 +25,20 @@
 
 #[cfg(feature = "std")]
 use tessel_kernels::error::check_dim;
-use tessel_kernels::gemm::int8::{gemm_i8_scratch, PackedI8};
+use tessel_kernels::gemm::int8::{gemm_i8, gemm_i8_scratch, PackedI8};
+use tessel_kernels::gemm::Epilogue;
 #[cfg(feature = "std")]
 use tessel_kernels::gemm::{int8::packed_i8_len, Element};
-#[cfg(feature = "std")]
-use tessel_kernels::KernelError;
-use tessel_kernels::ScratchSpec;
+use tessel_kernels::{KernelError, ScratchSpec, View, ViewMut};
 
 #[cfg(feature = "std")]
 use super::LinearError;
-use super::{Linear, PackedWeight, WeightType};
+use super::{Linear, PackedWeight, Run, Weight, WeightType};
 #[cfg(feature = "std")]
 use crate::aligned::AlignedBuf;
 use crate::storage::Weights;
+#[cfg(feature = "std")]
+use std::sync::Arc;
 
 /// A packed int8 weight in fresh aligned storage.
 pub(super) type PackedInt8<'w> = PackedI8<Weights<'w, i8>>;
@@ -62,6 +63,47 @@ fn owned<'w>(packed: PackedI8<AlignedBuf<i8>>) -> Result<PackedInt8<'w>, LinearE
         k,
         n,
     )?)
+}
+
+impl<'w> Weight<'w> for PackedInt8<'w> {
+    fn k(&self) -> usize {
+        PackedI8::k(self)
+    }
+
+    fn n(&self) -> usize {
+        PackedI8::n(self)
+    }
+
+    fn weight_type(&self) -> WeightType {
+        WeightType::Int8
+    }
+
+    fn bytes(&self) -> usize {
+        core::mem::size_of_val(self.as_slice())
+    }
+
+    fn gemm(
+        &self,
+        run: Run<'_>,
+        a: View<'_>,
+        c: ViewMut<'_>,
+        epilogue: &Epilogue<'_>,
+        scratch: &mut [f32],
+    ) -> Result<(), KernelError> {
+        gemm_i8(run.isa, a, self, c, epilogue, scratch, run.parallel)
+    }
+
+    #[cfg(feature = "std")]
+    fn small_page_bytes(&self) -> Option<&[u8]> {
+        super::small_page_bytes(self.storage())
+    }
+
+    #[cfg(feature = "std")]
+    fn moved_to(&self, pool: &Arc<AlignedBuf<u8>>, offset: usize) -> Option<PackedWeight<'w>> {
+        let weights = super::moved(pool, offset, self.as_slice())?;
+        let packed = PackedI8::from_packed(weights, PackedI8::k(self), PackedI8::n(self)).ok()?;
+        Some(PackedWeight::I8(packed))
+    }
 }
 
 /// Scratch of the int8 GEMM for up to `rows` rows of depth `in_features`: the quantised rows

@@ -3,8 +3,8 @@
 //! The layer only holds parameters; the fused forms (normalise, add-and-normalise) are the
 //! kernels' own ([`tessel_kernels::norm`]), reached through [`Norm::kernel`].
 
-use tessel_kernels::norm::{self, RowShape, Rows, RowsMut};
-use tessel_kernels::{Isa, KernelError};
+use tessel_kernels::norm;
+use tessel_kernels::{Isa, KernelError, View, ViewMut};
 
 use crate::storage::Weights;
 
@@ -72,37 +72,13 @@ impl<'w> Norm<'w> {
         self.gamma.bytes() + self.beta.as_ref().map_or(0, Weights::bytes)
     }
 
-    /// `out = N(x)` over `rows` contiguous rows.
-    pub fn forward(
-        &self,
-        isa: Isa,
-        rows: usize,
-        x: &[f32],
-        out: &mut [f32],
-    ) -> Result<(), KernelError> {
-        let width = self.width();
-        norm::normalize(
-            isa,
-            RowShape::new(rows, width),
-            self.kernel(),
-            Rows::new(x, width),
-            RowsMut::new(out, width),
-        )
+    /// `out = N(x)` row by row (`x` and `out` of the same shape, rows `width()` wide).
+    pub fn forward(&self, isa: Isa, x: View<'_>, out: ViewMut<'_>) -> Result<(), KernelError> {
+        norm::normalize(isa, self.kernel(), x, out)
     }
 
-    /// `x = N(x)` over `rows` contiguous rows.
-    pub fn forward_in_place(
-        &self,
-        isa: Isa,
-        rows: usize,
-        x: &mut [f32],
-    ) -> Result<(), KernelError> {
-        let width = self.width();
-        norm::normalize_in_place(
-            isa,
-            RowShape::new(rows, width),
-            self.kernel(),
-            RowsMut::new(x, width),
-        )
+    /// `x = N(x)` row by row (rows `width()` wide).
+    pub fn forward_in_place(&self, isa: Isa, x: ViewMut<'_>) -> Result<(), KernelError> {
+        norm::normalize_in_place(isa, self.kernel(), x)
     }
 }

@@ -7,9 +7,10 @@
 use proptest::prelude::*;
 use tessel_kernels::activation::Activation;
 use tessel_kernels::gemm::{
-    gemm, gemm_scratch, packed_len_of, Element, Epilogue, MatMut, MatRef, PackedB, Parallel,
+    gemm, gemm_scratch, packed_len_of, Element, Epilogue, PackedB, Parallel,
 };
 use tessel_kernels::{reference, Isa};
+use tessel_kernels::{View, ViewMut};
 use tessel_tests::{assert_close, awkward_dim, dot_tolerance, CanaryMatrix};
 
 /// A deterministic value stream (xorshift) for test matrices.
@@ -64,12 +65,12 @@ pub struct Problem {
 }
 
 impl Problem {
-    pub fn a(&self) -> MatRef<'_> {
-        MatRef::new(&self.a, self.m, self.k, self.lda)
+    pub fn a(&self) -> View<'_> {
+        View::new(&self.a, self.m, self.k, self.lda).unwrap()
     }
 
-    pub fn b(&self) -> MatRef<'_> {
-        MatRef::new(&self.b, self.k, self.n, self.n)
+    pub fn b(&self) -> View<'_> {
+        View::new(&self.b, self.k, self.n, self.n).unwrap()
     }
 
     pub fn epilogue(&self) -> Epilogue<'_> {
@@ -79,7 +80,7 @@ impl Problem {
             residual: self
                 .residual
                 .as_ref()
-                .map(|(r, stride)| MatRef::new(r, self.m, self.n, *stride)),
+                .map(|(r, stride)| View::new(r, self.m, self.n, *stride).unwrap()),
         }
     }
 
@@ -101,7 +102,7 @@ impl Problem {
             Source::Kn => PackedB::from_kn(storage, self.b()).unwrap(),
             Source::Nk => {
                 let w = self.b_nk();
-                PackedB::from_nk(storage, MatRef::new(&w, self.n, self.k, self.k)).unwrap()
+                PackedB::from_nk(storage, View::new(&w, self.n, self.k, self.k).unwrap()).unwrap()
             }
         }
     }
@@ -109,7 +110,7 @@ impl Problem {
     /// The reference output (rounded to f32).
     pub fn expected(&self) -> CanaryMatrix {
         let mut c = CanaryMatrix::new(self.m, self.n, self.ldc);
-        let view = MatMut::new(c.view_mut(), self.m, self.n, self.ldc);
+        let view = ViewMut::new(c.view_mut(), self.m, self.n, self.ldc).unwrap();
         reference::gemm::gemm(self.a(), self.b(), view, &self.epilogue()).unwrap();
         c
     }
@@ -124,7 +125,7 @@ impl Problem {
         let mut c = CanaryMatrix::new(self.m, self.n, self.ldc);
         let mut scratch =
             vec![f32::NAN; gemm_scratch(self.m, self.k, self.n, parallel.threads()).len()];
-        let view = MatMut::new(c.view_mut(), self.m, self.n, self.ldc);
+        let view = ViewMut::new(c.view_mut(), self.m, self.n, self.ldc).unwrap();
         gemm(
             isa,
             self.a(),

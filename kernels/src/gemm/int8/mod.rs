@@ -60,8 +60,8 @@
 //! # Example
 //! ```
 //! use tessel_kernels::gemm::int8::{gemm_i8, gemm_i8_scratch, packed_i8_len, PackedI8};
-//! use tessel_kernels::gemm::{Epilogue, MatMut, MatRef, Sequential};
-//! use tessel_kernels::Isa;
+//! use tessel_kernels::gemm::{Epilogue, Sequential};
+//! use tessel_kernels::{Isa, View, ViewMut};
 //!
 //! let (m, k, n) = (1, 4, 2);
 //! let weight = [1.0f32, 0.0, 2.0, 0.0, 0.0, 1.0, 0.0, -1.0]; // nn.Linear weight, n × k
@@ -70,9 +70,10 @@
 //! let a = [1.0, 2.0, 3.0, 4.0];
 //! let mut scratch = vec![0.0; gemm_i8_scratch(m, k).len()];
 //! let mut c = [0.0; 2];
-//! gemm_i8(Isa::best(), MatRef::new(&a, m, k, k), &b, MatMut::new(&mut c, m, n, n),
-//!         &Epilogue::NONE, &mut scratch, &Sequential).unwrap();
+//! gemm_i8(Isa::best(), View::new(&a, m, k, k)?, &b, ViewMut::new(&mut c, m, n, n)?,
+//!         &Epilogue::NONE, &mut scratch, &Sequential)?;
 //! assert!((c[0] - 7.0).abs() < 0.1 && (c[1] + 2.0).abs() < 0.1);
+//! # Ok::<(), tessel_kernels::KernelError>(())
 //! ```
 
 mod driver;
@@ -90,9 +91,10 @@ use crate::error::{check_dim, check_view, KernelError};
 use crate::gemm::driver::Columns;
 use crate::gemm::parallel::Claims;
 use crate::gemm::tile::Output;
-use crate::gemm::{Epilogue, MatMut, MatRef, Parallel, MAX_TASKS, PANEL_COLS};
+use crate::gemm::{Epilogue, Parallel, MAX_TASKS, PANEL_COLS};
 use crate::isa::{Isa, Level};
 use crate::scratch::{Scratch, ScratchSpec};
+use crate::view::{View, ViewMut};
 use core::fmt;
 use driver::{F32Sink, I32Sink, Job, Sink};
 use quant::AFormat;
@@ -202,39 +204,13 @@ pub fn gemm_i8_scratch(m: usize, k: usize) -> ScratchSpec {
     ScratchSpec::f32s(quant::a_bytes(m, k).div_ceil(4)).and(ScratchSpec::f32s(m))
 }
 
-/// A read-only row-major strided `i8` matrix (the quantised activations of [`gemm_i32`]).
-#[derive(Clone, Copy, Debug)]
-pub struct I8MatRef<'a> {
-    /// The elements; must cover `(rows - 1) · stride + cols`.
-    pub data: &'a [i8],
-    /// Rows.
-    pub rows: usize,
-    /// Columns.
-    pub cols: usize,
-    /// Distance between the starts of consecutive rows.
-    pub stride: usize,
-}
-
-/// A mutable row-major strided `i32` matrix (the exact sums of [`gemm_i32`]).
-#[derive(Debug)]
-pub struct I32MatMut<'a> {
-    /// The elements; must cover `(rows - 1) · stride + cols`.
-    pub data: &'a mut [i32],
-    /// Rows.
-    pub rows: usize,
-    /// Columns.
-    pub cols: usize,
-    /// Distance between the starts of consecutive rows.
-    pub stride: usize,
-}
-
 /// `C = activation(dequant(q_A · q_Wᵀ) + bias) + residual` with the best int8 primitive of
 /// `isa` (see [`gemm_i8_with`]).
 pub fn gemm_i8<W: AsRef<[i8]>>(
     isa: Isa,
-    a: MatRef<'_>,
+    a: View<'_>,
     b: &PackedI8<W>,
-    c: MatMut<'_>,
+    c: ViewMut<'_>,
     epilogue: &Epilogue<'_>,
     scratch: &mut [f32],
     parallel: &dyn Parallel,
@@ -249,14 +225,14 @@ pub fn gemm_i8<W: AsRef<[i8]>>(
 ///   is touched.
 /// - `scratch`: at least [`gemm_i8_scratch`]`(m, k)` floats.
 ///
-/// Errors (nothing written when refused): `ShapeMismatch`, `BadStride`, `BufferTooSmall`,
-/// `ScratchTooSmall`, `Overflow` as for [`gemm`](super::gemm); `InvalidArgument` when the
-/// runner skipped a task (then `C` is partly written).
+/// Errors (nothing written when refused): `ShapeMismatch` and `ScratchTooSmall` as for
+/// [`gemm`](super::gemm); `BadStride` when rows of `a` overlap (a [`View::overlapping`]);
+/// `InvalidArgument` when the runner skipped a task (then `C` is partly written).
 pub fn gemm_i8_with<W: AsRef<[i8]>>(
     kernel: I8Kernel,
-    a: MatRef<'_>,
+    a: View<'_>,
     b: &PackedI8<W>,
-    c: MatMut<'_>,
+    c: ViewMut<'_>,
     epilogue: &Epilogue<'_>,
     scratch: &mut [f32],
     parallel: &dyn Parallel,
@@ -265,15 +241,13 @@ pub fn gemm_i8_with<W: AsRef<[i8]>>(
     check_dim("a.cols (k)", k, a.cols)?;
     check_dim("c.rows (m)", m, c.rows)?;
     check_dim("c.cols (n)", n, c.cols)?;
-    check_view("a", a.data.len(), m, k, a.stride)?;
-    check_view("c", c.data.len(), m, n, c.stride)?;
+    check_disjoint(&a)?;
     if let Some(bias) = epilogue.bias {
         check_dim("bias length (n)", n, bias.len())?;
     }
     if let Some(residual) = epilogue.residual {
         check_dim("residual.rows (m)", m, residual.rows)?;
         check_dim("residual.cols (n)", n, residual.cols)?;
-        check_view("residual", residual.data.len(), m, n, residual.stride)?;
     }
     let mut scratch = Scratch::new(scratch, gemm_i8_scratch(m, k))?;
     if m == 0 || n == 0 {
@@ -312,22 +286,20 @@ pub fn gemm_i8_with<W: AsRef<[i8]>>(
 ///
 /// `a` is `m × k` already quantised (every value in `[-127, 127]`); `scratch` holds at least
 /// [`gemm_i8_scratch`]`(m, k)` floats. Errors: `InvalidArgument` for a `-128` in `a`, and the
-/// shape, view and scratch errors of [`gemm_i8_with`].
+/// shape and scratch errors of [`gemm_i8_with`].
 pub fn gemm_i32<W: AsRef<[i8]>>(
     kernel: I8Kernel,
-    a: I8MatRef<'_>,
+    a: View<'_, i8>,
     b: &PackedI8<W>,
-    c: I32MatMut<'_>,
+    c: ViewMut<'_, i32>,
     scratch: &mut [f32],
 ) -> Result<(), KernelError> {
     let (m, k, n) = (a.rows, b.k(), b.n());
     check_dim("a.cols (k)", k, a.cols)?;
     check_dim("c.rows (m)", m, c.rows)?;
     check_dim("c.cols (n)", n, c.cols)?;
-    check_view("a", a.data.len(), m, k, a.stride)?;
-    check_view("c", c.data.len(), m, n, c.stride)?;
-    // (At `k = 0` the view may hold no row at all.)
-    if k > 0 && (0..m).any(|i| a.data[i * a.stride..i * a.stride + k].contains(&i8::MIN)) {
+    check_disjoint(&a)?;
+    if a.iter_rows().any(|row| row.contains(&i8::MIN)) {
         return Err(KernelError::InvalidArgument("quantised activation -128"));
     }
     let mut scratch = Scratch::new(scratch, gemm_i8_scratch(m, k))?;
@@ -354,15 +326,27 @@ pub fn gemm_i32<W: AsRef<[i8]>>(
     run_tasks(kernel, &job, &sink, &crate::gemm::Sequential)
 }
 
+/// The int8 GEMM quantises whole rows of `A`, which must not overlap (`BadStride` otherwise).
+fn check_disjoint<E>(a: &View<'_, E>) -> Result<(), KernelError> {
+    if a.rows > 1 && a.stride < a.cols {
+        return Err(KernelError::BadStride {
+            what: "a",
+            min: a.cols,
+            got: a.stride,
+        });
+    }
+    Ok(())
+}
+
 /// Quantises the rows of `a` (`m × k`) as [`gemm_i8`] does: `q` receives them row-major
 /// (`m × k`, dense) and `dequant` the `m` factors `d_A[i]` (see [`quant`]).
 pub fn quantize_activations(
-    a: MatRef<'_>,
+    a: View<'_>,
     q: &mut [i8],
     dequant: &mut [f32],
 ) -> Result<(), KernelError> {
     let (m, k) = (a.rows, a.cols);
-    check_view("a", a.data.len(), m, k, a.stride)?;
+    check_disjoint(&a)?;
     check_view("q", q.len(), m, k, k)?;
     check_dim("dequant length (m)", m, dequant.len())?;
     if k == 0 {
@@ -382,13 +366,13 @@ pub fn quantize_activations(
 /// Quantises `a` into `bytes` at the vector width of `kernel`'s level (the loops vectorise).
 fn quantize_at(
     kernel: I8Kernel,
-    a: MatRef<'_>,
+    a: View<'_>,
     format: AFormat,
     bytes: &mut [i8],
     dequant: &mut [f32],
 ) {
     struct Quantize<'a, 'b> {
-        a: MatRef<'a>,
+        a: View<'a>,
         format: AFormat,
         bytes: &'b mut [i8],
         dequant: &'b mut [f32],

@@ -16,7 +16,7 @@
 //! `ROW_PAD`.
 
 use crate::gemm::int8::packed::{round_clamp, K_GROUP, TINY};
-use crate::gemm::MatRef;
+use crate::view::View;
 
 /// Rows of the quantised `A` are padded to a multiple of this (the tallest tile), so every tile
 /// reads whole rows.
@@ -99,7 +99,7 @@ pub(crate) fn quantize_row(x: &[f32], q: &mut [i8]) -> f32 {
 /// Quantises every row of `a` into `bytes` (`round_up(m, 8)` rows of `format.row_bytes(k)`)
 /// and their factors into `dequant` (`m` values).
 #[inline(always)]
-pub(crate) fn quantize_a(a: MatRef<'_>, format: AFormat, bytes: &mut [i8], dequant: &mut [f32]) {
+pub(crate) fn quantize_a(a: View<'_>, format: AFormat, bytes: &mut [i8], dequant: &mut [f32]) {
     let (m, k) = (a.rows, a.cols);
     let stride = format.row_bytes(k);
     let kp = AFormat::Signed.row_bytes(k);

@@ -1,4 +1,5 @@
-//! One pass over a row, vector by vector: the loop every row-wise kernel is built from.
+//! One pass over a row, vector by vector: the loop every row-wise kernel (norms, softmax, bias
+//! and activation) is built from.
 //!
 //! A pass reads one or more rows in lock step through a [`RowIo`], maps each vector to a value
 //! that is stored back (or dropped, for read-only passes) and to `N` terms that are reduced
@@ -8,6 +9,7 @@
 //! `width`). The tail shorter than a vector is loaded and stored with masks, and its terms are
 //! masked out of the reduction.
 
+use crate::view::ViewMut;
 use pulp::Simd;
 
 /// How a pass reduces its terms.
@@ -437,4 +439,40 @@ pub(crate) fn sweep<S: Simd, Io: RowIo<S>, const N: usize>(
         };
     }
     result
+}
+
+/// The starts of a view's rows, to prefetch row `r + 1` while row `r` is processed.
+#[derive(Clone, Copy)]
+pub(crate) struct Ahead {
+    base: *const f32,
+    step: usize,
+    rows: usize,
+    width: usize,
+}
+
+impl Ahead {
+    /// The rows of `view`.
+    pub(crate) fn of(view: &ViewMut<'_>) -> Ahead {
+        let step = if view.rows <= 1 {
+            view.cols
+        } else {
+            view.stride
+        };
+        Ahead {
+            base: view.data.as_ptr(),
+            step: step.max(1),
+            rows: view.rows,
+            width: view.cols,
+        }
+    }
+
+    /// The row after row `r`, or nothing for the last row and for rows too short to gain.
+    #[inline(always)]
+    pub(crate) fn after(&self, r: usize) -> Prefetch {
+        if r + 1 < self.rows && self.width >= Prefetch::MIN_LEN {
+            Prefetch::new(self.base.wrapping_add((r + 1) * self.step), self.width)
+        } else {
+            Prefetch::NONE
+        }
+    }
 }
