@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use ::tessel_model::{RunError, SearchOptions, StepLogits};
+use ::tessel_model::{Request, RunError, SearchOptions, StepLogits};
 
 use crate::args;
 use crate::engine::{self, EngineSession};
@@ -628,7 +628,7 @@ pub unsafe extern "C" fn tessel_generate(
         let bos = [session.model().config().bos_id];
         let (search, prefix) = search_options(&options, session.limits().max_tgt_len, &bos)?;
         let hypotheses = session
-            .generate_with(prefix, &search, |logits| {
+            .generate(Request::new(search).prefix(prefix).process(|logits| {
                 let Some(callback) = options.on_step else {
                     return;
                 };
@@ -643,7 +643,7 @@ pub unsafe extern "C" fn tessel_generate(
                 // SAFETY: the caller supplied `callback` and `user_data` for this call;
                 // `step` and the logits it points to live until the callback returns.
                 unsafe { callback(options.user_data, &mut step) };
-            })
+            }))
             .map_err(|e| match e {
                 RunError::NonFiniteLogits { .. } if options.on_step.is_some() => Error::callback(e),
                 e => Error::run(e),
@@ -756,7 +756,7 @@ pub unsafe extern "C" fn tessel_numbers_read(
         session.encode(ids).map_err(Error::run)?;
         let steps = vocab.max_target().min(session.limits().max_tgt_len);
         let hypotheses = session
-            .generate(&SearchOptions::greedy(steps), |_| {})
+            .generate(Request::new(SearchOptions::greedy(steps)))
             .map_err(Error::run)?;
         let best = hypotheses.best().map_or(&[][..], |h| h.tokens);
         let digits = vocab.decode(best);
