@@ -11,7 +11,7 @@ use std::ptr::{null, null_mut};
 use tessel::*;
 
 mod common;
-use common::ok;
+use common::{ok, step_from};
 use tessel_tests::counting::{allocations, ThreadCounting};
 
 #[global_allocator]
@@ -216,20 +216,11 @@ fn encode_audio_does_not_allocate_after_session_creation() {
         .map(|i| (i % 7) as f32 / 7.0 - 0.5)
         .collect();
     let mut logits = vec![0f32; info.tgt_vocab];
-    let mut len = 0;
     let count = allocations(|| {
         // SAFETY: live session, arrays of the stated lengths.
         unsafe {
             ok(tessel_encode_audio(session, mel.as_ptr(), mel.len()));
-            let bos = [info.bos_id];
-            ok(tessel_decode_step(
-                session,
-                bos.as_ptr(),
-                1,
-                logits.as_mut_ptr(),
-                logits.len(),
-                &mut len,
-            ));
+            step_from(session, info.bos_id, &mut logits);
             let refused = tessel_encode_audio(session, mel.as_ptr(), mel.len() - 1);
             assert_eq!(refused, tessel_status::TESSEL_ERR_RUN);
         }
