@@ -53,33 +53,22 @@ fn token_level_calls(model: *mut tessel_model, session: *mut tessel_session, voc
     // on purpose.
     unsafe {
         ok(tessel_encode(session, src.as_ptr(), src.len()));
-        let bos = [1u32, 1];
-        ok(tessel_decode_step(
-            session,
-            bos.as_ptr(),
-            2,
-            logits.as_mut_ptr(),
-            64,
-            &mut len,
-        ));
+        // One step of two beams into `logits`.
+        let mut step = |tokens: [u32; 2]| {
+            ok(tessel_decode_step(
+                session,
+                tokens.as_ptr(),
+                2,
+                logits.as_mut_ptr(),
+                64,
+                &mut len,
+            ))
+        };
+        step([1, 1]);
         ok(tessel_reorder_beams(session, [1u32, 0].as_ptr(), 2));
         ok(tessel_reset_decoder(session));
-        ok(tessel_decode_step(
-            session,
-            bos.as_ptr(),
-            2,
-            logits.as_mut_ptr(),
-            64,
-            &mut len,
-        ));
-        ok(tessel_decode_step(
-            session,
-            [4u32, 5].as_ptr(),
-            2,
-            logits.as_mut_ptr(),
-            64,
-            &mut len,
-        ));
+        step([1, 1]);
+        step([4, 5]);
         for beam in [1, 3] {
             let options = tessel_generate_options {
                 beam,
