@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::{Limits, SearchOptions, Session};
+use tessel_model::{Limits, Request, SearchOptions, Session};
 use tessel_numbers::Numbers;
 
 /// Sorts `values`; returns the median.
@@ -50,7 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for w in &words {
         vocab.encode_into(w, &mut ids)?;
         session.encode(&ids)?;
-        session.generate(&greedy, |_| read_tokens += 1)?;
+        session.generate(Request::new(greedy).on_step(|_| read_tokens += 1))?;
     }
 
     let (mut read_ns, mut decode_ns) = (Vec::new(), Vec::new());
@@ -59,7 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for w in &words {
             vocab.encode_into(w, &mut ids)?;
             session.encode(&ids)?;
-            let hyps = session.generate(&greedy, |_| {})?;
+            let hyps = session.generate(Request::new(greedy))?;
             let best = hyps.best().map_or(&[][..], |h| h.tokens);
             std::hint::black_box(vocab.decode(best));
         }
@@ -69,7 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for w in &words {
             vocab.encode_into(w, &mut ids)?;
             session.encode(&ids)?;
-            let hyps = session.generate(&greedy, |_| {})?;
+            let hyps = session.generate(Request::new(greedy))?;
             std::hint::black_box(hyps.best().map(|h| h.tokens.len()));
             session.reset_decoder();
             let mut token = config.bos_id;

@@ -14,18 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "tessel.h"
-
-/* Prints the failing call and this thread's last error, then exits. */
-#define CHECK(call)                                                                           \
-    do {                                                                                      \
-        tessel_status status_ = (call);                                                       \
-        if (status_ != TESSEL_OK) {                                                           \
-            fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,               \
-                    tessel_status_name(status_), tessel_last_error());                        \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 static uint32_t le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

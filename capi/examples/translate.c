@@ -13,18 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "tessel.h"
-
-/* Prints the failing call and this thread's last error, then exits. */
-#define CHECK(call)                                                                           \
-    do {                                                                                      \
-        tessel_status status_ = (call);                                                       \
-        if (status_ != TESSEL_OK) {                                                           \
-            fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,               \
-                    tessel_status_name(status_), tessel_last_error());                        \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 static const char *language(const char *arg) {
     return strcmp(arg, "-") == 0 ? NULL : arg;

@@ -18,8 +18,8 @@ use tessel_model::directory::{self, Directory, Format, OpenError};
 use tessel_model::image::{self, PackError};
 use tessel_model::session::{buffer_bytes, ModelRef};
 use tessel_model::{
-    ArenaPlan, Hypotheses, Limits, LoadSettings, Model, RunError, SearchOptions, Session,
-    SessionError, StepLogits, StepView,
+    ArenaPlan, Hypotheses, Limits, LoadSettings, Model, Request, RunError, Session, SessionError,
+    StepLogits, StepView,
 };
 use tessel_numbers::{Numbers, Vocab};
 
@@ -188,22 +188,12 @@ impl EngineSession {
     }
 
     /// [`Session::generate`].
-    pub fn generate(
-        &mut self,
-        options: &SearchOptions,
-        on_step: impl FnMut(StepView<'_>),
-    ) -> Result<Hypotheses<'_>, RunError> {
-        each!(self, s => s.generate(options, on_step))
-    }
-
-    /// [`Session::generate_with`].
-    pub fn generate_with(
-        &mut self,
-        prefix: &[u32],
-        options: &SearchOptions,
-        process: impl FnMut(&mut StepLogits<'_>),
-    ) -> Result<Hypotheses<'_>, RunError> {
-        each!(self, s => s.generate_with(prefix, options, process))
+    pub fn generate<P, S>(&mut self, request: Request<'_, P, S>) -> Result<Hypotheses<'_>, RunError>
+    where
+        P: FnMut(&mut StepLogits<'_>),
+        S: FnMut(StepView<'_>),
+    {
+        each!(self, s => s.generate(request))
     }
 }
 

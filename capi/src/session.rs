@@ -9,37 +9,32 @@
 //! hypotheses' copy and the token buffer of the text call are all sized at creation, and a
 //! refusal's message is formatted into a fixed thread-local buffer.
 
-use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use ::tessel_model::{RunError, SearchOptions, StepLogits};
+use ::tessel_model::{Request, RunError, SearchOptions, StepLogits};
 
 use crate::args;
 use crate::engine::{self, EngineSession};
+use crate::exclusive;
 use crate::info;
 use crate::model::{self, tessel_limits, tessel_model, ModelHandle};
 use crate::status::{fail, guard, tessel_status, Error};
 
-/// The tag in the first word of a live session handle ("tslsessn").
-const SESSION_TAG: u64 = u64::from_le_bytes(*b"tslsessn");
-/// The tag a session handle gets when it is freed.
-const DEAD_TAG: u64 = u64::from_le_bytes(*b"tsl-dead");
+/// A session handle: "tslsessn" in its first word.
+const KIND: exclusive::Kind = exclusive::Kind {
+    tag: u64::from_le_bytes(*b"tslsessn"),
+    null: "the session handle is NULL",
+    other: "not a session handle",
+    busy: "the session is in use by another call (one thread at a time)",
+    busy_free: "the session is in use",
+};
 
 /// One model's working state; used by one thread at a time. Created by `tessel_session_new`,
 /// freed by `tessel_session_free`.
 #[allow(non_camel_case_types)]
 pub struct tessel_session {
     _opaque: [u8; 0],
-}
-
-/// What a `tessel_session` points to.
-#[repr(C)]
-struct SessionHandle {
-    tag: u64,
-    busy: AtomicBool,
-    inner: UnsafeCell<Inner>,
 }
 
 /// The finished hypotheses of the last search, copied out of the arena.
@@ -68,66 +63,17 @@ const _: () = {
     moves_between_threads::<Inner>();
 };
 
-/// Releases the busy flag when dropped (also when a panic unwinds).
-struct Busy<'a>(&'a AtomicBool);
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-/// The handle behind `session`, checked, or an error.
+/// Runs `body` with exclusive access to `session`'s state, or fails with `TESSEL_ERR_BUSY`.
 ///
 /// # Safety
 /// `session` is NULL or points to at least 16 readable bytes; a pointer from
 /// `tessel_session_new` must not have been freed.
-unsafe fn handle<'a>(session: *const tessel_session) -> Result<&'a SessionHandle, Error> {
-    let ptr = session.cast::<SessionHandle>();
-    if ptr.is_null() {
-        return fail(tessel_status::TESSEL_ERR_NULL, "the session handle is NULL");
-    }
-    if !ptr.is_aligned() {
-        return fail(tessel_status::TESSEL_ERR_HANDLE, "not a session handle");
-    }
-    // SAFETY: aligned, non-NULL and readable by the caller's contract; the tag is the first
-    // field of the `repr(C)` `SessionHandle`.
-    let tag = unsafe { ptr.cast::<u64>().read() };
-    if tag != SESSION_TAG {
-        return fail(tessel_status::TESSEL_ERR_HANDLE, "not a session handle");
-    }
-    // SAFETY: the tag says this is a live `SessionHandle` from `tessel_session_new`; only
-    // shared access here (the inner state is behind the busy flag).
-    Ok(unsafe { &*ptr })
-}
-
-/// Runs `body` with exclusive access to `session`'s state, or fails with `TESSEL_ERR_BUSY`.
-///
-/// # Safety
-/// As [`handle`].
 unsafe fn with_session(
     session: *mut tessel_session,
     body: impl FnOnce(&mut Inner) -> Result<(), Error>,
 ) -> tessel_status {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let handle = unsafe { handle(session) }?;
-        if handle
-            .busy
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return fail(
-                tessel_status::TESSEL_ERR_BUSY,
-                "the session is in use by another call (one thread at a time)",
-            );
-        }
-        let _busy = Busy(&handle.busy);
-        // SAFETY: the busy flag was false and is now ours: no other reference to the inner
-        // state exists until `_busy` drops, after `body` returns.
-        let inner = unsafe { &mut *handle.inner.get() };
-        body(inner)
-    })
+    // SAFETY: the caller's contract; a session handle holds an `Inner`.
+    unsafe { exclusive::with(session, KIND, body) }
 }
 
 /// Creates a session over `model` planned for `limits` (NULL, or zero fields: the model's
@@ -234,23 +180,19 @@ pub unsafe extern "C" fn tessel_session_new_in_buffer(
 fn into_handle(session: EngineSession, model: Arc<ModelHandle>) -> *mut tessel_session {
     let limits = session.limits();
     let stride = limits.max_tgt_len;
-    let handle = Box::new(SessionHandle {
-        tag: SESSION_TAG,
-        busy: AtomicBool::new(false),
-        inner: UnsafeCell::new(Inner {
-            session,
-            model,
-            results: Results {
-                tokens: vec![0; limits.max_beam * stride],
-                lens: vec![0; limits.max_beam],
-                scores: vec![0.0; limits.max_beam],
-                count: 0,
-                stride,
-            },
-            ids: Vec::with_capacity(limits.max_src_len),
-        }),
-    });
-    Box::into_raw(handle).cast::<tessel_session>()
+    let inner = Inner {
+        session,
+        model,
+        results: Results {
+            tokens: vec![0; limits.max_beam * stride],
+            lens: vec![0; limits.max_beam],
+            scores: vec![0.0; limits.max_beam],
+            count: 0,
+            stride,
+        },
+        ids: Vec::with_capacity(limits.max_src_len),
+    };
+    exclusive::into_raw(KIND, inner)
 }
 
 /// Frees `session` (NULL is accepted) and drops its model reference. `TESSEL_ERR_BUSY` if
@@ -260,27 +202,8 @@ fn into_handle(session: EngineSession, model: Arc<ModelHandle>) -> *mut tessel_s
 /// `session` is NULL or a live session handle; it must not be used after success.
 #[no_mangle]
 pub unsafe extern "C" fn tessel_session_free(session: *mut tessel_session) -> tessel_status {
-    guard(|| {
-        if session.is_null() {
-            return Ok(());
-        }
-        // SAFETY: the caller's contract.
-        let handle = unsafe { handle(session) }?;
-        if handle
-            .busy
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return fail(tessel_status::TESSEL_ERR_BUSY, "the session is in use");
-        }
-        let ptr = session.cast::<SessionHandle>();
-        // SAFETY: the tag says `ptr` came from `Box::into_raw` in `tessel_session_new`, and
-        // the busy flag keeps every other call out; the caller gives the handle up.
-        let mut owned = unsafe { Box::from_raw(ptr) };
-        owned.tag = DEAD_TAG;
-        drop(owned);
-        Ok(())
-    })
+    // SAFETY: the caller's contract; a session handle holds an `Inner`.
+    unsafe { exclusive::free::<Inner, _>(session, KIND) }
 }
 
 /// Writes the limits `session` was planned for (zero fields resolved) into `*limits`.
@@ -628,7 +551,7 @@ pub unsafe extern "C" fn tessel_generate(
         let bos = [session.model().config().bos_id];
         let (search, prefix) = search_options(&options, session.limits().max_tgt_len, &bos)?;
         let hypotheses = session
-            .generate_with(prefix, &search, |logits| {
+            .generate(Request::new(search).prefix(prefix).process(|logits| {
                 let Some(callback) = options.on_step else {
                     return;
                 };
@@ -643,7 +566,7 @@ pub unsafe extern "C" fn tessel_generate(
                 // SAFETY: the caller supplied `callback` and `user_data` for this call;
                 // `step` and the logits it points to live until the callback returns.
                 unsafe { callback(options.user_data, &mut step) };
-            })
+            }))
             .map_err(|e| match e {
                 RunError::NonFiniteLogits { .. } if options.on_step.is_some() => Error::callback(e),
                 e => Error::run(e),
@@ -756,7 +679,7 @@ pub unsafe extern "C" fn tessel_numbers_read(
         session.encode(ids).map_err(Error::run)?;
         let steps = vocab.max_target().min(session.limits().max_tgt_len);
         let hypotheses = session
-            .generate(&SearchOptions::greedy(steps), |_| {})
+            .generate(Request::new(SearchOptions::greedy(steps)))
             .map_err(Error::run)?;
         let best = hypotheses.best().map_or(&[][..], |h| h.tokens);
         let digits = vocab.decode(best);

@@ -29,8 +29,8 @@ use crate::exclusive;
 use crate::info;
 use crate::status::{fail, guard, tessel_status, Error};
 
-/// The tag in the first word of a live transcriber handle ("tslwhspr").
-const TAG: u64 = u64::from_le_bytes(*b"tslwhspr");
+/// A transcriber handle: "tslwhspr" in its first word.
+const KIND: exclusive::Kind = exclusive::Kind::task(u64::from_le_bytes(*b"tslwhspr"));
 
 /// A Whisper model with its tokenizer and one session; used by one thread at a time. Created
 /// by `tessel_transcriber_load`, freed by `tessel_transcriber_free`.
@@ -184,7 +184,7 @@ pub unsafe extern "C" fn tessel_transcriber_load(
             .session(info::session_isa()?, max_beam, threads.max(1))
             .map_err(transcribe_error)?;
         *out = exclusive::into_raw(
-            TAG,
+            KIND,
             State {
                 session,
                 last: None,
@@ -372,7 +372,7 @@ pub unsafe extern "C" fn tessel_transcribe(
         unsafe { run(state, samples, options, &outputs) }
     };
     // SAFETY: the caller's contract for `transcriber`; its state is a `State`.
-    unsafe { exclusive::with(transcriber, TAG, body) }
+    unsafe { exclusive::with(transcriber, KIND, body) }
 }
 
 /// `tessel_transcribe` over the WAV file at `path` (UTF-8, NUL-terminated; PCM 8/16/24/32-bit
@@ -416,7 +416,7 @@ pub unsafe extern "C" fn tessel_transcribe_wav(
         unsafe { run(state, &audio.samples, options, &outputs) }
     };
     // SAFETY: the caller's contract for `transcriber`; its state is a `State`.
-    unsafe { exclusive::with(transcriber, TAG, body) }
+    unsafe { exclusive::with(transcriber, KIND, body) }
 }
 
 /// Frees `transcriber` (NULL is accepted). `TESSEL_ERR_BUSY` if another thread is inside a
@@ -429,5 +429,5 @@ pub unsafe extern "C" fn tessel_transcriber_free(
     transcriber: *mut tessel_transcriber,
 ) -> tessel_status {
     // SAFETY: the caller's contract; its state is a `State`.
-    unsafe { exclusive::free::<State, _>(transcriber, TAG) }
+    unsafe { exclusive::free::<State, _>(transcriber, KIND) }
 }

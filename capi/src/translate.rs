@@ -26,8 +26,8 @@ use crate::exclusive;
 use crate::info;
 use crate::status::{guard, tessel_status, Error};
 
-/// The tag in the first word of a live translator handle ("tsltrans").
-const TAG: u64 = u64::from_le_bytes(*b"tsltrans");
+/// A translator handle: "tsltrans" in its first word.
+const KIND: exclusive::Kind = exclusive::Kind::task(u64::from_le_bytes(*b"tsltrans"));
 
 /// A translation model with its tokenizer and one session; used by one thread at a time.
 /// Created by `tessel_translator_load`, freed by `tessel_translator_free`.
@@ -204,7 +204,7 @@ pub unsafe extern "C" fn tessel_translator_load(
         *out = std::ptr::null_mut();
         let options = options.unwrap_or_else(|| tessel_translate_options_default());
         let state = load(Path::new(path), &options)?;
-        *out = exclusive::into_raw(TAG, state);
+        *out = exclusive::into_raw(KIND, state);
         Ok(())
     })
 }
@@ -258,7 +258,7 @@ pub unsafe extern "C" fn tessel_translate(
         args::put_text(output, out, len)
     };
     // SAFETY: the caller's contract for `translator`; its state is a `State`.
-    unsafe { exclusive::with(translator, TAG, body) }
+    unsafe { exclusive::with(translator, KIND, body) }
 }
 
 /// Frees `translator` (NULL is accepted). `TESSEL_ERR_BUSY` if another thread is inside a
@@ -271,5 +271,5 @@ pub unsafe extern "C" fn tessel_translator_free(
     translator: *mut tessel_translator,
 ) -> tessel_status {
     // SAFETY: the caller's contract; its state is a `State`.
-    unsafe { exclusive::free::<State, _>(translator, TAG) }
+    unsafe { exclusive::free::<State, _>(translator, KIND) }
 }

@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_void, CStr};
 use std::ptr::{null, null_mut};
 
 use ::tessel_model::session::buffer_bytes;
-use ::tessel_model::{ArenaPlan, Limits, SearchOptions, Session};
+use ::tessel_model::{ArenaPlan, Limits, Request, SearchOptions, Session};
 use tessel::*;
 use tessel_kernels::isa::Isa;
 use tessel_numbers::Numbers;
@@ -92,7 +92,7 @@ fn greedy_and_beam_equal_the_rust_path() {
             let count = generate(s, &options);
             rust.encode(&src).expect("encodes");
             let expected = rust
-                .generate(&SearchOptions::beam(beam, 12), |_| {})
+                .generate(Request::new(SearchOptions::beam(beam, 12)))
                 .expect("searches");
             assert_eq!(count, expected.len());
             for (i, want) in expected.iter().enumerate() {

@@ -13,7 +13,7 @@ use tessel::*;
 use tessel_numbers::Numbers;
 
 mod common;
-use common::{last_error, ok};
+use common::{last_error, ok, step_from};
 use tessel_tests::counting::{allocated_bytes, ThreadCounting};
 
 #[global_allocator]
@@ -56,16 +56,7 @@ fn first_logits(model: *mut tessel_model) -> Vec<f32> {
         ok(tessel_session_new(model, null(), &mut session));
         ok(tessel_encode(session, ids.as_ptr(), ids.len()));
         let mut logits = vec![0f32; info.tgt_vocab];
-        let mut len = 0;
-        let bos = [info.bos_id];
-        ok(tessel_decode_step(
-            session,
-            bos.as_ptr(),
-            1,
-            logits.as_mut_ptr(),
-            logits.len(),
-            &mut len,
-        ));
+        step_from(session, info.bos_id, &mut logits);
         ok(tessel_session_free(session));
         logits
     }

@@ -13,7 +13,7 @@ use tessel::*;
 use tessel_kernels::isa::Isa;
 
 mod common;
-use common::{last_error, ok};
+use common::{last_error, ok, step_from};
 
 fn fixture(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -46,16 +46,7 @@ fn first_logits(model: *mut tessel_model, source: Source<'_>) -> (Vec<f32>, Isa)
             Source::Mel(mel) => ok(tessel_encode_audio(session, mel.as_ptr(), mel.len())),
         }
         let mut logits = vec![0f32; info.tgt_vocab];
-        let mut len = 0;
-        let bos = [info.bos_id];
-        ok(tessel_decode_step(
-            session,
-            bos.as_ptr(),
-            1,
-            logits.as_mut_ptr(),
-            logits.len(),
-            &mut len,
-        ));
+        step_from(session, info.bos_id, &mut logits);
         ok(tessel_session_free(session));
         let isa = Isa::from_name(CStr::from_ptr(name).to_str().expect("ASCII")).expect("a level");
         (logits, isa)

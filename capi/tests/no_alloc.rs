@@ -11,7 +11,7 @@ use std::ptr::{null, null_mut};
 use tessel::*;
 
 mod common;
-use common::ok;
+use common::{ok, step_from};
 use tessel_tests::counting::{allocations, ThreadCounting};
 
 #[global_allocator]
@@ -53,33 +53,22 @@ fn token_level_calls(model: *mut tessel_model, session: *mut tessel_session, voc
     // on purpose.
     unsafe {
         ok(tessel_encode(session, src.as_ptr(), src.len()));
-        let bos = [1u32, 1];
-        ok(tessel_decode_step(
-            session,
-            bos.as_ptr(),
-            2,
-            logits.as_mut_ptr(),
-            64,
-            &mut len,
-        ));
+        // One step of two beams into `logits`.
+        let mut step = |tokens: [u32; 2]| {
+            ok(tessel_decode_step(
+                session,
+                tokens.as_ptr(),
+                2,
+                logits.as_mut_ptr(),
+                64,
+                &mut len,
+            ))
+        };
+        step([1, 1]);
         ok(tessel_reorder_beams(session, [1u32, 0].as_ptr(), 2));
         ok(tessel_reset_decoder(session));
-        ok(tessel_decode_step(
-            session,
-            bos.as_ptr(),
-            2,
-            logits.as_mut_ptr(),
-            64,
-            &mut len,
-        ));
-        ok(tessel_decode_step(
-            session,
-            [4u32, 5].as_ptr(),
-            2,
-            logits.as_mut_ptr(),
-            64,
-            &mut len,
-        ));
+        step([1, 1]);
+        step([4, 5]);
         for beam in [1, 3] {
             let options = tessel_generate_options {
                 beam,
@@ -216,20 +205,11 @@ fn encode_audio_does_not_allocate_after_session_creation() {
         .map(|i| (i % 7) as f32 / 7.0 - 0.5)
         .collect();
     let mut logits = vec![0f32; info.tgt_vocab];
-    let mut len = 0;
     let count = allocations(|| {
         // SAFETY: live session, arrays of the stated lengths.
         unsafe {
             ok(tessel_encode_audio(session, mel.as_ptr(), mel.len()));
-            let bos = [info.bos_id];
-            ok(tessel_decode_step(
-                session,
-                bos.as_ptr(),
-                1,
-                logits.as_mut_ptr(),
-                logits.len(),
-                &mut len,
-            ));
+            step_from(session, info.bos_id, &mut logits);
             let refused = tessel_encode_audio(session, mel.as_ptr(), mel.len() - 1);
             assert_eq!(refused, tessel_status::TESSEL_ERR_RUN);
         }

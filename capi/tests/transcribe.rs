@@ -207,62 +207,51 @@ fn small_arrays_keep_the_transcript_and_errors_are_typed() {
     // SAFETY: NULL pointers, bad options, a missing file and a handle of another kind, which
     // the calls refuse; the transcriber is freed once.
     unsafe {
-        let status = tessel_transcribe(
-            transcriber,
-            null(),
-            10,
-            null(),
-            null_mut(),
-            0,
-            &mut count,
-            null_mut(),
-            0,
-            &mut len,
-        );
+        // Samples into no output buffers (the counts only).
+        let mut transcribe = |samples: *const f32, n: usize, options| {
+            let (segments, text) = (null_mut(), null_mut());
+            tessel_transcribe(
+                transcriber,
+                samples,
+                n,
+                options,
+                segments,
+                0,
+                &mut count,
+                text,
+                0,
+                &mut len,
+            )
+        };
+        let status = transcribe(null(), 10, null());
         assert_eq!(status, tessel_status::TESSEL_ERR_NULL);
-        let status = tessel_transcribe(
-            transcriber,
-            samples.as_ptr(),
-            samples.len(),
-            &beam_9,
-            null_mut(),
-            0,
-            &mut count,
-            null_mut(),
-            0,
-            &mut len,
-        );
+        let status = transcribe(samples.as_ptr(), samples.len(), &beam_9);
         assert_eq!(
             status,
             tessel_status::TESSEL_ERR_ARGUMENT,
             "{}",
             last_error()
         );
-        let status = tessel_transcribe_wav(
-            transcriber,
-            missing.as_ptr(),
-            null(),
-            null_mut(),
-            0,
-            &mut count,
-            null_mut(),
-            0,
-            &mut len,
-        );
+        // The missing file through `handle`.
+        let mut wav = |handle: *mut tessel_transcriber| {
+            let (segments, text) = (null_mut(), null_mut());
+            tessel_transcribe_wav(
+                handle,
+                missing.as_ptr(),
+                null(),
+                segments,
+                0,
+                &mut count,
+                text,
+                0,
+                &mut len,
+            )
+        };
+        let status = wav(transcriber);
         assert_eq!(status, tessel_status::TESSEL_ERR_LOAD);
         let mut model = null_mut();
         ok(tessel_model_load_numbers(&mut model));
-        let status = tessel_transcribe_wav(
-            model.cast(),
-            missing.as_ptr(),
-            null(),
-            null_mut(),
-            0,
-            &mut count,
-            null_mut(),
-            0,
-            &mut len,
-        );
+        let status = wav(model.cast());
         assert_eq!(status, tessel_status::TESSEL_ERR_HANDLE);
         ok(tessel_model_release(model));
         ok(tessel_transcriber_free(transcriber));

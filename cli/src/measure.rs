@@ -10,7 +10,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::{Limits, LoadSettings, SearchOptions, Session, WeightType};
+use tessel_model::{Limits, LoadSettings, Request, SearchOptions, Session, WeightType};
 
 use crate::args::{defaults, BenchArgs, RunArgs};
 use crate::counting;
@@ -138,7 +138,7 @@ pub fn measure(m: &Measure, out: &mut dyn Write) -> Result<(), CliError> {
     let mut score = 0.0f32;
     // Warm-up run (page faults in the arena and weights), not measured.
     session.encode(&src)?;
-    session.generate(&options, |_| {})?;
+    session.generate(Request::new(options))?;
 
     let (measured, allocations) = counting::count(|| -> Result<(), CliError> {
         for _ in 0..m.runs {
@@ -147,11 +147,11 @@ pub fn measure(m: &Measure, out: &mut dyn Write) -> Result<(), CliError> {
             let encoded = Instant::now();
             encode_times.push(encoded - start);
             let mut last = encoded;
-            let hyps = session.generate(&options, |_| {
+            let hyps = session.generate(Request::new(options).on_step(|_| {
                 let now = Instant::now();
                 step_times.push(now - last);
                 last = now;
-            })?;
+            }))?;
             total_times.push(start.elapsed());
             if let Some(best) = hyps.best() {
                 tokens.clear();

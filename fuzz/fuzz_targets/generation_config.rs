@@ -35,7 +35,11 @@ fuzz_target!(|data: &[u8]| {
     options.max_new_tokens = Some(options.max_new_tokens.unwrap_or(8).min(12));
     for convention in [Convention::Transformers, Convention::CTranslate2] {
         options.convention = convention;
-        if let Ok(hyps) = session.generate_decoded(&options) {
+        let hyps = match options.request(&session) {
+            Ok(request) => session.generate(request),
+            Err(e) => Err(e),
+        };
+        if let Ok(hyps) = hyps {
             assert!(hyps.len() <= options.search.beam);
             for h in hyps.iter() {
                 assert!(h.tokens.len() <= 12);

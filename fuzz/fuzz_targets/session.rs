@@ -12,7 +12,9 @@ use std::sync::OnceLock;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tessel_fuzz::{isa, tiny_config};
-use tessel_model::{Limits, LoadOptions, Model, RunError, SearchOptions, Session, WeightType};
+use tessel_model::{
+    Limits, LoadOptions, Model, Request, RunError, SearchOptions, Session, WeightType,
+};
 
 #[derive(Arbitrary, Debug)]
 enum Call {
@@ -120,8 +122,8 @@ fn apply(session: &mut Session<&Model>, call: &Call) -> Outcome {
                 steps += 1;
             };
             let found = match prefix {
-                None => session.generate(&options, on_step),
-                Some(p) => session.generate_from(&ids(p), &options, on_step),
+                None => session.generate(Request::new(options).on_step(on_step)),
+                Some(p) => session.generate(Request::new(options).prefix(&ids(p)).on_step(on_step)),
             };
             found.map(|h| {
                 assert!(h.len() <= options.beam.max(1));

@@ -1,7 +1,7 @@
 //! Decoding options as translation users know them (`transformers.generate`, CTranslate2's
 //! `translate_batch`) on top of [`crate::search`]: lengths, the logits processors of
-//! [`crate::processors`], forced tokens and n-best lists. [`Session::generate_decoded`] turns
-//! [`DecodeOptions`] into one search from the decoder start token.
+//! [`crate::processors`], forced tokens and n-best lists. [`DecodeOptions::request`] turns
+//! them into one [`Request`] for [`Session::generate`], from the decoder start token.
 //!
 //! Lengths: `max_length` counts decoder positions with the start token (`transformers`'
 //! `max_length`), so at most `max_length - 1` tokens are generated; `max_new_tokens`
@@ -18,18 +18,16 @@
 //! [`Convention`] chooses the beam search rules where the references differ: `transformers`
 //! edits log-probabilities (its beam search normalises first) and finishes a hypothesis on
 //! EOS only when the EOS continuation ranks among the best `beam` candidates
-//! ([`Session::generate_as_transformers`]), keeps the best `beam` finished hypotheses and
-//! stops as [`DecodeOptions::early_stopping`] says (`transformers`' default: when the best live
+//! ([`BeamRules::Transformers`]), keeps the best `beam` finished hypotheses and stops as
+//! [`DecodeOptions::early_stopping`] says (`transformers`' default: when the best live
 //! hypothesis cannot beat the worst finished one); CTranslate2 edits raw logits and then
-//! normalises, and builds n-best lists by its own rules ([`Session::generate_as_ctranslate2`]). Greedy search edits raw logits under both, as both
-//! references do. The repetition penalty (which scales scores) and bans that change the
+//! normalises, and builds n-best lists by its own rules ([`BeamRules::CTranslate2`]). Greedy
+//! search edits raw logits under both, as both references do. The repetition penalty (which scales scores) and bans that change the
 //! normaliser give different beam rankings under the two conventions.
 
-use crate::session::{Arena, ModelRef};
-
 use crate::processors::Processors;
-use crate::search::{EarlyStopping, Hypotheses, SearchOptions, StepLogits, StepView};
-use crate::session::{check_tokens, RunError, Session};
+use crate::search::{BeamRules, EarlyStopping, Request, SearchOptions, StepLogits};
+use crate::session::{check_tokens, Arena, ModelRef, RunError, Session};
 
 /// Which reference's conventions a search follows where they differ.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -163,62 +161,60 @@ impl DecodeOptions {
     }
 }
 
-impl<M: ModelRef, A: Arena> Session<M, A> {
-    /// Searches from the decoder start token over the encoded source with `options`: the
-    /// processors of [`crate::processors`] edit every step, forced tokens come first.
-    /// Returns up to the beam width's hypotheses, best first (take
-    /// `options.num_hypotheses`), borrowed from the arena until the next call.
-    pub fn generate_decoded(
-        &mut self,
-        options: &DecodeOptions,
-    ) -> Result<Hypotheses<'_>, RunError> {
-        self.generate_decoded_with(options, |_| {})
-    }
-
-    /// [`Session::generate_decoded`] with `on_step` seeing every step's logits after the
-    /// processors ran (log-probabilities in `transformers`' beam search), one call per decoder
-    /// step the search runs.
-    pub fn generate_decoded_with(
-        &mut self,
-        options: &DecodeOptions,
-        mut on_step: impl FnMut(StepView<'_>),
-    ) -> Result<Hypotheses<'_>, RunError> {
-        let source_len = self.source_len().ok_or(RunError::NotEncoded)?;
-        let config = self.model().config();
-        options.check(config.tgt_vocab)?;
-        let steps = options.max_steps(source_len).min(self.limits().max_tgt_len);
+impl DecodeOptions {
+    /// The [`Request`] that searches as these options say over the source `session` has
+    /// encoded: from the decoder start token, the processors of [`crate::processors`] editing
+    /// every step (forced tokens first), under the [`Convention`]'s beam rules. Run it with
+    /// [`Session::generate`] (`session.generate(options.request(&session)?)`), which returns
+    /// up to the beam width's hypotheses, best first (take `num_hypotheses`); a per-step
+    /// callback added with [`Request::on_step`] sees each step's logits after the processors
+    /// ran (log-probabilities in `transformers`' beam search).
+    pub fn request<M: ModelRef, A: Arena>(
+        &self,
+        session: &Session<M, A>,
+    ) -> Result<Request<'_, impl FnMut(&mut StepLogits<'_>) + '_>, RunError> {
+        let source_len = session.source_len().ok_or(RunError::NotEncoded)?;
+        let config = session.model().config();
+        self.check(config.tgt_vocab)?;
+        let steps = self.max_steps(source_len).min(session.limits().max_tgt_len);
         if steps == 0 {
             return Err(RunError::BadOption(
                 "the length limits leave no token to generate",
             ));
         }
-        let start = options.decoder_start.unwrap_or(config.bos_id);
         let processors = Processors {
-            start,
-            context_has_start: options.convention == Convention::Transformers,
+            start: self.decoder_start.unwrap_or(config.bos_id),
+            context_has_start: self.convention == Convention::Transformers,
             eos: config.eos_id,
-            forced_bos: options.forced_bos,
-            prefix: &options.prefix,
-            forced_eos: options.forced_eos,
+            forced_bos: self.forced_bos,
+            prefix: &self.prefix,
+            forced_eos: self.forced_eos,
             last_step: steps - 1,
-            repetition_penalty: options.repetition_penalty,
-            no_repeat_ngram_size: options.no_repeat_ngram_size,
-            suppress: &options.suppress_tokens,
-            bad_words: &options.bad_words,
-            min_length: options.min_length,
+            repetition_penalty: self.repetition_penalty,
+            no_repeat_ngram_size: self.no_repeat_ngram_size,
+            suppress: &self.suppress_tokens,
+            bad_words: &self.bad_words,
+            min_length: self.min_length,
         };
-        if processors.forced_len() > steps {
+        let forced = processors.forced_len();
+        if forced > steps {
             return Err(RunError::BadOption(
                 "more forced tokens than the length limits allow",
             ));
         }
+        let rules = match self.convention {
+            Convention::Transformers => BeamRules::Transformers(self.early_stopping),
+            Convention::CTranslate2 => BeamRules::CTranslate2 {
+                num_hypotheses: self.num_hypotheses,
+                forced,
+            },
+        };
+        let (isa, renormalize) = (session.isa(), self.renormalize_logits);
         let search = SearchOptions {
             max_steps: steps,
-            ..options.search
+            ..self.search
         };
-        let prefix = [start];
-        let (isa, renormalize) = (self.isa(), options.renormalize_logits);
-        let process = |step: &mut StepLogits<'_>| {
+        let request = Request::new(search).rules(rules).process(move |step| {
             processors.apply(step);
             if renormalize {
                 let live = step.beams * step.vocab;
@@ -226,24 +222,10 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                     crate::ops::log_softmax(isa, row);
                 }
             }
-            on_step(StepView {
-                step: step.step,
-                logits: step.logits,
-                beams: step.beams,
-                vocab: step.vocab,
-            });
-        };
-        match options.convention {
-            Convention::Transformers => {
-                self.generate_as_transformers(&prefix, &search, options.early_stopping, process)
-            }
-            Convention::CTranslate2 => self.generate_as_ctranslate2(
-                &prefix,
-                &search,
-                options.num_hypotheses,
-                processors.forced_len(),
-                process,
-            ),
-        }
+        });
+        Ok(match &self.decoder_start {
+            Some(start) => request.prefix(core::slice::from_ref(start)),
+            None => request,
+        })
     }
 }

@@ -308,7 +308,7 @@ pub(crate) struct SearchBuffers<'a> {
     pub step_tokens: &'a mut [u32],
     /// The next reordering's parents, one per beam.
     pub parents: &'a mut [u32],
-    /// The search state (`plan::search_parts`).
+    /// The search state (`plan::SearchParts`).
     pub search: &'a mut [f32],
 }
 

@@ -3,10 +3,11 @@
 //! [`Config`] → [`Model`] (the [`layers`], weights laid out once, shared) → [`ArenaPlan`]
 //! (what the layers need, summed) → [`Session`] (one preallocated arena per concurrent user,
 //! holding its model by reference or by `Arc`): [`Session::encode`], [`Session::decode_step`],
-//! [`Session::generate`] (greedy and beam search). Nothing allocates after `Session::new`.
+//! [`Session::generate`] (greedy, beam and sampled search, one [`Request`]). Nothing allocates
+//! after `Session::new`.
 //!
 //! ```
-//! use tessel_model::{Config, Limits, Model, SearchOptions, Session};
+//! use tessel_model::{Config, Limits, Model, Request, SearchOptions, Session};
 //! use tessel_kernels::Isa;
 //!
 //! // A small model with seeded weights (`Model::load_dir` reads config.json +
@@ -23,7 +24,7 @@
 //! println!("arena: {} bytes", session.plan().total_bytes());
 //!
 //! session.encode(&[5, 17, 42, 9])?;
-//! let hypotheses = session.generate(&SearchOptions::beam(2, 8), |_step| {})?;
+//! let hypotheses = session.generate(Request::new(SearchOptions::beam(2, 8)))?;
 //! let best = hypotheses.best().expect("a beam search returns hypotheses");
 //! assert!(!best.tokens.is_empty() && best.tokens.len() <= 8);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -87,7 +88,9 @@ pub use generation::{Generation, GenerationError};
 pub use layers::{MemoryType, WeightType};
 pub use model::Model;
 pub use sampling::Sampling;
-pub use search::{EarlyStopping, Hypotheses, Hypothesis, SearchOptions, StepLogits, StepView};
+pub use search::{
+    BeamRules, EarlyStopping, Hypotheses, Hypothesis, Request, SearchOptions, StepLogits, StepView,
+};
 pub use session::{Arena, ModelRef, RunError, Session, SessionError};
 pub use storage::Weights;
 #[cfg(feature = "std")]

@@ -1,11 +1,12 @@
 //! [`named_set!`]: a struct of one value per named field, declared once. The arena's buffers are
-//! declared with it (a block's working buffers in `layers::block`, the other regions in
-//! `plan`), so their sizes, their places in the arena, the views carved from it and the
-//! region names are all one declaration's fields, in its order.
+//! declared with it (a block's working buffers in `layers::block`, the other regions and the
+//! search state's parts in `plan`), so their sizes, their places in the arena, the views
+//! carved from it, the region names and how many regions there are all come from one
+//! declaration's fields, in its order.
 
-/// Declares `struct Name<T>` with one public `T` per listed field, and, all in declaration
-/// order: `map` (a set of other values, field by field), `zip_with`, and `for_each_named`
-/// (each field's region name and value, and whether it is optional).
+/// Declares `struct Name<T>` with one public `T` per listed field, its field count `LEN`, and,
+/// all in declaration order: `map` (a set of other values, field by field), `zip_with`, and
+/// `for_each_named` (each field's region name and value, and whether it is optional).
 ///
 /// A field marked `(optional)` is one that some models leave empty (the plan lists it only when
 /// it is not). `names ["a", "b"]` after the struct's name names its fields `a.field` in the
@@ -42,6 +43,9 @@ macro_rules! named_set {
         // Not every set uses every operation.
         #[allow(dead_code)]
         impl<T> $name<T> {
+            /// How many fields the set has.
+            pub const LEN: usize = [$(stringify!($field)),+].len();
+
             /// Every field through `f`, in declaration order.
             pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> $name<U> {
                 $name { $( $field: f(self.$field), )+ }

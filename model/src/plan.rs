@@ -104,20 +104,66 @@ pub struct Region {
     pub bytes: usize,
 }
 
-/// Sizes of the search state parts, in the order they are carved (u32 parts are stored as
-/// `f32` bit patterns of the same size).
-pub(crate) fn search_parts(beam: usize, tgt: usize) -> [usize; 9] {
-    [
-        beam * tgt, // history, even steps
-        beam * tgt, // history, odd steps
-        beam * tgt, // finished tokens
-        beam,       // finished lengths
-        beam,       // finished scores
-        beam,       // beam scores
-        2 * beam,   // candidate scores
-        2 * beam,   // candidate beams
-        2 * beam,   // candidate tokens
-    ]
+named_set! {
+    /// One value per part of the arena's `search` region, in the order the parts follow each
+    /// other there (unpadded; `u32` parts are stored as `f32` bit patterns of the same size):
+    /// their sizes ([`SearchParts::sizes`]) or the parts themselves ([`SearchParts::carve`]).
+    pub(crate) struct SearchParts<T> {
+        /// Tokens of the live hypotheses at even steps, `beam × tgt`.
+        history_even,
+        /// Tokens of the live hypotheses at odd steps, `beam × tgt`.
+        history_odd,
+        /// Tokens of the finished hypotheses, `beam × tgt`.
+        finished,
+        /// Length of each finished hypothesis, `beam`.
+        finished_len,
+        /// Normalised score of each finished hypothesis, `beam`.
+        finished_score,
+        /// Summed log-probability of each live hypothesis, `beam`.
+        beam_score,
+        /// A step's candidates, `2 · beam`: summed log-probability,
+        cand_score,
+        /// the live hypothesis each continues,
+        cand_beam,
+        /// and the token each adds.
+        cand_token,
+    }
+}
+
+impl SearchParts<usize> {
+    /// The parts' sizes for up to `beam` hypotheses of up to `tgt` tokens.
+    pub(crate) fn sizes(beam: usize, tgt: usize) -> SearchParts<usize> {
+        SearchParts {
+            history_even: beam * tgt,
+            history_odd: beam * tgt,
+            finished: beam * tgt,
+            finished_len: beam,
+            finished_score: beam,
+            beam_score: beam,
+            cand_score: 2 * beam,
+            cand_beam: 2 * beam,
+            cand_token: 2 * beam,
+        }
+    }
+
+    /// The size of the whole `search` region.
+    pub(crate) fn total(self) -> usize {
+        let mut total = 0;
+        self.map(|len| total += len);
+        total
+    }
+}
+
+impl<'a> SearchParts<&'a mut [f32]> {
+    /// Splits `search` (at least `sizes.total()` elements) into the parts, one after the other.
+    pub(crate) fn carve(search: &'a mut [f32], sizes: SearchParts<usize>) -> Self {
+        let mut rest = search;
+        sizes.map(|len| {
+            let (part, tail) = core::mem::take(&mut rest).split_at_mut(len);
+            rest = tail;
+            part
+        })
+    }
 }
 
 /// Where a block's working buffers live for some number of rows.
@@ -143,7 +189,7 @@ named_set! {
         step_tokens,
         /// The next reordering's parent beams, one per beam (the same).
         beam_parents,
-        /// The search state ([`search_parts`]).
+        /// The search state ([`SearchParts`]).
         search,
         /// A convolutional front end's padded input (empty for token models).
         stem_input (optional),
@@ -244,8 +290,8 @@ pub struct ArenaPlan {
     total_f32: usize,
 }
 
-/// Most regions a plan names: two phases of eight working buffers and twelve others.
-const MAX_REGIONS: usize = 28;
+/// Most regions a plan names: the working buffers of both phases and every other region.
+const MAX_REGIONS: usize = 2 * WorkSpans::LEN + Regions::<Span>::LEN;
 
 /// The named regions of a plan, in arena order, in a fixed array (no allocation).
 #[derive(Clone, Debug)]
@@ -338,7 +384,7 @@ fn region_sizes(
         scratch: scratch.len(),
         step_tokens: b,
         beam_parents: b,
-        search: search_parts(b, t).iter().sum(),
+        search: SearchParts::sizes(b, t).total(),
         stem_input: stem.map_or(0, |(_, sizes)| sizes.input),
         stem_middle: stem.map_or(0, |(_, sizes)| sizes.middle),
         // Encoder queries over the source, prefix chunks (up to `s` rows) over the target.

@@ -10,7 +10,7 @@ use core::mem::MaybeUninit;
 
 use tessel_kernels::Isa;
 use tessel_model::image::{self, Aligned};
-use tessel_model::{Limits, Model, SearchOptions, Session};
+use tessel_model::{Limits, Model, Request, SearchOptions, Session};
 
 use crate::out::{now_ns, Stdout};
 
@@ -85,7 +85,7 @@ fn read_one<'m>(
     let eos = model.config().eos_id;
     let mut digits = [0u8; vocab::MAX_TARGET];
     let mut answer_len = 0;
-    match session.generate(&SearchOptions::greedy(vocab::MAX_TARGET), |_| {}) {
+    match session.generate(Request::new(SearchOptions::greedy(vocab::MAX_TARGET))) {
         Ok(hypotheses) => {
             let tokens = hypotheses.best().map_or(&[][..], |h| h.tokens);
             for &token in tokens.iter().take_while(|&&t| t != eos) {

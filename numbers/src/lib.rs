@@ -12,7 +12,9 @@ pub mod vocab;
 use std::time::{Duration, Instant};
 
 use tessel_kernels::Isa;
-use tessel_model::{Config, ConfigError, Limits, LoadError, Model, RunError, SearchOptions};
+use tessel_model::{
+    Config, ConfigError, Limits, LoadError, Model, Request, RunError, SearchOptions,
+};
 use tessel_model::{Session, SessionError};
 use thiserror::Error;
 
@@ -223,7 +225,7 @@ fn encode_and_search(
     session.encode(ids)?;
     let encode = start.elapsed();
     let mut steps = 0usize;
-    let hyps = session.generate(options, |_| steps += 1)?;
+    let hyps = session.generate(Request::new(*options).on_step(|_| steps += 1))?;
     // At most `max_target` tokens: within `best`'s capacity, so no allocation.
     best.clear();
     if let Some(h) = hyps.best() {

@@ -271,7 +271,9 @@ impl Translating {
             return Ok(Vec::new());
         }
         self.session.encode(&ids)?;
-        let hyps = self.session.generate_decoded(&options.decode)?;
+        let hyps = self
+            .session
+            .generate(options.decode.request(&self.session)?)?;
         let mut out = Vec::with_capacity(options.decode.num_hypotheses);
         for h in hyps.iter().take(options.decode.num_hypotheses) {
             out.push(Translation {

@@ -67,7 +67,12 @@ fn options(defaults: &DecodeOptions, opts: &Value, convention: Convention) -> De
 fn run(session: &mut Session<&Model>, options: &DecodeOptions) -> (Vec<Vec<u32>>, Vec<f32>, usize) {
     let mut steps = 0;
     let hyps = session
-        .generate_decoded_with(options, |_| steps += 1)
+        .generate(
+            options
+                .request(session)
+                .expect("a request")
+                .on_step(|_| steps += 1),
+        )
         .unwrap();
     let n = options.num_hypotheses;
     (

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use safetensors::SafeTensors;
 use tessel_model::ct2::{self, Ct2Options};
 use tessel_model::families::{bart, t5, whisper};
-use tessel_model::{LoadOptions, Model, SearchOptions, Session, WeightType};
+use tessel_model::{LoadOptions, Model, Request, SearchOptions, Session, WeightType};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{ids, values};
 
@@ -174,7 +174,7 @@ fn check(case: &Case) {
         };
         encode(&mut int8s, &case.input);
         let hyps = int8s
-            .generate_from(&case.prompt, &options, |_| {})
+            .generate(Request::new(options).prefix(&case.prompt))
             .expect("greedy");
         let tokens = hyps.best().expect("one hypothesis").tokens;
         assert_eq!(

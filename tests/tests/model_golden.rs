@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
-use tessel_model::{LoadOptions, Model, SearchOptions, Session, WeightType};
+use tessel_model::{LoadOptions, Model, Request, SearchOptions, Session, WeightType};
 use tessel_tests::for_each_isa;
 
 /// Largest allowed `|tessel - pytorch|` of any logit, relative to the largest `|logit|` of the
@@ -110,7 +110,7 @@ fn assert_greedy(session: &mut Session<&Model>, expected: &Expected, what: &str)
     let eos = session.model().config().eos_id;
     let steps = expected.greedy.len().max(1) + 2;
     let hyps = session
-        .generate(&SearchOptions::greedy(steps), |_| {})
+        .generate(Request::new(SearchOptions::greedy(steps)))
         .expect("greedy");
     let best = hyps.best().expect("one hypothesis");
     let want = expected.greedy.as_slice();
@@ -178,7 +178,9 @@ fn check_fixture(name: &str) {
             stop_at_eos: true,
             sampling: None,
         };
-        let hyps = session.generate(&options, |_| {}).expect("beam search");
+        let hyps = session
+            .generate(Request::new(options))
+            .expect("beam search");
         assert_eq!(hyps.len(), expected.beam.len(), "{name} {isa}: hypotheses");
         for (got, (tokens, score)) in hyps.iter().zip(&expected.beam) {
             assert_eq!(got.tokens, tokens.as_slice(), "{name} {isa}: beam tokens");

@@ -16,7 +16,8 @@ use tessel_model::layers::PackedWeight;
 use tessel_model::session::buffer_bytes;
 use tessel_model::storage::Weights;
 use tessel_model::{
-    ArenaPlan, Config, Limits, LoadOptions, Model, SearchOptions, Session, SessionError, WeightType,
+    ArenaPlan, Config, Limits, LoadOptions, Model, Request, SearchOptions, Session, SessionError,
+    WeightType,
 };
 
 fn root() -> PathBuf {
@@ -317,8 +318,8 @@ fn a_session_runs_in_a_host_buffer() {
         assert_eq!(a, b, "skew {skew}");
         let options = SearchOptions::beam(2, model.config().max_tgt_len);
         let best = |h: tessel_model::Hypotheses<'_>| h.best().map(|h| h.tokens.to_vec());
-        let a = best(hosted.generate(&options, |_| {}).unwrap());
-        let b = best(owned.generate(&options, |_| {}).unwrap());
+        let a = best(hosted.generate(Request::new(options)).unwrap());
+        let b = best(owned.generate(Request::new(options)).unwrap());
         assert_eq!(a, b, "skew {skew}");
     }
 }

@@ -5,7 +5,7 @@
 use tessel_model::ops::log_softmax;
 use tessel_model::{
     Config, ConfigError, FfnActivation, Limits, MemoryType, Model, NormPlacement, Positions,
-    RunError, SearchOptions, Session, SessionError,
+    Request, RunError, SearchOptions, Session, SessionError,
 };
 use tessel_tests::for_each_isa;
 
@@ -118,7 +118,7 @@ fn beam_scores_match_teacher_forced_log_probabilities() {
                 stop_at_eos,
                 ..SearchOptions::beam(4, 8)
             };
-            let hyps = session.generate(&options, |_| {}).unwrap();
+            let hyps = session.generate(Request::new(options)).unwrap();
             assert!(!hyps.is_empty() && hyps.len() <= 4);
             let found: Vec<(Vec<u32>, f32)> =
                 hyps.iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
@@ -163,10 +163,10 @@ fn greedy_follows_the_argmax_and_reports_every_step() {
             ..SearchOptions::greedy(10)
         };
         let tokens = session
-            .generate(&options, |view| {
+            .generate(Request::new(options).on_step(|view| {
                 assert_eq!(view.beams, 1);
                 steps.push(view.logits.to_vec());
-            })
+            }))
             .unwrap()
             .best()
             .unwrap()
@@ -191,7 +191,7 @@ fn refused_calls_change_nothing() {
     let mut session = Session::new(&model, isa).expect("session");
     assert_eq!(session.decode_step(&[1]), Err(RunError::NotEncoded));
     assert!(matches!(
-        session.generate(&SearchOptions::greedy(3), |_| {}),
+        session.generate(Request::new(SearchOptions::greedy(3))),
         Err(RunError::NotEncoded)
     ));
     assert_eq!(session.reorder_beams(&[0]), Err(RunError::NotEncoded));
@@ -239,7 +239,7 @@ fn refused_calls_change_nothing() {
         },
     ] {
         // Refused searches happen before the decoder is reset.
-        assert!(session.generate(&bad, |_| {}).is_err(), "{bad:?}");
+        assert!(session.generate(Request::new(bad)).is_err(), "{bad:?}");
     }
     assert_eq!(session.position(), 2);
     assert_eq!(session.source_len(), Some(SRC.len()));
@@ -278,7 +278,7 @@ fn many_sessions_share_one_model_across_threads() {
         let mut session = Session::new(&model, isa).expect("session");
         session.encode(src).unwrap();
         let hyps = session
-            .generate(&SearchOptions::beam(3, 9), |_| {})
+            .generate(Request::new(SearchOptions::beam(3, 9)))
             .unwrap();
         hyps.best().unwrap().tokens.to_vec()
     };
@@ -365,12 +365,12 @@ fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
     small_session.encode(&SRC).unwrap();
     let options = SearchOptions::beam(2, 6);
     let best = |session: &mut Session<&Model>| -> Vec<u32> {
-        let hyps = session.generate(&options, |_| {}).unwrap();
+        let hyps = session.generate(Request::new(options)).unwrap();
         hyps.best().unwrap().tokens.to_vec()
     };
     assert_eq!(best(&mut full), best(&mut small_session));
     assert!(matches!(
-        small_session.generate(&SearchOptions::beam(3, 6), |_| {}),
+        small_session.generate(Request::new(SearchOptions::beam(3, 6))),
         Err(RunError::BadBeam { beam: 3, max: 2 })
     ));
     assert!(matches!(
@@ -459,7 +459,7 @@ proptest::proptest! {
                 }
                 Call::Generate { beam, steps, eos } => {
                     let options = SearchOptions { beam: *beam, max_steps: *steps, length_penalty: 1.0, stop_at_eos: *eos, sampling: None };
-                    if let Ok(hyps) = session.generate(&options, |_| {}) {
+                    if let Ok(hyps) = session.generate(Request::new(options)) {
                         proptest::prop_assert!(!hyps.is_empty() && hyps.len() <= *beam);
                         for h in hyps.iter() {
                             proptest::prop_assert!(!h.tokens.is_empty() && h.tokens.len() <= *steps);
@@ -476,8 +476,8 @@ proptest::proptest! {
         let options = SearchOptions::beam(3, 7);
         session.encode(&SRC).unwrap();
         fresh.encode(&SRC).unwrap();
-        let a: Vec<(Vec<u32>, f32)> = session.generate(&options, |_| {}).unwrap().iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
-        let b: Vec<(Vec<u32>, f32)> = fresh.generate(&options, |_| {}).unwrap().iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
+        let a: Vec<(Vec<u32>, f32)> = session.generate(Request::new(options)).unwrap().iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
+        let b: Vec<(Vec<u32>, f32)> = fresh.generate(Request::new(options)).unwrap().iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
         proptest::prop_assert_eq!(a, b);
     }
 }
@@ -568,7 +568,7 @@ fn search_from_a_forced_prefix_continues_it() {
             ..SearchOptions::greedy(5)
         };
         let greedy: Vec<u32> = session
-            .generate_from(&prefix, &options, |_| {})
+            .generate(Request::new(options).prefix(&prefix))
             .unwrap()
             .best()
             .unwrap()
@@ -590,7 +590,7 @@ fn search_from_a_forced_prefix_continues_it() {
             ..SearchOptions::beam(3, 4)
         };
         let found: Vec<(Vec<u32>, f32)> = session
-            .generate_from(&prefix, &beam, |_| {})
+            .generate(Request::new(beam).prefix(&prefix))
             .unwrap()
             .iter()
             .map(|h| (h.tokens.to_vec(), h.score))
@@ -611,15 +611,15 @@ fn search_from_a_forced_prefix_continues_it() {
             );
         }
         assert!(matches!(
-            session.generate_from(&[], &options, |_| {}),
+            session.generate(Request::new(options).prefix(&[])),
             Err(RunError::BadOption(_))
         ));
         assert!(matches!(
-            session.generate_from(&prefix, &SearchOptions::greedy(9), |_| {}),
+            session.generate(Request::new(SearchOptions::greedy(9)).prefix(&prefix)),
             Err(RunError::TargetTooLong { len: 11, max: 10 })
         ));
         assert!(matches!(
-            session.generate_from(&[1, 99], &options, |_| {}),
+            session.generate(Request::new(options).prefix(&[1, 99])),
             Err(RunError::TokenOutOfRange { token: 99, .. })
         ));
     });
@@ -724,7 +724,7 @@ fn sessions_that_own_their_model_through_an_arc_match_borrowed_ones() {
     let mut borrowed = Session::new(&*model, isa).unwrap();
     borrowed.encode(&SRC).unwrap();
     let expected = borrowed
-        .generate(&options, |_| {})
+        .generate(Request::new(options))
         .unwrap()
         .best()
         .unwrap()
@@ -736,7 +736,7 @@ fn sessions_that_own_their_model_through_an_arc_match_borrowed_ones() {
             let mut session = Session::new(std::sync::Arc::clone(&model), isa).unwrap();
             std::thread::spawn(move || {
                 session.encode(&SRC).unwrap();
-                let hyps = session.generate(&options, |_| {}).unwrap();
+                let hyps = session.generate(Request::new(options)).unwrap();
                 hyps.best().unwrap().tokens.to_vec()
             })
         })
@@ -761,19 +761,23 @@ fn a_logits_processor_steers_greedy_and_beam_search() {
         // hypothesis's history is what was forced so far (masked continuations are never
         // kept, so beam search holds one hypothesis).
         let hyps = session
-            .generate_with(&[bos], &SearchOptions::beam(beam, 6), |step| {
-                assert_eq!(step.beams, 1);
-                for b in 0..step.beams {
-                    assert_eq!(step.tokens(b), &forced[..step.step], "beam {b}");
-                    let want = forced[step.step] as usize;
-                    for (t, v) in step.row_mut(b).iter_mut().enumerate() {
-                        if t != want {
-                            *v = f32::NEG_INFINITY;
+            .generate(
+                Request::new(SearchOptions::beam(beam, 6))
+                    .prefix(&[bos])
+                    .process(|step| {
+                        assert_eq!(step.beams, 1);
+                        for b in 0..step.beams {
+                            assert_eq!(step.tokens(b), &forced[..step.step], "beam {b}");
+                            let want = forced[step.step] as usize;
+                            for (t, v) in step.row_mut(b).iter_mut().enumerate() {
+                                if t != want {
+                                    *v = f32::NEG_INFINITY;
+                                }
+                            }
                         }
-                    }
-                }
-                seen.push(step.step);
-            })
+                        seen.push(step.step);
+                    }),
+            )
             .unwrap();
         // EOS (id 2) ends the search after the fifth token.
         assert_eq!(hyps.best().unwrap().tokens, &forced[..], "beam {beam}");

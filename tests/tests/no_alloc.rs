@@ -4,7 +4,7 @@
 
 use tessel_model::{
     Config, Convention, DecodeOptions, EarlyStopping, FfnActivation, LoadOptions, Model,
-    NormPlacement, Positions, Sampling, SearchOptions, Session, WeightType,
+    NormPlacement, Positions, Request, Sampling, SearchOptions, Session, WeightType,
 };
 use tessel_tests::counting::{allocations, ThreadCounting};
 use tessel_tests::for_each_isa;
@@ -86,10 +86,10 @@ fn nothing_allocates_after_session_creation() {
                     ..SearchOptions::greedy(16)
                 };
                 let hyps = session
-                    .generate(&greedy, |view| {
+                    .generate(Request::new(greedy).on_step(|view| {
                         seen += 1;
                         checksum += view.logits[0];
-                    })
+                    }))
                     .expect("greedy");
                 assert_eq!(hyps.best().map(|h| h.tokens.len()), Some(16));
                 session.encode(&src[..9]).expect("encode again");
@@ -97,10 +97,14 @@ fn nothing_allocates_after_session_creation() {
                     length_penalty: 0.6,
                     ..SearchOptions::beam(4, 16)
                 };
-                let hyps = session.generate(&beam, |_| seen += 1).expect("beam");
+                let hyps = session
+                    .generate(Request::new(beam).on_step(|_| seen += 1))
+                    .expect("beam");
                 assert!(!hyps.is_empty());
                 let sampled = SearchOptions::sample(Sampling::temperature(0.7, 3), 12);
-                let hyps = session.generate(&sampled, |_| seen += 1).expect("sampling");
+                let hyps = session
+                    .generate(Request::new(sampled).on_step(|_| seen += 1))
+                    .expect("sampling");
                 assert!(!hyps.is_empty());
                 let nucleus = Sampling {
                     top_k: 5,
@@ -108,7 +112,9 @@ fn nothing_allocates_after_session_creation() {
                     ..Sampling::temperature(1.0, 4)
                 };
                 let hyps = session
-                    .generate(&SearchOptions::sample(nucleus, 12), |_| seen += 1)
+                    .generate(
+                        Request::new(SearchOptions::sample(nucleus, 12)).on_step(|_| seen += 1),
+                    )
                     .expect("top-k, top-p");
                 assert!(!hyps.is_empty());
                 session.reset_decoder();
@@ -121,16 +127,17 @@ fn nothing_allocates_after_session_creation() {
                 session.prefill(&[1, 5, 9, 4, 4, 7]).expect("prefill");
                 session.decode_step(&[3]).expect("step after prefill");
                 let hyps = session
-                    .generate_from(&[1, 9, 4], &SearchOptions::beam(3, 6), |_| {})
+                    .generate(Request::new(SearchOptions::beam(3, 6)).prefix(&[1, 9, 4]))
                     .expect("beam from a prefix");
                 assert!(!hyps.is_empty());
                 for options in &decoded {
-                    let hyps = session.generate_decoded(options).expect("decoded");
+                    let request = options.request(&session).expect("a request");
+                    let hyps = session.generate(request).expect("decoded");
                     assert!(hyps.len() >= options.num_hypotheses);
                 }
                 assert!(session.encode(&[999]).is_err());
                 assert!(session
-                    .generate(&SearchOptions::beam(9, 4), |_| {})
+                    .generate(Request::new(SearchOptions::beam(9, 4)))
                     .is_err());
             });
             assert!(seen > 16 && checksum.is_finite());

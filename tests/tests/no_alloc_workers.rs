@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use tessel_kernels::gemm::Parallel;
-use tessel_model::{Config, Limits, Model, SearchOptions, Session, ThreadPool};
+use tessel_model::{Config, Limits, Model, Request, SearchOptions, Session, ThreadPool};
 use tessel_tests::counting::{process_allocations, ProcessCounting};
 use tessel_tests::for_each_isa;
 
@@ -68,13 +68,17 @@ fn a_threaded_session_allocates_nothing() {
                 stop_at_eos: false,
                 ..SearchOptions::greedy(12)
             };
-            session.generate(&greedy, |_| steps += 1).expect("greedy");
+            session
+                .generate(Request::new(greedy).on_step(|_| steps += 1))
+                .expect("greedy");
             session.encode(&src[..7]).expect("encode again");
             let beam = SearchOptions {
                 stop_at_eos: false,
                 ..SearchOptions::beam(4, 12)
             };
-            session.generate(&beam, |_| steps += 1).expect("beam");
+            session
+                .generate(Request::new(beam).on_step(|_| steps += 1))
+                .expect("beam");
         });
         assert_eq!(steps, 24, "{isa}");
         assert_eq!(count, 0, "{isa}: allocations by a three-thread session");

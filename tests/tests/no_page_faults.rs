@@ -8,7 +8,7 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use tessel_model::{
-    Config, FfnActivation, Model, NormPlacement, Positions, SearchOptions, Session,
+    Config, FfnActivation, Model, NormPlacement, Positions, Request, SearchOptions, Session,
 };
 
 /// Minor and major page faults of the calling thread so far.
@@ -50,7 +50,7 @@ fn run(session: &mut Session<&Model>, src: &[u32]) {
         stop_at_eos: false,
         ..SearchOptions::beam(4, 63)
     };
-    let found = session.generate(&options, |_| {}).expect("generate");
+    let found = session.generate(Request::new(options)).expect("generate");
     assert!(found.best().is_some(), "a hypothesis");
 }
 

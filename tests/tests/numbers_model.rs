@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use tessel_kernels::{Isa, Level};
-use tessel_model::{Limits, Model, SearchOptions, Session};
+use tessel_model::{Limits, Model, Request, SearchOptions, Session};
 use tessel_tests::for_each_isa;
 
 /// Exact-match accuracy the model must reach on the held-out set.
@@ -147,7 +147,7 @@ fn read_lines(dir: &Path) -> Vec<Line> {
 fn read_number(session: &mut Session<&Model>, vocab: &Vocab, words: &str) -> String {
     session.encode(&vocab.tokenize(words)).expect("encode");
     let hyps = session
-        .generate(&SearchOptions::greedy(MAX_STEPS), |_| {})
+        .generate(Request::new(SearchOptions::greedy(MAX_STEPS)))
         .expect("greedy");
     vocab.detokenize(hyps.best().expect("one hypothesis").tokens)
 }

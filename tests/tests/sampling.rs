@@ -7,8 +7,8 @@ use tessel_kernels::Isa;
 use tessel_model::ops::log_softmax;
 use tessel_model::sampling::sample;
 use tessel_model::{
-    Config, FfnActivation, Model, NormPlacement, Positions, RunError, Sampling, SearchOptions,
-    Session,
+    Config, FfnActivation, Model, NormPlacement, Positions, Request, RunError, Sampling,
+    SearchOptions, Session,
 };
 use tessel_tests::for_each_isa;
 
@@ -168,7 +168,7 @@ const SRC: [u32; 7] = [4, 17, 3, 30, 8, 21, 5];
 
 fn run(session: &mut Session<&Model>, options: &SearchOptions) -> (Vec<u32>, f32) {
     session.encode(&SRC).unwrap();
-    let hyps = session.generate(options, |_| {}).unwrap();
+    let hyps = session.generate(Request::new(*options)).unwrap();
     let best = hyps.best().unwrap();
     (best.tokens.to_vec(), best.score)
 }
@@ -220,7 +220,11 @@ fn the_score_sums_untempered_processed_log_probabilities() {
         };
         let bos = config.bos_id;
         let hyps = session
-            .generate_with(&[bos], &options, |step| masked(step.row_mut(0)))
+            .generate(
+                Request::new(options)
+                    .prefix(&[bos])
+                    .process(|step| masked(step.row_mut(0))),
+            )
             .unwrap();
         let best = hyps.best().unwrap();
         let (tokens, score) = (best.tokens.to_vec(), best.score);
@@ -274,7 +278,7 @@ fn bad_sampling_options_are_refused() {
     for options in bad {
         assert!(
             matches!(
-                session.generate(&options, |_| {}),
+                session.generate(Request::new(options)),
                 Err(RunError::BadOption(_))
             ),
             "{options:?}"

@@ -20,7 +20,7 @@ use safetensors::SafeTensors;
 use tessel_model::ct2::{
     self, Ct2Error, Ct2Model, Ct2Options, Ct2Tokens, Dtype, Vocabulary, START_LOGIT,
 };
-use tessel_model::{Model, SearchOptions, Session, WeightType};
+use tessel_model::{Model, Request, SearchOptions, Session, WeightType};
 use tessel_tests::ct2_bin::{edited, Entry};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{assert_teacher_forced_columns, ids, values};
@@ -119,7 +119,9 @@ fn load(name: &str, dir: &str) -> Ct2Model {
 
 fn search(session: &mut Session<&Model>, prompt: &[u32], beam: usize, total: usize) -> Vec<u32> {
     let options = SearchOptions::beam(beam, total - prompt.len());
-    let hyps = session.generate_from(prompt, &options, |_| {}).unwrap();
+    let hyps = session
+        .generate(Request::new(options).prefix(prompt))
+        .unwrap();
     let mut tokens = prompt.to_vec();
     tokens.extend_from_slice(hyps.best().unwrap().tokens);
     tokens

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use safetensors::SafeTensors;
 use tessel_model::families::bart::{self, Family};
 use tessel_model::families::t5;
-use tessel_model::{LoadOptions, Model, SearchOptions, Session};
+use tessel_model::{LoadOptions, Model, Request, SearchOptions, Session};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{assert_teacher_forced_logits, ids, values};
 
@@ -100,14 +100,18 @@ fn search(
 ) -> Vec<u32> {
     let steps = total - prompt.len();
     let hyps = session
-        .generate_with(prompt, &SearchOptions::beam(beam, steps), |step| {
-            for b in 0..step.beams {
-                let row = step.row_mut(b);
-                for &t in banned {
-                    row[t as usize] = f32::NEG_INFINITY;
-                }
-            }
-        })
+        .generate(
+            Request::new(SearchOptions::beam(beam, steps))
+                .prefix(prompt)
+                .process(|step| {
+                    for b in 0..step.beams {
+                        let row = step.row_mut(b);
+                        for &t in banned {
+                            row[t as usize] = f32::NEG_INFINITY;
+                        }
+                    }
+                }),
+        )
         .unwrap();
     let mut tokens = prompt.to_vec();
     tokens.extend_from_slice(hyps.best().unwrap().tokens);

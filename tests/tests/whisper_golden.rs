@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use safetensors::SafeTensors;
 use tessel_model::families::whisper;
 use tessel_model::{
-    ArenaPlan, Limits, LoadOptions, MemoryType, Model, SearchOptions, Session, WeightType,
+    ArenaPlan, Limits, LoadOptions, MemoryType, Model, Request, SearchOptions, Session, WeightType,
 };
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{assert_teacher_forced_logits, ids, values};
@@ -48,7 +48,7 @@ fn expected(name: &str) -> Expected {
 fn greedy(session: &mut Session<&Model>, expected: &Expected) -> Vec<u32> {
     let generated = expected.greedy.len() - expected.prompt.len();
     let hyps = session
-        .generate_from(&expected.prompt, &SearchOptions::greedy(generated), |_| {})
+        .generate(Request::new(SearchOptions::greedy(generated)).prefix(&expected.prompt))
         .unwrap();
     let mut tokens = expected.prompt.clone();
     tokens.extend_from_slice(hyps.best().unwrap().tokens);
@@ -226,7 +226,11 @@ fn decoding_rules_match_ctranslate2_greedy_and_beam() {
                 session.encode_audio(&expected.mel).unwrap();
                 let search = SearchOptions::beam(beam, want.len());
                 let hyps = session
-                    .generate_with(&ids(prompt), &search, |step| rules.apply(isa, step))
+                    .generate(
+                        Request::new(search)
+                            .prefix(&ids(prompt))
+                            .process(|step| rules.apply(isa, step)),
+                    )
                     .unwrap();
                 let got = hyps.best().unwrap().tokens;
                 assert_eq!(got, &want[..], "{name} {prompt} beam {beam} at {isa}");

@@ -139,7 +139,7 @@ fn time_runs(
         let start = Instant::now();
         session.encode(src).map_err(|e| e.to_string())?;
         let hyps = session
-            .generate(search, |_| {})
+            .generate(tessel_model::Request::new(*search))
             .map_err(|e| e.to_string())?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
         tokens = hyps.best().map(|h| h.tokens.to_vec()).unwrap_or_default();

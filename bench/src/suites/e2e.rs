@@ -25,7 +25,9 @@ use super::Suite;
 use crate::{median_ns, Budget, Record, Work};
 use tessel_model::aligned::AlignedBuf;
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::{Config, Limits, LoadOptions, Model, SearchOptions, Session, WeightType};
+use tessel_model::{
+    Config, Limits, LoadOptions, Model, Request, SearchOptions, Session, WeightType,
+};
 
 /// The `e2e` suite.
 pub const SUITE: Suite = Suite {
@@ -166,11 +168,11 @@ fn median_step_ns(budget: Budget, session: &mut Session<&Model>, src: &[u32]) ->
             break;
         }
         let mut last = Instant::now();
-        let result = session.generate(&greedy, |_| {
+        let result = session.generate(Request::new(greedy).on_step(|_| {
             let now = Instant::now();
             steps.push(now - last);
             last = now;
-        });
+        }));
         if result.is_err() || steps.len() >= STEPS * 64 {
             break;
         }
@@ -376,7 +378,7 @@ fn measure_session(
     ] {
         let ns = median_ns(budget, || {
             let _ = session.encode(src);
-            let _ = session.generate(&options, |_| {});
+            let _ = session.generate(Request::new(options));
         });
         emit(record(
             case,

@@ -1,8 +1,9 @@
-//! What every C API test needs: the thread's last error message and a status check.
+//! What every C API test needs: the thread's last error message and a status check, and a
+//! first decoder step.
 
 use std::ffi::CStr;
 
-use tessel::{tessel_last_error, tessel_status};
+use tessel::{tessel_decode_step, tessel_last_error, tessel_session, tessel_status};
 
 /// The calling thread's last error message.
 pub fn last_error() -> String {
@@ -17,4 +18,27 @@ pub fn last_error() -> String {
 #[track_caller]
 pub fn ok(status: tessel_status) {
     assert_eq!(status, tessel_status::TESSEL_OK, "{}", last_error());
+}
+
+/// Runs one decoder step from `bos` on `session` into `logits` (the target vocabulary's
+/// length), without allocating.
+///
+/// # Safety
+/// `session` is a live session handle that has encoded a source.
+#[allow(dead_code)] // Not every test binary steps a session.
+#[track_caller]
+pub unsafe fn step_from(session: *mut tessel_session, bos: u32, logits: &mut [f32]) {
+    let bos = [bos];
+    let mut len = 0;
+    // SAFETY: the caller's contract for `session`; the arrays are of the stated lengths.
+    ok(unsafe {
+        tessel_decode_step(
+            session,
+            bos.as_ptr(),
+            1,
+            logits.as_mut_ptr(),
+            logits.len(),
+            &mut len,
+        )
+    });
 }

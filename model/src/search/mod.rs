@@ -7,7 +7,11 @@
 //! have finished or after `max_steps` tokens (live beams are then finished as they are).
 //! Greedy search is the one-beam case without the log-softmax over the whole vocabulary.
 //!
-//! Under `transformers`' rules ([`Session::generate_as_transformers`]) the finished set is
+//! One call, [`Session::generate`], runs every search; its [`Request`] holds the
+//! [`SearchOptions`], the forced start, the [`BeamRules`], the logits processor and the
+//! per-step callback.
+//!
+//! Under `transformers`' rules ([`BeamRules::Transformers`]) the finished set is
 //! `transformers`' beam hypotheses: each step, the candidates among the best `beam` that end
 //! (EOS, or any token at the last step) are offered to a set of the `beam` best finished
 //! hypotheses by normalised score, where a better one replaces the worst. When the search
@@ -15,7 +19,7 @@
 //! the best live hypothesis, normalised as if it ended now (`False`) or, with a positive length
 //! penalty, at the length limit (`"never"`), cannot beat the worst finished one
 //! (`_check_early_stop_heuristic` in `transformers`' `generation/utils.py`); always at the
-//! length limit. Under CTranslate2's rules ([`Session::generate_as_ctranslate2`]) every ending
+//! length limit. Under CTranslate2's rules ([`BeamRules::CTranslate2`]) every ending
 //! candidate among the best `beam` is registered (possibly more than `beam` in all), the best
 //! `num_hypotheses` are returned, and the search stops as its `BeamSearch` does.
 //!
@@ -36,12 +40,12 @@ mod state;
 mod step;
 mod views;
 
-pub use options::{EarlyStopping, SearchOptions};
+pub use options::{EarlyStopping, Request, SearchOptions, Unchanged, Unwatched};
+pub use rules::BeamRules;
 pub use views::{Hypotheses, Hypothesis, StepLogits, StepView};
 
 use crate::forward::Tokens;
 use crate::session::{check_tokens, Arena, ModelRef, RunError, Session};
-use rules::Rules;
 use state::State;
 use step::{Next, Search};
 
@@ -78,96 +82,30 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         Ok(())
     }
 
-    /// Greedy or beam search from BOS over the encoded source; `on_step` sees the raw logits of
-    /// every step (afterwards, beam search turns them into log-probabilities in place). Returns
-    /// the finished hypotheses, best first (at most `beam`), borrowed from the arena until the
-    /// next call on the session.
-    pub fn generate(
-        &mut self,
-        options: &SearchOptions,
-        on_step: impl FnMut(StepView<'_>),
-    ) -> Result<Hypotheses<'_>, RunError> {
-        let bos = self.model().config().bos_id;
-        self.generate_from(&[bos], options, on_step)
-    }
-
-    /// [`Session::generate`] after a forced start: `prefix` (BOS first, then e.g. language or
-    /// task tokens) is fed in one batched [`Session::prefill`], and the search continues from
-    /// its last token. Hypotheses hold only the tokens generated after the prefix; the prefix
-    /// and `max_steps` together take `prefix.len() - 1 + max_steps` target positions.
-    pub fn generate_from(
-        &mut self,
-        prefix: &[u32],
-        options: &SearchOptions,
-        mut on_step: impl FnMut(StepView<'_>),
-    ) -> Result<Hypotheses<'_>, RunError> {
-        self.generate_with(prefix, options, |step| {
-            on_step(StepView {
-                step: step.step,
-                logits: step.logits,
-                beams: step.beams,
-                vocab: step.vocab,
-            })
+    /// Greedy or beam search over the encoded source as `request` says: from its prefix (or
+    /// BOS), `process` editing and `on_step` seeing every step's logits, under its rules.
+    /// Returns the finished hypotheses, best first (at most `beam`), borrowed from the arena
+    /// until the next call on the session.
+    pub fn generate<P, S>(&mut self, request: Request<'_, P, S>) -> Result<Hypotheses<'_>, RunError>
+    where
+        P: FnMut(&mut StepLogits<'_>),
+        S: FnMut(StepView<'_>),
+    {
+        let Request {
+            search: options,
+            prefix,
+            rules,
+            mut process,
+            mut on_step,
+        } = request;
+        let bos = [self.model().config().bos_id];
+        let prefix = prefix.unwrap_or(&bos);
+        self.run_search(prefix, &options, rules, |step| {
+            process(step);
+            on_step(step.view());
         })
     }
 
-    /// [`Session::generate_from`] with a logits processor: `process` may change each step's
-    /// raw logits (and sees each hypothesis's tokens so far) before the search ranks them.
-    pub fn generate_with(
-        &mut self,
-        prefix: &[u32],
-        options: &SearchOptions,
-        process: impl FnMut(&mut StepLogits<'_>),
-    ) -> Result<Hypotheses<'_>, RunError> {
-        self.search_processed(prefix, options, Rules::Plain, process)
-    }
-
-    /// [`Session::generate_with`] with the rules of CTranslate2's beam search
-    /// (`BeamSearch::search`, `translate_batch` with `num_hypotheses`): of the step's `2·beam`
-    /// candidates, each of the best `beam` that ends (EOS, or any at the last step) is
-    /// registered as finished and its place taken by the next candidate of the other `beam`
-    /// that is not EOS. Registered hypotheses are ranked by normalised score and the best
-    /// `num_hypotheses` returned. The search stops at the length limit, or with a length
-    /// penalty of 0 once the best candidate of some step has ended and `num_hypotheses` are
-    /// registered, or else once `beam` are. The first free step after `forced` forced steps
-    /// (a target prefix, a forced BOS) finishes only on its best candidate: an EOS further down
-    /// ends no hypothesis and takes its beam out of the search (CTranslate2 scores it -1e10).
-    pub fn generate_as_ctranslate2(
-        &mut self,
-        prefix: &[u32],
-        options: &SearchOptions,
-        num_hypotheses: usize,
-        forced: usize,
-        process: impl FnMut(&mut StepLogits<'_>),
-    ) -> Result<Hypotheses<'_>, RunError> {
-        let rules = Rules::CTranslate2 {
-            num_hypotheses,
-            forced,
-        };
-        self.search_processed(prefix, options, rules, process)
-    }
-
-    /// [`Session::generate_with`] with the rules of `transformers`' beam search: the processor
-    /// gets each row's log-probabilities (`log_softmax` of the raw logits) and the search ranks
-    /// what it leaves without normalising again; and an EOS continuation finishes a hypothesis
-    /// only when it ranks among the best `beam` of the step's `2·beam` candidates (lower ones
-    /// are dropped), into the set of the best `beam` finished ones; the search stops as
-    /// `early_stopping` says (see the module documentation). Greedy search (one beam) still
-    /// hands the processor raw logits, as `transformers`' greedy search does.
-    pub fn generate_as_transformers(
-        &mut self,
-        prefix: &[u32],
-        options: &SearchOptions,
-        early_stopping: EarlyStopping,
-        process: impl FnMut(&mut StepLogits<'_>),
-    ) -> Result<Hypotheses<'_>, RunError> {
-        self.search_processed(
-            prefix,
-            options,
-            Rules::Transformers(early_stopping),
-            process,
-        )
-    }
     /// Checks a forced start against the target vocabulary and the positions it leaves.
     fn check_prefix(&self, prefix: &[u32], options: &SearchOptions) -> Result<(), RunError> {
         if prefix.is_empty() {
@@ -185,11 +123,11 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     }
 
     /// The search loop: the prefix, then one decoder step per token until the rules stop.
-    fn search_processed(
+    fn run_search(
         &mut self,
         prefix: &[u32],
         options: &SearchOptions,
-        rules: Rules,
+        rules: BeamRules,
         mut process: impl FnMut(&mut StepLogits<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
         self.check_search(options)?;

@@ -1,6 +1,12 @@
-//! What a search is asked to do: beam width, length limit and penalty, EOS, sampling, and
-//! `transformers`' early stopping.
+//! What a search is asked to do: beam width, length limit and penalty, EOS, sampling and
+//! `transformers`' early stopping ([`SearchOptions`]), and everything one
+//! [`Session::generate`](crate::Session::generate) call takes around them ([`Request`]): the
+//! forced start, the beam rules, the logits processor and the per-step callback.
 
+use core::fmt;
+
+use super::rules::BeamRules;
+use super::views::{StepLogits, StepView};
 use crate::sampling::Sampling;
 
 /// How to search.
@@ -64,4 +70,111 @@ pub enum EarlyStopping {
     /// score is normalised by the length limit (the best it could reach), so the search
     /// nearly always runs to the limit.
     Never,
+}
+
+/// A logits processor that changes nothing.
+pub type Unchanged = fn(&mut StepLogits<'_>);
+
+/// A per-step callback that looks at nothing.
+pub type Unwatched = fn(StepView<'_>);
+
+/// One search: its [`SearchOptions`] and, with defaults, what may come around them. Built with
+/// [`Request::new`] and the setters, which take closures by value (nothing allocates):
+///
+/// ```
+/// # use tessel_model::{BeamRules, EarlyStopping, Request, SearchOptions};
+/// let prompt = [0, 7];
+/// let mut steps = 0;
+/// let request = Request::new(SearchOptions::beam(4, 32))
+///     .prefix(&prompt)
+///     .rules(BeamRules::Transformers(EarlyStopping::Heuristic))
+///     .process(|step| step.row_mut(0)[3] = f32::NEG_INFINITY)
+///     .on_step(|_| steps += 1);
+/// # let _ = request;
+/// ```
+pub struct Request<'a, P = Unchanged, S = Unwatched> {
+    /// Beam width, length limit and penalty, EOS, sampling.
+    pub search: SearchOptions,
+    /// A forced start (BOS first, then e.g. language or task tokens), fed in one batched
+    /// [`Session::prefill`](crate::Session::prefill); the search continues from its last
+    /// token. Hypotheses hold only the tokens generated after it; it and `max_steps` together
+    /// take `prefix.len() - 1 + max_steps` target positions. `None`: the model's BOS alone.
+    pub prefix: Option<&'a [u32]>,
+    /// Whose beam search rules decide which candidates finish and when the search stops.
+    pub rules: BeamRules,
+    /// Changes each step's logits (and sees each hypothesis's tokens so far) before the search
+    /// ranks them: raw logits, or log-probabilities under [`BeamRules::Transformers`] with more
+    /// than one beam.
+    pub process: P,
+    /// Sees each step's logits after `process` ran, one call per decoder step the search runs
+    /// (afterwards, beam search turns raw logits into log-probabilities in place).
+    pub on_step: S,
+}
+
+impl<'a> Request<'a> {
+    /// A search as `search` says, from the model's BOS, under tessel's own rules, the logits
+    /// unchanged and unwatched.
+    pub fn new(search: SearchOptions) -> Request<'a> {
+        Request {
+            search,
+            prefix: None,
+            rules: BeamRules::Plain,
+            process: |_| {},
+            on_step: |_| {},
+        }
+    }
+}
+
+impl<'a, P, S> Request<'a, P, S>
+where
+    P: FnMut(&mut StepLogits<'_>),
+    S: FnMut(StepView<'_>),
+{
+    /// The same request from the forced start `prefix` (see [`Request::prefix`]).
+    pub fn prefix(self, prefix: &'a [u32]) -> Request<'a, P, S> {
+        Request {
+            prefix: Some(prefix),
+            ..self
+        }
+    }
+
+    /// The same request under `rules`.
+    pub fn rules(self, rules: BeamRules) -> Request<'a, P, S> {
+        Request { rules, ..self }
+    }
+
+    /// The same request with `process` as its logits processor.
+    pub fn process<Q: FnMut(&mut StepLogits<'_>)>(self, process: Q) -> Request<'a, Q, S> {
+        self.with_callbacks(|_| process, |on_step| on_step)
+    }
+
+    /// The same request with `on_step` called after every step.
+    pub fn on_step<T: FnMut(StepView<'_>)>(self, on_step: T) -> Request<'a, P, T> {
+        self.with_callbacks(|process| process, |_| on_step)
+    }
+
+    /// The same request with its callbacks replaced as `process` and `on_step` say.
+    fn with_callbacks<Q, T>(
+        self,
+        process: impl FnOnce(P) -> Q,
+        on_step: impl FnOnce(S) -> T,
+    ) -> Request<'a, Q, T> {
+        Request {
+            search: self.search,
+            prefix: self.prefix,
+            rules: self.rules,
+            process: process(self.process),
+            on_step: on_step(self.on_step),
+        }
+    }
+}
+
+impl<P, S> fmt::Debug for Request<'_, P, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("search", &self.search)
+            .field("prefix", &self.prefix)
+            .field("rules", &self.rules)
+            .finish_non_exhaustive()
+    }
 }

@@ -4,21 +4,36 @@
 use super::options::{EarlyStopping, SearchOptions};
 use super::state::{Candidate, State};
 
-/// Which reference's beam search rules a search follows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Rules {
+/// Which reference's beam search rules a search follows. Greedy search (one beam) is the same
+/// under all three.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BeamRules {
     /// tessel's own: the first `beam` finished hypotheses, stop then.
+    #[default]
     Plain,
-    /// CTranslate2's `BeamSearch` (see
-    /// [`crate::session::Session::generate_as_ctranslate2`]).
+    /// CTranslate2's beam search (`BeamSearch::search`, `translate_batch` with
+    /// `num_hypotheses`): of the step's `2·beam` candidates, each of the best `beam` that ends
+    /// (EOS, or any at the last step) is registered as finished and its place taken by the
+    /// next candidate of the other `beam` that is not EOS. Registered hypotheses are ranked by
+    /// normalised score and the best `num_hypotheses` returned. The search stops at the length
+    /// limit, or with a length penalty of 0 once the best candidate of some step has ended and
+    /// `num_hypotheses` are registered, or else once `beam` are. The first free step after
+    /// `forced` forced steps (a target prefix, a forced BOS) finishes only on its best
+    /// candidate: an EOS further down ends no hypothesis and takes its beam out of the search
+    /// (CTranslate2 scores it -1e10).
     CTranslate2 {
         /// Hypotheses asked for (`num_hypotheses`), which its early exit waits for.
         num_hypotheses: usize,
         /// Steps forced by a target prefix before the first free one.
         forced: usize,
     },
-    /// `transformers`': the best `beam` of the best candidates that finished, with its
-    /// stopping rule.
+    /// `transformers`' beam search: the logits processor gets each row's log-probabilities
+    /// (`log_softmax` of the raw logits) and the search ranks what it leaves without
+    /// normalising again; an EOS continuation finishes a hypothesis only when it ranks among
+    /// the best `beam` of the step's `2·beam` candidates (lower ones are dropped), into the set
+    /// of the best `beam` finished ones; the search stops as the [`EarlyStopping`] says (see
+    /// the module documentation). Greedy search still hands the processor raw logits, as
+    /// `transformers`' greedy search does.
     Transformers(EarlyStopping),
 }
 

@@ -1,9 +1,9 @@
 //! The search state carved from the arena: the token histories of the live hypotheses (two,
 //! swapped each step), their scores, the step's ranked candidates and the finished set.
 
-use crate::plan::search_parts;
+use crate::plan::SearchParts;
 
-/// The search state carved from the arena (see [`search_parts`] for its layout).
+/// The search state carved from the arena, part by part as [`SearchParts`] lays it out.
 pub(super) struct State<'a> {
     /// Tokens of the live hypotheses, `beam × tgt`: one history holds this step's, the
     /// other receives the next step's.
@@ -40,23 +40,17 @@ pub(super) struct Candidate {
 
 impl<'a> State<'a> {
     pub(super) fn new(search: &'a mut [f32], beam: usize, tgt: usize) -> State<'a> {
-        let mut rest = search;
-        let mut parts = search_parts(beam, tgt).map(|n| {
-            let (head, tail) = core::mem::take(&mut rest).split_at_mut(n);
-            rest = tail;
-            Some(head)
-        });
-        let mut take = |i: usize| parts[i].take().unwrap_or_default();
+        let parts = SearchParts::carve(search, SearchParts::sizes(beam, tgt));
         let u32s = |p: &'a mut [f32]| -> &'a mut [u32] { bytemuck::cast_slice_mut(p) };
         State {
-            history: [u32s(take(0)), u32s(take(1))],
-            finished: u32s(take(2)),
-            finished_len: u32s(take(3)),
-            finished_score: take(4),
-            beam_score: take(5),
-            cand_score: take(6),
-            cand_beam: u32s(take(7)),
-            cand_token: u32s(take(8)),
+            history: [u32s(parts.history_even), u32s(parts.history_odd)],
+            finished: u32s(parts.finished),
+            finished_len: u32s(parts.finished_len),
+            finished_score: parts.finished_score,
+            beam_score: parts.beam_score,
+            cand_score: parts.cand_score,
+            cand_beam: u32s(parts.cand_beam),
+            cand_token: u32s(parts.cand_token),
         }
     }
 
@@ -233,7 +227,7 @@ mod tests {
         let vocab = rows[0].len();
         // Room for `2 · beams >= k` candidates, as the search plans it.
         let beams = rows.len().max(k);
-        let mut buffer = vec![0.0f32; search_parts(beams, vocab).iter().sum()];
+        let mut buffer = vec![0.0f32; SearchParts::sizes(beams, vocab).total()];
         let mut st = State::new(&mut buffer, beams, vocab);
         let mut count = 0;
         for (b, row) in rows.iter().enumerate() {

@@ -5,7 +5,7 @@ use rand_chacha::ChaCha8Rng;
 use tessel_kernels::Isa;
 
 use super::options::SearchOptions;
-use super::rules::{normalise, BeamStep, Rules, Tally};
+use super::rules::{normalise, BeamRules, BeamStep, Tally};
 use super::state::State;
 use super::views::StepLogits;
 use crate::config::Config;
@@ -29,7 +29,7 @@ pub(super) enum Next {
 /// A search's settings, and what it carries from one step to the next.
 pub(super) struct Search<'o> {
     options: &'o SearchOptions,
-    rules: Rules,
+    rules: BeamRules,
     isa: Isa,
     /// One logits row: the target vocabulary.
     vocab: usize,
@@ -52,7 +52,7 @@ impl<'o> Search<'o> {
     /// A search from one live hypothesis, for a session planned as `limits` say.
     pub(super) fn new(
         options: &'o SearchOptions,
-        rules: Rules,
+        rules: BeamRules,
         isa: Isa,
         config: &Config,
         limits: Limits,
@@ -113,7 +113,7 @@ impl<'o> Search<'o> {
     /// Whether rows become log-probabilities before the logits processor sees them
     /// (`transformers`' beam search) rather than after.
     fn log_probs_first(&self) -> bool {
-        matches!(self.rules, Rules::Transformers(_)) && self.options.beam > 1
+        matches!(self.rules, BeamRules::Transformers(_)) && self.options.beam > 1
     }
 
     /// The greedy (or sampled) token extends the one hypothesis, which finishes on EOS or at
@@ -191,7 +191,7 @@ impl<'o> Search<'o> {
             self.live = kept;
             return Ok(Next::Reordered(kept));
         }
-        if self.rules == Rules::Plain && at.last {
+        if self.rules == BeamRules::Plain && at.last {
             self.finish_live(st, kept, step);
         }
         Ok(Next::Done)
@@ -207,12 +207,12 @@ impl<'o> Search<'o> {
     ) -> usize {
         let tally = &mut self.tally;
         match self.rules {
-            Rules::CTranslate2 { forced, .. } => {
+            BeamRules::CTranslate2 { forced, .. } => {
                 let first_free = forced > 0 && at.step == forced;
                 st.select_ctranslate2(at, first_free, tally, parents, step_tokens)
             }
-            Rules::Plain => st.select_best(at, false, tally, parents, step_tokens),
-            Rules::Transformers(_) => st.select_best(at, true, tally, parents, step_tokens),
+            BeamRules::Plain => st.select_best(at, false, tally, parents, step_tokens),
+            BeamRules::Transformers(_) => st.select_best(at, true, tally, parents, step_tokens),
         }
     }
 
@@ -221,12 +221,12 @@ impl<'o> Search<'o> {
     fn stops(&self, st: &State<'_>, len: usize) -> bool {
         let (beam, options) = (self.options.beam, self.options);
         match self.rules {
-            Rules::Plain => self.tally.finished >= beam,
-            Rules::CTranslate2 { num_hypotheses, .. } => {
+            BeamRules::Plain => self.tally.finished >= beam,
+            BeamRules::CTranslate2 { num_hypotheses, .. } => {
                 self.tally
                     .ctranslate2_done(beam, num_hypotheses, options.length_penalty)
             }
-            Rules::Transformers(early_stopping) => {
+            BeamRules::Transformers(early_stopping) => {
                 st.transformers_done(self.tally.finished, beam, early_stopping, len, options)
             }
         }

@@ -32,6 +32,16 @@ pub struct StepLogits<'a> {
 }
 
 impl StepLogits<'_> {
+    /// What a per-step callback sees of these logits.
+    pub fn view(&self) -> StepView<'_> {
+        StepView {
+            step: self.step,
+            logits: self.logits,
+            beams: self.beams,
+            vocab: self.vocab,
+        }
+    }
+
     /// The tokens hypothesis `beam` has generated so far (`step` of them, the prefix excluded).
     pub fn tokens(&self, beam: usize) -> &[u32] {
         &self.history[beam * self.stride..beam * self.stride + self.step]

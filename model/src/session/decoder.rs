@@ -43,18 +43,16 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
 
     /// One decoder step for the tokens (already validated), one per beam.
     pub(crate) fn step(&mut self, tokens: Tokens<'_>) -> Result<(), RunError> {
-        let run = self.runner.run(self.isa);
         let rows = tokens.len();
-        forward::decode(
-            self.model.model(),
-            run,
-            &self.plan,
-            self.arena.as_mut(),
-            &self.state,
-            tokens,
-            forward::Rows::Beams,
-        )?;
+        self.decode(tokens, forward::Rows::Beams)?;
         self.state.advance(1, rows, rows);
+        Ok(())
+    }
+
+    /// One decoder pass over `tokens` (already validated), their rows as `rows_are` says.
+    fn decode(&mut self, tokens: Tokens<'_>, rows_are: forward::Rows) -> Result<(), RunError> {
+        let (model, run, plan, arena, state) = self.pass();
+        forward::decode(model, run, plan, arena, state, tokens, rows_are)?;
         Ok(())
     }
 
@@ -91,16 +89,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         }
         check_tokens("target", tokens, self.model().config().tgt_vocab)?;
         for chunk in tokens.chunks(limits.max_src_len) {
-            let run = self.runner.run(self.isa);
-            forward::decode(
-                self.model.model(),
-                run,
-                &self.plan,
-                self.arena.as_mut(),
-                &self.state,
-                Tokens::Given(chunk),
-                forward::Rows::Prefix,
-            )?;
+            self.decode(Tokens::Given(chunk), forward::Rows::Prefix)?;
             self.state.advance(chunk.len(), 1, 1);
         }
         Ok(self.logits())

@@ -21,6 +21,7 @@ pub use holders::{Arena, ModelRef, OwnArena};
 #[cfg(feature = "std")]
 use crate::aligned::AlignedBuf;
 use crate::forward;
+use crate::layers::Run;
 use crate::model::Model;
 use crate::plan::{ArenaPlan, Limits};
 use crate::runner::Runner;
@@ -136,6 +137,14 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         self.model.model()
     }
 
+    /// What a forward pass runs on: the model, the threads at this session's ISA level, the
+    /// plan, the arena and the decoder's state.
+    fn pass(&mut self) -> (&Model<'_>, Run<'_>, &ArenaPlan, &mut [f32], &forward::State) {
+        let run = self.runner.run(self.isa);
+        let arena = self.arena.as_mut();
+        (self.model.model(), run, &self.plan, arena, &self.state)
+    }
+
     /// Length of the encoded source, if any.
     pub fn source_len(&self) -> Option<usize> {
         self.state.src_len
@@ -177,14 +186,8 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         }
         check_tokens("source", src, self.model().config().src_vocab)?;
         self.state = forward::State::default();
-        let run = self.runner.run(self.isa);
-        forward::encode(
-            self.model.model(),
-            run,
-            &self.plan,
-            self.arena.as_mut(),
-            src,
-        )?;
+        let (model, run, plan, arena, _) = self.pass();
+        forward::encode(model, run, plan, arena, src)?;
         self.state.src_len = Some(src.len());
         Ok(())
     }
@@ -225,15 +228,8 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             });
         }
         self.state = forward::State::default();
-        let run = self.runner.run(self.isa);
-        forward::encode_audio(
-            self.model.model(),
-            run,
-            &self.plan,
-            self.arena.as_mut(),
-            (mel, frames),
-            &mut encoded,
-        )?;
+        let (model, run, plan, arena, _) = self.pass();
+        forward::encode_audio(model, run, plan, arena, (mel, frames), &mut encoded)?;
         self.state.src_len = Some(frames / 2);
         Ok(())
     }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use tessel_model::families::whisper::WhisperRules;
-use tessel_model::{Hypotheses, Model, Sampling, SearchOptions, Session};
+use tessel_model::{Hypotheses, Model, Request, Sampling, SearchOptions, Session};
 use tessel_text::whisper::{python_strip, WhisperTokenizer};
 
 use super::fallback::{self, Compressor, Judged};
@@ -181,12 +181,12 @@ impl Decoder {
             let search = search(options, temperature, seed, max_steps);
             let no_speech = &mut window.no_speech_prob;
             let hyps = timed(observer, &mut stats.decode, || {
-                session.generate_with(prompt, &search, |step| {
+                session.generate(Request::new(search).prefix(prompt).process(|step| {
                     if step.step == 0 && no_speech.is_none() {
                         *no_speech = Some(softmax_at(step.row_mut(0), tok.no_speech()));
                     }
                     rules.apply(isa, step)
-                })
+                }))
             });
             let hyps: Hypotheses<'_> = hyps?;
             let Some(best) = hyps.best() else { continue };
