@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tessel_model::directory::{Directory, LoadSettings};
-use tessel_model::{Model, SearchOptions, Session};
+use tessel_model::{Model, Request, SearchOptions, Session};
 use tessel_tests::for_each_isa;
 use tessel_tests::published::{materialize, Entry, Manifest};
 
@@ -121,7 +121,9 @@ fn check_logits(session: &mut Session<&Model>, expected: &Expected, what: &str) 
 
 fn search(session: &mut Session<&Model>, prompt: &[u32], beam: usize, total: usize) -> Vec<u32> {
     let options = SearchOptions::beam(beam, total - prompt.len());
-    let hyps = session.generate_with(prompt, &options, |_| {}).unwrap();
+    let hyps = session
+        .generate(Request::new(options).prefix(prompt))
+        .unwrap();
     let mut tokens = prompt.to_vec();
     tokens.extend_from_slice(hyps.best().unwrap().tokens);
     tokens
