@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::hf_layers::malformed;
+use super::blocks::malformed;
 use super::tables::{self, TableNames, Tables};
 use crate::config::{
     Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions, RelativeAttention,
@@ -30,9 +30,9 @@ use crate::config::{
 use crate::layers::{
     Block, CrossAttention, Embedding, FeedForward, Linear, RelativeBias, SelfAttention,
 };
+use crate::load::source::{SafetensorsSource, TensorSource};
+use crate::load::{block, linear_error, LoadError, LoadOptions, Loader};
 use crate::model::{Model, Source, Stack};
-use crate::weights::source::{SafetensorsSource, TensorSource};
-use crate::weights::{block, linear_error, LoadError, LoadOptions, Loader};
 
 #[derive(Clone, Debug, Deserialize)]
 struct HfConfig {
@@ -266,7 +266,7 @@ fn stack(
         .into_f32()
         .into_owned();
     let table = crate::aligned::AlignedBuf::from_slice(&table)
-        .map_err(crate::weights::out_of_memory(&name))?;
+        .map_err(crate::load::out_of_memory(&name))?;
     let bias = RelativeBias::new(
         table,
         heads,

@@ -27,11 +27,12 @@ use serde_json::Value;
 pub use error::OpenError;
 pub use registry::{FamilyRow, Modality, FAMILIES};
 
-use crate::ct2::{self, Ct2Options, Vocabulary};
 use crate::generation::Generation;
+use crate::load::ct2::{self, Ct2Options, Vocabulary};
+use crate::load::image;
+use crate::load::LoadOptions;
 use crate::model::Model;
-use crate::weights::LoadOptions;
-use crate::{image, WeightType};
+use crate::WeightType;
 
 /// What to plan a model for, where its files do not say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

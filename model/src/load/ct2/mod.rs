@@ -54,8 +54,8 @@ pub use binary::{parse, Dtype, ModelBin, Variable, MAX_BINARY_VERSION};
 pub use seq2seq::START_LOGIT;
 pub use vocab::Vocabulary;
 
+use crate::load::LoadError;
 use crate::model::Model;
-use crate::weights::LoadError;
 
 /// Why a CTranslate2 model could not be loaded.
 #[derive(Debug, Error)]

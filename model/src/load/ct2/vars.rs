@@ -11,8 +11,8 @@ use half::{bf16, f16};
 use super::binary::{Dtype, ModelBin, Variable};
 use super::Ct2Error;
 use crate::aligned::AlignedBuf;
-use crate::weights::source::{cast_le, Tensor};
-use crate::weights::{out_of_memory, LoadError};
+use crate::load::source::{cast_le, Tensor};
+use crate::load::{out_of_memory, LoadError};
 
 /// The file's variables, recording which ones the mapping used.
 pub(super) struct Vars<'f, 'a> {

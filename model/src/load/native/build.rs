@@ -4,17 +4,15 @@
 
 use std::sync::Arc;
 
-use super::error::{linear_error, out_of_memory, LoadError};
-use super::loader::{block, Loader};
-use super::options::LoadOptions;
-use super::source::TensorSource;
 use crate::aligned::AlignedBuf;
 use crate::config::{Config, Positions};
 use crate::layers::{Block, Embedding, Linear, Norm, WeightType};
+use crate::load::source::TensorSource;
+use crate::load::{block, linear_error, out_of_memory, LoadError, LoadOptions, Loader};
 use crate::model::{Model, Source, Stack};
 
 /// The model `config` describes, its tensors read from `source` by tessel's names.
-pub(super) fn build(
+pub(super) fn model(
     config: Config,
     source: &mut dyn TensorSource,
     options: &LoadOptions,

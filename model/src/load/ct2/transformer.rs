@@ -30,7 +30,7 @@ use crate::config::FfnActivation;
 use crate::layers::{
     CrossAttention, FeedForward, Heads, Linear, Norm, RelativeBias, SelfAttention, WeightType,
 };
-use crate::weights::{linear_rows, out_of_memory, LoadError};
+use crate::load::{linear_rows, out_of_memory, LoadError};
 
 /// CTranslate2's LayerNorm epsilon when `config.json` sets none.
 pub(super) const LAYER_NORM_EPS: f32 = 1e-5;

@@ -1,5 +1,5 @@
-//! Loading a [`Model`] from PyTorch `nn.Transformer` safetensors or seeded random weights, and
-//! the `Loader` every Hugging Face family maps its own tensor names through.
+//! tessel's own format: a [`Model`] from PyTorch `nn.Transformer` safetensors (`config.json`
+//! holding the [`Config`] itself) or from seeded random weights.
 //!
 //! # Tensor names (PyTorch `nn.Transformer` state_dict, plus embeddings and generator)
 //!
@@ -21,25 +21,16 @@
 //! Biases are present exactly when the config's `biases` says so. Tensors may be `F32`, `F16`
 //! or `BF16` (each independently).
 
-mod error;
-pub(crate) mod loader;
-mod native;
-mod options;
-pub(crate) mod source;
-
-use error::io_error;
-pub use error::LoadError;
-pub(crate) use error::{linear_error, out_of_memory};
-pub(crate) use loader::{block, linear_rows, Loader};
-pub use options::LoadOptions;
+mod build;
 
 use std::collections::HashSet;
 use std::path::Path;
 
 use safetensors::SafeTensors;
 
-use source::{RandomSource, RecordingSource, SafetensorsSource, TensorSource};
-
+use super::error::io_error;
+use super::source::{RandomSource, RecordingSource, SafetensorsSource, TensorSource};
+use super::{LoadError, LoadOptions};
 use crate::config::Config;
 use crate::model::Model;
 
@@ -122,7 +113,7 @@ impl Model<'_> {
         options: &LoadOptions,
     ) -> Result<Model<'static>, LoadError> {
         config.validate()?;
-        let model = native::build(config, source, options)?;
+        let model = build::model(config, source, options)?;
         match source.first_unused() {
             Some(name) => Err(LoadError::Unexpected { name }),
             None => Ok(model),
@@ -135,7 +126,7 @@ impl Model<'_> {
     pub fn expected_tensors(config: &Config) -> Result<Vec<(String, Vec<usize>)>, LoadError> {
         config.validate()?;
         let mut source = RecordingSource::default();
-        native::build(config.clone(), &mut source, &LoadOptions::default())?;
+        build::model(config.clone(), &mut source, &LoadOptions::default())?;
         Ok(source.requested)
     }
 }

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use crate::ct2::Ct2Error;
 use crate::generation::GenerationError;
-use crate::image::PackError;
-use crate::weights::LoadError;
+use crate::load::ct2::Ct2Error;
+use crate::load::image::PackError;
+use crate::load::LoadError;
 
 use super::registry::supported_model_types;
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::OpenError;
-use crate::image;
+use crate::load::image;
 
 /// `path` parsed, or `None` when there is no such file.
 pub fn read_json(path: &Path) -> Result<Option<Value>, OpenError> {

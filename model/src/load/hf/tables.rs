@@ -19,8 +19,8 @@
 //! reads because both stacks have their own (`transformers` 5 keeps it as a parameter that
 //! its forward pass never touches, and CTranslate2's converter reads the stacks' tables).
 
-use crate::weights::source::SafetensorsSource;
-use crate::weights::LoadError;
+use crate::load::source::SafetensorsSource;
+use crate::load::LoadError;
 
 /// A family's names for its tables.
 #[derive(Clone, Copy, Debug)]

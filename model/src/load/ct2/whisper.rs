@@ -19,8 +19,8 @@ use super::vars::Vars;
 use super::{Ct2Error, Ct2Options, Vocabulary};
 use crate::config::{Biases, Config, FrontEnd, NormPlacement, Positions};
 use crate::layers::{ConvStem, Embedding, Heads, Linear};
+use crate::load::{block, linear_rows, LoadError};
 use crate::model::{Model, Source, Stack};
-use crate::weights::{block, linear_rows, LoadError};
 
 /// The first decoder input of every Whisper prompt.
 pub const START_OF_TRANSCRIPT: &str = "<|startoftranscript|>";
@@ -39,14 +39,14 @@ fn convolution(
     let bias = b.vars.tensor(&format!("{name}/bias"), &[out])?;
     let storage = b.weights.unwrap_or(stored.weight_type()).for_conv_stem();
     let packed = match &stored {
-        crate::weights::source::Tensor::F32(w) => {
-            crate::weights::source::Tensor::F32(ConvStem::pack_weight(w, out, channels).into())
+        crate::load::source::Tensor::F32(w) => {
+            crate::load::source::Tensor::F32(ConvStem::pack_weight(w, out, channels).into())
         }
-        crate::weights::source::Tensor::F16(w) => {
-            crate::weights::source::Tensor::F16(ConvStem::pack_weight(w, out, channels).into())
+        crate::load::source::Tensor::F16(w) => {
+            crate::load::source::Tensor::F16(ConvStem::pack_weight(w, out, channels).into())
         }
-        crate::weights::source::Tensor::Bf16(w) => {
-            crate::weights::source::Tensor::Bf16(ConvStem::pack_weight(w, out, channels).into())
+        crate::load::source::Tensor::Bf16(w) => {
+            crate::load::source::Tensor::Bf16(ConvStem::pack_weight(w, out, channels).into())
         }
     };
     Ok(linear_rows(

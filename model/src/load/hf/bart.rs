@@ -1,6 +1,6 @@
 //! The BART-derived translation models from a Hugging Face directory (`config.json` +
 //! `model.safetensors`): Marian (OPUS-MT), BART, mBART and M2M100/NLLB. They share the block
-//! layout of `hf_layers` and one token table (`model.shared.weight`, tied to the output
+//! layout of `blocks` and one token table (`model.shared.weight`, tied to the output
 //! projection) and differ in the parts this module maps:
 //!
 //! | `model_type` | norms | positions | embedding norm | output bias |
@@ -22,15 +22,15 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::hf_layers;
+use super::blocks;
 use super::tables::{self, TableNames, Tables};
 use crate::aligned::AlignedBuf;
 use crate::config::{Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions};
 use crate::layers::{Embedding, Linear};
+use crate::load::loader::linear_rows;
+use crate::load::source::{SafetensorsSource, TensorSource};
+use crate::load::{linear_error, out_of_memory, LoadError, LoadOptions, Loader};
 use crate::model::{Model, Source, Stack};
-use crate::weights::loader::linear_rows;
-use crate::weights::source::{SafetensorsSource, TensorSource};
-use crate::weights::{linear_error, out_of_memory, LoadError, LoadOptions, Loader};
 
 /// Which of the BART-derived families a directory holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,9 +300,9 @@ fn build(
         Arc::new(l.table(tables.source, config.src_vocab)?.0)
     };
     let source_embedding = embedding(&mut l, family, "model.encoder", &source_table)?;
-    let encoder = hf_layers::encoder_blocks(&mut l, "model.encoder", true)?;
+    let encoder = blocks::encoder_blocks(&mut l, "model.encoder", true)?;
     let target = embedding(&mut l, family, "model.decoder", &table)?;
-    let decoder = hf_layers::decoder_blocks(&mut l, "model.decoder", true)?;
+    let decoder = blocks::decoder_blocks(&mut l, "model.decoder", true)?;
     let (encoder_norm, decoder_norm) = if config.final_norm {
         (
             Some(l.norm("model.encoder.layer_norm")?),

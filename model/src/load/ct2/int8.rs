@@ -19,7 +19,7 @@ use super::binary::Dtype;
 use super::transformer::Builder;
 use super::Ct2Error;
 use crate::layers::{Linear, WeightType};
-use crate::weights::linear_error;
+use crate::load::linear_error;
 
 impl Builder<'_, '_, '_> {
     /// The `[out × inp]` variable `name` and its `weight_scale` as an int8 layer with `bias`,

@@ -24,6 +24,8 @@
 //!
 //! [`Processors`] runs them in `transformers`' order for every live hypothesis.
 
+pub mod whisper;
+
 use crate::search::StepLogits;
 
 /// The token at `i` of a context made of `start` (when there is one) followed by `tokens`.

@@ -18,22 +18,18 @@
 //! | `model.{encoder,decoder}.layer_norm` | the stacks' final norms |
 //! | `model.decoder.embed_tokens`, `embed_positions` | the target embedding; the generator (tied) |
 
-mod rules;
-
-pub use rules::{WhisperRules, MAX_INITIAL_TIMESTAMP_INDEX};
-
 use crate::config::NormKind;
 use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::hf_layers;
+use super::blocks;
 use crate::config::{Biases, Config, FfnActivation, FrontEnd, NormPlacement, Positions};
 use crate::layers::{ConvStem, Embedding, Linear};
+use crate::load::source::{SafetensorsSource, TensorSource};
+use crate::load::{linear_error, LoadError, LoadOptions, Loader};
 use crate::model::{Model, Source, Stack};
-use crate::weights::source::{SafetensorsSource, TensorSource};
-use crate::weights::{linear_error, LoadError, LoadOptions, Loader};
 
 /// The fields of a Hugging Face `WhisperConfig` that shape the graph.
 #[derive(Clone, Debug, Deserialize)]
@@ -187,7 +183,7 @@ fn build(
         options,
     };
     let stem = conv_stem(&mut l, n_mels)?;
-    let encoder = hf_layers::encoder_blocks(&mut l, "model.encoder", false)?;
+    let encoder = blocks::encoder_blocks(&mut l, "model.encoder", false)?;
     let encoder_norm = l.norm("model.encoder.layer_norm")?;
     let (table, table_type) = l.table("model.decoder.embed_tokens.weight", config.tgt_vocab)?;
     let (positions, _) = l.table("model.decoder.embed_positions.weight", config.max_tgt_len)?;
@@ -198,7 +194,7 @@ fn build(
         1.0
     };
     let target = Embedding::new(Arc::clone(&table), d, scale).with_positions(positions, 0);
-    let decoder = hf_layers::decoder_blocks(&mut l, "model.decoder", false)?;
+    let decoder = blocks::decoder_blocks(&mut l, "model.decoder", false)?;
     let decoder_norm = l.norm("model.decoder.layer_norm")?;
     let storage = options.weights.unwrap_or(table_type);
     let generator = Linear::packed(storage, config.tgt_vocab, d, table.as_slice(), None)
@@ -228,21 +224,21 @@ fn convolution(
     let storage = wanted.unwrap_or(stored.weight_type()).for_conv_stem();
     let weight_name = format!("{name}.weight");
     let layer = match &stored {
-        crate::weights::source::Tensor::F32(w) => Linear::packed(
+        crate::load::source::Tensor::F32(w) => Linear::packed(
             storage,
             out,
             3 * channels,
             &ConvStem::pack_weight(w, out, channels),
             Some(&bias),
         ),
-        crate::weights::source::Tensor::F16(w) => Linear::packed(
+        crate::load::source::Tensor::F16(w) => Linear::packed(
             storage,
             out,
             3 * channels,
             &ConvStem::pack_weight(w, out, channels),
             Some(&bias),
         ),
-        crate::weights::source::Tensor::Bf16(w) => Linear::packed(
+        crate::load::source::Tensor::Bf16(w) => Linear::packed(
             storage,
             out,
             3 * channels,
@@ -258,5 +254,5 @@ fn conv_stem(l: &mut Loader<'_>, n_mels: usize) -> Result<ConvStem<'static>, Loa
     let conv1 = convolution(l, "model.encoder.conv1", d, n_mels)?;
     let conv2 = convolution(l, "model.encoder.conv2", d, d)?;
     let (positions, _) = l.table("model.encoder.embed_positions.weight", l.config.max_src_len)?;
-    ConvStem::new(conv1, conv2, positions, n_mels).map_err(hf_layers::malformed("model.encoder"))
+    ConvStem::new(conv1, conv2, positions, n_mels).map_err(blocks::malformed("model.encoder"))
 }

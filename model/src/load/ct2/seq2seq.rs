@@ -40,9 +40,9 @@ use super::{Ct2Error, Ct2Options, Ct2Tokens, Vocabulary};
 use crate::aligned::AlignedBuf;
 use crate::config::{Config, FrontEnd, NormKind, NormPlacement, Positions};
 use crate::layers::{Block, Embedding, Heads, Linear};
+use crate::load::source::Tensor;
+use crate::load::{block, linear_rows, LoadError};
 use crate::model::{Model, Source, Stack};
-use crate::weights::source::Tensor;
-use crate::weights::{block, linear_rows, LoadError};
 
 /// The generator's bias for the zero start row of `start_from_zero_embedding` models: far
 /// below any real logit, finite so that no penalty or softmax meets an infinity.

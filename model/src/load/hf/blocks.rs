@@ -5,7 +5,7 @@
 //! zero where the family has none, as Whisper).
 
 use crate::layers::{Block, CrossAttention, FeedForward, SelfAttention};
-use crate::weights::{block, LoadError, Loader};
+use crate::load::{block, LoadError, Loader};
 
 /// Maps a layer's refusal to a malformed-file error naming `prefix`.
 pub(crate) fn malformed(prefix: &str) -> impl Fn(tessel_kernels::KernelError) -> LoadError + '_ {

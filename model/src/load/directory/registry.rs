@@ -1,12 +1,12 @@
 //! The model families tessel opens from a Hugging Face directory, one row each: the
 //! `model_type`s that name it, what it does (text or speech) and its loader. Adding a family
-//! is adding its module under [`crate::families`] and one row here.
+//! is adding its module under [`crate::load::hf`] and one row here.
 
 use std::path::Path;
 
-use crate::families::{bart, t5, whisper};
+use crate::load::hf::{bart, t5, whisper};
+use crate::load::LoadError;
 use crate::model::Model;
-use crate::weights::LoadError;
 
 use super::LoadSettings;
 

@@ -142,7 +142,7 @@ impl SlotNames {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::header::slot_count;
+    use crate::load::image::header::slot_count;
 
     #[test]
     fn every_slot_of_a_config_has_its_name_and_the_last_is_the_generator() {

@@ -1,19 +1,24 @@
 //! Where a layer's tensors live: borrowed from a byte image, or (with `std`) owned.
 //!
 //! Every layer holds its tensors as [`Weights<'w, T>`], one small enum: a slice borrowed for
-//! `'w` (from a packed image, [`crate::image`], or any host memory), or an [`AlignedBuf`] the
-//! layer owns, or one shared between layers (an embedding table that is also the other
-//! stack's), or a range of the model's weight pool (the packed weights too small for huge
-//! pages of their own, gathered in one huge-page mapping when the model is built). The layers, the model and the forward pass carry one lifetime `'w` and are
+//! `'w` (from a packed image, [`crate::load::image`], or any host memory), or an
+//! [`AlignedBuf`] the layer owns, or one shared between layers (an embedding table that is
+//! also the other stack's), or a range of the model's weight pool (`pool`: the packed weights
+//! too small for huge pages of their own, gathered in one huge-page mapping when the model is
+//! built). The layers, the model and the forward pass carry one lifetime `'w` and are
 //! compiled once whatever the storage: the kind is a value, read once per kernel call (the
 //! kernels see a plain `&[T]`), never a type parameter, so `forward.rs` is monomorphised once.
-//! Loaders build owned layers, `Model<'static>`; [`crate::image::parse`] builds borrowed ones.
+//! Loaders build owned layers, `Model<'static>`; [`crate::load::image::parse`] builds borrowed
+//! ones.
 //!
 //! The alternative, a `Store` trait with generic associated types (`Owned`, `Borrowed<'a>`) as
 //! a type parameter of every layer, would have let loader signatures stay unchanged through a
 //! default parameter, but compiles the forward pass, the session and the search once per store
 //! and puts a bound on every impl; a lifetime costs the loaders only `'static` in a few
 //! signatures.
+
+#[cfg(feature = "std")]
+pub(crate) mod pool;
 
 #[cfg(feature = "std")]
 use std::sync::Arc;
