@@ -9,7 +9,7 @@ use super::source::{Tensor, TensorSource};
 use crate::aligned::AlignedBuf;
 use crate::config::{Config, NormKind};
 use crate::layers::{
-    Block, CrossAttention, FeedForward, Heads, Linear, Norm, SelfAttention, WeightType,
+    Block, ConvStem, CrossAttention, FeedForward, Heads, Linear, Norm, SelfAttention, WeightType,
 };
 
 /// The linear layer of `rows` of the `[_ × inp]` weight `tensor` (named `name`) with `bias`,
@@ -30,6 +30,25 @@ pub(crate) fn linear_rows(
         Tensor::Bf16(w) => Linear::packed(storage, n, inp, &w[elements], bias),
     };
     layer.map_err(linear_error(name))
+}
+
+/// The convolution weight `name` (`[out, channels, 3]`, as `stored`) with `bias`, as the
+/// linear layer over `(tap, channel)` a [`ConvStem`] runs ([`ConvStem::pack_weight`]): stored
+/// as `wanted`, else as the file stores it, in a type the stem takes.
+pub(crate) fn conv_linear(
+    name: &str,
+    stored: &Tensor<'_>,
+    bias: &[f32],
+    (out, channels): (usize, usize),
+    wanted: Option<WeightType>,
+) -> Result<Linear<'static>, LoadError> {
+    let storage = wanted.unwrap_or(stored.weight_type()).for_conv_stem();
+    let packed = match stored {
+        Tensor::F32(w) => Tensor::F32(ConvStem::pack_weight(w, out, channels).into()),
+        Tensor::F16(w) => Tensor::F16(ConvStem::pack_weight(w, out, channels).into()),
+        Tensor::Bf16(w) => Tensor::Bf16(ConvStem::pack_weight(w, out, channels).into()),
+    };
+    linear_rows(name, &packed, 0..out, 3 * channels, Some(bias), storage)
 }
 
 /// A block from its loaded layers; a layer of the wrong width is a malformed file.

@@ -45,6 +45,6 @@ pub use error::LoadError;
 #[cfg(feature = "std")]
 pub(crate) use error::{linear_error, out_of_memory};
 #[cfg(feature = "std")]
-pub(crate) use loader::{block, linear_rows, Loader};
+pub(crate) use loader::{block, conv_linear, linear_rows, Loader};
 #[cfg(feature = "std")]
 pub use options::LoadOptions;

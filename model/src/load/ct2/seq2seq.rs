@@ -38,7 +38,7 @@ use super::transformer::{Builder, LAYER_NORM_EPS, RMS_NORM_EPS};
 use super::vars::Vars;
 use super::{Ct2Error, Ct2Options, Ct2Tokens, Vocabulary};
 use crate::aligned::AlignedBuf;
-use crate::config::{Config, FrontEnd, NormKind, NormPlacement, Positions};
+use crate::config::{Config, NormKind, NormPlacement, Positions, Sizes, SpecialIds};
 use crate::layers::{Block, Embedding, Heads, Linear};
 use crate::load::source::Tensor;
 use crate::load::{block, linear_rows, LoadError};
@@ -190,10 +190,9 @@ fn config(
         NormKind::Layer => LAYER_NORM_EPS,
         NormKind::Rms => RMS_NORM_EPS,
     };
-    let config = Config {
+    let sizes = Sizes {
         d_model: spec.d,
         heads: spec.heads,
-        d_head: (spec.attention_width != spec.d).then(|| spec.attention_width / spec.heads.max(1)),
         encoder_layers: spec.encoder_layers,
         decoder_layers: spec.decoder_layers,
         d_ff: spec.d_ff,
@@ -203,11 +202,19 @@ fn config(
             spec.src_rows
         },
         tgt_vocab,
-        share_embeddings: spec.share_embeddings,
-        tie_output: spec.tie_output,
         max_src_len: cap("encoder", options.max_src_len),
         max_tgt_len: cap("decoder", options.max_tgt_len),
         max_beam: options.max_beam,
+    };
+    let ids = SpecialIds {
+        bos: bos_id,
+        eos: token_id(&tokens.eos_token)?,
+        pad: target_vocabulary.id("<blank>").unwrap_or(0),
+    };
+    let config = Config {
+        d_head: (spec.attention_width != spec.d).then(|| spec.attention_width / spec.heads.max(1)),
+        share_embeddings: spec.share_embeddings,
+        tie_output: spec.tie_output,
         norm: if spec.pre_norm {
             NormPlacement::Pre
         } else {
@@ -217,18 +224,14 @@ fn config(
         activation: spec.activation,
         positions: Positions::Learned,
         biases: spec.biases,
-        front_end: FrontEnd::Tokens,
         norm_kind: spec.norm_kind,
         gated_ffn: spec.gated_ffn,
         attention_scale: spec.queries_scale,
         relative_attention: spec.relative,
         embedding_norm: spec.embedding_norm,
-        position_offset: 0,
         scale_embeddings: spec.embedding_scale != 1.0,
         layer_norm_eps: tokens.layer_norm_epsilon.unwrap_or(default_eps),
-        bos_id,
-        eos_id: token_id(&tokens.eos_token)?,
-        pad_id: target_vocabulary.id("<blank>").unwrap_or(0),
+        ..Config::new(sizes, ids)
     };
     config.validate().map_err(LoadError::from)?;
     Ok(config)
@@ -312,12 +315,7 @@ pub fn build(
         decoder = decoder.with_position_bias(bias);
     }
     let generator = generator(&mut b, &spec)?;
-    if let Some(unused) = vars.first_unused() {
-        return Err(Ct2Error::UnsupportedFeature {
-            feature: "a variable tessel's Transformer does not use".to_owned(),
-            variable: unused.clone(),
-        });
-    }
+    vars.check_all_used("Transformer")?;
     Ok(Model::from_parts(
         config,
         Source::Tokens(source),

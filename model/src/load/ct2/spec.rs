@@ -167,7 +167,7 @@ fn embedding_scale(vars: &mut Vars<'_, '_>, scope: &str, d: usize) -> Result<f32
 }
 
 /// Layers `{stack}/layer_{i}` present, counted by their feed-forward.
-fn layer_count(vars: &Vars<'_, '_>, stack: &str) -> usize {
+pub(super) fn layer_count(vars: &Vars<'_, '_>, stack: &str) -> usize {
     (0..)
         .take_while(|i| vars.has(&format!("{stack}/layer_{i}/ffn/linear_0/weight")))
         .count()

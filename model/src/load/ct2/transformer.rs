@@ -141,19 +141,24 @@ impl<'f, 'a> Builder<'_, 'f, 'a> {
         } else {
             None
         };
-        if let Some(layer) = self.stored_int8(&name, out, inp, bias.as_deref())? {
+        self.weight(&name, out, inp, bias.as_deref())
+    }
+
+    /// The `out × inp` weight `name` with `bias`: kept int8 where [`Builder::stored_int8`]
+    /// keeps it, else packed from the stored float type (or as the options ask).
+    pub(super) fn weight(
+        &mut self,
+        name: &str,
+        out: usize,
+        inp: usize,
+        bias: Option<&[f32]>,
+    ) -> Result<Linear<'static>, Ct2Error> {
+        if let Some(layer) = self.stored_int8(name, out, inp, bias)? {
             return Ok(layer);
         }
-        let weight = self.vars.stored(&name, &[out, inp])?;
+        let weight = self.vars.stored(name, &[out, inp])?;
         let storage = self.weights.unwrap_or(weight.weight_type());
-        Ok(linear_rows(
-            &name,
-            &weight,
-            0..out,
-            inp,
-            bias.as_deref(),
-            storage,
-        )?)
+        Ok(linear_rows(name, &weight, 0..out, inp, bias, storage)?)
     }
 
     /// The norm `{from}`: a LayerNorm when `{from}/beta` exists, else an RMSNorm.

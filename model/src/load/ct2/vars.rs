@@ -215,12 +215,16 @@ impl<'f, 'a> Vars<'f, 'a> {
         self.file.variables.get(name)?.shape.first().copied()
     }
 
-    /// The first variable (or alias) the mapping has not read, by name.
-    pub(super) fn first_unused(&self) -> Option<&'f String> {
-        self.file
-            .variables
-            .keys()
-            .find(|name| !self.used.contains(*name))
+    /// Refuses the file if the mapping of `model` ("Transformer", "Whisper") has not read one
+    /// of its variables (or aliases), naming the first by name.
+    pub(super) fn check_all_used(&self, model: &str) -> Result<(), Ct2Error> {
+        match self.file.variables.keys().find(|n| !self.used.contains(*n)) {
+            Some(unused) => Err(Ct2Error::UnsupportedFeature {
+                feature: format!("a variable tessel's {model} does not use"),
+                variable: unused.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 }
 

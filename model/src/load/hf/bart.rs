@@ -25,7 +25,7 @@ use serde::Deserialize;
 use super::blocks;
 use super::tables::{self, TableNames, Tables};
 use crate::aligned::AlignedBuf;
-use crate::config::{Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions};
+use crate::config::{Biases, Config, FfnActivation, NormPlacement, Positions, Sizes, SpecialIds};
 use crate::layers::{Embedding, Linear};
 use crate::load::loader::linear_rows;
 use crate::load::source::{SafetensorsSource, TensorSource};
@@ -126,22 +126,28 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), L
         "silu" | "swish" => FfnActivation::Silu,
         other => return Err(malformed(format!("activation `{other}`"))),
     };
-    let pre = matches!(family, Family::MBart | Family::M2m100);
-    let config = Config {
+    let sizes = Sizes {
         d_model: hf.d_model,
         heads: hf.encoder_attention_heads,
-        d_head: None,
         encoder_layers: hf.encoder_layers,
         decoder_layers: hf.decoder_layers,
         d_ff: hf.encoder_ffn_dim,
         src_vocab: hf.vocab_size,
         tgt_vocab,
-        // Whether one table serves both stacks is known once the file is read.
-        share_embeddings: shared,
-        tie_output: hf.tie_word_embeddings,
         max_src_len: hf.max_position_embeddings,
         max_tgt_len: hf.max_position_embeddings,
         max_beam,
+    };
+    let ids = SpecialIds {
+        bos: hf.decoder_start_token_id,
+        eos: hf.eos_token_id,
+        pad: hf.pad_token_id,
+    };
+    let pre = matches!(family, Family::MBart | Family::M2m100);
+    let config = Config {
+        // Whether one table serves both stacks is known once the file is read.
+        share_embeddings: shared,
+        tie_output: hf.tie_word_embeddings,
         norm: if pre {
             NormPlacement::Pre
         } else {
@@ -154,18 +160,10 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), L
             generator: family != Family::M2m100,
             ..Biases::default()
         },
-        front_end: FrontEnd::Tokens,
-        norm_kind: NormKind::Layer,
-        gated_ffn: false,
-        attention_scale: None,
-        relative_attention: None,
         embedding_norm: matches!(family, Family::Bart | Family::MBart),
         position_offset: if family == Family::Marian { 0 } else { 2 },
         scale_embeddings: hf.scale_embedding,
-        layer_norm_eps: 1e-5,
-        bos_id: hf.decoder_start_token_id,
-        eos_id: hf.eos_token_id,
-        pad_id: hf.pad_token_id,
+        ..Config::new(sizes, ids)
     };
     config.validate()?;
     Ok((family, config))

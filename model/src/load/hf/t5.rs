@@ -25,7 +25,8 @@ use serde::Deserialize;
 use super::blocks::malformed;
 use super::tables::{self, TableNames, Tables};
 use crate::config::{
-    Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions, RelativeAttention,
+    Biases, Config, FfnActivation, NormKind, NormPlacement, Positions, RelativeAttention, Sizes,
+    SpecialIds,
 };
 use crate::layers::{
     Block, CrossAttention, Embedding, FeedForward, Linear, RelativeBias, SelfAttention,
@@ -99,22 +100,28 @@ pub fn config_from_hf(
         "gated-silu" => (true, FfnActivation::Silu),
         other => return Err(bad(format!("feed_forward_proj `{other}`"))),
     };
-    let config = Config {
+    let sizes = Sizes {
         d_model: hf.d_model,
         heads: hf.num_heads,
-        d_head: (hf.num_heads.checked_mul(hf.d_kv) != Some(hf.d_model)).then_some(hf.d_kv),
         encoder_layers: hf.num_layers,
         decoder_layers: hf.num_decoder_layers.unwrap_or(hf.num_layers),
         d_ff: hf.d_ff,
         src_vocab: hf.vocab_size,
         tgt_vocab: hf.vocab_size,
-        share_embeddings: true,
-        tie_output: hf.tie_word_embeddings,
         max_src_len: max_len,
         max_tgt_len: max_len,
         max_beam,
+    };
+    let ids = SpecialIds {
+        bos: hf.decoder_start_token_id,
+        eos: hf.eos_token_id,
+        pad: hf.pad_token_id,
+    };
+    let config = Config {
+        d_head: (hf.num_heads.checked_mul(hf.d_kv) != Some(hf.d_model)).then_some(hf.d_kv),
+        share_embeddings: true,
+        tie_output: hf.tie_word_embeddings,
         norm: NormPlacement::Pre,
-        final_norm: true,
         activation,
         positions: Positions::Learned,
         biases: Biases {
@@ -124,7 +131,6 @@ pub fn config_from_hf(
             ffn: false,
             generator: false,
         },
-        front_end: FrontEnd::Tokens,
         norm_kind: NormKind::Rms,
         gated_ffn: gated,
         attention_scale: Some(1.0),
@@ -132,13 +138,9 @@ pub fn config_from_hf(
             buckets: hf.relative_attention_num_buckets,
             max_distance: hf.relative_attention_max_distance,
         }),
-        embedding_norm: false,
-        position_offset: 0,
         scale_embeddings: false,
         layer_norm_eps: hf.layer_norm_epsilon,
-        bos_id: hf.decoder_start_token_id,
-        eos_id: hf.eos_token_id,
-        pad_id: hf.pad_token_id,
+        ..Config::new(sizes, ids)
     };
     config.validate()?;
     // `transformers` 5 reads a saved `tie_word_embeddings: false` (T5 v1.1, Flan-T5) as

@@ -18,17 +18,18 @@
 //! | `model.{encoder,decoder}.layer_norm` | the stacks' final norms |
 //! | `model.decoder.embed_tokens`, `embed_positions` | the target embedding; the generator (tied) |
 
-use crate::config::NormKind;
 use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
 
 use super::blocks;
-use crate::config::{Biases, Config, FfnActivation, FrontEnd, NormPlacement, Positions};
+use crate::config::{
+    Biases, Config, FfnActivation, FrontEnd, NormPlacement, Positions, Sizes, SpecialIds,
+};
 use crate::layers::{ConvStem, Embedding, Linear};
 use crate::load::source::{SafetensorsSource, TensorSource};
-use crate::load::{linear_error, LoadError, LoadOptions, Loader};
+use crate::load::{conv_linear, linear_error, LoadError, LoadOptions, Loader};
 use crate::model::{Model, Source, Stack};
 
 /// The fields of a Hugging Face `WhisperConfig` that shape the graph.
@@ -88,49 +89,56 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<Config, LoadError> 
         "silu" | "swish" => FfnActivation::Silu,
         other => return unsupported(format!("activation `{other}`")),
     };
-    let config = Config {
+    let sizes = Sizes {
         d_model: hf.d_model,
         heads: hf.encoder_attention_heads,
-        d_head: None,
         encoder_layers: hf.encoder_layers,
         decoder_layers: hf.decoder_layers,
         d_ff: hf.encoder_ffn_dim,
-        // The encoder reads frames: no source vocabulary.
         src_vocab: 1,
         tgt_vocab: hf.vocab_size,
-        share_embeddings: false,
-        tie_output: true,
         max_src_len: hf.max_source_positions,
         max_tgt_len: hf.max_target_positions,
         max_beam,
-        norm: NormPlacement::Pre,
-        final_norm: true,
-        activation,
-        positions: Positions::Learned,
-        biases: Biases {
-            attention_in: true,
-            attention_key: false,
-            attention_out: true,
-            ffn: true,
-            generator: false,
-        },
-        front_end: FrontEnd::Conv {
-            n_mels: hf.num_mel_bins,
-        },
-        norm_kind: NormKind::Layer,
-        gated_ffn: false,
-        attention_scale: None,
-        relative_attention: None,
-        embedding_norm: false,
-        position_offset: 0,
+    };
+    let ids = SpecialIds {
+        bos: hf.decoder_start_token_id,
+        eos: hf.eos_token_id,
+        pad: hf.pad_token_id.unwrap_or(hf.eos_token_id),
+    };
+    let config = Config {
         scale_embeddings: hf.scale_embedding,
-        layer_norm_eps: 1e-5,
-        bos_id: hf.decoder_start_token_id,
-        eos_id: hf.eos_token_id,
-        pad_id: hf.pad_token_id.unwrap_or(hf.eos_token_id),
+        ..config(sizes, hf.num_mel_bins, activation, ids)
     };
     config.validate()?;
     Ok(config)
+}
+
+/// Whisper's graph at `sizes` (the encoder reads frames: `src_vocab` 1; `max_src_len` is the
+/// encoder's positions, whole 30 s windows), whichever format holds the checkpoint: pre-LN
+/// blocks with final norms, a convolutional front end over `n_mels` bins, learned positions,
+/// no bias on the key projection nor on the output projection, which is the token embedding,
+/// and no embedding scale.
+pub(crate) fn config(
+    sizes: Sizes,
+    n_mels: usize,
+    activation: FfnActivation,
+    ids: SpecialIds,
+) -> Config {
+    Config {
+        tie_output: true,
+        norm: NormPlacement::Pre,
+        activation,
+        positions: Positions::Learned,
+        biases: Biases {
+            attention_key: false,
+            generator: false,
+            ..Biases::default()
+        },
+        front_end: FrontEnd::Conv { n_mels },
+        scale_embeddings: false,
+        ..Config::new(sizes, ids)
+    }
 }
 
 /// Loads `config.json` and `model.safetensors` of a Hugging Face Whisper directory.
@@ -220,33 +228,9 @@ fn convolution(
 ) -> Result<Linear<'static>, LoadError> {
     let bias = l.vector(&format!("{name}.bias"), out)?;
     let wanted = l.options.weights;
-    let stored = l.stored(&format!("{name}.weight"), &[out, channels, 3])?;
-    let storage = wanted.unwrap_or(stored.weight_type()).for_conv_stem();
     let weight_name = format!("{name}.weight");
-    let layer = match &stored {
-        crate::load::source::Tensor::F32(w) => Linear::packed(
-            storage,
-            out,
-            3 * channels,
-            &ConvStem::pack_weight(w, out, channels),
-            Some(&bias),
-        ),
-        crate::load::source::Tensor::F16(w) => Linear::packed(
-            storage,
-            out,
-            3 * channels,
-            &ConvStem::pack_weight(w, out, channels),
-            Some(&bias),
-        ),
-        crate::load::source::Tensor::Bf16(w) => Linear::packed(
-            storage,
-            out,
-            3 * channels,
-            &ConvStem::pack_weight(w, out, channels),
-            Some(&bias),
-        ),
-    };
-    layer.map_err(linear_error(&weight_name))
+    let stored = l.stored(&weight_name, &[out, channels, 3])?;
+    conv_linear(&weight_name, &stored, &bias, (out, channels), wanted)
 }
 
 fn conv_stem(l: &mut Loader<'_>, n_mels: usize) -> Result<ConvStem<'static>, LoadError> {

@@ -18,6 +18,7 @@
 
 use crate::config::{
     Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions, RelativeAttention,
+    Sizes, SpecialIds,
 };
 
 use super::ImageError;
@@ -114,59 +115,19 @@ pub fn config_from_words(w: &[u32; CONFIG_WORDS]) -> Result<Config, ImageError> 
     }
     let on = |b: u32| flags & b != 0;
     let bias = |b: u32| w[11] & b != 0;
-    let activation = match w[12] {
-        0 => FfnActivation::Relu,
-        1 => FfnActivation::Gelu,
-        2 => FfnActivation::GeluTanh,
-        3 => FfnActivation::Silu,
-        _ => return Err(ImageError::ConfigField("activation")),
-    };
-    let front_end = match (w[13], w[14]) {
-        (0, 0) => FrontEnd::Tokens,
-        (1, n_mels) => FrontEnd::Conv {
-            n_mels: n_mels as usize,
-        },
-        _ => return Err(ImageError::ConfigField("front_end")),
-    };
-    let attention_scale = match (w[15], w[16]) {
-        (0, 0) => None,
-        (1, bits) => Some(f32::from_bits(bits)),
-        _ => return Err(ImageError::ConfigField("attention_scale")),
-    };
-    let relative_attention = match (w[17], w[18], w[19]) {
-        (0, 0, 0) => None,
-        (1, buckets, max_distance) => Some(RelativeAttention {
-            buckets: buckets as usize,
-            max_distance: max_distance as usize,
-        }),
-        _ => return Err(ImageError::ConfigField("relative_attention")),
+    let ids = SpecialIds {
+        bos: w[22],
+        eos: w[23],
+        pad: w[24],
     };
     let config = Config {
-        d_model: w[0] as usize,
-        heads: w[1] as usize,
         d_head: (w[25] != 0).then_some(w[25] as usize),
-        encoder_layers: w[2] as usize,
-        decoder_layers: w[3] as usize,
-        d_ff: w[4] as usize,
-        src_vocab: w[5] as usize,
-        tgt_vocab: w[6] as usize,
         share_embeddings: on(SHARE),
         tie_output: on(TIE),
-        max_src_len: w[7] as usize,
-        max_tgt_len: w[8] as usize,
-        max_beam: w[9] as usize,
-        norm: if on(PRE_LN) {
-            NormPlacement::Pre
-        } else {
-            NormPlacement::Post
-        },
+        norm: either(on(PRE_LN), NormPlacement::Pre, NormPlacement::Post),
         final_norm: on(FINAL_NORM),
-        activation,
-        positions: if on(LEARNED) {
-            Positions::Learned
-        } else {
-            Positions::Sinusoidal
-        },
+        activation: activation_from_word(w[12])?,
+        positions: either(on(LEARNED), Positions::Learned, Positions::Sinusoidal),
         biases: Biases {
             attention_in: bias(1),
             attention_key: bias(2),
@@ -174,23 +135,76 @@ pub fn config_from_words(w: &[u32; CONFIG_WORDS]) -> Result<Config, ImageError> 
             ffn: bias(8),
             generator: bias(16),
         },
-        front_end,
-        norm_kind: if on(RMS) {
-            NormKind::Rms
-        } else {
-            NormKind::Layer
+        front_end: match (w[13], w[14]) {
+            (0, 0) => FrontEnd::Tokens,
+            (1, n_mels) => FrontEnd::Conv {
+                n_mels: n_mels as usize,
+            },
+            _ => return Err(ImageError::ConfigField("front_end")),
         },
+        norm_kind: either(on(RMS), NormKind::Rms, NormKind::Layer),
         gated_ffn: on(GATED),
-        attention_scale,
-        relative_attention,
+        attention_scale: match (w[15], w[16]) {
+            (0, 0) => None,
+            (1, bits) => Some(f32::from_bits(bits)),
+            _ => return Err(ImageError::ConfigField("attention_scale")),
+        },
+        relative_attention: relative_from_words([w[17], w[18], w[19]])?,
         embedding_norm: on(EMBEDDING_NORM),
         position_offset: w[20] as usize,
         scale_embeddings: on(SCALE_EMBEDDINGS),
         layer_norm_eps: f32::from_bits(w[21]),
-        bos_id: w[22],
-        eos_id: w[23],
-        pad_id: w[24],
+        ..Config::new(sizes_from_words(w), ids)
     };
     config.validate()?;
     Ok(config)
+}
+
+/// Words 0–9.
+fn sizes_from_words(w: &[u32; CONFIG_WORDS]) -> Sizes {
+    let size = |i: usize| w[i] as usize;
+    Sizes {
+        d_model: size(0),
+        heads: size(1),
+        encoder_layers: size(2),
+        decoder_layers: size(3),
+        d_ff: size(4),
+        src_vocab: size(5),
+        tgt_vocab: size(6),
+        max_src_len: size(7),
+        max_tgt_len: size(8),
+        max_beam: size(9),
+    }
+}
+
+/// Word 12.
+fn activation_from_word(word: u32) -> Result<FfnActivation, ImageError> {
+    match word {
+        0 => Ok(FfnActivation::Relu),
+        1 => Ok(FfnActivation::Gelu),
+        2 => Ok(FfnActivation::GeluTanh),
+        3 => Ok(FfnActivation::Silu),
+        _ => Err(ImageError::ConfigField("activation")),
+    }
+}
+
+/// Words 17–19.
+fn relative_from_words(words: [u32; 3]) -> Result<Option<RelativeAttention>, ImageError> {
+    match words {
+        [0, 0, 0] => Ok(None),
+        [1, buckets, max_distance] => Ok(Some(RelativeAttention {
+            buckets: buckets as usize,
+            max_distance: max_distance as usize,
+        })),
+        _ => Err(ImageError::ConfigField("relative_attention")),
+    }
+}
+
+/// `yes` when `flag` is set, else `no`.
+fn either<T>(flag: bool, yes: T, no: T) -> T {
+    if flag {
+        yes
+    } else {
+        no
+    }
 }
