@@ -195,85 +195,14 @@ fn relative(vars: &mut Vars<'_, '_>, stack: &str) -> Result<Option<RelativeAtten
 }
 
 impl Spec {
-    /// Reads the attributes of a `TransformerSpec` file (recording them as used).
+    /// Reads the attributes of a `TransformerSpec` file (recording them as used), part by
+    /// part; the first part found wrong is the error.
     pub(super) fn read(vars: &mut Vars<'_, '_>) -> Result<Spec, Ct2Error> {
-        let file = vars.file;
-        if !(file.spec.is_empty() || file.spec == "TransformerSpec") {
-            return Err(Ct2Error::UnsupportedSpec(file.spec.clone()));
-        }
-        for name in file.variables.keys() {
-            if let Some((_, feature)) = REFUSED.iter().find(|(p, _)| name.contains(p)) {
-                return Err(Ct2Error::UnsupportedFeature {
-                    feature: (*feature).to_owned(),
-                    variable: name.clone(),
-                });
-            }
-        }
-        let source_embedding = if vars.has("encoder/embeddings_0/weight") {
-            "encoder/embeddings_0"
-        } else {
-            "encoder/embeddings"
-        }
-        .to_owned();
-        let src_weight = format!("{source_embedding}/weight");
-        let shape = vars.shape(&src_weight)?.to_vec();
-        let [src_rows, d] = shape[..] else {
-            return Err(Ct2Error::Shape {
-                name: src_weight,
-                expected: vec![0, 0],
-                got: shape,
-            });
-        };
+        refuse_unsupported(vars)?;
+        let (source_embedding, src_rows, d) = source_embedding(vars)?;
         let tgt_rows = vars.rows("decoder/embeddings/weight").unwrap_or(0);
-        let heads = vars
-            .attribute("encoder", "num_heads")?
-            .ok_or_else(|| Ct2Error::Missing("encoder/num_heads".to_owned()))?;
-        let heads = both(vars, "num_heads", heads)? as usize;
-        let pre_norm = both(vars, "pre_norm", 1.0)? != 0.0;
-        let activation = activation_of(both(vars, "activation", 0.0)?, "encoder/activation")?;
-        let encoder_scale = embedding_scale(vars, "encoder", d)?;
-        let decoder_scale = embedding_scale(vars, "decoder", d)?;
-        if encoder_scale != decoder_scale {
-            return Err(Ct2Error::UnsupportedFeature {
-                feature: format!(
-                    "embedding scales differing between the stacks ({encoder_scale} vs {decoder_scale})"
-                ),
-                variable: "decoder/scale_embeddings".to_owned(),
-            });
-        }
-        for (scope, name, feature) in [
-            ("decoder", "alibi", "ALiBi"),
-            ("encoder", "multi_query_attention", "multi-query attention"),
-            ("decoder", "multi_query_attention", "multi-query attention"),
-        ] {
-            vars.require_off(scope, name, feature)?;
-        }
-        // Attributes that do not change what tessel computes for this spec.
-        for (scope, name) in [
-            ("decoder", "alibi_use_positive_positions"),
-            ("decoder", "scale_alibi"),
-            ("decoder", "alignment_layer"),
-            ("decoder", "alignment_heads"),
-            ("encoder", "embeddings_merge"),
-        ] {
-            vars.attribute(scope, name)?;
-        }
-        let zero_start = vars
-            .attribute("decoder", "start_from_zero_embedding")?
-            .is_some_and(|v| v != 0.0);
-        let scale_outputs = match vars.get("decoder/scale_outputs") {
-            None => None,
-            Some(v) => match v.to_f32()[..] {
-                [1.0] => None,
-                [s] if s.is_finite() && s != 0.0 => Some(s),
-                _ => {
-                    return Err(Ct2Error::Attribute {
-                        name: "decoder/scale_outputs".to_owned(),
-                        reason: format!("not a finite non-zero scalar: shape {:?}", v.shape),
-                    })
-                }
-            },
-        };
+        let (heads, pre_norm, activation, embedding_scale) = stack_attributes(vars, d)?;
+        let (zero_start, scale_outputs) = decoder_output(vars)?;
         let encoder_layers = layer_count(vars, "encoder");
         let decoder_layers = layer_count(vars, "decoder");
         let side = if encoder_layers > 0 {
@@ -283,63 +212,20 @@ impl Spec {
         };
         let layer0 = |part: &str| format!("{side}/layer_0/{part}");
         let d_ff = vars.rows(&layer0("ffn/linear_0/weight")).unwrap_or(0);
-        let qkv_name = layer0("self_attention/linear_0/weight");
-        let attention_width = match vars.rows(&qkv_name) {
-            None => d,
-            Some(rows) if rows % 3 == 0 && (rows / 3).is_multiple_of(heads.max(1)) => rows / 3,
-            Some(rows) => {
-                return Err(Ct2Error::Attribute {
-                    name: qkv_name,
-                    reason: format!("{rows} rows are not 3 × {heads} heads × d_head"),
-                })
-            }
-        };
-        let share_embeddings =
-            vars.canonical("decoder/embeddings/weight") == vars.canonical(&src_weight);
-        let tie_output = vars.canonical("decoder/projection/weight")
-            == vars.canonical("decoder/embeddings/weight");
-        let final_norm = on_both(vars, "layer_norm/gamma", "a final norm")?;
-        let embedding_norm = on_both(
-            vars,
-            "layernorm_embedding/gamma",
-            "a norm after the embeddings",
-        )?;
-        if scale_outputs.is_some() && !final_norm {
-            return Err(Ct2Error::UnsupportedFeature {
-                feature: "scaled decoder outputs without a final decoder norm".to_owned(),
-                variable: "decoder/scale_outputs".to_owned(),
-            });
-        }
+        let attention_width = attention_width(vars, &layer0("self_attention"), d, heads)?;
+        let src_weight = format!("{source_embedding}/weight");
+        let target = vars.canonical("decoder/embeddings/weight");
+        let share_embeddings = target == vars.canonical(&src_weight);
+        let tie_output = vars.canonical("decoder/projection/weight") == target;
+        let (final_norm, embedding_norm) = optional_norms(vars, scale_outputs.is_some())?;
         let norm_kind = if vars.has(&layer0("self_attention/layer_norm/beta")) {
             NormKind::Layer
         } else {
             NormKind::Rms
         };
-        let relative_encoder = relative(vars, "encoder")?;
-        let relative_decoder = relative(vars, "decoder")?;
-        if encoder_layers > 0 && relative_encoder != relative_decoder {
-            return Err(Ct2Error::UnsupportedFeature {
-                feature: "relative attention differing between the stacks".to_owned(),
-                variable: "decoder/layer_0/self_attention/relative_attention_bias".to_owned(),
-            });
-        }
-        let queries_scale = vars.attribute(&layer0("self_attention"), "queries_scale")?;
-        if let Some(scale) = queries_scale {
-            if !(scale.is_finite() && scale > 0.0) {
-                return Err(Ct2Error::Attribute {
-                    name: layer0("self_attention/queries_scale"),
-                    reason: format!("{scale} is not a positive scale"),
-                });
-            }
-        }
-        let has_bias = |part: &str| vars.has(&format!("{part}/bias"));
-        let biases = Biases {
-            attention_in: has_bias(&layer0("self_attention/linear_0")),
-            attention_key: true,
-            attention_out: has_bias(&layer0("self_attention/linear_1")),
-            ffn: has_bias(&layer0("ffn/linear_0")),
-            generator: has_bias("decoder/projection") || zero_start,
-        };
+        let relative = relative_attention(vars, encoder_layers > 0)?;
+        let queries_scale = queries_scale(vars, &layer0("self_attention"))?;
+        let biases = biases(vars, side, zero_start);
         Ok(Spec {
             source_embedding,
             d,
@@ -349,7 +235,7 @@ impl Spec {
             attention_width,
             pre_norm,
             activation,
-            embedding_scale: encoder_scale,
+            embedding_scale,
             encoder_layers,
             decoder_layers,
             d_ff,
@@ -359,11 +245,190 @@ impl Spec {
             embedding_norm,
             norm_kind,
             gated_ffn: vars.has(&layer0("ffn/linear_0_noact/weight")),
-            relative: relative_decoder,
+            relative,
             queries_scale,
             zero_start,
             scale_outputs,
             biases,
         })
+    }
+}
+
+/// Refuses a spec other than `TransformerSpec`, and a variable that reveals a feature of
+/// [`REFUSED`].
+fn refuse_unsupported(vars: &Vars<'_, '_>) -> Result<(), Ct2Error> {
+    let file = vars.file;
+    if !(file.spec.is_empty() || file.spec == "TransformerSpec") {
+        return Err(Ct2Error::UnsupportedSpec(file.spec.clone()));
+    }
+    for name in file.variables.keys() {
+        if let Some((_, feature)) = REFUSED.iter().find(|(p, _)| name.contains(p)) {
+            return Err(Ct2Error::UnsupportedFeature {
+                feature: (*feature).to_owned(),
+                variable: name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The source embedding's prefix (`encoder/embeddings_0`, or `encoder/embeddings` in old
+/// files), rows and width.
+fn source_embedding(vars: &Vars<'_, '_>) -> Result<(String, usize, usize), Ct2Error> {
+    let prefix = if vars.has("encoder/embeddings_0/weight") {
+        "encoder/embeddings_0"
+    } else {
+        "encoder/embeddings"
+    };
+    let name = format!("{prefix}/weight");
+    let shape = vars.shape(&name)?.to_vec();
+    let [rows, d] = shape[..] else {
+        return Err(Ct2Error::Shape {
+            name,
+            expected: vec![0, 0],
+            got: shape,
+        });
+    };
+    Ok((prefix.to_owned(), rows, d))
+}
+
+/// The attributes both stacks must agree on: heads, pre-norm, activation and embedding
+/// scale; the features they may only have off; the attributes that change nothing here.
+fn stack_attributes(
+    vars: &mut Vars<'_, '_>,
+    d: usize,
+) -> Result<(usize, bool, FfnActivation, f32), Ct2Error> {
+    let heads = vars
+        .attribute("encoder", "num_heads")?
+        .ok_or_else(|| Ct2Error::Missing("encoder/num_heads".to_owned()))?;
+    let heads = both(vars, "num_heads", heads)? as usize;
+    let pre_norm = both(vars, "pre_norm", 1.0)? != 0.0;
+    let activation = activation_of(both(vars, "activation", 0.0)?, "encoder/activation")?;
+    let encoder_scale = embedding_scale(vars, "encoder", d)?;
+    let decoder_scale = embedding_scale(vars, "decoder", d)?;
+    if encoder_scale != decoder_scale {
+        return Err(Ct2Error::UnsupportedFeature {
+            feature: format!(
+                "embedding scales differing between the stacks ({encoder_scale} vs {decoder_scale})"
+            ),
+            variable: "decoder/scale_embeddings".to_owned(),
+        });
+    }
+    for (scope, name, feature) in [
+        ("decoder", "alibi", "ALiBi"),
+        ("encoder", "multi_query_attention", "multi-query attention"),
+        ("decoder", "multi_query_attention", "multi-query attention"),
+    ] {
+        vars.require_off(scope, name, feature)?;
+    }
+    // Attributes that do not change what tessel computes for this spec.
+    for (scope, name) in [
+        ("decoder", "alibi_use_positive_positions"),
+        ("decoder", "scale_alibi"),
+        ("decoder", "alignment_layer"),
+        ("decoder", "alignment_heads"),
+        ("encoder", "embeddings_merge"),
+    ] {
+        vars.attribute(scope, name)?;
+    }
+    Ok((heads, pre_norm, activation, encoder_scale))
+}
+
+/// Whether the decoder starts from a zero embedding, and the factor of its output when not 1.
+fn decoder_output(vars: &mut Vars<'_, '_>) -> Result<(bool, Option<f32>), Ct2Error> {
+    let zero_start = vars
+        .attribute("decoder", "start_from_zero_embedding")?
+        .is_some_and(|v| v != 0.0);
+    let scale_outputs = match vars.get("decoder/scale_outputs") {
+        None => None,
+        Some(v) => match v.to_f32()[..] {
+            [1.0] => None,
+            [s] if s.is_finite() && s != 0.0 => Some(s),
+            _ => {
+                return Err(Ct2Error::Attribute {
+                    name: "decoder/scale_outputs".to_owned(),
+                    reason: format!("not a finite non-zero scalar: shape {:?}", v.shape),
+                })
+            }
+        },
+    };
+    Ok((zero_start, scale_outputs))
+}
+
+/// `heads × d_head`, from the fused Q/K/V rows of the self-attention `scope` (`d` without
+/// them).
+fn attention_width(
+    vars: &Vars<'_, '_>,
+    scope: &str,
+    d: usize,
+    heads: usize,
+) -> Result<usize, Ct2Error> {
+    let name = format!("{scope}/linear_0/weight");
+    match vars.rows(&name) {
+        None => Ok(d),
+        Some(rows) if rows % 3 == 0 && (rows / 3).is_multiple_of(heads.max(1)) => Ok(rows / 3),
+        Some(rows) => Err(Ct2Error::Attribute {
+            name,
+            reason: format!("{rows} rows are not 3 × {heads} heads × d_head"),
+        }),
+    }
+}
+
+/// Whether both stacks have a final norm and a norm after their embeddings; a scaled decoder
+/// output needs the final norm it is folded into.
+fn optional_norms(vars: &Vars<'_, '_>, scaled_outputs: bool) -> Result<(bool, bool), Ct2Error> {
+    let final_norm = on_both(vars, "layer_norm/gamma", "a final norm")?;
+    let embedding_norm = on_both(
+        vars,
+        "layernorm_embedding/gamma",
+        "a norm after the embeddings",
+    )?;
+    if scaled_outputs && !final_norm {
+        return Err(Ct2Error::UnsupportedFeature {
+            feature: "scaled decoder outputs without a final decoder norm".to_owned(),
+            variable: "decoder/scale_outputs".to_owned(),
+        });
+    }
+    Ok((final_norm, embedding_norm))
+}
+
+/// The decoder's relative attention, which an encoder (when there is one) must share.
+fn relative_attention(
+    vars: &mut Vars<'_, '_>,
+    has_encoder: bool,
+) -> Result<Option<RelativeAttention>, Ct2Error> {
+    let encoder = relative(vars, "encoder")?;
+    let decoder = relative(vars, "decoder")?;
+    if has_encoder && encoder != decoder {
+        return Err(Ct2Error::UnsupportedFeature {
+            feature: "relative attention differing between the stacks".to_owned(),
+            variable: "decoder/layer_0/self_attention/relative_attention_bias".to_owned(),
+        });
+    }
+    Ok(decoder)
+}
+
+/// The score scale of the self-attention `scope`, when the file sets one (positive).
+fn queries_scale(vars: &mut Vars<'_, '_>, scope: &str) -> Result<Option<f32>, Ct2Error> {
+    let scale = vars.attribute(scope, "queries_scale")?;
+    match scale {
+        Some(s) if !(s.is_finite() && s > 0.0) => Err(Ct2Error::Attribute {
+            name: format!("{scope}/queries_scale"),
+            reason: format!("{s} is not a positive scale"),
+        }),
+        _ => Ok(scale),
+    }
+}
+
+/// Which projections carry biases: layer 0's of `side`, and the projection's (a zero-start
+/// model's always has one, for its start row).
+fn biases(vars: &Vars<'_, '_>, side: &str, zero_start: bool) -> Biases {
+    let has_bias = |part: &str| vars.has(&format!("{side}/layer_0/{part}/bias"));
+    Biases {
+        attention_in: has_bias("self_attention/linear_0"),
+        attention_key: true,
+        attention_out: has_bias("self_attention/linear_1"),
+        ffn: has_bias("ffn/linear_0"),
+        generator: vars.has("decoder/projection/bias") || zero_start,
     }
 }
