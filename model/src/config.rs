@@ -464,6 +464,14 @@ impl Config {
 
     /// Checks every invariant the model and the arena plan rely on.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_sizes()?;
+        self.validate_parts()?;
+        self.validate_ids()?;
+        self.validate_totals()
+    }
+
+    /// Every size positive and at most [`MAX_DIM`].
+    fn validate_sizes(&self) -> Result<(), ConfigError> {
         let positive = [
             ("d_model", self.d_model),
             ("heads", self.heads),
@@ -490,6 +498,12 @@ impl Config {
                 return Err(ConfigError::TooLarge("front_end.n_mels"));
             }
         }
+        Ok(())
+    }
+
+    /// The optional parts (score scale, relative attention, position offset), layer counts
+    /// and heads.
+    fn validate_parts(&self) -> Result<(), ConfigError> {
         if let Some(scale) = self.attention_scale {
             if !(scale.is_finite() && scale > 0.0) {
                 return Err(ConfigError::BadScale(scale));
@@ -525,6 +539,11 @@ impl Config {
                 heads: self.heads,
             });
         }
+        Ok(())
+    }
+
+    /// Shared vocabularies, special ids, epsilon and position limits.
+    fn validate_ids(&self) -> Result<(), ConfigError> {
         if self.share_embeddings && self.src_vocab != self.tgt_vocab {
             return Err(ConfigError::SharedVocabMismatch {
                 src: self.src_vocab,
@@ -552,6 +571,11 @@ impl Config {
                 "max_src_len and max_tgt_len are limited to MAX_POSITIONS",
             ));
         }
+        Ok(())
+    }
+
+    /// The model's bytes and the largest session buffer, within bounds.
+    fn validate_totals(&self) -> Result<(), ConfigError> {
         match self.model_f32s() {
             Some(n) if n <= MAX_MODEL_BYTES / core::mem::size_of::<f32>() => {}
             _ => return Err(ConfigError::TooLarge("the model exceeds MAX_MODEL_BYTES")),
