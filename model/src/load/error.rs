@@ -82,6 +82,12 @@ pub(crate) fn out_of_memory(what: &str) -> impl Fn(AllocError) -> LoadError + '_
     }
 }
 
+/// Maps a layer's refusal (a [`tessel_kernels::KernelError`], a block's width mismatch) to
+/// a malformed-file error naming `prefix`.
+pub(crate) fn malformed<E: core::fmt::Display>(prefix: &str) -> impl Fn(E) -> LoadError + '_ {
+    move |e| LoadError::Malformed(format!("{prefix}: {e}"))
+}
+
 /// Maps a [`LinearError`] of the layer whose weight is `name` to a [`LoadError`].
 pub(crate) fn linear_error(name: &str) -> impl Fn(LinearError) -> LoadError + '_ {
     move |e| match e {

@@ -2,8 +2,9 @@
 //! built into layers as the config and the load options say.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
-use super::error::{linear_error, out_of_memory, LoadError};
+use super::error::{linear_error, malformed, out_of_memory, LoadError};
 use super::options::LoadOptions;
 use super::source::{Tensor, TensorSource};
 use crate::aligned::AlignedBuf;
@@ -59,8 +60,18 @@ pub(crate) fn block(
     cross: Option<(Norm<'static>, CrossAttention<'static>)>,
     feed_forward: (Norm<'static>, FeedForward<'static>),
 ) -> Result<Block<'static>, LoadError> {
-    Block::new(placement, attention, cross, feed_forward)
-        .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
+    Block::new(placement, attention, cross, feed_forward).map_err(malformed(prefix))
+}
+
+/// A model's token tables: the target's, with the type it is stored in (the tied output
+/// projection's default), and the source's, the same table when the stacks share one.
+pub(crate) struct TokenTables {
+    /// The target embedding's table.
+    pub target: Arc<AlignedBuf>,
+    /// The type the target table is stored in.
+    pub target_type: WeightType,
+    /// The source embedding's table.
+    pub source: Arc<AlignedBuf>,
 }
 
 /// Reads tensors by name from a source and builds layers from them, as the config and the
@@ -105,6 +116,28 @@ impl Loader<'_> {
         Ok((table, stored_type))
     }
 
+    /// The target table `target` (`tgt_vocab` rows) and the source table `source`
+    /// (`src_vocab` rows), or the target's again when `shared`.
+    pub(crate) fn token_tables(
+        &mut self,
+        target: &str,
+        source: &str,
+        shared: bool,
+    ) -> Result<TokenTables, LoadError> {
+        let (table, target_type) = self.table(target, self.config.tgt_vocab)?;
+        let target = Arc::new(table);
+        let source = if shared {
+            Arc::clone(&target)
+        } else {
+            Arc::new(self.table(source, self.config.src_vocab)?.0)
+        };
+        Ok(TokenTables {
+            target,
+            target_type,
+            source,
+        })
+    }
+
     pub(crate) fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LoadError> {
         Ok(self.tensor(name, &[len])?.into_owned())
     }
@@ -126,6 +159,18 @@ impl Loader<'_> {
         }
     }
 
+    /// The final norms `encoder` and `decoder` of the stacks, where the config has them.
+    pub(crate) fn final_norms(
+        &mut self,
+        encoder: &str,
+        decoder: &str,
+    ) -> Result<(Option<Norm<'static>>, Option<Norm<'static>>), LoadError> {
+        if !self.config.final_norm {
+            return Ok((None, None));
+        }
+        Ok((Some(self.norm(encoder)?), Some(self.norm(decoder)?)))
+    }
+
     pub(crate) fn heads(&self) -> Heads {
         Heads::of(self.config)
     }
@@ -139,8 +184,7 @@ impl Loader<'_> {
         );
         let up = self.linear(&format!("{prefix}.linear1"), f, d, bias)?;
         let down = self.linear(&format!("{prefix}.linear2"), d, f, bias)?;
-        FeedForward::new(up, down, self.config.activation.kernel())
-            .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
+        FeedForward::new(up, down, self.config.activation.kernel()).map_err(malformed(prefix))
     }
 
     pub(crate) fn linear(
@@ -243,18 +287,9 @@ impl Loader<'_> {
         &mut self,
         prefix: &str,
     ) -> Result<SelfAttention<'static>, LoadError> {
-        let (d, a) = (self.config.d_model, self.config.attention_width());
-        let b = self.config.biases;
-        let [qkv] = self.linears(
-            &format!("{prefix}.in_proj_weight"),
-            &format!("{prefix}.in_proj_bias"),
-            [3 * a],
-            d,
-            b.attention_in,
-        )?;
-        let out = self.linear(&format!("{prefix}.out_proj"), d, a, b.attention_out)?;
-        SelfAttention::new(qkv, out, self.heads())
-            .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
+        let a = self.config.attention_width();
+        let ([qkv], out) = self.in_out_projections(prefix, [3 * a])?;
+        SelfAttention::new(qkv, out, self.heads()).map_err(malformed(prefix))
     }
 
     /// As [`Loader::self_attention`], the input projection cut into the query projection (of
@@ -263,17 +298,28 @@ impl Loader<'_> {
         &mut self,
         prefix: &str,
     ) -> Result<CrossAttention<'static>, LoadError> {
+        let a = self.config.attention_width();
+        let ([q, kv], out) = self.in_out_projections(prefix, [a, 2 * a])?;
+        CrossAttention::new(q, kv, out, self.heads()).map_err(malformed(prefix))
+    }
+
+    /// An attention's `in_proj_weight` (and `in_proj_bias`) cut into layers of `parts` rows,
+    /// and its `out_proj`.
+    fn in_out_projections<const N: usize>(
+        &mut self,
+        prefix: &str,
+        parts: [usize; N],
+    ) -> Result<([Linear<'static>; N], Linear<'static>), LoadError> {
         let (d, a) = (self.config.d_model, self.config.attention_width());
         let b = self.config.biases;
-        let [q, kv] = self.linears(
+        let inputs = self.linears(
             &format!("{prefix}.in_proj_weight"),
             &format!("{prefix}.in_proj_bias"),
-            [a, 2 * a],
+            parts,
             d,
             b.attention_in,
         )?;
         let out = self.linear(&format!("{prefix}.out_proj"), d, a, b.attention_out)?;
-        CrossAttention::new(q, kv, out, self.heads())
-            .map_err(|e| LoadError::Malformed(format!("{prefix}: {e}")))
+        Ok((inputs, out))
     }
 }

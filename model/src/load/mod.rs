@@ -43,8 +43,8 @@ pub(crate) mod source;
 #[cfg(feature = "std")]
 pub use error::LoadError;
 #[cfg(feature = "std")]
-pub(crate) use error::{linear_error, out_of_memory};
+pub(crate) use error::{linear_error, malformed, out_of_memory};
 #[cfg(feature = "std")]
-pub(crate) use loader::{block, conv_linear, linear_rows, Loader};
+pub(crate) use loader::{block, conv_linear, linear_rows, Loader, TokenTables};
 #[cfg(feature = "std")]
 pub use options::LoadOptions;

@@ -47,30 +47,38 @@ impl<'a> Tensor<'a> {
         let first = parts.first().map(Tensor::weight_type);
         let same = parts.iter().all(|t| Some(t.weight_type()) == first);
         match (same, parts.first()) {
-            (true, Some(Tensor::F16(_))) => Tensor::F16(Cow::Owned(
+            (true, Some(Tensor::F16(_))) => {
+                Tensor::F16(parts.iter().flat_map(Tensor::f16_values).copied().collect())
+            }
+            (true, Some(Tensor::Bf16(_))) => Tensor::Bf16(
                 parts
                     .iter()
-                    .flat_map(|t| match t {
-                        Tensor::F16(v) => v.to_vec(),
-                        _ => Vec::new(),
-                    })
+                    .flat_map(Tensor::bf16_values)
+                    .copied()
                     .collect(),
-            )),
-            (true, Some(Tensor::Bf16(_))) => Tensor::Bf16(Cow::Owned(
-                parts
-                    .iter()
-                    .flat_map(|t| match t {
-                        Tensor::Bf16(v) => v.to_vec(),
-                        _ => Vec::new(),
-                    })
-                    .collect(),
-            )),
+            ),
             _ => Tensor::F32(Cow::Owned(
                 parts
                     .into_iter()
                     .flat_map(|t| t.into_f32().into_owned())
                     .collect(),
             )),
+        }
+    }
+
+    /// The values of an `f16` tensor (none of another).
+    fn f16_values(&self) -> &[f16] {
+        match self {
+            Tensor::F16(values) => values,
+            _ => &[],
+        }
+    }
+
+    /// The values of a `bf16` tensor (none of another).
+    fn bf16_values(&self) -> &[bf16] {
+        match self {
+            Tensor::Bf16(values) => values,
+            _ => &[],
         }
     }
 
@@ -102,6 +110,14 @@ pub(crate) trait TensorSource {
     fn first_unused(&self) -> Option<String> {
         None
     }
+
+    /// Refuses a source holding a tensor that was never asked for, naming the first by name.
+    fn check_all_used(&self) -> Result<(), LoadError> {
+        match self.first_unused() {
+            Some(name) => Err(LoadError::Unexpected { name }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The first of `names`, in sorted order, not in `used`.
@@ -116,6 +132,18 @@ fn first_unused<'a>(
 pub(crate) struct SafetensorsSource<'a> {
     pub file: SafeTensors<'a>,
     pub used: HashSet<String>,
+}
+
+impl<'a> SafetensorsSource<'a> {
+    /// The tensors of the safetensors file `bytes`, none asked for yet.
+    pub fn parse(bytes: &'a [u8]) -> Result<SafetensorsSource<'a>, LoadError> {
+        let file =
+            SafeTensors::deserialize(bytes).map_err(|e| LoadError::Malformed(e.to_string()))?;
+        Ok(SafetensorsSource {
+            file,
+            used: HashSet::new(),
+        })
+    }
 }
 
 impl TensorSource for SafetensorsSource<'_> {

@@ -27,7 +27,6 @@
 //!   (BART's learned positions from row 2, M2M100's sinusoids from row 2, Marian's from 0).
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use half::{bf16, f16};
@@ -39,9 +38,9 @@ use super::vars::Vars;
 use super::{Ct2Error, Ct2Options, Ct2Tokens, Vocabulary};
 use crate::aligned::AlignedBuf;
 use crate::config::{Config, NormKind, NormPlacement, Positions, Sizes, SpecialIds};
-use crate::layers::{Block, Embedding, Heads, Linear};
+use crate::layers::{Block, Embedding, Linear};
 use crate::load::source::Tensor;
-use crate::load::{block, linear_rows, LoadError};
+use crate::load::{linear_rows, LoadError};
 use crate::model::{Model, Source, Stack};
 
 /// The generator's bias for the zero start row of `start_from_zero_embedding` models: far
@@ -130,14 +129,8 @@ fn blocks(
                 variable: noact,
             });
         }
-        let attention = b.self_attention(&f)?;
-        let cross = if stack == "decoder" {
-            Some(b.cross_attention(&f)?)
-        } else {
-            None
-        };
-        let ffn = b.feed_forward(&f, spec.d_ff, spec.activation)?;
-        Ok(block(&f, config.norm, attention, cross, ffn)?)
+        let ffn = (spec.d_ff, spec.activation);
+        b.block(&f, stack == "decoder", ffn, config.norm)
     })
 }
 
@@ -168,48 +161,10 @@ fn config(
     target_vocabulary: &Vocabulary,
     options: Ct2Options,
 ) -> Result<Config, Ct2Error> {
-    let cap = |stack: &str, limit: usize| {
-        let stored = vars.rows(&format!("{stack}/position_encodings/encodings"));
-        match (spec.relative, stored) {
-            (None, Some(rows)) => rows.min(limit),
-            _ => limit,
-        }
-    };
-    let token_id = |t: &str| {
-        target_vocabulary
-            .id(t)
-            .ok_or_else(|| Ct2Error::MissingToken(t.to_owned()))
-    };
-    let tgt_vocab = spec.tgt_rows + usize::from(spec.zero_start);
-    let bos_id = if spec.zero_start {
-        spec.tgt_rows as u32
-    } else {
-        token_id(&tokens.decoder_start_token)?
-    };
+    let ids = special_ids(spec, tokens, target_vocabulary)?;
     let default_eps = match spec.norm_kind {
         NormKind::Layer => LAYER_NORM_EPS,
         NormKind::Rms => RMS_NORM_EPS,
-    };
-    let sizes = Sizes {
-        d_model: spec.d,
-        heads: spec.heads,
-        encoder_layers: spec.encoder_layers,
-        decoder_layers: spec.decoder_layers,
-        d_ff: spec.d_ff,
-        src_vocab: if spec.share_embeddings {
-            tgt_vocab
-        } else {
-            spec.src_rows
-        },
-        tgt_vocab,
-        max_src_len: cap("encoder", options.max_src_len),
-        max_tgt_len: cap("decoder", options.max_tgt_len),
-        max_beam: options.max_beam,
-    };
-    let ids = SpecialIds {
-        bos: bos_id,
-        eos: token_id(&tokens.eos_token)?,
-        pad: target_vocabulary.id("<blank>").unwrap_or(0),
     };
     let config = Config {
         d_head: (spec.attention_width != spec.d).then(|| spec.attention_width / spec.heads.max(1)),
@@ -231,25 +186,69 @@ fn config(
         embedding_norm: spec.embedding_norm,
         scale_embeddings: spec.embedding_scale != 1.0,
         layer_norm_eps: tokens.layer_norm_epsilon.unwrap_or(default_eps),
-        ..Config::new(sizes, ids)
+        ..Config::new(sizes(vars, spec, options), ids)
     };
     config.validate().map_err(LoadError::from)?;
     Ok(config)
 }
 
-/// Builds the tessel model of a `TransformerSpec` file.
-pub fn build(
-    file: &ModelBin<'_>,
+/// The sizes of `spec`, its lengths the options' capped by stored position tables.
+fn sizes(vars: &Vars<'_, '_>, spec: &Spec, options: Ct2Options) -> Sizes {
+    let cap = |stack: &str, limit: usize| {
+        let stored = vars.rows(&format!("{stack}/position_encodings/encodings"));
+        match (spec.relative, stored) {
+            (None, Some(rows)) => rows.min(limit),
+            _ => limit,
+        }
+    };
+    let tgt_vocab = spec.tgt_rows + usize::from(spec.zero_start);
+    Sizes {
+        d_model: spec.d,
+        heads: spec.heads,
+        encoder_layers: spec.encoder_layers,
+        decoder_layers: spec.decoder_layers,
+        d_ff: spec.d_ff,
+        src_vocab: if spec.share_embeddings {
+            tgt_vocab
+        } else {
+            spec.src_rows
+        },
+        tgt_vocab,
+        max_src_len: cap("encoder", options.max_src_len),
+        max_tgt_len: cap("decoder", options.max_tgt_len),
+        max_beam: options.max_beam,
+    }
+}
+
+/// The start (the zero start row, or `config.json`'s start token), end and padding ids.
+fn special_ids(
+    spec: &Spec,
     tokens: &Ct2Tokens,
+    target_vocabulary: &Vocabulary,
+) -> Result<SpecialIds, Ct2Error> {
+    let token_id = |t: &str| {
+        target_vocabulary
+            .id(t)
+            .ok_or_else(|| Ct2Error::MissingToken(t.to_owned()))
+    };
+    let bos = if spec.zero_start {
+        spec.tgt_rows as u32
+    } else {
+        token_id(&tokens.decoder_start_token)?
+    };
+    Ok(SpecialIds {
+        bos,
+        eos: token_id(&tokens.eos_token)?,
+        pad: target_vocabulary.id("<blank>").unwrap_or(0),
+    })
+}
+
+/// Refuses vocabularies whose sizes are not the embeddings' rows.
+fn check_vocabularies(
+    spec: &Spec,
     source_vocabulary: &Vocabulary,
     target_vocabulary: &Vocabulary,
-    options: Ct2Options,
-) -> Result<Model<'static>, Ct2Error> {
-    let mut vars = Vars {
-        file,
-        used: BTreeSet::new(),
-    };
-    let spec = Spec::read(&mut vars)?;
+) -> Result<(), Ct2Error> {
     for (vocab, rows, which) in [
         (source_vocabulary, spec.src_rows, "source"),
         (target_vocabulary, spec.tgt_rows, "target"),
@@ -264,24 +263,19 @@ pub fn build(
             });
         }
     }
-    let config = config(&vars, &spec, tokens, target_vocabulary, options)?;
-    let d_head = config.d_head();
-    let mut b = Builder {
-        vars: &mut vars,
-        d: spec.d,
-        heads: Heads {
-            heads: spec.heads,
-            d_head,
-            scale: spec
-                .queries_scale
-                .unwrap_or_else(|| tessel_kernels::attention::default_scale(d_head)),
-        },
-        eps: tokens.layer_norm_epsilon,
-        weights: options.weights,
-    };
+    Ok(())
+}
+
+/// The source and target embeddings over their tables (one when shared; the target's with
+/// the zero start row when the model starts from one).
+fn embeddings(
+    b: &mut Builder<'_, '_, '_>,
+    spec: &Spec,
+    config: &Config,
+) -> Result<(Embedding<'static>, Embedding<'static>), Ct2Error> {
     let extra = usize::from(spec.zero_start);
     let target_table = Arc::new(table_with_zero_rows(
-        &mut b,
+        b,
         "decoder/embeddings/weight",
         spec.tgt_rows,
         extra,
@@ -291,12 +285,22 @@ pub fn build(
         b.vars.get(&src_weight);
         Arc::clone(&target_table)
     } else {
-        Arc::new(table_with_zero_rows(&mut b, &src_weight, spec.src_rows, 0)?)
+        Arc::new(table_with_zero_rows(b, &src_weight, spec.src_rows, 0)?)
     };
-    let source = embedding(&mut b, &spec, "encoder", source_table, config.max_src_len)?;
-    let target = embedding(&mut b, &spec, "decoder", target_table, config.max_tgt_len)?;
-    let encoder_blocks = blocks(&mut b, &spec, &config, "encoder", spec.encoder_layers)?;
-    let decoder_blocks = blocks(&mut b, &spec, &config, "decoder", spec.decoder_layers)?;
+    let source = embedding(b, spec, "encoder", source_table, config.max_src_len)?;
+    let target = embedding(b, spec, "decoder", target_table, config.max_tgt_len)?;
+    Ok((source, target))
+}
+
+/// The encoder and decoder stacks: blocks, final norms (the decoder's times its output
+/// scale) and relative position biases.
+fn stacks(
+    b: &mut Builder<'_, '_, '_>,
+    spec: &Spec,
+    config: &Config,
+) -> Result<(Stack<'static>, Stack<'static>), Ct2Error> {
+    let encoder_blocks = blocks(b, spec, config, "encoder", spec.encoder_layers)?;
+    let decoder_blocks = blocks(b, spec, config, "decoder", spec.decoder_layers)?;
     let (encoder_norm, decoder_norm) = if spec.final_norm {
         let scale = spec.scale_outputs.unwrap_or(1.0);
         (
@@ -314,6 +318,29 @@ pub fn build(
     if let Some(bias) = b.relative_bias("decoder", spec.decoder_layers, false)? {
         decoder = decoder.with_position_bias(bias);
     }
+    Ok((encoder, decoder))
+}
+
+/// Builds the tessel model of a `TransformerSpec` file.
+pub fn build(
+    file: &ModelBin<'_>,
+    tokens: &Ct2Tokens,
+    source_vocabulary: &Vocabulary,
+    target_vocabulary: &Vocabulary,
+    options: Ct2Options,
+) -> Result<Model<'static>, Ct2Error> {
+    let mut vars = Vars::new(file);
+    let spec = Spec::read(&mut vars)?;
+    check_vocabularies(&spec, source_vocabulary, target_vocabulary)?;
+    let config = config(&vars, &spec, tokens, target_vocabulary, options)?;
+    let mut b = Builder::new(
+        &mut vars,
+        &config,
+        tokens.layer_norm_epsilon,
+        options.weights,
+    );
+    let (source, target) = embeddings(&mut b, &spec, &config)?;
+    let (encoder, decoder) = stacks(&mut b, &spec, &config)?;
     let generator = generator(&mut b, &spec)?;
     vars.check_all_used("Transformer")?;
     Ok(Model::from_parts(

@@ -26,11 +26,12 @@ use std::collections::BTreeSet;
 use super::vars::Vars;
 use super::Ct2Error;
 use crate::aligned::AlignedBuf;
-use crate::config::FfnActivation;
+use crate::config::{Config, FfnActivation, NormPlacement};
 use crate::layers::{
-    CrossAttention, FeedForward, Heads, Linear, Norm, RelativeBias, SelfAttention, WeightType,
+    Block, CrossAttention, FeedForward, Heads, Linear, Norm, RelativeBias, SelfAttention,
+    WeightType,
 };
-use crate::load::{linear_rows, out_of_memory, LoadError};
+use crate::load::{block, linear_rows, out_of_memory, LoadError};
 
 /// CTranslate2's LayerNorm epsilon when `config.json` sets none.
 pub(super) const LAYER_NORM_EPS: f32 = 1e-5;
@@ -72,7 +73,24 @@ fn pack_threads(layers: usize) -> usize {
     cores.min(layers).max(1)
 }
 
-impl<'f, 'a> Builder<'_, 'f, 'a> {
+impl<'v, 'f, 'a> Builder<'v, 'f, 'a> {
+    /// Builds the layers of `config` from `vars`, norms with `config.json`'s epsilon `eps`
+    /// when it sets one, linear weights stored as `weights` asks.
+    pub(super) fn new(
+        vars: &'v mut Vars<'f, 'a>,
+        config: &Config,
+        eps: Option<f32>,
+        weights: Option<WeightType>,
+    ) -> Builder<'v, 'f, 'a> {
+        Builder {
+            vars,
+            d: config.d_model,
+            heads: Heads::of(config),
+            eps,
+            weights,
+        }
+    }
+
     /// `build(builder, i)` for every `i` in `0..count`, split over the machine's cores, each
     /// thread reading the file through its own [`Builder`] (the variables they read are
     /// recorded as used here). The results come back in order; an error is the one of the
@@ -90,10 +108,7 @@ impl<'f, 'a> Builder<'_, 'f, 'a> {
             let workers: Vec<_> = (0..threads)
                 .map(|t| {
                     s.spawn(move || {
-                        let mut vars = Vars {
-                            file,
-                            used: BTreeSet::new(),
-                        };
+                        let mut vars = Vars::new(file);
                         let mut b = Builder {
                             vars: &mut vars,
                             d,
@@ -255,6 +270,25 @@ impl<'f, 'a> Builder<'_, 'f, 'a> {
         let attention =
             CrossAttention::new(q, kv, out, self.heads).map_err(|e| Self::malformed(&scope, e))?;
         Ok((norm, attention))
+    }
+
+    /// The block `layer`: self-attention, cross-attention when `cross`, feed-forward, each
+    /// with its norm, placed as `placement`.
+    pub(super) fn block(
+        &mut self,
+        layer: &str,
+        cross: bool,
+        (d_ff, activation): (usize, FfnActivation),
+        placement: NormPlacement,
+    ) -> Result<Block<'static>, Ct2Error> {
+        let attention = self.self_attention(layer)?;
+        let cross = if cross {
+            Some(self.cross_attention(layer)?)
+        } else {
+            None
+        };
+        let ffn = self.feed_forward(layer, d_ff, activation)?;
+        Ok(block(layer, placement, attention, cross, ffn)?)
     }
 
     /// `linear_1(act(linear_0(x)))`, or gated `linear_1(act(linear_0(x)) ⊙ linear_0_noact(x))`

@@ -21,6 +21,14 @@ pub(super) struct Vars<'f, 'a> {
 }
 
 impl<'f, 'a> Vars<'f, 'a> {
+    /// The variables of `file`, none read yet.
+    pub(super) fn new(file: &'f ModelBin<'a>) -> Vars<'f, 'a> {
+        Vars {
+            file,
+            used: BTreeSet::new(),
+        }
+    }
+
     pub(super) fn get(&mut self, name: &str) -> Option<&'f Variable<'a>> {
         let v = self.file.variables.get(name)?;
         self.used.insert(name.to_owned());

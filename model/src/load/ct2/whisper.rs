@@ -8,7 +8,6 @@
 //! come from the vocabulary (`<|startoftranscript|>`, `<|endoftext|>`); `config.json` holds
 //! the reference's suppression lists, read by the transcription layer.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::binary::ModelBin;
@@ -17,9 +16,9 @@ use super::transformer::Builder;
 use super::vars::Vars;
 use super::{Ct2Error, Ct2Options, Vocabulary};
 use crate::config::{Config, Sizes, SpecialIds};
-use crate::layers::{Block, ConvStem, Embedding, Heads, Linear};
+use crate::layers::{Block, ConvStem, Embedding, Linear};
 use crate::load::hf::whisper;
-use crate::load::{block, conv_linear, LoadError};
+use crate::load::{conv_linear, LoadError};
 use crate::model::{Model, Source, Stack};
 
 /// The first decoder input of every Whisper prompt.
@@ -33,23 +32,10 @@ pub fn build(
     vocabulary: &Vocabulary,
     options: Ct2Options,
 ) -> Result<Model<'static>, Ct2Error> {
-    let mut vars = Vars {
-        file,
-        used: BTreeSet::new(),
-    };
+    let mut vars = Vars::new(file);
     let config = config(&mut vars, vocabulary, options)?;
-    let d_head = config.d_head();
-    let mut b = Builder {
-        vars: &mut vars,
-        d: config.d_model,
-        heads: Heads {
-            heads: config.heads,
-            d_head,
-            scale: tessel_kernels::attention::default_scale(d_head),
-        },
-        eps: Some(config.layer_norm_eps),
-        weights: options.weights,
-    };
+    let eps = Some(config.layer_norm_eps);
+    let mut b = Builder::new(&mut vars, &config, eps, options.weights);
     let stem = conv_stem(&mut b, &config)?;
     let encoder_blocks = blocks(&mut b, &config, "encoder")?;
     let decoder_blocks = blocks(&mut b, &config, "decoder")?;
@@ -85,15 +71,7 @@ fn config(
         Ok(vars.shape(name)?.first().copied().unwrap_or(0))
     };
     let tgt_vocab = rows(vars, "decoder/embeddings/weight")?;
-    if vocabulary.len() != tgt_vocab {
-        return Err(Ct2Error::Vocabulary {
-            path: "vocabulary".into(),
-            reason: format!(
-                "{} tokens, but the embeddings have {tgt_vocab} rows",
-                vocabulary.len()
-            ),
-        });
-    }
+    check_vocabulary(vocabulary, tgt_vocab)?;
     let heads = vars
         .attribute("encoder", "num_heads")?
         .ok_or_else(|| Ct2Error::Missing("encoder/num_heads".to_owned()))? as usize;
@@ -114,18 +92,7 @@ fn config(
         max_tgt_len: rows(vars, "decoder/position_encodings/encodings")?.min(options.max_tgt_len),
         max_beam: options.max_beam,
     };
-    // Attributes that do not change the computation.
-    for (scope, name) in [
-        ("decoder", "alibi"),
-        ("decoder", "alibi_use_positive_positions"),
-        ("decoder", "scale_alibi"),
-        ("decoder", "alignment_layer"),
-        ("decoder", "alignment_heads"),
-        ("decoder", "start_from_zero_embedding"),
-        ("decoder", "pre_norm"),
-        ("decoder", "scale_embeddings"),
-        ("decoder", "num_heads"),
-    ] {
+    for (scope, name) in IGNORED {
         vars.attribute(scope, name)?;
     }
     let token = |t: &str| {
@@ -141,6 +108,33 @@ fn config(
     let config = whisper::config(sizes, n_mels, activation, ids);
     config.validate().map_err(LoadError::from)?;
     Ok(config)
+}
+
+/// Attributes of a `WhisperSpec` that do not change the computation.
+const IGNORED: [(&str, &str); 9] = [
+    ("decoder", "alibi"),
+    ("decoder", "alibi_use_positive_positions"),
+    ("decoder", "scale_alibi"),
+    ("decoder", "alignment_layer"),
+    ("decoder", "alignment_heads"),
+    ("decoder", "start_from_zero_embedding"),
+    ("decoder", "pre_norm"),
+    ("decoder", "scale_embeddings"),
+    ("decoder", "num_heads"),
+];
+
+/// Refuses a vocabulary whose size is not the embedding's `rows`.
+fn check_vocabulary(vocabulary: &Vocabulary, rows: usize) -> Result<(), Ct2Error> {
+    if vocabulary.len() == rows {
+        return Ok(());
+    }
+    Err(Ct2Error::Vocabulary {
+        path: "vocabulary".into(),
+        reason: format!(
+            "{} tokens, but the embeddings have {rows} rows",
+            vocabulary.len()
+        ),
+    })
 }
 
 /// A convolution `{name}/weight` (`[out, channels, 3]`) as a linear layer over `(tap, channel)`.
@@ -186,14 +180,7 @@ fn blocks(
     };
     b.each_layer(layers, |b, i| {
         let f = format!("{stack}/layer_{i}");
-        let attention = b.self_attention(&f)?;
-        let cross = if decoder {
-            Some(b.cross_attention(&f)?)
-        } else {
-            None
-        };
-        let ffn = b.feed_forward(&f, config.d_ff, config.activation)?;
-        Ok(block(&f, config.norm, attention, cross, ffn)?)
+        b.block(&f, decoder, (config.d_ff, config.activation), config.norm)
     })
 }
 

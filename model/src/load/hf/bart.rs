@@ -22,14 +22,15 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::blocks;
+use super::blocks::{self, StackSizes};
 use super::tables::{self, TableNames, Tables};
+use super::{activation, config_error, read, read_config};
 use crate::aligned::AlignedBuf;
-use crate::config::{Biases, Config, FfnActivation, NormPlacement, Positions, Sizes, SpecialIds};
+use crate::config::{Biases, Config, NormPlacement, Positions, SpecialIds};
 use crate::layers::{Embedding, Linear};
 use crate::load::loader::linear_rows;
 use crate::load::source::{SafetensorsSource, TensorSource};
-use crate::load::{linear_error, out_of_memory, LoadError, LoadOptions, Loader};
+use crate::load::{linear_error, out_of_memory, LoadError, LoadOptions, Loader, TokenTables};
 use crate::model::{Model, Source, Stack};
 
 /// Which of the BART-derived families a directory holds.
@@ -48,13 +49,6 @@ pub enum Family {
 #[derive(Clone, Debug, Deserialize)]
 struct HfConfig {
     model_type: String,
-    d_model: usize,
-    encoder_layers: usize,
-    decoder_layers: usize,
-    encoder_attention_heads: usize,
-    decoder_attention_heads: usize,
-    encoder_ffn_dim: usize,
-    decoder_ffn_dim: usize,
     vocab_size: usize,
     /// Marian with separate vocabularies: the target side's size.
     #[serde(default)]
@@ -76,68 +70,22 @@ fn yes() -> bool {
     true
 }
 
-fn malformed(what: String) -> LoadError {
-    LoadError::Malformed(format!("config.json: {what}"))
-}
-
 /// The family and tessel config of a Hugging Face `config.json`, planned for beams up to
 /// `max_beam`.
 pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), LoadError> {
-    let hf: HfConfig = serde_json::from_str(text).map_err(|e| malformed(e.to_string()))?;
-    let family = match hf.model_type.as_str() {
-        "marian" => Family::Marian,
-        "bart" => Family::Bart,
-        "mbart" => Family::MBart,
-        "m2m_100" => Family::M2m100,
-        other => {
-            return Err(malformed(format!(
-                "model_type `{other}` is not a BART-family model"
-            )))
-        }
-    };
-    for (what, encoder, decoder) in [
-        (
-            "attention heads",
-            hf.encoder_attention_heads,
-            hf.decoder_attention_heads,
-        ),
-        (
-            "feed-forward widths",
-            hf.encoder_ffn_dim,
-            hf.decoder_ffn_dim,
-        ),
-    ] {
-        if encoder != decoder {
-            return Err(LoadError::Unsupported(format!(
-                "{what} that differ between the encoder ({encoder}) and the decoder ({decoder})"
-            )));
-        }
-    }
+    let stacks = StackSizes::from_config(text)?;
+    let hf: HfConfig = serde_json::from_str(text).map_err(config_error)?;
+    let family = family(&hf.model_type)?;
+    check_stacks_agree(&stacks)?;
     // Separate vocabularies are Marian's option; the other families always share one table.
     let shared = hf.share_encoder_decoder_embeddings || family != Family::Marian;
     let tgt_vocab = match hf.decoder_vocab_size {
         Some(v) if !shared => v,
         _ => hf.vocab_size,
     };
-    let activation = match hf.activation_function.as_str() {
-        "gelu" => FfnActivation::Gelu,
-        "gelu_new" | "gelu_pytorch_tanh" => FfnActivation::GeluTanh,
-        "relu" => FfnActivation::Relu,
-        "silu" | "swish" => FfnActivation::Silu,
-        other => return Err(malformed(format!("activation `{other}`"))),
-    };
-    let sizes = Sizes {
-        d_model: hf.d_model,
-        heads: hf.encoder_attention_heads,
-        encoder_layers: hf.encoder_layers,
-        decoder_layers: hf.decoder_layers,
-        d_ff: hf.encoder_ffn_dim,
-        src_vocab: hf.vocab_size,
-        tgt_vocab,
-        max_src_len: hf.max_position_embeddings,
-        max_tgt_len: hf.max_position_embeddings,
-        max_beam,
-    };
+    let activation = activation(&hf.activation_function)?;
+    let positions = hf.max_position_embeddings;
+    let sizes = stacks.sizes((hf.vocab_size, tgt_vocab), (positions, positions), max_beam);
     let ids = SpecialIds {
         bos: hf.decoder_start_token_id,
         eos: hf.eos_token_id,
@@ -169,40 +117,64 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), L
     Ok((family, config))
 }
 
+/// Refuses stacks whose heads or feed-forward widths differ.
+fn check_stacks_agree(stacks: &StackSizes) -> Result<(), LoadError> {
+    for (what, encoder, decoder) in [
+        (
+            "attention heads",
+            stacks.encoder_attention_heads,
+            stacks.decoder_attention_heads,
+        ),
+        (
+            "feed-forward widths",
+            stacks.encoder_ffn_dim,
+            stacks.decoder_ffn_dim,
+        ),
+    ] {
+        if encoder != decoder {
+            return Err(LoadError::Unsupported(format!(
+                "{what} that differ between the encoder ({encoder}) and the decoder ({decoder})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The family of a `model_type`.
+fn family(model_type: &str) -> Result<Family, LoadError> {
+    match model_type {
+        "marian" => Ok(Family::Marian),
+        "bart" => Ok(Family::Bart),
+        "mbart" => Ok(Family::MBart),
+        "m2m_100" => Ok(Family::M2m100),
+        other => Err(config_error(format_args!(
+            "model_type `{other}` is not a BART-family model"
+        ))),
+    }
+}
+
 /// Loads a Hugging Face Marian, BART, mBART or M2M100/NLLB directory.
 pub fn load_hf_dir(
     dir: &Path,
     max_beam: usize,
     options: &LoadOptions,
 ) -> Result<(Family, Model<'static>), LoadError> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read(&path).map_err(|source| LoadError::Io { path, source })
-    };
-    let text = String::from_utf8(read("config.json")?).map_err(|e| malformed(e.to_string()))?;
-    let (family, mut config) = config_from_hf(&text, max_beam)?;
-    let bytes = read("model.safetensors")?;
-    let file = safetensors::SafeTensors::deserialize(&bytes)
-        .map_err(|e| LoadError::Malformed(e.to_string()))?;
+    let (family, mut config) = config_from_hf(&read_config(dir)?, max_beam)?;
+    let bytes = read(dir, "model.safetensors")?;
+    let mut source = SafetensorsSource::parse(&bytes)?;
     let names = TableNames {
         shared: config.share_embeddings.then_some("model.shared.weight"),
         encoder: "model.encoder.embed_tokens.weight",
         decoder: "model.decoder.embed_tokens.weight",
         lm_head: "lm_head.weight",
     };
-    let tables = tables::resolve(&file, names, config.tie_output)?;
+    let tables = tables::resolve(&source.file, names, config.tie_output)?;
     config.share_embeddings = tables.shared;
     config.tie_output = tables.tied;
-    let mut source = SafetensorsSource {
-        file,
-        used: Default::default(),
-    };
     let model = build(family, &config, &tables, &mut source, options)?;
     tables.accept_unread(&mut source, names);
-    match source.first_unused() {
-        Some(name) => Err(LoadError::Unexpected { name }),
-        None => Ok((family, model)),
-    }
+    source.check_all_used()?;
+    Ok((family, model))
 }
 
 /// Marian's sinusoids: column `i < d/2` is `sin(p / 10000^(2i/d))`, column `d/2 + i` the
@@ -284,52 +256,19 @@ fn build(
     source: &mut dyn TensorSource,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
-    let (d, vocab) = (config.d_model, config.tgt_vocab);
     let mut l = Loader {
         source,
         config,
         options,
     };
-    let (table, table_type) = l.table(tables.target, vocab)?;
-    let table = Arc::new(table);
-    let source_table = if tables.shared {
-        Arc::clone(&table)
-    } else {
-        Arc::new(l.table(tables.source, config.src_vocab)?.0)
-    };
-    let source_embedding = embedding(&mut l, family, "model.encoder", &source_table)?;
-    let encoder = blocks::encoder_blocks(&mut l, "model.encoder", true)?;
-    let target = embedding(&mut l, family, "model.decoder", &table)?;
-    let decoder = blocks::decoder_blocks(&mut l, "model.decoder", true)?;
-    let (encoder_norm, decoder_norm) = if config.final_norm {
-        (
-            Some(l.norm("model.encoder.layer_norm")?),
-            Some(l.norm("model.decoder.layer_norm")?),
-        )
-    } else {
-        (None, None)
-    };
-    let bias = if config.biases.generator {
-        Some(l.tensor("final_logits_bias", &[1, vocab])?.into_owned())
-    } else {
-        None
-    };
-    let generator = if tables.tied {
-        let storage = options.weights.unwrap_or(table_type);
-        Linear::packed(storage, vocab, d, table.as_slice(), bias.as_deref())
-            .map_err(linear_error(tables.target))?
-    } else {
-        let tensor = l.stored(tables.output, &[vocab, d])?;
-        let storage = options.weights.unwrap_or(tensor.weight_type());
-        linear_rows(
-            tables.output,
-            &tensor,
-            0..vocab,
-            d,
-            bias.as_deref(),
-            storage,
-        )?
-    };
+    let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
+    let source_embedding = embedding(&mut l, family, "model.encoder", &token_tables.source)?;
+    let encoder = blocks::blocks(&mut l, "model.encoder", true, false)?;
+    let target = embedding(&mut l, family, "model.decoder", &token_tables.target)?;
+    let decoder = blocks::blocks(&mut l, "model.decoder", true, true)?;
+    let (encoder_norm, decoder_norm) =
+        l.final_norms("model.encoder.layer_norm", "model.decoder.layer_norm")?;
+    let generator = generator(&mut l, tables, &token_tables)?;
     Ok(Model::from_parts(
         config.clone(),
         Source::Tokens(source_embedding),
@@ -340,4 +279,36 @@ fn build(
         ),
         generator,
     ))
+}
+
+/// The output projection: the target table (tied) or `lm_head`, with `final_logits_bias`
+/// where the family has one.
+fn generator(
+    l: &mut Loader<'_>,
+    tables: &Tables,
+    token_tables: &TokenTables,
+) -> Result<Linear<'static>, LoadError> {
+    let (d, vocab) = (l.config.d_model, l.config.tgt_vocab);
+    let bias = if l.config.biases.generator {
+        Some(l.tensor("final_logits_bias", &[1, vocab])?.into_owned())
+    } else {
+        None
+    };
+    let wanted = l.options.weights;
+    if tables.tied {
+        let storage = wanted.unwrap_or(token_tables.target_type);
+        let table = token_tables.target.as_slice();
+        return Linear::packed(storage, vocab, d, table, bias.as_deref())
+            .map_err(linear_error(tables.target));
+    }
+    let tensor = l.stored(tables.output, &[vocab, d])?;
+    let storage = wanted.unwrap_or(tensor.weight_type());
+    linear_rows(
+        tables.output,
+        &tensor,
+        0..vocab,
+        d,
+        bias.as_deref(),
+        storage,
+    )
 }

@@ -18,12 +18,11 @@
 //! | `*.block.{i}.layer.{j}.layer_norm`, `{encoder,decoder}.final_layer_norm` | RMSNorms |
 
 use std::path::Path;
-use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::blocks::malformed;
 use super::tables::{self, TableNames, Tables};
+use super::{config_error, read, read_config};
 use crate::config::{
     Biases, Config, FfnActivation, NormKind, NormPlacement, Positions, RelativeAttention, Sizes,
     SpecialIds,
@@ -32,7 +31,7 @@ use crate::layers::{
     Block, CrossAttention, Embedding, FeedForward, Linear, RelativeBias, SelfAttention,
 };
 use crate::load::source::{SafetensorsSource, TensorSource};
-use crate::load::{block, linear_error, LoadError, LoadOptions, Loader};
+use crate::load::{block, linear_error, malformed, LoadError, LoadOptions, Loader};
 use crate::model::{Model, Source, Stack};
 
 #[derive(Clone, Debug, Deserialize)]
@@ -90,16 +89,8 @@ pub fn config_from_hf(
     max_len: usize,
     max_beam: usize,
 ) -> Result<(Config, bool), LoadError> {
-    let bad = |what: String| LoadError::Malformed(format!("config.json: {what}"));
-    let hf: HfConfig = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-    let (gated, activation) = match hf.feed_forward_proj.as_str() {
-        "relu" => (false, FfnActivation::Relu),
-        "gelu" | "gelu_new" => (false, FfnActivation::GeluTanh),
-        "gated-gelu" | "gated-gelu_new" => (true, FfnActivation::GeluTanh),
-        "gated-relu" => (true, FfnActivation::Relu),
-        "gated-silu" => (true, FfnActivation::Silu),
-        other => return Err(bad(format!("feed_forward_proj `{other}`"))),
-    };
+    let hf: HfConfig = serde_json::from_str(text).map_err(config_error)?;
+    let (gated, activation) = feed_forward_proj(&hf.feed_forward_proj)?;
     let sizes = Sizes {
         d_model: hf.d_model,
         heads: hf.num_heads,
@@ -150,6 +141,18 @@ pub fn config_from_hf(
     Ok((config, scale_outputs))
 }
 
+/// Whether a `feed_forward_proj` is gated, and its activation.
+fn feed_forward_proj(proj: &str) -> Result<(bool, FfnActivation), LoadError> {
+    match proj {
+        "relu" => Ok((false, FfnActivation::Relu)),
+        "gelu" | "gelu_new" => Ok((false, FfnActivation::GeluTanh)),
+        "gated-gelu" | "gated-gelu_new" => Ok((true, FfnActivation::GeluTanh)),
+        "gated-relu" => Ok((true, FfnActivation::Relu)),
+        "gated-silu" => Ok((true, FfnActivation::Silu)),
+        other => Err(config_error(format_args!("feed_forward_proj `{other}`"))),
+    }
+}
+
 /// Loads a Hugging Face T5 / mT5 / Flan-T5 directory.
 pub fn load_hf_dir(
     dir: &Path,
@@ -157,16 +160,9 @@ pub fn load_hf_dir(
     max_beam: usize,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read(&path).map_err(|source| LoadError::Io { path, source })
-    };
-    let text = String::from_utf8(read("config.json")?)
-        .map_err(|e| LoadError::Malformed(format!("config.json: {e}")))?;
-    let (config, scale_outputs) = config_from_hf(&text, max_len, max_beam)?;
-    let bytes = read("model.safetensors")?;
-    let file = safetensors::SafeTensors::deserialize(&bytes)
-        .map_err(|e| LoadError::Malformed(e.to_string()))?;
+    let (mut config, scale_outputs) = config_from_hf(&read_config(dir)?, max_len, max_beam)?;
+    let bytes = read(dir, "model.safetensors")?;
+    let mut source = SafetensorsSource::parse(&bytes)?;
     let names = TableNames {
         shared: Some("shared.weight"),
         encoder: "encoder.embed_tokens.weight",
@@ -175,14 +171,9 @@ pub fn load_hf_dir(
     };
     // `transformers` 5 always ties T5's projection to `shared` where the file has no
     // `lm_head` (its config forces `tie_word_embeddings`).
-    let tables = tables::resolve(&file, names, true)?;
-    let (mut config, scale_outputs) = (config, scale_outputs);
+    let tables = tables::resolve(&source.file, names, true)?;
     config.share_embeddings = tables.shared;
     config.tie_output = tables.tied;
-    let mut source = SafetensorsSource {
-        file,
-        used: Default::default(),
-    };
     let model = build(&config, &tables, scale_outputs, &mut source, options)?;
     tables.accept_unread(&mut source, names);
     // Checkpoints saved by early versions hold a relative bias for the first cross-attention,
@@ -191,10 +182,8 @@ pub fn load_hf_dir(
     if source.file.tensor(ignored).is_ok() {
         source.used.insert(ignored.to_owned());
     }
-    match source.first_unused() {
-        Some(name) => Err(LoadError::Unexpected { name }),
-        None => Ok(model),
-    }
+    source.check_all_used()?;
+    Ok(model)
 }
 
 fn self_attention(l: &mut Loader<'_>, p: &str) -> Result<SelfAttention<'static>, LoadError> {
@@ -293,13 +282,7 @@ fn build(
         config,
         options,
     };
-    let (table, table_type) = l.table(tables.target, vocab)?;
-    let table = Arc::new(table);
-    let source_table = if tables.shared {
-        Arc::clone(&table)
-    } else {
-        Arc::new(l.table(tables.source, config.src_vocab)?.0)
-    };
+    let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
     let encoder = stack(&mut l, "encoder", config.encoder_layers, false)?;
     let decoder = stack(&mut l, "decoder", config.decoder_layers, true)?;
     // `transformers` scales the decoder output by d^-0.5 before the projection; folded into
@@ -310,8 +293,9 @@ fn build(
         1.0
     };
     let generator = if tables.tied {
-        let weight: Vec<f32> = table.as_slice().iter().map(|&w| w * scale).collect();
-        let storage = options.weights.unwrap_or(table_type);
+        let table = token_tables.target.as_slice();
+        let weight: Vec<f32> = table.iter().map(|&w| w * scale).collect();
+        let storage = options.weights.unwrap_or(token_tables.target_type);
         Linear::packed(storage, vocab, d, &weight, None).map_err(linear_error(tables.target))?
     } else {
         let stored = l.stored(tables.output, &[vocab, d])?;
@@ -321,8 +305,8 @@ fn build(
     };
     Ok(Model::from_parts(
         config.clone(),
-        Source::Tokens(Embedding::new(source_table, d, 1.0)),
-        Embedding::new(table, d, 1.0),
+        Source::Tokens(Embedding::new(token_tables.source, d, 1.0)),
+        Embedding::new(token_tables.target, d, 1.0),
         (encoder, decoder),
         generator,
     ))

@@ -23,25 +23,19 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::blocks;
+use super::blocks::{self, StackSizes};
+use super::{activation, config_error, read, read_config};
 use crate::config::{
     Biases, Config, FfnActivation, FrontEnd, NormPlacement, Positions, Sizes, SpecialIds,
 };
 use crate::layers::{ConvStem, Embedding, Linear};
 use crate::load::source::{SafetensorsSource, TensorSource};
-use crate::load::{conv_linear, linear_error, LoadError, LoadOptions, Loader};
+use crate::load::{conv_linear, linear_error, malformed, LoadError, LoadOptions, Loader};
 use crate::model::{Model, Source, Stack};
 
 /// The fields of a Hugging Face `WhisperConfig` that shape the graph.
 #[derive(Clone, Debug, Deserialize)]
 struct HfConfig {
-    d_model: usize,
-    encoder_layers: usize,
-    decoder_layers: usize,
-    encoder_attention_heads: usize,
-    decoder_attention_heads: usize,
-    encoder_ffn_dim: usize,
-    decoder_ffn_dim: usize,
     num_mel_bins: usize,
     max_source_positions: usize,
     max_target_positions: usize,
@@ -67,40 +61,25 @@ pub const DEFAULT_MAX_BEAM: usize = 5;
 /// The tessel config of a Hugging Face Whisper `config.json`, planned for beams up to
 /// `max_beam`.
 pub fn config_from_hf(text: &str, max_beam: usize) -> Result<Config, LoadError> {
-    let hf: HfConfig = serde_json::from_str(text)
-        .map_err(|e| LoadError::Malformed(format!("config.json: {e}")))?;
-    let unsupported = |what: String| Err(LoadError::Malformed(format!("config.json: {what}")));
-    if hf.encoder_attention_heads != hf.decoder_attention_heads {
+    let stacks = StackSizes::from_config(text)?;
+    let hf: HfConfig = serde_json::from_str(text).map_err(config_error)?;
+    let unsupported = |what: String| Err(config_error(what));
+    if stacks.encoder_attention_heads != stacks.decoder_attention_heads {
         return unsupported(format!(
             "encoder and decoder heads differ ({} vs {})",
-            hf.encoder_attention_heads, hf.decoder_attention_heads
+            stacks.encoder_attention_heads, stacks.decoder_attention_heads
         ));
     }
-    if hf.encoder_ffn_dim != hf.decoder_ffn_dim {
+    if stacks.encoder_ffn_dim != stacks.decoder_ffn_dim {
         return unsupported(format!(
             "encoder and decoder feed-forward widths differ ({} vs {})",
-            hf.encoder_ffn_dim, hf.decoder_ffn_dim
+            stacks.encoder_ffn_dim, stacks.decoder_ffn_dim
         ));
     }
-    let activation = match hf.activation_function.as_str() {
-        "gelu" => FfnActivation::Gelu,
-        "gelu_new" | "gelu_pytorch_tanh" => FfnActivation::GeluTanh,
-        "relu" => FfnActivation::Relu,
-        "silu" | "swish" => FfnActivation::Silu,
-        other => return unsupported(format!("activation `{other}`")),
-    };
-    let sizes = Sizes {
-        d_model: hf.d_model,
-        heads: hf.encoder_attention_heads,
-        encoder_layers: hf.encoder_layers,
-        decoder_layers: hf.decoder_layers,
-        d_ff: hf.encoder_ffn_dim,
-        src_vocab: 1,
-        tgt_vocab: hf.vocab_size,
-        max_src_len: hf.max_source_positions,
-        max_tgt_len: hf.max_target_positions,
-        max_beam,
-    };
+    let activation = activation(&hf.activation_function)?;
+    let lengths = (hf.max_source_positions, hf.max_target_positions);
+    // The encoder reads frames: no source vocabulary.
+    let sizes = stacks.sizes((1, hf.vocab_size), lengths, max_beam);
     let ids = SpecialIds {
         bos: hf.decoder_start_token_id,
         eos: hf.eos_token_id,
@@ -147,14 +126,8 @@ pub fn load_hf_dir(
     max_beam: usize,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
-    let read = |name: &str| {
-        let path = dir.join(name);
-        std::fs::read(&path).map_err(|source| LoadError::Io { path, source })
-    };
-    let text = String::from_utf8(read("config.json")?)
-        .map_err(|e| LoadError::Malformed(format!("config.json: {e}")))?;
-    let config = config_from_hf(&text, max_beam)?;
-    let bytes = read("model.safetensors")?;
+    let config = config_from_hf(&read_config(dir)?, max_beam)?;
+    let bytes = read(dir, "model.safetensors")?;
     from_hf_safetensors(config, &bytes, options)
 }
 
@@ -164,12 +137,7 @@ pub fn from_hf_safetensors(
     bytes: &[u8],
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
-    let file = safetensors::SafeTensors::deserialize(bytes)
-        .map_err(|e| LoadError::Malformed(e.to_string()))?;
-    let mut source = SafetensorsSource {
-        file,
-        used: Default::default(),
-    };
+    let mut source = SafetensorsSource::parse(bytes)?;
     let model = build(&config, &mut source, options)?;
     // `proj_out.weight` is the token embedding again (tied); files may or may not keep it.
     match source.first_unused() {
@@ -191,7 +159,7 @@ fn build(
         options,
     };
     let stem = conv_stem(&mut l, n_mels)?;
-    let encoder = blocks::encoder_blocks(&mut l, "model.encoder", false)?;
+    let encoder = blocks::blocks(&mut l, "model.encoder", false, false)?;
     let encoder_norm = l.norm("model.encoder.layer_norm")?;
     let (table, table_type) = l.table("model.decoder.embed_tokens.weight", config.tgt_vocab)?;
     let (positions, _) = l.table("model.decoder.embed_positions.weight", config.max_tgt_len)?;
@@ -202,7 +170,7 @@ fn build(
         1.0
     };
     let target = Embedding::new(Arc::clone(&table), d, scale).with_positions(positions, 0);
-    let decoder = blocks::decoder_blocks(&mut l, "model.decoder", false)?;
+    let decoder = blocks::blocks(&mut l, "model.decoder", false, true)?;
     let decoder_norm = l.norm("model.decoder.layer_norm")?;
     let storage = options.weights.unwrap_or(table_type);
     let generator = Linear::packed(storage, config.tgt_vocab, d, table.as_slice(), None)
@@ -238,5 +206,5 @@ fn conv_stem(l: &mut Loader<'_>, n_mels: usize) -> Result<ConvStem<'static>, Loa
     let conv1 = convolution(l, "model.encoder.conv1", d, n_mels)?;
     let conv2 = convolution(l, "model.encoder.conv2", d, d)?;
     let (positions, _) = l.table("model.encoder.embed_positions.weight", l.config.max_src_len)?;
-    ConvStem::new(conv1, conv2, positions, n_mels).map_err(blocks::malformed("model.encoder"))
+    ConvStem::new(conv1, conv2, positions, n_mels).map_err(malformed("model.encoder"))
 }

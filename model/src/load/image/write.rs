@@ -110,8 +110,22 @@ fn dim(value: usize) -> Result<u32, PackError> {
 }
 
 impl Writer {
-    fn absent(&mut self) {
-        self.records.push(TensorRecord::ABSENT);
+    /// `slots` absent tensors.
+    fn absent(&mut self, slots: usize) {
+        for _ in 0..slots {
+            self.records.push(TensorRecord::ABSENT);
+        }
+    }
+
+    /// The table `values` (rows of `n`), or an absent slot.
+    fn optional_table(&mut self, values: Option<&[f32]>, n: usize) -> Result<(), PackError> {
+        match values {
+            Some(values) => self.table(values, n, 0),
+            None => {
+                self.absent(1);
+                Ok(())
+            }
+        }
     }
 
     /// Appends `values` to the data (once per distinct tensor) and returns their offset.
@@ -171,8 +185,7 @@ impl Writer {
 
     fn linear(&mut self, layer: Option<&Linear<'_>>) -> Result<(), PackError> {
         let Some(layer) = layer else {
-            self.absent();
-            self.absent();
+            self.absent(2);
             return Ok(());
         };
         match layer.weight() {
@@ -188,30 +201,18 @@ impl Writer {
             }
             PackedWeight::I8(b) => self.packed(Kind::I8, b.as_slice(), (b.k(), b.n()), 0)?,
         }
-        match layer.bias() {
-            Some(bias) => self.table(bias, bias.len(), 0),
-            None => {
-                self.absent();
-                Ok(())
-            }
-        }
+        let bias = layer.bias();
+        self.optional_table(bias, bias.map_or(0, <[f32]>::len))
     }
 
     fn norm(&mut self, layer: Option<&Norm<'_>>) -> Result<(), PackError> {
         let Some(layer) = layer else {
-            self.absent();
-            self.absent();
+            self.absent(2);
             return Ok(());
         };
         let d = layer.width();
         self.table(layer.gamma(), d, layer.epsilon().to_bits())?;
-        match layer.beta() {
-            Some(beta) => self.table(beta, d, 0),
-            None => {
-                self.absent();
-                Ok(())
-            }
-        }
+        self.optional_table(layer.beta(), d)
     }
 
     fn embedding(&mut self, layer: &Embedding<'_>) -> Result<(), PackError> {
@@ -219,7 +220,7 @@ impl Writer {
         self.table(layer.table().as_slice(), d, layer.scale().to_bits())?;
         match layer.positions() {
             Some((positions, offset)) => self.table(positions, d, dim(offset)?)?,
-            None => self.absent(),
+            None => self.absent(1),
         }
         self.norm(layer.norm())
     }
@@ -244,7 +245,7 @@ impl Writer {
                 self.linear(Some(cross.memory()))?;
                 self.linear(Some(cross.output()))?;
             }
-            (None, false) => (0..8).for_each(|_| self.absent()),
+            (None, false) => self.absent(8),
             _ => return Err(PackError::Mismatch("cross-attention in the wrong stack")),
         }
         let (norm, ffn) = block.feed_forward_layer();
@@ -282,7 +283,7 @@ impl Writer {
                 self.table(bias.table(), config.heads, 0)
             }
             (None, None) => {
-                self.absent();
+                self.absent(1);
                 Ok(())
             }
             _ => Err(PackError::Mismatch("relative position bias")),

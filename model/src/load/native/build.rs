@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use crate::aligned::AlignedBuf;
 use crate::config::{Config, Positions};
-use crate::layers::{Block, Embedding, Linear, Norm, WeightType};
+use crate::layers::{Block, Embedding, Linear};
 use crate::load::source::TensorSource;
-use crate::load::{block, linear_error, out_of_memory, LoadError, LoadOptions, Loader};
+use crate::load::{
+    block, linear_error, out_of_memory, LoadError, LoadOptions, Loader, TokenTables,
+};
 use crate::model::{Model, Source, Stack};
 
 /// The model `config` describes, its tensors read from `source` by tessel's names.
@@ -22,15 +24,15 @@ pub(super) fn model(
         config: &config,
         options,
     };
-    let (source, target, target_table) = embeddings(&mut loader)?;
+    let (source, target, tables) = embeddings(&mut loader)?;
     let encoder = (0..config.encoder_layers)
         .map(|i| encoder_block(&mut loader, i))
         .collect::<Result<Vec<_>, _>>()?;
     let decoder = (0..config.decoder_layers)
         .map(|i| decoder_block(&mut loader, i))
         .collect::<Result<Vec<_>, _>>()?;
-    let (encoder_norm, decoder_norm) = final_norms(&mut loader)?;
-    let generator = generator(&mut loader, target_table)?;
+    let (encoder_norm, decoder_norm) = loader.final_norms("encoder.norm", "decoder.norm")?;
+    let generator = generator(&mut loader, tables)?;
     Ok(Model::from_parts(
         config,
         Source::Tokens(source),
@@ -43,23 +45,18 @@ pub(super) fn model(
     ))
 }
 
-/// The target table and the type it was stored in (the tied output projection's default).
-type TargetTable = (Arc<AlignedBuf>, WeightType);
-
 /// The source and target embeddings with their positions (the source table is the target's
-/// when the config shares them), and the target table.
+/// when the config shares them), and the token tables.
 fn embeddings(
     loader: &mut Loader<'_>,
-) -> Result<(Embedding<'static>, Embedding<'static>, TargetTable), LoadError> {
+) -> Result<(Embedding<'static>, Embedding<'static>, TokenTables), LoadError> {
     let config = loader.config;
     let d = config.d_model;
-    let (target_table, target_type) = loader.table("tgt_embed.weight", config.tgt_vocab)?;
-    let target_table = Arc::new(target_table);
-    let source_table = if config.share_embeddings {
-        Arc::clone(&target_table)
-    } else {
-        Arc::new(loader.table("src_embed.weight", config.src_vocab)?.0)
-    };
+    let tables = loader.token_tables(
+        "tgt_embed.weight",
+        "src_embed.weight",
+        config.share_embeddings,
+    )?;
     let (src_pos, tgt_pos) = match config.positions {
         Positions::Learned => (
             loader.table("src_pos.weight", config.max_src_len)?.0,
@@ -75,9 +72,9 @@ fn embeddings(
     } else {
         1.0
     };
-    let source = Embedding::new(source_table, d, scale).with_positions(src_pos, 0);
-    let target = Embedding::new(Arc::clone(&target_table), d, scale).with_positions(tgt_pos, 0);
-    Ok((source, target, (target_table, target_type)))
+    let source = Embedding::new(Arc::clone(&tables.source), d, scale).with_positions(src_pos, 0);
+    let target = Embedding::new(Arc::clone(&tables.target), d, scale).with_positions(tgt_pos, 0);
+    Ok((source, target, tables))
 }
 
 /// Encoder block `i`: self-attention and feed-forward.
@@ -110,25 +107,9 @@ fn decoder_block(loader: &mut Loader<'_>, i: usize) -> Result<Block<'static>, Lo
     )
 }
 
-/// Each stack's final norm, where the config has them.
-type FinalNorms = (Option<Norm<'static>>, Option<Norm<'static>>);
-
-fn final_norms(loader: &mut Loader<'_>) -> Result<FinalNorms, LoadError> {
-    if !loader.config.final_norm {
-        return Ok((None, None));
-    }
-    Ok((
-        Some(loader.norm("encoder.norm")?),
-        Some(loader.norm("decoder.norm")?),
-    ))
-}
-
 /// The output projection: the target table packed (tied, in the load options' type or the
 /// table's own), or its own `generator.weight`.
-fn generator(
-    loader: &mut Loader<'_>,
-    (target_table, target_type): TargetTable,
-) -> Result<Linear<'static>, LoadError> {
+fn generator(loader: &mut Loader<'_>, tables: TokenTables) -> Result<Linear<'static>, LoadError> {
     let config = loader.config;
     let (d, vocab) = (config.d_model, config.tgt_vocab);
     if !config.tie_output {
@@ -146,8 +127,8 @@ fn generator(
     } else {
         None
     };
-    let storage = loader.options.weights.unwrap_or(target_type);
-    Linear::packed(storage, vocab, d, target_table.as_slice(), bias.as_deref())
+    let storage = loader.options.weights.unwrap_or(tables.target_type);
+    Linear::packed(storage, vocab, d, tables.target.as_slice(), bias.as_deref())
         .map_err(linear_error("tgt_embed.weight"))
 }
 

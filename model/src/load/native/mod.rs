@@ -23,10 +23,7 @@
 
 mod build;
 
-use std::collections::HashSet;
 use std::path::Path;
-
-use safetensors::SafeTensors;
 
 use super::error::io_error;
 use super::source::{RandomSource, RecordingSource, SafetensorsSource, TensorSource};
@@ -97,12 +94,7 @@ impl Model<'_> {
         options: &LoadOptions,
     ) -> Result<Model<'static>, LoadError> {
         config.validate()?;
-        let file =
-            SafeTensors::deserialize(bytes).map_err(|e| LoadError::Malformed(e.to_string()))?;
-        let mut source = SafetensorsSource {
-            file,
-            used: HashSet::new(),
-        };
+        let mut source = SafetensorsSource::parse(bytes)?;
         Model::build_from(config, &mut source, options)
     }
 
@@ -114,10 +106,8 @@ impl Model<'_> {
     ) -> Result<Model<'static>, LoadError> {
         config.validate()?;
         let model = build::model(config, source, options)?;
-        match source.first_unused() {
-            Some(name) => Err(LoadError::Unexpected { name }),
-            None => Ok(model),
-        }
+        source.check_all_used()?;
+        Ok(model)
     }
 
     /// The tensors (name and shape, in load order) a weights file for `config` must hold:
