@@ -8,8 +8,8 @@
 //!   family mapping its config onto a [`crate::Config`] and its tensor names onto the layers
 //!   (Marian/BART/mBART/M2M100 in `bart`, T5, Whisper), with the block layout and the token
 //!   tables they share.
-//! - [`native`](self::native): tessel's own `config.json` + `model.safetensors` in PyTorch
-//!   `nn.Transformer` names, and seeded random weights ([`crate::Model::random`]).
+//! - `native`: tessel's own `config.json` + `model.safetensors` in PyTorch `nn.Transformer`
+//!   names ([`crate::Model::load_dir`]), and seeded random weights ([`crate::Model::random`]).
 //! - [`ct2`]: CTranslate2 conversions (`model.bin`, its vocabularies), every
 //!   `TransformerSpec` family and the `WhisperSpec`, int8 weights kept.
 //! - [`image`]: tessel's packed image, one aligned file a model borrows its tensors from

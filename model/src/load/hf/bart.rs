@@ -46,6 +46,8 @@ pub enum Family {
     M2m100,
 }
 
+/// The fields of a BART-family `config.json` that shape the graph, besides its
+/// [`StackSizes`].
 #[derive(Clone, Debug, Deserialize)]
 struct HfConfig {
     model_type: String,

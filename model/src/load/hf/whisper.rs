@@ -33,7 +33,8 @@ use crate::load::source::{SafetensorsSource, TensorSource};
 use crate::load::{conv_linear, linear_error, malformed, LoadError, LoadOptions, Loader};
 use crate::model::{Model, Source, Stack};
 
-/// The fields of a Hugging Face `WhisperConfig` that shape the graph.
+/// The fields of a Hugging Face `WhisperConfig` that shape the graph, besides its
+/// [`StackSizes`].
 #[derive(Clone, Debug, Deserialize)]
 struct HfConfig {
     num_mel_bins: usize,
