@@ -14,8 +14,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tessel_kernels::Isa;
-use tessel_model::directory::{self, Directory, Format, OpenError};
-use tessel_model::image::{self, PackError};
+use tessel_model::load::directory::{self, Directory, Format, OpenError};
+use tessel_model::load::image::{self, PackError};
 use tessel_model::session::{buffer_bytes, ModelRef};
 use tessel_model::{
     ArenaPlan, Hypotheses, Limits, LoadSettings, Model, Request, RunError, Session, SessionError,

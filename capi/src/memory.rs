@@ -12,8 +12,8 @@
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
-use tessel_model::image::{self, ImageError, DATA_ALIGN};
 use tessel_model::layers::Block;
+use tessel_model::load::image::{self, ImageError, DATA_ALIGN};
 use tessel_model::Model;
 
 use crate::status::{tessel_status, Error};

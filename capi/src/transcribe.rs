@@ -15,7 +15,7 @@ use std::ffi::c_char;
 use std::path::Path;
 
 use tessel_audio::{load_wav, ReadOptions};
-use tessel_model::directory::Modality;
+use tessel_model::load::directory::Modality;
 use tessel_model::SessionError;
 use tessel_pipeline::transcribe::{
     TranscribeError, TranscribeOptions, TranscribeSession, Transcriber,

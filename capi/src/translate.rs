@@ -13,7 +13,7 @@ use std::ffi::c_char;
 use std::path::Path;
 use std::str::FromStr;
 
-use tessel_model::directory::Modality;
+use tessel_model::load::directory::Modality;
 use tessel_model::{SessionError, WeightType};
 use tessel_pipeline::{
     generation_defaults, LoadSettings, TranslateError, TranslateOptions, Translating, Translator,

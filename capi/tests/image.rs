@@ -224,7 +224,7 @@ fn bad_memory_blocks_get_typed_statuses() {
 
 /// `image` with the first value of directory slot `slot` set to NaN (in its own type).
 fn poisoned(image: &[u8], slot: usize) -> Vec<u8> {
-    use ::tessel_model::image::{ImageHeader, Kind, TensorRecord, RECORD_BYTES};
+    use ::tessel_model::load::image::{ImageHeader, Kind, TensorRecord, RECORD_BYTES};
     let header = ImageHeader::read(image).expect("a valid image");
     let at = header.directory + slot * RECORD_BYTES;
     let bytes: &[u8; RECORD_BYTES] = image[at..at + RECORD_BYTES].try_into().expect("a record");
@@ -244,7 +244,7 @@ fn poisoned(image: &[u8], slot: usize) -> Vec<u8> {
 #[test]
 fn a_non_finite_value_in_any_float_tensor_is_refused_with_its_name() {
     let image = numbers_image();
-    let header = ::tessel_model::image::ImageHeader::read(&image).expect("valid");
+    let header = ::tessel_model::load::image::ImageHeader::read(&image).expect("valid");
     // The source table (f32), and the first decoder block's QKV weight (packed, f16 here).
     let qkv = 8 + 22 * header.config.encoder_layers + 3 + 2;
     for (slot, name) in [
@@ -273,7 +273,7 @@ fn a_non_finite_value_in_any_float_tensor_is_refused_with_its_name() {
 
 #[test]
 fn a_packed_ctranslate2_whisper_keeps_its_1500_encoder_positions() {
-    use ::tessel_model::ct2::{self, Ct2Options};
+    use ::tessel_model::load::ct2::{self, Ct2Options};
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe/tiny_en_32/model");
     // What `tessel pack` loads a CTranslate2 directory with.
     let model = ct2::load_dir(&dir, Ct2Options::default())

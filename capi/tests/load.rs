@@ -6,8 +6,8 @@ use std::ffi::{c_char, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::ptr::{null, null_mut};
 
-use ::tessel_model::ct2::{self, Ct2Options};
-use ::tessel_model::families::{bart, t5, whisper};
+use ::tessel_model::load::ct2::{self, Ct2Options};
+use ::tessel_model::load::hf::{bart, t5, whisper};
 use ::tessel_model::{LoadOptions, Model, Session};
 use tessel::*;
 use tessel_kernels::isa::Isa;

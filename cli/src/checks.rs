@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use tessel_model::directory::{Directory, Modality};
+use tessel_model::load::directory::{Directory, Modality};
 
 use crate::error::CliError;
 

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use tessel_kernels::IsaError;
-use tessel_model::ct2::Ct2Error;
+use tessel_model::load::ct2::Ct2Error;
 use tessel_model::{ConfigError, LoadError, RunError, SessionError};
 use tessel_numbers::NumbersError;
 use thiserror::Error;
@@ -44,7 +44,7 @@ pub enum CliError {
     Load(#[from] LoadError),
     /// A model could not be packed, or a packed image could not be loaded.
     #[error(transparent)]
-    Pack(#[from] tessel_model::image::PackError),
+    Pack(#[from] tessel_model::load::image::PackError),
     /// A CTranslate2 model could not be loaded.
     #[error(transparent)]
     Ct2(#[from] Ct2Error),

@@ -1,4 +1,4 @@
-//! `tessel pack`: writes a model as one packed image file (`tessel_model::image`), its GEMM
+//! `tessel pack`: writes a model as one packed image file (`tessel_model::load::image`), its GEMM
 //! weights already in the kernels' layout, which `tessel run --model FILE` (and a host without
 //! an allocator, from `include_bytes!`) runs directly.
 

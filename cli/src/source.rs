@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tessel_model::directory::{Directory, Format};
+use tessel_model::load::directory::{Directory, Format};
 use tessel_model::{Config, LoadOptions, LoadSettings, Model, WeightType};
 
 use crate::args::ModelArgs;

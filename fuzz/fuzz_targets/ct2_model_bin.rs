@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use tessel_model::ct2::{self, Ct2Options, Ct2Tokens, Dtype, ModelBin, Vocabulary};
+use tessel_model::load::ct2::{self, Ct2Options, Ct2Tokens, Dtype, ModelBin, Vocabulary};
 use tessel_model::Session;
 
 /// The valid files edited by [`Input::Edited`].

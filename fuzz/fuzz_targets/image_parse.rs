@@ -1,5 +1,5 @@
-//! The packed model image reader (`tessel_model::image::parse`) on arbitrary bytes, and on a
-//! valid image of a tiny random model with fuzzer-chosen bytes flipped or cut off: every parse
+//! The packed model image reader (`tessel_model::load::image::parse`) on arbitrary bytes, and
+//! on a valid image of a tiny random model with fuzzer-chosen bytes flipped or cut off: every parse
 //! is `Ok` or a typed `ImageError`; a model that parses repacks into an image that parses and
 //! repacks to itself, and runs (or refuses with a typed error) an encode and a decoder step
 //! within small limits. Never a panic.
@@ -12,8 +12,8 @@ use libfuzzer_sys::fuzz_target;
 use tessel_kernels::Isa;
 use tessel_model::aligned::AlignedBuf;
 use tessel_model::config::Config;
-use tessel_model::image;
 use tessel_model::layers::Block;
+use tessel_model::load::image;
 use tessel_model::{Limits, Model, Session};
 
 /// The image of a tiny random model (2 + 2 blocks, every optional tensor a config can have).

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use tessel_model::directory::{Directory, Format};
+use tessel_model::load::directory::{Directory, Format};
 
 /// The directory's files; `None` leaves a file out.
 #[derive(Arbitrary, Debug)]

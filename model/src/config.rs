@@ -233,6 +233,43 @@ pub struct Config {
     pub pad_id: u32,
 }
 
+/// The sizes every model states, and the longest inputs and widest beam its sessions are
+/// planned for: what [`Config::new`] needs besides the special ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    /// Width of the residual stream.
+    pub d_model: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// Encoder layers.
+    pub encoder_layers: usize,
+    /// Decoder layers.
+    pub decoder_layers: usize,
+    /// Inner width of the feed-forward block.
+    pub d_ff: usize,
+    /// Source vocabulary size (1 for a model that reads audio).
+    pub src_vocab: usize,
+    /// Target vocabulary size.
+    pub tgt_vocab: usize,
+    /// Longest source a session accepts.
+    pub max_src_len: usize,
+    /// Longest target (positions decoded, BOS included) a session accepts.
+    pub max_tgt_len: usize,
+    /// Widest beam a session plans for.
+    pub max_beam: usize,
+}
+
+/// A model's special token ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpecialIds {
+    /// Beginning of sequence: the first decoder input.
+    pub bos: u32,
+    /// End of sequence.
+    pub eos: u32,
+    /// Padding.
+    pub pad: u32,
+}
+
 /// Why a configuration is rejected.
 #[derive(Clone, Debug, PartialEq, Error)]
 pub enum ConfigError {
@@ -303,24 +340,27 @@ pub const MAX_POSITIONS: usize = 1 << 16;
 pub const MAX_MODEL_BYTES: usize = 1 << 38;
 
 impl Config {
-    /// Transformer-base ("Attention Is All You Need", table 3): 6+6 layers, d_model 512,
-    /// 8 heads, d_ff 2048, shared 32000 vocabulary with separate tables, post-LN, ReLU,
-    /// sinusoidal positions; limits 256 source and target positions, beam 4.
-    pub fn transformer_base() -> Config {
+    /// A model of `sizes` and `ids` with PyTorch `nn.Transformer`'s architecture for
+    /// everything else: post-norm LayerNorm blocks (epsilon 1e-5) and final norms, ReLU,
+    /// sinusoidal positions, every bias, separate source and target embeddings scaled by
+    /// `√d_model`, an output projection of its own. Every loader builds its config from this
+    /// one, changing what its family does otherwise:
+    /// `Config { norm: NormPlacement::Pre, ..Config::new(sizes, ids) }`.
+    pub fn new(sizes: Sizes, ids: SpecialIds) -> Config {
         Config {
-            d_model: 512,
-            heads: 8,
+            d_model: sizes.d_model,
+            heads: sizes.heads,
             d_head: None,
-            encoder_layers: 6,
-            decoder_layers: 6,
-            d_ff: 2048,
-            src_vocab: 32000,
-            tgt_vocab: 32000,
+            encoder_layers: sizes.encoder_layers,
+            decoder_layers: sizes.decoder_layers,
+            d_ff: sizes.d_ff,
+            src_vocab: sizes.src_vocab,
+            tgt_vocab: sizes.tgt_vocab,
             share_embeddings: false,
             tie_output: false,
-            max_src_len: 256,
-            max_tgt_len: 256,
-            max_beam: 4,
+            max_src_len: sizes.max_src_len,
+            max_tgt_len: sizes.max_tgt_len,
+            max_beam: sizes.max_beam,
             norm: NormPlacement::Post,
             final_norm: true,
             activation: FfnActivation::Relu,
@@ -335,10 +375,36 @@ impl Config {
             position_offset: 0,
             scale_embeddings: true,
             layer_norm_eps: 1e-5,
-            bos_id: 1,
-            eos_id: 2,
-            pad_id: 0,
+            bos_id: ids.bos,
+            eos_id: ids.eos,
+            pad_id: ids.pad,
         }
+    }
+
+    /// Transformer-base ("Attention Is All You Need", table 3): 6+6 layers, d_model 512,
+    /// 8 heads, d_ff 2048, shared 32000 vocabulary with separate tables, post-LN, ReLU,
+    /// sinusoidal positions; limits 256 source and target positions, beam 4.
+    pub fn transformer_base() -> Config {
+        let sizes = Sizes {
+            d_model: 512,
+            heads: 8,
+            encoder_layers: 6,
+            decoder_layers: 6,
+            d_ff: 2048,
+            src_vocab: 32000,
+            tgt_vocab: 32000,
+            max_src_len: 256,
+            max_tgt_len: 256,
+            max_beam: 4,
+        };
+        Config::new(
+            sizes,
+            SpecialIds {
+                bos: 1,
+                eos: 2,
+                pad: 0,
+            },
+        )
     }
 
     /// Parses and validates `config.json` text.
@@ -398,6 +464,14 @@ impl Config {
 
     /// Checks every invariant the model and the arena plan rely on.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_sizes()?;
+        self.validate_parts()?;
+        self.validate_ids()?;
+        self.validate_totals()
+    }
+
+    /// Every size positive and at most [`MAX_DIM`].
+    fn validate_sizes(&self) -> Result<(), ConfigError> {
         let positive = [
             ("d_model", self.d_model),
             ("heads", self.heads),
@@ -424,6 +498,12 @@ impl Config {
                 return Err(ConfigError::TooLarge("front_end.n_mels"));
             }
         }
+        Ok(())
+    }
+
+    /// The optional parts (score scale, relative attention, position offset), layer counts
+    /// and heads.
+    fn validate_parts(&self) -> Result<(), ConfigError> {
         if let Some(scale) = self.attention_scale {
             if !(scale.is_finite() && scale > 0.0) {
                 return Err(ConfigError::BadScale(scale));
@@ -459,6 +539,11 @@ impl Config {
                 heads: self.heads,
             });
         }
+        Ok(())
+    }
+
+    /// Shared vocabularies, special ids, epsilon and position limits.
+    fn validate_ids(&self) -> Result<(), ConfigError> {
         if self.share_embeddings && self.src_vocab != self.tgt_vocab {
             return Err(ConfigError::SharedVocabMismatch {
                 src: self.src_vocab,
@@ -486,6 +571,11 @@ impl Config {
                 "max_src_len and max_tgt_len are limited to MAX_POSITIONS",
             ));
         }
+        Ok(())
+    }
+
+    /// The model's bytes and the largest session buffer, within bounds.
+    fn validate_totals(&self) -> Result<(), ConfigError> {
         match self.model_f32s() {
             Some(n) if n <= MAX_MODEL_BYTES / core::mem::size_of::<f32>() => {}
             _ => return Err(ConfigError::TooLarge("the model exceeds MAX_MODEL_BYTES")),

@@ -33,7 +33,7 @@
 //! # Without `std`
 //!
 //! With `default-features = false` the crate is `#![no_std]` and links no `alloc`: a host
-//! parses a packed image ([`image::parse`], for instance of `include_bytes!` data) into a
+//! parses a packed image ([`load::image::parse`], for instance of `include_bytes!` data) into a
 //! [`Model`] whose tensors it borrows, and runs a [`Session::in_buffer`] over a byte buffer it
 //! provides (size [`session::buffer_bytes`] of the plan), GEMMs on the calling thread. The
 //! loaders, decoding options, owned weights and the thread pool come with `std`
@@ -44,20 +44,14 @@
 pub mod aligned;
 pub mod config;
 #[cfg(feature = "std")]
-pub mod ct2;
-#[cfg(feature = "std")]
 pub mod decoding;
-#[cfg(feature = "std")]
-pub mod directory;
-#[cfg(feature = "std")]
-pub mod families;
 mod forward;
 #[cfg(feature = "std")]
 pub mod generation;
-pub mod image;
 #[cfg(feature = "std")]
 pub mod isa_env;
 pub mod layers;
+pub mod load;
 pub mod model;
 mod named;
 pub mod ops;
@@ -71,10 +65,6 @@ pub mod session;
 pub mod storage;
 #[cfg(feature = "std")]
 pub mod threads;
-#[cfg(feature = "std")]
-mod weight_pool;
-#[cfg(feature = "std")]
-pub mod weights;
 
 pub use config::{Biases, Config, ConfigError, FfnActivation, FrontEnd, NormPlacement, Positions};
 pub use plan::{ArenaPlan, Limits, Region};
@@ -82,10 +72,12 @@ pub use plan::{ArenaPlan, Limits, Region};
 #[cfg(feature = "std")]
 pub use decoding::{Convention, DecodeOptions};
 #[cfg(feature = "std")]
-pub use directory::{Directory, LoadSettings, Modality, OpenError};
-#[cfg(feature = "std")]
 pub use generation::{Generation, GenerationError};
 pub use layers::{MemoryType, WeightType};
+#[cfg(feature = "std")]
+pub use load::directory::{Directory, LoadSettings, Modality, OpenError};
+#[cfg(feature = "std")]
+pub use load::{LoadError, LoadOptions};
 pub use model::Model;
 pub use sampling::Sampling;
 pub use search::{
@@ -95,5 +87,3 @@ pub use session::{Arena, ModelRef, RunError, Session, SessionError};
 pub use storage::Weights;
 #[cfg(feature = "std")]
 pub use threads::{PoolError, ThreadPool};
-#[cfg(feature = "std")]
-pub use weights::{LoadError, LoadOptions};

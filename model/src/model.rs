@@ -1,8 +1,9 @@
 //! The immutable, shareable model: embeddings, the encoder and decoder stacks of
 //! [`Block`]s and the output projection, each layer holding its weights in their storage type.
 //!
-//! Built by the loaders ([`crate::weights`] for safetensors and seeded weights, [`crate::ct2`]
-//! for CTranslate2 directories); run by [`crate::Session`]s, any number of them at once.
+//! Built by the loaders ([`crate::load`]: Hugging Face, CTranslate2 and tessel's own
+//! directories, packed images, seeded weights); run by [`crate::Session`]s, any number of them
+//! at once.
 
 use crate::config::Config;
 use crate::layers::{Block, ConvStem, Embedding, Linear, Norm, RelativeBias};
@@ -105,7 +106,7 @@ impl<'w> Stack<'w> {
 /// A loaded model: immutable, `Send + Sync`, shared by any number of [`crate::Session`]s.
 ///
 /// `'w` is how long its borrowed tensors live: loaders build `Model<'static>` (every tensor
-/// owned); a model parsed from a packed image ([`crate::image`]) borrows the image's bytes.
+/// owned); a model parsed from a packed image ([`crate::load::image`]) borrows the image's bytes.
 #[derive(Clone, Debug)]
 pub struct Model<'w> {
     pub(crate) config: Config,
@@ -138,7 +139,7 @@ impl<'w> Model<'w> {
             generator,
         };
         #[cfg(feature = "std")]
-        crate::weight_pool::pool_small_weights(model.linears_mut());
+        crate::storage::pool::pool_small_weights(model.linears_mut());
         model
     }
 

@@ -9,7 +9,7 @@ use core::fmt::Write as _;
 use core::mem::MaybeUninit;
 
 use tessel_kernels::Isa;
-use tessel_model::image::{self, Aligned};
+use tessel_model::load::image::{self, Aligned};
 use tessel_model::{Limits, Model, Request, SearchOptions, Session};
 
 use crate::out::{now_ns, Stdout};

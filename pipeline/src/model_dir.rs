@@ -1,5 +1,5 @@
 //! A model directory for the pipeline: the [`Model`] and its [`Directory`] (format, family,
-//! task and decoding defaults, from [`tessel_model::directory`], the one opener of model
+//! task and decoding defaults, from [`tessel_model::load::directory`], the one opener of model
 //! paths), and the [`TextTokenizer`] the directory ships, loaded by [`ModelDir::load`].
 //!
 //! The tokenizer comes from the same directory (CTranslate2 conversions need the tokenizer
@@ -9,8 +9,9 @@
 
 use std::path::Path;
 
-use tessel_model::directory::{Directory, Modality, OpenError};
-use tessel_model::{ct2, Generation, Model};
+use tessel_model::load::ct2;
+use tessel_model::load::directory::{Directory, Modality, OpenError};
+use tessel_model::{Generation, Model};
 use tessel_text::{Family, TextError, TextTokenizer};
 use thiserror::Error;
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use tessel_audio::{load_wav, ReadOptions};
-use tessel_model::directory::OpenError;
+use tessel_model::load::directory::OpenError;
 use tessel_pipeline::transcribe::{TranscribeError, TranscribeOptions, Transcriber};
 use tessel_tests::for_each_isa;
 use tessel_text::whisper::Task;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 use tessel_kernels::Isa;
-use tessel_model::directory::{registry, Format, OpenError};
+use tessel_model::load::directory::{registry, Format, OpenError};
 use tessel_pipeline::{LoadSettings, ModelDir, ModelDirError, TranslateError, Translator};
 use tessel_tests::for_each_isa;
 use tessel_text::TextError;
@@ -199,7 +199,7 @@ fn ct2_vocabulary(rel: &str) -> Vec<String> {
 /// vocabulary that does not is refused, naming the token.
 #[test]
 fn ct2_vocabularies_of_copied_tokenizers_pass_the_cross_check() {
-    use tessel_model::ct2::Vocabulary;
+    use tessel_model::load::ct2::Vocabulary;
     use tessel_pipeline::model_dir::check_vocabulary;
     use tessel_text::TextTokenizer;
 

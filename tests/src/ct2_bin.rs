@@ -1,6 +1,6 @@
 //! Writing CTranslate2 `model.bin` files, to make edited copies of fixtures for error tests.
 
-use tessel_model::ct2::{Dtype, ModelBin};
+use tessel_model::load::ct2::{Dtype, ModelBin};
 
 /// One stored variable: name, shape, dtype, little-endian bytes.
 pub type Entry = (String, Vec<usize>, Dtype, Vec<u8>);
@@ -67,7 +67,7 @@ pub fn edited(
     model_bin: &[u8],
     edit: impl FnOnce(&mut Vec<Entry>, &mut Vec<(String, String)>),
 ) -> Vec<u8> {
-    let file = tessel_model::ct2::parse(model_bin).expect("fixture parses");
+    let file = tessel_model::load::ct2::parse(model_bin).expect("fixture parses");
     let (mut vars, mut aliases) = entries(&file);
     edit(&mut vars, &mut aliases);
     write(file.version, &file.spec, &vars, &aliases)

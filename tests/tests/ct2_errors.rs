@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use tessel_model::ct2::{self, Ct2Error, Ct2Options, Ct2Tokens, Dtype, ModelBin, Vocabulary};
+use tessel_model::load::ct2::{self, Ct2Error, Ct2Options, Ct2Tokens, Dtype, ModelBin, Vocabulary};
 use tessel_model::Session;
 use tessel_tests::cases;
 

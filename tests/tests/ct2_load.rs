@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tessel_model::ct2::{self, Ct2Options};
+use tessel_model::load::ct2::{self, Ct2Options};
 use tessel_model::{Session, WeightType};
 use tessel_tests::for_each_isa;
 

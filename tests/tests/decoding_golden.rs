@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use tessel_model::families::bart;
+use tessel_model::load::hf::bart;
 use tessel_model::{
     Convention, DecodeOptions, EarlyStopping, Generation, LoadOptions, Model, Session,
 };

@@ -17,8 +17,8 @@
 use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
-use tessel_model::ct2::{self, Ct2Options};
-use tessel_model::families::{bart, t5, whisper};
+use tessel_model::load::ct2::{self, Ct2Options};
+use tessel_model::load::hf::{bart, t5, whisper};
 use tessel_model::{LoadOptions, Model, Request, SearchOptions, Session, WeightType};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{ids, values};

@@ -1,4 +1,4 @@
-//! The packed model image (`tessel_model::image`): a model packed and parsed back (borrowing
+//! The packed model image (`tessel_model::load::image`): a model packed and parsed back (borrowing
 //! the image's bytes, or loaded as an owned copy) computes bit-identical logits to the model it
 //! was packed from, for the numbers model, a Whisper fixture and a T5 fixture (relative bias,
 //! RMSNorm, gated feed-forward) in every weight type; malformed images are typed errors.
@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use tessel_kernels::Isa;
 use tessel_model::aligned::AlignedBuf;
-use tessel_model::families::{t5, whisper};
-use tessel_model::image::{self, ImageError};
 use tessel_model::layers::Block;
 use tessel_model::layers::PackedWeight;
+use tessel_model::load::hf::{t5, whisper};
+use tessel_model::load::image::{self, ImageError};
 use tessel_model::session::buffer_bytes;
 use tessel_model::storage::Weights;
 use tessel_model::{

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use tessel_model::directory::{Directory, LoadSettings};
+use tessel_model::load::directory::{Directory, LoadSettings};
 use tessel_model::{Model, Request, SearchOptions, Session};
 use tessel_tests::for_each_isa;
 use tessel_tests::published::{materialize, Entry, Manifest};

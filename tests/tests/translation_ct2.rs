@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
-use tessel_model::ct2::{
+use tessel_model::load::ct2::{
     self, Ct2Error, Ct2Model, Ct2Options, Ct2Tokens, Dtype, Vocabulary, START_LOGIT,
 };
 use tessel_model::{Model, Request, SearchOptions, Session, WeightType};

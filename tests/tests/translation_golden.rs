@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
-use tessel_model::families::bart::{self, Family};
-use tessel_model::families::t5;
+use tessel_model::load::hf::bart::{self, Family};
+use tessel_model::load::hf::t5;
 use tessel_model::{LoadOptions, Model, Request, SearchOptions, Session};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{assert_teacher_forced_logits, ids, values};

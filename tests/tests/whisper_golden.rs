@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
-use tessel_model::families::whisper;
+use tessel_model::load::hf::whisper;
 use tessel_model::{
     ArenaPlan, Limits, LoadOptions, MemoryType, Model, Request, SearchOptions, Session, WeightType,
 };
@@ -81,7 +81,7 @@ fn hugging_face_whisper_matches_transformers_and_ctranslate2() {
 
 #[test]
 fn ctranslate2_whisper_matches_transformers_and_ctranslate2() {
-    use tessel_model::ct2::{self, Ct2Options};
+    use tessel_model::load::ct2::{self, Ct2Options};
     for name in FIXTURES {
         let expected = expected(name);
         for (dir, exact) in [("ct2", true), ("ct2_f16", false)] {
@@ -189,8 +189,8 @@ fn config_ids(name: &str, key: &str) -> Vec<u32> {
 
 #[test]
 fn decoding_rules_match_ctranslate2_greedy_and_beam() {
-    use tessel_model::ct2::{self, Ct2Options};
-    use tessel_model::families::whisper::{WhisperRules, MAX_INITIAL_TIMESTAMP_INDEX};
+    use tessel_model::load::ct2::{self, Ct2Options};
+    use tessel_model::processors::whisper::{WhisperRules, MAX_INITIAL_TIMESTAMP_INDEX};
     for name in FIXTURES {
         let expected = self::expected(name);
         let bytes = std::fs::read(fixture(name).join("rules.safetensors")).unwrap();

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
 use tessel_kernels::Level;
-use tessel_model::ct2::{self, Ct2Options};
+use tessel_model::load::ct2::{self, Ct2Options};
 use tessel_model::{Model, Session, WeightType};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{ids, values};

@@ -3,7 +3,7 @@
 //!
 //! `ct2_peer MODEL_DIR --src 5,17,3,... --steps N [--beam N] [--runs N] [--threads N]
 //! [--weights f32|f16|bf16|bf16-dot] [--stream-read] [--serve]` loads the directory with
-//! `tessel_model::ct2` (any family it supports; the decoder start token is the one of the
+//! `tessel_model::load::ct2` (any family it supports; the decoder start token is the one of the
 //! directory's `config.json`), then encodes the source and searches exactly `--steps` tokens
 //! (EOS treated as an ordinary token) `--runs` times after one warm-up run, then the same with
 //! a single step, and prints one JSON line:
@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use tessel_bench::suites::e2e::stream_record;
 use tessel_bench::Budget;
 use tessel_kernels::Isa;
-use tessel_model::ct2::{self, Ct2Options};
 use tessel_model::isa_env::isa_from_env;
+use tessel_model::load::ct2::{self, Ct2Options};
 use tessel_model::{Limits, Model, SearchOptions, Session, WeightType};
 
 /// What one measurement asks for.

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use tessel_kernels::Isa;
 use tessel_model::aligned::AlignedBuf;
-use tessel_model::ct2::{self, Ct2Options, Dtype};
 use tessel_model::isa_env::isa_from_env;
+use tessel_model::load::ct2::{self, Ct2Options, Dtype};
 
 use super::Suite;
 use crate::{median_ns, Budget, Record, Work};

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use tessel_model::families::whisper::WhisperRules;
+use tessel_model::processors::whisper::WhisperRules;
 use tessel_model::{Hypotheses, Model, Request, Sampling, SearchOptions, Session};
 use tessel_text::whisper::{python_strip, WhisperTokenizer};
 

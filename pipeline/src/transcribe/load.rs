@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use tessel_model::directory::{Directory, Format, Modality, OpenError};
+use tessel_model::load::directory::{Directory, Format, Modality, OpenError};
 use tessel_model::{LoadSettings, Model, WeightType};
 use tessel_text::hf::HfTokenizer;
 use tessel_text::whisper::WhisperTokenizer;

@@ -18,7 +18,7 @@
 //!    `condition_on_previous_text`), then the start sequence (`<|startoftranscript|>`,
 //!    language and task for multilingual models) and `<|notimestamps|>` without timestamps.
 //!    The window is decoded with the decoding rules
-//!    ([`WhisperRules`](tessel_model::families::whisper::WhisperRules)) and temperature
+//!    ([`WhisperRules`](tessel_model::processors::whisper::WhisperRules)) and temperature
 //!    fallback ([`fallback`]); the no-speech probability is the softmax of the logits at the
 //!    `<|startoftranscript|>` row (the first decoding's step-0 logits when that token ends the
 //!    prompt, otherwise one prefill of the prompt up to it). A window that is silence (see

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tessel_audio::{AudioError, MelError};
-use tessel_model::ct2::Ct2Error;
-use tessel_model::directory::OpenError;
+use tessel_model::load::ct2::Ct2Error;
+use tessel_model::load::directory::OpenError;
 use tessel_model::{LoadError, RunError, SessionError};
 use tessel_text::whisper::{Task, WhisperTokenizer};
 use tessel_text::TextError;

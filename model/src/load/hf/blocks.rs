@@ -1,0 +1,129 @@
+//! The block layout that Hugging Face's BART-derived models share (BART, mBART, Marian,
+//! M2M100/NLLB, Whisper): `{stack}.layers.{i}.self_attn.{q,k,v,out}_proj`,
+//! `self_attn_layer_norm`, the decoder's `encoder_attn.*` and `encoder_attn_layer_norm`,
+//! `fc1`, `fc2`, `final_layer_norm`. Q, K and V are fused into one projection (the key's bias
+//! zero where the family has none, as Whisper).
+
+use serde::Deserialize;
+
+use super::config_error;
+use crate::config::Sizes;
+use crate::layers::{Block, CrossAttention, FeedForward, SelfAttention};
+use crate::load::{block, malformed, LoadError, Loader};
+
+/// The sizes of the stacks in these families' `config.json`: the width, the layers, and
+/// the heads and feed-forward widths that each stack states (tessel needs them equal).
+#[derive(Clone, Copy, Debug, Deserialize)]
+pub(super) struct StackSizes {
+    pub d_model: usize,
+    pub encoder_layers: usize,
+    pub decoder_layers: usize,
+    pub encoder_attention_heads: usize,
+    pub decoder_attention_heads: usize,
+    pub encoder_ffn_dim: usize,
+    pub decoder_ffn_dim: usize,
+}
+
+impl StackSizes {
+    /// The [`Sizes`] of these stacks over `(source, target)` vocabularies, planned for
+    /// `(source, target)` lengths and `max_beam` beams.
+    pub(super) fn sizes(
+        self,
+        (src_vocab, tgt_vocab): (usize, usize),
+        (max_src_len, max_tgt_len): (usize, usize),
+        max_beam: usize,
+    ) -> Sizes {
+        Sizes {
+            d_model: self.d_model,
+            heads: self.encoder_attention_heads,
+            encoder_layers: self.encoder_layers,
+            decoder_layers: self.decoder_layers,
+            d_ff: self.encoder_ffn_dim,
+            src_vocab,
+            tgt_vocab,
+            max_src_len,
+            max_tgt_len,
+            max_beam,
+        }
+    }
+
+    /// The stack sizes of a `config.json` (its other keys are the family's).
+    pub(super) fn from_config(text: &str) -> Result<StackSizes, LoadError> {
+        serde_json::from_str(text).map_err(config_error)
+    }
+}
+
+pub(crate) fn self_attention(
+    l: &mut Loader<'_>,
+    p: &str,
+    key_bias: bool,
+) -> Result<SelfAttention<'static>, LoadError> {
+    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let (q, k, v) = (
+        format!("{p}.q_proj"),
+        format!("{p}.k_proj"),
+        format!("{p}.v_proj"),
+    );
+    let qkv = l.fused(&[&q, &k, &v], &[true, key_bias, true], a, d)?;
+    let out = l.linear(&format!("{p}.out_proj"), d, a, true)?;
+    SelfAttention::new(qkv, out, l.heads()).map_err(malformed(p))
+}
+
+fn cross_attention(
+    l: &mut Loader<'_>,
+    p: &str,
+    key_bias: bool,
+) -> Result<CrossAttention<'static>, LoadError> {
+    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let q = l.linear(&format!("{p}.q_proj"), a, d, true)?;
+    let (k, v) = (format!("{p}.k_proj"), format!("{p}.v_proj"));
+    let kv = l.fused(&[&k, &v], &[key_bias, true], a, d)?;
+    let out = l.linear(&format!("{p}.out_proj"), d, a, true)?;
+    CrossAttention::new(q, kv, out, l.heads()).map_err(malformed(p))
+}
+
+fn feed_forward(l: &mut Loader<'_>, p: &str) -> Result<FeedForward<'static>, LoadError> {
+    let (d, f) = (l.config.d_model, l.config.d_ff);
+    let up = l.linear(&format!("{p}.fc1"), f, d, true)?;
+    let down = l.linear(&format!("{p}.fc2"), d, f, true)?;
+    FeedForward::new(up, down, l.config.activation.kernel()).map_err(malformed(p))
+}
+
+/// The blocks `{stack}.layers.{i}` of the encoder, or of the decoder (with cross-attention):
+/// `key_bias` says whether the key projections have biases.
+pub(crate) fn blocks(
+    l: &mut Loader<'_>,
+    stack: &str,
+    key_bias: bool,
+    decoder: bool,
+) -> Result<Vec<Block<'static>>, LoadError> {
+    let layers = if decoder {
+        l.config.decoder_layers
+    } else {
+        l.config.encoder_layers
+    };
+    (0..layers)
+        .map(|i| layer(l, &format!("{stack}.layers.{i}"), key_bias, decoder))
+        .collect()
+}
+
+/// The block `p`: self-attention, cross-attention when `cross`, feed-forward, each with its
+/// norm.
+fn layer(
+    l: &mut Loader<'_>,
+    p: &str,
+    key_bias: bool,
+    cross: bool,
+) -> Result<Block<'static>, LoadError> {
+    let attention = self_attention(l, &format!("{p}.self_attn"), key_bias)?;
+    let norm1 = l.norm(&format!("{p}.self_attn_layer_norm"))?;
+    let cross = if cross {
+        let layer = cross_attention(l, &format!("{p}.encoder_attn"), key_bias)?;
+        Some((l.norm(&format!("{p}.encoder_attn_layer_norm"))?, layer))
+    } else {
+        None
+    };
+    let ffn = feed_forward(l, p)?;
+    let norm = l.norm(&format!("{p}.final_layer_norm"))?;
+    block(p, l.config.norm, (norm1, attention), cross, (norm, ffn))
+}

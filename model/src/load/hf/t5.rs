@@ -1,0 +1,404 @@
+//! T5, mT5 and Flan-T5 from a Hugging Face directory (`config.json` + `model.safetensors`).
+//!
+//! Pre-norm blocks with RMSNorm (no mean, no shift), no biases anywhere, no attention score
+//! scaling, no absolute positions: a [`RelativeBias`] per stack (from block 0's
+//! `relative_attention_bias`, bidirectional in the encoder, causal in the decoder) is added to
+//! every self-attention. The feed-forward is `wo(relu(wi(x)))` or, gated (v1.1, mT5, Flan),
+//! `wo(gelu_tanh(wi_0(x)) ⊙ wi_1(x))`. The output projection is `lm_head.weight`, or the
+//! shared embedding (tied), with the decoder output scaled by `d_model^-0.5` when the config
+//! says so (folded into the packed weights).
+//!
+//! | Hugging Face tensor | tessel layer |
+//! |---|---|
+//! | `shared.weight` | both embeddings, the tied generator |
+//! | `{encoder,decoder}.block.{i}.layer.0.SelfAttention.{q,k,v,o}` | fused Q/K/V and output projection |
+//! | `{encoder,decoder}.block.0.layer.0.SelfAttention.relative_attention_bias` | the stack's [`RelativeBias`] |
+//! | `decoder.block.{i}.layer.1.EncDecAttention.{q,k,v,o}` | cross-attention |
+//! | `*.block.{i}.layer.{last}.DenseReluDense.{wi | wi_0, wi_1, wo}` | the feed-forward |
+//! | `*.block.{i}.layer.{j}.layer_norm`, `{encoder,decoder}.final_layer_norm` | RMSNorms |
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::tables::{self, TableNames, Tables};
+use super::{config_error, read, read_config};
+use crate::config::{
+    Biases, Config, FfnActivation, NormKind, NormPlacement, Positions, RelativeAttention, Sizes,
+    SpecialIds,
+};
+use crate::layers::{
+    Block, CrossAttention, Embedding, FeedForward, Linear, RelativeBias, SelfAttention,
+};
+use crate::load::source::{SafetensorsSource, TensorSource};
+use crate::load::{block, linear_error, malformed, LoadError, LoadOptions, Loader};
+use crate::model::{Model, Source, Stack};
+
+#[derive(Clone, Debug, Deserialize)]
+struct HfConfig {
+    #[serde(default)]
+    model_type: String,
+    #[serde(default = "t5_defaults::d_model")]
+    d_model: usize,
+    #[serde(default = "t5_defaults::d_kv")]
+    d_kv: usize,
+    #[serde(default = "t5_defaults::d_ff")]
+    d_ff: usize,
+    #[serde(default = "t5_defaults::num_heads")]
+    num_heads: usize,
+    #[serde(default = "t5_defaults::num_layers")]
+    num_layers: usize,
+    #[serde(default)]
+    num_decoder_layers: Option<usize>,
+    #[serde(default = "t5_defaults::vocab_size")]
+    vocab_size: usize,
+    #[serde(default = "t5_defaults::buckets")]
+    relative_attention_num_buckets: usize,
+    #[serde(default = "max_distance")]
+    relative_attention_max_distance: usize,
+    #[serde(default = "t5_defaults::feed_forward_proj")]
+    feed_forward_proj: String,
+    #[serde(default = "epsilon")]
+    layer_norm_epsilon: f32,
+    #[serde(default = "yes")]
+    tie_word_embeddings: bool,
+    #[serde(default)]
+    scale_decoder_outputs: Option<bool>,
+    #[serde(default)]
+    decoder_start_token_id: u32,
+    #[serde(default = "one")]
+    eos_token_id: u32,
+    #[serde(default)]
+    pad_token_id: u32,
+}
+
+fn max_distance() -> usize {
+    128
+}
+
+/// `transformers`' `T5Config` defaults (t5-small's values): a published `config.json` leaves
+/// out what equals them (t5-small's has no `feed_forward_proj`).
+mod t5_defaults {
+    pub fn d_model() -> usize {
+        512
+    }
+    pub fn d_kv() -> usize {
+        64
+    }
+    pub fn d_ff() -> usize {
+        2048
+    }
+    pub fn num_heads() -> usize {
+        8
+    }
+    pub fn num_layers() -> usize {
+        6
+    }
+    pub fn vocab_size() -> usize {
+        32128
+    }
+    pub fn buckets() -> usize {
+        32
+    }
+    pub fn feed_forward_proj() -> String {
+        "relu".into()
+    }
+}
+
+/// Whether the feed-forward is gated and its activation, for a `feed_forward_proj` of
+/// `[gated-]act` as `T5Config` reads it: `act` is a `transformers` activation name (`gelu` the
+/// exact one, `gelu_new` the tanh approximation), and `gated-gelu` means `gelu_new`.
+fn ffn_activation(proj: &str) -> Option<(bool, FfnActivation)> {
+    let (gated, act) = match proj.strip_prefix("gated-") {
+        Some("gelu") => (true, "gelu_new"),
+        Some(act) => (true, act),
+        None => (false, proj),
+    };
+    let activation = match act {
+        "relu" => FfnActivation::Relu,
+        "gelu" => FfnActivation::Gelu,
+        "gelu_new" | "gelu_pytorch_tanh" => FfnActivation::GeluTanh,
+        "silu" | "swish" => FfnActivation::Silu,
+        _ => return None,
+    };
+    Some((gated, activation))
+}
+fn epsilon() -> f32 {
+    1e-6
+}
+fn yes() -> bool {
+    true
+}
+fn one() -> u32 {
+    1
+}
+
+/// Longest source and target a T5 session plans for unless told otherwise (T5 has no position
+/// table; its relative buckets extend to any length).
+pub const DEFAULT_MAX_LEN: usize = 512;
+
+/// The tessel config of a Hugging Face T5 `config.json`, whether the decoder output is scaled
+/// by `d_model^-0.5` before the tied projection, for sessions up to `max_len` positions and
+/// `max_beam` beams.
+pub fn config_from_hf(
+    text: &str,
+    max_len: usize,
+    max_beam: usize,
+) -> Result<(Config, bool), LoadError> {
+    let hf: HfConfig = serde_json::from_str(text).map_err(config_error)?;
+    let (gated, activation) = ffn_activation(&hf.feed_forward_proj).ok_or_else(|| {
+        config_error(format_args!("feed_forward_proj `{}`", hf.feed_forward_proj))
+    })?;
+    let sizes = Sizes {
+        d_model: hf.d_model,
+        heads: hf.num_heads,
+        encoder_layers: hf.num_layers,
+        decoder_layers: hf.num_decoder_layers.unwrap_or(hf.num_layers),
+        d_ff: hf.d_ff,
+        src_vocab: hf.vocab_size,
+        tgt_vocab: hf.vocab_size,
+        max_src_len: max_len,
+        max_tgt_len: max_len,
+        max_beam,
+    };
+    let ids = SpecialIds {
+        bos: hf.decoder_start_token_id,
+        eos: hf.eos_token_id,
+        pad: hf.pad_token_id,
+    };
+    let config = Config {
+        d_head: (hf.num_heads.checked_mul(hf.d_kv) != Some(hf.d_model)).then_some(hf.d_kv),
+        share_embeddings: true,
+        tie_output: hf.tie_word_embeddings,
+        norm: NormPlacement::Pre,
+        activation,
+        positions: Positions::Learned,
+        biases: Biases {
+            attention_in: false,
+            attention_key: false,
+            attention_out: false,
+            ffn: false,
+            generator: false,
+        },
+        norm_kind: NormKind::Rms,
+        gated_ffn: gated,
+        attention_scale: Some(1.0),
+        relative_attention: Some(RelativeAttention {
+            buckets: hf.relative_attention_num_buckets,
+            max_distance: hf.relative_attention_max_distance,
+        }),
+        scale_embeddings: false,
+        layer_norm_eps: hf.layer_norm_epsilon,
+        ..Config::new(sizes, ids)
+    };
+    config.validate()?;
+    // `transformers` 5 reads a saved `tie_word_embeddings: false` (T5 v1.1, Flan-T5) as
+    // `scale_decoder_outputs: false`; its mT5 never scales.
+    let scale_outputs =
+        hf.model_type != "mt5" && hf.scale_decoder_outputs.unwrap_or(hf.tie_word_embeddings);
+    Ok((config, scale_outputs))
+}
+
+/// Whether a `feed_forward_proj` is gated, and its activation.
+/// Loads a Hugging Face T5 / mT5 / Flan-T5 directory.
+pub fn load_hf_dir(
+    dir: &Path,
+    max_len: usize,
+    max_beam: usize,
+    options: &LoadOptions,
+) -> Result<Model<'static>, LoadError> {
+    let (mut config, scale_outputs) = config_from_hf(&read_config(dir)?, max_len, max_beam)?;
+    let bytes = read(dir, "model.safetensors")?;
+    let mut source = SafetensorsSource::parse(&bytes)?;
+    let names = TableNames {
+        shared: Some("shared.weight"),
+        encoder: "encoder.embed_tokens.weight",
+        decoder: "decoder.embed_tokens.weight",
+        lm_head: "lm_head.weight",
+    };
+    // `transformers` 5 always ties T5's projection to `shared` where the file has no
+    // `lm_head` (its config forces `tie_word_embeddings`).
+    let tables = tables::resolve(&source.file, names, true)?;
+    config.share_embeddings = tables.shared;
+    config.tie_output = tables.tied;
+    let model = build(&config, &tables, scale_outputs, &mut source, options)?;
+    tables.accept_unread(&mut source, names);
+    // Checkpoints saved by early versions hold a relative bias for the first cross-attention,
+    // which T5 never uses (`transformers` ignores it on load).
+    let ignored = "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight";
+    if source.file.tensor(ignored).is_ok() {
+        source.used.insert(ignored.to_owned());
+    }
+    source.check_all_used()?;
+    Ok(model)
+}
+
+fn self_attention(l: &mut Loader<'_>, p: &str) -> Result<SelfAttention<'static>, LoadError> {
+    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let (q, k, v) = (format!("{p}.q"), format!("{p}.k"), format!("{p}.v"));
+    let qkv = l.fused(&[&q, &k, &v], &[false; 3], a, d)?;
+    let out = l.linear(&format!("{p}.o"), d, a, false)?;
+    SelfAttention::new(qkv, out, l.heads()).map_err(malformed(p))
+}
+
+fn cross_attention(l: &mut Loader<'_>, p: &str) -> Result<CrossAttention<'static>, LoadError> {
+    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let q = l.linear(&format!("{p}.q"), a, d, false)?;
+    let (k, v) = (format!("{p}.k"), format!("{p}.v"));
+    let kv = l.fused(&[&k, &v], &[false; 2], a, d)?;
+    let out = l.linear(&format!("{p}.o"), d, a, false)?;
+    CrossAttention::new(q, kv, out, l.heads()).map_err(malformed(p))
+}
+
+fn feed_forward(l: &mut Loader<'_>, p: &str) -> Result<FeedForward<'static>, LoadError> {
+    let (d, f) = (l.config.d_model, l.config.d_ff);
+    let activation = l.config.activation.kernel();
+    let down = |l: &mut Loader<'_>| l.linear(&format!("{p}.wo"), d, f, false);
+    let layer = if l.config.gated_ffn {
+        let gate = l.linear(&format!("{p}.wi_0"), f, d, false)?;
+        let up = l.linear(&format!("{p}.wi_1"), f, d, false)?;
+        FeedForward::gated(gate, up, down(l)?, activation)
+    } else {
+        let up = l.linear(&format!("{p}.wi"), f, d, false)?;
+        FeedForward::new(up, down(l)?, activation)
+    };
+    layer.map_err(malformed(p))
+}
+
+fn stack(
+    l: &mut Loader<'_>,
+    side: &str,
+    layers: usize,
+    decoder: bool,
+) -> Result<Stack<'static>, LoadError> {
+    let mut blocks: Vec<Block<'static>> = Vec::with_capacity(layers);
+    for i in 0..layers {
+        let p = format!("{side}.block.{i}.layer");
+        let attention = self_attention(l, &format!("{p}.0.SelfAttention"))?;
+        let norm1 = l.norm(&format!("{p}.0.layer_norm"))?;
+        let (cross, ffn_index) = if decoder {
+            let cross = cross_attention(l, &format!("{p}.1.EncDecAttention"))?;
+            (Some((l.norm(&format!("{p}.1.layer_norm"))?, cross)), 2)
+        } else {
+            (None, 1)
+        };
+        let ffn = feed_forward(l, &format!("{p}.{ffn_index}.DenseReluDense"))?;
+        let norm = l.norm(&format!("{p}.{ffn_index}.layer_norm"))?;
+        blocks.push(block(
+            &p,
+            l.config.norm,
+            (norm1, attention),
+            cross,
+            (norm, ffn),
+        )?);
+    }
+    let final_norm = l.norm(&format!("{side}.final_layer_norm"))?;
+    let relative = l.config.relative_attention.unwrap_or(RelativeAttention {
+        buckets: 32,
+        max_distance: 128,
+    });
+    let name = format!("{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight");
+    let heads = l.config.heads;
+    let table = l
+        .stored(&name, &[relative.buckets, heads])?
+        .into_f32()
+        .into_owned();
+    let table = crate::aligned::AlignedBuf::from_slice(&table)
+        .map_err(crate::load::out_of_memory(&name))?;
+    let bias = RelativeBias::new(
+        table,
+        heads,
+        relative.buckets,
+        relative.max_distance,
+        !decoder,
+    )
+    .map_err(malformed(side))?;
+    Ok(Stack::new(blocks, Some(final_norm)).with_position_bias(bias))
+}
+
+fn build(
+    config: &Config,
+    tables: &Tables,
+    scale_outputs: bool,
+    source: &mut dyn TensorSource,
+    options: &LoadOptions,
+) -> Result<Model<'static>, LoadError> {
+    let (d, vocab) = (config.d_model, config.tgt_vocab);
+    let mut l = Loader {
+        source,
+        config,
+        options,
+    };
+    let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
+    let encoder = stack(&mut l, "encoder", config.encoder_layers, false)?;
+    let decoder = stack(&mut l, "decoder", config.decoder_layers, true)?;
+    // `transformers` scales the decoder output by d^-0.5 before the projection; folded into
+    // its weights here.
+    let scale = if scale_outputs {
+        (d as f32).powf(-0.5)
+    } else {
+        1.0
+    };
+    let generator = if tables.tied {
+        let table = token_tables.target.as_slice();
+        let weight: Vec<f32> = table.iter().map(|&w| w * scale).collect();
+        let storage = options.weights.unwrap_or(token_tables.target_type);
+        Linear::packed(storage, vocab, d, &weight, None).map_err(linear_error(tables.target))?
+    } else {
+        let stored = l.stored(tables.output, &[vocab, d])?;
+        let storage = options.weights.unwrap_or(stored.weight_type());
+        let weight: Vec<f32> = stored.into_f32().iter().map(|&w| w * scale).collect();
+        Linear::packed(storage, vocab, d, &weight, None).map_err(linear_error(tables.output))?
+    };
+    Ok(Model::from_parts(
+        config.clone(),
+        Source::Tokens(Embedding::new(token_tables.source, d, 1.0)),
+        Embedding::new(token_tables.target, d, 1.0),
+        (encoder, decoder),
+        generator,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feed_forward_names_read_as_t5_config_reads_them() {
+        use FfnActivation::*;
+        let cases = [
+            ("relu", Some((false, Relu))),
+            ("gelu", Some((false, Gelu))),
+            ("gelu_new", Some((false, GeluTanh))),
+            ("silu", Some((false, Silu))),
+            ("gated-gelu", Some((true, GeluTanh))),
+            ("gated-gelu_new", Some((true, GeluTanh))),
+            ("gated-relu", Some((true, Relu))),
+            ("gated-silu", Some((true, Silu))),
+            ("gelu_fast", None),
+            ("gated-", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(ffn_activation(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_config_without_the_default_fields_reads_as_t5_small() {
+        // t5-small's published config.json names neither `feed_forward_proj` nor the fields
+        // below; T5Config's defaults fill them.
+        let (config, scaled) = config_from_hf(r#"{"model_type": "t5"}"#, 64, 1).unwrap();
+        assert_eq!(
+            (
+                config.d_model,
+                config.heads,
+                config.d_ff,
+                config.encoder_layers
+            ),
+            (512, 8, 2048, 6)
+        );
+        assert_eq!((config.decoder_layers, config.tgt_vocab), (6, 32128));
+        assert_eq!(config.activation, FfnActivation::Relu);
+        assert!(scaled);
+    }
+}
