@@ -10,6 +10,7 @@
 //! qemu, 10–50× slower, takes the small rows only); each skip is printed.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 use tessel_model::load::directory::{Directory, LoadSettings};
@@ -171,21 +172,36 @@ fn check_row(row: &Path, cache: &Path) {
     });
 }
 
+/// Every row, the largest first, on as many threads as there are cores (at most 2: each
+/// session is single-threaded and a large row holds a few GB).
 #[test]
 fn published_layouts_match_transformers_at_their_dimensions() {
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("published");
     let limit = max_values();
-    let rows = rows();
+    let mut rows: Vec<(usize, PathBuf)> = rows()
+        .into_iter()
+        .map(|row| (Manifest::read(&row).values(), row))
+        .collect();
     assert!(!rows.is_empty(), "no rows under tests/published");
-    for row in rows {
-        let values = Manifest::read(&row).values();
-        if values > limit {
+    for (values, row) in &rows {
+        if *values > limit {
             eprintln!(
                 "skipped {}: {values} values over TESSEL_PUBLISHED_MAX_VALUES={limit}",
                 row.display()
             );
-            continue;
         }
-        check_row(&row, &cache);
     }
+    rows.retain(|(values, _)| *values <= limit);
+    rows.sort_by_key(|(values, _)| std::cmp::Reverse(*values));
+    let next = AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                while let Some((_, row)) = rows.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    check_row(row, &cache);
+                }
+            });
+        }
+    });
 }
