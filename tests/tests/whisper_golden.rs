@@ -293,3 +293,55 @@ fn half_cross_attention_memory_stays_near_the_reference() {
         });
     }
 }
+
+/// `tiny_like_80`'s `model.safetensors` with tensors added (name, bytes of the tensor named).
+fn with_tensors(added: &[(&str, &str, Option<f32>)]) -> Vec<u8> {
+    use safetensors::tensor::{serialize, TensorView};
+    let bytes =
+        std::fs::read(fixture("tiny_like_80").join("hf").join("model.safetensors")).unwrap();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let mut owned: Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)> = file
+        .tensors()
+        .into_iter()
+        .map(|(name, t)| (name, t.dtype(), t.shape().to_vec(), t.data().to_vec()))
+        .collect();
+    for &(name, from, first) in added {
+        let t = file.tensor(from).unwrap();
+        let mut data = t.data().to_vec();
+        if let Some(value) = first {
+            data[..4].copy_from_slice(&value.to_le_bytes());
+        }
+        owned.push((name.to_string(), t.dtype(), t.shape().to_vec(), data));
+    }
+    let views: Vec<(String, TensorView<'_>)> = owned
+        .iter()
+        .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    serialize(views, &None).unwrap()
+}
+
+#[test]
+fn a_stored_projection_is_read_only_as_a_copy_of_the_table() {
+    let text = std::fs::read_to_string(fixture("tiny_like_80").join("hf").join("config.json"));
+    let config = whisper::config_from_hf(&text.unwrap(), 1).unwrap();
+    let load =
+        |bytes: &[u8]| whisper::from_hf_safetensors(config.clone(), bytes, &LoadOptions::default());
+    let table = "model.decoder.embed_tokens.weight";
+    // A byte copy of the tied table loads.
+    assert!(load(&with_tensors(&[("proj_out.weight", table, None)])).is_ok());
+    // A different projection is refused: tessel would otherwise project with the table.
+    let untied = load(&with_tensors(&[("proj_out.weight", table, Some(7.0))]));
+    assert!(
+        matches!(&untied, Err(e) if e.to_string().contains("proj_out.weight")),
+        "{untied:?}"
+    );
+    // An unread tensor sorting after the projection is still named.
+    let extra = load(&with_tensors(&[
+        ("proj_out.weight", table, None),
+        ("zz.unread", table, None),
+    ]));
+    assert!(
+        matches!(&extra, Err(e) if e.to_string().contains("zz.unread")),
+        "{extra:?}"
+    );
+}

@@ -51,7 +51,8 @@ pub(crate) struct Tables {
     pub tied: bool,
 }
 
-fn same_bytes(file: &safetensors::SafeTensors<'_>, a: &str, b: &str) -> bool {
+/// Whether tensors `a` and `b` of `file` hold the same dtype, shape and bytes.
+pub(crate) fn same_bytes(file: &safetensors::SafeTensors<'_>, a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }

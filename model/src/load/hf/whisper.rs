@@ -140,11 +140,18 @@ pub fn from_hf_safetensors(
 ) -> Result<Model<'static>, LoadError> {
     let mut source = SafetensorsSource::parse(bytes)?;
     let model = build(&config, &mut source, options)?;
-    // `proj_out.weight` is the token embedding again (tied); files may or may not keep it.
-    match source.first_unused() {
-        Some(name) if name != "proj_out.weight" => Err(LoadError::Unexpected { name }),
-        _ => Ok(model),
+    // The projection is the token embedding (tied); a file may keep it as `proj_out.weight`,
+    // which is then a byte copy of the table or an error naming it.
+    const PROJECTION: &str = "proj_out.weight";
+    if super::tables::same_bytes(
+        &source.file,
+        PROJECTION,
+        "model.decoder.embed_tokens.weight",
+    ) {
+        source.used.insert(PROJECTION.to_string());
     }
+    source.check_all_used()?;
+    Ok(model)
 }
 
 fn build(
