@@ -6,8 +6,10 @@
 //! ISA level: teacher-forced logits within 1e-4 of the logit scale at 256 columns a step (the
 //! 32 largest and 224 drawn ones), greedy and beam-4 tokens identical.
 //!
-//! `TESSEL_PUBLISHED_ROWS=a,b` runs only the rows named; `TESSEL_PUBLISHED_MAX_VALUES` skips rows of more values than it says (the NEON run under
-//! qemu, 10–50× slower, takes the small rows only); each skip is printed.
+//! `TESSEL_PUBLISHED_ROWS=a,b` runs only the rows named; `TESSEL_PUBLISHED_MAX_VALUES` skips
+//! rows of more values than it says; each skip is printed. `TESSEL_PUBLISHED_CACHE` names the
+//! directory the weights are generated into (default `target/tmp/published`), so a
+//! cross-compiled run under qemu reads the files the native run wrote.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -176,7 +178,9 @@ fn check_row(row: &Path, cache: &Path) {
 /// session is single-threaded and a large row holds a few GB).
 #[test]
 fn published_layouts_match_transformers_at_their_dimensions() {
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("published");
+    let cache = std::env::var_os("TESSEL_PUBLISHED_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).join("published"));
     let limit = max_values();
     let mut rows: Vec<(usize, PathBuf)> = rows()
         .into_iter()
