@@ -194,6 +194,20 @@ fn any_thread_count_is_bit_identical() {
     }
 }
 
+/// Every row of a product holds the bits it would hold computed alone, on the small-`m` path,
+/// the blocked path and the rows below its last whole tile.
+#[test]
+fn a_row_does_not_depend_on_the_rows_beside_it() {
+    for (m, k, n) in [(4, 300, 290), (16, 257, 97), (23, 1030, 97), (64, 513, 65)] {
+        let problem = fixed(m, k, n).problem(Values::uniform);
+        let b = problem.pack::<f32>(Source::Nk);
+        for_each_isa(|isa| {
+            let full = problem.run(isa, &b, &Sequential);
+            problem.assert_rows_independent(&format!("{m}x{k}x{n}"), isa, &b, &full);
+        });
+    }
+}
+
 #[test]
 fn faulty_runners_are_detected_or_harmless() {
     let problem = fixed(20, 50, 100).problem(Values::small_int);

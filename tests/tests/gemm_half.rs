@@ -196,6 +196,36 @@ fn edge_shapes_match_reference() {
     }
 }
 
+/// Every row of a `bf16` product holds the bits it would hold computed alone (small-`m` path,
+/// blocked path with its widened panels, and the rows below the last whole tile). `f16` is the
+/// exception: its one-row tile at AVX2 and AVX-512 sums even and odd rows apart
+/// (`gemm::f16_pairs`), so one row alone rounds differently from the same row among others.
+#[test]
+fn a_row_does_not_depend_on_the_rows_beside_it() {
+    fn check<T: Element>(m: usize, k: usize, n: usize) {
+        let spec = Spec {
+            m,
+            k,
+            n,
+            pads: (3, 1, 2),
+            bias: true,
+            activation: 2,
+            residual: true,
+            source: true,
+            seed: (m * 1_000_003 + k * 1009 + n) as u64,
+        };
+        let problem = rounded::<T>(&spec.problem(Values::uniform));
+        let b = pack_elems::<T>(&problem, Source::Nk, 0);
+        for_each_isa(|isa| {
+            let full = problem.run(isa, &b, &Sequential);
+            problem.assert_rows_independent(&format!("{m}x{k}x{n}"), isa, &b, &full);
+        });
+    }
+    for (m, k, n) in [(5, 301, 97), (23, 1030, 97), (48, 257, 65)] {
+        check::<bf16>(m, k, n);
+    }
+}
+
 /// Runs `C(1 × n) = a(1 × k) · B` at every level and returns C per level.
 fn products<T: Element>(a: &[f32], b: &PackedB<Vec<T>, T>) -> Vec<(String, Vec<f32>)> {
     let mut out = Vec::new();

@@ -307,6 +307,60 @@ fn check_f32(spec: &Spec) {
     });
 }
 
+/// Every row of an int8 product holds the bits it would hold computed alone, at every
+/// primitive: activations are quantised per row and the sums are exact, so a row does not
+/// depend on how many rows share the call (what lets a batch decode exactly as each alone).
+#[test]
+fn a_row_does_not_depend_on_the_rows_beside_it() {
+    for (m, k, n) in [(5, 301, 97), (23, 1030, 97), (64, 257, 65)] {
+        let spec = gemm_support::Spec {
+            m,
+            k,
+            n,
+            pads: (3, 1, 2),
+            bias: true,
+            activation: 2,
+            residual: true,
+            source: true,
+            seed: (m * 1_000_003 + k * 1009 + n) as u64,
+        };
+        let problem = spec.problem(Values::uniform);
+        let w = problem.b_nk();
+        let b = PackedI8::quantize_nk(vec![0; packed_i8_len(k, n).unwrap()], &w, n, k, k).unwrap();
+        let run = |kernel: I8Kernel, problem: &gemm_support::Problem| -> Vec<f32> {
+            let mut c = CanaryMatrix::new(problem.m, n, problem.ldc);
+            let mut scratch = vec![f32::NAN; gemm_i8_scratch(problem.m, k).len()];
+            let view = ViewMut::new(c.view_mut(), problem.m, n, problem.ldc).unwrap();
+            let epilogue = problem.epilogue();
+            gemm_i8_with(
+                kernel,
+                problem.a(),
+                &b,
+                view,
+                &epilogue,
+                &mut scratch,
+                &Sequential,
+            )
+            .unwrap();
+            c.elements().collect()
+        };
+        for_each_kernel(|isa, kernel| {
+            let full = run(kernel, &problem);
+            for i in 0..m {
+                let alone = run(kernel, &problem.row(i));
+                let same = alone
+                    .iter()
+                    .zip(&full[i * n..(i + 1) * n])
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(
+                    same,
+                    "{isa}/{kernel} {m}x{k}x{n}: row {i} differs from the row alone"
+                );
+            }
+        });
+    }
+}
+
 /// Checks the packed bytes, factors and channel sums against the reference quantiser's.
 fn assert_packed(b: &PackedI8<Vec<i8>>, w_q: &[i8], w_d: &[f32]) {
     let (k, n) = (b.k(), b.n());

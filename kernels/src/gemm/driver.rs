@@ -269,18 +269,27 @@ unsafe fn panel_tiles<S: Simd, U: Element, const MR: usize, const NV: usize>(
                 k_step: 1,
             };
             out.prefetch_tile::<MR>(row, col0, width);
-            // SAFETY: the tile's `MR` rows from `row` (inside the block's rows) and columns
-            // `[pc, pc + kc)` lie inside the validated `A`; its `tile_cols` columns stay inside
-            // the panel (the stride between panels is never used), whose `kc` rows are readable.
-            let acc = unsafe { accumulate::<S, U, MR, NV>(simd, block.kc, a_tile, b_tile, 0) };
+            // The tile continues from the sums the earlier blocks of `k` stored, and so
+            // overwrites them.
             let at = TileAt {
                 row0: row,
                 rows: MR,
                 col0,
                 cols: width,
-                first: block.first,
+                first: true,
                 last: block.last,
             };
+            let init = if block.first {
+                [[simd.splat_f32s(0.0); NV]; MR]
+            } else {
+                // SAFETY: rows and columns inside `m × n` and in this task's columns.
+                unsafe { out.load_tile::<S, MR, NV>(simd, at) }
+            };
+            // SAFETY: the tile's `MR` rows from `row` (inside the block's rows) and columns
+            // `[pc, pc + kc)` lie inside the validated `A`; its `tile_cols` columns stay inside
+            // the panel (the stride between panels is never used), whose `kc` rows are readable.
+            let acc =
+                unsafe { accumulate::<S, U, MR, NV>(simd, block.kc, a_tile, b_tile, 0, init) };
             // SAFETY: rows and columns inside `m × n` and in this task's columns.
             unsafe { out.store::<S, MR, NV>(simd, &acc, at) };
             row += MR;

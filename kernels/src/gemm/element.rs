@@ -132,6 +132,8 @@ pub(crate) mod sealed {
         }
 
         /// A vector of sums in the column order of [`Widen::load_pair_tile`], in plain order.
+        /// The reordering is its own inverse, so it also takes plain sums into the tile's
+        /// order (a tile that continues from stored partial sums).
         #[inline(always)]
         fn restore_order<S: Simd>(_: S, sums: S::f32s) -> S::f32s {
             sums

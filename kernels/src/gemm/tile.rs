@@ -69,7 +69,8 @@ pub(crate) unsafe fn accumulate_small<S: Simd, T: Element, const MR: usize, cons
             bytes: STREAM_AHEAD_BYTES,
             every: 1,
         });
-        accumulate_ahead::<S, T, MR, NV>(simd, kc, a, b, panel_stride, ahead)
+        let zero = [[simd.splat_f32s(0.0); NV]; MR];
+        accumulate_ahead::<S, T, MR, NV>(simd, kc, a, (b, panel_stride), zero, ahead)
     }
 }
 
@@ -115,7 +116,12 @@ where
     }
 }
 
-/// Accumulates `A(MR × kc) · B(kc × NV·LANES)` from zero and returns the accumulators.
+/// Accumulates `A(MR × kc) · B(kc × NV·LANES)` onto `init` (zero for the first block of `k`,
+/// the stored sums of the blocks before it otherwise) and returns the accumulators.
+///
+/// Continuing from the stored sums makes every output element one chain of multiply-adds in
+/// `k` order, exactly as the small-`m` path computes it: a row's result does not depend on how
+/// many rows share the call (so a batch of sequences decodes exactly as each alone).
 ///
 /// `b` points at row 0 of the tile's first column inside a packed panel of `T`; vector `v` of a
 /// row starts `v · LANES` columns further, in the next panel (`panel_stride` elements on) once
@@ -136,6 +142,7 @@ pub(crate) unsafe fn accumulate<S: Simd, T: Element, const MR: usize, const NV: 
     a: ATile,
     b: *const T,
     panel_stride: usize,
+    init: [[S::f32s; NV]; MR],
 ) -> [[S::f32s; NV]; MR] {
     // SAFETY: forwarded contract.
     unsafe {
@@ -143,7 +150,7 @@ pub(crate) unsafe fn accumulate<S: Simd, T: Element, const MR: usize, const NV: 
             bytes: PACKED_AHEAD_ROWS * PANEL_COLS * core::mem::size_of::<T>(),
             every: 2,
         });
-        accumulate_ahead::<S, T, MR, NV>(simd, kc, a, b, panel_stride, ahead)
+        accumulate_ahead::<S, T, MR, NV>(simd, kc, a, (b, panel_stride), init, ahead)
     }
 }
 
@@ -164,8 +171,8 @@ unsafe fn accumulate_ahead<S: Simd, T: Element, const MR: usize, const NV: usize
     simd: S,
     kc: usize,
     a: ATile,
-    b: *const T,
-    panel_stride: usize,
+    (b, panel_stride): (*const T, usize),
+    init: [[S::f32s; NV]; MR],
     ahead: Option<Ahead>,
 ) -> [[S::f32s; NV]; MR] {
     let lanes = S::F32_LANES;
@@ -174,7 +181,8 @@ unsafe fn accumulate_ahead<S: Simd, T: Element, const MR: usize, const NV: usize
         (col / PANEL_COLS) * panel_stride + (col % PANEL_COLS) * T::K_GROUP
     });
     let zero = simd.splat_f32s(0.0);
-    let mut acc = [[zero; NV]; MR];
+    // Into the tile's column order (the reordering is its own inverse).
+    let mut acc = init.map(|row| row.map(|sums| T::restore_order(simd, sums)));
     let mut a_ptr = a.ptr;
     let mut b_ptr = b;
     for _ in 0..kc / 2 {
@@ -312,6 +320,35 @@ impl Output<'_> {
             prefetch(row);
             prefetch(row.wrapping_add(cols.saturating_sub(1)));
         }
+    }
+
+    /// The valid part of a tile as stored in `C` (zero outside it): the sums of the blocks of
+    /// `k` before this one, for the tile to continue from.
+    ///
+    /// # Safety
+    /// As [`Output::store`], for reading.
+    #[inline(always)]
+    pub(crate) unsafe fn load_tile<S: Simd, const MR: usize, const NV: usize>(
+        &self,
+        simd: S,
+        at: TileAt,
+    ) -> [[S::f32s; NV]; MR] {
+        let lanes = S::F32_LANES;
+        let mut acc = [[simd.splat_f32s(0.0); NV]; MR];
+        for (i, acc_row) in acc.iter_mut().enumerate().take(at.rows) {
+            // SAFETY: the caller guarantees this row segment is inside `C` and exclusively ours.
+            let c_row = unsafe {
+                core::slice::from_raw_parts(self.c.add((at.row0 + i) * self.ldc + at.col0), at.cols)
+            };
+            for (v, acc_v) in acc_row.iter_mut().enumerate() {
+                let lo = v * lanes;
+                if lo >= at.cols {
+                    break;
+                }
+                *acc_v = load(simd, &c_row[lo..at.cols.min(lo + lanes)]);
+            }
+        }
+        acc
     }
 
     /// Writes the valid part of a tile: `C = acc` (first block) or `C += acc`, and on the last

@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 use tessel_kernels::activation::Activation;
 use tessel_kernels::gemm::{
-    gemm, gemm_scratch, packed_len_of, Element, Epilogue, PackedB, Parallel,
+    gemm, gemm_scratch, packed_len_of, Element, Epilogue, PackedB, Parallel, Sequential,
 };
 use tessel_kernels::{reference, Isa};
 use tessel_kernels::{View, ViewMut};
@@ -104,6 +104,49 @@ impl Problem {
                 let w = self.b_nk();
                 PackedB::from_nk(storage, View::new(&w, self.n, self.k, self.k).unwrap()).unwrap()
             }
+        }
+    }
+
+    /// The same product over row `i` of A (and of the residual) alone.
+    pub fn row(&self, i: usize) -> Problem {
+        let a = self.a[i * self.lda..][..self.k].to_vec();
+        let residual = self
+            .residual
+            .as_ref()
+            .map(|(r, stride)| (r[i * stride..][..self.n].to_vec(), self.n));
+        Problem {
+            m: 1,
+            a,
+            lda: self.k,
+            residual,
+            ldc: self.n,
+            ..self.clone()
+        }
+    }
+
+    /// Asserts that every row of `full` (this product's output) holds the bits of the same
+    /// row computed alone: a row's result does not depend on how many rows share the call,
+    /// which is what lets a batch of sequences decode exactly as each would alone.
+    pub fn assert_rows_independent<T: Element>(
+        &self,
+        what: &str,
+        isa: Isa,
+        b: &PackedB<Vec<T>, T>,
+        full: &CanaryMatrix,
+    ) {
+        let n = self.n;
+        let full: Vec<f32> = full.elements().collect();
+        for i in 0..self.m {
+            let alone: Vec<f32> = self.row(i).run(isa, b, &Sequential).elements().collect();
+            let same = alone
+                .iter()
+                .zip(&full[i * n..(i + 1) * n])
+                .all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(
+                same,
+                "{what} {isa}: row {i} of {} differs from the row alone",
+                self.m
+            );
         }
     }
 
