@@ -30,6 +30,7 @@ fn main() {
         max_src_len: side_len(&vocab, "source"),
         max_tgt_len: side_len(&vocab, "target"),
         max_beam: 1,
+        max_batch: 1,
         threads: 1,
         cross_kv: tessel_model::MemoryType::F32,
     };

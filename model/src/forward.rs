@@ -9,9 +9,12 @@
 use tessel_kernels::activation::Activation;
 use tessel_kernels::{KernelError, View, ViewMut};
 
-use crate::layers::{CrossAttention, CrossKv, KvCache, Run, SelfMode, Work};
+use crate::layers::{
+    CrossAttention, CrossKv, CrossMemory, Group, KvCache, LayerMemory, Run, SelfMode, StepBias,
+    Work,
+};
 use crate::model::{Model, Source};
-use crate::plan::{ArenaPlan, Carved, Phase};
+use crate::plan::{ArenaPlan, Carved, Phase, SearchParts};
 
 /// Where a session stands between calls.
 #[derive(Clone, Copy, Debug, Default)]
@@ -27,6 +30,19 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Its decoder pass of `rows` rows in slot `slot`, once encoded.
+    pub fn group(&self, slot: usize, rows: usize) -> Result<Group, KernelError> {
+        let src_len = self
+            .src_len
+            .ok_or(KernelError::InvalidArgument("decode before encode"))?;
+        Ok(Group {
+            slot,
+            rows,
+            position: self.position,
+            src_len,
+        })
+    }
+
     pub fn reset_decoder(&mut self) {
         self.position = 0;
         self.active = 0;
@@ -41,27 +57,30 @@ impl State {
     }
 }
 
-/// Token ids of a pass: given by the caller, or the first `n` of the arena's staged tokens
-/// (written there by a search).
+/// Token ids of a pass: given by the caller (every group's, one after the other), or each
+/// group's first `rows` of its slot's staged tokens (written there by a search).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Tokens<'t> {
     Given(&'t [u32]),
-    Staged(usize),
+    Staged,
 }
 
 impl Tokens<'_> {
-    pub fn len(&self) -> usize {
-        match self {
-            Tokens::Given(t) => t.len(),
-            Tokens::Staged(n) => *n,
-        }
-    }
-
-    fn resolve<'a>(&'a self, staged: &'a [f32]) -> &'a [u32] {
-        match *self {
-            Tokens::Given(t) => t,
-            Tokens::Staged(n) => &bytemuck::cast_slice(staged)[..n],
-        }
+    /// The ids of `group`, whose rows start at row `row0` of the pass; the staged tokens are
+    /// `stride` apart per slot.
+    fn of<'a>(
+        &'a self,
+        staged: &'a [f32],
+        (group, row0): (&Group, usize),
+        stride: usize,
+    ) -> Result<&'a [u32], KernelError> {
+        let ids = match *self {
+            Tokens::Given(t) => t.get(row0..row0 + group.rows),
+            Tokens::Staged => bytemuck::cast_slice::<f32, u32>(staged)
+                .get(group.slot * stride..)
+                .and_then(|slot| slot.get(..group.rows)),
+        };
+        ids.ok_or(KernelError::InvalidArgument("tokens missing for a group"))
     }
 }
 
@@ -75,11 +94,11 @@ pub(crate) enum Rows {
 }
 
 /// Runs the encoder over `src` (validated) and writes every decoder layer's cross-attention
-/// K/V of its output.
+/// K/V of its output into slot `slot`.
 pub(crate) fn encode(
     model: &Model<'_>,
     run: Run<'_>,
-    plan: &ArenaPlan,
+    (plan, slot): (&ArenaPlan, usize),
     arena: &mut [f32],
     src: &[u32],
 ) -> Result<(), KernelError> {
@@ -90,16 +109,16 @@ pub(crate) fn encode(
     };
     let carved = plan.layout.carve(arena, Phase::Wide);
     embedding.forward(run.isa, src, 0, true, carved.work.hidden)?;
-    encoder_stack(model, run, plan, src.len(), carved, &mut || {})
+    encoder_stack(model, run, (plan, slot), src.len(), carved, &mut || {})
 }
 
 /// Runs Whisper's convolutional front end over `frames` frames of `mel` (`n_mels × frames`,
 /// validated), then the encoder, calls `encoded`, then projects the cross-attention K/V of its
-/// output.
+/// output into slot `slot`.
 pub(crate) fn encode_audio(
     model: &Model<'_>,
     run: Run<'_>,
-    plan: &ArenaPlan,
+    (plan, slot): (&ArenaPlan, usize),
     arena: &mut [f32],
     (mel, frames): (&[f32], usize),
     encoded: &mut dyn FnMut(),
@@ -114,7 +133,7 @@ pub(crate) fn encode_audio(
     stem.stage_input(mel, frames, r.stem_input);
     let (input, middle) = (&*r.stem_input, &mut *r.stem_middle);
     stem.forward(run, frames, input, middle, work.hidden, r.scratch)?;
-    encoder_stack(model, run, plan, frames / 2, carved, encoded)
+    encoder_stack(model, run, (plan, slot), frames / 2, carved, encoded)
 }
 
 /// The encoder blocks over the `s` rows of the carved `work.hidden` and its final norm, then
@@ -122,7 +141,7 @@ pub(crate) fn encode_audio(
 fn encoder_stack(
     model: &Model<'_>,
     run: Run<'_>,
-    plan: &ArenaPlan,
+    (plan, slot): (&ArenaPlan, usize),
     s: usize,
     carved: Carved<'_>,
     encoded: &mut dyn FnMut(),
@@ -156,9 +175,8 @@ fn encoder_stack(
         None => hidden,
     };
     encoded();
-    let kind = plan.limits.cross_kv;
-    let a = model.config.attention_width();
-    let mut cross = CrossKv::new(r.cross_kv, plan.limits.max_src_len, a, kind);
+    let mut cross = CrossKv::slot(r.cross_kv, plan.cross, slot)
+        .ok_or(KernelError::InvalidArgument("memory slot out of range"))?;
     for (i, block) in model.decoder.blocks().iter().enumerate() {
         if let Some(attention) = block.cross_attention() {
             project_memory(run, attention, &mut cross, i, memory, ffn, r.scratch)?;
@@ -203,65 +221,108 @@ fn project_memory(
     Ok(())
 }
 
-/// One decoder pass at the session's position: one row per beam ([`Rows::Beams`], logits for
-/// every row) or a chunk of a forced prefix ([`Rows::Prefix`], logits for its last row).
+/// One decoder pass over `groups`, their rows one after the other: one row per beam of each
+/// sequence ([`Rows::Beams`], logits for every row), or a chunk of one sequence's forced
+/// prefix ([`Rows::Prefix`], one group, logits for its last row).
 pub(crate) fn decode(
     model: &Model<'_>,
     run: Run<'_>,
     plan: &ArenaPlan,
     arena: &mut [f32],
-    state: &State,
-    tokens: Tokens<'_>,
-    rows_are: Rows,
+    groups: &[Group],
+    (tokens, rows_are): (Tokens<'_>, Rows),
 ) -> Result<(), KernelError> {
-    let src_len = state
-        .src_len
-        .ok_or(KernelError::InvalidArgument("decode before encode"))?;
-    let rows = tokens.len();
-    let position = state.position;
     let prefix = rows_are == Rows::Prefix;
+    let rows: usize = groups.iter().map(|g| g.rows).sum();
+    if rows == 0 || (prefix && groups.len() != 1) {
+        return Err(KernelError::InvalidArgument(
+            "a decoder pass needs its rows",
+        ));
+    }
     let phase = if prefix { Phase::Wide } else { Phase::Narrow };
     let Carved {
         mut work,
         regions: r,
     } = plan.layout.carve(arena, phase);
-    let ids = tokens.resolve(r.step_tokens);
-    model
-        .target
-        .forward(run.isa, ids, position, prefix, work.hidden)?;
+    let d = model.config.d_model;
+    let mut row0 = 0;
+    for group in groups {
+        let ids = tokens.of(r.step_tokens, (group, row0), plan.limits.max_beam)?;
+        let hidden = &mut work.hidden[row0 * d..(row0 + group.rows) * d];
+        model
+            .target
+            .forward(run.isa, ids, group.position, prefix, hidden)?;
+        row0 += group.rows;
+    }
     let mut cache = KvCache::new(r.k_cache, r.v_cache, plan.kv);
-    let a = model.config.attention_width();
-    let cross = CrossKv::new(r.cross_kv, plan.limits.max_src_len, a, plan.limits.cross_kv);
-    // Every beam's query sits at the same position: one bias row serves them all.
-    let q_len = if prefix { rows } else { 1 };
-    let bias = match &model.decoder.position_bias {
-        Some(table) => Some(table.fill(position, q_len, position + q_len, r.position_bias)?),
-        None => None,
-    };
+    let memory = CrossMemory::new(r.cross_kv, plan.cross);
+    let bias = position_bias(model, plan, groups, prefix, r.position_bias)?;
     for (i, block) in model.decoder.blocks().iter().enumerate() {
         let cache = cache.layer(i);
-        let mode = if prefix {
-            SelfMode::Prefix {
+        let mode = match bias {
+            Bias::Prefix(bias) => SelfMode::Prefix {
                 cache,
-                position,
+                group: groups[0],
                 bias,
-            }
-        } else {
-            SelfMode::Step {
+            },
+            Bias::Step(bias) => SelfMode::Step {
                 cache,
-                position,
+                groups,
                 bias,
-            }
+            },
         };
-        let memory = match block.cross_attention() {
-            Some(_) => Some(cross.layer(i, src_len)?),
-            None => None,
-        };
+        let memory = block
+            .cross_attention()
+            .map(|_| LayerMemory { memory, layer: i });
         block.forward(run, rows, &mut work, r.scratch, mode, memory)?;
     }
     // A prefix's logits are its last row's; a step's, every beam's.
     let out = if prefix { (rows - 1, 1) } else { (0, rows) };
     project_logits(model, run, out, work, r.logits, r.scratch)
+}
+
+/// The decoder's relative position bias of a pass, when it has one.
+enum Bias<'a> {
+    Prefix(Option<tessel_kernels::attention::Bias<'a>>),
+    Step(Option<StepBias<'a>>),
+}
+
+/// Fills `region` with the decoder's relative position bias for `groups`: a prefix chunk's
+/// queries over the target positions up to each, or each group's one query per step.
+fn position_bias<'a>(
+    model: &Model<'_>,
+    plan: &ArenaPlan,
+    groups: &[Group],
+    prefix: bool,
+    region: &'a mut [f32],
+) -> Result<Bias<'a>, KernelError> {
+    let Some(table) = &model.decoder.position_bias else {
+        return Ok(if prefix {
+            Bias::Prefix(None)
+        } else {
+            Bias::Step(None)
+        });
+    };
+    if prefix {
+        let (position, rows) = (groups[0].position, groups[0].rows);
+        let bias = table.fill(position, rows, position + rows, region)?;
+        return Ok(Bias::Prefix(Some(bias)));
+    }
+    let heads = model.config.heads;
+    let stride = heads * plan.limits.max_tgt_len;
+    for (index, group) in groups.iter().enumerate() {
+        let out = region
+            .get_mut(index * stride..)
+            .ok_or(KernelError::InvalidArgument(
+                "more groups than the plan holds",
+            ))?;
+        table.fill(group.position, 1, group.position + 1, out)?;
+    }
+    Ok(Bias::Step(Some(StepBias {
+        data: region,
+        stride,
+        heads,
+    })))
 }
 
 /// The decoder's final norm and output projection over `out_rows` rows of `work.hidden` from
@@ -293,16 +354,30 @@ fn project_logits(
         .forward(run, output, logits, identity, None, scratch)
 }
 
-/// Makes beam `i` continue beam `parents[i]`'s first `position` positions in every layer.
-pub(crate) fn reorder(plan: &ArenaPlan, arena: &mut [f32], position: usize, parents: Tokens<'_>) {
+/// Makes beam `i` of slot `slot` continue its beam `parents[i]`'s first `position` positions
+/// in every layer; `parents` as the tokens of a pass of one group.
+pub(crate) fn reorder(
+    plan: &ArenaPlan,
+    arena: &mut [f32],
+    (slot, position): (usize, usize),
+    parents: (Tokens<'_>, usize),
+) -> Result<(), KernelError> {
     let r = plan.layout.carve(arena, Phase::Narrow).regions;
-    let parents = parents.resolve(r.beam_parents);
-    KvCache::new(r.k_cache, r.v_cache, plan.kv).reorder(parents, position, r.reorder_stage);
+    let group = Group {
+        slot,
+        rows: parents.1,
+        ..Group::default()
+    };
+    let parents = parents
+        .0
+        .of(r.beam_parents, (&group, 0), plan.limits.max_beam)?;
+    KvCache::new(r.k_cache, r.v_cache, plan.kv).reorder(slot, parents, position, r.reorder_stage);
+    Ok(())
 }
 
 /// The regions a search works in between passes.
 pub(crate) struct SearchBuffers<'a> {
-    /// The last pass's logits.
+    /// The last pass's logits of the sequence.
     pub logits: &'a mut [f32],
     /// The next step's tokens, one per beam.
     pub step_tokens: &'a mut [u32],
@@ -312,17 +387,28 @@ pub(crate) struct SearchBuffers<'a> {
     pub search: &'a mut [f32],
 }
 
-/// The search regions of the arena; `logits` holds the first `logits_len` logits.
+/// The search regions of slot `slot`; its logits are the `rows` rows from row `first` of the
+/// last pass.
 pub(crate) fn search_buffers<'a>(
     plan: &ArenaPlan,
     arena: &'a mut [f32],
-    logits_len: usize,
+    slot: usize,
+    (first, rows): (usize, usize),
+    vocab: usize,
 ) -> SearchBuffers<'a> {
     let r = plan.layout.carve(arena, Phase::Narrow).regions;
+    let limits = plan.limits;
+    let (beams, state) = (
+        limits.max_beam,
+        SearchParts::sizes(limits.max_beam, limits.max_tgt_len).total(),
+    );
+    let tokens = |region: &'a mut [f32]| -> &'a mut [u32] {
+        bytemuck::cast_slice_mut(&mut region[slot * beams..(slot + 1) * beams])
+    };
     SearchBuffers {
-        logits: &mut r.logits[..logits_len],
-        step_tokens: bytemuck::cast_slice_mut(r.step_tokens),
-        parents: bytemuck::cast_slice_mut(r.beam_parents),
-        search: r.search,
+        logits: &mut r.logits[first * vocab..(first + rows) * vocab],
+        step_tokens: tokens(r.step_tokens),
+        parents: tokens(r.beam_parents),
+        search: &mut r.search[slot * state..(slot + 1) * state],
     }
 }

@@ -83,6 +83,8 @@ pub use sampling::Sampling;
 pub use search::{
     BeamRules, EarlyStopping, Hypotheses, Hypothesis, Request, SearchOptions, StepLogits, StepView,
 };
+#[cfg(feature = "std")]
+pub use session::Batch;
 pub use session::{Arena, ModelRef, RunError, Session, SessionError};
 pub use storage::Weights;
 #[cfg(feature = "std")]

@@ -13,14 +13,17 @@
 
 use crate::config::{Config, ConfigError};
 use crate::layers::{
-    linear, BlockShape, ConvStem, CrossKv, Heads, KvLayout, MemoryType, RelativeBias, Work,
-    WorkBuffers, WorkSizes,
+    linear, BlockShape, ConvStem, CrossKv, CrossLayout, Heads, KvLayout, MemoryType, RelativeBias,
+    Work, WorkBuffers, WorkSizes,
 };
 use crate::named::named_set;
 use tessel_kernels::ScratchSpec;
 
 /// Elements per alignment unit: every region starts on a 64-byte boundary.
 const ALIGN_F32: usize = 16;
+
+/// Most sequences one session decodes together.
+pub const MAX_BATCH: usize = 1024;
 
 /// A run of arena elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -44,6 +47,9 @@ pub struct Limits {
     pub max_tgt_len: usize,
     /// Widest beam.
     pub max_beam: usize,
+    /// Sequences decoded together, each with up to `max_beam` beams (1 for a plain session;
+    /// see [`crate::Batch`]).
+    pub max_batch: usize,
     /// Threads the session's GEMMs run on, the caller's included (scratch is planned per
     /// thread; workers are started once with the session).
     pub threads: usize,
@@ -58,6 +64,7 @@ impl Limits {
             max_src_len: config.max_src_len,
             max_tgt_len: config.max_tgt_len,
             max_beam: config.max_beam,
+            max_batch: 1,
             threads: 1,
             cross_kv: MemoryType::F32,
         }
@@ -76,6 +83,16 @@ impl Limits {
         Limits { threads, ..self }
     }
 
+    /// The same limits, decoding up to `max_batch` sequences together.
+    pub fn with_batch(self, max_batch: usize) -> Limits {
+        Limits { max_batch, ..self }
+    }
+
+    /// Decoder rows of a step at the most: every beam of every sequence.
+    pub fn step_rows(&self) -> usize {
+        self.max_batch.saturating_mul(self.max_beam)
+    }
+
     fn check(&self, config: &Config) -> Result<(), ConfigError> {
         for (what, value, max) in [
             ("max_src_len", self.max_src_len, config.max_src_len),
@@ -88,6 +105,16 @@ impl Limits {
             if value > max {
                 return Err(ConfigError::LimitAboveConfig { what, value, max });
             }
+        }
+        if self.max_batch == 0 {
+            return Err(ConfigError::Zero("max_batch"));
+        }
+        if self.max_batch > MAX_BATCH {
+            return Err(ConfigError::LimitAboveConfig {
+                what: "max_batch",
+                value: self.max_batch,
+                max: MAX_BATCH,
+            });
         }
         Ok(())
     }
@@ -173,7 +200,7 @@ named_set! {
     /// One value per region of the arena after the block's working buffers, in arena order:
     /// their sizes, where they live ([`Layout::regions`]) or the carved regions themselves.
     pub(crate) struct Regions<T> {
-        /// The last pass's logits, one row per beam.
+        /// The last pass's logits, one row per beam of every sequence.
         logits,
         /// Every decoder layer's cross-attention K/V of the encoded source ([`CrossKv`]).
         cross_kv,
@@ -181,15 +208,16 @@ named_set! {
         k_cache,
         /// The decoder's self-attention values.
         v_cache,
-        /// One layer's cache, staged while beams are reordered.
+        /// One sequence's part of one layer's cache, staged while its beams are reordered.
         reorder_stage,
         /// Kernel scratch, the most any layer states it needs.
         scratch,
-        /// The next step's tokens, one per beam (`u32` stored as `f32` bit patterns).
+        /// The next step's tokens, one per beam of every sequence (`u32` stored as `f32` bit
+        /// patterns), `max_beam` apart.
         step_tokens,
-        /// The next reordering's parent beams, one per beam (the same).
+        /// The next reordering's parent beams, as the tokens.
         beam_parents,
-        /// The search state ([`SearchParts`]).
+        /// The search state of every sequence ([`SearchParts`] each).
         search,
         /// A convolutional front end's padded input (empty for token models).
         stem_input (optional),
@@ -205,7 +233,7 @@ named_set! {
 pub(crate) enum Phase {
     /// Up to `max_src_len` rows: the encoder, and decoder prefixes fed in chunks.
     Wide,
-    /// Up to `max_beam` rows: one decoder step per beam.
+    /// Up to `max_batch · max_beam` rows: one decoder step per beam of every sequence.
     Narrow,
 }
 
@@ -286,6 +314,7 @@ pub struct ArenaPlan {
     pub(crate) layout: Layout,
     pub(crate) limits: Limits,
     pub(crate) kv: KvLayout,
+    pub(crate) cross: CrossLayout,
     regions: RegionList,
     total_f32: usize,
 }
@@ -359,10 +388,11 @@ fn region_sizes(
     config: &Config,
     limits: &Limits,
     (encoder, decoder): (BlockShape, BlockShape),
-    kv: KvLayout,
+    (kv, cross): (KvLayout, CrossLayout),
 ) -> Regions<usize> {
-    let (d, a) = (config.d_model, config.attention_width());
+    let d = config.d_model;
     let (s, t, b) = (limits.max_src_len, limits.max_tgt_len, limits.max_beam);
+    let (batch, rows) = (limits.max_batch, limits.step_rows());
     let threads = limits.threads;
     let stem = config
         .front_end
@@ -373,24 +403,26 @@ fn region_sizes(
     });
     let scratch = stem_scratch
         .or(encoder.scratch(s, s, s, threads))
-        .or(decoder.scratch(s.max(b), t, s, threads))
-        .or(linear::scratch(s.max(b), d, config.tgt_vocab, threads));
+        .or(decoder.scratch(s.max(rows), t, s, threads))
+        .or(linear::scratch(s.max(rows), d, config.tgt_vocab, threads));
     Regions {
-        logits: b * config.tgt_vocab,
-        cross_kv: CrossKv::elements(config.decoder_layers, s, a, limits.cross_kv),
+        logits: rows * config.tgt_vocab,
+        cross_kv: cross.elements(),
         k_cache: kv.len(),
         v_cache: kv.len(),
-        reorder_stage: kv.layer_len(),
+        reorder_stage: kv.slot_len(),
         scratch: scratch.len(),
-        step_tokens: b,
-        beam_parents: b,
-        search: SearchParts::sizes(b, t).total(),
+        step_tokens: rows,
+        beam_parents: rows,
+        search: batch * SearchParts::sizes(b, t).total(),
         stem_input: stem.map_or(0, |(_, sizes)| sizes.input),
         stem_middle: stem.map_or(0, |(_, sizes)| sizes.middle),
-        // Encoder queries over the source, prefix chunks (up to `s` rows) over the target.
-        position_bias: config
-            .relative_attention
-            .map_or(0, |_| RelativeBias::elements(config.heads, s, s.max(t))),
+        // Encoder queries over the source, prefix chunks (up to `s` rows) over the target,
+        // and a step's one query per sequence over its target positions.
+        position_bias: config.relative_attention.map_or(0, |_| {
+            let step = batch * RelativeBias::elements(config.heads, 1, t);
+            RelativeBias::elements(config.heads, s, s.max(t)).max(step)
+        }),
     }
 }
 
@@ -411,20 +443,30 @@ impl ArenaPlan {
         let (encoder, decoder) = block_shapes(config);
         let kv = KvLayout {
             layers: config.decoder_layers,
+            slots: limits.max_batch,
             beams: b,
             positions: t,
             width: a,
         };
+        let cross = CrossLayout {
+            slots: limits.max_batch,
+            layers: config.decoder_layers,
+            positions: s,
+            width: a,
+            kind: limits.cross_kv,
+        };
         let mut wide = encoder.work(s).zip_with(decoder.work(s), usize::max);
         // Encode stages the memory projection in the FFN buffer (free by then).
         wide.ffn = wide.ffn.max(CrossKv::staging_elements(a, limits.cross_kv));
-        let regions = region_sizes(config, &limits, (encoder, decoder), kv);
-        let (layout, total_f32) = Layout::place(wide, decoder.work(b), regions);
+        let regions = region_sizes(config, &limits, (encoder, decoder), (kv, cross));
+        let narrow = decoder.work(limits.step_rows());
+        let (layout, total_f32) = Layout::place(wide, narrow, regions);
         Ok(ArenaPlan {
             regions: RegionList::of(&layout),
             layout,
             limits,
             kv,
+            cross,
             total_f32,
         })
     }

@@ -132,6 +132,7 @@ impl Numbers {
             max_src_len: self.vocab.max_source(),
             max_tgt_len: self.vocab.max_target(),
             max_beam: 1,
+            max_batch: 1,
             threads: 1,
             cross_kv: tessel_model::MemoryType::F32,
         };

@@ -350,6 +350,7 @@ fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
         max_src_len: SRC.len(),
         max_tgt_len: 6,
         max_beam: 2,
+        max_batch: 1,
         // Worker threads too: the GEMMs split their columns over them, bit-identically.
         threads: 3,
         cross_kv: tessel_model::MemoryType::F32,
@@ -496,6 +497,7 @@ fn prefill_in_chunks_matches_step_by_step_decoding() {
                     max_src_len,
                     max_tgt_len: 10,
                     max_beam: 4,
+                    max_batch: 1,
                     threads: 1,
                     cross_kv: tessel_model::MemoryType::F32,
                 };

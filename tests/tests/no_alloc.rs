@@ -1,9 +1,10 @@
-//! Proves that nothing allocates after `Session::new`: encode, greedy search, beam search,
-//! sampling, single steps, beam reordering and refused calls, counted by a global allocator that counts
-//! the allocations of the measuring thread only (the test harness's threads do not interfere).
+//! Proves that nothing allocates after `Session::new` (encode, greedy search, beam search,
+//! sampling, single steps, beam reordering and refused calls) or after `Batch::new` (encodes
+//! into slots, a batched search, its hypotheses), counted by a global allocator that counts the
+//! allocations of the measuring thread only (the test harness's threads do not interfere).
 
 use tessel_model::{
-    Config, Convention, DecodeOptions, EarlyStopping, FfnActivation, LoadOptions, Model,
+    Batch, Config, Convention, DecodeOptions, EarlyStopping, FfnActivation, LoadOptions, Model,
     NormPlacement, Positions, Request, Sampling, SearchOptions, Session, WeightType,
 };
 use tessel_tests::counting::{allocations, ThreadCounting};
@@ -145,6 +146,43 @@ fn nothing_allocates_after_session_creation() {
                 count, 0,
                 "{norm:?} {isa}: heap allocations during inference"
             );
+        });
+    }
+}
+
+#[test]
+fn nothing_allocates_after_batch_creation() {
+    for weights in [WeightType::F32, WeightType::Int8] {
+        let model = Model::random_with(
+            config(NormPlacement::Pre),
+            7,
+            &LoadOptions::weights(weights),
+        )
+        .expect("model");
+        for_each_isa(|isa| {
+            let limits = tessel_model::Limits::of(model.config()).with_batch(5);
+            let mut batch = Batch::new(&model, isa, limits).expect("batch");
+            let src: [u32; 17] = [5, 9, 3, 44, 12, 7, 7, 30, 2, 18, 25, 1, 40, 11, 6, 50, 8];
+            let searches = [
+                SearchOptions::beam(4, 16),
+                SearchOptions::greedy(9),
+                SearchOptions::beam(2, 5),
+                SearchOptions::sample(Sampling::temperature(0.7, 3), 12),
+            ];
+            let mut requests = searches.map(Request::new);
+            let mut found = 0;
+            let count = allocations(|| {
+                for slot in 0..searches.len() {
+                    batch.encode(slot, &src[..8 + 2 * slot]).expect("encode");
+                }
+                batch.generate(&mut requests).expect("batched search");
+                for slot in 0..searches.len() {
+                    found += batch.hypotheses(slot).expect("hypotheses").len();
+                }
+                assert!(batch.encode(9, &src).is_err());
+            });
+            assert!(found >= searches.len());
+            assert_eq!(count, 0, "{weights:?} {isa}: heap allocations in a batch");
         });
     }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use safetensors::SafeTensors;
 use tessel_model::load::hf::bart::{self, Family};
 use tessel_model::load::hf::t5;
-use tessel_model::{LoadOptions, Model, Request, SearchOptions, Session};
+use tessel_model::{Batch, LoadOptions, Model, Request, SearchOptions, Session};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{assert_teacher_forced_logits, ids, values};
 
@@ -219,4 +219,118 @@ fn stack_shapes_tessel_cannot_run_are_refused_naming_the_feature() {
     moe["model_type"] = "nllb-moe".into();
     let err = bart::config_from_hf(&moe.to_string(), 4).unwrap_err();
     assert!(err.to_string().contains("nllb-moe"), "{err}");
+}
+
+/// Every hypothesis (tokens and score bits) of a search, best first.
+fn outcome(hyps: tessel_model::Hypotheses<'_>) -> Vec<(Vec<u32>, u32)> {
+    hyps.iter()
+        .map(|h| (h.tokens.to_vec(), h.score.to_bits()))
+        .collect()
+}
+
+/// One sequence of a batch: its source, forced start, beam and length limit.
+struct Job {
+    src: Vec<u32>,
+    prefix: Vec<u32>,
+    beam: usize,
+    steps: usize,
+}
+
+/// Sources of several lengths, forced starts of several lengths (so the sequences of a step sit
+/// at different positions), greedy and beam 4, and length limits that end some searches
+/// before others.
+fn jobs(name: &str) -> Vec<Job> {
+    let expected = expected(name);
+    let (prompt, _) = generation(name);
+    let src = &expected.src;
+    let mut longer = prompt.clone();
+    longer.extend_from_slice(&expected.greedy[prompt.len()..prompt.len() + 2]);
+    let cut = |n: usize| {
+        let mut s = src[..n.min(src.len() - 1)].to_vec();
+        s.push(src[src.len() - 1]);
+        s
+    };
+    let job = |src: Vec<u32>, prefix: &Vec<u32>, beam, steps| Job {
+        src,
+        prefix: prefix.clone(),
+        beam,
+        steps,
+    };
+    // 24 rows at the first step: the products take the blocked GEMM path (over 16 rows) until
+    // the sequences that end early leave them.
+    vec![
+        job(src.clone(), &prompt, 4, 9),
+        job(cut(2), &prompt, 1, 12),
+        job(cut(5), &longer, 4, 5),
+        job(src.clone(), &longer, 1, 3),
+        job(cut(3), &prompt, 2, 12),
+        job(cut(4), &longer, 4, 12),
+        job(cut(1), &prompt, 4, 7),
+        job(cut(6), &prompt, 2, 2),
+        job(src.clone(), &prompt, 1, 12),
+        job(cut(2), &longer, 1, 12),
+    ]
+}
+
+/// A batch decodes each sequence exactly as a session decodes it alone: the same tokens and
+/// the same score bits, greedy and beam, with sequences of different source lengths, positions
+/// and length limits ending at different steps; for the BART-style families and T5 (relative
+/// position bias per sequence), at every ISA level.
+#[test]
+fn a_batch_decodes_each_sequence_as_a_session_alone() {
+    let models = [
+        (
+            "marian",
+            bart::load_hf_dir(&fixture("marian").join("hf"), 4, &LoadOptions::default())
+                .map(|(_, m)| m),
+        ),
+        (
+            "mbart",
+            bart::load_hf_dir(&fixture("mbart").join("hf"), 4, &LoadOptions::default())
+                .map(|(_, m)| m),
+        ),
+        (
+            "t5_v1_1",
+            t5::load_hf_dir(
+                &fixture("t5_v1_1").join("hf"),
+                32,
+                4,
+                &LoadOptions::default(),
+            ),
+        ),
+    ];
+    for (name, model) in models {
+        let model = model.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let jobs = jobs(name);
+        for_each_isa(|isa| {
+            let what = format!("{name} at {isa}");
+            let mut session = Session::new(&model, isa).unwrap();
+            let alone: Vec<_> = jobs
+                .iter()
+                .map(|job| {
+                    session.encode(&job.src).unwrap();
+                    let request =
+                        Request::new(SearchOptions::beam(job.beam, job.steps)).prefix(&job.prefix);
+                    outcome(session.generate(request).unwrap())
+                })
+                .collect();
+            let limits = session.limits().with_batch(jobs.len() + 1);
+            let mut batch = Batch::new(&model, isa, limits).unwrap();
+            // Slots filled out of order; the last slot stays unused.
+            for (slot, job) in jobs.iter().enumerate().rev() {
+                batch.encode(slot, &job.src).unwrap();
+            }
+            let mut requests: Vec<_> = jobs
+                .iter()
+                .map(|job| {
+                    Request::new(SearchOptions::beam(job.beam, job.steps)).prefix(&job.prefix)
+                })
+                .collect();
+            batch.generate(&mut requests).unwrap();
+            for (slot, want) in alone.iter().enumerate() {
+                let got = outcome(batch.hypotheses(slot).unwrap());
+                assert_eq!(&got, want, "{what}: slot {slot}");
+            }
+        });
+    }
 }

@@ -311,20 +311,29 @@ impl<'w> CrossAttention<'w> {
         self.kv.forward(run, memory, kv, identity, None, scratch)
     }
 
-    /// `out = attention(input·W_q + b, K, V)` for every row of `input` over the source rows
-    /// of `memory`; the queries are written to `q`, and `q` and `out` are `rows × a`.
-    pub fn attend(
+    /// `q = input·W_q + b` for every row of `input` (`q` is `rows × a`).
+    pub fn project_query(
         &self,
         run: Run<'_>,
         input: View<'_>,
-        memory: MemoryKv<'_>,
-        (mut q, out): (ViewMut<'_>, ViewMut<'_>),
+        q: ViewMut<'_>,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
         let identity = Activation::Identity;
-        self.q
-            .forward(run, input, q.reborrow(), identity, None, scratch)?;
-        let (q, mask) = (q.into_view(), &Mask::NONE);
+        self.q.forward(run, input, q, identity, None, scratch)
+    }
+
+    /// `out = attention(q, K, V)` for every row of `q` (projected queries) over the source
+    /// rows of `memory`; `q` and `out` are `rows × a`.
+    pub fn attend_memory(
+        &self,
+        run: Run<'_>,
+        q: View<'_>,
+        memory: MemoryKv<'_>,
+        out: ViewMut<'_>,
+        scratch: &mut [f32],
+    ) -> Result<(), KernelError> {
+        let mask = &Mask::NONE;
         match memory {
             MemoryKv::F32(k, v) => self.heads.attend(run, (q, k, v), mask, out, scratch),
             MemoryKv::F16(k, v) => self.heads.attend(run, (q, k, v), mask, out, scratch),

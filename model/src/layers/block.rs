@@ -17,7 +17,8 @@ use tessel_kernels::{KernelError, ScratchSpec};
 use tessel_kernels::{View, ViewMut};
 
 use super::{
-    CrossAttention, FeedForward, Heads, LayerCache, Linear, MemoryKv, Norm, Run, SelfAttention,
+    CrossAttention, CrossMemory, FeedForward, Group, Heads, LayerCache, Linear, Norm, Run,
+    SelfAttention, StepBias,
 };
 use crate::config::NormPlacement;
 use crate::named::named_set;
@@ -123,26 +124,36 @@ pub enum SelfMode<'c> {
         /// Position bias.
         bias: Option<Bias<'c>>,
     },
-    /// Each row is the next position of its own beam (row `i` is beam `i`), appended to the
-    /// cache at `position`; each sees its beam's positions `0..=position`.
+    /// Each row is the next position of one beam of its group (the groups' rows follow each
+    /// other; row `i` of a group is its beam `i`), appended to the group's slot of the cache
+    /// at the group's position; each sees its beam's positions `0..=position`.
     Step {
         /// The layer's cache.
         cache: LayerCache<'c>,
-        /// The position being decoded.
-        position: usize,
-        /// Position bias of the one query (every beam's is the same).
-        bias: Option<Bias<'c>>,
+        /// The sequences of the step, in row order.
+        groups: &'c [Group],
+        /// Each group's position bias (every beam of a group has the same).
+        bias: Option<StepBias<'c>>,
     },
-    /// The rows are consecutive positions of beam 0 from `position` (a forced prefix), each
-    /// seeing the cache up to itself.
+    /// The rows are consecutive positions of beam 0 of `group`'s slot from its position (a
+    /// forced prefix), each seeing the cache up to itself.
     Prefix {
         /// The layer's cache.
         cache: LayerCache<'c>,
-        /// The position of the first row.
-        position: usize,
+        /// The sequence and its first position.
+        group: Group,
         /// Position bias.
         bias: Option<Bias<'c>>,
     },
+}
+
+/// What a decoder layer's cross-attention reads: layer `layer` of every slot's memory.
+#[derive(Clone, Copy)]
+pub struct LayerMemory<'c> {
+    /// Every slot's projected encoder memory.
+    pub memory: CrossMemory<'c>,
+    /// The decoder layer.
+    pub layer: usize,
 }
 
 /// The sublayer input, `rows` rows: `N(hidden)` written to `normed` (pre-LN) or `hidden`
@@ -297,9 +308,9 @@ impl<'w> Block<'w> {
     }
 
     /// Runs the block over the `rows` rows of `work.hidden` with kernel scratch `scratch`
-    /// (what [`BlockShape::scratch`] states). `memory` is the projected encoder memory (keys
-    /// and values of every source position), required exactly when the block has
-    /// cross-attention.
+    /// (what [`BlockShape::scratch`] states). `memory` is the projected encoder memory, read
+    /// for each sequence of a decoder pass (`mode`'s groups); required exactly when the block
+    /// has cross-attention.
     pub fn forward(
         &self,
         run: Run<'_>,
@@ -307,29 +318,21 @@ impl<'w> Block<'w> {
         work: &mut Work<'_>,
         scratch: &mut [f32],
         mode: SelfMode<'_>,
-        memory: Option<MemoryKv<'_>>,
+        memory: Option<LayerMemory<'_>>,
     ) -> Result<(), KernelError> {
+        let prefix_group;
+        let groups: &[Group] = match &mode {
+            SelfMode::Bidirectional { .. } => &[],
+            SelfMode::Step { groups, .. } => groups,
+            SelfMode::Prefix { group, .. } => {
+                prefix_group = *group;
+                core::slice::from_ref(&prefix_group)
+            }
+        };
         self.self_attention(run, rows, work, scratch, mode)?;
         match (&self.cross, memory) {
-            (Some((norm, cross)), Some(memory)) => {
-                let input =
-                    sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
-                let a = cross.heads().width();
-                let q = ViewMut::new(&mut *work.cross_q, rows, a, a)?;
-                let out = ViewMut::new(&mut *work.attn, rows, a, a)?;
-                cross.attend(run, input, memory, (q, out), scratch)?;
-                let attended = View::new(&*work.attn, rows, a, a)?;
-                let streams = (&mut work.hidden, &mut work.spare);
-                let output = cross.output();
-                residual(
-                    run,
-                    self.placement,
-                    norm,
-                    attended,
-                    output,
-                    streams,
-                    scratch,
-                )?;
+            (Some(cross), Some(memory)) => {
+                self.attend_memory(run, rows, work, scratch, cross, (memory, groups))?
             }
             (None, None) => {}
             _ => {
@@ -348,6 +351,48 @@ impl<'w> Block<'w> {
         let down = self.feed_forward.output();
         let streams = (&mut work.hidden, &mut work.spare);
         residual(run, self.placement, norm, inner, down, streams, scratch)
+    }
+
+    /// The cross-attention sublayer: every row's query in one product, then each group's
+    /// queries over its own slot's memory.
+    fn attend_memory(
+        &self,
+        run: Run<'_>,
+        rows: usize,
+        work: &mut Work<'_>,
+        scratch: &mut [f32],
+        (norm, cross): &(Norm<'_>, CrossAttention<'_>),
+        (memory, groups): (LayerMemory<'_>, &[Group]),
+    ) -> Result<(), KernelError> {
+        let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
+        let a = cross.heads().width();
+        let q = ViewMut::new(&mut *work.cross_q, rows, a, a)?;
+        cross.project_query(run, input, q, scratch)?;
+        let q = View::new(&*work.cross_q, rows, a, a)?;
+        let mut out = ViewMut::new(&mut *work.attn, rows, a, a)?;
+        let mut row0 = 0;
+        for group in groups {
+            let kv = memory
+                .memory
+                .layer(group.slot, memory.layer, group.src_len)?;
+            let q = q.slice_rows(row0, group.rows)?;
+            let out = out.reborrow().slice_rows(row0, group.rows)?;
+            cross.attend_memory(run, q, kv, out, scratch)?;
+            row0 += group.rows;
+        }
+        check_rows(row0, rows)?;
+        let attended = View::new(&*work.attn, rows, a, a)?;
+        let streams = (&mut work.hidden, &mut work.spare);
+        let output = cross.output();
+        residual(
+            run,
+            self.placement,
+            norm,
+            attended,
+            output,
+            streams,
+            scratch,
+        )
     }
 
     fn self_attention(
@@ -374,28 +419,39 @@ impl<'w> Block<'w> {
             }
             SelfMode::Step {
                 mut cache,
-                position,
+                groups,
                 bias,
             } => {
-                let mask = Mask { bias, ..Mask::NONE };
-                for r in 0..rows {
-                    cache.write(r, position, k.slice_rows(r, 1)?, v.slice_rows(r, 1)?)?;
+                let mut row0 = 0;
+                for (index, group) in groups.iter().enumerate() {
+                    let (slot, position) = (group.slot, group.position);
+                    let bias = bias.map(|b| b.group(index, position + 1)).transpose()?;
+                    let mask = Mask { bias, ..Mask::NONE };
+                    for beam in 0..group.rows {
+                        let (k, v) = (k.slice_rows(row0 + beam, 1)?, v.slice_rows(row0 + beam, 1)?);
+                        cache.write((slot, beam), position, k, v)?;
+                    }
+                    for beam in 0..group.rows {
+                        let r = row0 + beam;
+                        let (k, v) = cache.beam((slot, beam), position + 1)?;
+                        let out = attn.reborrow().slice_rows(r, 1)?;
+                        heads.attend(run, (q.slice_rows(r, 1)?, k, v), &mask, out, scratch)?;
+                    }
+                    row0 += group.rows;
                 }
-                for r in 0..rows {
-                    let (k, v) = cache.beam(r, position + 1)?;
-                    let out = attn.reborrow().slice_rows(r, 1)?;
-                    heads.attend(run, (q.slice_rows(r, 1)?, k, v), &mask, out, scratch)?;
-                }
+                check_rows(row0, rows)?;
             }
             SelfMode::Prefix {
                 mut cache,
-                position,
+                group,
                 bias,
             } => {
+                let (slot, position) = (group.slot, group.position);
                 for r in 0..rows {
-                    cache.write(0, position + r, k.slice_rows(r, 1)?, v.slice_rows(r, 1)?)?;
+                    let (k, v) = (k.slice_rows(r, 1)?, v.slice_rows(r, 1)?);
+                    cache.write((slot, 0), position + r, k, v)?;
                 }
-                let (k, v) = cache.beam(0, position + rows)?;
+                let (k, v) = cache.beam((slot, 0), position + rows)?;
                 let mask = Mask {
                     causal_offset: Some(position),
                     bias,
@@ -416,5 +472,16 @@ impl<'w> Block<'w> {
             streams,
             scratch,
         )
+    }
+}
+
+/// A pass's groups must cover its rows exactly.
+fn check_rows(covered: usize, rows: usize) -> Result<(), KernelError> {
+    if covered == rows {
+        Ok(())
+    } else {
+        Err(KernelError::InvalidArgument(
+            "the groups of a decoder pass must cover its rows",
+        ))
     }
 }

@@ -1,11 +1,12 @@
 //! The decoder's self-attention cache and the encoder memory projected for cross-attention.
 //!
-//! Self-attention keys and values live in `[layer][beam][position][width]` (one K and one V
-//! block): a step appends each beam's new row in place, and a beam's history is one strided
-//! run that attention reads directly. Beam search reorders beams by copying the used rows
-//! within the cache, staging the rows a copy would overwrite before they are read.
-//! Cross-attention K/V live in `[layer][source position][2 · width]` (K then V), projected
-//! once per source and shared by every beam.
+//! A session decodes up to `slots` sequences together, each with up to `beams` beams.
+//! Self-attention keys and values live in `[layer][slot][beam][position][width]` (one K and
+//! one V block): a step appends each beam's new row in place, and a beam's history is one
+//! strided run that attention reads directly. Beam search reorders a slot's beams by copying
+//! the used rows within the cache, staging the rows a copy would overwrite before they are
+//! read. Cross-attention K/V live in `[slot][layer][source position][2 · width]` (K then V),
+//! projected once per source and shared by the slot's beams.
 
 use half::f16;
 use tessel_kernels::error::check_dim;
@@ -17,7 +18,9 @@ use tessel_kernels::View;
 pub struct KvLayout {
     /// Decoder layers.
     pub layers: usize,
-    /// Beams held.
+    /// Sequences held.
+    pub slots: usize,
+    /// Beams held per sequence.
     pub beams: usize,
     /// Positions per beam.
     pub positions: usize,
@@ -31,9 +34,20 @@ impl KvLayout {
         self.positions * self.width
     }
 
-    /// Elements of one layer (every beam).
-    pub fn layer_len(&self) -> usize {
+    /// Elements of one sequence's beams in one layer.
+    pub fn slot_len(&self) -> usize {
         self.beams * self.beam_len()
+    }
+
+    /// Elements of one layer (every sequence).
+    pub fn layer_len(&self) -> usize {
+        self.slots * self.slot_len()
+    }
+
+    /// Where beam `beam` of slot `slot` starts in a layer, if both are in range.
+    fn beam_start(&self, slot: usize, beam: usize) -> Option<usize> {
+        (slot < self.slots && beam < self.beams)
+            .then(|| slot * self.slot_len() + beam * self.beam_len())
     }
 
     /// Elements of the K (or V) block of the whole cache.
@@ -71,16 +85,18 @@ impl<'a> KvCache<'a> {
         }
     }
 
-    /// Makes beam `i` continue the history of beam `parents[i]` for the first `used`
-    /// positions of every layer. `stage` holds at least `parents.len() · positions · width`
-    /// elements; parents must be `< layout.beams` (checked by the caller).
-    pub fn reorder(&mut self, parents: &[u32], used: usize, stage: &mut [f32]) {
+    /// Makes beam `i` of slot `slot` continue the history of its beam `parents[i]` for the
+    /// first `used` positions of every layer. `stage` holds at least
+    /// `parents.len() · positions · width` elements; `slot` must be `< layout.slots` and parents
+    /// `< layout.beams` (checked by the caller).
+    pub fn reorder(&mut self, slot: usize, parents: &[u32], used: usize, stage: &mut [f32]) {
         let beam = self.layout.beam_len();
         let used = used * self.layout.width;
-        let moved = |slot: usize| slot < parents.len() && parents[slot] as usize != slot;
-        let layer_len = self.layout.layer_len();
+        let moved = |b: usize| b < parents.len() && parents[b] as usize != b;
+        let (layer_len, slot_len) = (self.layout.layer_len(), self.layout.slot_len());
         for block in [&mut *self.k, &mut *self.v] {
             for layer in block.chunks_exact_mut(layer_len) {
+                let layer = &mut layer[slot * slot_len..(slot + 1) * slot_len];
                 // Sources that are themselves overwritten are staged first.
                 for (b, &p) in parents.iter().enumerate() {
                     let p = p as usize;
@@ -114,35 +130,40 @@ pub struct LayerCache<'a> {
 }
 
 impl LayerCache<'_> {
-    /// Stores the first row of `k` and of `v` at `position` of `beam`.
+    /// Stores the first row of `k` and of `v` at `position` of beam `beam` of slot `slot`.
     pub fn write(
         &mut self,
-        beam: usize,
+        (slot, beam): (usize, usize),
         position: usize,
         k: View<'_>,
         v: View<'_>,
     ) -> Result<(), KernelError> {
         let width = self.layout.width;
-        if beam >= self.layout.beams || position >= self.layout.positions {
+        let start = self.layout.beam_start(slot, beam);
+        let Some(start) = start.filter(|_| position < self.layout.positions) else {
             return Err(KernelError::InvalidArgument("cache position out of range"));
-        }
+        };
         let (Some(k), Some(v)) = (k.row(0), v.row(0)) else {
             return Err(KernelError::InvalidArgument("no key or value row to cache"));
         };
         check_dim("cached key width", width, k.len())?;
         check_dim("cached value width", width, v.len())?;
-        let at = beam * self.layout.beam_len() + position * width;
+        let at = start + position * width;
         self.k[at..at + width].copy_from_slice(k);
         self.v[at..at + width].copy_from_slice(v);
         Ok(())
     }
 
-    /// Beam `beam`'s keys and values at positions `0..len`.
-    pub fn beam(&self, beam: usize, len: usize) -> Result<(View<'_>, View<'_>), KernelError> {
-        if beam >= self.layout.beams || len > self.layout.positions {
+    /// The keys and values of beam `beam` of slot `slot` at positions `0..len`.
+    pub fn beam(
+        &self,
+        (slot, beam): (usize, usize),
+        len: usize,
+    ) -> Result<(View<'_>, View<'_>), KernelError> {
+        let start = self.layout.beam_start(slot, beam);
+        let Some(start) = start.filter(|_| len <= self.layout.positions) else {
             return Err(KernelError::InvalidArgument("cache beam out of range"));
-        }
-        let start = beam * self.layout.beam_len();
+        };
         let width = self.layout.width;
         Ok((
             View::new(&self.k[start..], len, width, width)?,
@@ -173,8 +194,49 @@ pub enum MemoryKv<'a> {
     F16(View<'a, f16>, View<'a, f16>),
 }
 
-/// The encoder memory projected to cross-attention K/V, `[layer][position][K | V]`, as
-/// [`MemoryType`] says.
+/// The shape of the projected encoder memory of every sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrossLayout {
+    /// Sequences held.
+    pub slots: usize,
+    /// Decoder layers with cross-attention K/V.
+    pub layers: usize,
+    /// Source positions per sequence.
+    pub positions: usize,
+    /// Width of K (and of V).
+    pub width: usize,
+    /// How the values are stored.
+    pub kind: MemoryType,
+}
+
+impl CrossLayout {
+    /// Values of one layer of one sequence.
+    fn layer_len(&self) -> usize {
+        self.positions * 2 * self.width
+    }
+
+    /// Values of one sequence.
+    fn slot_len(&self) -> usize {
+        self.layers * self.layer_len()
+    }
+
+    /// `f32` elements of the arena region it takes (16-bit values two to an element, each
+    /// sequence's part starting on a whole element).
+    pub fn elements(&self) -> usize {
+        self.slots * self.slot_elements()
+    }
+
+    /// `f32` elements of one sequence's part.
+    fn slot_elements(&self) -> usize {
+        match self.kind {
+            MemoryType::F32 => self.slot_len(),
+            MemoryType::F16 => self.slot_len().div_ceil(2),
+        }
+    }
+}
+
+/// One sequence's encoder memory projected to cross-attention K/V,
+/// `[layer][position][K | V]`, as [`MemoryType`] says.
 pub struct CrossKv<'a> {
     data: &'a mut [f32],
     positions: usize,
@@ -183,24 +245,17 @@ pub struct CrossKv<'a> {
 }
 
 impl<'a> CrossKv<'a> {
-    /// Memory for `positions` source positions of `width`-wide K and V per layer, stored as
-    /// `kind` in `data` (an `f32` arena region of [`CrossKv::elements`]).
-    pub fn new(data: &'a mut [f32], positions: usize, width: usize, kind: MemoryType) -> Self {
-        CrossKv {
+    /// Slot `slot`'s memory in `data` (an `f32` arena region of [`CrossLayout::elements`]);
+    /// `None` when the slot is out of range or the region too short.
+    pub fn slot(data: &'a mut [f32], layout: CrossLayout, slot: usize) -> Option<Self> {
+        let len = layout.slot_elements();
+        let data = data.get_mut(slot.checked_mul(len)?..)?.get_mut(..len)?;
+        (slot < layout.slots).then_some(CrossKv {
             data,
-            positions,
-            width,
-            kind,
-        }
-    }
-
-    /// `f32` elements of the arena region `layers` layers take.
-    pub fn elements(layers: usize, positions: usize, width: usize, kind: MemoryType) -> usize {
-        let values = layers * positions * 2 * width;
-        match kind {
-            MemoryType::F32 => values,
-            MemoryType::F16 => values.div_ceil(2),
-        }
+            positions: layout.positions,
+            width: layout.width,
+            kind: layout.kind,
+        })
     }
 
     /// `f32` elements [`CrossKv::store`]'s caller stages projected rows in before rounding
@@ -253,30 +308,53 @@ impl<'a> CrossKv<'a> {
             ))?;
         tessel_kernels::convert::narrow_to_f16(isa, rows, dst)
     }
+}
 
-    /// Layer `layer`'s keys and values at positions `0..positions`.
-    pub fn layer(&self, layer: usize, positions: usize) -> Result<MemoryKv<'_>, KernelError> {
-        let len = self.layer_len();
-        let stride = 2 * self.width;
-        Ok(match self.kind {
+/// Every sequence's projected encoder memory, as the decoder reads it.
+#[derive(Clone, Copy)]
+pub struct CrossMemory<'a> {
+    data: &'a [f32],
+    layout: CrossLayout,
+}
+
+impl<'a> CrossMemory<'a> {
+    /// The memory of `layout` in `data` (an `f32` arena region of [`CrossLayout::elements`]).
+    pub fn new(data: &'a [f32], layout: CrossLayout) -> Self {
+        CrossMemory { data, layout }
+    }
+
+    /// The keys and values of layer `layer` of slot `slot` at positions `0..positions`.
+    pub fn layer(
+        &self,
+        slot: usize,
+        layer: usize,
+        positions: usize,
+    ) -> Result<MemoryKv<'a>, KernelError> {
+        let out_of_range = KernelError::InvalidArgument("memory slot or layer out of range");
+        let layout = self.layout;
+        if slot >= layout.slots || layer >= layout.layers {
+            return Err(out_of_range);
+        }
+        let elements = layout.slot_elements();
+        let slot_data = self
+            .data
+            .get(slot * elements..(slot + 1) * elements)
+            .ok_or(out_of_range)?;
+        let (len, width) = (layout.layer_len(), layout.width);
+        let stride = 2 * width;
+        Ok(match layout.kind {
             MemoryType::F32 => {
-                let data = &self.data[layer * len..(layer + 1) * len];
+                let data = &slot_data[layer * len..(layer + 1) * len];
                 let kv =
-                    View::new(data, self.positions, stride, stride)?.slice_rows(0, positions)?;
-                MemoryKv::F32(
-                    kv.slice_cols(0, self.width)?,
-                    kv.slice_cols(self.width, self.width)?,
-                )
+                    View::new(data, layout.positions, stride, stride)?.slice_rows(0, positions)?;
+                MemoryKv::F32(kv.slice_cols(0, width)?, kv.slice_cols(width, width)?)
             }
             MemoryType::F16 => {
-                let halves: &[f16] = bytemuck::cast_slice(&*self.data);
+                let halves: &[f16] = bytemuck::cast_slice(slot_data);
                 let data = &halves[layer * len..(layer + 1) * len];
                 let kv =
-                    View::new(data, self.positions, stride, stride)?.slice_rows(0, positions)?;
-                MemoryKv::F16(
-                    kv.slice_cols(0, self.width)?,
-                    kv.slice_cols(self.width, self.width)?,
-                )
+                    View::new(data, layout.positions, stride, stride)?.slice_rows(0, positions)?;
+                MemoryKv::F16(kv.slice_cols(0, width)?, kv.slice_cols(width, width)?)
             }
         })
     }

@@ -21,17 +21,21 @@ mod block;
 mod conv_stem;
 mod embedding;
 mod feed_forward;
+mod groups;
 mod kv_cache;
 pub mod linear;
 mod norm;
 mod relative_bias;
 
 pub use attention::{CrossAttention, Heads, SelfAttention};
-pub use block::{Block, BlockShape, SelfMode, Work, WorkBuffers, WorkSizes};
+pub use block::{Block, BlockShape, LayerMemory, SelfMode, Work, WorkBuffers, WorkSizes};
 pub use conv_stem::{ConvStem, StemSizes};
 pub use embedding::Embedding;
 pub use feed_forward::FeedForward;
-pub use kv_cache::{CrossKv, KvCache, KvLayout, LayerCache, MemoryKv, MemoryType};
+pub use groups::{Group, StepBias};
+pub use kv_cache::{
+    CrossKv, CrossLayout, CrossMemory, KvCache, KvLayout, LayerCache, MemoryKv, MemoryType,
+};
 #[cfg(feature = "std")]
 pub use linear::UnknownWeightType;
 pub use linear::{Linear, LinearError, PackedWeight, WeightType};

@@ -34,6 +34,8 @@
 //! as openai-whisper accumulates `sum_logprobs` at every temperature (its fallback compares
 //! `sum_logprobs / (len + 1)` against a threshold), then normalised as for greedy search.
 
+#[cfg(feature = "std")]
+mod batch;
 mod options;
 mod rules;
 mod state;
@@ -45,43 +47,63 @@ pub use rules::BeamRules;
 pub use views::{Hypotheses, Hypothesis, StepLogits, StepView};
 
 use crate::forward::Tokens;
+use crate::plan::Limits;
 use crate::session::{check_tokens, Arena, ModelRef, RunError, Session};
 use state::State;
-use step::{Next, Search};
+use step::Next;
+pub(crate) use step::Search;
+
+/// Checks search options against the plan's limits.
+fn check_search(options: &SearchOptions, limits: Limits) -> Result<(), RunError> {
+    if options.beam == 0 || options.beam > limits.max_beam {
+        return Err(RunError::BadBeam {
+            beam: options.beam,
+            max: limits.max_beam,
+        });
+    }
+    if options.max_steps == 0 {
+        return Err(RunError::BadOption("max_steps must be positive"));
+    }
+    if options.max_steps > limits.max_tgt_len {
+        return Err(RunError::TargetTooLong {
+            len: options.max_steps,
+            max: limits.max_tgt_len,
+        });
+    }
+    if !options.length_penalty.is_finite() {
+        return Err(RunError::BadOption("length_penalty must be finite"));
+    }
+    if let Some(sampling) = &options.sampling {
+        if options.beam != 1 {
+            return Err(RunError::BadOption("sampling needs beam 1"));
+        }
+        sampling.check().map_err(RunError::BadOption)?;
+    }
+    Ok(())
+}
+
+/// Checks a forced start against the target vocabulary and the positions it leaves.
+fn check_prefix(
+    prefix: &[u32],
+    options: &SearchOptions,
+    limits: Limits,
+    tgt_vocab: usize,
+) -> Result<(), RunError> {
+    if prefix.is_empty() {
+        return Err(RunError::BadOption("the prefix needs at least one token"));
+    }
+    let positions = prefix.len() - 1 + options.max_steps;
+    let max = limits.max_tgt_len;
+    if positions > max {
+        return Err(RunError::TargetTooLong {
+            len: positions,
+            max,
+        });
+    }
+    check_tokens("target", prefix, tgt_vocab)
+}
 
 impl<M: ModelRef, A: Arena> Session<M, A> {
-    fn check_search(&self, options: &SearchOptions) -> Result<(), RunError> {
-        if self.source_len().is_none() {
-            return Err(RunError::NotEncoded);
-        }
-        let limits = self.limits();
-        if options.beam == 0 || options.beam > limits.max_beam {
-            return Err(RunError::BadBeam {
-                beam: options.beam,
-                max: limits.max_beam,
-            });
-        }
-        if options.max_steps == 0 {
-            return Err(RunError::BadOption("max_steps must be positive"));
-        }
-        if options.max_steps > limits.max_tgt_len {
-            return Err(RunError::TargetTooLong {
-                len: options.max_steps,
-                max: limits.max_tgt_len,
-            });
-        }
-        if !options.length_penalty.is_finite() {
-            return Err(RunError::BadOption("length_penalty must be finite"));
-        }
-        if let Some(sampling) = &options.sampling {
-            if options.beam != 1 {
-                return Err(RunError::BadOption("sampling needs beam 1"));
-            }
-            sampling.check().map_err(RunError::BadOption)?;
-        }
-        Ok(())
-    }
-
     /// Greedy or beam search over the encoded source as `request` says: from its prefix (or
     /// BOS), `process` editing and `on_step` seeing every step's logits, under its rules.
     /// Returns the finished hypotheses, best first (at most `beam`), borrowed from the arena
@@ -106,22 +128,6 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         })
     }
 
-    /// Checks a forced start against the target vocabulary and the positions it leaves.
-    fn check_prefix(&self, prefix: &[u32], options: &SearchOptions) -> Result<(), RunError> {
-        if prefix.is_empty() {
-            return Err(RunError::BadOption("the prefix needs at least one token"));
-        }
-        let positions = prefix.len() - 1 + options.max_steps;
-        let max = self.limits().max_tgt_len;
-        if positions > max {
-            return Err(RunError::TargetTooLong {
-                len: positions,
-                max,
-            });
-        }
-        check_tokens("target", prefix, self.model().config().tgt_vocab)
-    }
-
     /// The search loop: the prefix, then one decoder step per token until the rules stop.
     fn run_search(
         &mut self,
@@ -130,21 +136,22 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         rules: BeamRules,
         mut process: impl FnMut(&mut StepLogits<'_>),
     ) -> Result<Hypotheses<'_>, RunError> {
-        self.check_search(options)?;
-        self.check_prefix(prefix, options)?;
+        self.source_len().ok_or(RunError::NotEncoded)?;
+        check_search(options, self.limits())?;
         let config = self.model().config();
+        check_prefix(prefix, options, self.limits(), config.tgt_vocab)?;
         let mut search = Search::new(options, rules, self.isa(), config, self.limits());
         self.reset_decoder();
         for step in 0..options.max_steps {
             if step == 0 {
                 self.prefill(prefix)?;
             } else {
-                self.step(Tokens::Staged(search.live))?;
+                self.step(Tokens::Staged, search.live)?;
             }
             match search.step(step, self.search_buffers(), &mut process)? {
                 Next::Done => break,
                 Next::Same => {}
-                Next::Reordered(kept) => self.reorder(Tokens::Staged(kept)),
+                Next::Reordered(kept) => self.reorder(Tokens::Staged, kept)?,
             }
         }
         Ok(self.finished(search.tally.finished))
@@ -153,21 +160,26 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     /// The `count` finished hypotheses in the arena, sorted best first.
     fn finished(&mut self, count: usize) -> Hypotheses<'_> {
         let limits = self.limits();
-        let tgt = limits.max_tgt_len;
-        let mut st = State::new(self.search_buffers().search, limits.max_beam, tgt);
-        st.sort_finished(count, tgt);
-        let State {
-            finished: tokens,
-            finished_len: lens,
-            finished_score: scores,
-            ..
-        } = st;
-        Hypotheses {
-            tokens,
-            lens,
-            scores,
-            count,
-            stride: tgt,
-        }
+        finished(self.search_buffers().search, limits, count)
+    }
+}
+
+/// The `count` finished hypotheses of the search state `search`, sorted best first.
+fn finished(search: &mut [f32], limits: Limits, count: usize) -> Hypotheses<'_> {
+    let tgt = limits.max_tgt_len;
+    let mut st = State::new(search, limits.max_beam, tgt);
+    st.sort_finished(count, tgt);
+    let State {
+        finished: tokens,
+        finished_len: lens,
+        finished_score: scores,
+        ..
+    } = st;
+    Hypotheses {
+        tokens,
+        lens,
+        scores,
+        count,
+        stride: tgt,
     }
 }

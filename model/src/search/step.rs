@@ -27,8 +27,8 @@ pub(super) enum Next {
 }
 
 /// A search's settings, and what it carries from one step to the next.
-pub(super) struct Search<'o> {
-    options: &'o SearchOptions,
+pub(crate) struct Search {
+    options: SearchOptions,
     rules: BeamRules,
     isa: Isa,
     /// One logits row: the target vocabulary.
@@ -48,17 +48,17 @@ pub(super) struct Search<'o> {
     rng: Option<ChaCha8Rng>,
 }
 
-impl<'o> Search<'o> {
+impl Search {
     /// A search from one live hypothesis, for a session planned as `limits` say.
     pub(super) fn new(
-        options: &'o SearchOptions,
+        options: &SearchOptions,
         rules: BeamRules,
         isa: Isa,
         config: &Config,
         limits: Limits,
-    ) -> Search<'o> {
+    ) -> Search {
         Search {
-            options,
+            options: *options,
             rules,
             isa,
             vocab: config.tgt_vocab,
@@ -227,7 +227,7 @@ impl<'o> Search<'o> {
                     .ctranslate2_done(beam, num_hypotheses, options.length_penalty)
             }
             BeamRules::Transformers(early_stopping) => {
-                st.transformers_done(self.tally.finished, beam, early_stopping, len, options)
+                st.transformers_done(self.tally.finished, beam, early_stopping, len, &options)
             }
         }
     }

@@ -37,22 +37,26 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     /// [`Session::reorder_beams`] to change which history each row continues).
     pub fn decode_step(&mut self, tokens: &[u32]) -> Result<&[f32], RunError> {
         self.check_step(tokens)?;
-        self.step(Tokens::Given(tokens))?;
+        self.step(Tokens::Given(tokens), tokens.len())?;
         Ok(self.logits())
     }
 
-    /// One decoder step for the tokens (already validated), one per beam.
-    pub(crate) fn step(&mut self, tokens: Tokens<'_>) -> Result<(), RunError> {
-        let rows = tokens.len();
-        self.decode(tokens, forward::Rows::Beams)?;
+    /// One decoder step for `rows` tokens (already validated), one per beam.
+    pub(crate) fn step(&mut self, tokens: Tokens<'_>, rows: usize) -> Result<(), RunError> {
+        self.decode((tokens, rows), forward::Rows::Beams)?;
         self.state.advance(1, rows, rows);
         Ok(())
     }
 
-    /// One decoder pass over `tokens` (already validated), their rows as `rows_are` says.
-    fn decode(&mut self, tokens: Tokens<'_>, rows_are: forward::Rows) -> Result<(), RunError> {
-        let (model, run, plan, arena, state) = self.pass();
-        forward::decode(model, run, plan, arena, state, tokens, rows_are)?;
+    /// One decoder pass over `rows` tokens (already validated), as `rows_are` says.
+    fn decode(
+        &mut self,
+        (tokens, rows): (Tokens<'_>, usize),
+        rows_are: forward::Rows,
+    ) -> Result<(), RunError> {
+        let group = self.state.group(0, rows)?;
+        let (model, run, plan, arena, _) = self.pass();
+        forward::decode(model, run, plan, arena, &[group], (tokens, rows_are))?;
         Ok(())
     }
 
@@ -89,7 +93,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         }
         check_tokens("target", tokens, self.model().config().tgt_vocab)?;
         for chunk in tokens.chunks(limits.max_src_len) {
-            self.decode(Tokens::Given(chunk), forward::Rows::Prefix)?;
+            self.decode((Tokens::Given(chunk), chunk.len()), forward::Rows::Prefix)?;
             self.state.advance(chunk.len(), 1, 1);
         }
         Ok(self.logits())
@@ -110,20 +114,15 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         if let Some(&parent) = parents.iter().find(|&&p| p as usize >= active) {
             return Err(RunError::BadParent { parent, active });
         }
-        self.reorder(Tokens::Given(parents));
-        Ok(())
+        self.reorder(Tokens::Given(parents), parents.len())
     }
 
-    /// Reorders the cache by `parents` (already validated).
-    pub(crate) fn reorder(&mut self, parents: Tokens<'_>) {
-        let beams = parents.len();
-        forward::reorder(
-            &self.plan,
-            self.arena.as_mut(),
-            self.state.position,
-            parents,
-        );
+    /// Reorders the cache by the `beams` `parents` (already validated).
+    pub(crate) fn reorder(&mut self, parents: Tokens<'_>, beams: usize) -> Result<(), RunError> {
+        let at = (0, self.state.position);
+        forward::reorder(&self.plan, self.arena.as_mut(), at, (parents, beams))?;
         self.state.active = beams;
+        Ok(())
     }
 
     /// The arena regions a search works in: the last logits, the staged tokens and parents of
@@ -131,6 +130,6 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     pub(crate) fn search_buffers(&mut self) -> forward::SearchBuffers<'_> {
         let vocab = self.model().config().tgt_vocab;
         let rows = self.state.logits_rows;
-        forward::search_buffers(&self.plan, self.arena.as_mut(), rows * vocab)
+        forward::search_buffers(&self.plan, self.arena.as_mut(), 0, (0, rows), vocab)
     }
 }

@@ -62,6 +62,22 @@ pub enum RunError {
         /// `max_beam`.
         max: usize,
     },
+    /// A batch slot that does not exist.
+    #[error("slot {slot} outside the batch's {max} slots")]
+    BadSlot {
+        /// Requested slot.
+        slot: usize,
+        /// `max_batch`.
+        max: usize,
+    },
+    /// More requests than a batch has slots.
+    #[error("{requests} requests for a batch of {max} slots")]
+    BatchTooLarge {
+        /// Requests given.
+        requests: usize,
+        /// `max_batch`.
+        max: usize,
+    },
     /// The target would exceed `max_tgt_len` positions.
     #[error("target length {len} exceeds max_tgt_len {max}")]
     TargetTooLong {

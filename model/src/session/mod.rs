@@ -5,6 +5,8 @@
 //! After the session is created nothing here allocates: every buffer is a region of the arena
 //! the [`ArenaPlan`] sized from the config. A refused call changes nothing.
 
+#[cfg(feature = "std")]
+mod batch;
 mod decoder;
 mod error;
 mod holders;
@@ -14,6 +16,8 @@ use std::sync::Arc;
 
 use tessel_kernels::Isa;
 
+#[cfg(feature = "std")]
+pub use batch::Batch;
 pub(crate) use error::check_tokens;
 pub use error::{RunError, SessionError};
 pub use holders::{Arena, ModelRef, OwnArena};
@@ -139,7 +143,9 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
 
     /// What a forward pass runs on: the model, the threads at this session's ISA level, the
     /// plan, the arena and the decoder's state.
-    fn pass(&mut self) -> (&Model<'_>, Run<'_>, &ArenaPlan, &mut [f32], &forward::State) {
+    pub(crate) fn pass(
+        &mut self,
+    ) -> (&Model<'_>, Run<'_>, &ArenaPlan, &mut [f32], &forward::State) {
         let run = self.runner.run(self.isa);
         let arena = self.arena.as_mut();
         (self.model.model(), run, &self.plan, arena, &self.state)
@@ -168,6 +174,16 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     /// Runs the encoder over `src` and projects the cross-attention K/V of every decoder layer,
     /// once for all beams. Resets the decoder.
     pub fn encode(&mut self, src: &[u32]) -> Result<(), RunError> {
+        self.check_source(src)?;
+        self.state = forward::State::default();
+        let (model, run, plan, arena, _) = self.pass();
+        forward::encode(model, run, (plan, 0), arena, src)?;
+        self.state.src_len = Some(src.len());
+        Ok(())
+    }
+
+    /// Checks a source of token ids against the plan and the model.
+    pub(crate) fn check_source(&self, src: &[u32]) -> Result<(), RunError> {
         if src.is_empty() {
             return Err(RunError::EmptySource);
         }
@@ -184,12 +200,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                 got: "tokens",
             });
         }
-        check_tokens("source", src, self.model().config().src_vocab)?;
-        self.state = forward::State::default();
-        let (model, run, plan, arena, _) = self.pass();
-        forward::encode(model, run, plan, arena, src)?;
-        self.state.src_len = Some(src.len());
-        Ok(())
+        check_tokens("source", src, self.model().config().src_vocab)
     }
 
     /// Runs a convolutional front end (Whisper) over log-mel features `mel`, laid out
@@ -229,7 +240,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         }
         self.state = forward::State::default();
         let (model, run, plan, arena, _) = self.pass();
-        forward::encode_audio(model, run, plan, arena, (mel, frames), &mut encoded)?;
+        forward::encode_audio(model, run, (plan, 0), arena, (mel, frames), &mut encoded)?;
         self.state.src_len = Some(frames / 2);
         Ok(())
     }

@@ -216,6 +216,7 @@ impl Transcriber {
             max_src_len: N_FRAMES / 2,
             max_tgt_len: self.model.config().max_tgt_len,
             max_beam,
+            max_batch: 1,
             threads,
             cross_kv: self.cross_kv,
         }

@@ -1,0 +1,80 @@
+//! A batch: one session that decodes up to `max_batch` sequences together, each in its own
+//! slot (its cache rows, encoder memory and search state), so every decoder step reads each
+//! weight once for all of them.
+//!
+//! Sources are encoded one at a time into their slots ([`Batch::encode`]); a search over
+//! several slots ([`Batch::generate`](crate::Batch::generate)) runs each step's products over
+//! the rows of every live sequence and each sequence's search on its own rows. Every product
+//! computes a row as it would alone (`tessel_kernels::gemm`: one chain of multiply-adds per
+//! output element whatever the number of rows) and attention runs per sequence, so each
+//! sequence's result is the one a plain [`Session`] gives it (with `f16` weights, whose one-row
+//! products round apart, within their error bound). The arena is planned for the whole batch
+//! up front; nothing allocates after [`Batch::new`].
+
+use tessel_kernels::Isa;
+
+use super::{ModelRef, RunError, Session, SessionError};
+use crate::forward::State;
+use crate::layers::Group;
+use crate::plan::{ArenaPlan, Limits};
+use crate::search::Search;
+
+/// One slot: its sequence's place in the decoder and its search.
+#[derive(Default)]
+pub(crate) struct Slot {
+    /// Where its decoder stands.
+    pub state: State,
+    /// Its search while one runs, and after it its outcome.
+    pub search: Option<Search>,
+    /// Its next search step.
+    pub step: usize,
+    /// Whether its search has ended.
+    pub done: bool,
+    /// Why its search failed, if it did.
+    pub error: Option<RunError>,
+}
+
+/// A session over `max_batch` slots; see the module documentation.
+pub struct Batch<M: ModelRef> {
+    pub(crate) session: Session<M>,
+    pub(crate) slots: Vec<Slot>,
+    /// A step's groups, in row order (room for every slot).
+    pub(crate) groups: Vec<Group>,
+}
+
+impl<M: ModelRef> Batch<M> {
+    /// A batch of `limits.max_batch` slots (`limits` as for [`Session::with_limits`]).
+    pub fn new(model: M, isa: Isa, limits: Limits) -> Result<Batch<M>, SessionError> {
+        let session = Session::with_limits(model, isa, limits)?;
+        let slots = (0..limits.max_batch).map(|_| Slot::default()).collect();
+        Ok(Batch {
+            session,
+            slots,
+            groups: Vec::with_capacity(limits.max_batch),
+        })
+    }
+
+    /// The limits it was planned for.
+    pub fn limits(&self) -> Limits {
+        self.session.limits()
+    }
+
+    /// Its memory plan.
+    pub fn plan(&self) -> &ArenaPlan {
+        self.session.plan()
+    }
+
+    /// Encodes `src` into slot `slot`, replacing what the slot held.
+    pub fn encode(&mut self, slot: usize, src: &[u32]) -> Result<(), RunError> {
+        let max = self.slots.len();
+        if slot >= max {
+            return Err(RunError::BadSlot { slot, max });
+        }
+        self.session.check_source(src)?;
+        self.slots[slot] = Slot::default();
+        let (model, run, plan, arena, _) = self.session.pass();
+        crate::forward::encode(model, run, (plan, slot), arena, src)?;
+        self.slots[slot].state.src_len = Some(src.len());
+        Ok(())
+    }
+}
