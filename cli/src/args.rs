@@ -255,6 +255,17 @@ pub(crate) fn threads(text: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// Most texts one batched session decodes together.
+pub const MAX_BATCH_SIZE: usize = 256;
+
+/// A batch size in `1..=MAX_BATCH_SIZE`.
+pub(crate) fn batch_size(text: &str) -> Result<usize, String> {
+    match positive(text)? {
+        n if n <= MAX_BATCH_SIZE => Ok(n),
+        n => Err(format!("{n} is more than {MAX_BATCH_SIZE}")),
+    }
+}
+
 /// A beam width in `1..=MAX_BEAM`.
 pub(crate) fn beam(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {

@@ -5,7 +5,8 @@
 //! printed one output line per input line, in order, each as soon as it is done ([`stream`]:
 //! a failing line gets an empty output and its error on stderr, line breaks in an output are
 //! escaped). `--threads N` spreads the lines over `N` sessions sharing one model, each on its
-//! own thread and running its GEMMs on that thread. `--nbest K` prints `K` hypotheses per
+//! own thread and running its GEMMs on that thread; with `--batch-size N` (N > 1) one batched
+//! session decodes up to `N` lines together, its products on `--threads` threads. `--nbest K` prints `K` hypotheses per
 //! input, tab-separated as `index<TAB>score<TAB>text`.
 //!
 //! Before the model loads: the flags' bounds (the value parsers of [`crate::args`]) and the
@@ -29,8 +30,8 @@ use tessel_model::{EarlyStopping, WeightType};
 use tessel_pipeline::{LoadSettings, ModelDir, TranslateOptions, Translator};
 
 use crate::args::{
-    beam, early_stopping, finite, length_ratio, non_negative_float, positive, positive_float,
-    probability, threads, weight_type_parser, MAX_BEAM,
+    batch_size, beam, early_stopping, finite, length_ratio, non_negative_float, positive,
+    positive_float, probability, threads, weight_type_parser, MAX_BEAM,
 };
 use crate::checks::{self, Needs};
 use crate::error::CliError;
@@ -70,6 +71,12 @@ pub struct TranslateArgs {
     /// and all their arenas must fit in the memory available (checked before they are made).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = threads)]
     pub threads: usize,
+    /// Texts decoded together in one session, every decoder step reading the weights once
+    /// for all of them (CTranslate2's `max_batch_size`); each text's output is the one it gets
+    /// alone. With N > 1 the inputs are read 8·N at a time, sorted by length and decoded in
+    /// batches of up to N, and `--threads` sets the threads of that one session's products.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = batch_size)]
+    pub batch_size: usize,
     /// Cut texts longer than the model reads instead of refusing them.
     #[arg(long)]
     pub truncate: bool,
@@ -285,16 +292,23 @@ pub fn translate(
         args.tgt_lang.as_deref(),
     )?;
     let options = options(args, &translator)?;
-    let sessions = if args.text.is_empty() {
-        args.threads
+    let report = if args.batch_size > 1 {
+        let bytes = translator.batch_bytes(args.threads, args.batch_size)?;
+        checks::fits_in_memory(bytes, 1)?;
+        let batch = translator.batch(isa, args.threads, args.batch_size)?;
+        stream::run(vec![batch], &options, &args.text, input, args.nbest, out)?
     } else {
-        args.threads.min(args.text.len())
+        let sessions = if args.text.is_empty() {
+            args.threads
+        } else {
+            args.threads.min(args.text.len())
+        };
+        checks::fits_in_memory(translator.session_bytes(1)?, sessions)?;
+        let sessions = (0..sessions)
+            .map(|_| translator.session(isa, 1))
+            .collect::<Result<Vec<_>, _>>()?;
+        stream::run(sessions, &options, &args.text, input, args.nbest, out)?
     };
-    checks::fits_in_memory(translator.session_bytes(1)?, sessions)?;
-    let sessions = (0..sessions)
-        .map(|_| translator.session(isa, 1))
-        .collect::<Result<Vec<_>, _>>()?;
-    let report = stream::run(sessions, &options, &args.text, input, args.nbest, out)?;
     match report.failed {
         0 => Ok(()),
         failed => Err(CliError::LinesFailed {

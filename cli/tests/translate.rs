@@ -450,8 +450,14 @@ fn a_failing_line_keeps_every_other_line() {
     let long = "fox ".repeat(100);
     let mut input = format!("{}\n{long}\n{}\r\n", TEXTS[0], TEXTS[1]).into_bytes();
     input.extend_from_slice(b"\xff\xfe\n");
-    for threads in ["1", "2"] {
-        let out = m.tessel_stdin(&["--threads", threads], &input);
+    let runs: [&[&str]; 4] = [
+        &["--threads", "1"],
+        &["--threads", "2"],
+        &["--batch-size", "3"],
+        &["--batch-size", "2", "--threads", "2"],
+    ];
+    for flags in runs {
+        let out = m.tessel_stdin(flags, &input);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert_eq!(
@@ -461,7 +467,7 @@ fn a_failing_line_keeps_every_other_line() {
                 escaped(&want[0][0].text),
                 escaped(&want[1][0].text)
             ),
-            "--threads {threads}"
+            "{flags:?}"
         );
         for message in [
             "tessel: line 2: the source is",
@@ -484,6 +490,49 @@ fn a_failing_line_keeps_every_other_line() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("tessel: text 1: the source is"), "{stderr}");
     assert!(stderr.contains("1 of 3 inputs failed"), "{stderr}");
+}
+
+/// `--batch-size` prints what each line gets alone, for beam search with n-best lists, greedy
+/// search and sampling with a seed, over lines of many lengths (so batches hold sources of
+/// different lengths and searches that end at different steps).
+#[test]
+fn a_batch_prints_what_each_line_gets_alone() {
+    let words = "the quick brown fox jumps over the lazy dog and runs far away".split(' ');
+    let words: Vec<&str> = words.collect();
+    let input: String = (1..=words.len())
+        .map(|n| format!("{}\n", words[..(n * 5) % words.len() + 1].join(" ")))
+        .collect();
+    for name in ["marian", "nllb"] {
+        let m = Model::load(name);
+        let mut lang_flags = Vec::new();
+        if let (Some(src), Some(tgt)) = languages(name) {
+            lang_flags.extend(["--src-lang", src, "--tgt-lang", tgt]);
+        }
+        let searches: [&[&str]; 3] = [
+            &["--beam", "4", "--nbest", "2"],
+            &["--beam", "1"],
+            &["--sample", "--temperature", "1.5", "--seed", "5"],
+        ];
+        for search in searches {
+            let alone = [&lang_flags[..], search].concat();
+            let want = m.tessel_stdin(&alone, input.as_bytes());
+            assert!(
+                want.status.success(),
+                "{}",
+                String::from_utf8_lossy(&want.stderr)
+            );
+            for batch in ["4", "16"] {
+                let flags = [&alone[..], &["--batch-size", batch]].concat();
+                let got = m.tessel_stdin(&flags, input.as_bytes());
+                assert!(
+                    got.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&got.stderr)
+                );
+                assert_eq!(got.stdout, want.stdout, "{name} {flags:?}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -564,8 +613,10 @@ fn outputs_with_line_breaks_stay_on_one_line() {
 #[test]
 fn bad_flags_are_refused_before_the_model_loads() {
     // A directory that does not exist: each flag's own message comes first.
-    let cases: [(&[&str], i32, &str); 7] = [
+    let cases: [(&[&str], i32, &str); 9] = [
         (&["--beam", "0"], 2, "0 is outside 1..=64"),
+        (&["--batch-size", "0"], 2, "at least 1"),
+        (&["--batch-size", "1000"], 2, "1000 is more than 256"),
         (&["--beam", "1000"], 2, "1000 is outside 1..=64"),
         (&["--threads", "100000"], 2, "cores available"),
         (&["--threads", "0"], 2, "at least 1"),

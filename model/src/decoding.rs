@@ -25,6 +25,10 @@
 //! search edits raw logits under both, as both references do. The repetition penalty (which scales scores) and bans that change the
 //! normaliser give different beam rankings under the two conventions.
 
+use tessel_kernels::Isa;
+
+use crate::config::Config;
+use crate::plan::Limits;
 use crate::processors::Processors;
 use crate::search::{BeamRules, EarlyStopping, Request, SearchOptions, StepLogits};
 use crate::session::{check_tokens, Arena, ModelRef, RunError, Session};
@@ -174,9 +178,20 @@ impl DecodeOptions {
         session: &Session<M, A>,
     ) -> Result<Request<'_, impl FnMut(&mut StepLogits<'_>) + '_>, RunError> {
         let source_len = session.source_len().ok_or(RunError::NotEncoded)?;
-        let config = session.model().config();
+        let planned = (session.model().config(), session.limits(), session.isa());
+        self.request_for(source_len, planned)
+    }
+
+    /// The [`Request`] of [`DecodeOptions::request`] for a source of `source_len` tokens
+    /// encoded by a session (or a slot of a [`crate::Batch`]) of `config`, planned as `limits`
+    /// say, at `isa`.
+    pub fn request_for(
+        &self,
+        source_len: usize,
+        (config, limits, isa): (&Config, Limits, Isa),
+    ) -> Result<Request<'_, impl FnMut(&mut StepLogits<'_>) + '_>, RunError> {
         self.check(config.tgt_vocab)?;
-        let steps = self.max_steps(source_len).min(session.limits().max_tgt_len);
+        let steps = self.max_steps(source_len).min(limits.max_tgt_len);
         if steps == 0 {
             return Err(RunError::BadOption(
                 "the length limits leave no token to generate",
@@ -209,7 +224,7 @@ impl DecodeOptions {
                 forced,
             },
         };
-        let (isa, renormalize) = (session.isa(), self.renormalize_logits);
+        let renormalize = self.renormalize_logits;
         let search = SearchOptions {
             max_steps: steps,
             ..self.search

@@ -11,4 +11,6 @@ pub mod transcribe;
 pub mod translate;
 
 pub use model_dir::{generation_defaults, LoadSettings, ModelDir, ModelDirError};
-pub use translate::{TranslateError, TranslateOptions, Translating, Translation, Translator};
+pub use translate::{
+    BatchTranslating, TranslateError, TranslateOptions, Translating, Translation, Translator,
+};

@@ -16,7 +16,9 @@ use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 
-use tessel_pipeline::{TranslateOptions, Translating, Translation};
+use std::time::Duration;
+
+use tessel_pipeline::{BatchTranslating, TranslateOptions, Translating, Translation};
 
 use crate::error::CliError;
 
@@ -56,10 +58,67 @@ enum Event {
     },
 }
 
+/// What a translating thread runs: a session, one input at a time, or a batched session,
+/// several.
+pub trait Translates: Send {
+    /// Inputs it takes at a time.
+    fn capacity(&self) -> usize;
+
+    /// Each of `texts`' hypotheses or why it failed, in order.
+    fn translate_all(
+        &mut self,
+        texts: &[String],
+        options: &TranslateOptions,
+    ) -> Vec<Result<Vec<Translation>, String>>;
+}
+
+impl Translates for Translating {
+    fn capacity(&self) -> usize {
+        1
+    }
+
+    fn translate_all(
+        &mut self,
+        texts: &[String],
+        options: &TranslateOptions,
+    ) -> Vec<Result<Vec<Translation>, String>> {
+        texts
+            .iter()
+            .map(|text| {
+                self.translate_with(text, options)
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+    }
+}
+
+/// Batches read per batched session at a time, sorted by length together.
+const READ_BATCHES: usize = 8;
+
+impl Translates for BatchTranslating {
+    fn capacity(&self) -> usize {
+        READ_BATCHES * self.max_batch()
+    }
+
+    fn translate_all(
+        &mut self,
+        texts: &[String],
+        options: &TranslateOptions,
+    ) -> Vec<Result<Vec<Translation>, String>> {
+        self.translate_lines(texts, options)
+            .into_iter()
+            .map(|result| result.map_err(|e| e.to_string()))
+            .collect()
+    }
+}
+
+/// How long a thread that has some inputs waits for more to fill its batch.
+const FILL_WAIT: Duration = Duration::from_millis(20);
+
 /// Translates `texts` (or, when there are none, each line of `input`) with `sessions`, writing
 /// each input's `nbest` outputs to `out` in input order.
-pub fn run(
-    sessions: Vec<Translating>,
+pub fn run<T: Translates>(
+    sessions: Vec<T>,
     options: &TranslateOptions,
     texts: &[String],
     input: &mut (dyn BufRead + Send),
@@ -69,7 +128,8 @@ pub fn run(
     let label = if texts.is_empty() { "line" } else { "text" };
     std::thread::scope(|scope| {
         let (events_tx, events_rx) = mpsc::channel();
-        let (jobs_tx, jobs_rx) = mpsc::sync_channel(QUEUED_PER_SESSION * sessions.len());
+        let queued: usize = sessions.iter().map(Translates::capacity).sum();
+        let (jobs_tx, jobs_rx) = mpsc::sync_channel(QUEUED_PER_SESSION * queued);
         let jobs_rx = Arc::new(Mutex::new(jobs_rx));
         let mut workers = Vec::with_capacity(sessions.len());
         for session in sessions {
@@ -100,26 +160,46 @@ pub fn run(
 }
 
 /// A session's thread: translates inputs until there are none left or no one listens.
-fn work(
-    mut session: Translating,
+fn work<T: Translates>(
+    mut session: T,
     options: &TranslateOptions,
     jobs: &Mutex<Receiver<Job>>,
     events: &Sender<Event>,
 ) {
-    loop {
-        let job = match jobs.lock() {
-            Ok(jobs) => jobs.recv(),
-            Err(_) => return,
-        };
-        let Ok(job) = job else { return };
-        let result = session
-            .translate_with(&job.text, options)
-            .map_err(|e| e.to_string());
-        let number = job.number;
-        if events.send(Event::Done { number, result }).is_err() {
-            return;
+    let mut numbers = Vec::with_capacity(session.capacity());
+    let mut texts = Vec::with_capacity(session.capacity());
+    while take(jobs, session.capacity(), (&mut numbers, &mut texts)) {
+        let results = session.translate_all(&texts, options);
+        for (&number, result) in numbers.iter().zip(results) {
+            if events.send(Event::Done { number, result }).is_err() {
+                return;
+            }
         }
     }
+}
+
+/// Takes up to `most` inputs into `numbers` and `texts`: waits for the first, then for more
+/// while they come within [`FILL_WAIT`]. False when no input is left.
+fn take(
+    jobs: &Mutex<Receiver<Job>>,
+    most: usize,
+    (numbers, texts): (&mut Vec<usize>, &mut Vec<String>),
+) -> bool {
+    numbers.clear();
+    texts.clear();
+    let Ok(jobs) = jobs.lock() else {
+        return false;
+    };
+    let mut next = jobs.recv().ok();
+    while let Some(job) = next {
+        numbers.push(job.number);
+        texts.push(job.text);
+        if numbers.len() == most {
+            break;
+        }
+        next = jobs.recv_timeout(FILL_WAIT).ok();
+    }
+    !numbers.is_empty()
 }
 
 /// The reader's thread: numbers the inputs and hands them to the sessions (a line that is not

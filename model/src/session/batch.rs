@@ -16,6 +16,7 @@ use tessel_kernels::Isa;
 use super::{ModelRef, RunError, Session, SessionError};
 use crate::forward::State;
 use crate::layers::Group;
+use crate::model::Model;
 use crate::plan::{ArenaPlan, Limits};
 use crate::search::Search;
 
@@ -62,6 +63,26 @@ impl<M: ModelRef> Batch<M> {
     /// Its memory plan.
     pub fn plan(&self) -> &ArenaPlan {
         self.session.plan()
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model<'_> {
+        self.session.model()
+    }
+
+    /// The level its kernels run at.
+    pub fn isa(&self) -> Isa {
+        self.session.isa()
+    }
+
+    /// Its slots: `max_batch`.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The length of the source encoded in slot `slot`, if one is.
+    pub fn source_len(&self, slot: usize) -> Option<usize> {
+        self.slots.get(slot).and_then(|s| s.state.src_len)
     }
 
     /// Encodes `src` into slot `slot`, replacing what the slot held.

@@ -24,12 +24,16 @@ use std::sync::Arc;
 use tessel_kernels::Isa;
 use tessel_model::generation::SamplingDefaults;
 use tessel_model::{
-    ArenaPlan, DecodeOptions, Limits, Model, RunError, Sampling, Session, SessionError,
+    ArenaPlan, DecodeOptions, Hypotheses, Limits, Model, RunError, Sampling, Session, SessionError,
 };
 use tessel_text::{Family, TextError, TextTokenizer};
 use thiserror::Error;
 
 use crate::model_dir::{LoadSettings, ModelDir, ModelDirError};
+
+mod batch;
+
+pub use batch::BatchTranslating;
 
 /// Why a translation failed.
 #[derive(Debug, Error)]
@@ -219,6 +223,48 @@ impl Translator {
     }
 }
 
+impl Translator {
+    /// The source ids of `text` for a model reading at most `max` tokens: refused when longer,
+    /// or cut to its first `max - 1` ids and its last when `options.truncate` says so.
+    fn source_ids(
+        &self,
+        text: &str,
+        max: usize,
+        options: &TranslateOptions,
+    ) -> Result<Vec<u32>, TranslateError> {
+        let mut ids = self.tokenizer.encode(text)?;
+        if ids.len() > max {
+            if !options.truncate {
+                return Err(TranslateError::SourceTooLong {
+                    len: ids.len(),
+                    max,
+                });
+            }
+            let last = ids[ids.len() - 1];
+            ids.truncate(max - 1);
+            ids.push(last);
+        }
+        Ok(ids)
+    }
+
+    /// The first `options.decode.num_hypotheses` of `hyps` as text.
+    fn translations(
+        &self,
+        hyps: Hypotheses<'_>,
+        options: &TranslateOptions,
+    ) -> Result<Vec<Translation>, TranslateError> {
+        let mut out = Vec::with_capacity(options.decode.num_hypotheses);
+        for h in hyps.iter().take(options.decode.num_hypotheses) {
+            out.push(Translation {
+                text: self.tokenizer.decode(h.tokens)?,
+                tokens: h.tokens.to_vec(),
+                score: h.score,
+            });
+        }
+        Ok(out)
+    }
+}
+
 /// The sampling a generation config's settings describe, with `seed`.
 fn sampling_of(defaults: &SamplingDefaults, seed: u64) -> Sampling {
     Sampling {
@@ -253,20 +299,8 @@ impl Translating {
         text: &str,
         options: &TranslateOptions,
     ) -> Result<Vec<Translation>, TranslateError> {
-        let tokenizer = &self.translator.tokenizer;
-        let mut ids = tokenizer.encode(text)?;
         let max = self.session.limits().max_src_len;
-        if ids.len() > max {
-            if !options.truncate {
-                return Err(TranslateError::SourceTooLong {
-                    len: ids.len(),
-                    max,
-                });
-            }
-            let last = ids[ids.len() - 1];
-            ids.truncate(max - 1);
-            ids.push(last);
-        }
+        let ids = self.translator.source_ids(text, max, options)?;
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -274,15 +308,7 @@ impl Translating {
         let hyps = self
             .session
             .generate(options.decode.request(&self.session)?)?;
-        let mut out = Vec::with_capacity(options.decode.num_hypotheses);
-        for h in hyps.iter().take(options.decode.num_hypotheses) {
-            out.push(Translation {
-                text: tokenizer.decode(h.tokens)?,
-                tokens: h.tokens.to_vec(),
-                score: h.score,
-            });
-        }
-        Ok(out)
+        self.translator.translations(hyps, options)
     }
 
     /// Translates each line, in order: each line's hypotheses or why that line failed (a
