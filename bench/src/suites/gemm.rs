@@ -228,8 +228,9 @@ pub fn selected_cases() -> Vec<(usize, usize, usize)> {
 /// `(k, n)` of the 16-bit weight comparison: the decoder's projections and its vocabulary.
 pub const HALF_SHAPES: [(usize, usize); 3] = [(512, 2048), (2048, 512), (512, 32000)];
 
-/// Rows `m` of the 16-bit weight comparison: decoding (beams) and one encoder-sized batch.
-pub const HALF_ROWS: [usize; 4] = [1, 4, 8, 256];
+/// Rows `m` of the 16-bit weight comparison: decoding (beams, and the 16–128 rows of batched
+/// sequences) and one encoder-sized batch.
+pub const HALF_ROWS: [usize; 8] = [1, 4, 8, 16, 32, 64, 128, 256];
 
 /// The weight variants of the 16-bit comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

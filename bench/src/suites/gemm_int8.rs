@@ -23,14 +23,19 @@ use tessel_kernels::Isa;
 use tessel_kernels::{View, ViewMut};
 use tessel_model::aligned::AlignedBuf;
 
-/// The measured int8 shapes, `(m, k, n)`.
-pub const INT8_CASES: [(usize, usize, usize); 6] = [
+/// The measured int8 shapes, `(m, k, n)`: decoding (beams, and the 8–128 rows of batched
+/// sequences), one encoder-sized product, and the output projection of batch 1 and a batch.
+pub const INT8_CASES: [(usize, usize, usize); 10] = [
     (1, 512, 2048),
     (4, 512, 2048),
+    (8, 512, 2048),
     (16, 512, 2048),
+    (32, 512, 2048),
     (64, 512, 2048),
+    (128, 512, 2048),
     (256, 512, 2048),
     (1, 512, 32000),
+    (32, 512, 32000),
 ];
 
 /// One `m × k × n` product with the weight packed as `f32` and as int8.
