@@ -80,6 +80,8 @@ pub use load::directory::{Directory, LoadSettings, Modality, OpenError};
 pub use load::{LoadError, LoadOptions};
 pub use model::Model;
 pub use sampling::Sampling;
+#[cfg(feature = "std")]
+pub use search::SlotRequests;
 pub use search::{
     BeamRules, EarlyStopping, Hypotheses, Hypothesis, Request, SearchOptions, StepLogits, StepView,
 };

@@ -334,3 +334,58 @@ fn a_batch_decodes_each_sequence_as_a_session_alone() {
         });
     }
 }
+
+/// Requests admitted into free slots between the steps of the others (continuous batching)
+/// decode as a session decodes each alone, on the same fixtures and levels.
+#[test]
+fn requests_admitted_between_steps_decode_as_alone() {
+    let (_, model) =
+        bart::load_hf_dir(&fixture("marian").join("hf"), 4, &LoadOptions::default()).unwrap();
+    let jobs = jobs("marian");
+    for_each_isa(|isa| {
+        let mut session = Session::new(&model, isa).unwrap();
+        let alone: Vec<_> = jobs
+            .iter()
+            .map(|job| {
+                session.encode(&job.src).unwrap();
+                let request =
+                    Request::new(SearchOptions::beam(job.beam, job.steps)).prefix(&job.prefix);
+                outcome(session.generate(request).unwrap())
+            })
+            .collect();
+        // Three slots serve the ten jobs: each job waits for a free slot, is encoded and
+        // admitted there, and joins the next step of the running ones.
+        let limits = session.limits().with_batch(3);
+        let mut batch = Batch::new(&model, isa, limits).unwrap();
+        let mut requests: Vec<Option<Request<'_>>> = vec![None, None, None];
+        let mut held: [Option<usize>; 3] = [None; 3];
+        let mut got = vec![None; jobs.len()];
+        let mut next = 0;
+        loop {
+            for slot in 0..3 {
+                if batch.running(slot) {
+                    continue;
+                }
+                if let Some(job) = held[slot].take() {
+                    got[job] = Some(outcome(batch.hypotheses(slot).unwrap()));
+                }
+                if next < jobs.len() {
+                    let job = &jobs[next];
+                    batch.encode(slot, &job.src).unwrap();
+                    let request = requests[slot].insert(
+                        Request::new(SearchOptions::beam(job.beam, job.steps)).prefix(&job.prefix),
+                    );
+                    batch.admit(slot, request).unwrap();
+                    held[slot] = Some(next);
+                    next += 1;
+                }
+            }
+            let running = batch.step(&mut requests[..]).unwrap();
+            if running == 0 && next == jobs.len() && held.iter().all(Option::is_none) {
+                break;
+            }
+        }
+        let got: Vec<_> = got.into_iter().map(Option::unwrap).collect();
+        assert_eq!(got, alone, "marian at {isa}");
+    });
+}

@@ -8,10 +8,30 @@ use crate::forward::{self, Rows, Tokens};
 use crate::layers::Group;
 use crate::session::{Batch, ModelRef, RunError};
 
+/// The requests of a batch's running slots, by slot: every slot's (`[Request]`, as
+/// [`Batch::generate`] takes them) or those of some (`[Option<Request>]`, as
+/// [`Batch::step`] takes them).
+pub trait SlotRequests<'a, P, S> {
+    /// Slot `slot`'s request, if it has one.
+    fn of(&mut self, slot: usize) -> Option<&mut Request<'a, P, S>>;
+}
+
+impl<'a, P, S> SlotRequests<'a, P, S> for [Request<'a, P, S>] {
+    fn of(&mut self, slot: usize) -> Option<&mut Request<'a, P, S>> {
+        self.get_mut(slot)
+    }
+}
+
+impl<'a, P, S> SlotRequests<'a, P, S> for [Option<Request<'a, P, S>>] {
+    fn of(&mut self, slot: usize) -> Option<&mut Request<'a, P, S>> {
+        self.get_mut(slot).and_then(Option::as_mut)
+    }
+}
+
 impl<M: ModelRef> Batch<M> {
     /// Runs `requests[i]` over slot `i` (each encoded) as [`Session::generate`] runs one,
-    /// all together. A request refused by the checks refuses the whole call before anything
-    /// runs; a search that fails later (non-finite logits) ends its slot alone. Read each
+    /// all together, once no search is running in the batch. A request refused by the checks
+    /// refuses the whole call before anything runs; a search that fails later (non-finite logits) ends its slot alone. Read each
     /// slot's hypotheses with [`Batch::hypotheses`].
     ///
     /// [`Session::generate`]: crate::Session::generate
@@ -20,25 +40,87 @@ impl<M: ModelRef> Batch<M> {
         P: FnMut(&mut StepLogits<'_>),
         S: FnMut(StepView<'_>),
     {
-        self.start(requests)?;
+        let max = self.slots.len();
+        if requests.len() > max {
+            return Err(RunError::BatchTooLarge {
+                requests: requests.len(),
+                max,
+            });
+        }
+        if (0..max).any(|slot| self.running(slot)) {
+            return Err(RunError::BadOption(
+                "a search is still running in the batch",
+            ));
+        }
+        for (slot, request) in requests.iter().enumerate() {
+            self.check_request(slot, request)?;
+        }
         for (slot, request) in requests.iter_mut().enumerate() {
-            let bos = [self.session.model().config().bos_id];
-            self.prefill(slot, request.prefix.unwrap_or(&bos))?;
-            self.search_step(slot, (0, 1), request)?;
+            self.begin(slot, request)?;
         }
-        while self.live_groups() {
-            let (model, run, plan, arena, _) = self.session.pass();
-            let pass = (Tokens::Staged, Rows::Beams);
-            forward::decode(model, run, plan, arena, &self.groups, pass)?;
-            let mut row0 = 0;
-            for index in 0..self.groups.len() {
-                let Group { slot, rows, .. } = self.groups[index];
-                self.slots[slot].state.advance(1, rows, rows);
-                self.search_step(slot, (row0, rows), &mut requests[slot])?;
-                row0 += rows;
-            }
-        }
+        while self.step(requests)? > 0 {}
         Ok(())
+    }
+
+    /// Starts `request` over slot `slot` (encoded, its last search ended or none run): checks
+    /// it, feeds its forced start and runs its first search step. From the next
+    /// [`Batch::step`] on it decodes with the other running slots, so a stream of requests
+    /// is served by admitting each into a free slot between steps.
+    pub fn admit<P, S>(
+        &mut self,
+        slot: usize,
+        request: &mut Request<'_, P, S>,
+    ) -> Result<(), RunError>
+    where
+        P: FnMut(&mut StepLogits<'_>),
+        S: FnMut(StepView<'_>),
+    {
+        if self.running(slot) {
+            return Err(RunError::BadOption("the slot's search is still running"));
+        }
+        self.check_request(slot, request)?;
+        self.begin(slot, request)
+    }
+
+    /// One decoder step over every running slot's beams together, then each one's search
+    /// step with its request (`requests.of(slot)`; every running slot needs one). Returns how
+    /// many slots are still running.
+    pub fn step<'a, P, S, R>(&mut self, requests: &mut R) -> Result<usize, RunError>
+    where
+        P: FnMut(&mut StepLogits<'_>),
+        S: FnMut(StepView<'_>),
+        R: SlotRequests<'a, P, S> + ?Sized,
+    {
+        if !self.live_groups() {
+            return Ok(0);
+        }
+        if self.groups.iter().any(|g| requests.of(g.slot).is_none()) {
+            return Err(RunError::BadOption("a running slot needs its request"));
+        }
+        let (model, run, plan, arena, _) = self.session.pass();
+        let pass = (Tokens::Staged, Rows::Beams);
+        forward::decode(model, run, plan, arena, &self.groups, pass)?;
+        let mut row0 = 0;
+        for index in 0..self.groups.len() {
+            let Group { slot, rows, .. } = self.groups[index];
+            self.slots[slot].state.advance(1, rows, rows);
+            if let Some(request) = requests.of(slot) {
+                self.search_step(slot, (row0, rows), request)?;
+            }
+            row0 += rows;
+        }
+        Ok(self
+            .slots
+            .iter()
+            .filter(|s| s.search.is_some() && !s.done)
+            .count())
+    }
+
+    /// Whether slot `slot`'s search is running.
+    pub fn running(&self, slot: usize) -> bool {
+        self.slots
+            .get(slot)
+            .is_some_and(|s| s.search.is_some() && !s.done)
     }
 
     /// The finished hypotheses of slot `slot`'s last search, best first, borrowed from the
@@ -63,37 +145,44 @@ impl<M: ModelRef> Batch<M> {
         Ok(finished(buffers.search, limits, count))
     }
 
-    /// Checks every request, then sets up each slot's search.
-    fn start<P, S>(&mut self, requests: &[Request<'_, P, S>]) -> Result<(), RunError> {
+    /// Checks `request` for slot `slot`: the slot exists and holds an encoded source, and the
+    /// search and its forced start fit the plan.
+    fn check_request<P, S>(
+        &self,
+        slot: usize,
+        request: &Request<'_, P, S>,
+    ) -> Result<(), RunError> {
         let max = self.slots.len();
-        if requests.len() > max {
-            return Err(RunError::BatchTooLarge {
-                requests: requests.len(),
-                max,
-            });
-        }
+        let state = self
+            .slots
+            .get(slot)
+            .ok_or(RunError::BadSlot { slot, max })?;
+        state.state.src_len.ok_or(RunError::NotEncoded)?;
         let limits = self.session.limits();
-        let isa = self.session.isa();
         let config = self.session.model().config();
+        check_search(&request.search, limits)?;
         let bos = [config.bos_id];
-        for (slot, request) in self.slots.iter().zip(requests) {
-            slot.state.src_len.ok_or(RunError::NotEncoded)?;
-            check_search(&request.search, limits)?;
-            let prefix = request.prefix.unwrap_or(&bos);
-            check_prefix(prefix, &request.search, limits, config.tgt_vocab)?;
-        }
-        for (slot, request) in self.slots.iter_mut().zip(requests) {
-            slot.state.reset_decoder();
-            slot.search = Some(Search::new(
-                &request.search,
-                request.rules,
-                isa,
-                config,
-                limits,
-            ));
-            (slot.step, slot.done, slot.error) = (0, false, None);
-        }
-        Ok(())
+        let prefix = request.prefix.unwrap_or(&bos);
+        check_prefix(prefix, &request.search, limits, config.tgt_vocab)
+    }
+
+    /// Sets up slot `slot`'s search for `request` (checked), feeds its forced start and runs
+    /// its first search step.
+    fn begin<P, S>(&mut self, slot: usize, request: &mut Request<'_, P, S>) -> Result<(), RunError>
+    where
+        P: FnMut(&mut StepLogits<'_>),
+        S: FnMut(StepView<'_>),
+    {
+        let (limits, isa) = (self.session.limits(), self.session.isa());
+        let config = self.session.model().config();
+        let search = Search::new(&request.search, request.rules, isa, config, limits);
+        let bos = [config.bos_id];
+        let state = &mut self.slots[slot];
+        state.state.reset_decoder();
+        state.search = Some(search);
+        (state.step, state.done, state.error) = (0, false, None);
+        self.prefill(slot, request.prefix.unwrap_or(&bos))?;
+        self.search_step(slot, (0, 1), request)
     }
 
     /// Feeds slot `slot`'s forced start (validated) in chunks of up to `max_src_len` rows.

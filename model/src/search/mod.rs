@@ -42,6 +42,8 @@ mod state;
 mod step;
 mod views;
 
+#[cfg(feature = "std")]
+pub use batch::SlotRequests;
 pub use options::{EarlyStopping, Request, SearchOptions, Unchanged, Unwatched};
 pub use rules::BeamRules;
 pub use views::{Hypotheses, Hypothesis, StepLogits, StepView};
