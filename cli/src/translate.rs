@@ -8,7 +8,7 @@
 //! own thread and running its GEMMs on that thread. `--nbest K` prints `K` hypotheses per
 //! input, tab-separated as `index<TAB>score<TAB>text`.
 //!
-//! Before the model loads: the flags' bounds (the value parsers of [`crate::args`]) and the
+//! Before the model loads: the flags' bounds (the value parsers of [`crate::bounds`]) and the
 //! flags against each other ([`check_flags`]), and the directory is a translation model
 //! ([`checks::model_kind`]); before the sessions are made, their arenas fit in memory.
 //!
@@ -28,7 +28,7 @@ use clap::Args;
 use tessel_model::{EarlyStopping, WeightType};
 use tessel_pipeline::{LoadSettings, ModelDir, TranslateOptions, Translator};
 
-use crate::args::{
+use crate::bounds::{
     beam, early_stopping, finite, length_ratio, non_negative_float, positive, positive_float,
     probability, threads, weight_type_parser, MAX_BEAM,
 };
