@@ -23,8 +23,8 @@ use tessel_model::{
 };
 use tessel_numbers::{Numbers, Vocab};
 
+use crate::handle::ModelHandle;
 use crate::memory::{self, BlockStore};
-use crate::model::ModelHandle;
 use crate::status::{tessel_status, Error};
 
 /// A loaded model and, when its directory has one, its text vocabulary.

@@ -7,6 +7,7 @@
 //! - [`model`]: `tessel_model`, immutable and reference-counted, loaded from a directory, a
 //!   packed image file or caller memory, or the embedded numbers model; model info and arena
 //!   sizes;
+//! - [`handle`]: what a `tessel_model` points to, tagged so other pointers are refused;
 //! - [`memory`]: a model read in place from a packed image the caller owns;
 //! - [`session`]: `tessel_session`, its arena allocated once at creation; encode, decode
 //!   steps, beam reordering, greedy and beam search with a step callback, hypotheses into
@@ -27,6 +28,7 @@ pub mod args;
 pub mod dir_kind;
 pub mod engine;
 pub mod exclusive;
+pub mod handle;
 pub mod info;
 pub mod memory;
 pub mod model;
@@ -35,6 +37,7 @@ pub mod status;
 pub mod transcribe;
 pub mod translate;
 
+pub use handle::ModelHandle;
 pub use info::*;
 pub use model::*;
 pub use session::*;

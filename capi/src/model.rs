@@ -12,49 +12,18 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use ::tessel_model::{Limits, Model, WeightType};
-use tessel_numbers::Vocab;
 
 use crate::args;
 use crate::engine::{self, Loaded};
-use crate::memory::BlockStore;
+use crate::handle::{ModelHandle, MODEL_TAG};
 use crate::status::{fail, guard, tessel_status, Error};
 use ::tessel_model::LoadSettings;
-
-/// The tag in the first word of a live model handle ("tslmodel").
-const MODEL_TAG: u64 = u64::from_le_bytes(*b"tslmodel");
-/// The tag a model handle gets when it is dropped.
-const DEAD_TAG: u64 = u64::from_le_bytes(*b"tsl-dead");
 
 /// An immutable model, shared by sessions and threads; created by a `tessel_model_load_*`
 /// call, released with `tessel_model_release`.
 #[allow(non_camel_case_types)]
 pub struct tessel_model {
     _opaque: [u8; 0],
-}
-
-/// What a `tessel_model` points to. Fields drop in order: the model before the block storage
-/// it may borrow.
-#[repr(C)]
-pub struct ModelHandle {
-    tag: u64,
-    /// The model.
-    pub model: Model<'static>,
-    /// The numbers-format text vocabulary, when the model came with one.
-    pub vocab: Option<Vocab>,
-    /// The blocks of a model read in place from caller memory.
-    blocks: Option<BlockStore>,
-}
-
-// Models are shared by threads through raw pointers, which the compiler cannot check.
-const _: () = {
-    const fn shared_by_threads<T: Send + Sync>() {}
-    shared_by_threads::<ModelHandle>();
-};
-
-impl Drop for ModelHandle {
-    fn drop(&mut self) {
-        self.tag = DEAD_TAG;
-    }
 }
 
 /// How `tessel_model_load_dir` loads. Start from `tessel_load_options_default()`.
@@ -136,12 +105,7 @@ pub fn model_handle(model: Model<'static>) -> *mut tessel_model {
 }
 
 fn into_handle(loaded: Loaded) -> *mut tessel_model {
-    let handle = Arc::new(ModelHandle {
-        tag: MODEL_TAG,
-        model: loaded.model,
-        vocab: loaded.vocab,
-        blocks: loaded.blocks,
-    });
+    let handle = Arc::new(ModelHandle::new(loaded.model, loaded.vocab, loaded.blocks));
     Arc::into_raw(handle).cast_mut().cast::<tessel_model>()
 }
 

@@ -17,8 +17,9 @@ use ::tessel_model::{Request, RunError, SearchOptions, StepLogits};
 use crate::args;
 use crate::engine::{self, EngineSession};
 use crate::exclusive;
+use crate::handle::ModelHandle;
 use crate::info;
-use crate::model::{self, tessel_limits, tessel_model, ModelHandle};
+use crate::model::{self, tessel_limits, tessel_model};
 use crate::status::{fail, guard, tessel_status, Error};
 
 /// A session handle: "tslsessn" in its first word.

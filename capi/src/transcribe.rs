@@ -322,6 +322,45 @@ unsafe fn run(
     args::put_text(&last.text, text, text_len)
 }
 
+/// The audio a transcription call names: the caller's samples or a WAV file.
+enum Audio<'a> {
+    Samples(&'a [f32]),
+    Wav(&'a str),
+}
+
+/// Under the transcriber's lock, takes the audio from `audio` and the options from `options`
+/// (in that order, so a missing input is named first), decodes a WAV file, and transcribes
+/// into `outputs` as [`run`] does.
+///
+/// # Safety
+/// `transcriber` is NULL or a live transcriber; `options` as [`pipeline_options`] requires;
+/// `outputs` holds NULL or valid pointers for their capacities.
+unsafe fn transcribe_into<'a>(
+    transcriber: *mut tessel_transcriber,
+    audio: impl FnOnce() -> Result<Audio<'a>, Error>,
+    options: *const tessel_transcribe_options,
+    outputs: &Outputs,
+) -> tessel_status {
+    let body = |state: &mut State| {
+        let audio = audio()?;
+        // SAFETY: the caller's contract for `options`.
+        let options = unsafe { pipeline_options(options) }?;
+        let decoded;
+        let samples = match audio {
+            Audio::Samples(samples) => samples,
+            Audio::Wav(path) => {
+                decoded = load_wav(Path::new(path), &ReadOptions::default())
+                    .map_err(|e| transcribe_error(TranscribeError::Audio(e)))?;
+                &decoded.samples
+            }
+        };
+        // SAFETY: the caller's contract for the outputs.
+        unsafe { run(state, samples, options, outputs) }
+    };
+    // SAFETY: the caller's contract for `transcriber`; its state is a `State`.
+    unsafe { exclusive::with(transcriber, KIND, body) }
+}
+
 /// Transcribes `samples[0..n_samples]`, 16 kHz mono floats in [-1, 1], as `options` (NULL:
 /// the defaults) say. Writes the segments, in time order, into `segments` (`segments_cap`
 /// of them) and their count into `*n_segments`; their texts, concatenated and NUL-terminated
@@ -360,19 +399,11 @@ pub unsafe extern "C" fn tessel_transcribe(
         text_cap,
         text_len,
     };
-    let body = |state: &mut State| {
-        // SAFETY: the caller's contract for `samples` and `options`.
-        let (samples, options) = unsafe {
-            (
-                args::slice(samples, n_samples, "samples is NULL")?,
-                pipeline_options(options)?,
-            )
-        };
-        // SAFETY: the caller's contract for the outputs.
-        unsafe { run(state, samples, options, &outputs) }
-    };
-    // SAFETY: the caller's contract for `transcriber`; its state is a `State`.
-    unsafe { exclusive::with(transcriber, KIND, body) }
+    // SAFETY: the caller's contract for `samples`.
+    let audio =
+        || unsafe { args::slice(samples, n_samples, "samples is NULL") }.map(Audio::Samples);
+    // SAFETY: the caller's contract for `transcriber`, `options` and the outputs.
+    unsafe { transcribe_into(transcriber, audio, options, &outputs) }
 }
 
 /// `tessel_transcribe` over the WAV file at `path` (UTF-8, NUL-terminated; PCM 8/16/24/32-bit
@@ -402,21 +433,10 @@ pub unsafe extern "C" fn tessel_transcribe_wav(
         text_cap,
         text_len,
     };
-    let body = |state: &mut State| {
-        // SAFETY: the caller's contract for `path` and `options`.
-        let (path, options) = unsafe {
-            (
-                args::text(path, "path is NULL")?,
-                pipeline_options(options)?,
-            )
-        };
-        let audio = load_wav(Path::new(path), &ReadOptions::default())
-            .map_err(|e| transcribe_error(TranscribeError::Audio(e)))?;
-        // SAFETY: the caller's contract for the outputs.
-        unsafe { run(state, &audio.samples, options, &outputs) }
-    };
-    // SAFETY: the caller's contract for `transcriber`; its state is a `State`.
-    unsafe { exclusive::with(transcriber, KIND, body) }
+    // SAFETY: the caller's contract for `path`.
+    let audio = || unsafe { args::text(path, "path is NULL") }.map(Audio::Wav);
+    // SAFETY: the caller's contract for `transcriber`, `options` and the outputs.
+    unsafe { transcribe_into(transcriber, audio, options, &outputs) }
 }
 
 /// Frees `transcriber` (NULL is accepted). `TESSEL_ERR_BUSY` if another thread is inside a

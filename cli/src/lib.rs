@@ -5,13 +5,13 @@
 //! - [`measure`]: `tessel run` and `tessel bench`; [`plan`]: `tessel plan`; [`pack`]:
 //!   `tessel pack`; [`source`]: the model those commands load; [`transcribe`]:
 //!   `tessel transcribe`; [`translate`]: `tessel translate`.
-//! - [`args`]: the command line (clap) and every option's bounds; [`checks`]: the checks
-//!   made before a model loads or a session is allocated; [`error`]: every failure as a typed
-//!   error;
-//!   [`counting`]: the counting allocator the binary installs, so reports state the heap
-//!   allocations made while a model ran.
+//! - [`args`]: the command line (clap); [`bounds`]: every option's bounds; [`checks`]: the
+//!   checks made before a model loads or a session is allocated; [`error`]: every failure as a
+//!   typed error; [`counting`]: the counting allocator the binary installs, so reports state
+//!   the heap allocations made while a model ran.
 
 pub mod args;
+pub mod bounds;
 pub mod checks;
 pub mod counting;
 pub mod error;

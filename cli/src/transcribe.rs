@@ -9,7 +9,7 @@
 //! while the model ran (between the pipeline's inference marks; the output text and segments
 //! are made outside them).
 //!
-//! Before the model loads: the options' bounds (the value parsers of [`crate::args`]), the
+//! Before the model loads: the options' bounds (the value parsers of [`crate::bounds`]), the
 //! audio file can be read, and the directory holds a Whisper model ([`checks::model_kind`]);
 //! before the session is made, its arena fits in the memory available.
 
@@ -29,7 +29,7 @@ use tessel_pipeline::transcribe::{
 };
 use tessel_text::whisper::Task;
 
-use crate::args::{
+use crate::bounds::{
     beam, finite_f64, non_negative_float, positive, threads, unit_interval, weight_type_parser,
 };
 use crate::checks::{self, Needs};

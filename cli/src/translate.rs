@@ -6,10 +6,10 @@
 //! a failing line gets an empty output and its error on stderr, line breaks in an output are
 //! escaped). `--threads N` spreads the lines over `N` sessions sharing one model, each on its
 //! own thread and running its GEMMs on that thread; with `--batch-size N` (N > 1) one batched
-//! session decodes up to `N` lines together, its products on `--threads` threads. `--nbest K` prints `K` hypotheses per
-//! input, tab-separated as `index<TAB>score<TAB>text`.
+//! session decodes up to `N` lines together, its products on `--threads` threads. `--nbest K`
+//! prints `K` hypotheses per input, tab-separated as `index<TAB>score<TAB>text`.
 //!
-//! Before the model loads: the flags' bounds (the value parsers of [`crate::args`]) and the
+//! Before the model loads: the flags' bounds (the value parsers of [`crate::bounds`]) and the
 //! flags against each other ([`check_flags`]), and the directory is a translation model
 //! ([`checks::model_kind`]); before the sessions are made, their arenas fit in memory.
 //!
@@ -29,7 +29,7 @@ use clap::Args;
 use tessel_model::{EarlyStopping, WeightType};
 use tessel_pipeline::{LoadSettings, ModelDir, TranslateOptions, Translator};
 
-use crate::args::{
+use crate::bounds::{
     batch_size, beam, early_stopping, finite, length_ratio, non_negative_float, positive,
     positive_float, probability, threads, weight_type_parser, MAX_BEAM,
 };

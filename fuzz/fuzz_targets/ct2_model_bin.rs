@@ -12,6 +12,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use tessel_model::load::ct2::{self, Ct2Options, Ct2Tokens, Dtype, ModelBin, Vocabulary};
 use tessel_model::Session;
+use tessel_tests::ct2_bin::{self, Entry};
 
 /// The valid files edited by [`Input::Edited`].
 const BASES: [&[u8]; 5] = [
@@ -55,8 +56,6 @@ enum Input {
     Edited { base: u8, edits: Vec<Edit> },
 }
 
-type Entry = (String, Vec<usize>, Dtype, Vec<u8>);
-
 struct Parsed {
     version: u32,
     spec: String,
@@ -71,15 +70,7 @@ fn parsed_bases() -> &'static Vec<Parsed> {
             .iter()
             .map(|bytes| {
                 let file = ct2::parse(bytes).expect("committed fixture parses");
-                let mut vars = Vec::new();
-                let mut aliases = Vec::new();
-                for (name, v) in &file.variables {
-                    if &v.canonical == name {
-                        vars.push((name.clone(), v.shape.clone(), v.dtype, v.data.to_vec()));
-                    } else {
-                        aliases.push((name.clone(), v.canonical.clone()));
-                    }
-                }
+                let (vars, aliases) = ct2_bin::entries(&file);
                 Parsed {
                     version: file.version,
                     spec: file.spec.clone(),
@@ -156,35 +147,6 @@ fn apply(p: &mut Parsed, edit: Edit) {
     }
 }
 
-fn string(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u16 + 1).to_le_bytes());
-    out.extend_from_slice(s.as_bytes());
-    out.push(0);
-}
-
-fn write(p: &Parsed) -> Vec<u8> {
-    let mut out = p.version.to_le_bytes().to_vec();
-    string(&mut out, &p.spec);
-    out.extend_from_slice(&7u32.to_le_bytes());
-    out.extend_from_slice(&(p.vars.len() as u32).to_le_bytes());
-    for (name, shape, dtype, data) in &p.vars {
-        string(&mut out, name);
-        out.push(shape.len() as u8);
-        for d in shape {
-            out.extend_from_slice(&(*d as u32).to_le_bytes());
-        }
-        out.push(DTYPES.iter().position(|t| t == dtype).unwrap_or(0) as u8);
-        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        out.extend_from_slice(data);
-    }
-    out.extend_from_slice(&(p.aliases.len() as u32).to_le_bytes());
-    for (a, t) in &p.aliases {
-        string(&mut out, a);
-        string(&mut out, t);
-    }
-    out
-}
-
 /// A vocabulary of `rows` tokens with CTranslate2's default specials first.
 fn vocabulary(file: &ModelBin<'_>, name: &str) -> Vocabulary {
     let rows = file
@@ -245,7 +207,7 @@ fuzz_target!(|input: Input| {
             for edit in edits.into_iter().take(8) {
                 apply(&mut p, edit);
             }
-            load(&write(&p));
+            load(&ct2_bin::write(p.version, &p.spec, &p.vars, &p.aliases));
         }
     }
 });

@@ -188,22 +188,29 @@ pub fn tame(values: &[f32]) -> bool {
 /// variants toggling norm placement, activation, positions, shared/tied embeddings and biases:
 /// small enough that a model builds in microseconds, wide enough to cross every code path.
 pub fn tiny_config(variant: u8) -> tessel_model::Config {
+    use tessel_model::config::{Sizes, SpecialIds};
     use tessel_model::{Biases, Config, FfnActivation, NormPlacement, Positions};
     let bit = |i: u8| variant & (1 << i) != 0;
-    Config {
+    let sizes = Sizes {
         d_model: 8,
         heads: 2,
-        d_head: None,
         encoder_layers: 1,
         decoder_layers: 1,
         d_ff: 12,
         src_vocab: 11,
         tgt_vocab: 11,
-        share_embeddings: bit(2),
-        tie_output: bit(2),
         max_src_len: 7,
         max_tgt_len: 6,
         max_beam: 3,
+    };
+    let ids = SpecialIds {
+        bos: 1,
+        eos: 2,
+        pad: 0,
+    };
+    Config {
+        share_embeddings: bit(2),
+        tie_output: bit(2),
         norm: if bit(0) {
             NormPlacement::Pre
         } else {
@@ -222,22 +229,10 @@ pub fn tiny_config(variant: u8) -> tessel_model::Config {
         },
         biases: Biases {
             attention_in: !bit(1),
-            attention_key: true,
-            attention_out: true,
             ffn: !bit(2),
             generator: !bit(0),
+            ..Biases::default()
         },
-        front_end: tessel_model::FrontEnd::Tokens,
-        norm_kind: tessel_model::config::NormKind::Layer,
-        gated_ffn: false,
-        attention_scale: None,
-        relative_attention: None,
-        embedding_norm: false,
-        position_offset: 0,
-        scale_embeddings: true,
-        layer_norm_eps: 1e-5,
-        bos_id: 1,
-        eos_id: 2,
-        pad_id: 0,
+        ..Config::new(sizes, ids)
     }
 }

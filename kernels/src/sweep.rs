@@ -155,15 +155,17 @@ impl<S: Simd> RowIo<S> for Update<'_, S> {
 /// Reads through `source` and stores into a separate row of the same length.
 pub(crate) struct Write<'a, S: Simd, Src> {
     source: Src,
-    head: &'a mut [S::f32s],
-    tail: &'a mut [f32],
+    destination: Update<'a, S>,
 }
 
 impl<'a, S: Simd, Src: RowIo<S>> Write<'a, S, Src> {
     #[inline(always)]
     pub(crate) fn new(source: Src, destination: &'a mut [f32]) -> Self {
-        let (head, tail) = S::as_mut_simd_f32s(destination);
-        Write { source, head, tail }
+        let destination = Update::new(destination);
+        Write {
+            source,
+            destination,
+        }
     }
 }
 
@@ -179,7 +181,7 @@ impl<S: Simd, Src: RowIo<S>> RowIo<S> for Write<'_, S, Src> {
     }
     #[inline(always)]
     fn covers(&self, vectors: usize, tail: usize) -> bool {
-        self.source.covers(vectors, tail) && self.head.len() == vectors && self.tail.len() == tail
+        self.source.covers(vectors, tail) && self.destination.covers(vectors, tail)
     }
     #[inline(always)]
     unsafe fn load(&self, simd: S, i: usize) -> Src::Item {
@@ -191,14 +193,14 @@ impl<S: Simd, Src: RowIo<S>> RowIo<S> for Write<'_, S, Src> {
         self.source.load_tail(simd)
     }
     #[inline(always)]
-    unsafe fn store(&mut self, _: S, i: usize, value: S::f32s) {
-        debug_assert!(i < self.head.len());
-        // SAFETY: `consistent()` makes `head.len()` this io's `vectors()`, which bounds `i`.
-        unsafe { *self.head.get_unchecked_mut(i) = value };
+    unsafe fn store(&mut self, simd: S, i: usize, value: S::f32s) {
+        // SAFETY: `consistent()` makes the destination's length this io's length, which
+        // bounds `i`.
+        unsafe { self.destination.store(simd, i, value) };
     }
     #[inline(always)]
     fn store_tail(&mut self, simd: S, value: S::f32s) {
-        simd.partial_store_f32s(self.tail, value);
+        self.destination.store_tail(simd, value);
     }
 }
 
@@ -240,6 +242,29 @@ impl<S: Simd, A: RowIo<S>, B: RowIo<S>> RowIo<S> for Zip<A, B> {
     }
 }
 
+/// The [`RowIo`] methods of a row with no length of its own that is never stored: it only
+/// rides behind a real row ([`Zip`]), which sets the length.
+macro_rules! lengthless_methods {
+    () => {
+        #[inline(always)]
+        fn vectors(&self) -> usize {
+            0
+        }
+        #[inline(always)]
+        fn tail_len(&self) -> usize {
+            0
+        }
+        #[inline(always)]
+        fn covers(&self, _: usize, _: usize) -> bool {
+            true
+        }
+        #[inline(always)]
+        unsafe fn store(&mut self, _: S, _: usize, _: S::f32s) {}
+        #[inline(always)]
+        fn store_tail(&mut self, _: S, _: S::f32s) {}
+    };
+}
+
 /// A row of `-0.0` that is never stored: stands in for an absent `beta` or bias and costs
 /// nothing after inlining (`v + (-0.0)` is `v` for every `v`, so the compiler drops the add;
 /// `+0.0` would not be an identity for `v = -0.0`). Only ever zipped behind a real row, which
@@ -249,18 +274,7 @@ pub(crate) struct Zeros;
 
 impl<S: Simd> RowIo<S> for Zeros {
     type Item = S::f32s;
-    #[inline(always)]
-    fn vectors(&self) -> usize {
-        0
-    }
-    #[inline(always)]
-    fn tail_len(&self) -> usize {
-        0
-    }
-    #[inline(always)]
-    fn covers(&self, _: usize, _: usize) -> bool {
-        true
-    }
+    lengthless_methods!();
     #[inline(always)]
     unsafe fn load(&self, simd: S, _: usize) -> S::f32s {
         simd.splat_f32s(-0.0)
@@ -269,10 +283,6 @@ impl<S: Simd> RowIo<S> for Zeros {
     fn load_tail(&self, simd: S) -> S::f32s {
         simd.splat_f32s(-0.0)
     }
-    #[inline(always)]
-    unsafe fn store(&mut self, _: S, _: usize, _: S::f32s) {}
-    #[inline(always)]
-    fn store_tail(&mut self, _: S, _: S::f32s) {}
 }
 
 /// The next row of a batch, pulled towards the core while a pass works on the current one:
@@ -307,18 +317,7 @@ impl Prefetch {
 
 impl<S: Simd> RowIo<S> for Prefetch {
     type Item = ();
-    #[inline(always)]
-    fn vectors(&self) -> usize {
-        0
-    }
-    #[inline(always)]
-    fn tail_len(&self) -> usize {
-        0
-    }
-    #[inline(always)]
-    fn covers(&self, _: usize, _: usize) -> bool {
-        true
-    }
+    lengthless_methods!();
     #[inline(always)]
     unsafe fn load(&self, _: S, i: usize) {
         let offset = i * S::F32_LANES;
@@ -328,10 +327,6 @@ impl<S: Simd> RowIo<S> for Prefetch {
     }
     #[inline(always)]
     fn load_tail(&self, _: S) {}
-    #[inline(always)]
-    unsafe fn store(&mut self, _: S, _: usize, _: S::f32s) {}
-    #[inline(always)]
-    fn store_tail(&mut self, _: S, _: S::f32s) {}
 }
 
 /// Hints the cache line at `at` into L2 (a no-op off x86-64).

@@ -55,6 +55,48 @@ const fn step(rows: usize, cols: usize, stride: usize) -> usize {
     }
 }
 
+/// The methods [`View`] and [`ViewMut`] share: the shape, and the row and column slices (each
+/// type re-slices its data in its own `at`).
+macro_rules! shape_and_slices {
+    ($view:ident) => {
+        /// Rows.
+        pub fn rows(&self) -> usize {
+            self.rows
+        }
+
+        /// Columns.
+        pub fn cols(&self) -> usize {
+            self.cols
+        }
+
+        /// Elements between the starts of consecutive rows.
+        pub fn stride(&self) -> usize {
+            self.stride
+        }
+
+        /// `(rows, cols)`.
+        pub fn shape(&self) -> (usize, usize) {
+            (self.rows, self.cols)
+        }
+
+        /// Rows `first..first + count`, or `BufferTooSmall` when they pass the last row.
+        pub fn slice_rows(self, first: usize, count: usize) -> Result<$view<'a, E>, KernelError> {
+            let offset = row_offset(self.rows, self.stride, first, count)?;
+            let cols = self.cols;
+            Ok(self.at(offset, count, cols))
+        }
+
+        /// Columns `first..first + count` of every row, or `BufferTooSmall` when they pass the
+        /// last column.
+        pub fn slice_cols(self, first: usize, count: usize) -> Result<$view<'a, E>, KernelError> {
+            check_range(self.cols, first, count)?;
+            let offset = if self.rows == 0 { 0 } else { first };
+            let rows = self.rows;
+            Ok(self.at(offset, rows, count))
+        }
+    };
+}
+
 /// A read-only strided matrix: element `(i, j)` is `data[i · stride + j]`.
 #[derive(Debug)]
 pub struct View<'a, E = f32> {
@@ -112,29 +154,19 @@ impl<'a, E> View<'a, E> {
         View::new(data, rows, cols, cols)
     }
 
+    /// A view whose shape was checked against `data` already (a [`ViewMut`]'s).
+    fn from_checked(data: &'a [E], rows: usize, cols: usize, stride: usize) -> View<'a, E> {
+        View {
+            data,
+            rows,
+            cols,
+            stride,
+        }
+    }
+
     /// The elements the view was made from (from row 0 on).
     pub fn data(&self) -> &'a [E] {
         self.data
-    }
-
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Columns.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
-    /// Elements between the starts of consecutive rows.
-    pub fn stride(&self) -> usize {
-        self.stride
-    }
-
-    /// `(rows, cols)`.
-    pub fn shape(&self) -> (usize, usize) {
-        (self.rows, self.cols)
     }
 
     /// Row `r` (`cols` elements), or `None` past the last row.
@@ -150,26 +182,16 @@ impl<'a, E> View<'a, E> {
         (0..self.rows).filter_map(move |r| self.row(r))
     }
 
-    /// Rows `first..first + count`, or `BufferTooSmall` when they pass the last row.
-    pub fn slice_rows(self, first: usize, count: usize) -> Result<View<'a, E>, KernelError> {
-        let offset = row_offset(self.rows, self.stride, first, count)?;
-        Ok(View {
-            data: self.data.get(offset..).unwrap_or(&[]),
-            rows: count,
-            ..self
-        })
-    }
+    shape_and_slices!(View);
 
-    /// Columns `first..first + count` of every row, or `BufferTooSmall` when they pass the last
-    /// column.
-    pub fn slice_cols(self, first: usize, count: usize) -> Result<View<'a, E>, KernelError> {
-        check_range(self.cols, first, count)?;
-        let offset = if self.rows == 0 { 0 } else { first };
-        Ok(View {
+    /// The `rows × cols` view from element `offset` on, which the slice functions checked.
+    fn at(self, offset: usize, rows: usize, cols: usize) -> View<'a, E> {
+        View {
             data: self.data.get(offset..).unwrap_or(&[]),
-            cols: count,
+            rows,
+            cols,
             ..self
-        })
+        }
     }
 }
 
@@ -210,53 +232,23 @@ impl<'a, E> ViewMut<'a, E> {
         ViewMut::new(data, rows, cols, cols)
     }
 
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Columns.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
-    /// Elements between the starts of consecutive rows.
-    pub fn stride(&self) -> usize {
-        self.stride
-    }
-
-    /// `(rows, cols)`.
-    pub fn shape(&self) -> (usize, usize) {
-        (self.rows, self.cols)
-    }
-
     /// The same elements, read-only, for as long as `self` is borrowed.
     pub fn as_view(&self) -> View<'_, E> {
-        View {
-            data: self.data,
-            rows: self.rows,
-            cols: self.cols,
-            stride: self.stride,
-        }
+        let (rows, cols, stride) = (self.rows, self.cols, self.stride);
+        View::from_checked(self.data, rows, cols, stride)
     }
 
     /// The same elements, read-only, for the whole lifetime.
     pub fn into_view(self) -> View<'a, E> {
-        View {
-            data: self.data,
-            rows: self.rows,
-            cols: self.cols,
-            stride: self.stride,
-        }
+        let (rows, cols, stride) = (self.rows, self.cols, self.stride);
+        View::from_checked(self.data, rows, cols, stride)
     }
 
     /// The same view, borrowed for a shorter time (to pass it to a kernel and use it after).
     pub fn reborrow(&mut self) -> ViewMut<'_, E> {
         ViewMut {
             data: self.data,
-            rows: self.rows,
-            cols: self.cols,
-            stride: self.stride,
+            ..*self
         }
     }
 
@@ -278,30 +270,17 @@ impl<'a, E> ViewMut<'a, E> {
             .filter_map(move |row| row.get_mut(..cols))
     }
 
-    /// Rows `first..first + count`, or `BufferTooSmall` when they pass the last row.
-    pub fn slice_rows(self, first: usize, count: usize) -> Result<ViewMut<'a, E>, KernelError> {
-        let offset = row_offset(self.rows, self.stride, first, count)?;
-        let len = self.data.len();
-        Ok(ViewMut {
-            data: self.data.get_mut(offset.min(len)..).unwrap_or_default(),
-            rows: count,
-            cols: self.cols,
-            stride: self.stride,
-        })
-    }
+    shape_and_slices!(ViewMut);
 
-    /// Columns `first..first + count` of every row, or `BufferTooSmall` when they pass the last
-    /// column.
-    pub fn slice_cols(self, first: usize, count: usize) -> Result<ViewMut<'a, E>, KernelError> {
-        check_range(self.cols, first, count)?;
-        let offset = if self.rows == 0 { 0 } else { first };
+    /// The `rows × cols` view from element `offset` on, which the slice functions checked.
+    fn at(self, offset: usize, rows: usize, cols: usize) -> ViewMut<'a, E> {
         let len = self.data.len();
-        Ok(ViewMut {
+        ViewMut {
             data: self.data.get_mut(offset.min(len)..).unwrap_or_default(),
-            rows: self.rows,
-            cols: count,
+            rows,
+            cols,
             stride: self.stride,
-        })
+        }
     }
 }
 

@@ -7,15 +7,16 @@
 //! to `bf16` so AVX-512 BF16's dot-product instruction can run (where the CPU has it; elsewhere
 //! it behaves as [`WeightType::Bf16`]). [`WeightType::Int8`] stores symmetric int8 weights with
 //! one scale per output channel and quantises the activations per row as it runs (`int8`
-//! submodule, `linear_int8.rs`). What a layer does with its weight is written once per weight
-//! type, as an implementation of the private `Weight` trait.
+//! submodule, `linear_int8.rs`). What a layer does with its weight is written once, over a
+//! private `Packed` trait that says what sets each weight type apart.
 
 #[cfg(feature = "std")]
 use serde::{Deserialize, Serialize};
 use tessel_kernels::activation::Activation;
 use tessel_kernels::error::check_dim;
+use tessel_kernels::gemm::Parallel;
 use tessel_kernels::gemm::{self, bf16, f16, Element, PackedB};
-use tessel_kernels::{KernelError, ScratchSpec, View, ViewMut};
+use tessel_kernels::{Isa, KernelError, ScratchSpec, View, ViewMut};
 
 use super::Run;
 #[cfg(feature = "std")]
@@ -166,13 +167,7 @@ impl<'w> Linear<'w> {
         weight: &[S],
         bias: Option<&[f32]>,
     ) -> Result<Linear<'w>, LinearError> {
-        let len = out_features
-            .checked_mul(in_features)
-            .ok_or(KernelError::Overflow("linear weight"))?;
-        check_dim("linear weight elements", len, weight.len())?;
-        if let Some(b) = bias {
-            check_dim("linear bias elements", out_features, b.len())?;
-        }
+        check_shape(out_features, in_features, weight.len(), bias)?;
         let (n, k) = (out_features, in_features);
         let weight = match storage {
             WeightType::F32 => PackedWeight::F32(pack(weight, n, k)?),
@@ -181,12 +176,19 @@ impl<'w> Linear<'w> {
             WeightType::Bf16Dot => PackedWeight::Bf16(pack(weight, n, k)?.with_bf16_dot(true)),
             WeightType::Int8 => PackedWeight::I8(int8::quantize(weight, n, k)?),
         };
+        Linear::owning_bias(weight, bias)
+    }
+
+    /// A layer over `weight` and a copy of `bias` it owns.
+    #[cfg(feature = "std")]
+    fn owning_bias(
+        weight: PackedWeight<'w>,
+        bias: Option<&[f32]>,
+    ) -> Result<Linear<'w>, LinearError> {
+        let bias = bias.map(AlignedBuf::from_slice).transpose()?;
         Ok(Linear {
             weight,
-            bias: bias
-                .map(AlignedBuf::from_slice)
-                .transpose()?
-                .map(Weights::Owned),
+            bias: bias.map(Weights::Owned),
         })
     }
 
@@ -231,6 +233,25 @@ impl Linear<'_> {
             self.weight = weight;
         }
     }
+}
+
+/// Checks that a weight of `weight_len` elements is `out_features × in_features` and that
+/// `bias`, if any, has `out_features` elements.
+#[cfg(feature = "std")]
+fn check_shape(
+    out_features: usize,
+    in_features: usize,
+    weight_len: usize,
+    bias: Option<&[f32]>,
+) -> Result<(), KernelError> {
+    let len = out_features
+        .checked_mul(in_features)
+        .ok_or(KernelError::Overflow("linear weight"))?;
+    check_dim("linear weight elements", len, weight_len)?;
+    if let Some(b) = bias {
+        check_dim("linear bias elements", out_features, b.len())?;
+    }
+    Ok(())
 }
 
 /// Packs an `n × k` (`nn.Linear`) weight of element type `S` as `T`, in fresh aligned storage.
@@ -292,13 +313,18 @@ impl Linear<'_> {
             activation,
             residual,
         };
-        self.weight.get().gemm(run, x, out, &epilogue, scratch)
+        self.weight.get().gemm(Operands {
+            run,
+            a: x,
+            c: out,
+            epilogue: &epilogue,
+            scratch,
+        })
     }
 }
 
-/// What a linear layer does with its packed weight, written once per weight type: the float
-/// panels here ([`PackedB`] of any [`FloatWeight`]), int8 in the `int8` submodule.
-/// [`PackedWeight::get`] is the one place that picks the implementation.
+/// What a linear layer does with its packed weight, written once over what sets the weight
+/// types apart ([`Packed`]). [`PackedWeight::get`] is the one place that picks the type.
 trait Weight<'w> {
     /// Input width `k`.
     fn k(&self) -> usize;
@@ -309,20 +335,92 @@ trait Weight<'w> {
     /// Bytes of the packed weight.
     fn bytes(&self) -> usize;
     /// `c = epilogue(a · W)`.
-    fn gemm(
-        &self,
-        run: Run<'_>,
-        a: View<'_>,
-        c: ViewMut<'_>,
-        epilogue: &gemm::Epilogue<'_>,
-        scratch: &mut [f32],
-    ) -> Result<(), KernelError>;
+    fn gemm(&self, operands: Operands<'_>) -> Result<(), KernelError>;
     /// The packed bytes, when they are owned on small pages.
     #[cfg(feature = "std")]
     fn small_page_bytes(&self) -> Option<&[u8]>;
     /// The same weight read from byte `offset` of `pool`, if a copy of it is there.
     #[cfg(feature = "std")]
     fn moved_to(&self, pool: &Arc<AlignedBuf<u8>>, offset: usize) -> Option<PackedWeight<'w>>;
+}
+
+/// What a product `c = epilogue(a · W)` takes besides the weight `W`.
+struct Operands<'a> {
+    run: Run<'a>,
+    a: View<'a>,
+    c: ViewMut<'a>,
+    epilogue: &'a gemm::Epilogue<'a>,
+    scratch: &'a mut [f32],
+}
+
+/// A kernel's GEMM over the packed weight type `B`.
+type GemmFn<B> = fn(
+    Isa,
+    View<'_>,
+    &B,
+    ViewMut<'_>,
+    &gemm::Epilogue<'_>,
+    &mut [f32],
+    &dyn Parallel,
+) -> Result<(), KernelError>;
+
+/// A packed weight type of the kernels, held in the layer's [`Weights`]: the float panels
+/// ([`PackedB`] of any [`FloatWeight`]) here, int8 in the `int8` submodule.
+trait Packed<'w>: Sized {
+    /// The stored element.
+    type Elem: bytemuck::Pod;
+    /// The GEMM that multiplies by it.
+    const GEMM: GemmFn<Self>;
+    /// Input width `k`, output width `n` and the packed values.
+    fn parts(&self) -> (usize, usize, &Weights<'_, Self::Elem>);
+    /// How the weight is stored.
+    fn weight_type(&self) -> WeightType;
+    /// The same weight (same `k`, `n` and mode) over the values `weights`.
+    #[cfg(feature = "std")]
+    fn with_values(&self, weights: Weights<'w, Self::Elem>) -> Option<PackedWeight<'w>>;
+}
+
+impl<'w, P: Packed<'w>> Weight<'w> for P {
+    fn k(&self) -> usize {
+        self.parts().0
+    }
+
+    fn n(&self) -> usize {
+        self.parts().1
+    }
+
+    fn weight_type(&self) -> WeightType {
+        Packed::weight_type(self)
+    }
+
+    fn bytes(&self) -> usize {
+        self.parts().2.bytes()
+    }
+
+    fn gemm(&self, o: Operands<'_>) -> Result<(), KernelError> {
+        (P::GEMM)(
+            o.run.isa,
+            o.a,
+            self,
+            o.c,
+            o.epilogue,
+            o.scratch,
+            o.run.parallel,
+        )
+    }
+
+    #[cfg(feature = "std")]
+    fn small_page_bytes(&self) -> Option<&[u8]> {
+        let storage = self.parts().2;
+        storage
+            .is_owned_on_small_pages()
+            .then(|| bytemuck::cast_slice(storage.as_slice()))
+    }
+
+    #[cfg(feature = "std")]
+    fn moved_to(&self, pool: &Arc<AlignedBuf<u8>>, offset: usize) -> Option<PackedWeight<'w>> {
+        self.with_values(moved(pool, offset, self.parts().2.as_slice())?)
+    }
 }
 
 impl<'w> PackedWeight<'w> {
@@ -377,13 +475,12 @@ impl FloatWeight for bf16 {
     }
 }
 
-impl<'w, T: FloatWeight> Weight<'w> for PackedB<Weights<'w, T>, T> {
-    fn k(&self) -> usize {
-        PackedB::k(self)
-    }
+impl<'w, T: FloatWeight> Packed<'w> for PackedB<Weights<'w, T>, T> {
+    type Elem = T;
+    const GEMM: GemmFn<Self> = gemm::gemm;
 
-    fn n(&self) -> usize {
-        PackedB::n(self)
+    fn parts(&self) -> (usize, usize, &Weights<'_, T>) {
+        (PackedB::k(self), PackedB::n(self), self.storage())
     }
 
     fn weight_type(&self) -> WeightType {
@@ -394,40 +491,11 @@ impl<'w, T: FloatWeight> Weight<'w> for PackedB<Weights<'w, T>, T> {
         }
     }
 
-    fn bytes(&self) -> usize {
-        core::mem::size_of_val(self.as_slice())
-    }
-
-    fn gemm(
-        &self,
-        run: Run<'_>,
-        a: View<'_>,
-        c: ViewMut<'_>,
-        epilogue: &gemm::Epilogue<'_>,
-        scratch: &mut [f32],
-    ) -> Result<(), KernelError> {
-        gemm::gemm(run.isa, a, self, c, epilogue, scratch, run.parallel)
-    }
-
     #[cfg(feature = "std")]
-    fn small_page_bytes(&self) -> Option<&[u8]> {
-        small_page_bytes(self.storage())
-    }
-
-    #[cfg(feature = "std")]
-    fn moved_to(&self, pool: &Arc<AlignedBuf<u8>>, offset: usize) -> Option<PackedWeight<'w>> {
-        let weights = moved(pool, offset, self.as_slice())?;
+    fn with_values(&self, weights: Weights<'w, T>) -> Option<PackedWeight<'w>> {
         let packed = PackedB::from_packed(weights, PackedB::k(self), PackedB::n(self)).ok()?;
         Some(T::wrap(packed, T::dot(self)))
     }
-}
-
-/// A layer's storage as bytes, when it is owned on small pages.
-#[cfg(feature = "std")]
-fn small_page_bytes<'a, T: bytemuck::Pod>(storage: &'a Weights<'_, T>) -> Option<&'a [u8]> {
-    storage
-        .is_owned_on_small_pages()
-        .then(|| bytemuck::cast_slice(storage.as_slice()))
 }
 
 /// `old`'s copy at byte `offset` of `pool`, if it holds the same bytes.

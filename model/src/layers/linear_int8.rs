@@ -23,22 +23,17 @@
 //! int8 rows must not overlap (`x_stride >= in_features`); Whisper's convolution stem, which
 //! reads overlapping windows, keeps float weights ([`WeightType::for_conv_stem`]).
 
-#[cfg(feature = "std")]
-use tessel_kernels::error::check_dim;
 use tessel_kernels::gemm::int8::{gemm_i8, gemm_i8_scratch, PackedI8};
-use tessel_kernels::gemm::Epilogue;
 #[cfg(feature = "std")]
 use tessel_kernels::gemm::{int8::packed_i8_len, Element};
-use tessel_kernels::{KernelError, ScratchSpec, View, ViewMut};
+use tessel_kernels::ScratchSpec;
 
 #[cfg(feature = "std")]
 use super::LinearError;
-use super::{Linear, PackedWeight, Run, Weight, WeightType};
+use super::{GemmFn, Linear, Packed, PackedWeight, WeightType};
 #[cfg(feature = "std")]
 use crate::aligned::AlignedBuf;
 use crate::storage::Weights;
-#[cfg(feature = "std")]
-use std::sync::Arc;
 
 /// A packed int8 weight in fresh aligned storage.
 pub(super) type PackedInt8<'w> = PackedI8<Weights<'w, i8>>;
@@ -65,42 +60,20 @@ fn owned<'w>(packed: PackedI8<AlignedBuf<i8>>) -> Result<PackedInt8<'w>, LinearE
     )?)
 }
 
-impl<'w> Weight<'w> for PackedInt8<'w> {
-    fn k(&self) -> usize {
-        PackedI8::k(self)
-    }
+impl<'w> Packed<'w> for PackedInt8<'w> {
+    type Elem = i8;
+    const GEMM: GemmFn<Self> = gemm_i8;
 
-    fn n(&self) -> usize {
-        PackedI8::n(self)
+    fn parts(&self) -> (usize, usize, &Weights<'_, i8>) {
+        (PackedI8::k(self), PackedI8::n(self), self.storage())
     }
 
     fn weight_type(&self) -> WeightType {
         WeightType::Int8
     }
 
-    fn bytes(&self) -> usize {
-        core::mem::size_of_val(self.as_slice())
-    }
-
-    fn gemm(
-        &self,
-        run: Run<'_>,
-        a: View<'_>,
-        c: ViewMut<'_>,
-        epilogue: &Epilogue<'_>,
-        scratch: &mut [f32],
-    ) -> Result<(), KernelError> {
-        gemm_i8(run.isa, a, self, c, epilogue, scratch, run.parallel)
-    }
-
     #[cfg(feature = "std")]
-    fn small_page_bytes(&self) -> Option<&[u8]> {
-        super::small_page_bytes(self.storage())
-    }
-
-    #[cfg(feature = "std")]
-    fn moved_to(&self, pool: &Arc<AlignedBuf<u8>>, offset: usize) -> Option<PackedWeight<'w>> {
-        let weights = super::moved(pool, offset, self.as_slice())?;
+    fn with_values(&self, weights: Weights<'w, i8>) -> Option<PackedWeight<'w>> {
         let packed = PackedI8::from_packed(weights, PackedI8::k(self), PackedI8::n(self)).ok()?;
         Some(PackedWeight::I8(packed))
     }
@@ -124,23 +97,11 @@ impl<'w> Linear<'w> {
         weight_scale: &[f32],
         bias: Option<&[f32]>,
     ) -> Result<Linear<'w>, LinearError> {
-        let len = out_features
-            .checked_mul(in_features)
-            .ok_or(KernelError::Overflow("linear weight"))?;
-        check_dim("linear weight elements", len, weight.len())?;
-        if let Some(b) = bias {
-            check_dim("linear bias elements", out_features, b.len())?;
-        }
+        super::check_shape(out_features, in_features, weight.len(), bias)?;
         let (n, k) = (out_features, in_features);
         let storage = AlignedBuf::zeros(packed_i8_len(k, n)?)?;
         let packed = owned(PackedI8::from_ct2(storage, weight, weight_scale, n, k)?)?;
-        Ok(Linear {
-            weight: PackedWeight::I8(packed),
-            bias: bias
-                .map(AlignedBuf::from_slice)
-                .transpose()?
-                .map(Weights::Owned),
-        })
+        Linear::owning_bias(PackedWeight::I8(packed), bias)
     }
 
     /// The int8 weight, when the layer stores one (tests read its values and scales).

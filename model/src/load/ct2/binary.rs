@@ -194,38 +194,53 @@ impl<'a> Reader<'a> {
 /// Parses a whole `model.bin`; aliases are resolved into [`ModelBin::variables`].
 pub fn parse(bytes: &[u8]) -> Result<ModelBin<'_>, Ct2Error> {
     let mut r = Reader { bytes, offset: 0 };
-    let version = r.u32("binary version")?;
-    if version == 0 || version > MAX_BINARY_VERSION {
-        return Err(Ct2Error::UnsupportedVersion(version));
-    }
-    let (spec, revision) = if version >= 2 {
-        (r.string("spec name")?, r.u32("spec revision")?)
-    } else {
-        (String::new(), 1)
-    };
+    let (version, spec, revision) = r.header()?;
     let count = r.u32("variable count")?;
     let mut variables = BTreeMap::new();
     for _ in 0..count {
-        let name = r.string("variable name")?;
-        let rank = r.u8(&name)?;
+        let (name, variable) = r.variable(version)?;
+        insert(&mut variables, name, variable)?;
+    }
+    if version >= 3 {
+        r.aliases(&mut variables)?;
+    }
+    r.finish()?;
+    Ok(ModelBin {
+        version,
+        spec,
+        revision,
+        variables,
+    })
+}
+
+/// The stages of [`parse`], in the order of the file.
+impl<'a> Reader<'a> {
+    /// The binary version (refused when unsupported), then the spec name and revision (from
+    /// version 2 on; an empty name and revision 1 before).
+    fn header(&mut self) -> Result<(u32, String, u32), Ct2Error> {
+        let version = self.u32("binary version")?;
+        if version == 0 || version > MAX_BINARY_VERSION {
+            return Err(Ct2Error::UnsupportedVersion(version));
+        }
+        let (spec, revision) = if version >= 2 {
+            (self.string("spec name")?, self.u32("spec revision")?)
+        } else {
+            (String::new(), 1)
+        };
+        Ok((version, spec, revision))
+    }
+
+    /// One variable: its name, shape, dtype and bytes, the byte count checked against the
+    /// shape and dtype.
+    fn variable(&mut self, version: u32) -> Result<(String, Variable<'a>), Ct2Error> {
+        let name = self.string("variable name")?;
+        let rank = self.u8(&name)?;
         let mut shape = Vec::with_capacity(usize::from(rank));
         for _ in 0..rank {
-            shape.push(r.u32(&name)? as usize);
+            shape.push(self.u32(&name)? as usize);
         }
-        let dtype = if version >= 4 {
-            let id = r.u8(&name)?;
-            Dtype::from_id(id).ok_or_else(|| Ct2Error::UnknownDtype {
-                name: name.clone(),
-                id,
-            })?
-        } else {
-            let size = r.u8(&name)?;
-            Dtype::from_item_size(size).ok_or_else(|| Ct2Error::UnknownDtype {
-                name: name.clone(),
-                id: size,
-            })?
-        };
-        let byte_count = r.u32(&name)? as usize;
+        let dtype = self.dtype(version, &name)?;
+        let byte_count = self.u32(&name)? as usize;
         let expected = shape
             .iter()
             .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d));
@@ -236,40 +251,65 @@ pub fn parse(bytes: &[u8]) -> Result<ModelBin<'_>, Ct2Error> {
                 bytes: byte_count,
             });
         }
-        let data = r.take(byte_count, &name)?;
+        let data = self.take(byte_count, &name)?;
         let variable = Variable {
             shape,
             dtype,
             data,
             canonical: name.clone(),
         };
-        if variables.insert(name.clone(), variable).is_some() {
-            return Err(Ct2Error::Duplicate(name));
-        }
+        Ok((name, variable))
     }
-    if version >= 3 {
-        let aliases = r.u32("alias count")?;
-        for _ in 0..aliases {
-            let alias = r.string("alias name")?;
-            let target = r.string("alias target")?;
+
+    /// The dtype of variable `name`: an id from version 4 on, an item size before.
+    fn dtype(&mut self, version: u32, name: &str) -> Result<Dtype, Ct2Error> {
+        let code = self.u8(name)?;
+        let dtype = if version >= 4 {
+            Dtype::from_id(code)
+        } else {
+            Dtype::from_item_size(code)
+        };
+        dtype.ok_or_else(|| Ct2Error::UnknownDtype {
+            name: name.to_owned(),
+            id: code,
+        })
+    }
+
+    /// The aliases (version 3 on), each added to `variables` as a copy of its target.
+    fn aliases(&mut self, variables: &mut BTreeMap<String, Variable<'a>>) -> Result<(), Ct2Error> {
+        let count = self.u32("alias count")?;
+        for _ in 0..count {
+            let alias = self.string("alias name")?;
+            let target = self.string("alias target")?;
             let Some(variable) = variables.get(&target).cloned() else {
                 return Err(Ct2Error::DanglingAlias { alias, target });
             };
-            if variables.insert(alias.clone(), variable).is_some() {
-                return Err(Ct2Error::Duplicate(alias));
-            }
+            insert(variables, alias, variable)?;
         }
+        Ok(())
     }
-    if r.offset != bytes.len() {
-        return Err(Ct2Error::TrailingBytes {
-            offset: r.offset,
-            len: bytes.len(),
-        });
+
+    /// Refuses bytes after the last alias (or variable).
+    fn finish(&self) -> Result<(), Ct2Error> {
+        if self.offset != self.bytes.len() {
+            return Err(Ct2Error::TrailingBytes {
+                offset: self.offset,
+                len: self.bytes.len(),
+            });
+        }
+        Ok(())
     }
-    Ok(ModelBin {
-        version,
-        spec,
-        revision,
-        variables,
-    })
+}
+
+/// Adds `variable` as `name`, refusing a name already there.
+fn insert<'a>(
+    variables: &mut BTreeMap<String, Variable<'a>>,
+    name: String,
+    variable: Variable<'a>,
+) -> Result<(), Ct2Error> {
+    if variables.contains_key(&name) {
+        return Err(Ct2Error::Duplicate(name));
+    }
+    variables.insert(name, variable);
+    Ok(())
 }
