@@ -21,9 +21,17 @@
 //! (beam, threads) is kept, warmed up once when first made. Large models (NLLB-600M takes
 //! tens of seconds to load) are so measured run by run, interleaved with CTranslate2, without
 //! reloading.
+//!
+//! With `--lines FILE` (instead of `--src`) it decodes every line of `FILE` (comma-separated
+//! source ids) with exactly `--steps` tokens, `--batch B` lines together in one
+//! [`tessel_model::Batch`] (longest first, in chunks of `B`), and prints
+//! `{"tokens": [[...], ...], "median_ms": x, "min_ms": x, "encode_ms": x, "runs": n,
+//! "isa": "...", "batch": B, "beam": n, "threads": n}`: the time of the whole file (median of
+//! `--runs` after a warm-up of one chunk of at most 16 lines), the part of it spent encoding, and each line's best
+//! tokens in file order. `--serve` works the same way, requests adding `--batch B`.
 
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -32,7 +40,7 @@ use tessel_bench::Budget;
 use tessel_kernels::Isa;
 use tessel_model::isa_env::isa_from_env;
 use tessel_model::load::ct2::{self, Ct2Options};
-use tessel_model::{Limits, Model, SearchOptions, Session, WeightType};
+use tessel_model::{Batch, Limits, Model, SearchOptions, Session, WeightType};
 
 /// What one measurement asks for.
 #[derive(Clone, Copy)]
@@ -41,31 +49,41 @@ struct Request {
     beam: usize,
     runs: usize,
     threads: usize,
+    /// Lines decoded together (batch mode).
+    batch: usize,
     stream_read: bool,
+}
+
+/// The settings given once, on the command line.
+#[derive(Default)]
+struct Startup {
+    src: Vec<u32>,
+    /// The file of source lines (batch mode).
+    lines: Option<PathBuf>,
+    weights: WeightType,
+    serve: bool,
 }
 
 struct Args {
     dir: PathBuf,
-    src: Vec<u32>,
-    weights: WeightType,
-    serve: bool,
+    startup: Startup,
     request: Request,
 }
 
-/// Applies the flags of `words` to `request` (and, when given, to the other settings).
+/// Applies the flags of `words` to `request` (and, when given, to the startup settings).
 fn parse_flags(
     words: &mut dyn Iterator<Item = String>,
     request: &mut Request,
-    mut rest: Option<(&mut Vec<u32>, &mut WeightType, &mut bool)>,
+    mut startup: Option<&mut Startup>,
 ) -> Result<(), String> {
     while let Some(flag) = words.next() {
-        match (flag.as_str(), rest.as_mut()) {
+        match (flag.as_str(), startup.as_mut()) {
             ("--stream-read", _) => {
                 request.stream_read = true;
                 continue;
             }
-            ("--serve", Some((_, _, serve))) => {
-                **serve = true;
+            ("--serve", Some(startup)) => {
+                startup.serve = true;
                 continue;
             }
             _ => {}
@@ -75,27 +93,33 @@ fn parse_flags(
             v.parse::<usize>()
                 .map_err(|_| format!("{flag}: `{v}` is not a number"))
         };
-        match (flag.as_str(), rest.as_mut()) {
+        match (flag.as_str(), startup.as_mut()) {
             ("--steps", _) => request.steps = number(&value)?,
             ("--beam", _) => request.beam = number(&value)?,
             ("--runs", _) => request.runs = number(&value)?.max(1),
             ("--threads", _) => request.threads = number(&value)?,
-            ("--src", Some((src, _, _))) => {
-                **src = value
-                    .split(',')
-                    .map(|v| {
-                        v.parse::<u32>()
-                            .map_err(|_| format!("--src: `{v}` is not an id"))
-                    })
-                    .collect::<Result<_, _>>()?
-            }
-            ("--weights", Some((_, weights, _))) => {
-                **weights = value.parse().map_err(|e| format!("{e}"))?
+            ("--batch", _) => request.batch = number(&value)?.max(1),
+            ("--src", Some(startup)) => startup.src = parse_ids(&value, "--src")?,
+            ("--lines", Some(startup)) => startup.lines = Some(PathBuf::from(value)),
+            ("--weights", Some(startup)) => {
+                startup.weights = value.parse().map_err(|e| format!("{e}"))?
             }
             (other, _) => return Err(format!("unknown argument `{other}`")),
         }
     }
     Ok(())
+}
+
+/// The comma-separated ids of `text`; `what` names it in the error.
+fn parse_ids(text: &str, what: &str) -> Result<Vec<u32>, String> {
+    text.trim()
+        .split(',')
+        .map(|v| {
+            v.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("{what}: `{v}` is not an id"))
+        })
+        .collect()
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -109,19 +133,14 @@ fn parse_args() -> Result<Args, String> {
         beam: 1,
         runs: 5,
         threads: 1,
+        batch: 1,
         stream_read: false,
     };
-    let (mut src, mut weights, mut serve) = (Vec::new(), WeightType::F32, false);
-    parse_flags(
-        &mut it,
-        &mut request,
-        Some((&mut src, &mut weights, &mut serve)),
-    )?;
+    let mut startup = Startup::default();
+    parse_flags(&mut it, &mut request, Some(&mut startup))?;
     Ok(Args {
         dir,
-        src,
-        weights,
-        serve,
+        startup,
         request,
     })
 }
@@ -206,9 +225,12 @@ fn measure(
     Ok(json)
 }
 
-/// Answers the requests on stdin, one JSON line each, until stdin ends.
-fn serve(model: &Model<'static>, isa: Isa, src: &[u32], defaults: Request) -> Result<(), String> {
-    let mut sessions: Vec<((usize, usize), Session<&Model<'static>>)> = Vec::new();
+/// Answers the requests on stdin (the flags of `defaults` a request may change) by `answer`,
+/// one JSON line each, until stdin ends.
+fn serve(
+    defaults: Request,
+    mut answer: impl FnMut(Request) -> Result<serde_json::Value, String>,
+) -> Result<(), String> {
     let mut out = std::io::stdout().lock();
     for line in std::io::stdin().lock().lines() {
         let line = line.map_err(|e| e.to_string())?;
@@ -227,6 +249,29 @@ fn serve(model: &Model<'static>, isa: Isa, src: &[u32], defaults: Request) -> Re
                 defaults.beam, defaults.steps
             ));
         }
+        let json = answer(request)?;
+        writeln!(out, "{json}")
+            .and_then(|()| out.flush())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Measures one source (`--src`): once, or per request with a session per (beam, threads).
+fn run_one(
+    model: &Model<'static>,
+    isa: Isa,
+    src: &[u32],
+    request: Request,
+    serving: bool,
+) -> Result<(), String> {
+    if !serving {
+        let mut session = warm_session(model, isa, src, request)?;
+        println!("{}", measure(&mut session, isa, src, request)?);
+        return Ok(());
+    }
+    let mut sessions: Vec<((usize, usize), Session<&Model<'static>>)> = Vec::new();
+    serve(request, |request| {
         let key = (request.beam, request.threads);
         let index = match sessions.iter().position(|(k, _)| *k == key) {
             Some(index) => index,
@@ -235,31 +280,183 @@ fn serve(model: &Model<'static>, isa: Isa, src: &[u32], defaults: Request) -> Re
                 sessions.len() - 1
             }
         };
-        let json = measure(&mut sessions[index].1, isa, src, request)?;
-        writeln!(out, "{json}")
-            .and_then(|()| out.flush())
-            .map_err(|e| e.to_string())?;
+        measure(&mut sessions[index].1, isa, src, request)
+    })
+}
+
+/// The source lines of `path`: comma-separated ids, one line each (blank lines skipped).
+fn read_lines(path: &Path) -> Result<Vec<Vec<u32>>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let lines: Vec<Vec<u32>> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| parse_ids(line, &format!("{} line {}", path.display(), n + 1)))
+        .collect::<Result<_, _>>()?;
+    if lines.is_empty() {
+        return Err(format!("{}: no source lines", path.display()));
     }
-    Ok(())
+    Ok(lines)
+}
+
+/// The indices of `lines`, longest first (equal lengths in file order).
+fn longest_first(lines: &[Vec<u32>]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..lines.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(lines[i].len()));
+    order
+}
+
+/// What one decode of a file gives: each line's best tokens (file order), the time spent
+/// encoding and the time in all.
+struct FileRun {
+    tokens: Vec<Vec<u32>>,
+    encode: Duration,
+    total: Duration,
+}
+
+/// Decodes the lines `order` names, `batch.slots()` at a time, with `search`.
+fn decode_lines(
+    batch: &mut Batch<&Model<'static>>,
+    lines: &[Vec<u32>],
+    order: &[usize],
+    search: SearchOptions,
+) -> Result<FileRun, String> {
+    let mut tokens = vec![Vec::new(); lines.len()];
+    let mut encode = Duration::ZERO;
+    let start = Instant::now();
+    for chunk in order.chunks(batch.slots()) {
+        let encode_start = Instant::now();
+        for (slot, &line) in chunk.iter().enumerate() {
+            batch
+                .encode(slot, &lines[line])
+                .map_err(|e| e.to_string())?;
+        }
+        encode += encode_start.elapsed();
+        let mut requests: Vec<_> = chunk
+            .iter()
+            .map(|_| tessel_model::Request::new(search))
+            .collect();
+        batch.generate(&mut requests).map_err(|e| e.to_string())?;
+        for (slot, &line) in chunk.iter().enumerate() {
+            let hyps = batch.hypotheses(slot).map_err(|e| e.to_string())?;
+            tokens[line] = hyps.best().map(|h| h.tokens.to_vec()).unwrap_or_default();
+        }
+    }
+    Ok(FileRun {
+        tokens,
+        encode,
+        total: start.elapsed(),
+    })
+}
+
+/// Lines a warm-up decodes at the most (one chunk, capped to keep large batches' warm-up short).
+const WARM_UP_LINES: usize = 16;
+
+/// A batch of `request.batch` slots for `request`, warmed up by decoding one chunk.
+fn warm_batch<'m>(
+    model: &'m Model<'static>,
+    isa: Isa,
+    lines: &[Vec<u32>],
+    order: &[usize],
+    request: Request,
+) -> Result<Batch<&'m Model<'static>>, String> {
+    let limits = Limits::of(model.config())
+        .with_threads(request.threads)
+        .with_batch(request.batch);
+    let mut batch = Batch::new(model, isa, limits).map_err(|e| e.to_string())?;
+    let chunk = &order[..request.batch.min(WARM_UP_LINES).min(order.len())];
+    decode_lines(
+        &mut batch,
+        lines,
+        chunk,
+        search(request.steps, request.beam),
+    )?;
+    Ok(batch)
+}
+
+/// The JSON answer (batch mode, see the module doc) to `request` on a warm `batch`.
+fn measure_lines(
+    batch: &mut Batch<&Model<'static>>,
+    lines: &[Vec<u32>],
+    order: &[usize],
+    request: Request,
+) -> Result<serde_json::Value, String> {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (mut totals, mut encodes, mut tokens) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..request.runs {
+        let run = decode_lines(batch, lines, order, search(request.steps, request.beam))?;
+        totals.push(ms(run.total));
+        encodes.push(ms(run.encode));
+        tokens = run.tokens;
+    }
+    totals.sort_by(f64::total_cmp);
+    encodes.sort_by(f64::total_cmp);
+    Ok(serde_json::json!({
+        "tokens": tokens,
+        "median_ms": totals[totals.len() / 2],
+        "min_ms": totals[0],
+        "encode_ms": encodes[encodes.len() / 2],
+        "runs": totals.len(),
+        "isa": format!("{:?}", batch.isa().level()),
+        "batch": request.batch,
+        "beam": request.beam,
+        "threads": request.threads,
+    }))
+}
+
+/// Measures a file of lines (`--lines`): once, or per request with a batch per
+/// (batch size, beam, threads).
+fn run_lines(
+    model: &Model<'static>,
+    isa: Isa,
+    lines: &[Vec<u32>],
+    request: Request,
+    serving: bool,
+) -> Result<(), String> {
+    let order = longest_first(lines);
+    if !serving {
+        let mut batch = warm_batch(model, isa, lines, &order, request)?;
+        println!("{}", measure_lines(&mut batch, lines, &order, request)?);
+        return Ok(());
+    }
+    type Key = (usize, usize, usize);
+    let mut batches: Vec<(Key, Batch<&Model<'static>>)> = Vec::new();
+    serve(request, |request| {
+        let key = (request.batch, request.beam, request.threads);
+        let index = match batches.iter().position(|(k, _)| *k == key) {
+            Some(index) => index,
+            None => {
+                batches.push((key, warm_batch(model, isa, lines, &order, request)?));
+                batches.len() - 1
+            }
+        };
+        measure_lines(&mut batches[index].1, lines, &order, request)
+    })
 }
 
 fn run(args: Args) -> Result<(), String> {
     let isa = isa_from_env().map_err(|e| e.to_string())?;
-    let request = args.request;
+    let Args {
+        dir,
+        startup,
+        request,
+    } = args;
+    let lines = startup.lines.as_deref().map(read_lines).transpose()?;
+    let longest = match &lines {
+        Some(lines) => lines.iter().map(Vec::len).max().unwrap_or(0),
+        None => startup.src.len(),
+    };
     let options = Ct2Options {
-        max_src_len: args.src.len().max(1),
+        max_src_len: longest.max(1),
         max_tgt_len: request.steps + 1,
         max_beam: request.beam.max(1),
-        weights: Some(args.weights),
+        weights: Some(startup.weights),
     };
-    let loaded = ct2::load_dir(&args.dir, options).map_err(|e| e.to_string())?;
-    if args.serve {
-        return serve(&loaded.model, isa, &args.src, request);
+    let loaded = ct2::load_dir(&dir, options).map_err(|e| e.to_string())?;
+    match lines {
+        Some(lines) => run_lines(&loaded.model, isa, &lines, request, startup.serve),
+        None => run_one(&loaded.model, isa, &startup.src, request, startup.serve),
     }
-    let mut session = warm_session(&loaded.model, isa, &args.src, request)?;
-    let json = measure(&mut session, isa, &args.src, request)?;
-    println!("{json}");
-    Ok(())
 }
 
 fn main() -> ExitCode {
