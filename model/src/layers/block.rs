@@ -381,9 +381,22 @@ impl<'w> Block<'w> {
             row0 += group.rows;
         }
         check_rows(row0, rows)?;
+        self.close_attention(run, rows, work, scratch, (norm, cross.output()))
+    }
+
+    /// Closes an attention sublayer: its output projection over the `rows` attended rows of
+    /// `work.attn`, with the residual connection.
+    fn close_attention(
+        &self,
+        run: Run<'_>,
+        rows: usize,
+        work: &mut Work<'_>,
+        scratch: &mut [f32],
+        (norm, output): (&Norm<'_>, &Linear<'_>),
+    ) -> Result<(), KernelError> {
+        let a = output.in_features();
         let attended = View::new(&*work.attn, rows, a, a)?;
         let streams = (&mut work.hidden, &mut work.spare);
-        let output = cross.output();
         residual(
             run,
             self.placement,
@@ -460,18 +473,7 @@ impl<'w> Block<'w> {
                 heads.attend(run, (q, k, v), &mask, attn, scratch)?;
             }
         }
-        let attended = View::new(&*work.attn, rows, a, a)?;
-        let streams = (&mut work.hidden, &mut work.spare);
-        let output = self.attention.output();
-        residual(
-            run,
-            self.placement,
-            norm,
-            attended,
-            output,
-            streams,
-            scratch,
-        )
+        self.close_attention(run, rows, work, scratch, (norm, self.attention.output()))
     }
 }
 
