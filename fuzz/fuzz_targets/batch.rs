@@ -6,14 +6,10 @@
 //! request alone.
 #![no_main]
 
-use std::sync::OnceLock;
-
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use tessel_fuzz::{isa, tiny_config};
-use tessel_model::{
-    Batch, Limits, LoadOptions, Model, Request, RunError, SearchOptions, Session, WeightType,
-};
+use tessel_fuzz::{isa, tiny_models, token_ids};
+use tessel_model::{Batch, Limits, Model, Request, RunError, SearchOptions, Session};
 
 #[derive(Arbitrary, Debug)]
 enum Call {
@@ -41,30 +37,6 @@ struct Input {
     calls: Vec<Call>,
 }
 
-fn models() -> &'static Vec<Model<'static>> {
-    static MODELS: OnceLock<Vec<Model<'static>>> = OnceLock::new();
-    MODELS.get_or_init(|| {
-        (0..8)
-            .map(|v| {
-                let weights = WeightType::ALL[v as usize % WeightType::ALL.len()];
-                let options = LoadOptions::weights(weights);
-                Model::random_with(tiny_config(v), 7 + v as u64, &options).expect("tiny model")
-            })
-            .collect()
-    })
-}
-
-/// Token ids: mostly in the vocabulary of 11, sometimes just past it or far beyond.
-fn ids(bytes: &[u8]) -> Vec<u32> {
-    bytes
-        .iter()
-        .map(|&b| match b {
-            250..=255 => u32::MAX - (b - 250) as u32,
-            _ => b as u32 % 13,
-        })
-        .collect()
-}
-
 impl Search {
     fn options(&self) -> SearchOptions {
         SearchOptions {
@@ -85,7 +57,9 @@ impl Search {
 type Found = Vec<(Vec<u32>, u32)>;
 
 fn found(hyps: tessel_model::Hypotheses<'_>) -> Found {
-    hyps.iter().map(|h| (h.tokens.to_vec(), h.score.to_bits())).collect()
+    hyps.iter()
+        .map(|h| (h.tokens.to_vec(), h.score.to_bits()))
+        .collect()
 }
 
 /// What a plain session finds for `src` and `search`, or why it refuses.
@@ -103,7 +77,10 @@ fn typed<T>(result: Result<T, RunError>, call: &Call) -> Option<T> {
     match result {
         Ok(value) => Some(value),
         Err(e) => {
-            assert!(!matches!(e, RunError::Kernel(_)), "{call:?}: internal error {e}");
+            assert!(
+                !matches!(e, RunError::Kernel(_)),
+                "{call:?}: internal error {e}"
+            );
             None
         }
     }
@@ -117,7 +94,7 @@ struct Slot {
 }
 
 fuzz_target!(|input: Input| {
-    let model = &models()[input.model as usize % 8];
+    let model = &tiny_models()[input.model as usize % 8];
     let isa = isa(input.isa);
     let (s, t, b, n) = input.limits;
     let limits = Limits {
@@ -141,9 +118,12 @@ fuzz_target!(|input: Input| {
     for call in input.calls.iter().take(24) {
         match call {
             Call::Encode { slot, src } => {
-                let (slot, src) = (*slot as usize % (slots + 1), ids(src));
+                let (slot, src) = (*slot as usize % (slots + 1), token_ids(src));
                 if typed(batch.encode(slot, &src), call).is_some() {
-                    known[slot] = Slot { src: Some(src), search: None };
+                    known[slot] = Slot {
+                        src: Some(src),
+                        search: None,
+                    };
                 }
             }
             Call::Admit { slot, search } => {

@@ -7,14 +7,10 @@
 //! `WeightType` in turn.
 #![no_main]
 
-use std::sync::OnceLock;
-
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use tessel_fuzz::{isa, tiny_config};
-use tessel_model::{
-    Limits, LoadOptions, Model, Request, RunError, SearchOptions, Session, WeightType,
-};
+use tessel_fuzz::{isa, tiny_models, token_ids};
+use tessel_model::{Limits, Model, Request, RunError, SearchOptions, Session};
 
 #[derive(Arbitrary, Debug)]
 enum Call {
@@ -41,31 +37,6 @@ struct Input {
     calls: Vec<Call>,
 }
 
-fn models() -> &'static Vec<Model<'static>> {
-    static MODELS: OnceLock<Vec<Model<'static>>> = OnceLock::new();
-    MODELS.get_or_init(|| {
-        (0..8)
-            .map(|v| {
-                // Every weight type in turn: each config variant gets one.
-                let weights = WeightType::ALL[v as usize % WeightType::ALL.len()];
-                let options = LoadOptions::weights(weights);
-                Model::random_with(tiny_config(v), 7 + v as u64, &options).expect("tiny model")
-            })
-            .collect()
-    })
-}
-
-/// Token ids: mostly in the vocabulary of 11, sometimes just past it or far beyond.
-fn ids(bytes: &[u8]) -> Vec<u32> {
-    bytes
-        .iter()
-        .map(|&b| match b {
-            250..=255 => u32::MAX - (b - 250) as u32,
-            _ => b as u32 % 13,
-        })
-        .collect()
-}
-
 /// What one call produced, for comparison between the sessions.
 #[derive(Debug, PartialEq)]
 enum Outcome {
@@ -81,12 +52,12 @@ fn bits(x: &[f32]) -> Vec<u32> {
 
 fn apply(session: &mut Session<&Model>, call: &Call) -> Outcome {
     let result = match call {
-        Call::Encode(src) => session.encode(&ids(src)).map(|()| Outcome::Done),
+        Call::Encode(src) => session.encode(&token_ids(src)).map(|()| Outcome::Done),
         Call::DecodeStep(tokens) => session
-            .decode_step(&ids(tokens))
+            .decode_step(&token_ids(tokens))
             .map(|l| Outcome::Logits(bits(l))),
         Call::Prefill(tokens) => session
-            .prefill(&ids(tokens))
+            .prefill(&token_ids(tokens))
             .map(|l| Outcome::Logits(bits(l))),
         Call::Reorder(parents) => {
             let parents: Vec<u32> = parents.iter().map(|&p| p as u32 % 5).collect();
@@ -123,7 +94,9 @@ fn apply(session: &mut Session<&Model>, call: &Call) -> Outcome {
             };
             let found = match prefix {
                 None => session.generate(Request::new(options).on_step(on_step)),
-                Some(p) => session.generate(Request::new(options).prefix(&ids(p)).on_step(on_step)),
+                Some(p) => {
+                    session.generate(Request::new(options).prefix(&token_ids(p)).on_step(on_step))
+                }
             };
             found.map(|h| {
                 assert!(h.len() <= options.beam.max(1));
@@ -157,7 +130,7 @@ fn state(session: &Session<&Model>) -> (Option<usize>, usize, usize, Vec<u32>) {
 }
 
 fuzz_target!(|input: Input| {
-    let model = &models()[input.model as usize % 8];
+    let model = &tiny_models()[input.model as usize % 8];
     let isa = isa(input.isa);
     let open = || match input.limits {
         Some((s, t, b)) => {

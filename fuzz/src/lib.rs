@@ -236,3 +236,32 @@ pub fn tiny_config(variant: u8) -> tessel_model::Config {
         ..Config::new(sizes, ids)
     }
 }
+
+/// The eight [`tiny_config`] models, built once, each with its linear layers stored as one
+/// `WeightType` in turn.
+pub fn tiny_models() -> &'static [tessel_model::Model<'static>] {
+    use std::sync::OnceLock;
+    use tessel_model::{LoadOptions, Model, WeightType};
+    static MODELS: OnceLock<Vec<Model<'static>>> = OnceLock::new();
+    MODELS.get_or_init(|| {
+        (0..8)
+            .map(|v| {
+                let weights = WeightType::ALL[v as usize % WeightType::ALL.len()];
+                let options = LoadOptions::weights(weights);
+                Model::random_with(tiny_config(v), 7 + v as u64, &options).expect("tiny model")
+            })
+            .collect()
+    })
+}
+
+/// Token ids from fuzz bytes: mostly in the tiny vocabulary of 11, sometimes just past it or
+/// far beyond (up to `u32::MAX`).
+pub fn token_ids(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .iter()
+        .map(|&b| match b {
+            250..=255 => u32::MAX - (b - 250) as u32,
+            _ => b as u32 % 13,
+        })
+        .collect()
+}
