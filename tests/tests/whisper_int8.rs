@@ -5,8 +5,12 @@
 //!
 //! Both engines quantise each activation row to `round(x · 127 / max |x|)` and sum the int8
 //! products exactly, so the only differences come from the float parts (convolutions, norms,
-//! attention, GELU). At the scalar level those round as CTranslate2's do up to a few ulps, and the
-//! logits agree to [`SCALAR_TOLERANCE`]. The SIMD levels add and fuse in another order; a
+//! attention, GELU). At the scalar level those round as CTranslate2's do up to a few ulps where
+//! every float product's reduction fits one depth block (`tiny_like_80`: the convolution's
+//! `k = 3 · 80 = 240`), and the logits agree to [`SCALAR_TOLERANCE`]. tessel sums a longer
+//! reduction in one chain, whatever the number of rows (so a batch computes each row as it would
+//! alone), where CTranslate2 adds per-block partial sums: `odd_128`'s convolution (`k = 384`)
+//! then differs by an ulp, and is held to the drift bound below. The SIMD levels add and fuse in another order; a
 //! difference of one ulp that moves an activation across a rounding boundary of its int8 grid
 //! changes that element by a whole quantisation step, so a step's logits can move by up to the
 //! int8 noise itself (up to 1.1e-2 of the scale measured here; int8 against float32 is 1.0e-2 to
@@ -23,7 +27,8 @@ use tessel_model::{Model, Session, WeightType};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{ids, values};
 
-const FIXTURES: [&str; 2] = ["tiny_like_80", "odd_128"];
+/// The fixtures, and whether the scalar level rounds as CTranslate2 does throughout.
+const FIXTURES: [(&str, bool); 2] = [("tiny_like_80", true), ("odd_128", false)];
 
 /// Largest `|tessel - CTranslate2|` of any logit at the scalar level on x86-64, relative to the
 /// logit scale (measured: 2.5e-7). Other targets may fuse multiply-adds in the scalar code.
@@ -115,7 +120,7 @@ fn drift(model: &Model, expected: &Expected, isa: tessel_kernels::Isa, bound: f6
 
 #[test]
 fn ctranslate2_int8_whisper_computes_as_ctranslate2_int8() {
-    for name in FIXTURES {
+    for (name, exact) in FIXTURES {
         let expected = expected(name);
         let options = Ct2Options {
             max_beam: 1,
@@ -127,7 +132,7 @@ fn ctranslate2_int8_whisper_computes_as_ctranslate2_int8() {
         assert_eq!(model.generator().weight_type(), WeightType::Int8, "{name}");
         for_each_isa(|isa| {
             let what = format!("{name}/ct2_int8 at {isa}");
-            let exact = isa.level() == Level::Scalar && cfg!(target_arch = "x86_64");
+            let exact = exact && isa.level() == Level::Scalar && cfg!(target_arch = "x86_64");
             let bound = if exact {
                 SCALAR_TOLERANCE
             } else {
@@ -145,7 +150,7 @@ fn ctranslate2_int8_whisper_computes_as_ctranslate2_int8() {
 #[test]
 fn dequantised_weights_do_not_compute_as_ctranslate2_int8() {
     let isa = tessel_kernels::Isa::new(Level::Scalar).unwrap();
-    for name in FIXTURES {
+    for (name, _) in FIXTURES {
         let expected = expected(name);
         let options = Ct2Options {
             max_beam: 1,
