@@ -63,7 +63,8 @@ impl<M: ModelRef> Batch<M> {
     }
 
     /// Starts `request` over slot `slot` (encoded, its last search ended or none run): checks
-    /// it, feeds its forced start and runs its first search step. From the next
+    /// it and feeds its forced start (a one-token start is fed by the next step, with the
+    /// other slots' rows). From the next
     /// [`Batch::step`] on it decodes with the other running slots, so a stream of requests
     /// is served by admitting each into a free slot between steps.
     pub fn admit<P, S>(
@@ -166,8 +167,9 @@ impl<M: ModelRef> Batch<M> {
         check_prefix(prefix, &request.search, limits, config.tgt_vocab)
     }
 
-    /// Sets up slot `slot`'s search for `request` (checked), feeds its forced start and runs
-    /// its first search step.
+    /// Sets up slot `slot`'s search for `request` (checked) and feeds its forced start: a
+    /// longer one is prefilled alone and its first search step run, a one-token one is staged
+    /// for the next batched step.
     fn begin<P, S>(&mut self, slot: usize, request: &mut Request<'_, P, S>) -> Result<(), RunError>
     where
         P: FnMut(&mut StepLogits<'_>),
@@ -176,12 +178,21 @@ impl<M: ModelRef> Batch<M> {
         let (limits, isa) = (self.session.limits(), self.session.isa());
         let config = self.session.model().config();
         let search = Search::new(&request.search, request.rules, isa, config, limits);
-        let bos = [config.bos_id];
+        let (bos, vocab) = ([config.bos_id], config.tgt_vocab);
         let state = &mut self.slots[slot];
         state.state.reset_decoder();
         state.search = Some(search);
         (state.step, state.done, state.error) = (0, false, None);
-        self.prefill(slot, request.prefix.unwrap_or(&bos))?;
+        let prefix = request.prefix.unwrap_or(&bos);
+        if let [token] = *prefix {
+            // A one-token start joins the next step as a row of its own: at position 0 it
+            // attends to itself alone (a softmax over one key is exactly 1), so the step
+            // computes what a prefill of it would, for every sequence starting at once.
+            let (_, _, plan, arena, _) = self.session.pass();
+            forward::search_buffers(plan, arena, slot, (0, 0), vocab).step_tokens[0] = token;
+            return Ok(());
+        }
+        self.prefill(slot, prefix)?;
         self.search_step(slot, (0, 1), request)
     }
 
