@@ -49,7 +49,7 @@ impl Search {
     }
 
     fn prefix(&self) -> Option<Vec<u32>> {
-        self.prefix.as_deref().map(ids)
+        self.prefix.as_deref().map(token_ids)
     }
 }
 
