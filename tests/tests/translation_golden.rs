@@ -222,7 +222,10 @@ fn stack_shapes_tessel_cannot_run_are_refused_naming_the_feature() {
 }
 
 /// Every hypothesis (tokens and score bits) of a search, best first.
-fn outcome(hyps: tessel_model::Hypotheses<'_>) -> Vec<(Vec<u32>, u32)> {
+type Found = Vec<(Vec<u32>, u32)>;
+
+/// The hypotheses of a search as [`Found`].
+fn outcome(hyps: tessel_model::Hypotheses<'_>) -> Found {
     hyps.iter()
         .map(|h| (h.tokens.to_vec(), h.score.to_bits()))
         .collect()
@@ -272,6 +275,23 @@ fn jobs(name: &str) -> Vec<Job> {
     ]
 }
 
+/// Each job's hypotheses from `session` alone, and the session.
+fn alone<'m>(
+    mut session: Session<&'m Model<'m>>,
+    jobs: &[Job],
+) -> (Vec<Found>, Session<&'m Model<'m>>) {
+    let found = jobs
+        .iter()
+        .map(|job| {
+            session.encode(&job.src).unwrap();
+            let request =
+                Request::new(SearchOptions::beam(job.beam, job.steps)).prefix(&job.prefix);
+            outcome(session.generate(request).unwrap())
+        })
+        .collect();
+    (found, session)
+}
+
 /// A batch decodes each sequence exactly as a session decodes it alone: the same tokens and
 /// the same score bits, greedy and beam, with sequences of different source lengths, positions
 /// and length limits ending at different steps; for the BART-style families and T5 (relative
@@ -304,16 +324,8 @@ fn a_batch_decodes_each_sequence_as_a_session_alone() {
         let jobs = jobs(name);
         for_each_isa(|isa| {
             let what = format!("{name} at {isa}");
-            let mut session = Session::new(&model, isa).unwrap();
-            let alone: Vec<_> = jobs
-                .iter()
-                .map(|job| {
-                    session.encode(&job.src).unwrap();
-                    let request =
-                        Request::new(SearchOptions::beam(job.beam, job.steps)).prefix(&job.prefix);
-                    outcome(session.generate(request).unwrap())
-                })
-                .collect();
+            let session = Session::new(&model, isa).unwrap();
+            let (alone, session) = alone(session, &jobs);
             let limits = session.limits().with_batch(jobs.len() + 1);
             let mut batch = Batch::new(&model, isa, limits).unwrap();
             // Slots filled out of order; the last slot stays unused.
@@ -343,16 +355,8 @@ fn requests_admitted_between_steps_decode_as_alone() {
         bart::load_hf_dir(&fixture("marian").join("hf"), 4, &LoadOptions::default()).unwrap();
     let jobs = jobs("marian");
     for_each_isa(|isa| {
-        let mut session = Session::new(&model, isa).unwrap();
-        let alone: Vec<_> = jobs
-            .iter()
-            .map(|job| {
-                session.encode(&job.src).unwrap();
-                let request =
-                    Request::new(SearchOptions::beam(job.beam, job.steps)).prefix(&job.prefix);
-                outcome(session.generate(request).unwrap())
-            })
-            .collect();
+        let session = Session::new(&model, isa).unwrap();
+        let (alone, session) = alone(session, &jobs);
         // Three slots serve the ten jobs: each job waits for a free slot, is encoded and
         // admitted there, and joins the next step of the running ones.
         let limits = session.limits().with_batch(3);
