@@ -31,6 +31,7 @@ fn main() {
         max_tgt_len: side_len(&vocab, "target"),
         max_beam: 1,
         max_batch: 1,
+        encode_sources: 1,
         threads: 1,
         cross_kv: tessel_model::MemoryType::F32,
     };

@@ -159,6 +159,7 @@ impl ModelHandle {
             max_tgt_len: or(given.max_tgt_len, max.max_tgt_len),
             max_beam: or(given.max_beam, max.max_beam),
             max_batch: 1,
+            encode_sources: 1,
             threads: or(given.threads, 1),
             cross_kv: ::tessel_model::MemoryType::F32,
         }

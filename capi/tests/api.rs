@@ -432,6 +432,7 @@ fn limits_arena_bytes_and_reference_counts() {
         max_tgt_len: config.max_tgt_len,
         max_beam: 2,
         max_batch: 1,
+        encode_sources: 1,
         threads: 1,
         cross_kv: ::tessel_model::MemoryType::F32,
     };

@@ -29,6 +29,7 @@ pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
         max_tgt_len: args.max_tgt_len.unwrap_or(own.max_tgt_len),
         max_beam: args.max_beam.unwrap_or(own.max_beam),
         max_batch: 1,
+        encode_sources: 1,
         threads: args.threads,
         cross_kv: tessel_model::MemoryType::F32,
     };

@@ -80,6 +80,7 @@ fuzz_target!(|data: &[u8]| {
         max_tgt_len: config.max_tgt_len.min(8),
         max_beam: config.max_beam.min(2),
         max_batch: 1,
+        encode_sources: 1,
         ..Limits::of(config)
     };
     let Ok(mut session) = Session::with_limits(&model, Isa::best(), limits) else {

@@ -139,6 +139,7 @@ fuzz_target!(|input: Input| {
                 max_tgt_len: t as usize % 8,
                 max_beam: b as usize % 5,
                 max_batch: 1,
+                encode_sources: 1,
                 // 0 is refused (a typed error); 2 runs the GEMMs on the session's pool.
                 threads: (b as usize / 5) % 3,
                 // The encoder memory in f32 or f16 (the decode path reads f16 K/V).

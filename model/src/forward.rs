@@ -10,8 +10,8 @@ use tessel_kernels::activation::Activation;
 use tessel_kernels::{KernelError, View, ViewMut};
 
 use crate::layers::{
-    CrossAttention, CrossKv, CrossMemory, Group, KvCache, LayerMemory, Run, SelfMode, StepBias,
-    Work,
+    CrossAttention, CrossKv, CrossLayout, CrossMemory, Group, KvCache, LayerMemory, Run, SelfMode,
+    StepBias, Work,
 };
 use crate::model::{Model, Source};
 use crate::plan::{ArenaPlan, Carved, Phase, SearchParts};
@@ -93,23 +93,60 @@ pub(crate) enum Rows {
     Prefix,
 }
 
-/// Runs the encoder over `src` (validated) and writes every decoder layer's cross-attention
-/// K/V of its output into slot `slot`.
+/// Runs the encoder over `sources` (each validated, their rows together at most the plan's
+/// [`Limits::encode_rows`](crate::Limits::encode_rows)), packed one after the other into one
+/// pass, and writes every decoder layer's cross-attention K/V of each one's output into its
+/// slot. Every product computes a row as it would alone and attention runs per source, so
+/// each source's memory is the one it gets encoded alone.
 pub(crate) fn encode(
     model: &Model<'_>,
     run: Run<'_>,
-    (plan, slot): (&ArenaPlan, usize),
+    plan: &ArenaPlan,
     arena: &mut [f32],
-    src: &[u32],
+    sources: &[(usize, &[u32])],
+    groups: &mut [Group],
 ) -> Result<(), KernelError> {
     let Source::Tokens(embedding) = &model.source else {
         return Err(KernelError::InvalidArgument(
             "this model reads audio frames, not tokens",
         ));
     };
+    let (groups, rows) = source_groups(sources, groups)?;
+    if rows > plan.limits.encode_rows() {
+        return Err(KernelError::InvalidArgument(
+            "the sources of an encoder pass exceed its rows",
+        ));
+    }
     let carved = plan.layout.carve(arena, Phase::Wide);
-    embedding.forward(run.isa, src, 0, true, carved.work.hidden)?;
-    encoder_stack(model, run, (plan, slot), src.len(), carved, &mut || {})
+    let d = model.config.d_model;
+    let mut row0 = 0;
+    for (_, src) in sources {
+        let hidden = &mut carved.work.hidden[row0 * d..(row0 + src.len()) * d];
+        embedding.forward(run.isa, src, 0, true, hidden)?;
+        row0 += src.len();
+    }
+    encoder_stack(model, run, plan, groups, carved, &mut || {})
+}
+
+/// Each source's group (its slot and its rows, at position 0) in `groups`, and their rows.
+fn source_groups<'g>(
+    sources: &[(usize, &[u32])],
+    groups: &'g mut [Group],
+) -> Result<(&'g [Group], usize), KernelError> {
+    let groups = groups
+        .get_mut(..sources.len())
+        .ok_or(KernelError::InvalidArgument("more sources than slots"))?;
+    let mut rows = 0usize;
+    for (group, &(slot, src)) in groups.iter_mut().zip(sources) {
+        *group = Group {
+            slot,
+            rows: src.len(),
+            position: 0,
+            src_len: src.len(),
+        };
+        rows = rows.saturating_add(src.len());
+    }
+    Ok((groups, rows))
 }
 
 /// Runs Whisper's convolutional front end over `frames` frames of `mel` (`n_mels × frames`,
@@ -133,16 +170,24 @@ pub(crate) fn encode_audio(
     stem.stage_input(mel, frames, r.stem_input);
     let (input, middle) = (&*r.stem_input, &mut *r.stem_middle);
     stem.forward(run, frames, input, middle, work.hidden, r.scratch)?;
-    encoder_stack(model, run, (plan, slot), frames / 2, carved, encoded)
+    let s = frames / 2;
+    let group = Group {
+        slot,
+        rows: s,
+        position: 0,
+        src_len: s,
+    };
+    encoder_stack(model, run, plan, &[group], carved, encoded)
 }
 
-/// The encoder blocks over the `s` rows of the carved `work.hidden` and its final norm, then
-/// (after calling `encoded`) every decoder layer's cross-attention K/V of the result.
+/// The encoder blocks over the rows of the carved `work.hidden` (`groups`' rows, one after the
+/// other) and its final norm, then (after calling `encoded`) every decoder layer's
+/// cross-attention K/V of each group's result, into its slot.
 fn encoder_stack(
     model: &Model<'_>,
     run: Run<'_>,
-    (plan, slot): (&ArenaPlan, usize),
-    s: usize,
+    plan: &ArenaPlan,
+    groups: &[Group],
     carved: Carved<'_>,
     encoded: &mut dyn FnMut(),
 ) -> Result<(), KernelError> {
@@ -151,12 +196,14 @@ fn encoder_stack(
         mut work,
         regions: r,
     } = carved;
+    let s: usize = groups.iter().map(|g| g.rows).sum();
+    let longest = groups.iter().map(|g| g.rows).max().unwrap_or(0);
     let bias = match &model.encoder.position_bias {
-        Some(table) => Some(table.fill(0, s, s, r.position_bias)?),
+        Some(table) => Some(table.fill(0, longest, longest, r.position_bias)?),
         None => None,
     };
     for block in model.encoder.blocks() {
-        let mode = SelfMode::Bidirectional { bias };
+        let mode = SelfMode::Bidirectional { groups, bias };
         block.forward(run, s, &mut work, r.scratch, mode, None)?;
     }
     let Work {
@@ -175,32 +222,47 @@ fn encoder_stack(
         None => hidden,
     };
     encoded();
-    let mut cross = CrossKv::slot(r.cross_kv, plan.cross, slot)
-        .ok_or(KernelError::InvalidArgument("memory slot out of range"))?;
+    let mut pass = PassMemory {
+        memory,
+        groups,
+        cross: (r.cross_kv, plan.cross),
+    };
     for (i, block) in model.decoder.blocks().iter().enumerate() {
         if let Some(attention) = block.cross_attention() {
-            project_memory(run, attention, &mut cross, i, memory, ffn, r.scratch)?;
+            project_memory(run, attention, &mut pass, i, ffn, r.scratch)?;
         }
     }
     Ok(())
 }
 
-/// Projects the rows of `memory` to layer `layer`'s cross-attention K/V: in place when they
-/// are stored as `f32`, else through `staging` (as many rows at a time as it holds), rounded
-/// as they are stored.
+/// The memory of the pass's sources (`groups`, their rows one after the other in `memory`)
+/// and where its projection goes.
+struct PassMemory<'a, 'm> {
+    memory: View<'m>,
+    groups: &'a [Group],
+    /// The arena region of every slot's projected memory, and its layout.
+    cross: (&'a mut [f32], CrossLayout),
+}
+
+/// Projects `pass`'s memory to layer `layer`'s cross-attention K/V of each source's slot:
+/// one source's `f32` memory in place, else every source's rows together through `staging`
+/// (as many rows at a time as it holds), stored into each slot as the slots store them.
 fn project_memory(
     run: Run<'_>,
     attention: &CrossAttention<'_>,
-    cross: &mut CrossKv<'_>,
+    pass: &mut PassMemory<'_, '_>,
     layer: usize,
-    memory: View<'_>,
     staging: &mut [f32],
     scratch: &mut [f32],
 ) -> Result<(), KernelError> {
-    let (s, width) = (memory.rows(), 2 * attention.heads().width());
-    if let Some(kv) = cross.layer_mut(layer) {
-        let kv = ViewMut::new(kv, s, width, width)?;
-        return attention.project_memory(run, memory, kv, scratch);
+    let (region, layout) = (&mut *pass.cross.0, pass.cross.1);
+    let (s, width) = (pass.memory.rows(), 2 * attention.heads().width());
+    if let [group] = pass.groups {
+        let mut cross = slot_memory(region, layout, group.slot)?;
+        if let Some(kv) = cross.layer_mut(layer) {
+            let kv = ViewMut::new(kv, s, width, width)?;
+            return attention.project_memory(run, pass.memory, kv, scratch);
+        }
     }
     let chunk = (staging.len() / width.max(1)).min(s);
     if chunk == 0 && s > 0 {
@@ -212,13 +274,47 @@ fn project_memory(
     while first < s {
         let rows = chunk.min(s - first);
         let staged = &mut staging[..rows * width];
-        let part = memory.slice_rows(first, rows)?;
+        let part = pass.memory.slice_rows(first, rows)?;
         let view = ViewMut::new(&mut *staged, rows, width, width)?;
         attention.project_memory(run, part, view, scratch)?;
-        cross.store(run.isa, layer, first, staged)?;
+        store_rows(run, (region, layout), pass.groups, layer, (first, staged))?;
         first += rows;
     }
     Ok(())
+}
+
+/// Stores the projected rows `staged` (pass rows from `first` on, `2 · width` each) of layer
+/// `layer` into the slots of the groups they belong to.
+fn store_rows(
+    run: Run<'_>,
+    (region, layout): (&mut [f32], CrossLayout),
+    groups: &[Group],
+    layer: usize,
+    (first, staged): (usize, &[f32]),
+) -> Result<(), KernelError> {
+    let width = 2 * layout.width;
+    let end = first + staged.len() / width.max(1);
+    let mut row0 = 0;
+    for group in groups {
+        let (from, to) = (row0.max(first), (row0 + group.rows).min(end));
+        if from < to {
+            let rows = &staged[(from - first) * width..(to - first) * width];
+            let mut cross = slot_memory(region, layout, group.slot)?;
+            cross.store(run.isa, layer, from - row0, rows)?;
+        }
+        row0 += group.rows;
+    }
+    Ok(())
+}
+
+/// Slot `slot`'s projected memory in `region`.
+fn slot_memory(
+    region: &mut [f32],
+    layout: CrossLayout,
+    slot: usize,
+) -> Result<CrossKv<'_>, KernelError> {
+    CrossKv::slot(region, layout, slot)
+        .ok_or(KernelError::InvalidArgument("memory slot out of range"))
 }
 
 /// One decoder pass over `groups`, their rows one after the other: one row per beam of each

@@ -67,7 +67,7 @@ pub mod storage;
 pub mod threads;
 
 pub use config::{Biases, Config, ConfigError, FfnActivation, FrontEnd, NormPlacement, Positions};
-pub use plan::{ArenaPlan, Limits, Region};
+pub use plan::{ArenaPlan, Limits, Region, ENCODE_ROWS, MAX_BATCH};
 
 #[cfg(feature = "std")]
 pub use decoding::{Convention, DecodeOptions};

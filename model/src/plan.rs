@@ -3,9 +3,9 @@
 //! The arena is one 64-byte aligned block of `f32`. Its regions are what the layers state they
 //! need ([`BlockShape::work`] and [`BlockShape::scratch`], the KV cache's [`KvLayout`], the
 //! output projection's scratch), at the most rows each runs with. Two sets of block buffers
-//! ([`WorkBuffers`]) share the same bytes, never being live at once: `wide.*` (up to
-//! `max_src_len` rows: the encoder, whose output is consumed by the cross-attention K/V
-//! projection before encode returns, and decoder prefixes) and `narrow.*` (one row per beam:
+//! ([`WorkBuffers`]) share the same bytes, never being live at once: `wide.*` (the encoder's
+//! `encode_sources · max_src_len` rows, whose output is consumed by the cross-attention K/V
+//! projection before encode returns, and decoder prefixes of up to `max_src_len` rows) and `narrow.*` (one row per beam:
 //! decoder steps). Everything else (`Regions`: logits, the caches, scratch and search state)
 //! has its own region. Both sets are declared once, with `named_set!`: the plan places their
 //! fields in declaration order, names each region after its field, and `Layout::carve`
@@ -24,6 +24,12 @@ const ALIGN_F32: usize = 16;
 
 /// Most sequences one session decodes together.
 pub const MAX_BATCH: usize = 1024;
+
+/// Rows a batch's encoder pass holds, about, unless told otherwise
+/// ([`Limits::with_encode_rows`]): its sources are packed into products of this many rows,
+/// which run near the compute peak from about 64 rows on (`report gemm`); more rows only cost
+/// arena.
+pub const ENCODE_ROWS: usize = 1024;
 
 /// A run of arena elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -50,6 +56,10 @@ pub struct Limits {
     /// Sequences decoded together, each with up to `max_beam` beams (1 for a plain session;
     /// see [`crate::Batch`]).
     pub max_batch: usize,
+    /// Longest sources one encoder pass holds: a pass has room for `encode_sources ·
+    /// max_src_len` rows, and a batch packs as many sources into it as fit
+    /// ([`crate::Batch::encode_all`]); 1 encodes one source at a time.
+    pub encode_sources: usize,
     /// Threads the session's GEMMs run on, the caller's included (scratch is planned per
     /// thread; workers are started once with the session).
     pub threads: usize,
@@ -65,6 +75,7 @@ impl Limits {
             max_tgt_len: config.max_tgt_len,
             max_beam: config.max_beam,
             max_batch: 1,
+            encode_sources: 1,
             threads: 1,
             cross_kv: MemoryType::F32,
         }
@@ -88,6 +99,26 @@ impl Limits {
         Limits { max_batch, ..self }
     }
 
+    /// The same limits, an encoder pass holding `encode_sources` longest sources.
+    pub fn with_encode_sources(self, encode_sources: usize) -> Limits {
+        Limits {
+            encode_sources,
+            ..self
+        }
+    }
+
+    /// The same limits, an encoder pass holding about `rows` rows: as many longest sources
+    /// as fit, at least one and at most `max_batch`.
+    pub fn with_encode_rows(self, rows: usize) -> Limits {
+        let sources = rows / self.max_src_len.max(1);
+        self.with_encode_sources(sources.clamp(1, self.max_batch.max(1)))
+    }
+
+    /// Rows of an encoder pass at the most.
+    pub fn encode_rows(&self) -> usize {
+        self.encode_sources.saturating_mul(self.max_src_len)
+    }
+
     /// Decoder rows of a step at the most: every beam of every sequence.
     pub fn step_rows(&self) -> usize {
         self.max_batch.saturating_mul(self.max_beam)
@@ -106,15 +137,20 @@ impl Limits {
                 return Err(ConfigError::LimitAboveConfig { what, value, max });
             }
         }
-        if self.max_batch == 0 {
-            return Err(ConfigError::Zero("max_batch"));
-        }
-        if self.max_batch > MAX_BATCH {
-            return Err(ConfigError::LimitAboveConfig {
-                what: "max_batch",
-                value: self.max_batch,
-                max: MAX_BATCH,
-            });
+        for (what, value) in [
+            ("max_batch", self.max_batch),
+            ("encode_sources", self.encode_sources),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Zero(what));
+            }
+            if value > MAX_BATCH {
+                return Err(ConfigError::LimitAboveConfig {
+                    what,
+                    value,
+                    max: MAX_BATCH,
+                });
+            }
         }
         Ok(())
     }
@@ -231,7 +267,8 @@ named_set! {
 /// Which working buffers a pass carves: they overlay each other, never being live at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Phase {
-    /// Up to `max_src_len` rows: the encoder, and decoder prefixes fed in chunks.
+    /// Up to `encode_sources · max_src_len` rows: the encoder, and decoder prefixes (up to
+    /// `max_src_len` rows) fed in chunks.
     Wide,
     /// Up to `max_batch · max_beam` rows: one decoder step per beam of every sequence.
     Narrow,
@@ -402,7 +439,7 @@ fn region_sizes(
         ConvStem::scratch(2 * s, n_mels, d, threads)
     });
     let scratch = stem_scratch
-        .or(encoder.scratch(s, s, s, threads))
+        .or(encoder.scratch(limits.encode_rows(), s, s, threads))
         .or(decoder.scratch(s.max(rows), t, s, threads))
         .or(linear::scratch(s.max(rows), d, config.tgt_vocab, threads));
     Regions {
@@ -455,9 +492,10 @@ impl ArenaPlan {
             width: a,
             kind: limits.cross_kv,
         };
-        let mut wide = encoder.work(s).zip_with(decoder.work(s), usize::max);
+        let encode = encoder.work(limits.encode_rows());
+        let mut wide = encode.zip_with(decoder.work(s), usize::max);
         // Encode stages the memory projection in the FFN buffer (free by then).
-        wide.ffn = wide.ffn.max(CrossKv::staging_elements(a, limits.cross_kv));
+        wide.ffn = wide.ffn.max(CrossKv::staging_elements(a));
         let regions = region_sizes(config, &limits, (encoder, decoder), (kv, cross));
         let narrow = decoder.work(limits.step_rows());
         let (layout, total_f32) = Layout::place(wide, narrow, regions);

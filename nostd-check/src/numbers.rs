@@ -47,6 +47,7 @@ pub fn reads_every_example(isa: Isa) -> bool {
         max_tgt_len: vocab::MAX_TARGET,
         max_beam: 1,
         max_batch: 1,
+        encode_sources: 1,
         threads: 1,
         cross_kv: tessel_model::MemoryType::F32,
     };

@@ -133,6 +133,7 @@ impl Numbers {
             max_tgt_len: self.vocab.max_target(),
             max_beam: 1,
             max_batch: 1,
+            encode_sources: 1,
             threads: 1,
             cross_kv: tessel_model::MemoryType::F32,
         };

@@ -119,9 +119,13 @@ impl BlockShape {
 /// What the self-attention of a block attends to, and the stack's relative position bias
 /// (`[head][query][key]` over exactly the queries and keys of the call) when it has one.
 pub enum SelfMode<'c> {
-    /// Every row sees every row (the encoder).
+    /// Each row sees every row of its group (the encoder over one or more sources, packed
+    /// group after group; a group's `rows` are its source's positions `0..rows`).
     Bidirectional {
-        /// Position bias.
+        /// The sources, in row order.
+        groups: &'c [Group],
+        /// Position bias over the longest group's queries and keys (`[head][query][key]`);
+        /// a group reads its top-left corner.
         bias: Option<Bias<'c>>,
     },
     /// Each row is the next position of one beam of its group (the groups' rows follow each
@@ -426,9 +430,16 @@ impl<'w> Block<'w> {
         let [q, k, v] = SelfAttention::split(qkv, a)?;
         let mut attn = ViewMut::new(&mut *work.attn, rows, a, a)?;
         match mode {
-            SelfMode::Bidirectional { bias } => {
+            SelfMode::Bidirectional { groups, bias } => {
                 let mask = Mask { bias, ..Mask::NONE };
-                heads.attend(run, (q, k, v), &mask, attn, scratch)?;
+                let mut row0 = 0;
+                for group in groups {
+                    let [q, k, v] = [q, k, v].map(|x| x.slice_rows(row0, group.rows));
+                    let out = attn.reborrow().slice_rows(row0, group.rows)?;
+                    heads.attend(run, (q?, k?, v?), &mask, out, scratch)?;
+                    row0 += group.rows;
+                }
+                check_rows(row0, rows)?;
             }
             SelfMode::Step {
                 mut cache,

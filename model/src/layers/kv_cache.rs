@@ -258,14 +258,10 @@ impl<'a> CrossKv<'a> {
         })
     }
 
-    /// `f32` elements [`CrossKv::store`]'s caller stages projected rows in before rounding
-    /// them: at least one `width`-wide K|V row when they are stored as `f16`, none as `f32`
-    /// (the projection writes them in place).
-    pub fn staging_elements(width: usize, kind: MemoryType) -> usize {
-        match kind {
-            MemoryType::F32 => 0,
-            MemoryType::F16 => 2 * width,
-        }
+    /// `f32` elements [`CrossKv::store`]'s caller stages projected rows in: at least one
+    /// `width`-wide K|V row (one source's `f32` memory is projected in place instead).
+    pub fn staging_elements(width: usize) -> usize {
+        2 * width
     }
 
     /// The storage type.
@@ -289,7 +285,7 @@ impl<'a> CrossKv<'a> {
     }
 
     /// Stores `rows` projected K|V rows (`2 · width` each) of layer `layer` from row `first` on,
-    /// rounded to `f16`.
+    /// as they are stored: copied, or rounded to `f16`.
     pub fn store(
         &mut self,
         isa: tessel_kernels::Isa,
@@ -298,15 +294,22 @@ impl<'a> CrossKv<'a> {
         rows: &[f32],
     ) -> Result<(), KernelError> {
         let len = self.layer_len();
-        let halves: &mut [f16] = bytemuck::cast_slice_mut(&mut *self.data);
         let start = layer * len + first * 2 * self.width;
-        let dst = halves
-            .get_mut(start..start + rows.len())
-            .filter(|_| first * 2 * self.width + rows.len() <= len)
-            .ok_or(KernelError::InvalidArgument(
-                "memory rows outside the layer",
-            ))?;
-        tessel_kernels::convert::narrow_to_f16(isa, rows, dst)
+        let range =
+            Some(start..start + rows.len()).filter(|_| first * 2 * self.width + rows.len() <= len);
+        let outside = KernelError::InvalidArgument("memory rows outside the layer");
+        match self.kind {
+            MemoryType::F32 => {
+                let dst = range.and_then(|r| self.data.get_mut(r)).ok_or(outside)?;
+                dst.copy_from_slice(rows);
+                Ok(())
+            }
+            MemoryType::F16 => {
+                let halves: &mut [f16] = bytemuck::cast_slice_mut(&mut *self.data);
+                let dst = range.and_then(|r| halves.get_mut(r)).ok_or(outside)?;
+                tessel_kernels::convert::narrow_to_f16(isa, rows, dst)
+            }
+        }
     }
 }
 

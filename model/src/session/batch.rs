@@ -2,7 +2,8 @@
 //! slot (its cache rows, encoder memory and search state), so every decoder step reads each
 //! weight once for all of them.
 //!
-//! Sources are encoded one at a time into their slots ([`Batch::encode`]); a search over
+//! Sources are encoded into their slots, as many in one encoder pass as its rows hold
+//! ([`Batch::encode_all`], [`Limits::encode_sources`]); a search over
 //! several slots ([`Batch::generate`](crate::Batch::generate)) runs each step's products over
 //! the rows of every live sequence and each sequence's search on its own rows. Every product
 //! computes a row as it would alone (`tessel_kernels::gemm`: one chain of multiply-adds per
@@ -87,15 +88,58 @@ impl<M: ModelRef> Batch<M> {
 
     /// Encodes `src` into slot `slot`, replacing what the slot held.
     pub fn encode(&mut self, slot: usize, src: &[u32]) -> Result<(), RunError> {
-        let max = self.slots.len();
-        if slot >= max {
-            return Err(RunError::BadSlot { slot, max });
+        self.encode_all(&[(slot, src)])
+    }
+
+    /// Encodes each `(slot, src)` of `sources` into its slot, replacing what the slot held:
+    /// as many sources in one encoder pass as its rows hold ([`Limits::encode_rows`]), each
+    /// encoded exactly as alone. Every source is checked before anything runs; a slot may
+    /// appear once.
+    pub fn encode_all(&mut self, sources: &[(usize, &[u32])]) -> Result<(), RunError> {
+        self.check_sources(sources)?;
+        let room = self.session.limits().encode_rows();
+        let mut first = 0;
+        while first < sources.len() {
+            let mut rows = 0;
+            let mut end = first;
+            while end < sources.len() && rows + sources[end].1.len() <= room {
+                rows += sources[end].1.len();
+                end += 1;
+            }
+            self.encode_pass(&sources[first..end])?;
+            first = end;
         }
-        self.session.check_source(src)?;
-        self.slots[slot] = Slot::default();
+        Ok(())
+    }
+
+    /// Refuses sources with a slot out of range or given twice, or a source the session
+    /// refuses.
+    fn check_sources(&self, sources: &[(usize, &[u32])]) -> Result<(), RunError> {
+        let max = self.slots.len();
+        for (index, &(slot, src)) in sources.iter().enumerate() {
+            if slot >= max {
+                return Err(RunError::BadSlot { slot, max });
+            }
+            if sources[..index].iter().any(|&(other, _)| other == slot) {
+                return Err(RunError::BadOption("a slot is encoded twice in one call"));
+            }
+            self.session.check_source(src)?;
+        }
+        Ok(())
+    }
+
+    /// One encoder pass over `sources` (checked, their rows within the pass's).
+    fn encode_pass(&mut self, sources: &[(usize, &[u32])]) -> Result<(), RunError> {
+        for &(slot, _) in sources {
+            self.slots[slot] = Slot::default();
+        }
+        self.groups.clear();
+        self.groups.resize(sources.len(), Group::default());
         let (model, run, plan, arena, _) = self.session.pass();
-        crate::forward::encode(model, run, (plan, slot), arena, src)?;
-        self.slots[slot].state.src_len = Some(src.len());
+        crate::forward::encode(model, run, plan, arena, sources, &mut self.groups)?;
+        for &(slot, src) in sources {
+            self.slots[slot].state.src_len = Some(src.len());
+        }
         Ok(())
     }
 }

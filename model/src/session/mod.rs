@@ -177,7 +177,8 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         self.check_source(src)?;
         self.state = forward::State::default();
         let (model, run, plan, arena, _) = self.pass();
-        forward::encode(model, run, (plan, 0), arena, src)?;
+        let mut group = [crate::layers::Group::default()];
+        forward::encode(model, run, plan, arena, &[(0, src)], &mut group)?;
         self.state.src_len = Some(src.len());
         Ok(())
     }

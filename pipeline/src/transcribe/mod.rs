@@ -217,6 +217,7 @@ impl Transcriber {
             max_tgt_len: self.model.config().max_tgt_len,
             max_beam,
             max_batch: 1,
+            encode_sources: 1,
             threads,
             cross_kv: self.cross_kv,
         }
