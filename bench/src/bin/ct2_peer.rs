@@ -326,11 +326,12 @@ fn decode_lines(
     let start = Instant::now();
     for chunk in order.chunks(batch.slots()) {
         let encode_start = Instant::now();
-        for (slot, &line) in chunk.iter().enumerate() {
-            batch
-                .encode(slot, &lines[line])
-                .map_err(|e| e.to_string())?;
-        }
+        let sources: Vec<(usize, &[u32])> = chunk
+            .iter()
+            .enumerate()
+            .map(|(slot, &line)| (slot, lines[line].as_slice()))
+            .collect();
+        batch.encode_all(&sources).map_err(|e| e.to_string())?;
         encode += encode_start.elapsed();
         let mut requests: Vec<_> = chunk
             .iter()
@@ -362,7 +363,8 @@ fn warm_batch<'m>(
 ) -> Result<Batch<&'m Model<'static>>, String> {
     let limits = Limits::of(model.config())
         .with_threads(request.threads)
-        .with_batch(request.batch);
+        .with_batch(request.batch)
+        .with_encode_rows(tessel_model::ENCODE_ROWS);
     let mut batch = Batch::new(model, isa, limits).map_err(|e| e.to_string())?;
     let chunk = &order[..request.batch.min(WARM_UP_LINES).min(order.len())];
     decode_lines(

@@ -1,7 +1,8 @@
 //! Many lines through one [`Batch`], as CTranslate2's `translate_batch` runs them: the lines
 //! are tokenised, sorted by length (longest first, so each batch holds sources of similar
 //! length) and decoded up to `max_batch` at a time, every decoder step reading each weight
-//! once for all of them; the results come back in input order. Each line's hypotheses are the
+//! once for all of them, and as many sources as fit encoded in one pass ([`ENCODE_ROWS`]); the
+//! results come back in input order. Each line's hypotheses are the
 //! ones [`Translating::translate_with`](super::Translating::translate_with) gives it (the
 //! batch computes every sequence as a session alone does).
 
@@ -9,7 +10,7 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 
 use tessel_kernels::Isa;
-use tessel_model::{ArenaPlan, Batch, Model, RunError, SessionError};
+use tessel_model::{ArenaPlan, Batch, Limits, Model, RunError, SessionError, ENCODE_ROWS};
 
 use super::{TranslateError, TranslateOptions, Translation, Translator};
 
@@ -31,7 +32,7 @@ impl Translator {
         threads: usize,
         max_batch: usize,
     ) -> Result<BatchTranslating, TranslateError> {
-        let limits = self.limits(threads).with_batch(max_batch);
+        let limits = self.batch_limits(threads, max_batch);
         let batch = Batch::new(Arc::clone(&self.model), isa, limits)?;
         Ok(BatchTranslating {
             translator: self.clone(),
@@ -41,9 +42,17 @@ impl Translator {
 }
 
 impl Translator {
+    /// The limits of [`Translator::batch`]'s session: the model's, `max_batch` sequences,
+    /// encoder passes of about [`ENCODE_ROWS`] rows.
+    fn batch_limits(&self, threads: usize, max_batch: usize) -> Limits {
+        self.limits(threads)
+            .with_batch(max_batch)
+            .with_encode_rows(ENCODE_ROWS)
+    }
+
     /// Bytes of the arena of [`Translator::batch`]'s session, planned without allocating it.
     pub fn batch_bytes(&self, threads: usize, max_batch: usize) -> Result<usize, TranslateError> {
-        let limits = self.limits(threads).with_batch(max_batch);
+        let limits = self.batch_limits(threads, max_batch);
         let plan =
             ArenaPlan::with_limits(self.model.config(), limits).map_err(SessionError::from)?;
         Ok(plan.total_bytes())
@@ -96,9 +105,12 @@ impl BatchTranslating {
         chunk: &[(usize, Vec<u32>)],
         options: &TranslateOptions,
     ) -> Result<Vec<LineResult>, RunError> {
-        for (slot, (_, ids)) in chunk.iter().enumerate() {
-            self.batch.encode(slot, ids)?;
-        }
+        let sources: Vec<(usize, &[u32])> = chunk
+            .iter()
+            .enumerate()
+            .map(|(slot, (_, ids))| (slot, ids.as_slice()))
+            .collect();
+        self.batch.encode_all(&sources)?;
         let mut requests = {
             let batch = &self.batch;
             let planned = (batch.model().config(), batch.limits(), batch.isa());
