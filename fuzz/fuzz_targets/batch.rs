@@ -1,5 +1,6 @@
-//! The batch API under arbitrary call sequences on tiny random models: encodes into any slot
-//! (out of range too), admissions with odd options and prefixes, steps with some running
+//! The batch API under arbitrary call sequences on tiny random models: encodes of several
+//! sources at once into any slots (out of range or repeated too), packed into encoder passes
+//! of any size, admissions with odd options and prefixes, steps with some running
 //! slots' requests missing, hypotheses of any slot, whole-batch searches. Every call returns
 //! `Ok` or a typed `RunError` (never `RunError::Kernel`) and never panics, and every slot's
 //! finished hypotheses are bit for bit those of a plain session running the same source and
@@ -13,7 +14,7 @@ use tessel_model::{Batch, Limits, Model, Request, RunError, SearchOptions, Sessi
 
 #[derive(Arbitrary, Debug)]
 enum Call {
-    Encode { slot: u8, src: Vec<u8> },
+    Encode(Vec<(u8, Vec<u8>)>),
     Admit { slot: u8, search: Search },
     Step { drop_slot: Option<u8> },
     Hypotheses(u8),
@@ -33,7 +34,7 @@ struct Search {
 struct Input {
     model: u8,
     isa: u8,
-    limits: (u8, u8, u8, u8),
+    limits: (u8, u8, u8, u8, u8),
     calls: Vec<Call>,
 }
 
@@ -96,12 +97,13 @@ struct Slot {
 fuzz_target!(|input: Input| {
     let model = &tiny_models()[input.model as usize % 8];
     let isa = isa(input.isa);
-    let (s, t, b, n) = input.limits;
+    let (s, t, b, n, e) = input.limits;
     let limits = Limits {
         max_src_len: s as usize % 9,
         max_tgt_len: t as usize % 8,
         max_beam: b as usize % 5,
         max_batch: n as usize % 5,
+        encode_sources: e as usize % 4,
         threads: 1,
         cross_kv: if t & 0x80 == 0 {
             tessel_model::MemoryType::F32
@@ -117,13 +119,19 @@ fuzz_target!(|input: Input| {
     let mut known = vec![Slot::default(); slots];
     for call in input.calls.iter().take(24) {
         match call {
-            Call::Encode { slot, src } => {
-                let (slot, src) = (*slot as usize % (slots + 1), token_ids(src));
-                if typed(batch.encode(slot, &src), call).is_some() {
-                    known[slot] = Slot {
-                        src: Some(src),
-                        search: None,
-                    };
+            Call::Encode(sources) => {
+                let sources: Vec<(usize, Vec<u32>)> = (sources.iter().take(6))
+                    .map(|(slot, src)| (*slot as usize % (slots + 1), token_ids(src)))
+                    .collect();
+                let given: Vec<(usize, &[u32])> =
+                    sources.iter().map(|(slot, src)| (*slot, &src[..])).collect();
+                if typed(batch.encode_all(&given), call).is_some() {
+                    for (slot, src) in sources {
+                        known[slot] = Slot {
+                            src: Some(src),
+                            search: None,
+                        };
+                    }
                 }
             }
             Call::Admit { slot, search } => {

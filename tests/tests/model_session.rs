@@ -4,7 +4,7 @@
 
 use tessel_model::ops::log_softmax;
 use tessel_model::{
-    Config, ConfigError, FfnActivation, Limits, MemoryType, Model, NormPlacement, Positions,
+    Batch, Config, ConfigError, FfnActivation, Limits, MemoryType, Model, NormPlacement, Positions,
     Request, RunError, SearchOptions, Session, SessionError,
 };
 use tessel_tests::for_each_isa;
@@ -351,6 +351,7 @@ fn a_session_within_smaller_limits_has_a_smaller_arena_and_the_same_results() {
         max_tgt_len: 6,
         max_beam: 2,
         max_batch: 1,
+        encode_sources: 1,
         // Worker threads too: the GEMMs split their columns over them, bit-identically.
         threads: 3,
         cross_kv: tessel_model::MemoryType::F32,
@@ -498,6 +499,7 @@ fn prefill_in_chunks_matches_step_by_step_decoding() {
                     max_tgt_len: 10,
                     max_beam: 4,
                     max_batch: 1,
+                    encode_sources: 1,
                     threads: 1,
                     cross_kv: tessel_model::MemoryType::F32,
                 };
@@ -785,4 +787,75 @@ fn a_logits_processor_steers_greedy_and_beam_search() {
         assert_eq!(hyps.best().unwrap().tokens, &forced[..], "beam {beam}");
         assert_eq!(seen, vec![0, 1, 2, 3, 4], "beam {beam}");
     }
+}
+
+/// A batch refuses what it cannot run with a typed error, before running anything, and a
+/// refused encode leaves the slots it named as they were.
+#[test]
+fn a_batch_refuses_misuse_with_typed_errors() {
+    let model = Model::random(small(NormPlacement::Pre, Positions::Learned), 5).unwrap();
+    let isa = tessel_kernels::Isa::best();
+    let limits = Limits::of(model.config()).with_batch(3);
+    for bad in [limits.with_encode_sources(0), limits.with_batch(0)] {
+        assert!(matches!(
+            Batch::new(&model, isa, bad),
+            Err(SessionError::Limits(ConfigError::Zero(_)))
+        ));
+    }
+    let mut batch = Batch::new(&model, isa, limits.with_encode_sources(2)).unwrap();
+    batch.encode(1, &SRC).unwrap();
+    let long = [3u32; 13];
+    let refused: [(&[(usize, &[u32])], fn(&RunError) -> bool); 4] = [
+        (&[(0, &SRC), (3, &SRC)], |e| {
+            matches!(e, RunError::BadSlot { slot: 3, max: 3 })
+        }),
+        (&[(0, &SRC), (0, &SRC[..2])], |e| {
+            matches!(e, RunError::BadOption(_))
+        }),
+        (&[(1, &SRC[..2]), (2, &[])], |e| {
+            matches!(e, RunError::EmptySource)
+        }),
+        (&[(1, &SRC[..2]), (2, &long)], |e| {
+            matches!(e, RunError::SourceTooLong { len: 13, max: 12 })
+        }),
+    ];
+    for (sources, expected) in refused {
+        let error = batch.encode_all(sources).unwrap_err();
+        assert!(expected(&error), "{sources:?}: {error}");
+        assert_eq!(batch.source_len(1), Some(SRC.len()), "{sources:?}");
+    }
+    let mut requests: Vec<_> = (0..4)
+        .map(|_| Request::new(SearchOptions::greedy(4)))
+        .collect();
+    assert!(matches!(
+        batch.generate(&mut requests),
+        Err(RunError::BatchTooLarge {
+            requests: 4,
+            max: 3
+        })
+    ));
+    assert!(matches!(
+        batch.hypotheses(3),
+        Err(RunError::BadSlot { slot: 3, max: 3 })
+    ));
+    let mut request = Request::new(SearchOptions::greedy(4));
+    batch.admit(1, &mut request).unwrap();
+    assert!(matches!(
+        batch.admit(1, &mut request),
+        Err(RunError::BadOption(_))
+    ));
+}
+
+/// Packing sources into encoder passes costs arena only when asked for: one source a pass
+/// plans what a batch always planned, two plans wider working buffers.
+#[test]
+fn encoder_passes_of_several_sources_are_planned_up_front() {
+    let config = small(NormPlacement::Pre, Positions::Learned);
+    let one = Limits::of(&config).with_batch(4);
+    let plan = |limits| tessel_model::ArenaPlan::with_limits(&config, limits).unwrap();
+    assert_eq!(one.encode_rows(), 12);
+    assert_eq!(one.with_encode_rows(30).encode_sources, 2);
+    assert_eq!(one.with_encode_rows(1000).encode_sources, 4);
+    assert_eq!(one.with_encode_rows(5).encode_sources, 1);
+    assert!(plan(one.with_encode_sources(2)).total_bytes() > plan(one).total_bytes());
 }

@@ -10,9 +10,12 @@
 use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
+use tessel_kernels::Isa;
 use tessel_model::load::hf::bart::{self, Family};
 use tessel_model::load::hf::t5;
-use tessel_model::{Batch, LoadOptions, Model, Request, SearchOptions, Session};
+use tessel_model::{
+    Batch, Limits, LoadOptions, MemoryType, Model, Request, SearchOptions, Session,
+};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{assert_teacher_forced_logits, ids, values};
 
@@ -294,8 +297,8 @@ fn alone<'m>(
 
 /// A batch decodes each sequence exactly as a session decodes it alone: the same tokens and
 /// the same score bits, greedy and beam, with sequences of different source lengths, positions
-/// and length limits ending at different steps; for the BART-style families and T5 (relative
-/// position bias per sequence), at every ISA level.
+/// and length limits ending at different steps, the sources encoded several to a pass; for
+/// the BART-style families and T5 (relative position bias per sequence), at every ISA level.
 #[test]
 fn a_batch_decodes_each_sequence_as_a_session_alone() {
     let models = [
@@ -321,29 +324,48 @@ fn a_batch_decodes_each_sequence_as_a_session_alone() {
     ];
     for (name, model) in models {
         let model = model.unwrap_or_else(|e| panic!("{name}: {e}"));
-        let jobs = jobs(name);
-        for_each_isa(|isa| {
-            let what = format!("{name} at {isa}");
-            let session = Session::new(&model, isa).unwrap();
-            let (alone, session) = alone(session, &jobs);
-            let limits = session.limits().with_batch(jobs.len() + 1);
-            let mut batch = Batch::new(&model, isa, limits).unwrap();
-            // Slots filled out of order; the last slot stays unused.
-            for (slot, job) in jobs.iter().enumerate().rev() {
-                batch.encode(slot, &job.src).unwrap();
-            }
-            let mut requests: Vec<_> = jobs
-                .iter()
-                .map(|job| {
-                    Request::new(SearchOptions::beam(job.beam, job.steps)).prefix(&job.prefix)
-                })
-                .collect();
-            batch.generate(&mut requests).unwrap();
-            for (slot, want) in alone.iter().enumerate() {
-                let got = outcome(batch.hypotheses(slot).unwrap());
-                assert_eq!(&got, want, "{what}: slot {slot}");
-            }
-        });
+        // The encoder memory stored as f16 too (rounded as each slot stores it), for Marian.
+        let kinds: &[MemoryType] = match name {
+            "marian" => &[MemoryType::F32, MemoryType::F16],
+            _ => &[MemoryType::F32],
+        };
+        for &kind in kinds {
+            for_each_isa(|isa| batch_matches_alone((name, &model), isa, kind));
+        }
+    }
+}
+
+/// [`a_batch_decodes_each_sequence_as_a_session_alone`] for one model, level and memory type.
+fn batch_matches_alone((name, model): (&str, &Model), isa: Isa, kind: MemoryType) {
+    let what = format!("{name} at {isa}, memory {kind:?}");
+    let jobs = jobs(name);
+    let limits = Limits::of(model.config()).with_cross_kv(kind);
+    let session = Session::with_limits(model, isa, limits).unwrap();
+    let (alone, session) = alone(session, &jobs);
+    // Encoder passes of two longest sources: the sources, packed out of slot order, take
+    // several passes of several sources each.
+    let longest = jobs.iter().map(|job| job.src.len()).max().unwrap();
+    let total: usize = jobs.iter().map(|job| job.src.len()).sum();
+    assert!(total > 2 * longest, "{what}: the jobs fit one pass");
+    let limits = Limits {
+        max_src_len: longest,
+        ..session.limits()
+    };
+    let limits = limits.with_batch(jobs.len() + 1).with_encode_sources(2);
+    let mut batch = Batch::new(model, isa, limits).unwrap();
+    // Slots filled out of order; the last slot stays unused.
+    let sources: Vec<_> = (jobs.iter().enumerate().rev())
+        .map(|(slot, job)| (slot, &job.src[..]))
+        .collect();
+    batch.encode_all(&sources).unwrap();
+    let mut requests: Vec<_> = jobs
+        .iter()
+        .map(|job| Request::new(SearchOptions::beam(job.beam, job.steps)).prefix(&job.prefix))
+        .collect();
+    batch.generate(&mut requests).unwrap();
+    for (slot, want) in alone.iter().enumerate() {
+        let got = outcome(batch.hypotheses(slot).unwrap());
+        assert_eq!(&got, want, "{what}: slot {slot}");
     }
 }
 
