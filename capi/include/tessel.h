@@ -37,8 +37,8 @@
  * undefined behaviour, as with free().
  *
  * Task level. A tessel_translator (tessel_translator_load: a translation model directory
- * with its tokenizer and generation config) turns text into text with tessel_translate; a
- * tessel_transcriber (tessel_transcriber_load: a Whisper directory) turns 16 kHz mono samples
+ * with its tokenizer and generation config) turns text into text with tessel_translate, and
+ * many lines decoded together with tessel_translate_batch; a tessel_transcriber (tessel_transcriber_load: a Whisper directory) turns 16 kHz mono samples
  * or a WAV file into timed segments with tessel_transcribe and tessel_transcribe_wav. Each
  * holds its model and one session, is used by one thread at a time (as a session), and is
  * freed with tessel_translator_free / tessel_transcriber_free. Their outputs go into caller
@@ -62,7 +62,8 @@
  * allocates the layers' descriptors, not the weights), creating a session (an in-buffer
  * session allocates its small bookkeeping, not the arena), tessel_session_arena_bytes,
  * tessel_isa_*, the text call (tessel_numbers_read) and the task-level calls (loading a
- * translator or transcriber, tessel_translate, tessel_transcribe*) may.
+ * translator or transcriber, tessel_translate, tessel_translate_batch, tessel_transcribe*)
+ * may.
  */
 
 
@@ -1091,6 +1092,36 @@ enum tessel_status tessel_translate(struct tessel_translator *translator,
                                     char *out,
                                     size_t cap,
                                     size_t *len);
+
+/**
+ * Translates `lines[0..n]` (each UTF-8, NUL-terminated) decoding up to `max_batch` of them
+ * together (1..=`TESSEL_MAX_BATCH`), sorted by length as CTranslate2's `translate_batch`
+ * does; each line's text is the one `tessel_translate` gives it. The outputs are written in
+ * input order into `out` (`cap` bytes), each NUL-terminated, line `i`'s from
+ * `out + offsets[i]` (`offsets`: `n` entries); `*len` receives the bytes they take, NULs
+ * included. `TESSEL_ERR_BUFFER_TOO_SMALL` with `*len` and `offsets` written when
+ * `cap < *len`: the outputs are kept, and a retry with the same lines copies them. A line
+ * that fails (refused by the tokenizer, too long without `truncate`) gets an empty output
+ * and its status in `statuses[i]` (NULL to skip; `TESSEL_OK` for the others), and the call
+ * returns the first failing line's status, its message naming the line, after writing every
+ * output. The first call, and one with another `max_batch`, plans the batch's arena.
+ * Allocates.
+ *
+ * # Safety
+ * `translator` is NULL or a live translator; `lines` is NULL or points to `n` pointers,
+ * each NULL or NUL-terminated; `out` is NULL or points to `cap` writable bytes; `offsets` is
+ * NULL or points to `n` writable sizes; `len` is NULL or writable; `statuses` is NULL or
+ * points to `n` writable statuses.
+ */
+enum tessel_status tessel_translate_batch(struct tessel_translator *translator,
+                                          const char *const *lines,
+                                          size_t n,
+                                          size_t max_batch,
+                                          char *out,
+                                          size_t cap,
+                                          size_t *offsets,
+                                          size_t *len,
+                                          enum tessel_status *statuses);
 
 /**
  * Frees `translator` (NULL is accepted). `TESSEL_ERR_BUSY` if another thread is inside a

@@ -14,7 +14,8 @@
 //!   caller buffers, the numbers model's text call;
 //! - [`batch`]: `tessel_batch`, up to `max_batch` sequences decoded together, each in a slot
 //!   that a search is submitted to at any step; polled, its hypotheses into caller buffers;
-//! - [`translate`]: `tessel_translator`, text to text over a translation model directory;
+//! - [`translate`]: `tessel_translator`, text to text over a translation model directory, one
+//!   line or many decoded together;
 //! - [`transcribe`]: `tessel_transcriber`, speech to timed segments over a Whisper directory;
 //! - [`exclusive`]: the one-thread-at-a-time handle of batches and the task-level calls;
 //! - [`dir_kind`]: speech or text, told from a directory's files before a task-level load;
