@@ -28,7 +28,7 @@ use crate::session::{
     call_on_step, search_error, search_options, tessel_generate_options,
     tessel_generate_options_default, tessel_step_callback,
 };
-use crate::status::{fail, tessel_status, Error};
+use crate::status::{fail, guard, tessel_status, Error};
 
 /// A batch handle: "tslbatch" in its first word.
 const KIND: exclusive::Kind = exclusive::Kind {
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn tessel_batch_new(
     max_batch: usize,
     out: *mut *mut tessel_batch,
 ) -> tessel_status {
-    crate::status::guard(|| {
+    guard(|| {
         // SAFETY: the caller's contract for each pointer.
         let (shared, limits, out) = unsafe {
             (
