@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds libtessel (static and shared, release), compiles the C and C++ examples of
-# capi/examples/ against each with gcc/g++ -Wall -Wextra -Werror, runs them on the embedded
-# numbers model and on test fixtures (the NLLB model of tests/decoding, the Whisper model and
-# speech clip of tests/transcribe), and runs them once more under Valgrind (zero leaks, zero
-# errors). Called by scripts/test.sh; run it alone from anywhere: capi/run-examples.sh
+# capi/examples/ against each with gcc/g++ -Wall -Wextra -Werror, runs them on the numbers
+# model (embedded, and assets/numbers) and on test fixtures (the NLLB model of tests/decoding,
+# the Whisper model and speech clip of tests/transcribe), and runs them once more under
+# Valgrind (zero leaks, zero errors). Called by scripts/test.sh; run it alone from anywhere:
+# capi/run-examples.sh
 #
 # Environment:
 #   CI           when "true", missing gcc/g++/valgrind is a failure instead of a loud skip
@@ -74,6 +75,7 @@ build() {
 echo "--- compiling the examples (-Wall -Wextra -Werror)"
 build gcc -std=c11 capi/examples/numbers.c numbers
 build gcc -std=c11 capi/examples/threads.c threads
+build gcc -std=c11 capi/examples/batch.c batch
 build gcc -std=c11 capi/examples/translate.c translate
 build gcc -std=c11 capi/examples/transcribe.c transcribe
 build g++ -std=c++17 capi/examples/numbers.cpp numbers_cpp
@@ -86,6 +88,7 @@ for kind in static shared; do
     "$out/numbers-$kind" embedded "$tsv" 1
     "$out/numbers-$kind" assets/numbers "$tsv" 7
     "$out/threads-$kind" "$tsv" 4
+    "$out/batch-$kind" assets/numbers
     "$out/numbers_cpp-$kind" "$tsv" 9
     "$out/translate-$kind" "$nllb" eng_Latn fra_Latn "$line" "${expected[@]}"
     "$out/transcribe-$kind" "$whisper" "$clip"
@@ -105,6 +108,7 @@ vg=(valgrind --quiet --error-exitcode=99 --leak-check=full --num-callers=40
     --errors-for-leak-kinds=definite,indirect,possible)
 "${vg[@]}" "$out/numbers-static" embedded "$tsv" 200
 "${vg[@]}" "$out/threads-static" "$tsv" 800
+"${vg[@]}" "$out/batch-static" assets/numbers
 "${vg[@]}" "$out/numbers_cpp-static" "$tsv" 400
 "${vg[@]}" "$out/translate-static" "$nllb" eng_Latn fra_Latn "$line" "${expected[@]}"
 "${vg[@]}" "$out/transcribe-static" "$whisper" "$clip"

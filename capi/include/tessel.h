@@ -13,7 +13,12 @@
  * tessel_session is one model's working state: its arena is allocated once by
  * tessel_session_new and freed by tessel_session_free, or placed by
  * tessel_session_new_in_buffer in a caller buffer of tessel_session_arena_bytes bytes that
- * must outlive the session.
+ * must outlive the session. A tessel_batch (tessel_batch_new, tessel_batch_free) is a session
+ * for up to max_batch sequences decoded together, each in a slot: tessel_batch_encode a
+ * source into a free slot and tessel_batch_submit its search at any time, tessel_batch_step
+ * runs one step over every running slot at once, tessel_batch_running polls a slot, and
+ * tessel_batch_finished / tessel_batch_hypothesis read a finished one. Each slot's result is
+ * the one a session gives the same source and options.
  *
  * Ownership. The library owns nothing the caller did not ask it to create, and the caller
  * frees nothing the library allocated except through these calls. Every result goes into a
@@ -32,16 +37,16 @@
  * undefined behaviour, as with free().
  *
  * Task level. A tessel_translator (tessel_translator_load: a translation model directory
- * with its tokenizer and generation config) turns text into text with tessel_translate; a
- * tessel_transcriber (tessel_transcriber_load: a Whisper directory) turns 16 kHz mono samples
+ * with its tokenizer and generation config) turns text into text with tessel_translate, and
+ * many lines decoded together with tessel_translate_batch; a tessel_transcriber (tessel_transcriber_load: a Whisper directory) turns 16 kHz mono samples
  * or a WAV file into timed segments with tessel_transcribe and tessel_transcribe_wav. Each
  * holds its model and one session, is used by one thread at a time (as a session), and is
  * freed with tessel_translator_free / tessel_transcriber_free. Their outputs go into caller
  * buffers; a call that finds a buffer too small keeps its result, and the retry with the same
  * input copies it instead of running again.
  *
- * Threads. A model may be used from any number of threads at once. A session is used by one
- * thread at a time (it may move between threads); a call that overlaps another call on the
+ * Threads. A model may be used from any number of threads at once. A session (or a batch) is
+ * used by one thread at a time (it may move between threads); a call that overlaps another call on the
  * same session returns TESSEL_ERR_BUSY instead of racing. Process-wide state: the forced ISA
  * level (tessel_isa_force), read when a session is created.
  *
@@ -51,11 +56,14 @@
  * tessel_hypothesis, tessel_session_get_limits, tessel_session_isa_name,
  * tessel_model_get_info, tessel_last_error and tessel_last_error_copy), refusals included,
  * allocate nothing: no malloc, no hidden growth (capi/tests/no_alloc.rs counts), whether
- * the arena was allocated or lives in a caller buffer. Loading (tessel_model_load_memory
+ * the arena was allocated or lives in a caller buffer. After tessel_batch_new, the batch
+ * calls (tessel_batch_encode, _submit, _step, _running, _finished, _hypothesis,
+ * _get_limits, and the step callbacks) allocate nothing either. Loading (tessel_model_load_memory
  * allocates the layers' descriptors, not the weights), creating a session (an in-buffer
  * session allocates its small bookkeeping, not the arena), tessel_session_arena_bytes,
  * tessel_isa_*, the text call (tessel_numbers_read) and the task-level calls (loading a
- * translator or transcriber, tessel_translate, tessel_transcribe*) may.
+ * translator or transcriber, tessel_translate, tessel_translate_batch, tessel_transcribe*)
+ * may.
  */
 
 
@@ -85,6 +93,11 @@
  * engine's `MAX_POSITIONS`).
  */
 #define TESSEL_MAX_LEN 65536
+
+/**
+ * The most sequences a batch decodes together (`tessel_batch_new`'s `max_batch`).
+ */
+#define TESSEL_MAX_BATCH 1024
 
 /**
  * Capacity of the last-error buffer, NUL included.
@@ -155,6 +168,12 @@ typedef enum tessel_status {
      */
     TESSEL_ERR_MISALIGNED = 11,
 } tessel_status;
+
+/**
+ * Up to `max_batch` sequences decoded together; used by one thread at a time. Created by
+ * `tessel_batch_new`, freed by `tessel_batch_free`.
+ */
+typedef struct tessel_batch tessel_batch;
 
 /**
  * An immutable model, shared by sessions and threads; created by a `tessel_model_load_*`
@@ -819,6 +838,132 @@ enum tessel_status tessel_numbers_read(struct tessel_session *session,
                                        size_t *len);
 
 /**
+ * Creates a batch of `max_batch` slots (1..=`TESSEL_MAX_BATCH`, 1024) over `model`, each
+ * planned for `limits` as `tessel_session_new` plans a session (NULL, or zero fields: the
+ * model's maxima; threads 0: 1), at the ISA level `tessel_isa_name` reports. Every step runs
+ * up to `max_batch × max_beam` decoder rows together. Limits out of range are
+ * `TESSEL_ERR_ARGUMENT`; an arena that cannot be allocated `TESSEL_ERR_OUT_OF_MEMORY`.
+ * Allocates the arena and every slot's bookkeeping and starts `threads - 1` workers, once;
+ * nothing after this allocates. The batch holds a reference to the model.
+ *
+ * # Safety
+ * `model` is NULL or a live model handle; `limits` is NULL or valid; `out` is NULL or
+ * writable.
+ */
+enum tessel_status tessel_batch_new(struct tessel_model *model,
+                                    const struct tessel_limits *limits,
+                                    size_t max_batch,
+                                    struct tessel_batch **out);
+
+/**
+ * Frees `batch` (NULL is accepted) and drops its model reference; running searches end with
+ * it. `TESSEL_ERR_BUSY` if another thread is inside a call on it (then nothing is freed).
+ *
+ * # Safety
+ * `batch` is NULL or a live batch handle; it must not be used after success.
+ */
+enum tessel_status tessel_batch_free(struct tessel_batch *batch);
+
+/**
+ * Writes the limits each slot of `batch` was planned for (zero fields resolved) into
+ * `*limits` and its number of slots into `*max_batch` (NULL to skip either).
+ *
+ * # Safety
+ * `batch` is NULL or a live batch handle; `limits` and `max_batch` are NULL or writable.
+ */
+enum tessel_status tessel_batch_get_limits(struct tessel_batch *batch,
+                                           struct tessel_limits *limits,
+                                           size_t *max_batch);
+
+/**
+ * Runs the encoder over source ids `ids[0..len]` into slot `slot`, replacing what the slot
+ * held (its last search's hypotheses included); the other slots, running or not, are left
+ * alone. A slot at or above `max_batch` is `TESSEL_ERR_ARGUMENT`; a slot whose search is
+ * running, an empty source or one longer than `max_src_len`, an id at or above the model's
+ * `src_vocab`, or a model that reads audio is `TESSEL_ERR_RUN` (the slot unchanged).
+ *
+ * # Safety
+ * `batch` is NULL or a live batch handle; `ids` is NULL or points to `len` ids.
+ */
+enum tessel_status tessel_batch_encode(struct tessel_batch *batch,
+                                       size_t slot,
+                                       const uint32_t *ids,
+                                       size_t len);
+
+/**
+ * Starts a search over slot `slot`'s encoded source as `options` says (NULL: the defaults;
+ * as `tessel_generate` takes them): a prefix longer than one token is fed now, and from the
+ * next `tessel_batch_step` the slot decodes together with the other running slots. The
+ * options are copied (the prefix is read during this call only); `on_step` is called with
+ * `user_data` after each of the slot's steps, inside `tessel_batch_step`. Refused, the slot
+ * unchanged: a slot at or above `max_batch` (`TESSEL_ERR_ARGUMENT`); a slot with no encoded
+ * source, one whose search is still running, a beam of 0 or above `max_beam`, a prefix and
+ * `max_steps` needing more than `max_tgt_len` positions, a prefix id outside the target
+ * vocabulary (`TESSEL_ERR_RUN`).
+ *
+ * # Safety
+ * `batch` is NULL or a live batch handle; `options` is NULL or valid, with `prefix` pointing
+ * to `prefix_len` ids, and its `user_data` valid for `on_step` until the slot's search ends.
+ */
+enum tessel_status tessel_batch_submit(struct tessel_batch *batch,
+                                       size_t slot,
+                                       const struct tessel_generate_options *options);
+
+/**
+ * Runs one decoder step over every running slot's beams together, then each slot's search
+ * step (and its step callback), and writes how many slots are still running into
+ * `*running`. A slot whose search ends (EOS, `max_steps`, or a step callback that left no
+ * finite logit) stops running; read it with `tessel_batch_finished`. No running slot is
+ * `TESSEL_ERR_RUN` (nothing to step: submit one first).
+ *
+ * # Safety
+ * `batch` is NULL or a live batch handle; `running` is NULL or writable.
+ */
+enum tessel_status tessel_batch_step(struct tessel_batch *batch, size_t *running);
+
+/**
+ * Writes whether slot `slot`'s search is running (submitted and not yet ended) into
+ * `*running`. A slot at or above `max_batch` is `TESSEL_ERR_ARGUMENT`.
+ *
+ * # Safety
+ * `batch` is NULL or a live batch handle; `running` is NULL or writable.
+ */
+enum tessel_status tessel_batch_running(struct tessel_batch *batch, size_t slot, bool *running);
+
+/**
+ * Writes the number of finished hypotheses of slot `slot`'s last search into `*count`; read
+ * each with `tessel_batch_hypothesis`. They stay readable until the slot's next encode or
+ * submit, whatever the other slots do. Refused (`*count` 0): a slot at or above `max_batch`
+ * (`TESSEL_ERR_ARGUMENT`); a search still running, or none submitted since the slot's last
+ * encode (`TESSEL_ERR_RUN`); a search that ended on logits with nothing finite to rank
+ * (`TESSEL_ERR_ARGUMENT` when its step callback left them so, `TESSEL_ERR_RUN` otherwise).
+ *
+ * # Safety
+ * `batch` is NULL or a live batch handle; `count` is NULL or writable.
+ */
+enum tessel_status tessel_batch_finished(struct tessel_batch *batch, size_t slot, size_t *count);
+
+/**
+ * Copies hypothesis `index` (0 is the best) of slot `slot`'s finished search into `tokens`
+ * (`cap` ids; BOS and the prefix excluded, EOS included when produced), its length into
+ * `*len` and its score (length-normalised log-probability) into `*score` (NULL to skip), as
+ * `tessel_hypothesis` does for a session. `TESSEL_ERR_BUFFER_TOO_SMALL` with `*len` written
+ * when `cap < *len`; an index at or above the count is `TESSEL_ERR_ARGUMENT`; otherwise
+ * refused as `tessel_batch_finished`.
+ *
+ * # Safety
+ * `batch` is NULL or a live batch handle; `tokens` is NULL or points to `cap` writable ids;
+ * `len` is NULL or writable; `score` is NULL or writable.
+ */
+enum tessel_status tessel_batch_hypothesis(struct tessel_batch *batch,
+                                           size_t slot,
+                                           size_t index,
+                                           uint32_t *tokens,
+                                           size_t cap,
+                                           size_t *len,
+                                           float *score);
+
+/**
  * The reference's defaults: beam 5, timestamps, conditioned on previous text, transcribe,
  * language detected, no prompt (temperature fallback 0, 0.2 … 1.0 with best of 5).
  */
@@ -947,6 +1092,36 @@ enum tessel_status tessel_translate(struct tessel_translator *translator,
                                     char *out,
                                     size_t cap,
                                     size_t *len);
+
+/**
+ * Translates `lines[0..n]` (each UTF-8, NUL-terminated) decoding up to `max_batch` of them
+ * together (1..=`TESSEL_MAX_BATCH`), sorted by length as CTranslate2's `translate_batch`
+ * does; each line's text is the one `tessel_translate` gives it. The outputs are written in
+ * input order into `out` (`cap` bytes), each NUL-terminated, line `i`'s from
+ * `out + offsets[i]` (`offsets`: `n` entries); `*len` receives the bytes they take, NULs
+ * included. `TESSEL_ERR_BUFFER_TOO_SMALL` with `*len` and `offsets` written when
+ * `cap < *len`: the outputs are kept, and a retry with the same lines copies them. A line
+ * that fails (refused by the tokenizer, too long without `truncate`) gets an empty output
+ * and its status in `statuses[i]` (NULL to skip; `TESSEL_OK` for the others), and the call
+ * returns the first failing line's status, its message naming the line, after writing every
+ * output. The first call, and one with another `max_batch`, plans the batch's arena.
+ * Allocates.
+ *
+ * # Safety
+ * `translator` is NULL or a live translator; `lines` is NULL or points to `n` pointers,
+ * each NULL or NUL-terminated; `out` is NULL or points to `cap` writable bytes; `offsets` is
+ * NULL or points to `n` writable sizes; `len` is NULL or writable; `statuses` is NULL or
+ * points to `n` writable statuses.
+ */
+enum tessel_status tessel_translate_batch(struct tessel_translator *translator,
+                                          const char *const *lines,
+                                          size_t n,
+                                          size_t max_batch,
+                                          char *out,
+                                          size_t cap,
+                                          size_t *offsets,
+                                          size_t *len,
+                                          enum tessel_status *statuses);
 
 /**
  * Frees `translator` (NULL is accepted). `TESSEL_ERR_BUSY` if another thread is inside a

@@ -116,11 +116,15 @@ pub const TESSEL_MAX_THREADS: usize = 64;
 /// engine's `MAX_POSITIONS`).
 pub const TESSEL_MAX_LEN: usize = 65536;
 
+/// The most sequences a batch decodes together (`tessel_batch_new`'s `max_batch`).
+pub const TESSEL_MAX_BATCH: usize = 1024;
+
 /// `value` (named `what`) checked against `1..=max`, or `TESSEL_ERR_ARGUMENT` saying both.
 pub fn bounded(what: &'static str, value: usize, max: usize) -> Result<usize, Error> {
     // The header states the limits as numbers; they are the engine's.
     const _: () = assert!(TESSEL_MAX_THREADS == ::tessel_kernels::gemm::MAX_TASKS);
     const _: () = assert!(TESSEL_MAX_LEN == ::tessel_model::config::MAX_POSITIONS);
+    const _: () = assert!(TESSEL_MAX_BATCH == ::tessel_model::plan::MAX_BATCH);
     if (1..=max).contains(&value) {
         Ok(value)
     } else {

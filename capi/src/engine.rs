@@ -1,6 +1,7 @@
 //! Everything the C API takes from the engine's construction side, in one place: loading a
 //! model from a directory (the format detected), the embedded numbers model, the arena size
-//! for given limits, and creating a session that holds its model through the C handle.
+//! for given limits, and creating a session or a batch that holds its model through the C
+//! handle.
 //!
 //! A path is a directory or a packed image file (`tessel pack`, recognised by its magic);
 //! a packed image in caller memory is read in place ([`crate::memory`]).
@@ -18,8 +19,8 @@ use tessel_model::load::directory::{self, Directory, Format, OpenError};
 use tessel_model::load::image::{self, PackError};
 use tessel_model::session::{buffer_bytes, ModelRef};
 use tessel_model::{
-    ArenaPlan, Hypotheses, Limits, LoadSettings, Model, Request, RunError, Session, SessionError,
-    StepLogits, StepView,
+    ArenaPlan, Batch, Hypotheses, Limits, LoadSettings, Model, Request, RunError, Session,
+    SessionError, StepLogits, StepView,
 };
 use tessel_numbers::{Numbers, Vocab};
 
@@ -237,4 +238,13 @@ pub fn new_session_in(
     Session::in_buffer(SharedModel(model), isa, limits, buffer)
         .map(EngineSession::InBuffer)
         .map_err(session_error)
+}
+
+/// A batch of `limits.max_batch` slots over `model` at `isa`: the arena's one allocation.
+pub fn new_batch(
+    model: Arc<ModelHandle>,
+    isa: Isa,
+    limits: Limits,
+) -> Result<Batch<SharedModel>, Error> {
+    Batch::new(SharedModel(model), isa, limits).map_err(session_error)
 }

@@ -1,5 +1,6 @@
 //! A C handle used by one thread at a time: a tag naming its kind, a busy flag and the state,
-//! for `tessel_session` and the task-level handles (`tessel_translator`, `tessel_transcriber`).
+//! for `tessel_session`, `tessel_batch` and the task-level handles (`tessel_translator`,
+//! `tessel_transcriber`).
 //!
 //! Every call checks the tag (a pointer of another kind is `TESSEL_ERR_HANDLE`), takes the
 //! busy flag with one compare-and-swap (an overlapping call is `TESSEL_ERR_BUSY`) and gives it

@@ -12,17 +12,20 @@
 //! - [`session`]: `tessel_session`, its arena allocated once at creation; encode, decode
 //!   steps, beam reordering, greedy and beam search with a step callback, hypotheses into
 //!   caller buffers, the numbers model's text call;
-//! - [`translate`]: `tessel_translator`, text to text over a translation model directory;
+//! - [`batch`]: `tessel_batch`, up to `max_batch` sequences decoded together, each in a slot
+//!   that a search is submitted to at any step; polled, its hypotheses into caller buffers;
+//! - [`translate`]: `tessel_translator`, text to text over a translation model directory, one
+//!   line or many decoded together;
 //! - [`transcribe`]: `tessel_transcriber`, speech to timed segments over a Whisper directory;
-//! - [`exclusive`]: the one-thread-at-a-time handle of the task-level calls;
+//! - [`exclusive`]: the one-thread-at-a-time handle of batches and the task-level calls;
 //! - [`dir_kind`]: speech or text, told from a directory's files before a task-level load;
 //! - [`engine`]: the one module that builds models and sessions of `tessel-model`;
 //! - [`args`]: checked views of C pointers and lengths.
 //!
 //! The rules the header states: every call that can fail returns a [`status::tessel_status`]
 //! and never unwinds; NULL, mismatched handles and out-of-range arguments are errors; models
-//! are shared by threads, a session is used by one thread at a time; after
-//! `tessel_session_new` the token-level calls do not allocate.
+//! are shared by threads, a session or a batch is used by one thread at a time; after
+//! `tessel_session_new` or `tessel_batch_new` the token-level calls do not allocate.
 
 pub mod args;
 pub mod dir_kind;
@@ -33,10 +36,13 @@ pub mod info;
 pub mod memory;
 pub mod model;
 pub mod session;
+// After `session`, whose types it uses: cbindgen writes the header in this order.
+pub mod batch;
 pub mod status;
 pub mod transcribe;
 pub mod translate;
 
+pub use batch::*;
 pub use handle::ModelHandle;
 pub use info::*;
 pub use model::*;

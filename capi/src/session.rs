@@ -493,13 +493,49 @@ pub unsafe extern "C" fn tessel_step_tokens(
     })
 }
 
+/// Calls `callback` (if any) with `user_data` on the logits of one step, as a `tessel_step`
+/// that `tessel_step_tokens` can read.
+///
+/// # Safety
+/// `callback` and `user_data` are what a caller supplied for the search running the step.
+pub(crate) unsafe fn call_on_step(
+    callback: tessel_step_callback,
+    user_data: *mut c_void,
+    logits: &mut StepLogits<'_>,
+) {
+    let Some(callback) = callback else {
+        return;
+    };
+    let mut step = tessel_step {
+        step: logits.step,
+        beams: logits.beams,
+        vocab: logits.vocab,
+        logits: logits.logits.as_mut_ptr(),
+        internal: std::ptr::null(),
+    };
+    step.internal = std::ptr::from_ref(&*logits).cast::<c_void>();
+    // SAFETY: the caller's contract for `callback` and `user_data`; `step` and the logits it
+    // points to live until the callback returns.
+    unsafe { callback(user_data, &mut step) };
+}
+
+/// The status of a failed search: non-finite logits after a step callback blame the
+/// callback (`TESSEL_ERR_ARGUMENT`), anything else is the session's refusal.
+pub(crate) fn search_error(error: RunError, had_callback: bool) -> Error {
+    match error {
+        RunError::NonFiniteLogits { .. } if had_callback => Error::callback(error),
+        e => Error::run(e),
+    }
+}
+
 /// `options` checked against the session, as the engine's search options and the prefix.
-fn search_options<'a>(
+pub(crate) fn search_options<'a>(
     options: &'a tessel_generate_options,
     limits_tgt: usize,
     bos: &'a [u32; 1],
 ) -> Result<(SearchOptions, &'a [u32]), Error> {
-    // SAFETY: the caller of `tessel_generate` guarantees `prefix` points to `prefix_len` ids.
+    // SAFETY: the caller of `tessel_generate` or `tessel_batch_submit` guarantees `prefix`
+    // points to `prefix_len` ids.
     let prefix = unsafe { args::slice(options.prefix, options.prefix_len, "prefix is NULL") }?;
     let prefix = if prefix.is_empty() { &bos[..] } else { prefix };
     let max_steps = match options.max_steps {
@@ -553,25 +589,10 @@ pub unsafe extern "C" fn tessel_generate(
         let (search, prefix) = search_options(&options, session.limits().max_tgt_len, &bos)?;
         let hypotheses = session
             .generate(Request::new(search).prefix(prefix).process(|logits| {
-                let Some(callback) = options.on_step else {
-                    return;
-                };
-                let mut step = tessel_step {
-                    step: logits.step,
-                    beams: logits.beams,
-                    vocab: logits.vocab,
-                    logits: logits.logits.as_mut_ptr(),
-                    internal: std::ptr::null(),
-                };
-                step.internal = std::ptr::from_ref(&*logits).cast::<c_void>();
-                // SAFETY: the caller supplied `callback` and `user_data` for this call;
-                // `step` and the logits it points to live until the callback returns.
-                unsafe { callback(options.user_data, &mut step) };
+                // SAFETY: the caller supplied `on_step` and `user_data` for this call.
+                unsafe { call_on_step(options.on_step, options.user_data, logits) }
             }))
-            .map_err(|e| match e {
-                RunError::NonFiniteLogits { .. } if options.on_step.is_some() => Error::callback(e),
-                e => Error::run(e),
-            })?;
+            .map_err(|e| search_error(e, options.on_step.is_some()))?;
         for (i, hypothesis) in hypotheses.iter().enumerate() {
             let at = i * results.stride;
             let len = hypothesis.tokens.len();

@@ -144,6 +144,11 @@ impl Error {
         }
     }
 
+    /// The same failure and message under `status`.
+    pub fn with_status(self, status: tessel_status) -> Error {
+        Error { status, ..self }
+    }
+
     /// The status.
     pub fn status(&self) -> tessel_status {
         self.status

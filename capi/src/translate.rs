@@ -9,14 +9,15 @@
 //! source and a larger buffer copies it instead of translating again. Task-level calls
 //! allocate (tokens, strings); only the token-level calls of `tessel_session` do not.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, CStr};
 use std::path::Path;
 use std::str::FromStr;
 
 use tessel_model::load::directory::Modality;
 use tessel_model::{SessionError, WeightType};
 use tessel_pipeline::{
-    generation_defaults, LoadSettings, TranslateError, TranslateOptions, Translating, Translator,
+    generation_defaults, BatchTranslating, LoadSettings, TranslateError, TranslateOptions,
+    Translating, Translator,
 };
 use tessel_text::TextError;
 
@@ -79,12 +80,26 @@ pub extern "C" fn tessel_translate_options_default() -> tessel_translate_options
 struct State {
     session: Translating,
     options: TranslateOptions,
+    /// Threads each GEMM runs on.
+    threads: usize,
     /// The last source and its translation, kept for a retry with a larger buffer.
     last: Option<(String, String)>,
+    /// The batched session of `tessel_translate_batch`, made by its first call.
+    batch: Option<BatchTranslating>,
+    /// The last lines of `tessel_translate_batch` and their outputs, kept for a retry.
+    last_lines: Option<(Vec<String>, Vec<LineOutput>)>,
 }
 
+/// One line's translation, or its failure's status and message.
+type LineOutput = Result<String, (tessel_status, String)>;
+
 fn translate_error(error: TranslateError) -> Error {
-    let status = match &error {
+    Error::boxed(translate_status(&error), error)
+}
+
+/// The status of a translation failure.
+fn translate_status(error: &TranslateError) -> tessel_status {
+    match error {
         TranslateError::ModelDir(_) => tessel_status::TESSEL_ERR_LOAD,
         // Ids the model generated that its tokenizer lacks: not the caller's text.
         TranslateError::Tokenizer(TextError::UnknownId { .. }) => tessel_status::TESSEL_ERR_RUN,
@@ -97,8 +112,7 @@ fn translate_error(error: TranslateError) -> Error {
         }
         TranslateError::Session(_) => tessel_status::TESSEL_ERR_ARGUMENT,
         TranslateError::Run(_) => tessel_status::TESSEL_ERR_RUN,
-    };
-    Error::boxed(status, error)
+    }
 }
 
 /// An optional C string.
@@ -163,13 +177,17 @@ fn load(dir: &Path, options: &tessel_translate_options) -> Result<State, Error> 
         defaults.decode.num_hypotheses = 1;
     }
     defaults.truncate = options.truncate;
+    let threads = options.threads.max(1);
     let session = translator
-        .session(info::session_isa()?, options.threads.max(1))
+        .session(info::session_isa()?, threads)
         .map_err(translate_error)?;
     Ok(State {
         session,
         options: defaults,
+        threads,
         last: None,
+        batch: None,
+        last_lines: None,
     })
 }
 
@@ -259,6 +277,177 @@ pub unsafe extern "C" fn tessel_translate(
     };
     // SAFETY: the caller's contract for `translator`; its state is a `State`.
     unsafe { exclusive::with(translator, KIND, body) }
+}
+
+/// Translates `lines[0..n]` (each UTF-8, NUL-terminated) decoding up to `max_batch` of them
+/// together (1..=`TESSEL_MAX_BATCH`), sorted by length as CTranslate2's `translate_batch`
+/// does; each line's text is the one `tessel_translate` gives it. The outputs are written in
+/// input order into `out` (`cap` bytes), each NUL-terminated, line `i`'s from
+/// `out + offsets[i]` (`offsets`: `n` entries); `*len` receives the bytes they take, NULs
+/// included. `TESSEL_ERR_BUFFER_TOO_SMALL` with `*len` and `offsets` written when
+/// `cap < *len`: the outputs are kept, and a retry with the same lines copies them. A line
+/// that fails (refused by the tokenizer, too long without `truncate`) gets an empty output
+/// and its status in `statuses[i]` (NULL to skip; `TESSEL_OK` for the others), and the call
+/// returns the first failing line's status, its message naming the line, after writing every
+/// output. The first call, and one with another `max_batch`, plans the batch's arena.
+/// Allocates.
+///
+/// # Safety
+/// `translator` is NULL or a live translator; `lines` is NULL or points to `n` pointers,
+/// each NULL or NUL-terminated; `out` is NULL or points to `cap` writable bytes; `offsets` is
+/// NULL or points to `n` writable sizes; `len` is NULL or writable; `statuses` is NULL or
+/// points to `n` writable statuses.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // The C signature: inputs, output buffer, layout, statuses.
+pub unsafe extern "C" fn tessel_translate_batch(
+    translator: *mut tessel_translator,
+    lines: *const *const c_char,
+    n: usize,
+    max_batch: usize,
+    out: *mut c_char,
+    cap: usize,
+    offsets: *mut usize,
+    len: *mut usize,
+    statuses: *mut tessel_status,
+) -> tessel_status {
+    let body = |state: &mut State| {
+        // SAFETY: the caller's contract for each pointer.
+        let (lines, out, offsets, len, statuses) = unsafe {
+            (
+                line_texts(args::slice(lines, n, "lines is NULL")?)?,
+                args::slice_mut(out.cast::<u8>(), cap, "out is NULL")?,
+                args::slice_mut(offsets, n, "offsets is NULL")?,
+                args::write(len, "len is NULL")?,
+                match statuses.is_null() {
+                    true => None,
+                    false => Some(args::slice_mut(statuses, n, "statuses is NULL")?),
+                },
+            )
+        };
+        let max_batch = args::bounded("max_batch", max_batch, args::TESSEL_MAX_BATCH)?;
+        let outputs = batch_outputs(state, &lines, max_batch)?;
+        if let Some(statuses) = statuses {
+            for (status, output) in statuses.iter_mut().zip(outputs) {
+                *status = output
+                    .as_ref()
+                    .map_or_else(|e| e.0, |_| tessel_status::TESSEL_OK);
+            }
+        }
+        put_lines(outputs, out, offsets, len)?;
+        match outputs
+            .iter()
+            .enumerate()
+            .find_map(|(i, o)| Some(i).zip(o.as_ref().err()))
+        {
+            Some((i, (status, message))) => {
+                Err(Error::boxed(*status, format!("line {i}: {message}")))
+            }
+            None => Ok(()),
+        }
+    };
+    // SAFETY: the caller's contract for `translator`; its state is a `State`.
+    unsafe { exclusive::with(translator, KIND, body) }
+}
+
+/// The lines `pointers` point to, or `TESSEL_ERR_NULL` / `TESSEL_ERR_ARGUMENT` naming the
+/// first that is NULL or not UTF-8.
+///
+/// # Safety
+/// Every pointer is NULL or NUL-terminated.
+unsafe fn line_texts<'a>(pointers: &[*const c_char]) -> Result<Vec<&'a str>, Error> {
+    pointers
+        .iter()
+        .enumerate()
+        .map(|(i, &line)| {
+            if line.is_null() {
+                return Err(Error::boxed(
+                    tessel_status::TESSEL_ERR_NULL,
+                    format!("lines[{i}] is NULL"),
+                ));
+            }
+            // SAFETY: the caller's contract: non-NULL, NUL-terminated.
+            let text = unsafe { CStr::from_ptr(line) };
+            text.to_str().map_err(|e| {
+                Error::boxed(
+                    tessel_status::TESSEL_ERR_ARGUMENT,
+                    format!("lines[{i}] is not UTF-8: {e}"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The outputs of `lines`: kept from the last call with the same lines, else translated by the
+/// state's batched session (made for `max_batch` slots when it has another count).
+fn batch_outputs<'s>(
+    state: &'s mut State,
+    lines: &[&str],
+    max_batch: usize,
+) -> Result<&'s [LineOutput], Error> {
+    let kept = matches!(&state.last_lines, Some((last, _)) if last.iter().eq(lines.iter()));
+    if !kept {
+        state.last_lines = None;
+        let batch = match state.batch.take() {
+            Some(batch) if batch.max_batch() == max_batch => state.batch.insert(batch),
+            _ => {
+                let isa = info::session_isa()?;
+                let batch = state
+                    .session
+                    .translator()
+                    .batch(isa, state.threads, max_batch);
+                state.batch.insert(batch.map_err(translate_error)?)
+            }
+        };
+        let outputs = batch
+            .translate_lines(lines, &state.options)
+            .into_iter()
+            .map(|result| match result {
+                Ok(mut best) if !best.is_empty() => Ok(best.swap_remove(0).text),
+                Ok(_) => Ok(String::new()),
+                Err(e) => Err((translate_status(&e), e.to_string())),
+            })
+            .collect();
+        let lines = lines.iter().map(|line| (*line).to_owned()).collect();
+        state.last_lines = Some((lines, outputs));
+    }
+    Ok(state
+        .last_lines
+        .as_ref()
+        .map_or(&[], |(_, outputs)| outputs))
+}
+
+/// A line's output text: empty when it failed.
+fn line_text(output: &LineOutput) -> &str {
+    output.as_ref().map_or("", String::as_str)
+}
+
+/// Writes `outputs` (a failed line's as empty) one after the other, each NUL-terminated, into
+/// `out`, where each starts into `offsets` and the bytes they take into `len`;
+/// `TESSEL_ERR_BUFFER_TOO_SMALL` (only `offsets` and `len` written) when they do not fit.
+fn put_lines(
+    outputs: &[LineOutput],
+    out: &mut [u8],
+    offsets: &mut [usize],
+    len: &mut usize,
+) -> Result<(), Error> {
+    let mut at = 0;
+    for (offset, output) in offsets.iter_mut().zip(outputs) {
+        *offset = at;
+        at += line_text(output).len() + 1;
+    }
+    *len = at;
+    if out.len() < at {
+        return Err(Error::new(
+            tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
+            "the output buffer is too small (the bytes needed were written to len)",
+        ));
+    }
+    for (&offset, output) in offsets.iter().zip(outputs) {
+        let text = line_text(output).as_bytes();
+        out[offset..offset + text.len()].copy_from_slice(text);
+        out[offset + text.len()] = 0;
+    }
+    Ok(())
 }
 
 /// Frees `translator` (NULL is accepted). `TESSEL_ERR_BUSY` if another thread is inside a

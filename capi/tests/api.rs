@@ -12,6 +12,7 @@ use tessel::*;
 use tessel_kernels::isa::Isa;
 use tessel_numbers::Numbers;
 
+mod batch;
 mod common;
 use common::{last_error, ok};
 

@@ -2,8 +2,10 @@
 //! decode steps, beam reordering, greedy and beam search with a step callback reading tokens,
 //! hypotheses, limits and ISA queries, and refusals with their messages, a step callback that
 //! leaves no finite logit among them) allocate nothing,
-//! whether the arena was allocated or lives in a caller buffer (`tessel_session_new_in_buffer`),
-//! counted by a global allocator that counts the allocations of the measuring thread only.
+//! whether the arena was allocated or lives in a caller buffer (`tessel_session_new_in_buffer`);
+//! and after `tessel_batch_new`, the batch calls (encode, submit while others run, step with a
+//! step callback, poll, hypotheses, refusals); counted by a global allocator that counts the
+//! allocations of the measuring thread only.
 
 use std::ffi::{c_char, c_void};
 use std::ptr::{null, null_mut};
@@ -180,6 +182,121 @@ fn token_level_c_calls_do_not_allocate_after_session_creation() {
         ok(tessel_model_release(model));
     }
     drop(buffer);
+}
+
+/// Every batch call after creation, refusals included: slots encoded, submitted together and
+/// while others run (one with a step callback reading tokens), stepped to the end and read.
+fn batch_calls(model: *mut tessel_model, batch: *mut tessel_batch) {
+    let sources: [&[u32]; 3] = [&[10, 11, 12, 3, 20, 21], &[14, 15], &[9, 3, 16, 17, 18]];
+    let (mut steps, mut running, mut flag) = (0usize, 0usize, false);
+    let (mut count, mut len, mut score) = (0usize, 0usize, 0f32);
+    let mut tokens = [0u32; 16];
+    let mut limits = tessel_limits::default();
+    let mut message = [0 as c_char; 256];
+    let watched = tessel_generate_options {
+        beam: 3,
+        on_step: Some(on_step),
+        user_data: (&mut steps as *mut usize).cast(),
+        ..tessel_generate_options_default()
+    };
+    // SAFETY: live handles and buffers of the stated sizes; the refusals pass bad arguments
+    // on purpose.
+    unsafe {
+        ok(tessel_batch_get_limits(batch, &mut limits, &mut count));
+        for (slot, src) in sources.iter().enumerate().take(2) {
+            ok(tessel_batch_encode(batch, slot, src.as_ptr(), src.len()));
+        }
+        ok(tessel_batch_submit(batch, 0, &watched));
+        ok(tessel_batch_submit(batch, 1, null()));
+        ok(tessel_batch_step(batch, &mut running));
+        ok(tessel_batch_encode(
+            batch,
+            2,
+            sources[2].as_ptr(),
+            sources[2].len(),
+        ));
+        ok(tessel_batch_submit(batch, 2, &watched));
+        while running > 0 {
+            ok(tessel_batch_step(batch, &mut running));
+            ok(tessel_batch_running(batch, 2, &mut flag));
+        }
+        for slot in 0..3 {
+            ok(tessel_batch_finished(batch, slot, &mut count));
+            for i in 0..count {
+                ok(tessel_batch_hypothesis(
+                    batch,
+                    slot,
+                    i,
+                    tokens.as_mut_ptr(),
+                    16,
+                    &mut len,
+                    &mut score,
+                ));
+            }
+        }
+        let statuses = [
+            tessel_batch_step(batch, &mut running),
+            tessel_batch_encode(batch, 9, sources[0].as_ptr(), 1),
+            tessel_batch_encode(batch, 0, [9999u32].as_ptr(), 1),
+            tessel_batch_encode(model.cast(), 0, sources[0].as_ptr(), 1),
+            tessel_batch_hypothesis(batch, 0, 99, tokens.as_mut_ptr(), 16, &mut len, null_mut()),
+            tessel_batch_submit(
+                batch,
+                1,
+                &tessel_generate_options {
+                    beam: 3,
+                    on_step: Some(poison),
+                    ..tessel_generate_options_default()
+                },
+            ),
+            tessel_batch_submit(batch, 1, null()),
+            tessel_batch_step(batch, &mut running),
+            tessel_batch_finished(batch, 1, &mut count),
+        ];
+        // The poisoned submit and its step succeed; the refusals around them do not.
+        use tessel_status::*;
+        let want = [
+            TESSEL_ERR_RUN,
+            TESSEL_ERR_ARGUMENT,
+            TESSEL_ERR_RUN,
+            TESSEL_ERR_HANDLE,
+            TESSEL_ERR_ARGUMENT,
+            TESSEL_OK,
+            TESSEL_ERR_RUN,
+            TESSEL_OK,
+            TESSEL_ERR_ARGUMENT,
+        ];
+        assert_eq!(statuses, want);
+        ok(tessel_last_error_copy(message.as_mut_ptr(), 256, &mut len));
+    }
+    assert!(steps > 0);
+}
+
+#[test]
+fn batch_calls_do_not_allocate_after_batch_creation() {
+    let mut model = null_mut();
+    // SAFETY: a writable out-pointer.
+    ok(unsafe { tessel_model_load_numbers(&mut model) });
+    for threads in [1, 2] {
+        let limits = tessel_limits {
+            threads,
+            ..tessel_limits::default()
+        };
+        let mut batch = null_mut();
+        // SAFETY: live model, valid limits, writable out-pointer.
+        ok(unsafe { tessel_batch_new(model, &limits, 3, &mut batch) });
+        for pass in 0..2 {
+            let count = allocations(|| batch_calls(model, batch));
+            assert_eq!(
+                count, 0,
+                "{count} allocations ({threads} threads, pass {pass})"
+            );
+        }
+        // SAFETY: the batch from above, freed once.
+        ok(unsafe { tessel_batch_free(batch) });
+    }
+    // SAFETY: the model from above, released once.
+    ok(unsafe { tessel_model_release(model) });
 }
 
 #[test]

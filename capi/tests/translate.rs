@@ -2,7 +2,8 @@
 //! (the fixtures of pipeline/tests/translate_golden.rs): the text of the Python pipeline
 //! (`expected.json`) and of the Rust [`Translator`], line by line; a buffer too small reports
 //! the length and the retry copies the kept text; bad paths, languages, models, handles and
-//! NULL pointers are typed statuses.
+//! NULL pointers are typed statuses. `tessel_translate_batch` gives each line the text
+//! `tessel_translate` gives it, in input order, whatever `max_batch`.
 
 use std::ffi::{c_char, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -279,5 +280,150 @@ fn wrong_directories_and_absurd_beams_are_refused_at_load_with_their_status() {
         assert_eq!(got, status, "{path:?} beam {beam}: {message}");
         assert!(message.contains(says), "{path:?} beam {beam}: {message}");
         assert!(translator.is_null());
+    }
+}
+
+/// `lines` translated through `tessel_translate_batch` into a buffer of `cap` bytes: each
+/// line's output or status, or the call's status and the bytes it needs.
+fn translate_batch(
+    translator: *mut tessel_translator,
+    lines: &[&str],
+    max_batch: usize,
+    cap: usize,
+) -> (tessel_status, usize, Vec<Result<String, tessel_status>>) {
+    let owned: Vec<CString> = lines.iter().map(|line| c(line)).collect();
+    let pointers: Vec<*const c_char> = owned.iter().map(|line| line.as_ptr()).collect();
+    let mut out = vec![0xffu8; cap];
+    let mut offsets = vec![usize::MAX; lines.len()];
+    let mut statuses = vec![tessel_status::TESSEL_ERR_PANIC; lines.len()];
+    let mut len = usize::MAX;
+    // SAFETY: a live translator; arrays of the stated lengths; NUL-terminated lines.
+    let status = unsafe {
+        tessel_translate_batch(
+            translator,
+            pointers.as_ptr(),
+            lines.len(),
+            max_batch,
+            out.as_mut_ptr().cast::<c_char>(),
+            cap,
+            offsets.as_mut_ptr(),
+            &mut len,
+            statuses.as_mut_ptr(),
+        )
+    };
+    if status == tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL {
+        return (status, len, Vec::new());
+    }
+    let outputs = offsets
+        .iter()
+        .zip(&statuses)
+        .map(|(&at, &line_status)| {
+            let text = CStr::from_bytes_until_nul(&out[at..]).expect("NUL-terminated");
+            let text = text.to_str().expect("UTF-8").to_owned();
+            match line_status {
+                tessel_status::TESSEL_OK => Ok(text),
+                failed => {
+                    assert!(text.is_empty(), "a failed line's output is empty");
+                    Err(failed)
+                }
+            }
+        })
+        .collect();
+    (status, len, outputs)
+}
+
+#[test]
+fn batched_lines_translate_as_one_at_a_time_in_input_order() {
+    for name in ["marian", "nllb"] {
+        let expected = expected(name);
+        let lang = |k: &str| expected["languages"][k].as_str().map(c);
+        let (src, tgt) = (lang("src_lang"), lang("tgt_lang"));
+        let translator = load(&model_dir(name), src.as_ref(), tgt.as_ref());
+        let mut lines: Vec<&str> = expected["pipeline"]
+            .as_array()
+            .expect("lines")
+            .iter()
+            .map(|line| line["text"].as_str().expect("text"))
+            .collect();
+        lines.push("");
+        let want: Vec<_> = lines
+            .iter()
+            .map(|line| Ok(translate(translator, line, 4096).expect("translates")))
+            .collect();
+        for max_batch in [1, 2, lines.len()] {
+            let (status, _, got) = translate_batch(translator, &lines, max_batch, 1 << 16);
+            assert_eq!(status, tessel_status::TESSEL_OK, "{}", last_error());
+            assert_eq!(got, want, "{name}, max_batch {max_batch}");
+        }
+        // SAFETY: the translator from above, freed once.
+        ok(unsafe { tessel_translator_free(translator) });
+    }
+}
+
+#[test]
+fn batched_lines_report_small_buffers_and_failing_lines() {
+    use tessel_status::*;
+    let (src, tgt) = (c("eng_Latn"), c("fra_Latn"));
+    let translator = load(&model_dir("nllb"), Some(&src), Some(&tgt));
+    let long = "The quick brown fox jumps over the lazy dog. ".repeat(8);
+    let lines = ["Hello world", &long, "Good morning"];
+    let alone = |line| translate(translator, line, 4096).expect("translates");
+    let (hello, morning) = (alone(lines[0]), alone(lines[2]));
+    let needed = hello.len() + 1 + 1 + morning.len() + 1;
+    let (status, len, _) = translate_batch(translator, &lines, 2, needed - 1);
+    assert_eq!((status, len), (TESSEL_ERR_BUFFER_TOO_SMALL, needed));
+    // The retry copies the kept outputs; the long line alone failed, and the call says which.
+    let (status, len, got) = translate_batch(translator, &lines, 2, needed);
+    assert_eq!((status, len), (TESSEL_ERR_ARGUMENT, needed));
+    assert!(last_error().starts_with("line 1: "), "{}", last_error());
+    assert!(last_error().contains("64"), "{}", last_error());
+    assert_eq!(got, [Ok(hello), Err(TESSEL_ERR_ARGUMENT), Ok(morning)]);
+    let mut len = 0;
+    let mut offsets = [0usize; 2];
+    let one = [c"a".as_ptr(), null()];
+    // SAFETY: NULL pointers, a NULL line and out-of-range counts, which the calls refuse; the
+    // translator is freed once.
+    unsafe {
+        let status = tessel_translate_batch(
+            translator,
+            null(),
+            2,
+            2,
+            null_mut(),
+            0,
+            offsets.as_mut_ptr(),
+            &mut len,
+            null_mut(),
+        );
+        assert_eq!(status, TESSEL_ERR_NULL);
+        let status = tessel_translate_batch(
+            translator,
+            one.as_ptr(),
+            2,
+            2,
+            null_mut(),
+            0,
+            offsets.as_mut_ptr(),
+            &mut len,
+            null_mut(),
+        );
+        assert_eq!(status, TESSEL_ERR_NULL);
+        assert!(last_error().contains("lines[1]"), "{}", last_error());
+        for max_batch in [0, 1025] {
+            let status = tessel_translate_batch(
+                translator,
+                one.as_ptr(),
+                1,
+                max_batch,
+                null_mut(),
+                0,
+                offsets.as_mut_ptr(),
+                &mut len,
+                null_mut(),
+            );
+            assert_eq!(status, TESSEL_ERR_ARGUMENT);
+            assert!(last_error().contains("max_batch"), "{}", last_error());
+        }
+        ok(tessel_translator_free(translator));
     }
 }
