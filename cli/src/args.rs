@@ -228,6 +228,10 @@ pub struct PlanArgs {
     /// Threads the GEMMs run on (scratch is planned per thread).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive)]
     pub threads: usize,
+
+    /// Sequences decoded together (`tessel translate --batch-size`), each with its own caches.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = crate::bounds::batch_size)]
+    pub batch: usize,
 }
 
 #[cfg(test)]

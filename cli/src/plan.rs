@@ -33,15 +33,22 @@ pub fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
         threads: args.threads,
         cross_kv: tessel_model::MemoryType::F32,
     };
+    let limits = match args.batch {
+        1 => limits,
+        n => limits
+            .with_batch(n)
+            .with_encode_rows(tessel_model::ENCODE_ROWS),
+    };
     let plan = ArenaPlan::with_limits(&config, limits).map_err(CliError::Plan)?;
     writeln!(
         out,
-        "arena {} bytes ({:.2} MB) for max src {}, max tgt {}, max beam {}, {} thread{}",
+        "arena {} bytes ({:.2} MB) for max src {}, max tgt {}, max beam {}, batch {}, {} thread{}",
         plan.total_bytes(),
         plan.total_bytes() as f64 / 1e6,
         limits.max_src_len,
         limits.max_tgt_len,
         limits.max_beam,
+        limits.max_batch,
         limits.threads,
         if limits.threads == 1 { "" } else { "s" }
     )?;

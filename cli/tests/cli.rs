@@ -287,7 +287,7 @@ fn plan_lists_every_region_of_the_arena() {
     let lines: Vec<&str> = report.lines().collect();
     assert_eq!(lines.len(), plan.regions().len() + 1, "{report}");
     assert!(lines[0].starts_with(&format!("arena {} bytes", plan.total_bytes())));
-    assert!(lines[0].contains("max src 7, max tgt 8, max beam 2, 2 threads"));
+    assert!(lines[0].contains("max src 7, max tgt 8, max beam 2, batch 1, 2 threads"));
     for (line, region) in lines[1..].iter().zip(plan.regions()) {
         let words: Vec<&str> = line.split_whitespace().collect();
         let offset = region.offset_bytes.to_string();
