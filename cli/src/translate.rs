@@ -4,10 +4,11 @@
 //! The texts given as arguments, or else every line of standard input, are translated and
 //! printed one output line per input line, in order, each as soon as it is done ([`stream`]:
 //! a failing line gets an empty output and its error on stderr, line breaks in an output are
-//! escaped). `--threads N` spreads the lines over `N` sessions sharing one model, each on its
-//! own thread and running its GEMMs on that thread; with `--batch-size N` (N > 1) one batched
-//! session decodes up to `N` lines together, its products on `--threads` threads. `--nbest K`
-//! prints `K` hypotheses per input, tab-separated as `index<TAB>score<TAB>text`.
+//! escaped). One batched session decodes up to `--batch-size` lines together (by default up
+//! to 32: [`auto_batch_size`]), its products on `--threads` threads; at batch size 1,
+//! `--threads N` spreads the lines over `N` sessions sharing one model, each on its own thread
+//! and running its GEMMs on that thread. `--nbest K` prints `K` hypotheses per input,
+//! tab-separated as `index<TAB>score<TAB>text`.
 //!
 //! Before the model loads: the flags' bounds (the value parsers of [`crate::bounds`]) and the
 //! flags against each other ([`check_flags`]), and the directory is a translation model
@@ -74,9 +75,13 @@ pub struct TranslateArgs {
     /// Texts decoded together in one session, every decoder step reading the weights once
     /// for all of them (CTranslate2's `max_batch_size`); each text's output is the one it gets
     /// alone. With N > 1 the inputs are read 8·N at a time, sorted by length and decoded in
-    /// batches of up to N, and `--threads` sets the threads of that one session's products.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = batch_size)]
-    pub batch_size: usize,
+    /// batches of up to N, and `--threads` sets the threads of that one session's products;
+    /// with 1, `--threads` sessions translate one text each. Default: 32 (more gains little:
+    /// bench/RESULTS.md), fewer when the texts given are fewer or when 32 sequences' arena
+    /// would pass 1 GiB (the caches are planned for the model's longest texts: see `tessel
+    /// plan --batch`).
+    #[arg(long, value_name = "N", value_parser = batch_size)]
+    pub batch_size: Option<usize>,
     /// Cut texts longer than the model reads instead of refusing them.
     #[arg(long)]
     pub truncate: bool,
@@ -258,6 +263,33 @@ fn check_options(
     Ok(())
 }
 
+/// Texts a batch decodes together unless `--batch-size` says: [`AUTO_BATCH`], at most the
+/// texts given, halved while the batch's arena would pass [`AUTO_BATCH_ARENA`] bytes.
+const AUTO_BATCH: usize = 32;
+const AUTO_BATCH_ARENA: usize = 1 << 30;
+
+/// The default batch size for `args` (see [`TranslateArgs::batch_size`]).
+fn auto_batch_size(translator: &Translator, args: &TranslateArgs) -> Result<usize, CliError> {
+    let size = match args.text.len() {
+        0 => AUTO_BATCH,
+        n => n.min(AUTO_BATCH),
+    };
+    let bytes = |n| translator.batch_bytes(args.threads, n);
+    Ok(largest_within(size, AUTO_BATCH_ARENA, bytes)?)
+}
+
+/// `size` halved while `bytes` of it passes `budget` (at least 1).
+fn largest_within<E>(
+    mut size: usize,
+    budget: usize,
+    bytes: impl Fn(usize) -> Result<usize, E>,
+) -> Result<usize, E> {
+    while size > 1 && bytes(size)? > budget {
+        size /= 2;
+    }
+    Ok(size.max(1))
+}
+
 /// A seed that differs from run to run (the standard library's per-process random keys).
 fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
@@ -292,10 +324,14 @@ pub fn translate(
         args.tgt_lang.as_deref(),
     )?;
     let options = options(args, &translator)?;
-    let report = if args.batch_size > 1 {
-        let bytes = translator.batch_bytes(args.threads, args.batch_size)?;
+    let batch_size = match args.batch_size {
+        Some(n) => n,
+        None => auto_batch_size(&translator, args)?,
+    };
+    let report = if batch_size > 1 {
+        let bytes = translator.batch_bytes(args.threads, batch_size)?;
         checks::fits_in_memory(bytes, 1)?;
-        let batch = translator.batch(isa, args.threads, args.batch_size)?;
+        let batch = translator.batch(isa, args.threads, batch_size)?;
         stream::run(vec![batch], &options, &args.text, input, args.nbest, out)?
     } else {
         let sessions = if args.text.is_empty() {
@@ -315,5 +351,21 @@ pub fn translate(
             failed,
             total: report.lines,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::largest_within;
+
+    #[test]
+    fn the_default_batch_halves_until_its_arena_fits() {
+        let bytes = |n: usize| Ok::<_, ()>(100 + 10 * n);
+        assert_eq!(largest_within(32, 1000, bytes), Ok(32));
+        assert_eq!(largest_within(32, 300, bytes), Ok(16));
+        assert_eq!(largest_within(32, 150, bytes), Ok(4));
+        assert_eq!(largest_within(32, 10, bytes), Ok(1));
+        assert_eq!(largest_within(0, 10, bytes), Ok(1));
+        assert_eq!(largest_within(8, 10, |_| Err::<usize, _>("no")), Err("no"));
     }
 }

@@ -450,9 +450,10 @@ fn a_failing_line_keeps_every_other_line() {
     let long = "fox ".repeat(100);
     let mut input = format!("{}\n{long}\n{}\r\n", TEXTS[0], TEXTS[1]).into_bytes();
     input.extend_from_slice(b"\xff\xfe\n");
-    let runs: [&[&str]; 4] = [
-        &["--threads", "1"],
-        &["--threads", "2"],
+    let runs: [&[&str]; 5] = [
+        &["--batch-size", "1"],
+        &["--batch-size", "1", "--threads", "2"],
+        &[],
         &["--batch-size", "3"],
         &["--batch-size", "2", "--threads", "2"],
     ];
