@@ -805,7 +805,8 @@ fn a_batch_refuses_misuse_with_typed_errors() {
     let mut batch = Batch::new(&model, isa, limits.with_encode_sources(2)).unwrap();
     batch.encode(1, &SRC).unwrap();
     let long = [3u32; 13];
-    let refused: [(&[(usize, &[u32])], fn(&RunError) -> bool); 4] = [
+    type Sources<'a> = &'a [(usize, &'a [u32])];
+    let refused: [(Sources, fn(&RunError) -> bool); 4] = [
         (&[(0, &SRC), (3, &SRC)], |e| {
             matches!(e, RunError::BadSlot { slot: 3, max: 3 })
         }),
