@@ -805,8 +805,9 @@ fn a_batch_refuses_misuse_with_typed_errors() {
     let mut batch = Batch::new(&model, isa, limits.with_encode_sources(2)).unwrap();
     batch.encode(1, &SRC).unwrap();
     let long = [3u32; 13];
-    type Sources<'a> = &'a [(usize, &'a [u32])];
-    let refused: [(Sources, fn(&RunError) -> bool); 4] = [
+    // Sources given to `encode_all`, and the error they get.
+    type Refusal<'a> = (&'a [(usize, &'a [u32])], fn(&RunError) -> bool);
+    let refused: [Refusal; 4] = [
         (&[(0, &SRC), (3, &SRC)], |e| {
             matches!(e, RunError::BadSlot { slot: 3, max: 3 })
         }),
