@@ -12,5 +12,6 @@ pub mod translate;
 
 pub use model_dir::{generation_defaults, LoadSettings, ModelDir, ModelDirError};
 pub use translate::{
-    BatchTranslating, TranslateError, TranslateOptions, Translating, Translation, Translator,
+    BatchTranslating, LineResult, Ticket, TranslateError, TranslateOptions, TranslateQueue,
+    Translating, Translation, Translator,
 };

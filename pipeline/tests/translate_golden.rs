@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::Value;
 use tessel_kernels::Isa;
 use tessel_model::load::directory::{registry, Format, OpenError};
-use tessel_pipeline::{LoadSettings, ModelDir, ModelDirError, TranslateError, Translator};
+use tessel_pipeline::{
+    LoadSettings, ModelDir, ModelDirError, TranslateError, TranslateOptions, Translator,
+};
 use tessel_tests::for_each_isa;
 use tessel_text::TextError;
 
@@ -249,4 +251,61 @@ fn ct2_vocabularies_of_copied_tokenizers_pass_the_cross_check() {
     }
     std::fs::remove_dir_all(&t5).unwrap();
     std::fs::remove_dir_all(&m2m).unwrap();
+}
+
+/// Texts submitted to a queue of two slots, some between its steps, with different options
+/// (greedy, and beam 2 with both hypotheses), each come back once under their ticket with the
+/// hypotheses a session gives them alone: tokens, score bits and text. An empty text finishes
+/// with none; a text too long for the model is refused when submitted.
+#[test]
+fn a_queue_translates_texts_submitted_between_steps_as_alone() {
+    let dir = model_dir("marian");
+    let expected = expected("marian");
+    let (src, tgt) = languages(&expected);
+    let settings = LoadSettings::default();
+    let translator = Translator::load(&dir, settings, src.as_deref(), tgt.as_deref()).unwrap();
+    let greedy = translator.defaults().clone();
+    let mut beam = greedy.clone();
+    beam.decode.search.beam = 2;
+    beam.decode.num_hypotheses = 2;
+    let texts = expected["pipeline"].as_array().unwrap().iter();
+    let texts: Vec<&str> = texts.map(|line| line["text"].as_str().unwrap()).collect();
+    let mut jobs: Vec<(&str, &TranslateOptions)> = Vec::new();
+    for text in texts.iter().chain(&[""]) {
+        jobs.push((*text, &greedy));
+        jobs.push((*text, &beam));
+    }
+    for_each_isa(|isa| {
+        let mut session = translator.session(isa, 1).unwrap();
+        let alone: Vec<_> = (jobs.iter())
+            .map(|(text, options)| session.translate_with(text, options).unwrap())
+            .collect();
+        let mut queue = translator.queue(isa, 1, 2).unwrap();
+        let too_long = "fox ".repeat(1000);
+        assert!(matches!(
+            queue.submit(&too_long, &greedy),
+            Err(TranslateError::SourceTooLong { .. })
+        ));
+        let mut tickets = Vec::new();
+        let mut got = std::collections::HashMap::new();
+        // Three texts first, then one more after each step.
+        for (text, options) in &jobs[..3] {
+            tickets.push(queue.submit(text, options).unwrap());
+        }
+        while queue.pending() > 0 || tickets.len() < jobs.len() {
+            for (ticket, result) in queue.step() {
+                assert!(
+                    got.insert(ticket, result.unwrap()).is_none(),
+                    "{ticket:?} twice"
+                );
+            }
+            if let Some((text, options)) = jobs.get(tickets.len()) {
+                tickets.push(queue.submit(text, options).unwrap());
+            }
+        }
+        for ((ticket, want), (text, _)) in tickets.iter().zip(&alone).zip(&jobs) {
+            assert_eq!(got.get(ticket), Some(want), "{text:?} at {isa}");
+        }
+    });
+    std::fs::remove_dir_all(&dir).unwrap();
 }

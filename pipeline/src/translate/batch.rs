@@ -44,7 +44,7 @@ impl Translator {
 impl Translator {
     /// The limits of [`Translator::batch`]'s session: the model's, `max_batch` sequences,
     /// encoder passes of about [`ENCODE_ROWS`] rows.
-    fn batch_limits(&self, threads: usize, max_batch: usize) -> Limits {
+    pub(super) fn batch_limits(&self, threads: usize, max_batch: usize) -> Limits {
         self.limits(threads)
             .with_batch(max_batch)
             .with_encode_rows(ENCODE_ROWS)

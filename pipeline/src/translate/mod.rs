@@ -32,8 +32,10 @@ use thiserror::Error;
 use crate::model_dir::{LoadSettings, ModelDir, ModelDirError};
 
 mod batch;
+mod queue;
 
-pub use batch::BatchTranslating;
+pub use batch::{BatchTranslating, LineResult};
+pub use queue::{Ticket, TranslateQueue};
 
 /// Why a translation failed.
 #[derive(Debug, Error)]
