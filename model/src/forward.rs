@@ -138,12 +138,7 @@ fn source_groups<'g>(
         .ok_or(KernelError::InvalidArgument("more sources than slots"))?;
     let mut rows = 0usize;
     for (group, &(slot, src)) in groups.iter_mut().zip(sources) {
-        *group = Group {
-            slot,
-            rows: src.len(),
-            position: 0,
-            src_len: src.len(),
-        };
+        *group = Group::source(slot, src.len());
         rows = rows.saturating_add(src.len());
     }
     Ok((groups, rows))
@@ -170,13 +165,7 @@ pub(crate) fn encode_audio(
     stem.stage_input(mel, frames, r.stem_input);
     let (input, middle) = (&*r.stem_input, &mut *r.stem_middle);
     stem.forward(run, frames, input, middle, work.hidden, r.scratch)?;
-    let s = frames / 2;
-    let group = Group {
-        slot,
-        rows: s,
-        position: 0,
-        src_len: s,
-    };
+    let group = Group::source(slot, frames / 2);
     encoder_stack(model, run, plan, &[group], carved, encoded)
 }
 

@@ -21,6 +21,18 @@ pub struct Group {
     pub src_len: usize,
 }
 
+impl Group {
+    /// A source of `rows` positions in slot `slot`, as an encoder pass holds it.
+    pub fn source(slot: usize, rows: usize) -> Group {
+        Group {
+            slot,
+            rows,
+            position: 0,
+            src_len: rows,
+        }
+    }
+}
+
 /// Each group's relative position bias for a step (one query per beam, all at the group's
 /// position, over keys `0..=position`), `[head][key]`, the groups `stride` elements apart.
 #[derive(Clone, Copy, Debug)]
