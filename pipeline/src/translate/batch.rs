@@ -32,19 +32,28 @@ impl Translator {
         threads: usize,
         max_batch: usize,
     ) -> Result<BatchTranslating, TranslateError> {
-        let limits = self.batch_limits(threads, max_batch);
-        let batch = Batch::new(Arc::clone(&self.model), isa, limits)?;
         Ok(BatchTranslating {
             translator: self.clone(),
-            batch,
+            batch: self.new_batch(isa, threads, max_batch)?,
         })
+    }
+
+    /// The batched session of [`Translator::batch`] and [`Translator::queue`].
+    pub(super) fn new_batch(
+        &self,
+        isa: Isa,
+        threads: usize,
+        max_batch: usize,
+    ) -> Result<Batch<Arc<Model<'static>>>, TranslateError> {
+        let limits = self.batch_limits(threads, max_batch);
+        Ok(Batch::new(Arc::clone(&self.model), isa, limits)?)
     }
 }
 
 impl Translator {
     /// The limits of [`Translator::batch`]'s session: the model's, `max_batch` sequences,
     /// encoder passes of about [`ENCODE_ROWS`] rows.
-    pub(super) fn batch_limits(&self, threads: usize, max_batch: usize) -> Limits {
+    fn batch_limits(&self, threads: usize, max_batch: usize) -> Limits {
         self.limits(threads)
             .with_batch(max_batch)
             .with_encode_rows(ENCODE_ROWS)

@@ -51,8 +51,7 @@ impl Translator {
         threads: usize,
         max_batch: usize,
     ) -> Result<TranslateQueue, TranslateError> {
-        let limits = self.batch_limits(threads, max_batch);
-        let batch = Batch::new(Arc::clone(&self.model), isa, limits)?;
+        let batch = self.new_batch(isa, threads, max_batch)?;
         Ok(TranslateQueue {
             translator: self.clone(),
             running: (0..batch.slots()).map(|_| None).collect(),
