@@ -125,6 +125,7 @@ enum LangPlacement {
 }
 
 /// The tokenizer behind a family.
+#[derive(Clone)]
 enum Backend {
     /// A `tokenizer.json`.
     Hf(HfTokenizer),
@@ -137,6 +138,7 @@ enum Backend {
 }
 
 /// SentencePiece pieces mapped through `vocab.json`.
+#[derive(Clone)]
 struct PieceVocab {
     /// The model encoding source text.
     source: SentencePiece,
@@ -162,7 +164,9 @@ struct PieceVocab {
     eos: u32,
 }
 
-/// A model directory's tokenizer with its family's conventions.
+/// A model directory's tokenizer with its family's conventions (cloned to change its
+/// languages, [`TextTokenizer::with_languages`]).
+#[derive(Clone)]
 pub struct TextTokenizer {
     /// The family.
     family: Family,
@@ -332,9 +336,42 @@ impl TextTokenizer {
         }
     }
 
-    /// The id of a token of the vocabulary.
+    /// The id of a token of the vocabulary (the source side's where the two differ).
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
         self.find_token(token)
+    }
+
+    /// The id of a token of the target vocabulary: [`TextTokenizer::token_to_id`], but for
+    /// Marian with separate vocabularies the target side's.
+    pub fn target_token_to_id(&self, token: &str) -> Option<u32> {
+        match &self.backend {
+            Backend::Pieces(p) => match &p.target_vocab {
+                Some(target) => target.get(token).copied(),
+                None => self.find_token(token),
+            },
+            _ => self.find_token(token),
+        }
+    }
+
+    /// The token of a generated id: the target vocabulary's, as decoding reads it (the
+    /// inverse of [`TextTokenizer::target_token_to_id`]).
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        match &self.backend {
+            Backend::Hf(hf) => hf.id_to_token(id),
+            Backend::Spm(sp) => sp.id_to_piece(id).map(str::to_owned).or_else(|| {
+                // T5's sentinels follow the pieces, the last one first.
+                let past = id.checked_sub(sp.len() as u32)?;
+                (self.family == Family::T5 && past < self.extra_ids)
+                    .then(|| format!("<extra_id_{}>", self.extra_ids - 1 - past))
+            }),
+            Backend::Pieces(p) => p.decoder.get(&id).cloned().or_else(|| {
+                p.languages
+                    .iter()
+                    .find(|&&(_, lang)| lang == id)
+                    .map(|(code, _)| format!("__{code}__"))
+            }),
+            Backend::Whisper(w) => w.hf().id_to_token(id),
+        }
     }
 
     /// Source text to the ids the encoder reads, with the family's special tokens.

@@ -15,6 +15,7 @@ use crate::error::{read_file, TextError};
 use crate::spm::charsmap;
 
 /// A tokenizer loaded from a `tokenizer.json`.
+#[derive(Clone)]
 pub struct HfTokenizer {
     /// The pipeline.
     tokenizer: Tokenizer,

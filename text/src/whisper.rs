@@ -42,6 +42,7 @@ pub enum Task {
 }
 
 /// Whisper's tokenizer.
+#[derive(Clone)]
 pub struct WhisperTokenizer {
     /// The byte-level BPE and the special tokens.
     hf: HfTokenizer,

@@ -462,3 +462,60 @@ fn language_codes_are_the_familys_own() {
         assert!(tok.with_languages(None, None).is_ok());
     }
 }
+
+/// Every id with a token maps back to itself (`id_to_token`, then `target_token_to_id`), for
+/// a `tokenizer.json`, Marian and M2M100 piece vocabularies and T5 from `spiece.model` (its
+/// sentinels `<extra_id_N>` after the pieces); at least nine ids in ten have one.
+#[test]
+fn every_id_names_a_token_that_maps_back() {
+    let marian = temp_dir("marian-ids");
+    copy_into(
+        &marian,
+        &[
+            ("spm/unigram.model", "source.spm"),
+            ("spm/bpe.model", "target.spm"),
+            ("marian/vocab.json", "vocab.json"),
+        ],
+    );
+    let m2m100 = temp_dir("m2m100-ids");
+    copy_into(
+        &m2m100,
+        &[
+            ("spm/bpe.model", "sentencepiece.bpe.model"),
+            ("m2m100/vocab.json", "vocab.json"),
+        ],
+    );
+    let t5 = temp_dir("t5-spiece-ids");
+    copy_into(&t5, &[("spm/unigram.model", "spiece.model")]);
+    let config = r#"{"tokenizer_class": "T5Tokenizer", "extra_ids": 100}"#;
+    std::fs::write(t5.join("tokenizer_config.json"), config).unwrap();
+    for dir in [
+        marian.to_path_buf(),
+        m2m100.to_path_buf(),
+        t5.to_path_buf(),
+        fixture("nllb"),
+        fixture("t5"),
+    ] {
+        let tok = TextTokenizer::from_dir(&dir).unwrap();
+        let mut named = 0;
+        for id in 0..tok.vocab_size() as u32 {
+            let Some(token) = tok.id_to_token(id) else {
+                continue;
+            };
+            assert_eq!(
+                tok.target_token_to_id(&token),
+                Some(id),
+                "{dir:?}: {token:?}"
+            );
+            named += 1;
+        }
+        assert!(
+            named * 10 >= tok.vocab_size() * 9,
+            "{dir:?}: {named} ids named"
+        );
+        assert_eq!(tok.id_to_token(tok.vocab_size() as u32 + 5), None);
+    }
+    let tok = TextTokenizer::from_dir(&t5).unwrap();
+    let last = tok.vocab_size() as u32 - 1;
+    assert_eq!(tok.id_to_token(last).as_deref(), Some("<extra_id_0>"));
+}

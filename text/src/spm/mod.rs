@@ -53,6 +53,7 @@ use crate::error::{read_file, TextError};
 use proto::{ModelProto, PieceType};
 
 /// A SentencePiece model ready to encode and decode.
+#[derive(Clone)]
 pub struct SentencePiece {
     /// The pieces in id order with their types.
     pieces: Vec<(String, PieceType)>,
