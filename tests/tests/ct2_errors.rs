@@ -133,7 +133,7 @@ fn separate_source_and_target_vocabularies_are_read() {
     std::fs::write(dir.join("source_vocabulary.json"), &shared).unwrap();
     std::fs::write(dir.join("target_vocabulary.json"), &shared).unwrap();
     let loaded = ct2::load_dir(&dir, Ct2Options::default()).unwrap();
-    assert_eq!(loaded.target_vocabulary.token(2), Some("</s>"));
+    assert_eq!(loaded.vocab.target.token(2), Some("</s>"));
     std::fs::write(dir.join("source_vocabulary.json"), r#"["<s>"]"#).unwrap();
     let err = ct2::load_dir(&dir, Ct2Options::default());
     std::fs::remove_dir_all(&dir).unwrap();

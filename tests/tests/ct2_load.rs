@@ -119,7 +119,7 @@ fn fixtures_map_to_the_expected_tessel_configs() {
     assert!(c.final_norm && c.share_embeddings);
     // The stored 24-row position tables cap the lengths.
     assert_eq!((c.max_src_len, c.max_tgt_len), (24, 24));
-    assert_eq!(pre.source_ids(&["t5", "nope"]), vec![5, 0]);
+    assert_eq!(pre.vocab.source_ids(&["t5", "nope"]), vec![5, 0]);
     // Linear weights keep the type model.bin stores them in, unless asked otherwise.
     let f16 = tessel_model::WeightType::F16;
     assert_eq!(pre.model.generator().weight_type(), f16);

@@ -132,7 +132,7 @@ fn check(name: &str, stored: WeightType) {
     let loaded = load(name, case.dir);
     let model = &loaded.model;
     let config = model.config();
-    let vocab = loaded.target_vocabulary.len();
+    let vocab = loaded.vocab.target.len();
     let cross = model.decoder().blocks()[0].cross_attention().unwrap();
     assert_eq!(cross.output().weight_type(), stored, "{name}/{}", case.dir);
     assert_eq!(
@@ -183,10 +183,10 @@ fn sixteen_bit_ctranslate2_directories_keep_their_type_and_match_ctranslate2() {
 fn marian_starts_from_a_zero_row_after_its_vocabulary() {
     let loaded = load("marian", "ct2");
     let config = loaded.model.config();
-    let vocab = loaded.target_vocabulary.len();
+    let vocab = loaded.vocab.target.len();
     assert_eq!(config.tgt_vocab, vocab + 1);
     assert_eq!(config.bos_id as usize, vocab);
-    assert!(loaded.target_vocabulary.token(config.bos_id).is_none());
+    assert!(loaded.vocab.target.token(config.bos_id).is_none());
     let table = loaded.model.target_embedding().table();
     let d = config.d_model;
     assert!(table.as_slice()[vocab * d..(vocab + 1) * d]

@@ -201,7 +201,7 @@ fn decoding_rules_match_ctranslate2_greedy_and_beam() {
             ..Ct2Options::default()
         };
         let loaded = ct2::load_dir(&fixture(name).join("ct2"), options).unwrap();
-        let vocab = &loaded.target_vocabulary;
+        let vocab = &loaded.vocab.target;
         let (suppress, blank) = (
             config_ids(name, "suppress_ids"),
             config_ids(name, "suppress_ids_begin"),

@@ -290,20 +290,28 @@ impl Default for Ct2Tokens {
 pub struct Ct2Model {
     /// The model, ready for [`crate::Session::new`].
     pub model: Model<'static>,
+    /// Its vocabularies and special-token settings.
+    pub vocab: Ct2Vocab,
+}
+
+/// A CTranslate2 directory's vocabularies and special-token settings: what its
+/// `translate_batch` maps tokens with.
+#[derive(Clone, Debug)]
+pub struct Ct2Vocab {
     /// Source vocabulary (ids are embedding rows).
-    pub source_vocabulary: Vocabulary,
+    pub source: Vocabulary,
     /// Target vocabulary. A `start_from_zero_embedding` model (Marian) has one more target
     /// row than tokens: its start row, the model's `bos_id`, which is never produced.
-    pub target_vocabulary: Vocabulary,
+    pub target: Vocabulary,
     /// Special-token settings.
     pub tokens: Ct2Tokens,
 }
 
-impl Ct2Model {
+impl Ct2Vocab {
     /// Source token ids for `tokens`, with BOS/EOS added as `config.json` asks; unknown tokens
     /// map to the unknown token (or id 0 when the vocabulary has none).
     pub fn source_ids<S: AsRef<str>>(&self, tokens: &[S]) -> Vec<u32> {
-        let v = &self.source_vocabulary;
+        let v = &self.source;
         let id = |t: &str| {
             v.id(t)
                 .or_else(|| v.id(&self.tokens.unk_token))
@@ -369,9 +377,11 @@ pub fn load_dir(dir: &Path, options: Ct2Options) -> Result<Ct2Model, Ct2Error> {
         };
         return Ok(Ct2Model {
             model,
-            source_vocabulary: vocabulary.clone(),
-            target_vocabulary: vocabulary,
-            tokens,
+            vocab: Ct2Vocab {
+                source: vocabulary.clone(),
+                target: vocabulary,
+                tokens,
+            },
         });
     }
     let config_path = dir.join("config.json");
@@ -429,8 +439,10 @@ fn from_file(
     )?;
     Ok(Ct2Model {
         model,
-        source_vocabulary,
-        target_vocabulary,
-        tokens,
+        vocab: Ct2Vocab {
+            source: source_vocabulary,
+            target: target_vocabulary,
+            tokens,
+        },
     })
 }

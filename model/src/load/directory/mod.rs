@@ -28,7 +28,7 @@ pub use error::OpenError;
 pub use registry::{FamilyRow, Modality, FAMILIES};
 
 use crate::generation::Generation;
-use crate::load::ct2::{self, Ct2Options, Vocabulary};
+use crate::load::ct2::{self, Ct2Options, Ct2Vocab};
 use crate::load::image;
 use crate::load::LoadOptions;
 use crate::model::Model;
@@ -104,8 +104,8 @@ pub struct Directory {
 pub struct Loaded {
     /// The model.
     pub model: Model<'static>,
-    /// The CTranslate2 target vocabulary (`None` for other formats).
-    pub target_vocabulary: Option<Vocabulary>,
+    /// A CTranslate2 directory's vocabularies and token settings (`None` for other formats).
+    pub ct2: Option<Ct2Vocab>,
 }
 
 impl Directory {
@@ -252,7 +252,7 @@ impl Directory {
                 let loaded = ct2::load_dir(&self.path, settings.ct2())?;
                 return Ok(Loaded {
                     model: loaded.model,
-                    target_vocabulary: Some(loaded.target_vocabulary),
+                    ct2: Some(loaded.vocab),
                 });
             }
             Format::Tessel => {
@@ -262,10 +262,7 @@ impl Directory {
             }
             Format::Image => self.load_image(settings.weights)?,
         };
-        Ok(Loaded {
-            model,
-            target_vocabulary: None,
-        })
+        Ok(Loaded { model, ct2: None })
     }
 
     fn require(&self, name: &str, needs: &'static str) -> Result<(), OpenError> {
