@@ -5,7 +5,7 @@
 //! printed one output line per input line, in order, each as soon as it is done ([`stream`]:
 //! a failing line gets an empty output and its error on stderr, line breaks in an output are
 //! escaped). One batched session decodes up to `--batch-size` lines together (by default up
-//! to 32: [`auto_batch_size`]), its products on `--threads` threads; at batch size 1,
+//! to 32: [`Translator::default_batch`]), its products on `--threads` threads; at batch size 1,
 //! `--threads N` spreads the lines over `N` sessions sharing one model, each on its own thread
 //! and running its GEMMs on that thread. `--nbest K` prints `K` hypotheses per input,
 //! tab-separated as `index<TAB>score<TAB>text`.
@@ -263,33 +263,6 @@ fn check_options(
     Ok(())
 }
 
-/// Texts a batch decodes together unless `--batch-size` says: [`AUTO_BATCH`], at most the
-/// texts given, halved while the batch's arena would pass [`AUTO_BATCH_ARENA`] bytes.
-const AUTO_BATCH: usize = 32;
-const AUTO_BATCH_ARENA: usize = 1 << 30;
-
-/// The default batch size for `args` (see [`TranslateArgs::batch_size`]).
-fn auto_batch_size(translator: &Translator, args: &TranslateArgs) -> Result<usize, CliError> {
-    let size = match args.text.len() {
-        0 => AUTO_BATCH,
-        n => n.min(AUTO_BATCH),
-    };
-    let bytes = |n| translator.batch_bytes(args.threads, n);
-    Ok(largest_within(size, AUTO_BATCH_ARENA, bytes)?)
-}
-
-/// `size` halved while `bytes` of it passes `budget` (at least 1).
-fn largest_within<E>(
-    mut size: usize,
-    budget: usize,
-    bytes: impl Fn(usize) -> Result<usize, E>,
-) -> Result<usize, E> {
-    while size > 1 && bytes(size)? > budget {
-        size /= 2;
-    }
-    Ok(size.max(1))
-}
-
 /// A seed that differs from run to run (the standard library's per-process random keys).
 fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
@@ -326,7 +299,7 @@ pub fn translate(
     let options = options(args, &translator)?;
     let batch_size = match args.batch_size {
         Some(n) => n,
-        None => auto_batch_size(&translator, args)?,
+        None => translator.default_batch(args.threads, args.text.len())?,
     };
     let report = if batch_size > 1 {
         let bytes = translator.batch_bytes(args.threads, batch_size)?;
@@ -351,21 +324,5 @@ pub fn translate(
             failed,
             total: report.lines,
         }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::largest_within;
-
-    #[test]
-    fn the_default_batch_halves_until_its_arena_fits() {
-        let bytes = |n: usize| Ok::<_, ()>(100 + 10 * n);
-        assert_eq!(largest_within(32, 1000, bytes), Ok(32));
-        assert_eq!(largest_within(32, 300, bytes), Ok(16));
-        assert_eq!(largest_within(32, 150, bytes), Ok(4));
-        assert_eq!(largest_within(32, 10, bytes), Ok(1));
-        assert_eq!(largest_within(0, 10, bytes), Ok(1));
-        assert_eq!(largest_within(8, 10, |_| Err::<usize, _>("no")), Err("no"));
     }
 }

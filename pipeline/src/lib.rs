@@ -12,6 +12,6 @@ pub mod translate;
 
 pub use model_dir::{generation_defaults, LoadSettings, ModelDir, ModelDirError};
 pub use translate::{
-    BatchTranslating, LineResult, Ticket, TranslateError, TranslateOptions, TranslateQueue,
-    Translating, Translation, Translator,
+    BatchShape, BatchTranslating, Hypothesis, IdsBatch, IdsResult, LineResult, Ticket,
+    TranslateError, TranslateOptions, TranslateQueue, Translating, Translation, Translator,
 };

@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use tessel_model::load::ct2;
-use tessel_model::load::directory::{Directory, Modality, OpenError};
+use tessel_model::load::directory::{Directory, Loaded, Modality, OpenError};
 use tessel_model::{Generation, Model};
 use tessel_text::{Family, TextError, TextTokenizer};
 use thiserror::Error;
@@ -110,8 +110,18 @@ impl ModelDir {
     ) -> Result<ModelDir, ModelDirError> {
         let loaded = directory.load(&settings)?;
         let tokenizer = TextTokenizer::from_dir(directory.path())?;
-        if let Some(vocabulary) = &loaded.target_vocabulary {
-            check_vocabulary(vocabulary, &tokenizer)?;
+        ModelDir::with_tokenizer(directory, loaded, tokenizer)
+    }
+
+    /// A directory's loaded model with its tokenizer, checked against the CTranslate2
+    /// vocabulary where there is one.
+    pub fn with_tokenizer(
+        directory: Directory,
+        loaded: Loaded,
+        tokenizer: TextTokenizer,
+    ) -> Result<ModelDir, ModelDirError> {
+        if let Some(vocab) = &loaded.ct2 {
+            check_vocabulary(&vocab.target, &tokenizer)?;
         }
         Ok(ModelDir {
             model: loaded.model,

@@ -94,6 +94,42 @@ fn text_to_text_matches_the_python_pipeline() {
 }
 
 #[test]
+fn other_languages_share_the_model_and_translate_as_if_loaded_with_them() {
+    let dir = model_dir("nllb");
+    let expected = expected("nllb");
+    let (src, tgt) = languages(&expected);
+    let loaded_with = Translator::load(
+        &dir,
+        LoadSettings::default(),
+        src.as_deref(),
+        tgt.as_deref(),
+    )
+    .unwrap();
+    let default = Translator::load(&dir, LoadSettings::default(), None, None).unwrap();
+    let switched = default
+        .with_languages(src.as_deref(), tgt.as_deref())
+        .unwrap();
+    assert!(std::sync::Arc::ptr_eq(switched.model(), default.model()));
+    assert_eq!(switched.defaults(), loaded_with.defaults());
+    assert_ne!(default.defaults(), loaded_with.defaults());
+    let (mut a, mut b) = (
+        loaded_with.session(Isa::best(), 1).unwrap(),
+        switched.session(Isa::best(), 1).unwrap(),
+    );
+    for line in expected["pipeline"].as_array().unwrap() {
+        let text = line["text"].as_str().unwrap();
+        assert_eq!(a.translate(text).unwrap(), b.translate(text).unwrap());
+        assert_eq!(b.translate(text).unwrap(), line["output"].as_str().unwrap());
+    }
+    let refused = default.with_languages(Some("xx_Nope"), None);
+    assert!(
+        matches!(refused, Err(TranslateError::Tokenizer(_))),
+        "an unknown language code is a tokenizer error"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn model_dir_detects_the_family_and_reads_generation_defaults() {
     let dir = model_dir("marian");
     let loaded = ModelDir::load(&dir, LoadSettings::default()).unwrap();

@@ -1,17 +1,14 @@
-//! Many lines through one [`Batch`], as CTranslate2's `translate_batch` runs them: the lines
-//! are tokenised, sorted by length (longest first, so each batch holds sources of similar
-//! length) and decoded up to `max_batch` at a time, every decoder step reading each weight
-//! once for all of them, and as many sources as fit encoded in one pass ([`ENCODE_ROWS`]); the
-//! results come back in input order. Each line's hypotheses are the
-//! ones [`Translating::translate_with`](super::Translating::translate_with) gives it (the
-//! batch computes every sequence as a session alone does).
+//! Many lines through one batched session ([`IdsBatch`]), as CTranslate2's `translate_batch`
+//! runs them: the lines are tokenised, decoded up to `max_batch` at a time longest first, and
+//! their hypotheses come back as text in input order. Each line's hypotheses are the ones
+//! [`Translating::translate_with`](super::Translating::translate_with) gives it.
 
-use std::cmp::Reverse;
 use std::sync::Arc;
 
 use tessel_kernels::Isa;
-use tessel_model::{ArenaPlan, Batch, Limits, Model, RunError, SessionError, ENCODE_ROWS};
+use tessel_model::{Batch, DecodeOptions, Model};
 
+use super::ids::{BatchShape, IdsBatch, IdsResult};
 use super::{TranslateError, TranslateOptions, Translation, Translator};
 
 /// Per line: its hypotheses, best first, or why it failed.
@@ -20,7 +17,7 @@ pub type LineResult = Result<Vec<Translation>, TranslateError>;
 /// One user's batched translating session.
 pub struct BatchTranslating {
     translator: Translator,
-    batch: Batch<Arc<Model<'static>>>,
+    ids: IdsBatch,
 }
 
 impl Translator {
@@ -32,39 +29,42 @@ impl Translator {
         threads: usize,
         max_batch: usize,
     ) -> Result<BatchTranslating, TranslateError> {
+        let ids = IdsBatch::new(Arc::clone(&self.model), isa, self.shape(threads, max_batch))?;
         Ok(BatchTranslating {
             translator: self.clone(),
-            batch: self.new_batch(isa, threads, max_batch)?,
+            ids,
         })
     }
 
-    /// The batched session of [`Translator::batch`] and [`Translator::queue`].
+    /// The batched session of [`Translator::queue`].
     pub(super) fn new_batch(
         &self,
         isa: Isa,
         threads: usize,
         max_batch: usize,
     ) -> Result<Batch<Arc<Model<'static>>>, TranslateError> {
-        let limits = self.batch_limits(threads, max_batch);
+        let limits = self.shape(threads, max_batch).limits(self.model.config());
         Ok(Batch::new(Arc::clone(&self.model), isa, limits)?)
-    }
-}
-
-impl Translator {
-    /// The limits of [`Translator::batch`]'s session: the model's, `max_batch` sequences,
-    /// encoder passes of about [`ENCODE_ROWS`] rows.
-    fn batch_limits(&self, threads: usize, max_batch: usize) -> Limits {
-        self.limits(threads)
-            .with_batch(max_batch)
-            .with_encode_rows(ENCODE_ROWS)
     }
 
     /// Bytes of the arena of [`Translator::batch`]'s session, planned without allocating it.
     pub fn batch_bytes(&self, threads: usize, max_batch: usize) -> Result<usize, TranslateError> {
-        let limits = self.batch_limits(threads, max_batch);
-        let plan =
-            ArenaPlan::with_limits(self.model.config(), limits).map_err(SessionError::from)?;
-        Ok(plan.total_bytes())
+        self.shape(threads, max_batch).bytes(self.model.config())
+    }
+
+    /// The batch size for `texts` texts (0: not known) on `threads` threads
+    /// ([`BatchShape::default_batch`]).
+    pub fn default_batch(&self, threads: usize, texts: usize) -> Result<usize, TranslateError> {
+        let max_beam = self.limits(threads).max_beam;
+        BatchShape::default_batch(self.model.config(), threads, max_beam, texts)
+    }
+
+    fn shape(&self, threads: usize, max_batch: usize) -> BatchShape {
+        BatchShape {
+            threads,
+            max_batch,
+            max_beam: self.limits(threads).max_beam,
+        }
     }
 }
 
@@ -76,65 +76,29 @@ impl BatchTranslating {
         lines: &[S],
         options: &TranslateOptions,
     ) -> Vec<LineResult> {
-        let max = self.batch.limits().max_src_len;
-        let mut results: Vec<LineResult> = Vec::with_capacity(lines.len());
-        let mut sources = Vec::new();
-        for (index, line) in lines.iter().enumerate() {
-            match self.translator.source_ids(line.as_ref(), max, options) {
-                Ok(ids) if !ids.is_empty() => sources.push((index, ids)),
-                Ok(_) => {}
-                Err(error) => {
-                    results.push(Err(error));
-                    continue;
-                }
-            }
-            results.push(Ok(Vec::new()));
-        }
-        sources.sort_by_key(|(_, ids)| Reverse(ids.len()));
-        for chunk in sources.chunks(self.batch.slots()) {
-            match self.run(chunk, options) {
-                Ok(outcomes) => {
-                    for ((index, _), outcome) in chunk.iter().zip(outcomes) {
-                        results[*index] = outcome;
-                    }
-                }
-                Err(error) => {
-                    for (index, _) in chunk {
-                        results[*index] = Err(TranslateError::Run(error.clone()));
-                    }
-                }
-            }
-        }
-        results
+        let max = self.ids.max_src_len();
+        let sources: Vec<Result<Vec<u32>, TranslateError>> = lines
+            .iter()
+            .map(|line| self.translator.source_ids(line.as_ref(), max, options))
+            .collect();
+        let jobs: Vec<(&[u32], &DecodeOptions)> = sources
+            .iter()
+            .filter_map(|ids| ids.as_ref().ok())
+            .map(|ids| (ids.as_slice(), &options.decode))
+            .collect();
+        let mut outcomes = self.ids.translate_ids(&jobs).into_iter();
+        sources
+            .into_iter()
+            .map(|ids| {
+                let hyps = ids.and_then(|_| outcomes.next().expect("one outcome a job"))?;
+                self.translator.texts(hyps)
+            })
+            .collect()
     }
 
-    /// Encodes the sources of `chunk` (at most one per slot) and decodes them together.
-    fn run(
-        &mut self,
-        chunk: &[(usize, Vec<u32>)],
-        options: &TranslateOptions,
-    ) -> Result<Vec<LineResult>, RunError> {
-        let sources: Vec<(usize, &[u32])> = chunk
-            .iter()
-            .enumerate()
-            .map(|(slot, (_, ids))| (slot, ids.as_slice()))
-            .collect();
-        self.batch.encode_all(&sources)?;
-        let mut requests = {
-            let batch = &self.batch;
-            let planned = (batch.model().config(), batch.limits(), batch.isa());
-            chunk
-                .iter()
-                .map(|(_, ids)| options.decode.request_for(ids.len(), planned))
-                .collect::<Result<Vec<_>, _>>()?
-        };
-        self.batch.generate(&mut requests)?;
-        Ok((0..chunk.len())
-            .map(|slot| {
-                let hyps = self.batch.hypotheses(slot)?;
-                self.translator.translations(hyps, options)
-            })
-            .collect())
+    /// Decodes each `(source ids, options)` job ([`IdsBatch::translate_ids`]).
+    pub fn translate_ids(&mut self, jobs: &[(&[u32], &DecodeOptions)]) -> Vec<IdsResult> {
+        self.ids.translate_ids(jobs)
     }
 
     /// The translator this session belongs to.
@@ -144,6 +108,6 @@ impl BatchTranslating {
 
     /// Sources decoded together at the most.
     pub fn max_batch(&self) -> usize {
-        self.batch.slots()
+        self.ids.slots()
     }
 }

@@ -32,9 +32,11 @@ use thiserror::Error;
 use crate::model_dir::{LoadSettings, ModelDir, ModelDirError};
 
 mod batch;
+mod ids;
 mod queue;
 
 pub use batch::{BatchTranslating, LineResult};
+pub use ids::{BatchShape, Hypothesis, IdsBatch, IdsResult, DEFAULT_BATCH, DEFAULT_BATCH_ARENA};
 pub use queue::{Ticket, TranslateQueue};
 
 /// Why a translation failed.
@@ -93,6 +95,8 @@ pub struct Translator {
     defaults: TranslateOptions,
     search: TranslateOptions,
     sampling: SamplingDefaults,
+    /// Widest beam of the sessions, where it differs from the model's.
+    max_beam: Option<usize>,
 }
 
 /// `transformers`' `top_k` when sampling and the generation config does not set it.
@@ -120,15 +124,51 @@ impl Translator {
             return Err(TranslateError::NotTextModel("Whisper"));
         }
         let tokenizer = dir.tokenizer.with_languages(src_lang, tgt_lang)?;
-        let mut decode = dir.generation.options;
-        if let Some(bos) = tokenizer.forced_bos_id()? {
-            decode.forced_bos = Some(bos);
-        }
         let search = TranslateOptions {
-            decode,
+            decode: dir.generation.options,
             truncate: false,
         };
-        let sampling = dir.generation.sampling;
+        Translator::assemble(
+            Arc::new(dir.model),
+            tokenizer,
+            search,
+            dir.generation.sampling,
+        )
+    }
+
+    /// The same model with other source and target languages (for the families that have
+    /// them; `None` keeps the current one): the tokenizer is copied, the model shared.
+    pub fn with_languages(
+        &self,
+        src_lang: Option<&str>,
+        tgt_lang: Option<&str>,
+    ) -> Result<Translator, TranslateError> {
+        let tokenizer = (*self.tokenizer)
+            .clone()
+            .with_languages(src_lang, tgt_lang)?;
+        let translator = Translator::assemble(
+            Arc::clone(&self.model),
+            tokenizer,
+            self.search.clone(),
+            self.sampling,
+        )?;
+        Ok(Translator {
+            max_beam: self.max_beam,
+            ..translator
+        })
+    }
+
+    /// A translator whose defaults are `search` with the tokenizer's target language as the
+    /// forced BOS, sampling as `sampling` says.
+    fn assemble(
+        model: Arc<Model<'static>>,
+        tokenizer: TextTokenizer,
+        mut search: TranslateOptions,
+        sampling: SamplingDefaults,
+    ) -> Result<Translator, TranslateError> {
+        if let Some(bos) = tokenizer.forced_bos_id()? {
+            search.decode.forced_bos = Some(bos);
+        }
         let mut defaults = search.clone();
         if sampling.do_sample {
             defaults.decode.search.sampling = Some(sampling_of(&sampling, 0));
@@ -136,11 +176,12 @@ impl Translator {
             defaults.decode.num_hypotheses = 1;
         }
         Ok(Translator {
-            model: Arc::new(dir.model),
+            model,
             tokenizer: Arc::new(tokenizer),
             defaults,
             search,
             sampling,
+            max_beam: None,
         })
     }
 
@@ -201,9 +242,23 @@ impl Translator {
         &self.tokenizer
     }
 
-    /// What a session with `threads` GEMM threads is planned for: the model's limits.
+    /// What a session with `threads` GEMM threads is planned for: the model's limits, with
+    /// beams up to [`Translator::with_max_beam`]'s width where it was set.
     pub fn limits(&self, threads: usize) -> Limits {
-        Limits::of(self.model.config()).with_threads(threads)
+        let limits = Limits::of(self.model.config()).with_threads(threads);
+        Limits {
+            max_beam: self.max_beam.unwrap_or(limits.max_beam),
+            ..limits
+        }
+    }
+
+    /// The same translator, its sessions planned for beams up to `max_beam` instead of the
+    /// width the model was loaded for.
+    pub fn with_max_beam(&self, max_beam: usize) -> Translator {
+        Translator {
+            max_beam: Some(max_beam),
+            ..self.clone()
+        }
     }
 
     /// Bytes of the arena a session with `threads` GEMM threads allocates, planned without
@@ -228,7 +283,7 @@ impl Translator {
 impl Translator {
     /// The source ids of `text` for a model reading at most `max` tokens: refused when longer,
     /// or cut to its first `max - 1` ids and its last when `options.truncate` says so.
-    fn source_ids(
+    pub fn source_ids(
         &self,
         text: &str,
         max: usize,
@@ -247,6 +302,19 @@ impl Translator {
             ids.push(last);
         }
         Ok(ids)
+    }
+
+    /// Each hypothesis of ids with its text.
+    pub fn texts(&self, hyps: Vec<Hypothesis>) -> Result<Vec<Translation>, TranslateError> {
+        hyps.into_iter()
+            .map(|h| {
+                Ok(Translation {
+                    text: self.tokenizer.decode(&h.tokens)?,
+                    tokens: h.tokens,
+                    score: h.score,
+                })
+            })
+            .collect()
     }
 
     /// The first `options.decode.num_hypotheses` of `hyps` as text.
