@@ -124,7 +124,8 @@ fn transcribe_error(error: TranscribeError) -> Error {
             tessel_status::TESSEL_ERR_OUT_OF_MEMORY
         }
         TranscribeError::Session(_) => tessel_status::TESSEL_ERR_ARGUMENT,
-        TranscribeError::Run(_) => tessel_status::TESSEL_ERR_RUN,
+        // The C observer has no way to stop a transcription.
+        TranscribeError::Run(_) | TranscribeError::Stopped => tessel_status::TESSEL_ERR_RUN,
     };
     Error::boxed(status, error)
 }

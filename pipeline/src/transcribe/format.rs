@@ -188,6 +188,7 @@ mod tests {
             no_speech_prob: 0.5,
         };
         let transcript = Transcript {
+            language_probability: 1.0,
             language: "en".to_owned(),
             segments: vec![segment(0.0, " One."), segment(2.0, " Two --> three")],
             stats: Default::default(),

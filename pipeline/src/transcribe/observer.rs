@@ -15,6 +15,15 @@ pub trait Observer {
     /// `segment` is final: it is the transcript's next segment, and no later window changes
     /// it (called outside the inference marks, so a host may print it as it comes).
     fn segment(&mut self, _segment: &Segment) {}
+    /// The language is known (given, English-only, or detected on the first window, with its
+    /// probability), before the first window is transcribed.
+    fn language(&mut self, _code: &str, _probability: f64) {}
+    /// Asked before each 30 s window: `true` ends the transcription with
+    /// [`TranscribeError::Stopped`](super::TranscribeError::Stopped) (a host whose reader went
+    /// away).
+    fn stop(&mut self) -> bool {
+        false
+    }
 }
 
 /// An observer that watches nothing.

@@ -61,6 +61,9 @@ pub enum TranscribeError {
     /// An option is out of range.
     #[error("invalid option: {0}")]
     BadOption(String),
+    /// The observer asked to stop ([`Observer::stop`](super::Observer::stop)).
+    #[error("the transcription was stopped")]
+    Stopped,
 }
 
 /// How to transcribe (the reference's defaults: [`TranscribeOptions::default`]).
@@ -168,6 +171,11 @@ pub struct Stats {
 pub struct Transcript {
     /// The language decoded (code).
     pub language: String,
+    /// The probability of the detected language: the softmax over the language tokens'
+    /// logits after `<|startoftranscript|>` on the first window, as openai-whisper's and
+    /// CTranslate2's `detect_language` give it; 1 when the language was given or the model is
+    /// English-only.
+    pub language_probability: f64,
     /// The segments in time order.
     pub segments: Vec<Segment>,
     /// Timings.

@@ -102,7 +102,9 @@ impl TranscribeSession {
             return Err(TranscribeError::EmptyAudio);
         }
         let mut walk = self.start(samples, frames, options)?;
-        let language = self.language(options, frames, &mut walk.stats, observer)?;
+        let (language, language_probability) =
+            self.language(options, frames, &mut walk.stats, observer)?;
+        observer.language(&language, language_probability);
         walk.sot_sequence = if self.multilingual {
             self.tokenizer
                 .sot_sequence(Some(&language), Some(options.task))?
@@ -111,6 +113,9 @@ impl TranscribeSession {
         };
         let mut seek = 0;
         while seek < frames {
+            if observer.stop() {
+                return Err(TranscribeError::Stopped);
+            }
             observer.progress(
                 seek as f64 * segments::SECONDS_PER_FRAME,
                 frames as f64 * 0.01,
@@ -121,6 +126,7 @@ impl TranscribeSession {
         observer.progress(frames as f64 * 0.01, frames as f64 * 0.01);
         Ok(Transcript {
             language,
+            language_probability,
             segments: walk.segments,
             stats: walk.stats,
         })
@@ -259,17 +265,18 @@ impl TranscribeSession {
         Ok(done?)
     }
 
-    /// The language: the option's, `en` for English-only models, or detected on the first
-    /// window (the most likely language token after `<|startoftranscript|>`).
+    /// The language and its probability: the option's, `en` for English-only models (both
+    /// with probability 1), or detected on the first window (the most likely language token
+    /// after `<|startoftranscript|>`, [`language_probability`]).
     fn language(
         &mut self,
         options: &TranscribeOptions,
         frames: usize,
         stats: &mut Stats,
         observer: &mut dyn Observer,
-    ) -> Result<String, TranscribeError> {
+    ) -> Result<(String, f64), TranscribeError> {
         if !self.multilingual {
-            return Ok("en".to_owned());
+            return Ok(("en".to_owned(), 1.0));
         }
         if let Some(language) = &options.language {
             // Checked here, once: the code or name must be one of the vocabulary's.
@@ -279,25 +286,39 @@ impl TranscribeSession {
                 .iter()
                 .find(|(code, name)| *code == lower || *name == lower)
                 .map_or(lower.clone(), |(code, _)| (*code).to_owned());
-            return Ok(code);
+            return Ok((code, 1.0));
         }
         let size = N_FRAMES.min(frames);
         segment(&self.spectrogram, self.n_mels, 0, size, &mut self.window)?;
         self.encode(stats, observer)?;
         let sot = [self.tokenizer.sot()];
         let logits = timed(observer, &mut stats.decode, || self.session.prefill(&sot))?;
-        let mut best: Option<(&str, f32)> = None;
-        for &(code, id) in self.tokenizer.language_tokens() {
-            let v = logits
-                .get(id as usize)
-                .copied()
-                .unwrap_or(f32::NEG_INFINITY);
-            if best.is_none_or(|(_, b)| v > b) {
-                best = Some((code, v));
-            }
-        }
-        Ok(best.map_or("en", |(code, _)| code).to_owned())
+        let language_logits = self.tokenizer.language_tokens().iter().map(|&(code, id)| {
+            let v = logits.get(id as usize).copied();
+            (code, v.unwrap_or(f32::NEG_INFINITY))
+        });
+        Ok(most_likely(language_logits).unwrap_or(("en".to_owned(), 1.0)))
     }
+}
+
+/// The code with the largest logit (the first of equals) and its probability: the softmax
+/// over the language tokens alone, in `f64`, as openai-whisper's and CTranslate2's
+/// `detect_language` give it. `None` when there is no language.
+fn most_likely<'a>(logits: impl Iterator<Item = (&'a str, f32)> + Clone) -> Option<(String, f64)> {
+    let mut best: Option<(&str, f32)> = None;
+    for (code, v) in logits.clone() {
+        if best.is_none_or(|(_, b)| v > b) {
+            best = Some((code, v));
+        }
+    }
+    let (code, max) = best?;
+    if !max.is_finite() {
+        return Some((code.to_owned(), 0.0));
+    }
+    let sum: f64 = logits
+        .map(|(_, v)| (f64::from(v) - f64::from(max)).exp())
+        .sum();
+    Some((code.to_owned(), 1.0 / sum))
 }
 
 impl Walk<'_> {
@@ -334,5 +355,23 @@ impl Walk<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::most_likely;
+
+    #[test]
+    fn the_language_probability_is_a_softmax_over_the_languages() {
+        let logits = [("en", 0.0), ("de", 3f32.ln()), ("fr", f32::NEG_INFINITY)];
+        let (code, p) = most_likely(logits.into_iter()).unwrap();
+        assert_eq!(code, "de");
+        assert!((p - 0.75).abs() < 1e-7, "{p}");
+        let equal = [("en", 1.0), ("zh", 1.0)];
+        assert_eq!(most_likely(equal.into_iter()), Some(("en".to_owned(), 0.5)));
+        assert_eq!(most_likely(std::iter::empty()), None);
+        let none = [("en", f32::NEG_INFINITY)];
+        assert_eq!(most_likely(none.into_iter()), Some(("en".to_owned(), 0.0)));
     }
 }
