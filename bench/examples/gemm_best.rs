@@ -3,8 +3,9 @@
 //! --example gemm_best -- 1024x1024x1024 1500x1536x384`; a shape written `i8:MxKxN` runs the
 //! int8 product with the level's fastest int8 primitive (its rate counted as 2·m·k·n
 //! operations, so a ratio above 1 is above the f32 peak; the primitive's own `int8-peak` is
-//! printed beside `fma-peak` as the same ratio), and `attn:NAME` the attention case
-//! `NAME` of `report attention` (e.g. `attn:self-1024`).
+//! printed beside `fma-peak` as the same ratio), `f16:MxKxN` and `bf16:MxKxN` the product
+//! with the weight stored in 16 bits (widened in registers; `report gemm`'s `HALF_ROWS`), and
+//! `attn:NAME` the attention case `NAME` of `report attention` (e.g. `attn:self-1024`).
 //!
 //! `report gemm` prints medians, which on a shared machine move by ±5% between runs; the best
 //! of many runs moves less, so it is what compares two builds' blocking constants.
@@ -12,7 +13,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tessel_bench::suites::attention::{self, Workload};
-use tessel_bench::suites::gemm::Case;
+use tessel_bench::suites::gemm::{Case, HalfCase, Weights};
 use tessel_bench::suites::gemm_int8::{int8_peak, Int8Case};
 use tessel_bench::suites::peaks::{fma_peak, PEAK_ITERATIONS};
 use tessel_kernels::gemm::int8::I8Kernel;
@@ -28,23 +29,30 @@ const MAX_RUNS: usize = 500;
 enum Job {
     F32(usize, usize, usize),
     Int8(usize, usize, usize),
+    Half(Weights, usize, usize, usize),
     Attention(attention::Case),
 }
 
-/// `MxKxN`, `i8:MxKxN` or `attn:NAME`.
+/// `MxKxN`, `i8:MxKxN`, `f16:MxKxN`, `bf16:MxKxN` or `attn:NAME`.
 fn parse(arg: &str) -> Option<Job> {
     if let Some(name) = arg.strip_prefix("attn:") {
         let case = attention::CASES.iter().find(|c| c.name == name)?;
         return Some(Job::Attention(*case));
     }
-    let (int8, shape) = match arg.strip_prefix("i8:") {
-        Some(shape) => (true, shape),
-        None => (false, arg),
+    let (kind, shape) = match arg.split_once(':') {
+        Some((kind, shape)) => (kind, shape),
+        None => ("f32", arg),
     };
     let mut dims = shape.split('x').map(|d| d.parse::<usize>().ok());
-    match (dims.next()??, dims.next()??, dims.next()??, dims.next()) {
-        (m, k, n, None) if int8 => Some(Job::Int8(m, k, n)),
-        (m, k, n, None) => Some(Job::F32(m, k, n)),
+    let (m, k, n) = match (dims.next()??, dims.next()??, dims.next()??, dims.next()) {
+        (m, k, n, None) => (m, k, n),
+        _ => return None,
+    };
+    match kind {
+        "f32" => Some(Job::F32(m, k, n)),
+        "i8" => Some(Job::Int8(m, k, n)),
+        "f16" => Some(Job::Half(Weights::F16, m, k, n)),
+        "bf16" => Some(Job::Half(Weights::Bf16, m, k, n)),
         _ => None,
     }
 }
@@ -62,7 +70,9 @@ fn main() -> ExitCode {
         match parse(&arg) {
             Some(shape) => shapes.push(shape),
             None => {
-                eprintln!("gemm_best: `{arg}` is not MxKxN, i8:MxKxN or attn:NAME");
+                eprintln!(
+                    "gemm_best: `{arg}` is not MxKxN, i8:MxKxN, f16:MxKxN, bf16:MxKxN or attn:NAME"
+                );
                 return ExitCode::from(2);
             }
         }
@@ -99,6 +109,12 @@ fn main() -> ExitCode {
                 let kernel = I8Kernel::best(isa);
                 let best = best_time(|| case.run_int8(kernel));
                 (format!("i8:{m}x{k}x{n}"), 2.0 * (m * k * n) as f64, best)
+            }
+            Job::Half(weights, m, k, n) => {
+                let mut case = HalfCase::new(m, k, n);
+                let best = best_time(|| case.run(isa, weights));
+                let name = format!("{}:{m}x{k}x{n}", weights.name());
+                (name, 2.0 * (m * k * n) as f64, best)
             }
             Job::Attention(case) => {
                 let mut work = Workload::new(case, isa);
