@@ -1,0 +1,337 @@
+//! `tessel.WhisperModel`'s engine: a Whisper model and a pool of transcription sessions.
+//!
+//! [`WhisperModel::start`] starts one transcription on a thread of its own and returns a
+//! [`SegmentStream`] once the language is known (or the options, the audio or the model were
+//! refused: then it raises). The stream yields each segment as soon as it is final; the
+//! thread runs at most a few segments ahead of the reader (a bounded channel), and stops
+//! before its next 30 s window when the stream is dropped. It holds a session until then:
+//! streams open at once (read in turns, or not read yet) each hold one, past `num_workers` if
+//! need be (never waiting on one another), and the pool keeps `num_workers` between calls.
+//! The keyword arguments and the segment and info types of faster-whisper are
+//! python/tessel/whisper.py's.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use tessel_audio::{load_wav, ReadOptions};
+use tessel_kernels::Isa;
+use tessel_pipeline::transcribe::{
+    Observer, Segment, TranscribeError, TranscribeOptions, TranscribeSession, Transcriber,
+};
+use tessel_text::whisper::Task;
+
+use crate::pool::{lock, Pool};
+use crate::{errors, settings};
+
+/// Widest beam (and `best_of`) a call may ask for: the width the model is loaded for.
+const MAX_BEAM: usize = 32;
+
+/// Segments the transcription may run ahead of the reader.
+const AHEAD: usize = 4;
+
+/// Samples per second of the audio Whisper reads.
+const SAMPLE_RATE: f64 = 16_000.0;
+
+/// A Whisper model and its sessions.
+#[pyclass(module = "tessel._tessel", frozen)]
+pub struct WhisperModel {
+    transcriber: Arc<Transcriber>,
+    pool: Arc<Pool<usize, TranscribeSession>>,
+    isa: Isa,
+    threads: usize,
+}
+
+/// A running transcription: its language and duration, and its segments as they come.
+#[pyclass(module = "tessel._tessel", frozen)]
+pub struct SegmentStream {
+    receiver: Mutex<Receiver<Message>>,
+    /// The language's code.
+    #[pyo3(get)]
+    language: String,
+    /// The probability of the detected language (1 when given or English-only).
+    #[pyo3(get)]
+    language_probability: f64,
+    /// Seconds of audio.
+    #[pyo3(get)]
+    duration: f64,
+}
+
+/// What the transcription thread tells the stream.
+enum Message {
+    /// The language and its probability, and the audio's duration.
+    Language(String, f64, f64),
+    /// A final segment.
+    Segment(Segment),
+    /// The end, or why it failed.
+    Done(Result<(), TranscribeError>),
+}
+
+/// A segment as the Python side builds faster-whisper's `Segment` from it: `(seek, start,
+/// end, text, tokens, temperature, avg_logprob, compression_ratio, no_speech_prob)`.
+type SegmentTuple = (usize, f64, f64, String, Vec<u32>, f32, f64, f64, f64);
+
+#[pymethods]
+impl WhisperModel {
+    /// Loads a Whisper model directory (CTranslate2 with its tokenizer, or Hugging Face) with
+    /// its weights as `compute_type` says, transcribing on `cpu_threads` threads (0: every
+    /// core), at most `num_workers` transcriptions at once. `multilingual` overrides what the
+    /// vocabulary says (`None`: the full 51,865-token vocabulary is multilingual); an
+    /// English-only directory cannot be made multilingual.
+    #[new]
+    #[pyo3(signature = (model_path, compute_type="default", cpu_threads=0, num_workers=1,
+        multilingual=None))]
+    fn new(
+        py: Python<'_>,
+        model_path: PathBuf,
+        compute_type: &str,
+        cpu_threads: usize,
+        num_workers: usize,
+        multilingual: Option<bool>,
+    ) -> PyResult<WhisperModel> {
+        let weights = settings::weights(compute_type)?;
+        let mut transcriber = py
+            .detach(|| Transcriber::load(&model_path, MAX_BEAM, weights))
+            .map_err(errors::transcribe)?;
+        if let Some(multilingual) = multilingual {
+            transcriber = transcriber
+                .try_multilingual(multilingual)
+                .map_err(errors::transcribe)?;
+        }
+        Ok(WhisperModel {
+            transcriber: Arc::new(transcriber),
+            pool: Arc::new(Pool::new(num_workers)),
+            isa: settings::isa()?,
+            threads: settings::threads(cpu_threads),
+        })
+    }
+
+    /// Whether the model takes language and task tokens.
+    #[getter]
+    fn is_multilingual(&self) -> bool {
+        self.transcriber.is_multilingual()
+    }
+
+    /// Starts transcribing `audio`: a WAV file's path, or the bytes of little-endian `float32`
+    /// samples at 16 kHz, mono.
+    #[pyo3(signature = (audio, *, language, task, beam_size, best_of, length_penalty,
+        temperatures, compression_ratio_threshold, log_prob_threshold, no_speech_threshold,
+        condition_on_previous_text, prompt_reset_on_temperature, initial_prompt, suppress_blank,
+        without_timestamps, max_initial_timestamp))]
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        &self,
+        py: Python<'_>,
+        audio: Bound<'_, PyAny>,
+        language: Option<String>,
+        task: &str,
+        beam_size: usize,
+        best_of: usize,
+        length_penalty: f32,
+        temperatures: Vec<f32>,
+        compression_ratio_threshold: Option<f64>,
+        log_prob_threshold: Option<f64>,
+        no_speech_threshold: Option<f64>,
+        condition_on_previous_text: bool,
+        prompt_reset_on_temperature: f32,
+        initial_prompt: Option<String>,
+        suppress_blank: bool,
+        without_timestamps: bool,
+        max_initial_timestamp: f64,
+    ) -> PyResult<SegmentStream> {
+        let task = match task {
+            "transcribe" => Task::Transcribe,
+            "translate" => Task::Translate,
+            other => {
+                return Err(errors::input(format!(
+                    "task {other:?}: expected \"transcribe\" or \"translate\""
+                )))
+            }
+        };
+        let mut options = TranscribeOptions {
+            task,
+            language,
+            beam: beam_size,
+            best_of,
+            temperatures,
+            condition_on_previous_text,
+            prompt_reset_on_temperature,
+            initial_prompt,
+            timestamps: !without_timestamps,
+            max_initial_timestamp,
+            suppress_blank,
+            length_penalty,
+            ..TranscribeOptions::default()
+        };
+        options.thresholds.compression_ratio = compression_ratio_threshold;
+        options.thresholds.logprob = log_prob_threshold;
+        options.thresholds.no_speech = no_speech_threshold;
+        let beam = beam_size.max(best_of);
+        if beam == 0 || beam > MAX_BEAM {
+            return Err(errors::input(format!(
+                "beam_size and best_of: expected 1 to {MAX_BEAM}"
+            )));
+        }
+        let audio = Audio::of(&audio)?;
+        let (sender, receiver) = sync_channel(AHEAD);
+        let job = Job {
+            transcriber: Arc::clone(&self.transcriber),
+            pool: Arc::clone(&self.pool),
+            isa: self.isa,
+            threads: self.threads,
+            beam,
+        };
+        std::thread::Builder::new()
+            .name("tessel-transcribe".into())
+            .spawn(move || job.run(audio, options, sender))
+            .map_err(errors::run)?;
+        let receiver = Mutex::new(receiver);
+        let first = py.detach(|| lock(&receiver).recv());
+        match first {
+            Ok(Message::Language(language, language_probability, duration)) => Ok(SegmentStream {
+                receiver,
+                language,
+                language_probability,
+                duration,
+            }),
+            Ok(Message::Done(Err(error))) => Err(errors::transcribe(error)),
+            Ok(_) | Err(_) => Err(errors::run(
+                "the transcription stopped before it reached its language",
+            )),
+        }
+    }
+}
+
+#[pymethods]
+impl SegmentStream {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next final segment; `None` (the end of iteration) after the last.
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<SegmentTuple>> {
+        let next = py.detach(|| lock(&self.receiver).recv());
+        match next {
+            Ok(Message::Segment(s)) => Ok(Some((
+                s.seek,
+                s.start,
+                s.end,
+                s.text,
+                s.tokens,
+                s.temperature,
+                s.avg_logprob,
+                s.compression_ratio,
+                s.no_speech_prob,
+            ))),
+            Ok(Message::Done(Err(error))) => Err(errors::transcribe(error)),
+            // The end, and every later call after it (the sender is gone).
+            Ok(Message::Done(Ok(()))) | Err(_) => Ok(None),
+            Ok(Message::Language(..)) => Err(errors::run("a second language message")),
+        }
+    }
+}
+
+/// The audio to transcribe.
+enum Audio {
+    /// A WAV file, read (and resampled to 16 kHz mono) on the transcription's thread.
+    Path(PathBuf),
+    /// Samples at 16 kHz.
+    Samples(Vec<f32>),
+}
+
+impl Audio {
+    /// A path (`str` or `os.PathLike`) or the bytes of `float32` samples.
+    fn of(audio: &Bound<'_, PyAny>) -> PyResult<Audio> {
+        if let Ok(bytes) = audio.cast::<PyBytes>() {
+            let bytes = bytes.as_bytes();
+            if bytes.len() % 4 != 0 {
+                return Err(errors::input(format!(
+                    "{} bytes of audio are not whole float32 samples",
+                    bytes.len()
+                )));
+            }
+            let samples = bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            return Ok(Audio::Samples(samples));
+        }
+        match audio.extract::<PathBuf>() {
+            Ok(path) => Ok(Audio::Path(path)),
+            Err(_) => Err(PyTypeError::new_err(
+                "audio: expected a path to a WAV file or a float32 array of 16 kHz samples",
+            )),
+        }
+    }
+
+    fn samples(self) -> Result<Vec<f32>, TranscribeError> {
+        match self {
+            Audio::Samples(samples) => Ok(samples),
+            Audio::Path(path) => Ok(load_wav(&path, &ReadOptions::default())?.samples),
+        }
+    }
+}
+
+/// What the transcription thread needs.
+struct Job {
+    transcriber: Arc<Transcriber>,
+    pool: Arc<Pool<usize, TranscribeSession>>,
+    isa: Isa,
+    threads: usize,
+    beam: usize,
+}
+
+impl Job {
+    /// Transcribes `audio` on a pooled session, telling `sender` as it goes.
+    fn run(self, audio: Audio, options: TranscribeOptions, sender: SyncSender<Message>) {
+        let done = self.transcribe(audio, &options, &sender);
+        // The reader may be gone: nothing is left to tell.
+        let _ = sender.send(Message::Done(done));
+    }
+
+    fn transcribe(
+        &self,
+        audio: Audio,
+        options: &TranscribeOptions,
+        sender: &SyncSender<Message>,
+    ) -> Result<(), TranscribeError> {
+        let samples = audio.samples()?;
+        let mut session = self.pool.take_now(self.beam, || {
+            self.transcriber.session(self.isa, self.beam, self.threads)
+        })?;
+        let mut observer = Sending {
+            sender,
+            duration: samples.len() as f64 / SAMPLE_RATE,
+            gone: false,
+        };
+        let result = session.transcribe(&samples, options, &mut observer);
+        self.pool.put(self.beam, session);
+        result.map(drop)
+    }
+}
+
+/// Sends the language and each final segment to the stream; stops the transcription when the
+/// stream is gone.
+struct Sending<'a> {
+    sender: &'a SyncSender<Message>,
+    duration: f64,
+    gone: bool,
+}
+
+impl Observer for Sending<'_> {
+    fn language(&mut self, code: &str, probability: f64) {
+        let message = Message::Language(code.to_owned(), probability, self.duration);
+        self.gone |= self.sender.send(message).is_err();
+    }
+
+    fn segment(&mut self, segment: &Segment) {
+        self.gone |= self.sender.send(Message::Segment(segment.clone())).is_err();
+    }
+
+    fn stop(&mut self) -> bool {
+        self.gone
+    }
+}

@@ -1,0 +1,37 @@
+"""tessel: fast, exact CPU inference for transformer encoder-decoders.
+
+`WhisperModel` is faster-whisper's API (`from tessel import WhisperModel` in place of
+`from faster_whisper import WhisperModel`); `Translator` is CTranslate2's
+(`translate_batch` over tokens), with `translate` for text in, text out. Model directories
+are CTranslate2 conversions (with their tokenizer files, `--copy_files`) or Hugging Face
+directories. Every model call releases the GIL. Errors are `tessel.Error`: `LoadError`,
+`InputError` (with `UnsupportedError` for what tessel does not implement yet) and `RunError`.
+Models pickle as their path and options, and work in a child process after `fork`.
+"""
+
+from ._tessel import (
+    Error,
+    InputError,
+    LoadError,
+    RunError,
+    TranslationResult,
+    Translator,
+    UnsupportedError,
+    isa,
+)
+from .whisper import Segment, TranscriptionInfo, WhisperModel, Word
+
+__all__ = [
+    "Error",
+    "InputError",
+    "LoadError",
+    "RunError",
+    "Segment",
+    "TranscriptionInfo",
+    "TranslationResult",
+    "Translator",
+    "UnsupportedError",
+    "WhisperModel",
+    "Word",
+    "isa",
+]

@@ -1,0 +1,152 @@
+"""Type stubs of the extension module `tessel._tessel` (python/src)."""
+
+import os
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+_Path = Union[str, "os.PathLike[str]"]
+
+class Error(Exception):
+    """Every error tessel raises."""
+
+class LoadError(Error):
+    """A model directory that cannot be loaded (missing, malformed, unsupported)."""
+
+class InputError(Error):
+    """An input or option the model refuses (the message says which and why)."""
+
+class UnsupportedError(InputError):
+    """An argument of the reference API that tessel does not implement yet."""
+
+class RunError(Error):
+    """A model call that failed."""
+
+def isa() -> str:
+    """The instruction set the kernels run at: the best the CPU has, or TESSEL_ISA's."""
+
+class TranslationResult:
+    """One source's result, as CTranslate2's."""
+
+    hypotheses: List[List[str]]
+    scores: List[float]
+    attention: List[List[List[float]]]
+    logits: List[List[float]]
+
+class Translator:
+    """A translation model (CTranslate2 or Hugging Face directory) and its batched sessions:
+    CTranslate2's `Translator`. Pickles as its path and options; works after `fork`."""
+
+    def __init__(
+        self,
+        model_path: _Path,
+        device: str = "cpu",
+        *,
+        device_index: Union[int, List[int]] = 0,
+        compute_type: str = "default",
+        inter_threads: int = 1,
+        intra_threads: int = 0,
+        max_queued_batches: int = 0,
+        flash_attention: bool = False,
+        tensor_parallel: bool = False,
+        files: Optional[Dict[str, Any]] = None,
+    ) -> None: ...
+    @property
+    def model_path(self) -> str: ...
+    @property
+    def inter_threads(self) -> int: ...
+    @property
+    def intra_threads(self) -> int: ...
+    def translate_batch(
+        self,
+        source: Sequence[Sequence[str]],
+        target_prefix: Optional[Sequence[Optional[Sequence[str]]]] = None,
+        *,
+        max_batch_size: int = 0,
+        batch_type: str = "examples",
+        asynchronous: bool = False,
+        beam_size: int = 2,
+        patience: float = 1,
+        num_hypotheses: int = 1,
+        length_penalty: float = 1,
+        coverage_penalty: float = 0,
+        repetition_penalty: float = 1,
+        no_repeat_ngram_size: int = 0,
+        disable_unk: bool = False,
+        suppress_sequences: Optional[Sequence[Sequence[str]]] = None,
+        end_token: Optional[str] = None,
+        return_end_token: bool = False,
+        prefix_bias_beta: float = 0,
+        max_input_length: int = 1024,
+        max_decoding_length: int = 256,
+        min_decoding_length: int = 1,
+        use_vmap: bool = False,
+        return_scores: bool = False,
+        return_logits_vocab: bool = False,
+        return_attention: bool = False,
+        return_alternatives: bool = False,
+        min_alternative_expansion_prob: float = 0,
+        sampling_topk: int = 1,
+        sampling_topp: float = 1,
+        sampling_temperature: float = 1,
+        replace_unknowns: bool = False,
+        callback: Any = None,
+        sampling_seed: Optional[int] = None,
+    ) -> List[TranslationResult]:
+        """Translates tokenized sources as CTranslate2's translate_batch does."""
+    def translate(
+        self,
+        texts: Sequence[str],
+        src_lang: Optional[str] = None,
+        tgt_lang: Optional[str] = None,
+        *,
+        beam_size: Optional[int] = None,
+        max_length: Optional[int] = None,
+        max_batch_size: int = 0,
+        truncate: bool = False,
+    ) -> List[str]:
+        """Translates texts with the directory's tokenizer and generation config."""
+
+_SegmentTuple = Tuple[int, float, float, str, List[int], float, float, float, float]
+
+class SegmentStream(Iterator[_SegmentTuple]):
+    """A running transcription: `(seek, start, end, text, tokens, temperature, avg_logprob,
+    compression_ratio, no_speech_prob)` per final segment."""
+
+    language: str
+    language_probability: float
+    duration: float
+    def __iter__(self) -> "SegmentStream": ...
+    def __next__(self) -> _SegmentTuple: ...
+
+class WhisperModel:
+    """The engine behind tessel.WhisperModel."""
+
+    def __init__(
+        self,
+        model_path: _Path,
+        compute_type: str = "default",
+        cpu_threads: int = 0,
+        num_workers: int = 1,
+        multilingual: Optional[bool] = None,
+    ) -> None: ...
+    @property
+    def is_multilingual(self) -> bool: ...
+    def start(
+        self,
+        audio: Union[_Path, bytes],
+        *,
+        language: Optional[str],
+        task: str,
+        beam_size: int,
+        best_of: int,
+        length_penalty: float,
+        temperatures: List[float],
+        compression_ratio_threshold: Optional[float],
+        log_prob_threshold: Optional[float],
+        no_speech_threshold: Optional[float],
+        condition_on_previous_text: bool,
+        prompt_reset_on_temperature: float,
+        initial_prompt: Optional[str],
+        suppress_blank: bool,
+        without_timestamps: bool,
+        max_initial_timestamp: float,
+    ) -> SegmentStream: ...

@@ -1,0 +1,298 @@
+"""faster-whisper's `WhisperModel.transcribe` over tessel's transcription sessions.
+
+Code written for faster-whisper runs by changing its import. The keyword arguments tessel does
+not implement yet raise `tessel.UnsupportedError` when given a value other than
+faster-whisper's default (`UNSUPPORTED` lists them); the rest mean what they mean there.
+"""
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Iterator, List, Optional, Tuple, Union
+
+from . import _tessel
+
+
+@dataclass
+class Word:
+    """A word with its timing (word timestamps are not implemented yet)."""
+
+    start: float
+    end: float
+    word: str
+    probability: float
+
+    def _asdict(self):
+        return asdict(self)
+
+
+@dataclass
+class Segment:
+    """A timed piece of the transcript, with faster-whisper's fields."""
+
+    id: int
+    seek: int
+    start: float
+    end: float
+    text: str
+    tokens: List[int]
+    avg_logprob: float
+    compression_ratio: float
+    no_speech_prob: float
+    words: Optional[List[Word]]
+    temperature: Optional[float]
+
+    def _asdict(self):
+        return asdict(self)
+
+
+@dataclass
+class TranscriptionInfo:
+    """What faster-whisper returns beside the segments."""
+
+    language: str
+    language_probability: float
+    duration: float
+    duration_after_vad: float
+    all_language_probs: Optional[List[Tuple[str, float]]]
+    transcription_options: dict
+    vad_options: Any
+
+
+# faster-whisper's keyword arguments that tessel does not implement yet, with the value that
+# turns each off (its default) and why.
+UNSUPPORTED = {
+    "patience": (1, "beam search stops when beam_size hypotheses have finished"),
+    "repetition_penalty": (1, "no repetition penalty in transcription"),
+    "no_repeat_ngram_size": (0, "no n-gram blocking in transcription"),
+    "prefix": (None, "no forced text prefix"),
+    "suppress_tokens": ([-1], "the model's non-speech tokens are always suppressed"),
+    "word_timestamps": (False, "word timestamps come with voice activity detection"),
+    "multilingual": (False, "one language per file"),
+    "vad_filter": (False, "voice activity detection is not built in yet"),
+    "vad_parameters": (None, "voice activity detection is not built in yet"),
+    "max_new_tokens": (None, "windows decode up to 224 tokens"),
+    "chunk_length": (None, "windows are 30 s"),
+    "clip_timestamps": ("0", "the whole file is transcribed"),
+    "hallucination_silence_threshold": (None, "needs word timestamps"),
+    "hotwords": (None, "no hotword prompt"),
+    "language_detection_threshold": (0.5, "the language is detected on the first 30 s"),
+    "language_detection_segments": (1, "the language is detected on the first 30 s"),
+    "log_progress": (False, "no progress bar"),
+}
+
+
+def _is_default(value, default) -> bool:
+    if default == [-1]:
+        return value is None or list(value) == [-1]
+    if default == "0":
+        return value in ("0", "", [], None)
+    return value == default
+
+
+class WhisperModel:
+    """A Whisper model directory (CTranslate2 with its tokenizer files, or Hugging Face).
+
+    `compute_type` is "default" (the directory's weights), "float32", "float16",
+    "bfloat16" or "int8" (and CTranslate2's "int8_float32", "int8_float16"); `cpu_threads`
+    threads run each transcription's products (0: every core); at most `num_workers`
+    transcriptions run at once (each holds one session's memory). `multilingual_model`
+    (tessel's own) overrides the vocabulary's say on whether the model takes language and task
+    tokens (`None`: the full 51,865-token vocabulary is multilingual).
+    """
+
+    def __init__(
+        self,
+        model_size_or_path: Union[str, "os.PathLike[str]"],
+        device: str = "auto",
+        device_index: Union[int, List[int]] = 0,
+        compute_type: str = "default",
+        cpu_threads: int = 0,
+        num_workers: int = 1,
+        download_root: Optional[str] = None,
+        local_files_only: bool = False,
+        files: Optional[dict] = None,
+        revision: Optional[str] = None,
+        use_auth_token: Optional[Union[str, bool]] = None,
+        multilingual_model: Optional[bool] = None,
+        **model_kwargs,
+    ):
+        if device not in ("auto", "cpu"):
+            raise _tessel.InputError("device %r: tessel runs on the CPU" % (device,))
+        if files is not None:
+            raise _tessel.UnsupportedError(
+                "tessel does not support files yet (give a model directory)"
+            )
+        if not os.path.isdir(model_size_or_path):
+            raise _tessel.LoadError(
+                "%r is not a model directory: tessel does not download models; convert one "
+                "with ct2-transformers-converter --copy_files tokenizer.json "
+                "preprocessor_config.json, or give a Hugging Face directory"
+                % (model_size_or_path,)
+            )
+        if model_kwargs:
+            raise _tessel.UnsupportedError(
+                "tessel does not support the CTranslate2 model arguments %s"
+                % ", ".join(sorted(model_kwargs))
+            )
+        self._opened_with = dict(
+            model_size_or_path=os.fspath(model_size_or_path),
+            compute_type=compute_type,
+            cpu_threads=cpu_threads,
+            num_workers=num_workers,
+            multilingual_model=multilingual_model,
+        )
+        self._model = _tessel.WhisperModel(
+            os.fspath(model_size_or_path),
+            compute_type,
+            cpu_threads,
+            num_workers,
+            multilingual_model,
+        )
+
+    def __reduce__(self):
+        """Pickles as the path and options, which reopen the model."""
+        return (_reopen, (self._opened_with,))
+
+    @property
+    def is_multilingual(self) -> bool:
+        return self._model.is_multilingual
+
+    def transcribe(
+        self,
+        audio: Union[str, "os.PathLike[str]", Any],
+        language: Optional[str] = None,
+        task: str = "transcribe",
+        log_progress: bool = False,
+        beam_size: int = 5,
+        best_of: int = 5,
+        patience: float = 1,
+        length_penalty: float = 1,
+        repetition_penalty: float = 1,
+        no_repeat_ngram_size: int = 0,
+        temperature: Union[float, List[float], Tuple[float, ...]] = (
+            0.0, 0.2, 0.4, 0.6, 0.8, 1.0,
+        ),
+        compression_ratio_threshold: Optional[float] = 2.4,
+        log_prob_threshold: Optional[float] = -1.0,
+        no_speech_threshold: Optional[float] = 0.6,
+        condition_on_previous_text: bool = True,
+        prompt_reset_on_temperature: float = 0.5,
+        initial_prompt: Optional[Union[str, Iterable[int]]] = None,
+        prefix: Optional[str] = None,
+        suppress_blank: bool = True,
+        suppress_tokens: Optional[List[int]] = (-1,),
+        without_timestamps: bool = False,
+        max_initial_timestamp: float = 1.0,
+        word_timestamps: bool = False,
+        prepend_punctuations: str = "\"'“¿([{-",
+        append_punctuations: str = "\"'.。,，!！?？:：”)]}、",
+        multilingual: bool = False,
+        vad_filter: bool = False,
+        vad_parameters: Optional[Any] = None,
+        max_new_tokens: Optional[int] = None,
+        chunk_length: Optional[int] = None,
+        clip_timestamps: Union[str, List[float]] = "0",
+        hallucination_silence_threshold: Optional[float] = None,
+        hotwords: Optional[str] = None,
+        language_detection_threshold: Optional[float] = 0.5,
+        language_detection_segments: int = 1,
+    ) -> Tuple[Iterator[Segment], TranscriptionInfo]:
+        """Transcribes `audio`: a WAV file's path, or float32 samples at 16 kHz (a numpy array
+        or anything `numpy.asarray` takes). Returns a lazy iterator of segments (each yielded
+        as soon as it is final; the transcription runs a few segments ahead of the reader and
+        stops when the iterator is dropped) and the transcription info. The language is known
+        (given or detected) when this returns; bad options, audio or models raise here."""
+        given = dict(locals())
+        given["suppress_tokens"] = (
+            None if suppress_tokens is None else list(suppress_tokens)
+        )
+        for name, (default, why) in UNSUPPORTED.items():
+            if not _is_default(given[name], default):
+                raise _tessel.UnsupportedError(
+                    "tessel does not support %s=%r yet (%s)" % (name, given[name], why)
+                )
+        if initial_prompt is not None and not isinstance(initial_prompt, str):
+            raise _tessel.UnsupportedError(
+                "tessel does not support an initial_prompt of token ids yet"
+            )
+        if isinstance(temperature, (int, float)):
+            temperatures = [float(temperature)]
+        else:
+            temperatures = [float(t) for t in temperature]
+        stream = self._model.start(
+            _audio(audio),
+            language=language,
+            task=task,
+            beam_size=beam_size,
+            best_of=best_of,
+            length_penalty=length_penalty,
+            temperatures=temperatures,
+            compression_ratio_threshold=compression_ratio_threshold,
+            log_prob_threshold=log_prob_threshold,
+            no_speech_threshold=no_speech_threshold,
+            condition_on_previous_text=condition_on_previous_text,
+            prompt_reset_on_temperature=prompt_reset_on_temperature,
+            initial_prompt=initial_prompt,
+            suppress_blank=suppress_blank,
+            without_timestamps=without_timestamps,
+            max_initial_timestamp=max_initial_timestamp,
+        )
+        options = {
+            k: given[k]
+            for k in (
+                "beam_size", "best_of", "patience", "length_penalty", "temperature",
+                "compression_ratio_threshold", "log_prob_threshold", "no_speech_threshold",
+                "condition_on_previous_text", "prompt_reset_on_temperature", "initial_prompt",
+                "suppress_blank", "without_timestamps", "max_initial_timestamp",
+            )
+        }
+        info = TranscriptionInfo(
+            language=stream.language,
+            language_probability=stream.language_probability,
+            duration=stream.duration,
+            duration_after_vad=stream.duration,
+            all_language_probs=None,
+            transcription_options=options,
+            vad_options=None,
+        )
+        return _segments(stream), info
+
+
+def _audio(audio):
+    """A path as a string, or samples as the bytes of a contiguous float32 array."""
+    if isinstance(audio, (str, os.PathLike)):
+        return os.fspath(audio)
+    if hasattr(audio, "read"):
+        raise _tessel.UnsupportedError(
+            "tessel does not support file objects yet: give a path or samples"
+        )
+    import numpy as np
+
+    samples = np.ascontiguousarray(audio, dtype=np.float32)
+    if samples.ndim != 1:
+        raise _tessel.InputError(
+            "audio: expected one channel of samples, got shape %s" % (samples.shape,)
+        )
+    return samples.astype("<f4", copy=False).tobytes()
+
+
+def _reopen(opened_with) -> WhisperModel:
+    return WhisperModel(**opened_with)
+
+
+def _segments(stream) -> Iterator[Segment]:
+    for n, s in enumerate(stream, start=1):
+        seek, start, end, text, tokens, temperature, avg_logprob, ratio, no_speech = s
+        yield Segment(
+            id=n,
+            seek=seek,
+            start=start,
+            end=end,
+            text=text,
+            tokens=tokens,
+            avg_logprob=avg_logprob,
+            compression_ratio=ratio,
+            no_speech_prob=no_speech,
+            words=None,
+            temperature=temperature,
+        )
