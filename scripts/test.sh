@@ -8,7 +8,7 @@
 #   3. that tessel-kernels and the tessel-model core build and run a real model with neither std
 #      nor alloc (nostd-check/), and the
 #      C API examples (capi/run-examples.sh: C and C++ against the static and shared library,
-#      once under Valgrind);
+#      once under Valgrind), and the Python package (pip install ./python, pytest python/tests);
 #   4. the kernel and integration tests at TESSEL_ISA=neon, cross-built for aarch64 with Debian's
 #      Rust and run under qemu-user (the toolchain is installed when missing; where it cannot be,
 #      the step is skipped loudly, except under CI=true where that is a failure);
@@ -181,6 +181,22 @@ step "no_std and no alloc: nostd-check" nostd_check
 # with -Wall -Wextra -Werror, runs them, and runs them once under Valgrind. A missing compiler
 # or Valgrind is a loud skip (exit 0), a failure under CI=true.
 step "C API: examples against libtessel.a and libtessel.so, Valgrind" capi/run-examples.sh
+
+# --- the Python package -----------------------------------------------------------------------
+
+# `pip install ./python` (maturin, release) into a venv in the target directory, building into
+# the same target directory as the C library so the crates the two share are built once; then
+# the pytest suite, whose references are the committed fixtures.
+python_tests() {
+    local venv="$target_dir/python-venv" quiet=(--quiet --disable-pip-version-check)
+    { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } &&
+        "$venv/bin/pip" install "${quiet[@]}" pytest numpy &&
+        CARGO_TARGET_DIR="$target_dir" "$venv/bin/pip" install "${quiet[@]}" \
+            --force-reinstall --no-deps ./python &&
+        "$venv/bin/python" -m pytest -q python/tests
+}
+
+step "Python package: pip install ./python, pytest python/tests" python_tests
 
 # --- NEON under qemu --------------------------------------------------------------------------
 
