@@ -20,7 +20,7 @@
 #   NEON_PROPTEST_CASES  proptest cases per property under qemu (default 16; qemu is 10-50x slower)
 #   PROPTEST_CASES       passed through to the x86-64 test runs when set
 #   CI                   when "true", a NEON toolchain that cannot be installed is a failure
-#   FUZZ_SECONDS         seconds per fuzz target in step 5 (default 8; six targets)
+#   FUZZ_SECONDS         seconds per fuzz target in step 5 (default 5; sixteen targets)
 set -uo pipefail
 
 # rustup's cargo, never Debian's /usr/bin/cargo (installed for the NEON step), for x86-64.
@@ -247,7 +247,7 @@ fi
 
 # A short bounded pass over every cargo-fuzz target (scripts/fuzz.sh; the long run is documented
 # in fuzz/README.md). Exit 3 from fuzz.sh means nightly or cargo-fuzz is missing: a loud skip.
-fuzz_seconds=${FUZZ_SECONDS:-8}
+fuzz_seconds=${FUZZ_SECONDS:-5}
 banner "fuzz: every target for ${fuzz_seconds}s (scripts/fuzz.sh)"
 fuzz_start=$(date +%s)
 scripts/fuzz.sh "$fuzz_seconds" 2>&1 | tee -a "$log"
