@@ -8,7 +8,8 @@
 #   3. that tessel-kernels and the tessel-model core build and run a real model with neither std
 #      nor alloc (nostd-check/), and the
 #      C API examples (capi/run-examples.sh: C and C++ against the static and shared library,
-#      once under Valgrind), and the Python package (pip install ./python, pytest python/tests);
+#      once under Valgrind), and the Python package (its extension built on the test build's
+#      crates, installed into a venv with python/tessel, pytest python/tests);
 #   4. the kernel and integration tests at TESSEL_ISA=neon, cross-built for aarch64 with Debian's
 #      Rust and run under qemu-user (the toolchain is installed when missing; where it cannot be,
 #      the step is skipped loudly, except under CI=true where that is a failure);
@@ -184,19 +185,24 @@ step "C API: examples against libtessel.a and libtessel.so, Valgrind" capi/run-e
 
 # --- the Python package -----------------------------------------------------------------------
 
-# `pip install ./python` (maturin, release) into a venv in the target directory, building into
-# the same target directory as the C library so the crates the two share are built once; then
-# the pytest suite, whose references are the committed fixtures.
+# The extension module built with the test build's crates (`--workspace` resolves the same
+# features, so only pyo3 and the module itself compile: seconds, where `pip install ./python`'s
+# own release build of every crate takes about 4 minutes on 2 cores), put with python/tessel
+# into a venv in the target directory, and the pytest suite run there. Its references are the
+# committed fixtures; the Ray and CTranslate2 tests skip without those packages.
 python_tests() {
-    local venv="$target_dir/python-venv" quiet=(--quiet --disable-pip-version-check)
+    local venv="$target_dir/python-venv" site quiet=(--quiet --disable-pip-version-check)
     { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } &&
         "$venv/bin/pip" install "${quiet[@]}" pytest numpy &&
-        CARGO_TARGET_DIR="$target_dir" "$venv/bin/pip" install "${quiet[@]}" \
-            --force-reinstall --no-deps ./python &&
-        "$venv/bin/python" -m pytest -q python/tests
+        PYO3_BUILD_EXTENSION_MODULE=1 cargo build --locked --workspace --lib --profile test &&
+        site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') &&
+        rm -rf "$site/tessel" &&
+        cp -r python/tessel "$site/tessel" &&
+        cp "$target_dir/debug/lib_tessel.so" "$site/tessel/_tessel.abi3.so" &&
+        "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 }
 
-step "Python package: pip install ./python, pytest python/tests" python_tests
+step "Python package: the extension and python/tessel in a venv, pytest python/tests" python_tests
 
 # --- NEON under qemu --------------------------------------------------------------------------
 
