@@ -18,7 +18,7 @@
 # Every step runs even after an earlier one failed; the exit status is non-zero if any failed.
 #
 # Environment:
-#   NEON_PROPTEST_CASES  proptest cases per property under qemu (default 8; qemu is 10-50x slower)
+#   NEON_PROPTEST_CASES  proptest cases per property under qemu (default 16; qemu is 10-50x slower)
 #   PROPTEST_CASES       passed through to the x86-64 test runs when set
 #   CI                   when "true", a NEON toolchain that cannot be installed is a failure
 #   FUZZ_SECONDS         seconds per fuzz target in step 5 (default 5; sixteen targets)
@@ -36,7 +36,7 @@ cd "$root"
 # Honour CARGO_TARGET_DIR; the no-std and aarch64 builds get their own directories inside it.
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 neon_target=aarch64-unknown-linux-gnu
-neon_cases=${NEON_PROPTEST_CASES:-8}
+neon_cases=${NEON_PROPTEST_CASES:-16}
 # Guards against a hung test eating CI's 90 minutes: one x86-64 level's test run (built
 # beforehand), and the NEON step including its aarch64 build (qemu runs 10-50x slower).
 x86_level_timeout=20m
