@@ -2,6 +2,10 @@
 //! binary, its JSON output against faster-whisper's segments (tests/transcribe/), the summary's
 //! allocation count, the other formats (each segment printed as soon as it is final), and
 //! failures reported as `tessel: <message>`, the cheap ones before the model loads.
+//!
+//! The binary runs at the CPU's best ISA level whatever `TESSEL_ISA` the test run has: what
+//! is tested here (arguments, formats, streaming, errors) does not depend on the level, and
+//! `pipeline/tests/transcribe_golden.rs` proves the same segments at every level.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -11,10 +15,14 @@ fn root() -> PathBuf {
 }
 
 fn tessel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessel"))
-        .args(args)
-        .output()
-        .expect("run tessel")
+    binary().args(args).output().expect("run tessel")
+}
+
+/// The `tessel` binary at the CPU's best ISA level.
+fn binary() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tessel"));
+    command.env_remove("TESSEL_ISA");
+    command
 }
 
 /// The fixture's long audio (clip.wav, 1.5 s of silence, four times) as a WAV file.
@@ -306,7 +314,7 @@ fn segments_are_printed_as_soon_as_they_are_final() {
     // Standard output and standard error into one file, in the order they were written.
     let log = dir.join("log.txt");
     let file = std::fs::File::create(&log).unwrap();
-    let status = Command::new(env!("CARGO_BIN_EXE_tessel"))
+    let status = binary()
         .args(args("jsonl"))
         .stdout(file.try_clone().unwrap())
         .stderr(file)
