@@ -167,7 +167,7 @@ pub fn options(
                 "sampling draws one hypothesis: --beam and --nbest must be 1",
             ));
         }
-        let mut s = translator.sampling(args.seed.unwrap_or_else(random_seed));
+        let mut s = translator.sampling(args.seed.unwrap_or_else(tessel_pipeline::random_seed));
         if let Some(t) = args.temperature {
             s.temperature = t;
         }
@@ -261,14 +261,6 @@ fn check_options(
         checks::min_within_max(decode.min_length, positions, &from)?;
     }
     Ok(())
-}
-
-/// A seed that differs from run to run (the standard library's per-process random keys).
-fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish()
 }
 
 /// Runs `tessel translate`: texts from `args` or `input`, one output line each to `out`,

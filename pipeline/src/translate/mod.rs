@@ -335,6 +335,15 @@ impl Translator {
     }
 }
 
+/// A seed that differs from call to call, for sampling without a seed given (the standard
+/// library's per-process random keys).
+pub fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
 /// The sampling a generation config's settings describe, with `seed`.
 fn sampling_of(defaults: &SamplingDefaults, seed: u64) -> Sampling {
     Sampling {

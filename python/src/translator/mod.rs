@@ -32,7 +32,7 @@ use tessel_text::TextTokenizer;
 use crate::pool::{lock, Pool};
 use crate::{errors, settings};
 use batches::{Batches, Job};
-use search::{check_beam, random_seed, refuse_unsupported, Search, MAX_BEAM};
+use search::{check_beam, refuse_unsupported, Search, MAX_BEAM};
 use tokens::Tokens;
 
 /// CTranslate2's default cut of sources (`max_input_length`).
@@ -252,7 +252,7 @@ impl Translator {
                 temperature: sampling_temperature,
                 top_k: sampling_topk,
                 top_p: sampling_topp,
-                seed: sampling_seed.unwrap_or_else(random_seed),
+                seed: sampling_seed.unwrap_or_else(tessel_pipeline::random_seed),
             }),
         };
         let mut options = search.options(&self.generation)?;

@@ -80,11 +80,3 @@ pub fn refuse_unsupported(keywords: &[(&str, bool, &str)]) -> PyResult<()> {
         None => Ok(()),
     }
 }
-
-/// A seed that differs from call to call (the standard library's per-process random keys).
-pub fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish()
-}
