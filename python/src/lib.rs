@@ -18,6 +18,7 @@ mod whisper;
 fn _tessel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<translator::Translator>()?;
     m.add_class::<translator::TranslationResult>()?;
+    m.add_class::<translator::ScoringResult>()?;
     m.add_class::<whisper::WhisperModel>()?;
     m.add_class::<whisper::SegmentStream>()?;
     let py = m.py();

@@ -34,10 +34,12 @@ use crate::model_dir::{LoadSettings, ModelDir, ModelDirError};
 mod batch;
 mod ids;
 mod queue;
+mod score;
 
 pub use batch::{BatchTranslating, LineResult};
 pub use ids::{BatchShape, Hypothesis, IdsBatch, IdsResult, DEFAULT_BATCH, DEFAULT_BATCH_ARENA};
 pub use queue::{Ticket, TranslateQueue};
+pub use score::score_ids;
 
 /// Why a translation failed.
 #[derive(Debug, Error)]

@@ -13,6 +13,7 @@
 //! are those it gets decoded alone.
 
 mod batches;
+mod score;
 mod search;
 mod tokens;
 
@@ -32,16 +33,20 @@ use tessel_text::TextTokenizer;
 use crate::pool::{lock, Pool};
 use crate::{errors, settings};
 use batches::{Batches, Job};
+pub use score::ScoringResult;
+use score::{ScoreJob, Scoring};
 use search::{check_beam, refuse_unsupported, Search, MAX_BEAM};
 use tokens::Tokens;
 
 /// CTranslate2's default cut of sources (`max_input_length`).
 const CT2_MAX_INPUT_LENGTH: usize = 1024;
 
-/// A translation model and its pool of batched sessions.
-#[pyclass(module = "tessel._tessel", frozen)]
+/// A translation model and its pool of batched sessions (`tessel.Translator` subclasses it
+/// with the iterable methods, as CTranslate2 adds them in Python).
+#[pyclass(module = "tessel._tessel", frozen, subclass)]
 pub struct Translator {
     batches: Batches,
+    scoring: Scoring,
     tokens: Tokens,
     /// Text in, text out, where the directory has tokenizer files.
     text: Option<TextTranslator>,
@@ -128,6 +133,7 @@ impl Translator {
                 isa: settings::isa()?,
                 threads: settings::threads(intra_threads),
             },
+            scoring: Scoring::new(inter_threads),
             tokens,
             text,
             generation,
@@ -283,6 +289,68 @@ impl Translator {
             .collect()
     }
 
+    /// Scores tokenized targets after their sources (CTranslate2's `score_batch`): per
+    /// example, the log-probability of each target token and of the end token after it,
+    /// teacher-forced. Sources and decoder inputs (the start token and the target) are cut to
+    /// `max_input_length` (0: no cut); `offset` leaves out the first tokens' scores.
+    #[pyo3(signature = (source, target, *, max_batch_size=0, batch_type="examples",
+        max_input_length=CT2_MAX_INPUT_LENGTH, offset=0, asynchronous=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn score_batch(
+        &self,
+        py: Python<'_>,
+        source: Vec<Vec<String>>,
+        target: Vec<Vec<String>>,
+        max_batch_size: usize,
+        batch_type: &str,
+        max_input_length: usize,
+        offset: usize,
+        asynchronous: bool,
+    ) -> PyResult<Vec<ScoringResult>> {
+        let _ = max_batch_size;
+        refuse_unsupported(&[("asynchronous", !asynchronous, "calls return their results")])?;
+        if batch_type != "examples" && batch_type != "tokens" {
+            return Err(errors::input(format!(
+                "batch_type {batch_type:?}: expected \"examples\" or \"tokens\""
+            )));
+        }
+        if source.len() != target.len() {
+            return Err(errors::input(format!(
+                "{} sources for {} targets",
+                source.len(),
+                target.len()
+            )));
+        }
+        let kept = match max_input_length {
+            0 => usize::MAX,
+            n => n - 1,
+        };
+        let jobs = source
+            .iter()
+            .zip(&target)
+            .map(|(s, t)| {
+                let t = &t[..t.len().min(kept)];
+                Ok((
+                    self.tokens.source_ids(s, max_input_length)?,
+                    self.tokens.target_ids(t)?,
+                ))
+            })
+            .collect::<PyResult<Vec<ScoreJob>>>()?;
+        let b = &self.batches;
+        let scores = py.detach(|| self.scoring.run(&b.model, (b.isa, b.threads), &jobs))?;
+        let eos = b.model.config().eos_id;
+        Ok(jobs
+            .iter()
+            .zip(scores)
+            .map(|((source, ids), log_probs)| {
+                let tokens = ids.iter().chain([&eos]).map(|&id| self.tokens.token(id));
+                // CTranslate2 returns an empty source's zeros without the offset.
+                let skip = if source.is_empty() { 0 } else { offset };
+                ScoringResult::new(tokens.collect(), log_probs, skip)
+            })
+            .collect())
+    }
+
     /// Translates texts with the directory's tokenizer and generation config (the languages
     /// for the families that have them), as `transformers`' translation pipeline does: the
     /// best hypothesis's text for each. `beam_size` and `max_length` replace the generation
@@ -340,25 +408,22 @@ impl Translator {
     }
 
     /// Pickles as the path and options, which reopen the model (`copyreg.__newobj_ex__`
-    /// calls the constructor with them).
+    /// calls the constructor of the object's own class with them).
     #[allow(clippy::type_complexity)]
     fn __reduce__<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
     ) -> PyResult<(
         Bound<'py, PyAny>,
         (Bound<'py, PyType>, (PathBuf,), Bound<'py, PyDict>),
     )> {
+        let py = slf.py();
         let newobj = py.import("copyreg")?.getattr("__newobj_ex__")?;
-        let o = &self.opened_with;
+        let o = &slf.get().opened_with;
         let kwargs = PyDict::new(py);
         kwargs.set_item("compute_type", &o.compute_type)?;
         kwargs.set_item("inter_threads", o.inter_threads)?;
         kwargs.set_item("intra_threads", o.intra_threads)?;
-        Ok((
-            newobj,
-            (py.get_type::<Translator>(), (o.path.clone(),), kwargs),
-        ))
+        Ok((newobj, (slf.get_type(), (o.path.clone(),), kwargs)))
     }
 
     /// The model directory.

@@ -115,7 +115,7 @@ impl Tokens {
 
     /// A target id's token; ids past the vocabulary (the padding rows of T5's embedding) read
     /// as the unknown token.
-    fn token(&self, id: u32) -> String {
+    pub fn token(&self, id: u32) -> String {
         let found = match self {
             Tokens::Ct2(vocab) => vocab.target.token(id).map(str::to_owned),
             Tokens::Tokenizer(tokenizer) => tokenizer.id_to_token(id),
