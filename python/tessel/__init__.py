@@ -2,7 +2,8 @@
 
 `WhisperModel` is faster-whisper's API (`from tessel import WhisperModel` in place of
 `from faster_whisper import WhisperModel`); `Translator` is CTranslate2's
-(`translate_batch` over tokens), with `translate` for text in, text out. Model directories
+(`translate_batch` and `score_batch` over tokens, `translate_iterable` and `score_iterable`
+over streams of them), with `translate` for text in, text out. Model directories
 are CTranslate2 conversions (with their tokenizer files, `--copy_files`) or Hugging Face
 directories. Every model call releases the GIL. Errors are `tessel.Error`: `LoadError`,
 `InputError` (with `UnsupportedError` for what tessel does not implement yet) and `RunError`.
@@ -14,11 +15,12 @@ from ._tessel import (
     InputError,
     LoadError,
     RunError,
+    ScoringResult,
     TranslationResult,
-    Translator,
     UnsupportedError,
     isa,
 )
+from .translator import Translator
 from .whisper import Segment, TranscriptionInfo, WhisperModel, Word
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "InputError",
     "LoadError",
     "RunError",
+    "ScoringResult",
     "Segment",
     "TranscriptionInfo",
     "TranslationResult",

@@ -31,6 +31,13 @@ class TranslationResult:
     attention: List[List[List[float]]]
     logits: List[List[float]]
 
+class ScoringResult:
+    """One example's scores, as CTranslate2's: the target's tokens and the end token, and
+    the log-probability of each."""
+
+    tokens: List[str]
+    log_probs: List[float]
+
 class Translator:
     """A translation model (CTranslate2 or Hugging Face directory) and its batched sessions:
     CTranslate2's `Translator`. Pickles as its path and options; works after `fork`."""
@@ -92,6 +99,18 @@ class Translator:
         sampling_seed: Optional[int] = None,
     ) -> List[TranslationResult]:
         """Translates tokenized sources as CTranslate2's translate_batch does."""
+    def score_batch(
+        self,
+        source: Sequence[Sequence[str]],
+        target: Sequence[Sequence[str]],
+        *,
+        max_batch_size: int = 0,
+        batch_type: str = "examples",
+        max_input_length: int = 1024,
+        offset: int = 0,
+        asynchronous: bool = False,
+    ) -> List[ScoringResult]:
+        """Scores tokenized targets after their sources as CTranslate2's score_batch does."""
     def translate(
         self,
         texts: Sequence[str],

@@ -259,3 +259,52 @@ def test_the_same_tokens_as_ctranslate2_when_it_is_installed():
         for a, b in zip(ours, theirs):
             assert a.hypotheses == b.hypotheses, name
             close_scores(a.scores, b.scores, a.hypotheses)
+
+
+SCORING = json.loads((TESTS.parent / "python" / "tests" / "fixtures" / "scoring.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(SCORING))
+def test_score_batch_matches_ctranslate2(name):
+    """CTranslate2's score_batch on its own conversions (tools/make_scoring_golden.py): the
+    same tokens, and each log-probability within 1e-5 of its size (float32 sums over the
+    model width and the vocabulary, in another order than CTranslate2's)."""
+    case = SCORING[name]
+    translator = tessel.Translator(str(TESTS / "translation" / name / "ct2"), inter_threads=2)
+    for run in case["runs"]:
+        ours = translator.score_batch(case["sources"], case["targets"], **run["options"])
+        assert len(ours) == len(run["results"])
+        for got, want in zip(ours, run["results"]):
+            assert got.tokens == want["tokens"], run["options"]
+            assert len(got.log_probs) == len(want["log_probs"])
+            for g, w in zip(got.log_probs, want["log_probs"]):
+                assert abs(g - w) <= 1e-5 * max(abs(w), 1.0), (run["options"], g, w)
+
+
+def test_the_iterables_give_the_batch_results_in_input_order():
+    """translate_iterable and score_iterable stream any iterable (a generator here) through
+    the batch calls: the results of one call over the whole list, in input order, by examples
+    and by tokens, with and without target prefixes."""
+    ct2_dir = TESTS / "translation" / "marian" / "ct2"
+    tokens = json.loads((ct2_dir / "shared_vocabulary.json").read_text())
+    sources = [[tokens[(7 * i + j) % 50 + 4] for j in range(i % 6 + 1)] for i in range(11)]
+    prefixes = [None if i % 3 else [tokens[9]] for i in range(11)]
+    translator = tessel.Translator(str(ct2_dir))
+    kw = dict(beam_size=2, max_decoding_length=6, return_scores=True)
+    want = translator.translate_batch(sources, target_prefix=prefixes, **kw)
+    for batch, batch_type in [(1, "examples"), (3, "examples"), (8, "tokens")]:
+        got = list(translator.translate_iterable(
+            (s for s in sources), iter(prefixes), max_batch_size=batch, batch_type=batch_type, **kw))
+        assert [g.hypotheses for g in got] == [w.hypotheses for w in want], (batch, batch_type)
+        assert [g.scores for g in got] == [w.scores for w in want]
+    targets = [s[::-1] for s in sources]
+    want = translator.score_batch(sources, targets)
+    got = list(translator.score_iterable(iter(sources), iter(targets), max_batch_size=4))
+    assert [(g.tokens, g.log_probs) for g in got] == [(w.tokens, w.log_probs) for w in want]
+    with pytest.raises(tessel.InputError, match="same length"):
+        list(translator.score_iterable(sources, targets[:-1]))
+    with pytest.raises(tessel.InputError, match="max_batch_size"):
+        list(translator.translate_iterable(sources, max_batch_size=0))
+    with pytest.raises(tessel.InputError, match="targets"):
+        translator.score_batch(sources, targets[:-1])
+    assert isinstance(pickle.loads(pickle.dumps(translator)), tessel.Translator)
