@@ -1,7 +1,8 @@
 //! The extension module `tessel._tessel` of the Python package `tessel` (python/tessel holds
 //! its Python side): [`Translator`](translator::Translator), CTranslate2's `Translator` API
 //! over batched sessions, and [`WhisperModel`](whisper::WhisperModel), faster-whisper's API
-//! over transcription sessions. Every model call runs with the GIL released; the model is
+//! over transcription sessions, and [`Model`](session::Model) with its
+//! [`Session`](session::Session), the token-level Rust API. Every model call runs with the GIL released; the model is
 //! shared, each call takes a session of its own from a pool (sessions are planned once, their
 //! arenas reused by every later call of the same shape).
 
@@ -9,6 +10,7 @@ use pyo3::prelude::*;
 
 mod errors;
 mod pool;
+mod session;
 mod settings;
 mod translator;
 mod whisper;
@@ -19,6 +21,9 @@ fn _tessel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<translator::Translator>()?;
     m.add_class::<translator::TranslationResult>()?;
     m.add_class::<translator::ScoringResult>()?;
+    m.add_class::<session::Model>()?;
+    m.add_class::<session::Session>()?;
+    m.add_class::<session::ArenaView>()?;
     m.add_class::<whisper::WhisperModel>()?;
     m.add_class::<whisper::SegmentStream>()?;
     let py = m.py();

@@ -3,7 +3,8 @@
 `WhisperModel` is faster-whisper's API (`from tessel import WhisperModel` in place of
 `from faster_whisper import WhisperModel`); `Translator` is CTranslate2's
 (`translate_batch` and `score_batch` over tokens, `translate_iterable` and `score_iterable`
-over streams of them), with `translate` for text in, text out. Model directories
+over streams of them), with `translate` for text in, text out; `Model` and `Session` are the
+token-level API (encode, decode_step with the logits as a numpy array over the arena, generate). Model directories
 are CTranslate2 conversions (with their tokenizer files, `--copy_files`) or Hugging Face
 directories. Every model call releases the GIL. Errors are `tessel.Error`: `LoadError`,
 `InputError` (with `UnsupportedError` for what tessel does not implement yet) and `RunError`.
@@ -14,8 +15,10 @@ from ._tessel import (
     Error,
     InputError,
     LoadError,
+    Model,
     RunError,
     ScoringResult,
+    Session,
     TranslationResult,
     UnsupportedError,
     isa,
@@ -27,9 +30,11 @@ __all__ = [
     "Error",
     "InputError",
     "LoadError",
+    "Model",
     "RunError",
     "ScoringResult",
     "Segment",
+    "Session",
     "TranscriptionInfo",
     "TranslationResult",
     "Translator",

@@ -124,6 +124,60 @@ class Translator:
     ) -> List[str]:
         """Translates texts with the directory's tokenizer and generation config."""
 
+class Model:
+    """A loaded model (CTranslate2 or Hugging Face directory, any family), shared by its
+    sessions."""
+
+    def __init__(
+        self,
+        model_path: _Path,
+        *,
+        compute_type: str = "default",
+        max_beam: int = 4,
+        max_length: int = 512,
+    ) -> None: ...
+    @property
+    def config(self) -> Dict[str, int]:
+        """Sizes and special ids: d_model, heads, encoder_layers, decoder_layers, src_vocab,
+        tgt_vocab, max_src_len, max_tgt_len, max_beam, bos_id, eos_id, pad_id."""
+    @property
+    def model_path(self) -> str: ...
+    def session(self, intra_threads: int = 0) -> "Session":
+        """A new session, its arena planned and allocated once, here."""
+
+class Session:
+    """One sequence's state over a model. Logits come back as read-only numpy arrays over
+    the session's arena: its next call overwrites them (copy to keep)."""
+
+    @property
+    def logits(self) -> Any:
+        """The last decoder step's logits, beams x tgt_vocab (numpy.ndarray, float32)."""
+    @property
+    def position(self) -> int: ...
+    @property
+    def source_len(self) -> Optional[int]: ...
+    @property
+    def model(self) -> Model: ...
+    def encode(self, ids: Sequence[int]) -> None:
+        """Encodes source token ids; resets the decoder."""
+    def encode_audio(self, mel: Any) -> None:
+        """Encodes a n_mels x frames log-mel spectrogram (Whisper); resets the decoder."""
+    def decode_step(self, tokens: Sequence[int]) -> Any:
+        """One position per beam; the logits, beams x tgt_vocab, over the arena."""
+    def prefill(self, tokens: Sequence[int]) -> Any:
+        """A forced prefix as one beam; the logits after its last token, over the arena."""
+    def reorder_beams(self, parents: Sequence[int]) -> None: ...
+    def reset_decoder(self) -> None: ...
+    def generate(
+        self,
+        beam_size: int = 1,
+        max_steps: int = 64,
+        *,
+        prefix: Optional[Sequence[int]] = None,
+        length_penalty: float = 1.0,
+    ) -> List[Tuple[List[int], float]]:
+        """Greedy or beam search: (tokens, score) per finished hypothesis, best first."""
+
 _SegmentTuple = Tuple[int, float, float, str, List[int], float, float, float, float]
 
 class SegmentStream(Iterator[_SegmentTuple]):
