@@ -153,8 +153,10 @@ where
         self.with_callbacks(|process| process, |_| on_step)
     }
 
-    /// The same request with its callbacks replaced as `process` and `on_step` say.
-    fn with_callbacks<Q, T>(
+    /// The same request with its callbacks replaced as `process` and `on_step` say, each
+    /// given the one it replaces (to wrap it, as a host that watches the processed logits
+    /// does).
+    pub fn with_callbacks<Q, T>(
         self,
         process: impl FnOnce(P) -> Q,
         on_step: impl FnOnce(S) -> T,
