@@ -21,6 +21,8 @@ fn _tessel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<translator::Translator>()?;
     m.add_class::<translator::TranslationResult>()?;
     m.add_class::<translator::ScoringResult>()?;
+    m.add_class::<translator::GenerationStepResult>()?;
+    m.add_class::<translator::TokenStream>()?;
     m.add_class::<session::Model>()?;
     m.add_class::<session::Session>()?;
     m.add_class::<session::ArenaView>()?;

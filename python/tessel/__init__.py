@@ -2,8 +2,8 @@
 
 `WhisperModel` is faster-whisper's API (`from tessel import WhisperModel` in place of
 `from faster_whisper import WhisperModel`); `Translator` is CTranslate2's
-(`translate_batch` and `score_batch` over tokens, `translate_iterable` and `score_iterable`
-over streams of them), with `translate` for text in, text out; `Model` and `Session` are the
+(`translate_batch`, `score_batch` and `generate_tokens` over tokens, `translate_iterable` and
+`score_iterable` over streams of them), with `translate` for text in, text out; `Model` and `Session` are the
 token-level API (encode, decode_step with the logits as a numpy array over the arena, generate). Model directories
 are CTranslate2 conversions (with their tokenizer files, `--copy_files`) or Hugging Face
 directories. Every model call releases the GIL. Errors are `tessel.Error`: `LoadError`,
@@ -13,6 +13,7 @@ Models pickle as their path and options, and work in a child process after `fork
 
 from ._tessel import (
     Error,
+    GenerationStepResult,
     InputError,
     LoadError,
     Model,
@@ -28,6 +29,7 @@ from .whisper import Segment, TranscriptionInfo, WhisperModel, Word
 
 __all__ = [
     "Error",
+    "GenerationStepResult",
     "InputError",
     "LoadError",
     "Model",

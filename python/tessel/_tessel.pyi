@@ -31,6 +31,24 @@ class TranslationResult:
     attention: List[List[List[float]]]
     logits: List[List[float]]
 
+class GenerationStepResult:
+    """One token of generate_tokens, as CTranslate2's."""
+
+    step: int
+    batch_id: int
+    token_id: int
+    hypothesis_id: int
+    token: str
+    log_prob: Optional[float]
+    is_last: bool
+    logits: Optional[List[float]]
+
+class TokenStream(Iterator[GenerationStepResult]):
+    """The tokens of a running generate_tokens call, each as soon as it is chosen."""
+
+    def __iter__(self) -> "TokenStream": ...
+    def __next__(self) -> GenerationStepResult: ...
+
 class ScoringResult:
     """One example's scores, as CTranslate2's: the target's tokens and the end token, and
     the log-probability of each."""
@@ -99,6 +117,27 @@ class Translator:
         sampling_seed: Optional[int] = None,
     ) -> List[TranslationResult]:
         """Translates tokenized sources as CTranslate2's translate_batch does."""
+    def generate_tokens(
+        self,
+        source: Sequence[str],
+        target_prefix: Optional[Sequence[str]] = None,
+        *,
+        max_decoding_length: int = 256,
+        min_decoding_length: int = 1,
+        sampling_topk: int = 1,
+        sampling_topp: float = 1,
+        sampling_temperature: float = 1,
+        return_log_prob: bool = False,
+        repetition_penalty: float = 1,
+        no_repeat_ngram_size: int = 0,
+        disable_unk: bool = False,
+        suppress_sequences: Optional[Sequence[Sequence[str]]] = None,
+        end_token: Optional[str] = None,
+        max_input_length: int = 1024,
+        use_vmap: bool = False,
+        sampling_seed: Optional[int] = None,
+    ) -> TokenStream:
+        """Yields each token as soon as it is chosen, as CTranslate2's generate_tokens."""
     def score_batch(
         self,
         source: Sequence[Sequence[str]],

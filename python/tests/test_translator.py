@@ -308,3 +308,52 @@ def test_the_iterables_give_the_batch_results_in_input_order():
     with pytest.raises(tessel.InputError, match="targets"):
         translator.score_batch(sources, targets[:-1])
     assert isinstance(pickle.loads(pickle.dumps(translator)), tessel.Translator)
+
+
+GENERATED = json.loads(
+    (TESTS.parent / "python" / "tests" / "fixtures" / "generate_tokens.json").read_text()
+)
+
+
+@pytest.mark.parametrize("name", sorted(GENERATED))
+def test_generate_tokens_yields_ctranslate2s_steps(name):
+    """CTranslate2's generate_tokens (tools/make_python_golden.py): the same steps, ids,
+    tokens and last marks, the prefix's tokens first; log-probabilities within 1e-5 of the
+    logits' size (they are differences of logits and a log-sum-exp in float32)."""
+    case = GENERATED[name]
+    ct2_dir = TESTS / "translation" / name / "ct2"
+    tokens = json.loads((ct2_dir / "shared_vocabulary.json").read_text())
+    translator = tessel.Translator(str(ct2_dir))
+    for run in case["runs"]:
+        kw = dict(run["options"])
+        prefix = kw.pop("target_prefix", None)
+        if prefix is not None:
+            prefix = [tokens[i] for i in prefix]
+        got = list(translator.generate_tokens(case["source"], prefix, **kw))
+        want = run["steps"]
+        assert [(g.step, g.token_id, g.token, g.is_last) for g in got] == [
+            (w[0], w[1], w[2], w[4]) for w in want
+        ], run["options"]
+        for g, w in zip(got, want):
+            assert g.batch_id == 0 and g.hypothesis_id == 0 and g.logits is None
+            if w[3] is None:
+                assert g.log_prob is None
+            else:
+                assert abs(g.log_prob - w[3]) <= 1e-5 * max(abs(w[3]), 1.0) + 2e-5, (g, w)
+
+
+def test_a_dropped_token_stream_gives_its_session_back():
+    """Reading two tokens of a long decode and dropping the stream: the decode stops and
+    later calls on the one-session translator get the same tokens."""
+    ct2_dir = TESTS / "translation" / "t5" / "ct2"
+    tokens = json.loads((ct2_dir / "shared_vocabulary.json").read_text())
+    translator = tessel.Translator(str(ct2_dir), inter_threads=1)
+    source = tokens[5:9] + ["</s>"]
+    want = [s.token for s in translator.generate_tokens(source, max_decoding_length=6)]
+    for _ in range(3):
+        stream = translator.generate_tokens(source, max_decoding_length=250)
+        assert [next(stream).token, next(stream).token] == want[:2]
+        del stream
+    assert [s.token for s in translator.generate_tokens(source, max_decoding_length=6)] == want
+    with pytest.raises(tessel.UnsupportedError):
+        translator.generate_tokens(source, end_token="w7")

@@ -15,6 +15,7 @@
 mod batches;
 mod score;
 mod search;
+mod stream;
 mod tokens;
 
 use std::collections::HashMap;
@@ -34,8 +35,9 @@ use crate::pool::{lock, Pool};
 use crate::{errors, settings};
 use batches::{Batches, Job};
 pub use score::ScoringResult;
-use score::{ScoreJob, Scoring};
+use score::{ScoreJob, Singles};
 use search::{check_beam, refuse_unsupported, Search, MAX_BEAM};
+pub use stream::{GenerationStepResult, TokenStream};
 use tokens::Tokens;
 
 /// CTranslate2's default cut of sources (`max_input_length`).
@@ -46,7 +48,7 @@ const CT2_MAX_INPUT_LENGTH: usize = 1024;
 #[pyclass(module = "tessel._tessel", frozen, subclass)]
 pub struct Translator {
     batches: Batches,
-    scoring: Scoring,
+    singles: Arc<Singles>,
     tokens: Tokens,
     /// Text in, text out, where the directory has tokenizer files.
     text: Option<TextTranslator>,
@@ -126,14 +128,19 @@ impl Translator {
             ..LoadSettings::default()
         };
         let (model, tokens, text, generation) = py.detach(|| open(&model_path, load))?;
+        let (isa, threads) = (settings::isa()?, settings::threads(intra_threads));
         Ok(Translator {
+            singles: Arc::new(Singles::new(
+                Arc::clone(&model),
+                (isa, threads),
+                inter_threads,
+            )),
             batches: Batches {
                 model,
                 pool: Pool::new(inter_threads),
-                isa: settings::isa()?,
-                threads: settings::threads(intra_threads),
+                isa,
+                threads,
             },
-            scoring: Scoring::new(inter_threads),
             tokens,
             text,
             generation,
@@ -245,7 +252,6 @@ impl Translator {
                 "batch_type {batch_type:?}: expected \"examples\""
             )));
         }
-        self.check_end_token(end_token.as_deref())?;
         let search = Search {
             beam_size,
             num_hypotheses,
@@ -254,18 +260,13 @@ impl Translator {
             no_repeat_ngram_size,
             max_decoding_length,
             min_decoding_length,
-            sampling: (sampling_topk != 1).then(|| Sampling {
-                temperature: sampling_temperature,
-                top_k: sampling_topk,
-                top_p: sampling_topp,
-                seed: sampling_seed.unwrap_or_else(tessel_pipeline::random_seed),
-            }),
+            sampling: sampling(
+                (sampling_topk, sampling_topp, sampling_temperature),
+                sampling_seed,
+            ),
         };
-        let mut options = search.options(&self.generation)?;
-        let banned = self
-            .tokens
-            .suppressed(suppress_sequences.as_deref(), disable_unk)?;
-        options.bad_words.extend(banned);
+        let banned = (suppress_sequences.as_deref(), disable_unk);
+        let options = self.options(&search, banned, end_token.as_deref())?;
         let sources = source
             .iter()
             .map(|tokens| self.tokens.source_ids(tokens, max_input_length))
@@ -287,6 +288,64 @@ impl Translator {
                     .result(hyps, eos, return_end_token, return_scores))
             })
             .collect()
+    }
+
+    /// Decodes one tokenized source greedily (or by sampling) and yields each token as soon
+    /// as it is chosen (CTranslate2's `generate_tokens`): the target prefix's tokens first,
+    /// then the generated ones, the last marked `is_last`.
+    #[pyo3(signature = (source, target_prefix=None, *, max_decoding_length=256,
+        min_decoding_length=1, sampling_topk=1, sampling_topp=1.0, sampling_temperature=1.0,
+        return_log_prob=false, repetition_penalty=1.0, no_repeat_ngram_size=0,
+        disable_unk=false, suppress_sequences=None, end_token=None,
+        max_input_length=CT2_MAX_INPUT_LENGTH, use_vmap=false, sampling_seed=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn generate_tokens(
+        slf: &Bound<'_, Self>,
+        source: Vec<String>,
+        target_prefix: Option<Vec<String>>,
+        max_decoding_length: usize,
+        min_decoding_length: usize,
+        sampling_topk: usize,
+        sampling_topp: f32,
+        sampling_temperature: f32,
+        return_log_prob: bool,
+        repetition_penalty: f32,
+        no_repeat_ngram_size: usize,
+        disable_unk: bool,
+        suppress_sequences: Option<Vec<Vec<String>>>,
+        end_token: Option<String>,
+        max_input_length: usize,
+        use_vmap: bool,
+        sampling_seed: Option<u64>,
+    ) -> PyResult<stream::TokenStream> {
+        refuse_unsupported(&[("use_vmap", !use_vmap, "no vocabulary map")])?;
+        let this = slf.get();
+        let search = Search {
+            beam_size: 1,
+            num_hypotheses: 1,
+            length_penalty: 1.0,
+            repetition_penalty,
+            no_repeat_ngram_size,
+            max_decoding_length,
+            min_decoding_length,
+            sampling: sampling(
+                (sampling_topk, sampling_topp, sampling_temperature),
+                sampling_seed,
+            ),
+        };
+        let banned = (suppress_sequences.as_deref(), disable_unk);
+        let mut options = this.options(&search, banned, end_token.as_deref())?;
+        options.prefix = this
+            .tokens
+            .target_ids(target_prefix.as_deref().unwrap_or_default())?;
+        let ids = this.tokens.source_ids(&source, max_input_length)?;
+        let singles = Arc::clone(&this.singles);
+        stream::start(
+            slf.clone().unbind(),
+            singles,
+            (ids, options),
+            return_log_prob,
+        )
     }
 
     /// Scores tokenized targets after their sources (CTranslate2's `score_batch`): per
@@ -336,9 +395,8 @@ impl Translator {
                 ))
             })
             .collect::<PyResult<Vec<ScoreJob>>>()?;
-        let b = &self.batches;
-        let scores = py.detach(|| self.scoring.run(&b.model, (b.isa, b.threads), &jobs))?;
-        let eos = b.model.config().eos_id;
+        let scores = py.detach(|| self.singles.score(&jobs))?;
+        let eos = self.batches.model.config().eos_id;
         Ok(jobs
             .iter()
             .zip(scores)
@@ -445,6 +503,17 @@ impl Translator {
     }
 }
 
+/// Sampling as CTranslate2's keywords ask for it (`top_k`, `top_p`, temperature): none for
+/// `top_k` 1 (greedy); `seed` or a new one.
+fn sampling((top_k, top_p, temperature): (usize, f32, f32), seed: Option<u64>) -> Option<Sampling> {
+    (top_k != 1).then(|| Sampling {
+        temperature,
+        top_k,
+        top_p,
+        seed: seed.unwrap_or_else(tessel_pipeline::random_seed),
+    })
+}
+
 /// The model, how its tokens map, its text translator (where the directory has tokenizer
 /// files) and its generation config's options.
 type Opened = (
@@ -511,6 +580,26 @@ impl Translator {
             .map_err(errors::translate)?;
         cache.insert(key, t.clone());
         Ok(t)
+    }
+
+    /// The options CTranslate2 would decode with for `search`, the sequences `banned`
+    /// (`suppress_sequences`, `disable_unk`) banned, after checking `end_token`.
+    fn options(
+        &self,
+        search: &Search,
+        banned: (Option<&[Vec<String>]>, bool),
+        end_token: Option<&str>,
+    ) -> PyResult<DecodeOptions> {
+        self.check_end_token(end_token)?;
+        let mut options = search.options(&self.generation)?;
+        let banned = self.tokens.suppressed(banned.0, banned.1)?;
+        options.bad_words.extend(banned);
+        Ok(options)
+    }
+
+    /// A target id's token.
+    pub(crate) fn token(&self, id: u32) -> String {
+        self.tokens.token(id)
     }
 
     /// Refuses an end token other than the model's.

@@ -1,6 +1,7 @@
 //! `score_batch`: each target's token log-probabilities after its source
-//! ([`tessel_pipeline::score_ids`]), on pooled single-sequence sessions, the examples dealt to
-//! up to `inter_threads` sessions at once (the GIL released).
+//! ([`tessel_pipeline::score_ids`]), on pooled single-sequence sessions ([`Singles`], which
+//! `generate_tokens` streams on too), the examples dealt to up to `inter_threads` sessions at
+//! once (the GIL released).
 
 use std::sync::Arc;
 
@@ -45,35 +46,43 @@ impl ScoringResult {
 /// A source's ids and its target's ids.
 pub type ScoreJob = (Vec<u32>, Vec<u32>);
 
-/// A model's scoring sessions (beam 1, each on `threads` threads).
-pub struct Scoring {
-    pool: Pool<(), Session<Arc<Model<'static>>>>,
+/// A model's single-sequence sessions (beam 1, each on `threads` threads).
+pub struct Singles {
+    pub model: Arc<Model<'static>>,
+    pub isa: Isa,
+    pub threads: usize,
+    pub pool: Pool<(), Session<Arc<Model<'static>>>>,
 }
 
-impl Scoring {
-    /// Room for `capacity` sessions at once.
-    pub fn new(capacity: usize) -> Scoring {
-        Scoring {
+impl Singles {
+    /// Room for `capacity` sessions over `model` at once.
+    pub fn new(
+        model: Arc<Model<'static>>,
+        (isa, threads): (Isa, usize),
+        capacity: usize,
+    ) -> Singles {
+        Singles {
+            model,
+            isa,
+            threads,
             pool: Pool::new(capacity),
         }
     }
 
-    /// Each job's log-probabilities, in input order.
-    pub fn run(
-        &self,
-        model: &Arc<Model<'static>>,
-        (isa, threads): (Isa, usize),
-        jobs: &[ScoreJob],
-    ) -> PyResult<Vec<Vec<f32>>> {
-        let workers = self.pool.capacity().min(jobs.len()).max(1);
-        let make = || {
-            let limits = Limits {
-                max_beam: 1,
-                ..Limits::of(model.config()).with_threads(threads)
-            };
-            Session::with_limits(Arc::clone(model), isa, limits)
-                .map_err(|e: SessionError| errors::translate(TranslateError::Session(e)))
+    /// A new session.
+    pub fn make(&self) -> PyResult<Session<Arc<Model<'static>>>> {
+        let limits = Limits {
+            max_beam: 1,
+            ..Limits::of(self.model.config()).with_threads(self.threads)
         };
+        Session::with_limits(Arc::clone(&self.model), self.isa, limits)
+            .map_err(|e: SessionError| errors::translate(TranslateError::Session(e)))
+    }
+
+    /// Each job's log-probabilities, in input order.
+    pub fn score(&self, jobs: &[ScoreJob]) -> PyResult<Vec<Vec<f32>>> {
+        let workers = self.pool.capacity().min(jobs.len()).max(1);
+        let make = || self.make();
         let outcomes = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..workers)
                 .map(|w| {
