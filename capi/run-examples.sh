@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds libtessel (static and shared, release), compiles the C and C++ examples of
+# Builds libtessel (static and shared, with the test profile's crates), compiles the C and C++ examples of
 # capi/examples/ against each with gcc/g++ -Wall -Wextra -Werror, runs them on the numbers
 # model (embedded, and assets/numbers) and on test fixtures (the NLLB model of tests/decoding,
 # the Whisper model and speech clip of tests/transcribe), and runs them once more under
@@ -14,7 +14,10 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 target_dir=${CARGO_TARGET_DIR:-$root/target}
-lib=$target_dir/release
+# The test profile (optimised, debug assertions and overflow checks on) and `--workspace`
+# feature resolution: the library is linked from the crates the workspace tests built, where
+# a release build of its own would compile every crate again (minutes on 2 cores).
+lib=$target_dir/debug
 out=$target_dir/capi-examples
 tsv=assets/numbers/pytorch_greedy.tsv
 nllb=tests/decoding/nllb/hf
@@ -43,8 +46,10 @@ for tool in gcc g++; do
     fi
 done
 
-echo "--- building libtessel (release: static and shared)"
-cargo build --locked --release -p tessel-capi
+echo "--- building libtessel (static and shared, the test profile)"
+# PYO3_BUILD_EXTENSION_MODULE: the workspace's Python extension builds as a module, which
+# leaves libpython to the interpreter that loads it (as the Python step builds it).
+PYO3_BUILD_EXTENSION_MODULE=1 cargo build --locked --workspace --lib --profile test
 
 mkdir -p "$out"
 warn=(-Wall -Wextra -Werror -O2 -g)

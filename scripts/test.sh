@@ -8,8 +8,9 @@
 #   3. that tessel-kernels and the tessel-model core build and run a real model with neither std
 #      nor alloc (nostd-check/), and the
 #      C API examples (capi/run-examples.sh: C and C++ against the static and shared library,
-#      once under Valgrind), and the Python package (its extension built on the test build's
-#      crates, installed into a venv with python/tessel, pytest python/tests);
+#      built on the test build's crates, once under Valgrind), and the Python package (its
+#      extension from the same build, installed into a venv with python/tessel and Ray Data,
+#      pytest python/tests);
 #   4. the kernel and integration tests at TESSEL_ISA=neon, cross-built for aarch64 with Debian's
 #      Rust and run under qemu-user (the toolchain is installed when missing; where it cannot be,
 #      the step is skipped loudly, except under CI=true where that is a failure);
@@ -189,11 +190,14 @@ step "C API: examples against libtessel.a and libtessel.so, Valgrind" capi/run-e
 # features, so only pyo3 and the module itself compile: seconds, where `pip install ./python`'s
 # own release build of every crate takes about 4 minutes on 2 cores), put with python/tessel
 # into a venv in the target directory, and the pytest suite run there. Its references are the
-# committed fixtures; the Ray and CTranslate2 tests skip without those packages.
+# committed fixtures; Ray Data runs the scale-out recipe on a local two-CPU cluster (about 50 s
+# to install, 30 s to run). The CTranslate2 comparisons skip without ctranslate2 (the fixtures
+# hold its outputs). After the C step's build of the same crates, the cargo build is a no-op.
+ray_version=2.60.0
 python_tests() {
     local venv="$target_dir/python-venv" site quiet=(--quiet --disable-pip-version-check)
     { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } &&
-        "$venv/bin/pip" install "${quiet[@]}" pytest numpy &&
+        "$venv/bin/pip" install "${quiet[@]}" pytest numpy "ray[data]==$ray_version" &&
         PYO3_BUILD_EXTENSION_MODULE=1 cargo build --locked --workspace --lib --profile test &&
         site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') &&
         rm -rf "$site/tessel" &&
