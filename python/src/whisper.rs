@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tessel_audio::{load_wav, ReadOptions};
+use tessel_audio::{load_wav, read_wav, ReadOptions};
 use tessel_kernels::Isa;
 use tessel_pipeline::transcribe::{
     Observer, Segment, TranscribeError, TranscribeOptions, TranscribeSession, Transcriber,
@@ -115,8 +115,8 @@ impl WhisperModel {
         self.transcriber.is_multilingual()
     }
 
-    /// Starts transcribing `audio`: a WAV file's path, or the bytes of little-endian `float32`
-    /// samples at 16 kHz, mono.
+    /// Starts transcribing `audio`: a WAV file's path, `("wav", bytes)` (a WAV file's
+    /// contents), or the bytes of little-endian `float32` samples at 16 kHz, mono.
     #[pyo3(signature = (audio, *, language, task, beam_size, best_of, length_penalty,
         temperatures, compression_ratio_threshold, log_prob_threshold, no_speech_threshold,
         condition_on_previous_text, prompt_reset_on_temperature, initial_prompt, suppress_blank,
@@ -238,13 +238,21 @@ impl SegmentStream {
 enum Audio {
     /// A WAV file, read (and resampled to 16 kHz mono) on the transcription's thread.
     Path(PathBuf),
+    /// A WAV file's bytes, read as a file's.
+    Wav(Vec<u8>),
     /// Samples at 16 kHz.
     Samples(Vec<f32>),
 }
 
 impl Audio {
-    /// A path (`str` or `os.PathLike`) or the bytes of `float32` samples.
+    /// A path (`str` or `os.PathLike`), the bytes of `float32` samples, or `("wav", bytes)`:
+    /// a WAV file's contents (a file object's).
     fn of(audio: &Bound<'_, PyAny>) -> PyResult<Audio> {
+        if let Ok((kind, bytes)) = audio.extract::<(String, Bound<'_, PyBytes>)>() {
+            if kind == "wav" {
+                return Ok(Audio::Wav(bytes.as_bytes().to_vec()));
+            }
+        }
         if let Ok(bytes) = audio.cast::<PyBytes>() {
             let bytes = bytes.as_bytes();
             if bytes.len() % 4 != 0 {
@@ -271,6 +279,7 @@ impl Audio {
         match self {
             Audio::Samples(samples) => Ok(samples),
             Audio::Path(path) => Ok(load_wav(&path, &ReadOptions::default())?.samples),
+            Audio::Wav(bytes) => Ok(read_wav(bytes.as_slice(), &ReadOptions::default())?.samples),
         }
     }
 }

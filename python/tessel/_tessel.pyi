@@ -244,7 +244,7 @@ class WhisperModel:
     def is_multilingual(self) -> bool: ...
     def start(
         self,
-        audio: Union[_Path, bytes],
+        audio: Union[_Path, bytes, Tuple[str, bytes]],
         *,
         language: Optional[str],
         task: str,

@@ -259,13 +259,15 @@ class WhisperModel:
 
 
 def _audio(audio):
-    """A path as a string, or samples as the bytes of a contiguous float32 array."""
+    """A path as a string, a binary file object's WAV contents as ("wav", bytes), or samples
+    as the bytes of a contiguous float32 array."""
     if isinstance(audio, (str, os.PathLike)):
         return os.fspath(audio)
     if hasattr(audio, "read"):
-        raise _tessel.UnsupportedError(
-            "tessel does not support file objects yet: give a path or samples"
-        )
+        data = audio.read()
+        if not isinstance(data, bytes):
+            raise _tessel.InputError("audio: a file object must be opened in binary mode")
+        return ("wav", data)
     import numpy as np
 
     samples = np.ascontiguousarray(audio, dtype=np.float32)

@@ -72,11 +72,16 @@ def test_a_wav_path_reads_as_its_samples():
     path = TRANSCRIBE / "clip.wav"
     from_path, info = model.transcribe(path, beam_size=1)
     from_array, _ = model.transcribe(read_wav(path), beam_size=1)
-    assert [s.tokens for s in from_path] == [s.tokens for s in from_array]
+    want = [s.tokens for s in from_array]
+    assert [s.tokens for s in from_path] == want
     assert info.duration == pytest.approx(len(read_wav(path)) / 16000)
     # float64 and list input convert to float32 samples
     as_list, _ = model.transcribe(read_wav(path).astype(np.float64), beam_size=1)
     assert [s.text for s in as_list] == [s.text for s in model.transcribe(path, beam_size=1)[0]]
+    # a binary file object holding the WAV file
+    with open(path, "rb") as f:
+        from_file, _ = model.transcribe(f, beam_size=1)
+        assert [s.tokens for s in from_file] == want
 
 
 def test_segments_come_lazily_and_a_dropped_iterator_frees_its_session():
@@ -125,6 +130,12 @@ def test_bad_calls_raise_typed_errors(tmp_path):
     (tmp_path / "bad.wav").write_bytes(b"RIFF....WAVEfmt nonsense")
     with pytest.raises(tessel.InputError):
         model.transcribe(tmp_path / "bad.wav")
+    with open(tmp_path / "bad.wav", "rb") as f, pytest.raises(tessel.InputError):
+        model.transcribe(f)
+    with open(TRANSCRIBE / "clip.wav", "r", encoding="latin-1") as f, pytest.raises(
+        tessel.InputError, match="binary"
+    ):
+        model.transcribe(f)
     with pytest.raises(tessel.LoadError):
         tessel.WhisperModel(str(tmp_path / "missing"))
     with pytest.raises(tessel.InputError):
