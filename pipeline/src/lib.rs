@@ -11,7 +11,7 @@ pub mod transcribe;
 pub mod translate;
 
 pub use model_dir::{generation_defaults, LoadSettings, ModelDir, ModelDirError};
-pub use translate::{random_seed, score_ids};
+pub use translate::{random_seed, score_ids, token_batches};
 pub use translate::{
     BatchShape, BatchTranslating, Hypothesis, IdsBatch, IdsResult, LineResult, Ticket,
     TranslateError, TranslateOptions, TranslateQueue, Translating, Translation, Translator,

@@ -52,13 +52,8 @@ def _process(call, streams, max_batch_size, batch_type, kwargs):
         raise InputError(f"batch_type {batch_type!r}: expected 'examples' or 'tokens'")
     read = max_batch_size * _READ_AHEAD if max_batch_size > 1 else max_batch_size
     for chunk in _chunks(_zip_same_length(streams), read, batch_type):
-        longest = max((len(example[0]) for example in chunk), default=1)
-        # tessel batches count examples: a token budget becomes as many examples as fit.
-        batch = max_batch_size
-        if batch_type == "tokens":
-            batch = max(1, max_batch_size // max(longest, 1))
         columns = [list(column) for column in zip(*chunk)]
-        yield from call(*columns, max_batch_size=batch, **kwargs)
+        yield from call(*columns, max_batch_size=max_batch_size, batch_type=batch_type, **kwargs)
 
 
 def _zip_same_length(streams) -> Iterator[Tuple]:

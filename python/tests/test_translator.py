@@ -143,7 +143,7 @@ def test_bad_calls_raise_typed_errors(decoding_dir, tmp_path):
         dict(patience=2),
         dict(coverage_penalty=0.5),
         dict(return_attention=True),
-        dict(batch_type="tokens"),
+        dict(batch_type="sentences"),
         dict(beam_size=0),
         dict(beam_size=64),
         dict(num_hypotheses=3, beam_size=2),
@@ -292,6 +292,11 @@ def test_the_iterables_give_the_batch_results_in_input_order():
     translator = tessel.Translator(str(ct2_dir))
     kw = dict(beam_size=2, max_decoding_length=6, return_scores=True)
     want = translator.translate_batch(sources, target_prefix=prefixes, **kw)
+    for batch, batch_type in [(3, "examples"), (10, "tokens")]:
+        got = translator.translate_batch(
+            sources, target_prefix=prefixes, max_batch_size=batch, batch_type=batch_type, **kw)
+        assert [g.hypotheses for g in got] == [w.hypotheses for w in want], (batch, batch_type)
+        assert [g.scores for g in got] == [w.scores for w in want]
     for batch, batch_type in [(1, "examples"), (3, "examples"), (8, "tokens")]:
         got = list(translator.translate_iterable(
             (s for s in sources), iter(prefixes), max_batch_size=batch, batch_type=batch_type, **kw))

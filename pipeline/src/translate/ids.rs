@@ -214,9 +214,31 @@ impl IdsBatch {
     }
 }
 
+/// `order` (indices of examples, longest first, `len` giving their lengths) cut into
+/// batches whose example count times their longest length (their first's) stays within
+/// `budget` tokens, as CTranslate2's `batch_type="tokens"` cuts them; an example longer than
+/// `budget` is a batch of its own.
+pub fn token_batches(
+    order: &[usize],
+    len: impl Fn(usize) -> usize,
+    budget: usize,
+) -> Vec<&[usize]> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    for end in 1..=order.len() {
+        let longest = len(order[start]).max(1);
+        let next_fits = end < order.len() && (end + 1 - start) * longest <= budget;
+        if !next_fits {
+            batches.push(&order[start..end]);
+            start = end;
+        }
+    }
+    batches
+}
+
 #[cfg(test)]
 mod tests {
-    use super::largest_within;
+    use super::{largest_within, token_batches};
 
     #[test]
     fn the_default_batch_halves_until_its_arena_fits() {
@@ -227,5 +249,16 @@ mod tests {
         assert_eq!(largest_within(32, 10, bytes), Ok(1));
         assert_eq!(largest_within(0, 10, bytes), Ok(1));
         assert_eq!(largest_within(8, 10, |_| Err::<usize, _>("no")), Err("no"));
+    }
+
+    #[test]
+    fn token_batches_count_each_example_as_the_longest() {
+        let lens = [9, 5, 5, 4, 2, 1];
+        let order: Vec<usize> = (0..lens.len()).collect();
+        let cut = |budget| token_batches(&order, |i| lens[i], budget);
+        assert_eq!(cut(12), vec![&[0][..], &[1, 2], &[3, 4, 5]]);
+        assert_eq!(cut(4), vec![&[0][..], &[1], &[2], &[3], &[4, 5]]);
+        assert_eq!(cut(100), vec![&[0, 1, 2, 3, 4, 5][..]]);
+        assert!(token_batches(&[], |i| lens[i], 4).is_empty());
     }
 }

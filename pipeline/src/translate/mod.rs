@@ -37,7 +37,9 @@ mod queue;
 mod score;
 
 pub use batch::{BatchTranslating, LineResult};
-pub use ids::{BatchShape, Hypothesis, IdsBatch, IdsResult, DEFAULT_BATCH, DEFAULT_BATCH_ARENA};
+pub use ids::{
+    token_batches, BatchShape, Hypothesis, IdsBatch, IdsResult, DEFAULT_BATCH, DEFAULT_BATCH_ARENA,
+};
 pub use queue::{Ticket, TranslateQueue};
 pub use score::score_ids;
 

@@ -33,7 +33,7 @@ use tessel_text::TextTokenizer;
 
 use crate::pool::{lock, Pool};
 use crate::{errors, settings};
-use batches::{Batches, Job};
+use batches::{BatchType, Batches, Job};
 pub use score::ScoringResult;
 use score::{ScoreJob, Singles};
 use search::{check_beam, refuse_unsupported, Search, MAX_BEAM};
@@ -203,11 +203,6 @@ impl Translator {
     ) -> PyResult<Vec<TranslationResult>> {
         let _ = min_alternative_expansion_prob;
         refuse_unsupported(&[
-            (
-                "batch_type=\"tokens\"",
-                batch_type != "tokens",
-                "batches count examples",
-            ),
             ("asynchronous", !asynchronous, "calls return their results"),
             (
                 "patience",
@@ -247,11 +242,7 @@ impl Translator {
             ),
             ("callback", callback.is_none(), "results come back together"),
         ])?;
-        if batch_type != "examples" && batch_type != "tokens" {
-            return Err(errors::input(format!(
-                "batch_type {batch_type:?}: expected \"examples\""
-            )));
-        }
+        let batch_type = BatchType::parse(batch_type)?;
         let search = Search {
             beam_size,
             num_hypotheses,
@@ -277,7 +268,8 @@ impl Translator {
             .enumerate()
             .map(|(i, ids)| (ids.as_slice(), per_example.get(i).unwrap_or(&options)))
             .collect();
-        let outcomes = py.detach(|| self.batches.run(&jobs, beam_size, max_batch_size))?;
+        let batching = (max_batch_size, batch_type);
+        let outcomes = py.detach(|| self.batches.run(&jobs, beam_size, batching))?;
         let eos = self.batches.model.config().eos_id;
         outcomes
             .into_iter()
@@ -368,11 +360,7 @@ impl Translator {
     ) -> PyResult<Vec<ScoringResult>> {
         let _ = max_batch_size;
         refuse_unsupported(&[("asynchronous", !asynchronous, "calls return their results")])?;
-        if batch_type != "examples" && batch_type != "tokens" {
-            return Err(errors::input(format!(
-                "batch_type {batch_type:?}: expected \"examples\" or \"tokens\""
-            )));
-        }
+        BatchType::parse(batch_type)?;
         if source.len() != target.len() {
             return Err(errors::input(format!(
                 "{} sources for {} targets",
@@ -453,7 +441,8 @@ impl Translator {
                 .iter()
                 .map(|ids| (ids.as_slice(), &options.decode))
                 .collect();
-            let outcomes = self.batches.run(&jobs, beam, max_batch_size)?;
+            let batching = (max_batch_size, BatchType::Examples);
+            let outcomes = self.batches.run(&jobs, beam, batching)?;
             outcomes
                 .into_iter()
                 .map(|outcome| {
