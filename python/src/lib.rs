@@ -21,6 +21,7 @@ fn _tessel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<translator::Translator>()?;
     m.add_class::<translator::TranslationResult>()?;
     m.add_class::<translator::ScoringResult>()?;
+    m.add_class::<translator::AsyncTranslationResult>()?;
     m.add_class::<translator::GenerationStepResult>()?;
     m.add_class::<translator::TokenStream>()?;
     m.add_class::<session::Model>()?;

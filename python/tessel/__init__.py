@@ -12,6 +12,7 @@ Models pickle as their path and options, and work in a child process after `fork
 """
 
 from ._tessel import (
+    AsyncTranslationResult,
     Error,
     GenerationStepResult,
     InputError,
@@ -28,6 +29,7 @@ from .translator import Translator
 from .whisper import Segment, TranscriptionInfo, WhisperModel, Word
 
 __all__ = [
+    "AsyncTranslationResult",
     "Error",
     "GenerationStepResult",
     "InputError",

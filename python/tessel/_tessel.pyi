@@ -31,6 +31,14 @@ class TranslationResult:
     attention: List[List[List[float]]]
     logits: List[List[float]]
 
+class AsyncTranslationResult:
+    """One source's pending result of translate_batch(asynchronous=True), as CTranslate2's."""
+
+    def result(self) -> TranslationResult:
+        """Waits for the result; raises why this source failed."""
+    def done(self) -> bool:
+        """Whether the result is ready."""
+
 class GenerationStepResult:
     """One token of generate_tokens, as CTranslate2's."""
 
@@ -115,8 +123,9 @@ class Translator:
         replace_unknowns: bool = False,
         callback: Any = None,
         sampling_seed: Optional[int] = None,
-    ) -> List[TranslationResult]:
-        """Translates tokenized sources as CTranslate2's translate_batch does."""
+    ) -> Union[List[TranslationResult], List[AsyncTranslationResult]]:
+        """Translates tokenized sources as CTranslate2's translate_batch does (with
+        asynchronous=True: at once, one pending result per source)."""
     def generate_tokens(
         self,
         source: Sequence[str],

@@ -362,3 +362,29 @@ def test_a_dropped_token_stream_gives_its_session_back():
     assert [s.token for s in translator.generate_tokens(source, max_decoding_length=6)] == want
     with pytest.raises(tessel.UnsupportedError):
         translator.generate_tokens(source, end_token="w7")
+
+
+def test_asynchronous_results_are_the_calls_results():
+    """asynchronous=True returns at once with one pending result per source (CTranslate2's
+    AsyncTranslationResult): each gives the synchronous call's result, and a source that
+    fails raises from its own result() only."""
+    ct2_dir = TESTS / "translation" / "marian" / "ct2"
+    tokens = json.loads((ct2_dir / "shared_vocabulary.json").read_text())
+    sources = [[tokens[i] for i in (10, 20, 30, 0)], [tokens[i] for i in (7, 0)]]
+    translator = tessel.Translator(str(ct2_dir))
+    kw = dict(beam_size=2, max_decoding_length=8, return_scores=True)
+    want = translator.translate_batch(sources, **kw)
+    pending = translator.translate_batch(sources, asynchronous=True, **kw)
+    assert len(pending) == 2
+    got = [p.result() for p in pending]
+    assert all(p.done() for p in pending)
+    assert [(g.hypotheses, g.scores) for g in got] == [(w.hypotheses, w.scores) for w in want]
+    assert pending[0].result().hypotheses == want[0].hypotheses  # result() again
+    too_long = [tokens[5]] * 5000
+    pending = translator.translate_batch(
+        [sources[0], too_long], asynchronous=True, max_input_length=0, **kw)
+    assert pending[0].result().hypotheses == want[0].hypotheses
+    with pytest.raises(tessel.InputError):
+        pending[1].result()
+    with pytest.raises(tessel.InputError):
+        translator.translate_batch([sources[0], too_long], max_input_length=0, **kw)

@@ -13,6 +13,7 @@
 //! are those it gets decoded alone.
 
 mod batches;
+mod pending;
 mod score;
 mod search;
 mod stream;
@@ -34,6 +35,8 @@ use tessel_text::TextTokenizer;
 use crate::pool::{lock, Pool};
 use crate::{errors, settings};
 use batches::{BatchType, Batches, Job};
+pub use pending::AsyncTranslationResult;
+use pending::Decode;
 pub use score::ScoringResult;
 use score::{ScoreJob, Singles};
 use search::{check_beam, refuse_unsupported, Search, MAX_BEAM};
@@ -72,6 +75,7 @@ struct OpenedWith {
 type Languages = (Option<String>, Option<String>);
 
 /// One example's result, as CTranslate2's `TranslationResult`.
+#[derive(Clone)]
 #[pyclass(module = "tessel._tessel", frozen, get_all)]
 pub struct TranslationResult {
     /// The hypotheses' tokens, best first.
@@ -166,8 +170,7 @@ impl Translator {
         sampling_seed=None))]
     #[allow(clippy::too_many_arguments)]
     fn translate_batch(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         source: Vec<Vec<String>>,
         target_prefix: Option<Vec<Option<Vec<String>>>>,
         max_batch_size: usize,
@@ -200,10 +203,10 @@ impl Translator {
         replace_unknowns: bool,
         callback: Option<Bound<'_, PyAny>>,
         sampling_seed: Option<u64>,
-    ) -> PyResult<Vec<TranslationResult>> {
+    ) -> PyResult<Vec<Py<PyAny>>> {
         let _ = min_alternative_expansion_prob;
+        let (py, this) = (slf.py(), slf.get());
         refuse_unsupported(&[
-            ("asynchronous", !asynchronous, "calls return their results"),
             (
                 "patience",
                 patience == 1.0,
@@ -257,28 +260,32 @@ impl Translator {
             ),
         };
         let banned = (suppress_sequences.as_deref(), disable_unk);
-        let options = self.options(&search, banned, end_token.as_deref())?;
+        let options = this.options(&search, banned, end_token.as_deref())?;
         let sources = source
             .iter()
-            .map(|tokens| self.tokens.source_ids(tokens, max_input_length))
+            .map(|tokens| this.tokens.source_ids(tokens, max_input_length))
             .collect::<PyResult<Vec<_>>>()?;
-        let per_example = self.with_prefixes(&options, target_prefix.as_deref(), source.len())?;
-        let jobs: Vec<Job<'_>> = sources
-            .iter()
-            .enumerate()
-            .map(|(i, ids)| (ids.as_slice(), per_example.get(i).unwrap_or(&options)))
-            .collect();
-        let batching = (max_batch_size, batch_type);
-        let outcomes = py.detach(|| self.batches.run(&jobs, beam_size, batching))?;
-        let eos = self.batches.model.config().eos_id;
+        let per_example = this.with_prefixes(&options, target_prefix.as_deref(), source.len())?;
+        let decode = Decode {
+            sources,
+            per_example,
+            options,
+            beam: beam_size,
+            batching: (max_batch_size, batch_type),
+            return_end_token,
+            return_scores,
+        };
+        if asynchronous {
+            let pending = pending::start(slf.clone().unbind(), decode)?;
+            return pending
+                .into_iter()
+                .map(|p| Ok(Py::new(py, p)?.into_any()))
+                .collect();
+        }
+        let outcomes = py.detach(|| decode.run(this))?;
         outcomes
             .into_iter()
-            .map(|outcome| {
-                let hyps = outcome.map_err(errors::translate)?;
-                Ok(self
-                    .tokens
-                    .result(hyps, eos, return_end_token, return_scores))
-            })
+            .map(|outcome| Ok(Py::new(py, outcome?)?.into_any()))
             .collect()
     }
 
