@@ -99,6 +99,18 @@ pub enum Command {
     /// --min-length at most --max-length + 1, --threads at most 4 × the cores; and the
     /// sessions' arenas must fit in the memory available (checked before they are made).
     Translate(crate::translate::TranslateArgs),
+    /// Summarizes a document with a text-to-text model directory (BART-large-CNN,
+    /// distilbart, T5): all of standard input (or --input FILE, or each TEXT) is one document.
+    ///
+    /// The same engine and options as `translate`, the defaults from the model's generation
+    /// config. Prints the summary, then on stderr the source tokens, the encoder's time, the
+    /// time per generated token and the arena's bytes. A document longer than the model reads
+    /// is refused unless --truncate.
+    #[command(mut_arg("text", |a| a.help(
+        "Documents to summarize, each one whole text; without them, all of standard input \
+         (or --input FILE) is one"
+    )))]
+    Summarize(crate::summarize::SummarizeArgs),
     /// Writes a model as one packed image file.
     ///
     /// The image holds the config and every tensor, the linear layers' weights already in

@@ -4,7 +4,7 @@
 //!   digits) on the built-in examples or `--text` inputs.
 //! - [`measure`]: `tessel run` and `tessel bench`; [`plan`]: `tessel plan`; [`pack`]:
 //!   `tessel pack`; [`source`]: the model those commands load; [`transcribe`]:
-//!   `tessel transcribe`; [`translate`]: `tessel translate`.
+//!   `tessel transcribe`; [`translate`]: `tessel translate`; [`summarize`]: `tessel summarize`.
 //! - [`args`]: the command line (clap); [`bounds`]: every option's bounds; [`checks`]: the
 //!   checks made before a model loads or a session is allocated; [`error`]: every failure as a
 //!   typed error; [`counting`]: the counting allocator the binary installs, so reports state
@@ -20,6 +20,7 @@ pub mod pack;
 pub mod plan;
 pub mod read;
 pub mod source;
+pub mod summarize;
 pub mod transcribe;
 pub mod translate;
 
@@ -41,5 +42,6 @@ pub fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<(), CliError> {
             let mut stdin = std::io::BufReader::new(std::io::stdin());
             translate::translate(args, &mut stdin, out)
         }
+        Some(Command::Summarize(args)) => summarize::summarize(args, &mut std::io::stdin(), out),
     }
 }

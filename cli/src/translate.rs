@@ -263,16 +263,14 @@ fn check_options(
     Ok(())
 }
 
-/// Runs `tessel translate`: texts from `args` or `input`, one output line each to `out`,
-/// each written (and flushed) as soon as it and every line before it are done.
-pub fn translate(
+/// The flags checked, the model directory of `command` loaded and the options of the run
+/// merged from its defaults and the flags.
+pub fn load(
     args: &TranslateArgs,
-    input: &mut (dyn BufRead + Send),
-    out: &mut dyn Write,
-) -> Result<(), CliError> {
-    let isa = tessel_model::isa_env::isa_from_env()?;
+    command: &'static str,
+) -> Result<(Translator, TranslateOptions), CliError> {
     check_flags(args)?;
-    let directory = checks::model_kind(&args.model, "translate", Needs::Text)?;
+    let directory = checks::model_kind(&args.model, command, Needs::Text)?;
     let settings = LoadSettings {
         // Without --beam the generation config decides (a wider one than --beam allows is
         // refused once the options are merged).
@@ -289,6 +287,18 @@ pub fn translate(
         args.tgt_lang.as_deref(),
     )?;
     let options = options(args, &translator)?;
+    Ok((translator, options))
+}
+
+/// Runs `tessel translate`: texts from `args` or `input`, one output line each to `out`,
+/// each written (and flushed) as soon as it and every line before it are done.
+pub fn translate(
+    args: &TranslateArgs,
+    input: &mut (dyn BufRead + Send),
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let isa = tessel_model::isa_env::isa_from_env()?;
+    let (translator, options) = load(args, "translate")?;
     let batch_size = match args.batch_size {
         Some(n) => n,
         None => translator.default_batch(args.threads, args.text.len())?,

@@ -730,3 +730,59 @@ fn the_generation_configs_beam_is_planned_for() {
         "{stderr}"
     );
 }
+
+/// `tessel summarize` reads a whole document (standard input, `--input FILE`, or each TEXT)
+/// as one text: its output is the library's translation of the trimmed document, inner line
+/// breaks included, and its report names the source tokens.
+#[test]
+fn summarize_reads_a_whole_document_as_one_text() {
+    let dir = root().join("tests/translation/bart/hf");
+    let document = "w2 w4 w6\nw8 w10\n\nw12 w14 w16 w18\n";
+    let translator = Translator::load(&dir, LoadSettings::default(), None, None).unwrap();
+    let options = translator.defaults();
+    let mut session = translator.session(isa_from_env().unwrap(), 1).unwrap();
+    let want = session.translate_with(document.trim(), options).unwrap()[0]
+        .text
+        .clone();
+    let sources = translator
+        .source_ids(document.trim(), 1024, options)
+        .unwrap();
+    let summarize_with = |model: &Path, args: &[&str], stdin: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tessel"))
+            .arg("summarize")
+            .args(["--model", model.to_str().unwrap()])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the tessel binary runs");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let summarize = |args: &[&str], stdin: &str| summarize_with(&dir, args, stdin);
+    let out = summarize(&[], document);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{want}\n"));
+    let report = format!("summarize: {} source tokens, encoder", sources.len());
+    assert!(stderr.contains(&report), "{stderr}");
+    let file = std::env::temp_dir().join(format!("tessel-summarize-{}.txt", std::process::id()));
+    std::fs::write(&file, document).unwrap();
+    let out = summarize(&["--input", file.to_str().unwrap()], "");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{want}\n"));
+    let _ = std::fs::remove_file(&file);
+    let out = summarize(&[document.trim(), "w3 w5"], "");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(stdout.lines().next(), Some(want.as_str()), "{stdout}");
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    let whisper = root().join("tests/whisper/tiny_like_80/hf");
+    let out = summarize_with(&whisper, &[], "");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a translation model"));
+}

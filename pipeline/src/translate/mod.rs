@@ -382,12 +382,35 @@ impl Translating {
         text: &str,
         options: &TranslateOptions,
     ) -> Result<Vec<Translation>, TranslateError> {
+        match self.encode_text(text, options)? {
+            0 => Ok(Vec::new()),
+            _ => self.generate(options),
+        }
+    }
+
+    /// The first half of [`Translating::translate_with`]: tokenises `text` as `options` say
+    /// and encodes it; returns its number of source tokens (0: an empty text, nothing
+    /// encoded).
+    pub fn encode_text(
+        &mut self,
+        text: &str,
+        options: &TranslateOptions,
+    ) -> Result<usize, TranslateError> {
         let max = self.session.limits().max_src_len;
         let ids = self.translator.source_ids(text, max, options)?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
+        if !ids.is_empty() {
+            self.session.encode(&ids)?;
         }
-        self.session.encode(&ids)?;
+        Ok(ids.len())
+    }
+
+    /// The second half of [`Translating::translate_with`]: decodes the source
+    /// [`Translating::encode_text`] encoded into `options.decode.num_hypotheses` hypotheses,
+    /// best first.
+    pub fn generate(
+        &mut self,
+        options: &TranslateOptions,
+    ) -> Result<Vec<Translation>, TranslateError> {
         let hyps = self
             .session
             .generate(options.decode.request(&self.session)?)?;
