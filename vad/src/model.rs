@@ -377,21 +377,22 @@ impl Vad {
             let (i, rest) = s.gates.split_at_mut(HIDDEN);
             let (o, rest) = rest.split_at_mut(HIDDEN);
             let (f, g) = rest.split_at(HIDDEN);
-            for j in 0..HIDDEN {
-                let input = 1.0 / (1.0 + i[j]);
-                let forget = 1.0 / (1.0 + f[j]);
-                let candidate = 1.0 - 2.0 / (g[j] + 1.0);
-                let c = forget * s.c[j] + input * candidate;
-                s.c[j] = c;
-                o[j] = 1.0 / (1.0 + o[j]);
-                s.cell_exp[j] = 2.0 * c;
+            let gates = i.iter().zip(f).zip(g);
+            let cells = s.c.iter_mut().zip(o.iter_mut()).zip(s.cell_exp.iter_mut());
+            for (((&ei, &ef), &eg), ((c, o), e2c)) in gates.zip(cells) {
+                let input = 1.0 / (1.0 + ei);
+                let forget = 1.0 / (1.0 + ef);
+                let candidate = 1.0 - 2.0 / (eg + 1.0);
+                *c = forget * *c + input * candidate;
+                *o = 1.0 / (1.0 + *o);
+                *e2c = 2.0 * *c;
             }
             exp_slice(self.isa, &mut s.cell_exp);
             let mut logit = 0.0f32;
-            for j in 0..HIDDEN {
-                let h = o[j] * (1.0 - 2.0 / (s.cell_exp[j] + 1.0));
-                s.h[j] = h;
-                logit += h.max(0.0) * self.decoder[j];
+            let outputs = o.iter().zip(&s.cell_exp).zip(&self.decoder);
+            for (h, ((&o, &e2c), &d)) in s.h.iter_mut().zip(outputs) {
+                *h = o * (1.0 - 2.0 / (e2c + 1.0));
+                logit += h.max(0.0) * d;
             }
             *probability = sigmoid(logit + self.decoder_bias);
         }

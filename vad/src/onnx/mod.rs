@@ -139,7 +139,7 @@ fn check_storage(
     let count = element_count(tensor)?;
     let raw = !tensor.raw_data.is_empty();
     let held = if raw {
-        if tensor.raw_data.len() % width != 0 {
+        if !tensor.raw_data.len().is_multiple_of(width) {
             return Err(tensor_error(
                 tensor,
                 format!(
