@@ -55,6 +55,12 @@ pub struct SpeechChunk {
     pub end: usize,
 }
 
+/// `sampling_rate * ms / 1000`: Python's exact integer product, then its correctly rounded true
+/// division (the `f64` product is exact below 2⁵³, and no overflow is possible).
+fn samples_of_ms(ms: u64) -> f64 {
+    RATE * ms as f64 / 1000.0
+}
+
 /// `int(x)` of a non-negative float: truncation.
 fn int(x: f64) -> i64 {
     x as i64
@@ -69,13 +75,12 @@ pub fn speech_timestamps(
 ) -> Vec<SpeechChunk> {
     let window = WINDOW as i64;
     let threshold = options.threshold;
-    let min_speech_samples = (SAMPLE_RATE as u64 * options.min_speech_duration_ms) as f64 / 1000.0;
-    let speech_pad_samples = (SAMPLE_RATE as u64 * options.speech_pad_ms) as f64 / 1000.0;
+    let min_speech_samples = samples_of_ms(options.min_speech_duration_ms);
+    let speech_pad_samples = samples_of_ms(options.speech_pad_ms);
     let max_speech_samples =
         RATE * options.max_speech_duration_s - window as f64 - 2.0 * speech_pad_samples;
-    let min_silence_samples =
-        (SAMPLE_RATE as u64 * options.min_silence_duration_ms) as f64 / 1000.0;
-    let min_silence_samples_at_max_speech = (SAMPLE_RATE as u64 * 98) as f64 / 1000.0;
+    let min_silence_samples = samples_of_ms(options.min_silence_duration_ms);
+    let min_silence_samples_at_max_speech = samples_of_ms(98);
     let audio_length_samples = audio_len as i64;
     let neg_threshold = options
         .neg_threshold
@@ -322,7 +327,8 @@ impl SpeechTimestampsMap {
 /// binary value) to even. Rust's fixed-precision formatting rounds the exact value the same
 /// way, and parsing back gives the nearest `f64`, as CPython does.
 pub fn python_round(x: f64, digits: usize) -> f64 {
-    if !x.is_finite() {
+    // CPython returns `x` itself past 323 digits, where every double is exact.
+    if !x.is_finite() || digits > 323 {
         return x;
     }
     format!("{x:.digits$}").parse().unwrap_or(x)

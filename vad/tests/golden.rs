@@ -223,3 +223,37 @@ fn chunks_and_time_map_equal_faster_whisper() {
         }
     }
 }
+
+/// Extreme options and inputs give Python's answers without panicking: no speech, all speech,
+/// huge durations, an empty map, Python's `round` ties and its limit on digits.
+#[test]
+fn edge_cases_follow_python() {
+    use tessel_vad::timestamps::python_round;
+    let options = VadOptions::default();
+    assert!(speech_timestamps(&[], 0, &options).is_empty());
+    assert!(speech_timestamps(&[0.1; 10], 5000, &options).is_empty());
+    // All speech: one chunk over the whole audio.
+    assert_eq!(
+        speech_timestamps(&[0.9; 10], 5000, &options),
+        [SpeechChunk {
+            start: 0,
+            end: 5000
+        }]
+    );
+    let huge = VadOptions {
+        min_speech_duration_ms: u64::MAX,
+        min_silence_duration_ms: u64::MAX,
+        speech_pad_ms: u64::MAX,
+        ..VadOptions::default()
+    };
+    assert!(speech_timestamps(&[0.9; 10], 5000, &huge).is_empty());
+    let (pieces, metadata) = collect_chunks(&[1.0; 10], &[], f64::INFINITY);
+    assert_eq!((pieces.len(), metadata[0].duration), (1, 0.0));
+    let empty = SpeechTimestampsMap::new(&[], 2);
+    assert_eq!(empty.original_time(1.0, None, false), None);
+    // round(0.125, 2) == 0.12, round(0.375, 2) == 0.38, round(2.675, 2) == 2.67 in Python.
+    assert_eq!(python_round(0.125, 2), 0.12);
+    assert_eq!(python_round(0.375, 2), 0.38);
+    assert_eq!(python_round(2.675, 2), 2.67);
+    assert_eq!(python_round(1e-300, usize::MAX), 1e-300);
+}
