@@ -14,6 +14,9 @@ pub enum CliError {
     /// `tessel transcribe` failed (model directory, audio, options or a model call).
     #[error(transparent)]
     Transcribe(#[from] tessel_pipeline::transcribe::TranscribeError),
+    /// The voice activity detector could not be found, loaded or run.
+    #[error("--vad: {0}")]
+    Vad(#[from] tessel_vad::VadError),
     /// The audio file could not be read.
     #[error("{0}")]
     Audio(#[from] tessel_audio::AudioError),

@@ -9,6 +9,11 @@
 //! while the model ran (between the pipeline's inference marks; the output text and segments
 //! are made outside them).
 //!
+//! With `--vad`, faster-whisper's `vad_filter`: Silero VAD ([`tessel_vad`]) finds the speech,
+//! only the speech chunks (padded, concatenated) are transcribed, and each segment's start and
+//! end are mapped back to the original audio (`restore_speech_timestamps` for segments
+//! without words: the start by its chunk, the end as a chunk end when it is one).
+//!
 //! Before the model loads: the options' bounds (the value parsers of [`crate::bounds`]), the
 //! audio file can be read, and the directory holds a Whisper model ([`checks::model_kind`]);
 //! before the session is made, its arena fits in the memory available.
@@ -25,12 +30,16 @@ use tessel_model::ArenaPlan;
 use tessel_model::{MemoryType, WeightType};
 use tessel_pipeline::transcribe::{
     render, write_header, write_segment, Format, Observer, Segment, TranscribeOptions,
-    TranscribeSession, Transcriber,
+    TranscribeSession, Transcriber, Transcript,
 };
 use tessel_text::whisper::Task;
+use tessel_vad::locate::find_model;
+use tessel_vad::timestamps::{collect_chunks, speech_timestamps, SpeechTimestampsMap, VadOptions};
+use tessel_vad::Vad;
 
 use crate::bounds::{
-    beam, finite_f64, non_negative_float, positive, threads, unit_interval, weight_type_parser,
+    beam, finite_f64, non_negative_float, positive, positive_float, threads, unit_interval,
+    weight_type_parser,
 };
 use crate::checks::{self, Needs};
 use crate::counting::allocations;
@@ -144,6 +153,102 @@ pub struct TranscribeArgs {
     /// No progress line and no summary.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Voice activity detection (faster-whisper's `vad_filter`).
+    #[command(flatten)]
+    pub vad: VadArgs,
+}
+
+/// The `--vad` options: faster-whisper's `VadOptions`, same defaults.
+#[derive(Debug, Args)]
+pub struct VadArgs {
+    /// Transcribe only the speech Silero VAD finds (silences removed before encoding; segment
+    /// times mapped back to the original audio).
+    #[arg(long)]
+    pub vad: bool,
+    /// The Silero VAD v6 model (silero_vad_v6.onnx; default: the copy the `faster-whisper`
+    /// Python package ships, found through python3).
+    #[arg(long, value_name = "PATH", requires = "vad")]
+    pub vad_model: Option<PathBuf>,
+    /// A 32 ms window is speech when its probability is at least this, in [0, 1] (default 0.5).
+    #[arg(long, value_name = "P", value_parser = unit_interval, requires = "vad")]
+    pub vad_threshold: Option<f64>,
+    /// Windows below this end speech, in [0, 1] (default: threshold - 0.15, at least 0.01).
+    #[arg(long, value_name = "P", value_parser = unit_interval, requires = "vad")]
+    pub vad_neg_threshold: Option<f64>,
+    /// Speech chunks this short or shorter are dropped (default 0).
+    #[arg(long, value_name = "MS", requires = "vad")]
+    pub vad_min_speech_ms: Option<u64>,
+    /// Longer speech chunks are split, in seconds, above 0 (default: no limit).
+    #[arg(long, value_name = "S", value_parser = positive_float, requires = "vad")]
+    pub vad_max_speech_s: Option<f32>,
+    /// Silence that ends a speech chunk (default 2000).
+    #[arg(long, value_name = "MS", requires = "vad")]
+    pub vad_min_silence_ms: Option<u64>,
+    /// Padding added on each side of a speech chunk (default 400).
+    #[arg(long, value_name = "MS", requires = "vad")]
+    pub vad_speech_pad_ms: Option<u64>,
+}
+
+impl VadArgs {
+    /// The options the flags set over faster-whisper's defaults.
+    pub fn options(&self) -> VadOptions {
+        let mut options = VadOptions::default();
+        if let Some(v) = self.vad_threshold {
+            options.threshold = v;
+        }
+        options.neg_threshold = self.vad_neg_threshold;
+        if let Some(v) = self.vad_min_speech_ms {
+            options.min_speech_duration_ms = v;
+        }
+        if let Some(v) = self.vad_max_speech_s {
+            options.max_speech_duration_s = f64::from(v);
+        }
+        if let Some(v) = self.vad_min_silence_ms {
+            options.min_silence_duration_ms = v;
+        }
+        if let Some(v) = self.vad_speech_pad_ms {
+            options.speech_pad_ms = v;
+        }
+        options
+    }
+}
+
+/// The speech `--vad` keeps: the speech-only audio and the map of its times back to the
+/// original audio.
+struct Speech {
+    samples: Vec<f32>,
+    map: SpeechTimestampsMap,
+    chunks: usize,
+    seconds: f64,
+}
+
+/// Runs the VAD over `samples` (16 kHz) and keeps the speech, as faster-whisper's
+/// `transcribe(vad_filter=True)` does.
+fn find_speech(args: &VadArgs, samples: &[f32]) -> Result<Speech, CliError> {
+    let started = Instant::now();
+    let vad = Vad::open(&find_model(args.vad_model.as_deref())?)?;
+    let probabilities = vad.speech_probabilities(samples)?;
+    let chunks = speech_timestamps(&probabilities, samples.len(), &args.options());
+    let (pieces, _) = collect_chunks(samples, &chunks, f64::INFINITY);
+    Ok(Speech {
+        samples: pieces.concat(),
+        map: SpeechTimestampsMap::new(&chunks, 2),
+        chunks: chunks.len(),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// `segment` with its times in the original audio (`restore_speech_timestamps` for a
+/// segment without words).
+fn restore(segment: &Segment, map: &SpeechTimestampsMap) -> Segment {
+    let mut segment = segment.clone();
+    if let Some(start) = map.original_time(segment.start, None, false) {
+        segment.start = start;
+    }
+    if let Some(end) = map.original_time(segment.end, None, true) {
+        segment.end = end;
+    }
+    segment
 }
 
 /// Counts allocations between the pipeline's inference marks, shows progress, and prints
@@ -161,6 +266,8 @@ struct Watch<'o> {
     text: String,
     /// The first failure to write a segment (reported once the transcription ends).
     failed: Option<std::io::Error>,
+    /// With `--vad`: the map of speech-only times to the original audio's.
+    map: Option<SpeechTimestampsMap>,
 }
 
 impl Watch<'_> {
@@ -203,7 +310,15 @@ impl Observer for Watch<'_> {
         if self.segments == 0 {
             write_header(&mut self.text, format);
         }
-        write_segment(&mut self.text, format, self.segments, segment);
+        match &self.map {
+            Some(map) => write_segment(
+                &mut self.text,
+                format,
+                self.segments,
+                &restore(segment, map),
+            ),
+            None => write_segment(&mut self.text, format, self.segments, segment),
+        }
         self.segments += 1;
         self.emit();
     }
@@ -285,7 +400,15 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
     let started = Instant::now();
     let audio = load_wav(&args.audio, &ReadOptions::default())?;
     let read = started.elapsed();
-    let long = audio.samples.len() > tessel_audio::N_SAMPLES;
+    let speech = if args.vad.vad {
+        Some(find_speech(&args.vad, &audio.samples)?)
+    } else {
+        None
+    };
+    let samples = speech
+        .as_ref()
+        .map_or(&audio.samples[..], |s| &s.samples[..]);
+    let long = samples.len() > tessel_audio::N_SAMPLES;
     let format = format_of(args.format);
     let mut watch = Watch {
         since: 0,
@@ -297,8 +420,24 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         segments: 0,
         text: String::new(),
         failed: None,
+        map: speech.as_ref().map(|s| s.map.clone()),
     };
-    let transcript = session.transcribe(&audio.samples, &options, &mut watch)?;
+    let mut transcript = if samples.is_empty() {
+        // No speech: no segments, as faster-whisper gives.
+        Transcript {
+            language: options.language.clone().unwrap_or_default(),
+            language_probability: 1.0,
+            segments: Vec::new(),
+            stats: Default::default(),
+        }
+    } else {
+        session.transcribe(samples, &options, &mut watch)?
+    };
+    if let Some(map) = &watch.map {
+        for segment in &mut transcript.segments {
+            *segment = restore(segment, map);
+        }
+    }
     let total = started.elapsed();
     if watch.progress {
         let _ = writeln!(std::io::stderr());
@@ -348,6 +487,16 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
             session.arena_bytes(),
             watch.during,
         );
+        if let Some(speech) = &speech {
+            let _ = writeln!(
+                err,
+                "vad: {} speech chunk(s), {:.2} of {:.2} s kept, {:.1} ms",
+                speech.chunks,
+                speech.samples.len() as f64 / 16_000.0,
+                audio.samples.len() as f64 / 16_000.0,
+                speech.seconds * 1e3
+            );
+        }
     }
     Ok(())
 }

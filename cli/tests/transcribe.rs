@@ -350,3 +350,120 @@ fn json_total(log: &str) -> &str {
         .and_then(|l| l.rsplit(" / ").next())
         .unwrap()
 }
+
+/// A 16 kHz mono 16-bit WAV of `samples` (exact for samples read from one).
+fn write_wav(path: &Path, samples: &[f32]) {
+    let data: Vec<u8> = samples
+        .iter()
+        .flat_map(|&s| ((s * 32768.0) as i16).to_le_bytes())
+        .collect();
+    let mut wav = b"RIFF".to_vec();
+    wav.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    for field in [16u32, 1 | (1 << 16), 16_000, 32_000, 2 | (16 << 16)] {
+        wav.extend_from_slice(&field.to_le_bytes());
+    }
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    wav.extend_from_slice(&data);
+    std::fs::write(path, wav).unwrap();
+}
+
+/// `--vad` transcribes exactly the speech-only audio (the same segments as a run on it,
+/// written out) and maps each segment's times back with faster-whisper's
+/// `SpeechTimestampsMap`; the summary names the chunks kept.
+#[test]
+fn vad_removes_silence_and_maps_times_back() {
+    use tessel_vad::timestamps::{
+        collect_chunks, speech_timestamps, SpeechTimestampsMap, VadOptions,
+    };
+
+    let dir = std::env::temp_dir().join(format!("tessel-transcribe-vad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let clip = tessel_audio::load_wav(&root().join("clip.wav"), &Default::default())
+        .unwrap()
+        .samples;
+    // 3 s of silence, the clip, 4 s of silence, the clip, 1 s of silence.
+    let mut audio = vec![0.0f32; 48_000];
+    audio.extend_from_slice(&clip);
+    audio.extend(std::iter::repeat_n(0.0, 64_000));
+    audio.extend_from_slice(&clip);
+    audio.extend(std::iter::repeat_n(0.0, 16_000));
+    let original = dir.join("original.wav");
+    write_wav(&original, &audio);
+
+    let vad_model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/silero_vad_v6.onnx");
+    let vad = tessel_vad::Vad::open(&vad_model).unwrap();
+    let options = VadOptions {
+        min_silence_duration_ms: 1000,
+        ..VadOptions::default()
+    };
+    let chunks = speech_timestamps(
+        &vad.speech_probabilities(&audio).unwrap(),
+        audio.len(),
+        &options,
+    );
+    assert!(chunks.len() >= 2, "{chunks:?}");
+    let speech = collect_chunks(&audio, &chunks, f64::INFINITY).0.concat();
+    let speech_only = dir.join("speech.wav");
+    write_wav(&speech_only, &speech);
+
+    let model = root().join("tiny_en_32/model");
+    let model = model.to_str().unwrap();
+    let run = |wav: &Path, extra: &[&str]| {
+        let mut args = vec!["transcribe", "--model", model, wav.to_str().unwrap()];
+        args.extend_from_slice(&["--beam", "1", "--format", "json"]);
+        args.extend_from_slice(extra);
+        let out = tessel(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (json["segments"].as_array().unwrap().clone(), stderr)
+    };
+    let (plain, _) = run(&speech_only, &[]);
+    let vad_model = vad_model.to_str().unwrap();
+    let (mapped, stderr) = run(
+        &original,
+        &[
+            "--vad",
+            "--vad-model",
+            vad_model,
+            "--vad-min-silence-ms",
+            "1000",
+        ],
+    );
+    assert!(
+        stderr.contains(&format!("vad: {} speech chunk(s)", chunks.len())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("allocations during inference: 0"),
+        "{stderr}"
+    );
+    assert!(!plain.is_empty());
+    assert_eq!(plain.len(), mapped.len());
+    let map = SpeechTimestampsMap::new(&chunks, 2);
+    for (p, m) in plain.iter().zip(&mapped) {
+        assert_eq!(p["tokens"], m["tokens"]);
+        let (start, end) = (p["start"].as_f64().unwrap(), p["end"].as_f64().unwrap());
+        assert_eq!(m["start"].as_f64(), map.original_time(start, None, false));
+        assert_eq!(m["end"].as_f64(), map.original_time(end, None, true));
+    }
+    // Silence only: no segments.
+    let silence = dir.join("silence.wav");
+    write_wav(&silence, &vec![0.0; 32_000]);
+    let (none, stderr) = run(&silence, &["--vad", "--vad-model", vad_model]);
+    assert!(none.is_empty(), "{none:?}");
+    assert!(stderr.contains("vad: 0 speech chunk(s)"), "{stderr}");
+    // The VAD flags need --vad.
+    let out = tessel(&[
+        "transcribe",
+        "--model",
+        model,
+        "x.wav",
+        "--vad-threshold",
+        "0.3",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
