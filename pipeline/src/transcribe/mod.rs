@@ -38,6 +38,7 @@
 //! options, results and errors are in `types`. This module holds what every session shares
 //! ([`Transcriber`]).
 
+pub mod alignment;
 mod decode;
 pub mod fallback;
 pub mod format;
