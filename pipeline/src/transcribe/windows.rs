@@ -278,8 +278,9 @@ impl TranscribeSession {
                 let session = &mut self.session;
                 let (sot, last) = (&walk.sot_sequence, walk.last_speech_timestamp);
                 let timing = (&*self.tokenizer, &window, &sot[..], size);
+                let watch: (&mut Stats, &mut dyn Observer) = (&mut walk.stats, &mut *observer);
                 walk.last_speech_timestamp =
-                    time_words(session, state, timing, (tokens, cuts), last)?;
+                    time_words(session, state, timing, (tokens, cuts), last, watch)?;
                 let n = tokens.len();
                 let single_ending =
                     n >= 2 && tokens[n - 2] < timestamp_begin && tokens[n - 1] >= timestamp_begin;
@@ -384,13 +385,16 @@ impl TranscribeSession {
 /// Times the words of a window's segments (`cuts` of the decoded `tokens`; their bounds may
 /// move) into `state.words`: the forced pass over the window's text, its alignment, then
 /// faster-whisper's `add_word_timestamps`. `timing` is the tokenizer, the window, the start
-/// sequence and the window's frames. Returns the new `last_speech_timestamp`.
+/// sequence and the window's frames. Returns the new `last_speech_timestamp`. The forced pass
+/// and the alignment run between the observer's inference marks (they allocate nothing) and
+/// count as decoding time.
 fn time_words(
     session: &mut WhisperSession,
     state: &mut WordState,
     (tokenizer, window, sot_sequence, size): (&WhisperTokenizer, &WindowWords<'_>, &[u32], usize),
     (tokens, cuts): (&[u32], &mut [Cut]),
     last_speech_timestamp: f64,
+    (stats, observer): (&mut Stats, &mut dyn Observer),
 ) -> Result<f64, TranscribeError> {
     let eot = tokenizer.eot();
     state.text.clear();
@@ -410,21 +414,21 @@ fn time_words(
         let (sot_len, text) = (sot_sequence.len(), &state.text);
         state.probs.resize(text.len(), 0.0);
         let vocab = session.model().config().tgt_vocab;
-        let probs = &mut state.probs;
-        let attention = session.align(&state.forced, &state.heads, frames, |first, logits| {
-            for (i, row) in logits.chunks_exact(vocab).enumerate() {
-                let t = (first + i).wrapping_sub(sot_len);
-                if let (Some(&token), Some(p)) = (text.get(t), probs.get_mut(t)) {
-                    *p = text_token_probability(row, eot as usize, token);
+        let (probs, aligner, forced) = (&mut state.probs, &mut state.aligner, &state.forced);
+        let heads = &state.heads;
+        path_len = timed(observer, &mut stats.decode, || {
+            let attention = session.align(forced, heads, frames, |first, logits| {
+                for (i, row) in logits.chunks_exact(vocab).enumerate() {
+                    let t = (first + i).wrapping_sub(sot_len);
+                    if let (Some(&token), Some(p)) = (text.get(t), probs.get_mut(t)) {
+                        *p = text_token_probability(row, eot as usize, token);
+                    }
                 }
-            }
+            })?;
+            let shape = (heads.len(), forced.len(), frames);
+            let aligned = aligner.align(attention, shape, (sot_len, text.len()));
+            Ok::<_, TranscribeError>(aligned.path.len())
         })?;
-        let shape = (state.heads.len(), state.forced.len(), frames);
-        path_len = state
-            .aligner
-            .align(attention, shape, (sot_len, state.text.len()))
-            .path
-            .len();
     }
     let aligned = state.aligner.path(path_len);
     Ok(words::add_word_timestamps(
