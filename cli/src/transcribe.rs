@@ -103,6 +103,11 @@ pub struct TranscribeArgs {
     /// Do not predict timestamps (one segment per window).
     #[arg(long)]
     pub no_timestamps: bool,
+    /// Time every word (faster-whisper's `word_timestamps`): each segment's words with their
+    /// start, end and probability, in `json` and `jsonl` output; segment bounds and the next
+    /// window's start follow the words, as in faster-whisper.
+    #[arg(long)]
+    pub word_timestamps: bool,
     /// Text that conditions the first window (names, spelling, style).
     #[arg(long)]
     pub initial_prompt: Option<String>,
@@ -252,10 +257,19 @@ fn load(args: &TranscribeArgs, isa: Isa) -> Result<(Transcriber, TranscribeSessi
         });
     }
     let limits = transcriber.limits(args.beam, args.threads);
-    let plan =
-        ArenaPlan::with_limits(transcriber.model().config(), limits).map_err(CliError::Plan)?;
+    let heads = if args.word_timestamps {
+        transcriber.alignment_heads().len()
+    } else {
+        0
+    };
+    let plan = ArenaPlan::with_alignment(transcriber.model().config(), limits, heads)
+        .map_err(CliError::Plan)?;
     checks::fits_in_memory(plan.total_bytes(), 1)?;
-    let session = transcriber.session(isa, args.beam, args.threads)?;
+    let session = if args.word_timestamps {
+        transcriber.session_with_words(isa, args.beam, args.threads)?
+    } else {
+        transcriber.session(isa, args.beam, args.threads)?
+    };
     Ok((transcriber, session))
 }
 
@@ -279,6 +293,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         initial_prompt: args.initial_prompt.clone(),
         timestamps: !args.no_timestamps,
         seed: args.seed,
+        word_timestamps: args.word_timestamps,
         ..TranscribeOptions::default()
     };
     let options = with_fallback_flags(args, options);
