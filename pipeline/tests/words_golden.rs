@@ -143,6 +143,8 @@ fn alignment_matches(name: &str, cross_kv: MemoryType) {
             assert_eq!(path.len(), call.alignments.len(), "{what}: path length");
             let first_difference = path.iter().zip(&call.alignments).position(|(a, b)| a != b);
             assert_eq!(first_difference, None, "{what}: first step that differs");
+            let margin = aligner.decision_margin().unwrap_or(f32::INFINITY);
+            eprintln!("{what}: smallest relative DTW decision gap {margin:.2e}");
             let mut worst = 0.0f64;
             for (t, (&g, &w)) in probs.iter().zip(&call.text_token_probs).enumerate() {
                 let g = f64::from(g);

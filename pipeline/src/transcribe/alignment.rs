@@ -116,6 +116,33 @@ impl Aligner {
 }
 
 impl Aligner {
+    /// How far the last alignment's path was from another: over the cells the path went
+    /// through (past the first row and column), the smallest gap between the cost of the step
+    /// taken and that of the cheapest other, relative to the larger in magnitude; exact ties
+    /// (which the rule settles the same way in any arithmetic) are skipped. `None` without
+    /// such a cell.
+    pub fn decision_margin(&self) -> Option<f32> {
+        let width = self.path.last().map(|&(_, j)| j + 2)?;
+        let cost = |i: usize, j: usize| self.cost[i * width + j];
+        let mut margin: Option<f32> = None;
+        for &(i, j) in &self.path {
+            let (i, j) = (i + 1, j + 1);
+            if i < 2 || j < 2 {
+                continue;
+            }
+            let c = [cost(i - 1, j - 1), cost(i - 1, j), cost(i, j - 1)];
+            let taken = usize::from(self.trace[i * width + j]).min(2);
+            for (k, &other) in c.iter().enumerate() {
+                let gap = (other - c[taken]).abs();
+                if k != taken && gap > 0.0 && gap.is_finite() {
+                    let relative = gap / c[taken].abs().max(other.abs());
+                    margin = Some(margin.map_or(relative, |m| m.min(relative)));
+                }
+            }
+        }
+        margin
+    }
+
     /// The first `len` steps of the last alignment's path (all of it for its length; none
     /// when nothing was aligned since).
     pub fn path(&self, len: usize) -> Aligned<'_> {
