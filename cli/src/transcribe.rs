@@ -344,7 +344,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
             "isa {}, {} thread(s), cross K/V {:?}, language {}, load {:.0} ms\n\
              audio {:.2} s, real-time factor {:.4} (read {:.1} ms, mel {:.1} ms, encode {:.1} ms \
              + cross K/V {:.1} ms over {} windows, decode {:.1} ms: {:.3} ms per token over {} tokens)\n\
-             arena {} bytes, allocations during inference: {}",
+             {}arena {} bytes, allocations during inference: {}",
             isa,
             args.threads,
             transcriber.cross_kv(),
@@ -360,6 +360,11 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
             s.decode.as_secs_f64() * 1e3,
             per_token,
             s.tokens,
+            if args.word_timestamps {
+                format!("word alignment {:.1} ms, ", s.align.as_secs_f64() * 1e3)
+            } else {
+                String::new()
+            },
             session.arena_bytes(),
             watch.during,
         );

@@ -176,6 +176,9 @@ pub struct Stats {
     pub decode: Duration,
     /// Tokens generated (all decodings, fallbacks included).
     pub tokens: usize,
+    /// With word timestamps: the forced decoder passes over each window's text and their
+    /// alignments.
+    pub align: Duration,
 }
 
 /// A transcription.

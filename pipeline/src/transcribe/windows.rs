@@ -386,8 +386,8 @@ impl TranscribeSession {
 /// move) into `state.words`: the forced pass over the window's text, its alignment, then
 /// faster-whisper's `add_word_timestamps`. `timing` is the tokenizer, the window, the start
 /// sequence and the window's frames. Returns the new `last_speech_timestamp`. The forced pass
-/// and the alignment run between the observer's inference marks (they allocate nothing) and
-/// count as decoding time.
+/// and the alignment run between the observer's inference marks (they allocate nothing), timed
+/// as [`Stats::align`].
 fn time_words(
     session: &mut WhisperSession,
     state: &mut WordState,
@@ -416,7 +416,7 @@ fn time_words(
         let vocab = session.model().config().tgt_vocab;
         let (probs, aligner, forced) = (&mut state.probs, &mut state.aligner, &state.forced);
         let heads = &state.heads;
-        path_len = timed(observer, &mut stats.decode, || {
+        path_len = timed(observer, &mut stats.align, || {
             let attention = session.align(forced, heads, frames, |first, logits| {
                 for (i, row) in logits.chunks_exact(vocab).enumerate() {
                     let t = (first + i).wrapping_sub(sot_len);
