@@ -227,9 +227,7 @@ pub fn negative_dtw(
             trace[i * width + j] = t;
         }
     }
-    for k in 0..=m {
-        trace[k] = 2;
-    }
+    trace[..=m].fill(2);
     for k in 0..=n {
         trace[k * width] = 1;
     }
