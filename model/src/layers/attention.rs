@@ -105,8 +105,9 @@ impl Heads {
     /// `out[r][j] = softmax_j(scale · q_r·k_j)` over the first `out.cols()` rows of `k`.
     ///
     /// Computed in `f32` as written: each score a sequential sum of `d_head` products of the
-    /// head's query and key columns (`f16` keys widened exactly), then the softmax from the
-    /// row's maximum. The probabilities differ from an `f64` evaluation by a few `f32` ulps
+    /// head's query and key columns (`f16` keys widened exactly, once per key for all queries;
+    /// past 256 columns the sum is taken in pieces of 256 added in order), times the scale,
+    /// then the softmax from the row's maximum. The probabilities differ from an `f64` evaluation by a few `f32` ulps
     /// per score times the score's magnitude; a reference computing the scores with a
     /// blocked GEMM rounds the same terms in another order. Cost: `rows × keys × d_head`
     /// multiply-adds per head, a side path run only when word timings are asked for.
@@ -145,15 +146,34 @@ impl Heads {
         }
         let k = k.slice_cols(head * dh, dh)?;
         let q = q.slice_cols(head * dh, dh)?;
-        for (q_row, out_row) in q.iter_rows().zip(out.reborrow().iter_rows_mut()) {
+        // Key by key, each key's columns widened once into `widened` for every query, in
+        // pieces of `WIDENED` columns whose partial sums add up in order.
+        const WIDENED: usize = 256;
+        let mut widened = [0.0f32; WIDENED];
+        for j in 0..keys {
+            let k_row = k.row(j).unwrap_or(&[]);
+            for (piece, k_piece) in k_row.chunks(WIDENED).enumerate() {
+                for (w, &v) in widened.iter_mut().zip(k_piece) {
+                    *w = f32::from(v);
+                }
+                let widened = &widened[..k_piece.len()];
+                let columns = piece * WIDENED..piece * WIDENED + k_piece.len();
+                for (r, q_row) in q.iter_rows().enumerate() {
+                    let q_piece = q_row.get(columns.clone()).unwrap_or(&[]);
+                    let dot = q_piece
+                        .iter()
+                        .zip(widened)
+                        .fold(0.0f32, |acc, (&a, &b)| acc + a * b);
+                    if let Some(score) = out.row_mut(r).and_then(|row| row.get_mut(j)) {
+                        *score = if piece == 0 { dot } else { *score + dot };
+                    }
+                }
+            }
+        }
+        for out_row in out.reborrow().iter_rows_mut() {
             let mut max = f32::NEG_INFINITY;
-            for (j, score) in out_row.iter_mut().enumerate() {
-                let k_row = k.row(j).unwrap_or(&[]);
-                let dot = q_row
-                    .iter()
-                    .zip(k_row)
-                    .fold(0.0f32, |acc, (&a, &b)| acc + a * f32::from(b));
-                *score = self.scale * dot;
+            for score in out_row.iter_mut() {
+                *score *= self.scale;
                 max = max.max(*score);
             }
             let mut sum = 0.0f32;
