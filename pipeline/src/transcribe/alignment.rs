@@ -45,6 +45,10 @@ pub struct Aligner {
     path: Vec<(usize, usize)>,
     /// A row of the median filter's window.
     row: Vec<f32>,
+    /// Each frame's mean over the rows (normalisation).
+    mean: Vec<f32>,
+    /// Each frame's reciprocal standard deviation over the rows.
+    rstd: Vec<f32>,
 }
 
 /// One alignment: the DTW path and the text tokens' probabilities.
@@ -65,6 +69,8 @@ impl Aligner {
             trace: Vec::with_capacity(cells),
             path: Vec::with_capacity(rows + frames),
             row: Vec::with_capacity(frames),
+            mean: Vec::with_capacity(frames),
+            rstd: Vec::with_capacity(frames),
         }
     }
 
@@ -88,7 +94,8 @@ impl Aligner {
         for head in probs.chunks_exact(rows * frames).take(heads) {
             self.normed.clear();
             self.normed.extend_from_slice(head);
-            normalise_columns(&mut self.normed, rows, frames);
+            let columns = (&mut self.mean, &mut self.rstd);
+            normalise_columns(&mut self.normed, (rows, frames), columns);
             for (t, acc) in self.matrix.chunks_exact_mut(frames).enumerate() {
                 let at = (sot_len + t) * frames;
                 median_filter(
@@ -152,21 +159,33 @@ impl Aligner {
     }
 }
 
-/// Step 1: each column of the `rows × frames` matrix `x` normalised over its rows.
-pub fn normalise_columns(x: &mut [f32], rows: usize, frames: usize) {
-    for j in 0..frames {
-        let (mut sum, mut squares) = (0.0f32, 0.0f32);
-        for i in 0..rows {
-            let v = x[i * frames + j];
-            sum += v;
-            squares += v * v;
+/// Step 1: each column of the `rows × frames` matrix `x` normalised over its rows, read row
+/// by row (each column's sums still taken in row order); `mean` and `rstd` are the columns'
+/// figures (cleared first).
+pub fn normalise_columns(
+    x: &mut [f32],
+    (rows, frames): (usize, usize),
+    (mean, rstd): (&mut Vec<f32>, &mut Vec<f32>),
+) {
+    mean.clear();
+    mean.resize(frames, 0.0);
+    rstd.clear();
+    rstd.resize(frames, 0.0);
+    for row in x.chunks_exact(frames.max(1)).take(rows) {
+        for ((sum, squares), &v) in mean.iter_mut().zip(rstd.iter_mut()).zip(row) {
+            *sum += v;
+            *squares += v * v;
         }
-        let mean = sum / rows as f32;
-        let variance = (squares / rows as f32 - mean * mean).max(0.0);
-        let rstd = 1.0 / variance.sqrt();
-        for i in 0..rows {
-            let v = &mut x[i * frames + j];
-            *v = (*v - mean) * rstd;
+    }
+    for (sum, squares) in mean.iter_mut().zip(rstd.iter_mut()) {
+        let m = *sum / rows as f32;
+        let variance = (*squares / rows as f32 - m * m).max(0.0);
+        *sum = m;
+        *squares = 1.0 / variance.sqrt();
+    }
+    for row in x.chunks_exact_mut(frames.max(1)).take(rows) {
+        for ((v, &m), &r) in row.iter_mut().zip(mean.iter()).zip(rstd.iter()) {
+            *v = (*v - m) * r;
         }
     }
 }
@@ -302,7 +321,7 @@ mod tests {
     #[test]
     fn columns_are_normalised_over_rows() {
         let mut x = [1.0, 2.0, 3.0, 6.0];
-        normalise_columns(&mut x, 2, 2);
+        normalise_columns(&mut x, (2, 2), (&mut Vec::new(), &mut Vec::new()));
         assert_eq!(x, [-1.0, -1.0, 1.0, 1.0]);
     }
 
