@@ -112,6 +112,11 @@ pub struct TranscribeArgs {
     /// Do not predict timestamps (one segment per window).
     #[arg(long)]
     pub no_timestamps: bool,
+    /// Time every word (faster-whisper's `word_timestamps`): each segment's words with their
+    /// start, end and probability, in `json` and `jsonl` output; segment bounds and the next
+    /// window's start follow the words, as in faster-whisper.
+    #[arg(long)]
+    pub word_timestamps: bool,
     /// Text that conditions the first window (names, spelling, style).
     #[arg(long)]
     pub initial_prompt: Option<String>,
@@ -367,10 +372,19 @@ fn load(args: &TranscribeArgs, isa: Isa) -> Result<(Transcriber, TranscribeSessi
         });
     }
     let limits = transcriber.limits(args.beam, args.threads);
-    let plan =
-        ArenaPlan::with_limits(transcriber.model().config(), limits).map_err(CliError::Plan)?;
+    let heads = if args.word_timestamps {
+        transcriber.alignment_heads().len()
+    } else {
+        0
+    };
+    let plan = ArenaPlan::with_alignment(transcriber.model().config(), limits, heads)
+        .map_err(CliError::Plan)?;
     checks::fits_in_memory(plan.total_bytes(), 1)?;
-    let session = transcriber.session(isa, args.beam, args.threads)?;
+    let session = if args.word_timestamps {
+        transcriber.session_with_words(isa, args.beam, args.threads)?
+    } else {
+        transcriber.session(isa, args.beam, args.threads)?
+    };
     Ok((transcriber, session))
 }
 
@@ -394,6 +408,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         initial_prompt: args.initial_prompt.clone(),
         timestamps: !args.no_timestamps,
         seed: args.seed,
+        word_timestamps: args.word_timestamps,
         ..TranscribeOptions::default()
     };
     let options = with_fallback_flags(args, options);
@@ -468,7 +483,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
             "isa {}, {} thread(s), cross K/V {:?}, language {}, load {:.0} ms\n\
              audio {:.2} s, real-time factor {:.4} (read {:.1} ms, mel {:.1} ms, encode {:.1} ms \
              + cross K/V {:.1} ms over {} windows, decode {:.1} ms: {:.3} ms per token over {} tokens)\n\
-             arena {} bytes, allocations during inference: {}",
+             {}arena {} bytes, allocations during inference: {}",
             isa,
             args.threads,
             transcriber.cross_kv(),
@@ -484,6 +499,11 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
             s.decode.as_secs_f64() * 1e3,
             per_token,
             s.tokens,
+            if args.word_timestamps {
+                format!("word alignment {:.1} ms, ", s.align.as_secs_f64() * 1e3)
+            } else {
+                String::new()
+            },
             session.arena_bytes(),
             watch.during,
         );

@@ -120,6 +120,75 @@ fn transcribes_a_wav_file_as_faster_whisper_does() {
 }
 
 /// The temperatures of the segments of a JSON transcript, and its tokens.
+/// `--word-timestamps`: the words of faster-whisper's `word_timestamps=True` in the JSON
+/// output (tests/transcribe/tiny_en_32/words.json, greedy), none without the flag, and still
+/// no allocation during inference (the forced pass and the alignment included).
+#[test]
+fn word_timestamps_are_faster_whispers() {
+    let dir = std::env::temp_dir().join(format!("tessel-words-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wav = dir.join("long.wav");
+    long_wav(&wav);
+    let model = root().join("tiny_en_32/model");
+    let (model, wav_s) = (model.to_str().unwrap(), wav.to_str().unwrap());
+    let args = [
+        "transcribe",
+        "--model",
+        model,
+        wav_s,
+        "--beam",
+        "1",
+        "--format",
+        "json",
+    ];
+    let mut with_words = args.to_vec();
+    with_words.push("--word-timestamps");
+    let out = tessel(&with_words);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("allocations during inference: 0"),
+        "{stderr}"
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tiny_en_32/words.json")).unwrap(),
+    )
+    .unwrap();
+    let want = want["runs"]["greedy"]["segments"].as_array().unwrap();
+    let got = got["segments"].as_array().unwrap();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g["text"], w["text"]);
+        let words = g
+            .get("words")
+            .and_then(|w| w.as_array())
+            .cloned()
+            .unwrap_or_default();
+        let want_words = w["words"].as_array().unwrap();
+        assert_eq!(words.len(), want_words.len(), "{g}");
+        for (gw, ww) in words.iter().zip(want_words) {
+            assert_eq!(gw["word"], ww[0]);
+            let (start, end) = (gw["start"].as_f64().unwrap(), gw["end"].as_f64().unwrap());
+            assert!(
+                (start - ww[1].as_f64().unwrap()).abs() <= 0.01 + 1e-9,
+                "{gw} {ww}"
+            );
+            assert!(
+                (end - ww[2].as_f64().unwrap()).abs() <= 0.01 + 1e-9,
+                "{gw} {ww}"
+            );
+            assert!(gw["probability"].as_f64().unwrap() > 0.0);
+        }
+    }
+    let plain = tessel(&args);
+    assert!(plain.status.success());
+    let plain: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    let segments = plain["segments"].as_array().unwrap();
+    assert!(segments.iter().all(|s| s.get("words").is_none()));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 fn temperatures_and_tokens(out: &Output) -> (Vec<f64>, Vec<serde_json::Value>) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");

@@ -497,3 +497,115 @@ pub(crate) fn search_buffers<'a>(
         search: &mut r.search[slot * state..(slot + 1) * state],
     }
 }
+
+/// What a forced pass reports besides the cache: the cross-attention probabilities of chosen
+/// heads, and every row's logits.
+pub(crate) struct AlignOutputs<'h, 'f> {
+    /// The (decoder layer, head) pairs, in the order their probabilities are written.
+    pub heads: &'h [(usize, usize)],
+    /// Source positions the probabilities are taken over (the first ones).
+    pub frames: usize,
+    /// Called with the first row of each run of rows and their logits (`rows × tgt_vocab`),
+    /// in row order.
+    pub on_logits: &'f mut dyn FnMut(usize, &[f32]),
+}
+
+/// A forced decoder pass over all of `tokens` from position 0 of slot 0's beam 0 (one chunk:
+/// validated to fit the wide buffers and the cache), as [`decode`] runs a prefix, that also
+/// writes the softmax of `scale · q·kᵀ` of each of `out.heads` over its layer's first
+/// `out.frames` source positions into `align_probs` (`[pair][row][frame]`, dense), and
+/// projects the logits of every row, as many rows at a time as the logits region holds.
+pub(crate) fn align(
+    model: &Model<'_>,
+    run: Run<'_>,
+    plan: &ArenaPlan,
+    arena: &mut [f32],
+    group: Group,
+    tokens: &[u32],
+    out: AlignOutputs<'_, '_>,
+) -> Result<(), KernelError> {
+    let rows = tokens.len();
+    let frames = out.frames;
+    if rows == 0 || rows != group.rows || group.position != 0 || frames > group.src_len {
+        return Err(KernelError::InvalidArgument(
+            "a forced pass covers its rows from position 0 over encoded frames",
+        ));
+    }
+    let Carved {
+        mut work,
+        regions: r,
+    } = plan.layout.carve(arena, Phase::Wide);
+    let d = model.config.d_model;
+    let hidden = work
+        .hidden
+        .get_mut(..rows * d)
+        .ok_or(KernelError::InvalidArgument(
+            "forced pass longer than planned",
+        ))?;
+    model.target.forward(run.isa, tokens, 0, true, hidden)?;
+    let mut cache = KvCache::new(r.k_cache, r.v_cache, plan.kv);
+    let memory = CrossMemory::new(r.cross_kv, plan.cross);
+    let groups = [group];
+    let bias = position_bias(model, plan, &groups, true, r.position_bias)?;
+    let Bias::Prefix(bias) = bias else {
+        return Err(KernelError::InvalidArgument("a forced pass is a prefix"));
+    };
+    let probs = r
+        .align_probs
+        .get_mut(..out.heads.len() * rows * frames)
+        .ok_or(KernelError::InvalidArgument(
+            "more alignment heads or positions than planned",
+        ))?;
+    for (i, block) in model.decoder.blocks().iter().enumerate() {
+        let mode = SelfMode::Prefix {
+            cache: cache.layer(i),
+            group,
+            bias,
+        };
+        let layer = block
+            .cross_attention()
+            .map(|_| LayerMemory { memory, layer: i });
+        block.forward(run, rows, &mut work, r.scratch, mode, layer)?;
+        // The block's cross-attention left its projected queries in `cross_q`.
+        for (pair, _) in out.heads.iter().enumerate().filter(|(_, h)| h.0 == i) {
+            let cross = block.cross_attention().ok_or(KernelError::InvalidArgument(
+                "alignment head of a layer without cross-attention",
+            ))?;
+            let a = cross.heads().width();
+            let q = View::new(&*work.cross_q, rows, a, a)?;
+            let kv = memory.layer(group.slot, i, group.src_len)?;
+            let at = pair * rows * frames;
+            let dst = ViewMut::new(&mut probs[at..at + rows * frames], rows, frames, frames)?;
+            cross.probabilities(out.heads[pair].1, q, kv, dst)?;
+        }
+    }
+    let Work { hidden, normed, .. } = work;
+    let hidden = View::new(&*hidden, rows, d, d)?;
+    let output = match &model.decoder.final_norm {
+        Some(norm) => {
+            let mut normed = ViewMut::new(normed, rows, d, d)?;
+            norm.forward(run.isa, hidden, normed.reborrow())?;
+            normed.into_view()
+        }
+        None => hidden,
+    };
+    let vocab = model.config.tgt_vocab;
+    let chunk = (r.logits.len() / vocab.max(1)).max(1);
+    let mut first = 0;
+    while first < rows {
+        let n = chunk.min(rows - first);
+        let logits = r
+            .logits
+            .get_mut(..n * vocab)
+            .ok_or(KernelError::InvalidArgument("no room for a row of logits"))?;
+        let view = ViewMut::new(&mut *logits, n, vocab, vocab)?;
+        let input = output.slice_rows(first, n)?;
+        let identity = Activation::Identity;
+        model
+            .generator
+            .forward(run, input, view, identity, None, r.scratch)?;
+        (out.on_logits)(first, logits);
+        first += n;
+    }
+    Ok(())
+}

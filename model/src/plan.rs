@@ -261,6 +261,10 @@ named_set! {
         stem_middle (optional),
         /// A relative position bias, `[head][query][key]` (empty without one).
         position_bias (optional),
+        /// Cross-attention probabilities of the heads a forced pass reports
+        /// ([`crate::Session::align`]), `[head][target position][source position]`: planned
+        /// only for a session created for them ([`ArenaPlan::with_alignment`]).
+        align_probs (optional),
     }
 }
 
@@ -352,6 +356,8 @@ pub struct ArenaPlan {
     pub(crate) limits: Limits,
     pub(crate) kv: KvLayout,
     pub(crate) cross: CrossLayout,
+    /// (Layer, head) pairs whose cross-attention probabilities `align_probs` holds.
+    pub(crate) align_heads: usize,
     regions: RegionList,
     total_f32: usize,
 }
@@ -423,7 +429,7 @@ fn block_shapes(config: &Config) -> (BlockShape, BlockShape) {
 /// scratch the most any layer (or the front end, or the output projection) states it needs.
 fn region_sizes(
     config: &Config,
-    limits: &Limits,
+    (limits, align_heads): (&Limits, usize),
     (encoder, decoder): (BlockShape, BlockShape),
     (kv, cross): (KvLayout, CrossLayout),
 ) -> Regions<usize> {
@@ -460,6 +466,7 @@ fn region_sizes(
             let step = batch * RelativeBias::elements(config.heads, 1, t);
             RelativeBias::elements(config.heads, s, s.max(t)).max(step)
         }),
+        align_probs: align_heads * t * s,
     }
 }
 
@@ -473,7 +480,27 @@ impl ArenaPlan {
     /// working buffers and scratch every layer states it needs at the most rows it runs with,
     /// the caches, the logits and the search state.
     pub fn with_limits(config: &Config, limits: Limits) -> Result<ArenaPlan, ConfigError> {
+        ArenaPlan::with_alignment(config, limits, 0)
+    }
+
+    /// [`ArenaPlan::with_limits`] with room for the cross-attention probabilities of up to
+    /// `heads` (layer, head) pairs over a forced target of up to `max_tgt_len` positions and
+    /// `max_src_len` source positions (`align_probs`, `heads × max_tgt_len × max_src_len`
+    /// values; none for 0 heads): what [`crate::Session::align`] reports.
+    pub fn with_alignment(
+        config: &Config,
+        limits: Limits,
+        heads: usize,
+    ) -> Result<ArenaPlan, ConfigError> {
         config.validate()?;
+        let most = config.decoder_layers.saturating_mul(config.heads);
+        if heads > most {
+            return Err(ConfigError::LimitAboveConfig {
+                what: "alignment heads",
+                value: heads,
+                max: most,
+            });
+        }
         limits.check(config)?;
         let a = config.attention_width();
         let (s, t, b) = (limits.max_src_len, limits.max_tgt_len, limits.max_beam);
@@ -496,7 +523,7 @@ impl ArenaPlan {
         let mut wide = encode.zip_with(decoder.work(s), usize::max);
         // Encode stages the memory projection in the FFN buffer (free by then).
         wide.ffn = wide.ffn.max(CrossKv::staging_elements(a));
-        let regions = region_sizes(config, &limits, (encoder, decoder), (kv, cross));
+        let regions = region_sizes(config, (&limits, heads), (encoder, decoder), (kv, cross));
         let narrow = decoder.work(limits.step_rows());
         let (layout, total_f32) = Layout::place(wide, narrow, regions);
         Ok(ArenaPlan {
@@ -505,6 +532,7 @@ impl ArenaPlan {
             limits,
             kv,
             cross,
+            align_heads: heads,
             total_f32,
         })
     }
@@ -522,6 +550,12 @@ impl ArenaPlan {
     /// The region called `name`.
     pub fn region(&self, name: &str) -> Option<&Region> {
         self.regions().iter().find(|r| r.name == name)
+    }
+
+    /// Most (layer, head) pairs a forced pass reports the cross-attention probabilities of
+    /// (0 unless planned with [`ArenaPlan::with_alignment`]).
+    pub fn alignment_heads(&self) -> usize {
+        self.align_heads
     }
 
     /// Size of the whole arena in bytes.

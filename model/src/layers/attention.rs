@@ -99,6 +99,96 @@ impl Heads {
     }
 }
 
+impl Heads {
+    /// The attention probabilities of head `head` that [`Heads::attend`] weighs the values
+    /// with, written out (the flash kernel never forms them): for each row `r` of `q`,
+    /// `out[r][j] = softmax_j(scale · q_r·k_j)` over the first `out.cols()` rows of `k`.
+    ///
+    /// Computed in `f32` as written: each score a sequential sum of `d_head` products of the
+    /// head's query and key columns (`f16` keys widened exactly, once per key for all queries;
+    /// past 256 columns the sum is taken in pieces of 256 added in order), times the scale,
+    /// then the softmax from the row's maximum. The probabilities differ from an `f64` evaluation by a few `f32` ulps
+    /// per score times the score's magnitude; a reference computing the scores with a
+    /// blocked GEMM rounds the same terms in another order. Cost: `rows × keys × d_head`
+    /// multiply-adds per head, a side path run only when word timings are asked for.
+    pub fn probabilities<E>(
+        &self,
+        head: usize,
+        q: View<'_>,
+        k: View<'_, E>,
+        mut out: ViewMut<'_>,
+    ) -> Result<(), KernelError>
+    where
+        E: Copy,
+        f32: From<E>,
+    {
+        check_heads(self)?;
+        let (dh, keys) = (self.d_head, out.cols());
+        if head >= self.heads {
+            return Err(KernelError::InvalidArgument("attention head out of range"));
+        }
+        for (what, got) in [
+            ("probability queries", q.cols()),
+            ("probability keys", k.cols()),
+        ] {
+            if got != self.width() {
+                return Err(KernelError::ShapeMismatch {
+                    what,
+                    expected: self.width(),
+                    got,
+                });
+            }
+        }
+        if keys > k.rows() || out.rows() != q.rows() {
+            return Err(KernelError::InvalidArgument(
+                "probabilities over more keys than given, or rows other than the queries'",
+            ));
+        }
+        let k = k.slice_cols(head * dh, dh)?;
+        let q = q.slice_cols(head * dh, dh)?;
+        // Key by key, each key's columns widened once into `widened` for every query, in
+        // pieces of `WIDENED` columns whose partial sums add up in order.
+        const WIDENED: usize = 256;
+        let mut widened = [0.0f32; WIDENED];
+        for j in 0..keys {
+            let k_row = k.row(j).unwrap_or(&[]);
+            for (piece, k_piece) in k_row.chunks(WIDENED).enumerate() {
+                for (w, &v) in widened.iter_mut().zip(k_piece) {
+                    *w = f32::from(v);
+                }
+                let widened = &widened[..k_piece.len()];
+                let columns = piece * WIDENED..piece * WIDENED + k_piece.len();
+                for (r, q_row) in q.iter_rows().enumerate() {
+                    let q_piece = q_row.get(columns.clone()).unwrap_or(&[]);
+                    let dot = q_piece
+                        .iter()
+                        .zip(widened)
+                        .fold(0.0f32, |acc, (&a, &b)| acc + a * b);
+                    if let Some(score) = out.row_mut(r).and_then(|row| row.get_mut(j)) {
+                        *score = if piece == 0 { dot } else { *score + dot };
+                    }
+                }
+            }
+        }
+        for out_row in out.reborrow().iter_rows_mut() {
+            let mut max = f32::NEG_INFINITY;
+            for score in out_row.iter_mut() {
+                *score *= self.scale;
+                max = max.max(*score);
+            }
+            let mut sum = 0.0f32;
+            for p in out_row.iter_mut() {
+                *p = (*p - max).exp();
+                sum += *p;
+            }
+            for p in out_row.iter_mut() {
+                *p /= sum;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Checks that a projection maps `inp` to `parts · out` features.
 fn check_projection(
     what: &'static str,
@@ -323,6 +413,21 @@ impl<'w> CrossAttention<'w> {
         self.q.forward(run, input, q, identity, None, scratch)
     }
 
+    /// [`Heads::probabilities`] of head `head` for every row of `q` (projected queries) over
+    /// the first `out.cols()` source rows of `memory`.
+    pub fn probabilities(
+        &self,
+        head: usize,
+        q: View<'_>,
+        memory: MemoryKv<'_>,
+        out: ViewMut<'_>,
+    ) -> Result<(), KernelError> {
+        match memory {
+            MemoryKv::F32(k, _) => self.heads.probabilities(head, q, k, out),
+            MemoryKv::F16(k, _) => self.heads.probabilities(head, q, k, out),
+        }
+    }
+
     /// `out = attention(q, K, V)` for every row of `q` (projected queries) over the source
     /// rows of `memory`; `q` and `out` are `rows × a`.
     pub fn attend_memory(
@@ -338,5 +443,89 @@ impl<'w> CrossAttention<'w> {
             MemoryKv::F32(k, v) => self.heads.attend(run, (q, k, v), mask, out, scratch),
             MemoryKv::F16(k, v) => self.heads.attend(run, (q, k, v), mask, out, scratch),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Small deterministic values in [-1, 1).
+    fn values(n: usize, seed: u32) -> std::vec::Vec<f32> {
+        let mut x = seed.wrapping_mul(2654435761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2000) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// The probabilities of each head are the `f64` softmax of its scaled scores within a few
+    /// `f32` ulps, over a prefix of the keys, from `f32` and from `f16` keys.
+    #[test]
+    fn probabilities_are_the_softmax_of_one_heads_scores() {
+        let heads = Heads {
+            heads: 3,
+            d_head: 8,
+            scale: 0.35,
+        };
+        let (a, rows, keys, used) = (24, 5, 11, 7);
+        let q = values(rows * a, 1);
+        let k = values(keys * a, 2);
+        let k16: std::vec::Vec<f16> = k.iter().map(|&v| f16::from_f32(v)).collect();
+        for head in 0..3 {
+            let mut out = std::vec![0.0f32; rows * used];
+            let mut out16 = out.clone();
+            let qv = View::new(&q, rows, a, a).unwrap();
+            let view = ViewMut::new(&mut out, rows, used, used).unwrap();
+            heads
+                .probabilities(head, qv, View::new(&k, keys, a, a).unwrap(), view)
+                .unwrap();
+            let view = ViewMut::new(&mut out16, rows, used, used).unwrap();
+            heads
+                .probabilities(head, qv, View::new(&k16, keys, a, a).unwrap(), view)
+                .unwrap();
+            for r in 0..rows {
+                for (got, keys_of) in [
+                    (&out, &k),
+                    (&out16, &k16.iter().map(|v| v.to_f32()).collect()),
+                ] {
+                    let scores: std::vec::Vec<f64> = (0..used)
+                        .map(|j| {
+                            let dot: f64 = (0..8)
+                                .map(|d| {
+                                    f64::from(q[r * a + head * 8 + d])
+                                        * f64::from(keys_of[j * a + head * 8 + d])
+                                })
+                                .sum();
+                            0.35 * dot
+                        })
+                        .collect();
+                    let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let sum: f64 = scores.iter().map(|s| (s - max).exp()).sum();
+                    for j in 0..used {
+                        let want = (scores[j] - max).exp() / sum;
+                        let got = f64::from(got[r * used + j]);
+                        assert!((got - want).abs() < 1e-6, "head {head} row {r} key {j}");
+                    }
+                }
+            }
+        }
+        let qv = View::new(&q, rows, a, a).unwrap();
+        let mut out = std::vec![0.0f32; rows * (keys + 1)];
+        let view = ViewMut::new(&mut out, rows, keys + 1, keys + 1).unwrap();
+        let kv = View::new(&k, keys, a, a).unwrap();
+        assert!(
+            heads.probabilities(0, qv, kv, view).is_err(),
+            "more keys than given"
+        );
+        let view = ViewMut::new(&mut out, rows, keys, keys).unwrap();
+        assert!(
+            heads.probabilities(3, qv, kv, view).is_err(),
+            "head out of range"
+        );
     }
 }

@@ -99,6 +99,75 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         Ok(self.logits())
     }
 
+    /// A teacher-forced pass over `tokens` from the start (the decoder is reset first; its
+    /// cache then holds them, as after [`Session::prefill`]), reporting what alignment needs:
+    /// `on_logits(first, logits)` is called with the logits of every row, a few rows at a
+    /// time in row order (`logits` is `rows × tgt_vocab`, starting at row `first`), and the
+    /// returned slice holds, for each `(layer, head)` of `heads` in turn, the probabilities
+    /// its cross-attention weighs the source with, `softmax(scale · q·kᵀ)` over the first
+    /// `frames` source positions ([`crate::layers::Heads::probabilities`]), `tokens.len() ×
+    /// frames` values row by row: `heads.len() × tokens.len() × frames` in all.
+    ///
+    /// The session must be created with room for `heads.len()` pairs
+    /// ([`Session::with_alignment`]); `tokens` fit one pass (at most `max_tgt_len` and
+    /// `max_src_len`); `frames` is 1 to the encoded length. Nothing is allocated.
+    pub fn align(
+        &mut self,
+        tokens: &[u32],
+        heads: &[(usize, usize)],
+        frames: usize,
+        mut on_logits: impl FnMut(usize, &[f32]),
+    ) -> Result<&[f32], RunError> {
+        let src_len = self.encoded()?;
+        let limits = self.plan.limits;
+        let config = self.model().config();
+        if tokens.is_empty() {
+            return Err(RunError::BadOption(
+                "a forced pass needs at least one token",
+            ));
+        }
+        let max = limits.max_tgt_len.min(limits.max_src_len);
+        if tokens.len() > max {
+            return Err(RunError::TargetTooLong {
+                len: tokens.len(),
+                max,
+            });
+        }
+        if heads.len() > self.plan.align_heads {
+            return Err(RunError::BadOption(
+                "more alignment heads than the session was created for",
+            ));
+        }
+        if heads
+            .iter()
+            .any(|&(layer, head)| layer >= config.decoder_layers || head >= config.heads)
+        {
+            return Err(RunError::BadOption("alignment head outside the decoder"));
+        }
+        if frames == 0 || frames > src_len {
+            return Err(RunError::BadOption(
+                "alignment frames must be 1 to the encoded length",
+            ));
+        }
+        check_tokens("target", tokens, config.tgt_vocab)?;
+        self.state.reset_decoder();
+        let group = self.state.group(0, tokens.len())?;
+        let (model, run, plan, arena, _) = self.pass();
+        let outputs = forward::AlignOutputs {
+            heads,
+            frames,
+            on_logits: &mut on_logits,
+        };
+        let done = forward::align(model, run, plan, arena, group, tokens, outputs);
+        if let Err(e) = done {
+            self.state.reset_decoder();
+            return Err(e.into());
+        }
+        self.state.advance(tokens.len(), 1, 0);
+        let len = heads.len() * tokens.len() * frames;
+        Ok(&self.arena.as_ref()[self.plan.layout.regions.align_probs.range()][..len])
+    }
+
     /// Makes beam `i` continue the history of beam `parents[i]` (the number of beams becomes
     /// `parents.len()`), by copying cache rows within the arena.
     pub fn reorder_beams(&mut self, parents: &[u32]) -> Result<(), RunError> {

@@ -59,7 +59,19 @@ impl<M: ModelRef> Session<M> {
     /// A session planned for `limits` (each at most the config's maximum): a smaller arena for
     /// hosts that know their lengths.
     pub fn with_limits(model: M, isa: Isa, limits: Limits) -> Result<Session<M>, SessionError> {
-        let plan = ArenaPlan::with_limits(model.model().config(), limits)?;
+        Session::with_alignment(model, isa, limits, 0)
+    }
+
+    /// A session planned for `limits` with room for the cross-attention probabilities of up to
+    /// `heads` (layer, head) pairs ([`ArenaPlan::with_alignment`]), which
+    /// [`Session::align`] reports; 0 plans none (as [`Session::with_limits`]).
+    pub fn with_alignment(
+        model: M,
+        isa: Isa,
+        limits: Limits,
+        heads: usize,
+    ) -> Result<Session<M>, SessionError> {
+        let plan = ArenaPlan::with_alignment(model.model().config(), limits, heads)?;
         let pool = ThreadPool::new(limits.threads)?;
         let mut arena = AlignedBuf::zeros(plan.total_f32())
             .map_err(|e| SessionError::OutOfMemory { bytes: e.bytes })?;

@@ -68,6 +68,18 @@ struct JsonSegment<'a> {
     avg_logprob: f64,
     compression_ratio: f64,
     no_speech_prob: f64,
+    /// With word timestamps only.
+    #[serde(skip_serializing_if = "<[JsonWord<'_>]>::is_empty")]
+    words: Vec<JsonWord<'a>>,
+}
+
+/// A word as faster-whisper's `Word` (and openai-whisper's JSON) names its fields.
+#[derive(Serialize)]
+struct JsonWord<'a> {
+    word: &'a str,
+    start: f64,
+    end: f64,
+    probability: f64,
 }
 
 #[derive(Serialize)]
@@ -90,6 +102,16 @@ impl<'a> JsonSegment<'a> {
             avg_logprob: s.avg_logprob,
             compression_ratio: s.compression_ratio,
             no_speech_prob: s.no_speech_prob,
+            words: s
+                .words
+                .iter()
+                .map(|w| JsonWord {
+                    word: &w.word,
+                    start: w.start,
+                    end: w.end,
+                    probability: w.probability,
+                })
+                .collect(),
         }
     }
 }
@@ -186,6 +208,7 @@ mod tests {
             avg_logprob: -0.25,
             compression_ratio: 1.0,
             no_speech_prob: 0.5,
+            words: Vec::new(),
         };
         let transcript = Transcript {
             language_probability: 1.0,
@@ -210,6 +233,28 @@ mod tests {
         assert_eq!(objects[1]["id"], 1);
         assert_eq!(objects[1]["text"], " Two --> three");
         assert_eq!(objects[1]["start"], 2.0);
+        assert!(
+            objects[1].get("words").is_none(),
+            "no words without word timestamps"
+        );
+        let mut timed = transcript.clone();
+        timed.segments[0].words = vec![crate::transcribe::words::Word {
+            word: " One.".into(),
+            start: 0.1,
+            end: 0.6,
+            probability: 0.75,
+        }];
+        let json: serde_json::Value = serde_json::from_str(&render(&timed, Format::Json)).unwrap();
+        let word = &json["segments"][0]["words"][0];
+        assert_eq!(
+            (
+                &word["word"],
+                &word["start"],
+                &word["end"],
+                &word["probability"]
+            ),
+            (&" One.".into(), &0.1.into(), &0.6.into(), &0.75.into())
+        );
         assert_eq!(
             render(&transcript, Format::Srt),
             "1\n00:00:00,000 --> 00:00:01,500\nOne.\n\n\

@@ -100,3 +100,53 @@ pub fn english_only(directory: &Directory, model: &Model<'_>) -> bool {
     let multilingual = generation.and_then(|g| g.get("is_multilingual"));
     multilingual.and_then(Value::as_bool) == Some(false)
 }
+
+/// Every head of the last half of the decoder layers (`layers / 2 ..`), CTranslate2's
+/// converter's default `alignment_heads`.
+pub fn default_alignment_heads(config: &tessel_model::Config) -> Vec<(usize, usize)> {
+    let layers = config.decoder_layers;
+    (layers / 2..layers)
+        .flat_map(|layer| (0..config.heads).map(move |head| (layer, head)))
+        .collect()
+}
+
+/// The cross-attention heads word timings read: `alignment_heads` of a CTranslate2
+/// `config.json` or a Hugging Face `generation_config.json` (pairs `[layer, head]`), else
+/// [`default_alignment_heads`]; ordered by layer (stable), as CTranslate2 gathers them.
+pub fn alignment_heads(
+    directory: &Directory,
+    config: &tessel_model::Config,
+) -> Result<Vec<(usize, usize)>, TranscribeError> {
+    let listed = match directory.format() {
+        Format::CTranslate2 { .. } => directory.config_json(),
+        _ => directory.generation_config_json(),
+    }
+    .and_then(|c| c.get("alignment_heads"))
+    .filter(|v| !v.is_null());
+    let Some(listed) = listed else {
+        return Ok(default_alignment_heads(config));
+    };
+    let bad = || {
+        TranscribeError::NotWhisper(format!(
+            "alignment_heads must be [layer, head] pairs within {} layers of {} heads",
+            config.decoder_layers, config.heads
+        ))
+    };
+    let mut heads = Vec::new();
+    for pair in listed.as_array().ok_or_else(bad)? {
+        let pair = pair.as_array().filter(|p| p.len() == 2).ok_or_else(bad)?;
+        let index = |v: &Value| v.as_u64().and_then(|v| usize::try_from(v).ok());
+        let (Some(layer), Some(head)) = (index(&pair[0]), index(&pair[1])) else {
+            return Err(bad());
+        };
+        if layer >= config.decoder_layers || head >= config.heads {
+            return Err(bad());
+        }
+        heads.push((layer, head));
+    }
+    if heads.is_empty() {
+        return Ok(default_alignment_heads(config));
+    }
+    heads.sort_by_key(|&(layer, _)| layer);
+    Ok(heads)
+}

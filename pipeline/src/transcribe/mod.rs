@@ -38,6 +38,7 @@
 //! options, results and errors are in `types`. This module holds what every session shares
 //! ([`Transcriber`]).
 
+pub mod alignment;
 mod decode;
 pub mod fallback;
 pub mod format;
@@ -46,6 +47,7 @@ mod observer;
 pub mod segments;
 mod types;
 mod windows;
+pub mod words;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -73,6 +75,8 @@ pub struct Transcriber {
     suppress: Arc<[u32]>,
     blank: Arc<[u32]>,
     cross_kv: MemoryType,
+    /// The cross-attention (layer, head) pairs word timings are read from, by layer.
+    alignment_heads: Arc<[(usize, usize)]>,
 }
 
 impl std::fmt::Debug for Transcriber {
@@ -99,8 +103,10 @@ impl Transcriber {
     ) -> Result<Transcriber, TranscribeError> {
         let (model, tokenizer, directory) = load::load_dir(dir, max_beam, weights)?;
         let english_only = load::english_only(&directory, &model);
+        let heads = load::alignment_heads(&directory, model.config())?;
         let mut transcriber = Transcriber::new(Arc::new(model), tokenizer)?;
         transcriber.english_only = english_only;
+        transcriber.alignment_heads = heads.into();
         Ok(transcriber)
     }
 
@@ -146,7 +152,9 @@ impl Transcriber {
             WeightType::F32 => MemoryType::F32,
             _ => MemoryType::F16,
         };
+        let alignment_heads = load::default_alignment_heads(config).into();
         Ok(Transcriber {
+            alignment_heads,
             model,
             tokenizer: Arc::new(tokenizer),
             n_mels,
@@ -199,6 +207,14 @@ impl Transcriber {
         self.multilingual
     }
 
+    /// The cross-attention (layer, head) pairs word timings are read from: the directory's
+    /// `alignment_heads` (CTranslate2's `config.json`, Hugging Face's
+    /// `generation_config.json`), else every head of the last half of the decoder layers, as
+    /// CTranslate2's converter defaults; ordered by layer, as CTranslate2 gathers them.
+    pub fn alignment_heads(&self) -> &[(usize, usize)] {
+        &self.alignment_heads
+    }
+
     /// The model.
     pub fn model(&self) -> &Arc<Model<'static>> {
         &self.model
@@ -231,11 +247,37 @@ impl Transcriber {
         max_beam: usize,
         threads: usize,
     ) -> Result<TranscribeSession, TranscribeError> {
+        self.session_for(isa, max_beam, threads, false)
+    }
+
+    /// [`Transcriber::session`] that can also time words
+    /// ([`TranscribeOptions::word_timestamps`]): its arena holds the alignment heads'
+    /// cross-attention probabilities (heads × 448 × 1500 values), and the alignment's buffers
+    /// are sized once.
+    pub fn session_with_words(
+        &self,
+        isa: Isa,
+        max_beam: usize,
+        threads: usize,
+    ) -> Result<TranscribeSession, TranscribeError> {
+        self.session_for(isa, max_beam, threads, true)
+    }
+
+    fn session_for(
+        &self,
+        isa: Isa,
+        max_beam: usize,
+        threads: usize,
+        words: bool,
+    ) -> Result<TranscribeSession, TranscribeError> {
         let limits = self.limits(max_beam, threads);
-        let session = Session::with_limits(Arc::clone(&self.model), isa, limits)?;
+        let heads = if words { self.alignment_heads.len() } else { 0 };
+        let session = Session::with_alignment(Arc::clone(&self.model), isa, limits, heads)?;
         let tokenizer = Arc::clone(&self.tokenizer);
         let suppress = Arc::clone(&self.suppress);
         let decoder = Decoder::new(Arc::clone(&tokenizer), suppress, Arc::clone(&self.blank));
+        let heads = words.then(|| Arc::clone(&self.alignment_heads));
         TranscribeSession::new(session, tokenizer, decoder, self.multilingual, self.n_mels)
+            .map(|s| s.with_words(heads))
     }
 }

@@ -99,6 +99,13 @@ pub struct TranscribeOptions {
     pub seed: u64,
     /// Most tokens decoded per window.
     pub sample_len: usize,
+    /// Time every word ([`Segment::words`]); needs a session made for it
+    /// ([`Transcriber::session_with_words`](super::Transcriber::session_with_words)).
+    pub word_timestamps: bool,
+    /// With word timestamps: punctuation merged into the following word.
+    pub prepend_punctuations: String,
+    /// With word timestamps: punctuation merged into the previous word.
+    pub append_punctuations: String,
 }
 
 impl Default for TranscribeOptions {
@@ -119,6 +126,9 @@ impl Default for TranscribeOptions {
             length_penalty: 1.0,
             seed: 0,
             sample_len: 224,
+            word_timestamps: false,
+            prepend_punctuations: super::words::PREPEND_PUNCTUATIONS.to_owned(),
+            append_punctuations: super::words::APPEND_PUNCTUATIONS.to_owned(),
         }
     }
 }
@@ -144,6 +154,8 @@ pub struct Segment {
     pub compression_ratio: f64,
     /// Its window's no-speech probability.
     pub no_speech_prob: f64,
+    /// Its words with their times, with word timestamps (empty otherwise).
+    pub words: Vec<super::words::Word>,
 }
 
 /// Time spent and work done.
@@ -164,6 +176,9 @@ pub struct Stats {
     pub decode: Duration,
     /// Tokens generated (all decodings, fallbacks included).
     pub tokens: usize,
+    /// With word timestamps: the forced decoder passes over each window's text and their
+    /// alignments.
+    pub align: Duration,
 }
 
 /// A transcription.

@@ -9,10 +9,12 @@ use std::time::Instant;
 use tessel_audio::{content_frames, segment, MelFrontEnd, N_FRAMES};
 use tessel_text::whisper::{python_strip, WhisperTokenizer};
 
+use super::alignment::{text_token_probability, Aligner};
 use super::decode::{Decoded, Decoder, WhisperSession, WindowDecode};
 use super::observer::{timed, Observer};
 use super::segments::{self, Cut};
 use super::types::{Segment, Stats, TranscribeError, TranscribeOptions, Transcript};
+use super::words::{self, WindowWords, Word};
 
 /// One user's transcription state (see the [module](super) docs).
 pub struct TranscribeSession {
@@ -26,6 +28,23 @@ pub struct TranscribeSession {
     prompt: Vec<u32>,
     decoder: Decoder,
     cuts: Vec<Cut>,
+    /// What word timing needs, in a session made for it.
+    words: Option<WordState>,
+}
+
+/// The buffers of word timing, sized when the session is made.
+struct WordState {
+    /// The alignment heads, in the order the forced pass reports them.
+    heads: Arc<[(usize, usize)]>,
+    aligner: Aligner,
+    /// The window's text tokens.
+    text: Vec<u32>,
+    /// The forced pass: start sequence, `<|notimestamps|>`, text, `<|endoftext|>`.
+    forced: Vec<u32>,
+    /// The text tokens' probabilities.
+    probs: Vec<f32>,
+    /// Each segment's words.
+    words: Vec<Vec<Word>>,
 }
 
 impl std::fmt::Debug for TranscribeSession {
@@ -47,6 +66,10 @@ struct Walk<'a> {
     reset_since: usize,
     segments: Vec<Segment>,
     stats: Stats,
+    /// The language decoded (code).
+    language: String,
+    /// The end of the last speech timed (word timestamps).
+    last_speech_timestamp: f64,
 }
 
 /// How a window was decoded, as its segments report it.
@@ -80,7 +103,24 @@ impl TranscribeSession {
             prompt: Vec::with_capacity(max_tgt),
             decoder,
             cuts: Vec::with_capacity(max_tgt),
+            words: None,
         })
+    }
+
+    /// The same session timing words with the cross-attention `heads` (the model session
+    /// was planned for them), or not for `None`.
+    pub(super) fn with_words(mut self, heads: Option<Arc<[(usize, usize)]>>) -> Self {
+        let max_tgt = self.session.limits().max_tgt_len;
+        let frames = self.session.limits().max_src_len;
+        self.words = heads.map(|heads| WordState {
+            heads,
+            aligner: Aligner::new(max_tgt, frames),
+            text: Vec::with_capacity(max_tgt),
+            forced: Vec::with_capacity(max_tgt),
+            probs: Vec::with_capacity(max_tgt),
+            words: Vec::with_capacity(max_tgt),
+        });
+        self
     }
 
     /// Bytes of the model session's arena.
@@ -97,6 +137,11 @@ impl TranscribeSession {
     ) -> Result<Transcript, TranscribeError> {
         let max_beam = self.session.limits().max_beam;
         options.check(max_beam, self.multilingual, &self.tokenizer)?;
+        if options.word_timestamps && self.words.is_none() {
+            return Err(TranscribeError::BadOption(
+                "word timestamps need a session made for them (session_with_words)".into(),
+            ));
+        }
         let frames = content_frames(samples.len());
         if frames == 0 {
             return Err(TranscribeError::EmptyAudio);
@@ -105,6 +150,7 @@ impl TranscribeSession {
         let (language, language_probability) =
             self.language(options, frames, &mut walk.stats, observer)?;
         observer.language(&language, language_probability);
+        walk.language.clone_from(&language);
         walk.sot_sequence = if self.multilingual {
             self.tokenizer
                 .sot_sequence(Some(&language), Some(options.task))?
@@ -163,6 +209,8 @@ impl TranscribeSession {
             reset_since: 0,
             segments: Vec::new(),
             stats,
+            language: String::new(),
+            last_speech_timestamp: 0.0,
         })
     }
 
@@ -215,14 +263,47 @@ impl TranscribeSession {
             compression_ratio: judged.compression_ratio,
             no_speech_prob,
         };
+        let mut next_seek = split.next_seek;
+        let mut no_words = Vec::new();
+        let words = match self.words.as_mut() {
+            Some(state) if options.word_timestamps => {
+                let cuts = &mut self.cuts[..split.count];
+                let tokens = &best.tokens;
+                let window = WindowWords {
+                    seek,
+                    language: &walk.language,
+                    prepend: &options.prepend_punctuations,
+                    append: &options.append_punctuations,
+                };
+                let session = &mut self.session;
+                let (sot, last) = (&walk.sot_sequence, walk.last_speech_timestamp);
+                let timing = (&*self.tokenizer, &window, &sot[..], size);
+                let watch: (&mut Stats, &mut dyn Observer) = (&mut walk.stats, &mut *observer);
+                walk.last_speech_timestamp =
+                    time_words(session, state, timing, (tokens, cuts), last, watch)?;
+                let n = tokens.len();
+                let single_ending =
+                    n >= 2 && tokens[n - 2] < timestamp_begin && tokens[n - 1] >= timestamp_begin;
+                let end = words::last_end(cuts, &state.words);
+                let time_offset = seek as f64 * segments::SECONDS_PER_FRAME;
+                if let Some(end) = end.filter(|&end| !single_ending && end > time_offset) {
+                    next_seek = (end * 100.0).round_ties_even().max(0.0) as usize;
+                }
+                if let Some(end) = end {
+                    walk.last_speech_timestamp = end;
+                }
+                &mut state.words[..]
+            }
+            _ => &mut no_words[..],
+        };
         let cuts = &self.cuts[..split.count];
-        walk.keep(&self.tokenizer, best, cuts, &figures, observer)?;
+        walk.keep(&self.tokenizer, best, (cuts, words), &figures, observer)?;
         if !options.condition_on_previous_text
             || best.temperature > options.prompt_reset_on_temperature
         {
             walk.reset_since = walk.all_tokens.len();
         }
-        Ok(split.next_seek)
+        Ok(next_seek)
     }
 
     /// Writes the window's prompt: `<|startofprev|>` and the last of the conditioning text,
@@ -301,6 +382,66 @@ impl TranscribeSession {
     }
 }
 
+/// Times the words of a window's segments (`cuts` of the decoded `tokens`; their bounds may
+/// move) into `state.words`: the forced pass over the window's text, its alignment, then
+/// faster-whisper's `add_word_timestamps`. `timing` is the tokenizer, the window, the start
+/// sequence and the window's frames. Returns the new `last_speech_timestamp`. The forced pass
+/// and the alignment run between the observer's inference marks (they allocate nothing), timed
+/// as [`Stats::align`].
+fn time_words(
+    session: &mut WhisperSession,
+    state: &mut WordState,
+    (tokenizer, window, sot_sequence, size): (&WhisperTokenizer, &WindowWords<'_>, &[u32], usize),
+    (tokens, cuts): (&[u32], &mut [Cut]),
+    last_speech_timestamp: f64,
+    (stats, observer): (&mut Stats, &mut dyn Observer),
+) -> Result<f64, TranscribeError> {
+    let eot = tokenizer.eot();
+    state.text.clear();
+    for cut in cuts.iter() {
+        let text = tokens[cut.tokens.clone()].iter().filter(|&&t| t < eot);
+        state.text.extend(text);
+    }
+    let frames = size / 2;
+    state.probs.clear();
+    let mut path_len = 0;
+    if !state.text.is_empty() && frames > 0 {
+        state.forced.clear();
+        state.forced.extend_from_slice(sot_sequence);
+        state.forced.push(tokenizer.no_timestamps());
+        state.forced.extend_from_slice(&state.text);
+        state.forced.push(eot);
+        let (sot_len, text) = (sot_sequence.len(), &state.text);
+        state.probs.resize(text.len(), 0.0);
+        let vocab = session.model().config().tgt_vocab;
+        let (probs, aligner, forced) = (&mut state.probs, &mut state.aligner, &state.forced);
+        let heads = &state.heads;
+        path_len = timed(observer, &mut stats.align, || {
+            let attention = session.align(forced, heads, frames, |first, logits| {
+                for (i, row) in logits.chunks_exact(vocab).enumerate() {
+                    let t = (first + i).wrapping_sub(sot_len);
+                    if let (Some(&token), Some(p)) = (text.get(t), probs.get_mut(t)) {
+                        *p = text_token_probability(row, eot as usize, token);
+                    }
+                }
+            })?;
+            let shape = (heads.len(), forced.len(), frames);
+            let aligned = aligner.align(attention, shape, (sot_len, text.len()));
+            Ok::<_, TranscribeError>(aligned.path.len())
+        })?;
+    }
+    let aligned = state.aligner.path(path_len);
+    Ok(words::add_word_timestamps(
+        tokenizer,
+        window,
+        (tokens, cuts),
+        &state.text,
+        (aligned, &state.probs),
+        &mut state.words,
+        last_speech_timestamp,
+    )?)
+}
+
 /// The code with the largest logit (the first of equals) and its probability: the softmax
 /// over the language tokens alone, in `f64`, as openai-whisper's and CTranslate2's
 /// `detect_language` give it. `None` when there is no language.
@@ -328,11 +469,11 @@ impl Walk<'_> {
         &mut self,
         tok: &WhisperTokenizer,
         decoded: &Decoded,
-        cuts: &[Cut],
+        (cuts, words): (&[Cut], &mut [Vec<Word>]),
         figures: &WindowFigures,
         observer: &mut dyn Observer,
     ) -> Result<(), TranscribeError> {
-        for cut in cuts {
+        for (i, cut) in cuts.iter().enumerate() {
             let piece = &decoded.tokens[cut.tokens.clone()];
             let text = tok.decode(piece)?;
             if cut.start == cut.end || python_strip(&text).is_empty() {
@@ -349,6 +490,7 @@ impl Walk<'_> {
                 avg_logprob: figures.avg_logprob,
                 compression_ratio: figures.compression_ratio,
                 no_speech_prob: figures.no_speech_prob,
+                words: words.get_mut(i).map(std::mem::take).unwrap_or_default(),
             });
             if let Some(done) = self.segments.last() {
                 observer.segment(done);
