@@ -10,9 +10,8 @@
 //! are made outside them).
 //!
 //! With `--vad`, faster-whisper's `vad_filter`: Silero VAD ([`tessel_vad`]) finds the speech,
-//! only the speech chunks (padded, concatenated) are transcribed, and each segment's start and
-//! end are mapped back to the original audio (`restore_speech_timestamps` for segments
-//! without words: the start by its chunk, the end as a chunk end when it is one).
+//! only the speech chunks (padded, concatenated) are transcribed, and each segment's (and
+//! word's) start and end are mapped back to the original audio (`restore_speech_timestamps`).
 //!
 //! Before the model loads: the options' bounds (the value parsers of [`crate::bounds`]), the
 //! audio file can be read, and the directory holds a Whisper model ([`checks::model_kind`]);
@@ -243,15 +242,32 @@ fn find_speech(args: &VadArgs, samples: &[f32]) -> Result<Speech, CliError> {
     })
 }
 
-/// `segment` with its times in the original audio (`restore_speech_timestamps` for a
-/// segment without words).
+/// `segment` with its times in the original audio, as faster-whisper's
+/// `restore_speech_timestamps`: each word's start and end in the chunk its middle falls in,
+/// and the segment from its first word's start to its last word's end; a segment without
+/// words by its own start and end (the end as a chunk's end when it is one).
 fn restore(segment: &Segment, map: &SpeechTimestampsMap) -> Segment {
     let mut segment = segment.clone();
-    if let Some(start) = map.original_time(segment.start, None, false) {
-        segment.start = start;
+    if segment.words.is_empty() {
+        if let Some(start) = map.original_time(segment.start, None, false) {
+            segment.start = start;
+        }
+        if let Some(end) = map.original_time(segment.end, None, true) {
+            segment.end = end;
+        }
+        return segment;
     }
-    if let Some(end) = map.original_time(segment.end, None, true) {
-        segment.end = end;
+    for word in &mut segment.words {
+        let chunk = map.chunk_index((word.start + word.end) / 2.0, false);
+        if let Some(start) = map.original_time(word.start, chunk, false) {
+            word.start = start;
+        }
+        if let Some(end) = map.original_time(word.end, chunk, false) {
+            word.end = end;
+        }
+    }
+    if let (Some(first), Some(last)) = (segment.words.first(), segment.words.last()) {
+        (segment.start, segment.end) = (first.start, last.end);
     }
     segment
 }

@@ -518,6 +518,42 @@ fn vad_removes_silence_and_maps_times_back() {
         assert_eq!(m["start"].as_f64(), map.original_time(start, None, false));
         assert_eq!(m["end"].as_f64(), map.original_time(end, None, true));
     }
+    // With word timestamps: each word in the chunk its middle falls in, each segment from its
+    // first word to its last (faster-whisper's restore_speech_timestamps).
+    let (plain, _) = run(&speech_only, &["--word-timestamps"]);
+    let vad_flags = [
+        "--vad",
+        "--vad-model",
+        vad_model,
+        "--vad-min-silence-ms",
+        "1000",
+    ];
+    let (mapped, _) = run(
+        &original,
+        &[&vad_flags[..], &["--word-timestamps"]].concat(),
+    );
+    assert_eq!(plain.len(), mapped.len());
+    let mut words = 0;
+    for (p, m) in plain.iter().zip(&mapped) {
+        assert_eq!(p["tokens"], m["tokens"]);
+        // A segment the words were not dealt to has no `words` key.
+        let words_of = |s: &serde_json::Value| s["words"].as_array().cloned().unwrap_or_default();
+        let (pw, mw) = (words_of(p), words_of(m));
+        assert_eq!(pw.len(), mw.len());
+        for (a, b) in pw.iter().zip(&mw) {
+            let (start, end) = (a["start"].as_f64().unwrap(), a["end"].as_f64().unwrap());
+            let chunk = map.chunk_index((start + end) / 2.0, false);
+            assert_eq!(b["start"].as_f64(), map.original_time(start, chunk, false));
+            assert_eq!(b["end"].as_f64(), map.original_time(end, chunk, false));
+            assert_eq!(a["word"], b["word"]);
+            words += 1;
+        }
+        if let (Some(first), Some(last)) = (mw.first(), mw.last()) {
+            assert_eq!(m["start"], first["start"]);
+            assert_eq!(m["end"], last["end"]);
+        }
+    }
+    assert!(words > 0, "no words to map");
     // Silence only: no segments.
     let silence = dir.join("silence.wav");
     write_wav(&silence, &vec![0.0; 32_000]);
