@@ -576,7 +576,7 @@ pub(crate) fn align(
             let kv = memory.layer(group.slot, i, group.src_len)?;
             let at = pair * rows * frames;
             let dst = ViewMut::new(&mut probs[at..at + rows * frames], rows, frames, frames)?;
-            cross.probabilities(out.heads[pair].1, q, kv, dst)?;
+            cross.probabilities(run.isa, out.heads[pair].1, q, kv, dst)?;
         }
     }
     let Work { hidden, normed, .. } = work;

@@ -10,6 +10,7 @@
 use half::f16;
 use tessel_kernels::activation::Activation;
 use tessel_kernels::attention::{self as flash, KvElement, Mask};
+use tessel_kernels::softmax::softmax_in_place;
 use tessel_kernels::{Isa, KernelError, ScratchSpec, View, ViewMut};
 
 use super::{linear, Linear, MemoryKv, Run};
@@ -106,13 +107,15 @@ impl Heads {
     ///
     /// Computed in `f32` as written: each score a sequential sum of `d_head` products of the
     /// head's query and key columns (`f16` keys widened exactly, once per key for all queries;
-    /// past 256 columns the sum is taken in pieces of 256 added in order), times the scale,
-    /// then the softmax from the row's maximum. The probabilities differ from an `f64` evaluation by a few `f32` ulps
-    /// per score times the score's magnitude; a reference computing the scores with a
+    /// past 256 columns the sum is taken in pieces of 256 added in order), then the kernels'
+    /// row softmax of the scaled scores at `isa` ([`softmax_in_place`]). The probabilities
+    /// differ from an `f64` evaluation by a few `f32` ulps per score times the score's
+    /// magnitude; a reference computing the scores with a
     /// blocked GEMM rounds the same terms in another order. Cost: `rows × keys × d_head`
     /// multiply-adds per head, a side path run only when word timings are asked for.
     pub fn probabilities<E>(
         &self,
+        isa: Isa,
         head: usize,
         q: View<'_>,
         k: View<'_, E>,
@@ -170,22 +173,7 @@ impl Heads {
                 }
             }
         }
-        for out_row in out.reborrow().iter_rows_mut() {
-            let mut max = f32::NEG_INFINITY;
-            for score in out_row.iter_mut() {
-                *score *= self.scale;
-                max = max.max(*score);
-            }
-            let mut sum = 0.0f32;
-            for p in out_row.iter_mut() {
-                *p = (*p - max).exp();
-                sum += *p;
-            }
-            for p in out_row.iter_mut() {
-                *p /= sum;
-            }
-        }
-        Ok(())
+        softmax_in_place(isa, out, self.scale)
     }
 }
 
@@ -417,14 +405,15 @@ impl<'w> CrossAttention<'w> {
     /// the first `out.cols()` source rows of `memory`.
     pub fn probabilities(
         &self,
+        isa: Isa,
         head: usize,
         q: View<'_>,
         memory: MemoryKv<'_>,
         out: ViewMut<'_>,
     ) -> Result<(), KernelError> {
         match memory {
-            MemoryKv::F32(k, _) => self.heads.probabilities(head, q, k, out),
-            MemoryKv::F16(k, _) => self.heads.probabilities(head, q, k, out),
+            MemoryKv::F32(k, _) => self.heads.probabilities(isa, head, q, k, out),
+            MemoryKv::F16(k, _) => self.heads.probabilities(isa, head, q, k, out),
         }
     }
 
@@ -476,17 +465,17 @@ mod tests {
         let q = values(rows * a, 1);
         let k = values(keys * a, 2);
         let k16: std::vec::Vec<f16> = k.iter().map(|&v| f16::from_f32(v)).collect();
-        for head in 0..3 {
+        for (isa, head) in Isa::supported().flat_map(|isa| (0..3).map(move |h| (isa, h))) {
             let mut out = std::vec![0.0f32; rows * used];
             let mut out16 = out.clone();
             let qv = View::new(&q, rows, a, a).unwrap();
             let view = ViewMut::new(&mut out, rows, used, used).unwrap();
             heads
-                .probabilities(head, qv, View::new(&k, keys, a, a).unwrap(), view)
+                .probabilities(isa, head, qv, View::new(&k, keys, a, a).unwrap(), view)
                 .unwrap();
             let view = ViewMut::new(&mut out16, rows, used, used).unwrap();
             heads
-                .probabilities(head, qv, View::new(&k16, keys, a, a).unwrap(), view)
+                .probabilities(isa, head, qv, View::new(&k16, keys, a, a).unwrap(), view)
                 .unwrap();
             for r in 0..rows {
                 for (got, keys_of) in [
@@ -519,12 +508,12 @@ mod tests {
         let view = ViewMut::new(&mut out, rows, keys + 1, keys + 1).unwrap();
         let kv = View::new(&k, keys, a, a).unwrap();
         assert!(
-            heads.probabilities(0, qv, kv, view).is_err(),
+            heads.probabilities(Isa::scalar(), 0, qv, kv, view).is_err(),
             "more keys than given"
         );
         let view = ViewMut::new(&mut out, rows, keys, keys).unwrap();
         assert!(
-            heads.probabilities(3, qv, kv, view).is_err(),
+            heads.probabilities(Isa::scalar(), 3, qv, kv, view).is_err(),
             "head out of range"
         );
     }
