@@ -18,7 +18,7 @@ For each fixture it writes tests/whisper/<name>/ct2_int8/:
 
 CTranslate2 int8 quantises each activation row to round(x * 127 / max|x|) (ties to even) and
 sums the int8 products exactly in int32, then scales the sums back to float32.
-tests/tests/whisper_int8.rs checks that tessel computes the same on these files.
+tests/tests/suite/whisper_int8.rs checks that tessel computes the same on these files.
 
 Usage (ctranslate2, transformers (for the converter), safetensors, numpy):
     python3 tools/make_whisper_int8_golden.py            # every fixture

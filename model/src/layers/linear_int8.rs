@@ -15,7 +15,7 @@
 //! `(‖x‖₁ · max|w_j| + max|x| · ‖w_j‖₁) / 254` (plus a second-order term); for rows and channels
 //! without outliers this is about `2/254 ≈ 0.8 %` of `‖x‖₁ · max|w_j|`, and the errors of
 //! different terms are independent, so the typical error is far smaller. The model-level drift
-//! this gives is bounded and tested on the golden fixtures (`tests/tests/int8_accuracy.rs`).
+//! this gives is bounded and tested on the golden fixtures (`tests/tests/suite/int8_accuracy.rs`).
 //!
 //! The quantised rows need scratch ([`scratch`]), which [`super::scratch`] includes whatever
 //! the weight type, so a plan made from the config alone covers int8 layers too.

@@ -6,7 +6,7 @@
 //! allocates.
 //!
 //! Semantics (each equal to the `transformers` processor named, checked by the golden test
-//! `tests/tests/decoding_golden.rs`):
+//! `tests/tests/suite/decoding_golden.rs`):
 //! - [`repetition_penalty`] (`RepetitionPenaltyLogitsProcessor`): every distinct token of the
 //!   context has its score `s` replaced by `s · θ` when `s < 0`, else `s / θ`, once, however
 //!   often it occurs. The context includes the decoder start token in `transformers`, not in

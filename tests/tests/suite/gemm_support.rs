@@ -1,9 +1,6 @@
 //! The GEMM test problem shared by the f32 (`gemm.rs`) and 16-bit (`gemm_half.rs`) tests:
 //! deterministic values, awkward shapes and strides, every epilogue, packing from either
 //! layout, the f64 reference and its error bound.
-// Each test crate uses its own part of this module.
-#![allow(dead_code)]
-
 use proptest::prelude::*;
 use tessel_kernels::activation::Activation;
 use tessel_kernels::gemm::{

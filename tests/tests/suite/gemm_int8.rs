@@ -9,7 +9,7 @@
 //!   trip bound; the CTranslate2 loader keeps the bytes and scales as they are;
 //! - bad input is a typed error.
 
-mod gemm_support;
+use crate::gemm_support;
 
 use gemm_support::{spec, Spec, Values};
 use proptest::prelude::*;

@@ -2,7 +2,7 @@
 //! epilogues and both weight layouts, NaN canaries around C; exact small-integer and identity
 //! products; typed errors for bad arguments; bit-identical results for any thread count.
 
-mod gemm_support;
+use crate::gemm_support;
 
 use gemm_support::{spec, Source, Spec, Values};
 use proptest::prelude::*;

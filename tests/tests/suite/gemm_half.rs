@@ -5,7 +5,7 @@
 //! (round to nearest even, zero padding, the documented layout), every 16-bit value widened
 //! exactly (zero, subnormal, infinity, NaN), and typed errors.
 
-mod gemm_support;
+use crate::gemm_support;
 
 use gemm_support::{spec, Problem, Source, Spec, Values};
 use proptest::prelude::*;
