@@ -54,7 +54,18 @@ failures=0
 neon_status="not run"
 levels=()
 
-banner() { printf '\n=== %s ===\n' "$*"; }
+banner() { printf '\n=== %s === (%s free)\n' "$*" "$(free_space)"; }
+
+free_space() { df -h --output=avail "$root" 2>/dev/null | tail -n 1 | tr -d ' '; }
+
+# Under CI=true, deletes build output that no later step reads: CI machines have had a few GB
+# of disk, and the x86-64 tests, the aarch64 tests and the fuzz build take several each.
+free_for_later_steps() {
+    if [ "${CI:-}" = true ]; then
+        echo "CI: deleting $* (no later step reads them)"
+        rm -rf "$@"
+    fi
+}
 
 loud() {
     printf '\n'
@@ -147,13 +158,16 @@ build_tests() {
 
 # The published-layout rows (tests/tests/published.rs) prove loaders, not kernels: every kernel
 # is proven at every level by its proptests and the family goldens. The scalar level takes only
-# the rows of at most 50 M values; the fastest level takes them all.
+# the rows of at most 50 M values; the fastest level takes them all. A row's generated weights
+# (up to 1.3 GB) are deleted once it is checked, but for the rows the NEON step reads.
+neon_published_rows=t5-small,opus-mt-en-de
 run_tests_at() {
     local published_max=
     if [ "$1" = scalar ]; then
         published_max=50000000
     fi
     TESSEL_ISA=$1 TESSEL_PUBLISHED_MAX_VALUES=${published_max:-} \
+        TESSEL_PUBLISHED_KEEP=$neon_published_rows \
         timeout --kill-after=30s "$x86_level_timeout" \
         cargo test --locked --workspace --lib --bins --tests
 }
@@ -207,6 +221,8 @@ python_tests() {
 }
 
 step "Python package: the extension and python/tessel in a venv, pytest python/tests" python_tests
+free_for_later_steps "$target_dir/debug" "$target_dir/nostd-check" "$target_dir/capi-examples" \
+    "$target_dir/python-venv"
 
 # --- NEON under qemu --------------------------------------------------------------------------
 
@@ -218,7 +234,7 @@ neon_tests() {
         CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
         CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64-static \
         TESSEL_ISA=neon PROPTEST_CASES=$neon_cases \
-        TESSEL_PUBLISHED_ROWS=t5-small,opus-mt-en-de \
+        TESSEL_PUBLISHED_ROWS=$neon_published_rows TESSEL_PUBLISHED_KEEP=$neon_published_rows \
         TESSEL_PUBLISHED_CACHE="$target_dir/tmp/published" \
         timeout --kill-after=30s "$neon_timeout" \
         /usr/bin/cargo test --locked --target "$neon_target" --target-dir "$target_dir/aarch64" \
@@ -253,6 +269,8 @@ else
     neon_status="SKIPPED (toolchain missing, not installable here)"
 fi
 
+free_for_later_steps "$target_dir/aarch64" "$target_dir/tmp"
+
 # --- fuzzing and Miri (nightly) ---------------------------------------------------------------
 
 # A short bounded pass over every cargo-fuzz target (scripts/fuzz.sh; the long run is documented
@@ -266,6 +284,7 @@ case ${PIPESTATUS[0]} in
     3) record "fuzz: every target for ${fuzz_seconds}s" skipped $(($(date +%s) - fuzz_start)) ;;
     *) record "fuzz: every target for ${fuzz_seconds}s" FAILED $(($(date +%s) - fuzz_start)) ;;
 esac
+free_for_later_steps fuzz/target
 
 # Miri over the kernels at the scalar level: the harness in fuzz/miri (every kernel, awkward
 # shapes) and the kernel unit tests that do not detect the CPU (Miri cannot run CPUID).

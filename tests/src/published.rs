@@ -197,10 +197,39 @@ impl View for Generated<'_> {
     }
 }
 
+/// A row's generated Hugging Face directory. Dropping it deletes the generated weights (a row
+/// holds up to 1.3 GB) unless the row is one `TESSEL_PUBLISHED_KEEP` names.
+pub struct Materialized {
+    dir: PathBuf,
+    keep: bool,
+}
+
+impl Materialized {
+    /// The directory: the configuration files and `model.safetensors`.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Materialized {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_file(self.dir.join("manifest.json"));
+            let _ = std::fs::remove_file(self.dir.join("model.safetensors"));
+        }
+    }
+}
+
+/// Whether `TESSEL_PUBLISHED_KEEP` (`all`, or row names separated by commas) names `row`.
+fn kept(row: &str) -> bool {
+    std::env::var("TESSEL_PUBLISHED_KEEP")
+        .is_ok_and(|keep| keep == "all" || keep.split(',').any(|name| name == row))
+}
+
 /// The Hugging Face directory of row `row` under `cache`: its config files and the
-/// `model.safetensors` the manifest describes, generated once (a stamp holding the manifest
-/// reuses an earlier run's file).
-pub fn materialize(row: &Path, cache: &Path) -> PathBuf {
+/// `model.safetensors` the manifest describes, generated unless a kept earlier run's file is
+/// there (a stamp holding the manifest marks it).
+pub fn materialize(row: &Path, cache: &Path) -> Materialized {
     let name = row.file_name().expect("row name");
     let dir = cache.join(name);
     let manifest_text = std::fs::read(row.join("manifest.json")).expect("manifest");
@@ -226,7 +255,10 @@ pub fn materialize(row: &Path, cache: &Path) -> PathBuf {
     for file in ["config.json", "generation_config.json"] {
         std::fs::copy(row.join(file), dir.join(file)).expect("copy config");
     }
-    dir
+    Materialized {
+        dir,
+        keep: kept(&name.to_string_lossy()),
+    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,9 @@
 //!
 //! `TESSEL_PUBLISHED_ROWS=a,b` runs only the rows named; `TESSEL_PUBLISHED_MAX_VALUES` skips
 //! rows of more values than it says; each skip is printed. `TESSEL_PUBLISHED_CACHE` names the
-//! directory the weights are generated into (default `target/tmp/published`), so a
-//! cross-compiled run under qemu reads the files the native run wrote.
+//! directory the weights are generated into (default `target/tmp/published`); a row's weights
+//! are deleted once it is checked unless `TESSEL_PUBLISHED_KEEP` (`all` or row names) keeps
+//! them, so a cross-compiled run under qemu reads the files the native run kept.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -145,8 +146,8 @@ fn check_row(row: &Path, cache: &Path) {
         "{name}: float32 lands {} of the scale from float64 on these weights: ill-conditioned",
         expected.float32_error
     );
-    let dir = materialize(row, cache);
-    let directory = Directory::open(&dir).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let generated = materialize(row, cache);
+    let directory = Directory::open(generated.dir()).unwrap_or_else(|e| panic!("{name}: {e}"));
     let settings = LoadSettings {
         max_beam: 4,
         max_len: 64,
