@@ -25,7 +25,7 @@ whisper=tests/transcribe/tiny_en_32/model
 clip=tests/transcribe/clip.wav
 line="Hello world"
 # The Python pipeline's translation of $line (tests/decoding/nllb/expected.json), when jq is
-# there to read it; without jq translate.c only prints it (capi/tests/translate.rs checks it).
+# there to read it; without jq translate.c only prints it (capi/tests/suite/translate.rs checks it).
 expected=()
 if command -v jq >/dev/null; then
     expected=("$(jq -r --arg t "$line" '.pipeline[] | select(.text == $t) | .output' \

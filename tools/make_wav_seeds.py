@@ -11,7 +11,7 @@ WAVE_FORMAT_EXTENSIBLE (24 valid bits in 32-bit containers); and inputs tessel r
 (MS-ADPCM, 5 ms of audio, a cut inside a LIST chunk, block align mismatch).
 
 For the files Python's `wave` module reads (PCM only), the script checks that it returns the
-tone's samples, the reference that `audio/tests/wav.rs` holds tessel to: the same samples as
+tone's samples, the reference that `audio/tests/suite/wav.rs` holds tessel to: the same samples as
 the well-formed file.
 """
 

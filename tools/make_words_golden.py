@@ -13,7 +13,7 @@ on unicode boundaries, not spaces); faster-whisper is handed a proxy that says t
 multilingual, as make_transcribe_golden.py does.
 
 Usage: /work/pyenv/bin/python tools/make_words_golden.py   (faster-whisper 1.x, ctranslate2)
-The Rust tests (pipeline/tests/words_golden.rs) never need Python.
+The Rust tests (pipeline/tests/suite/words_golden.rs) never need Python.
 """
 
 import json

@@ -12,6 +12,7 @@ use ::tessel_model::aligned::AlignedBuf;
 use tessel::*;
 use tessel_numbers::Numbers;
 
+#[path = "suite/common/mod.rs"]
 mod common;
 use common::{last_error, ok, step_from};
 use tessel_tests::counting::{allocated_bytes, ThreadCounting};

@@ -12,6 +12,7 @@ use std::ptr::{null, null_mut};
 
 use tessel::*;
 
+#[path = "suite/common/mod.rs"]
 mod common;
 use common::{ok, step_from};
 use tessel_tests::counting::{allocations, ThreadCounting};

@@ -44,7 +44,7 @@ def read_wav(path):
 @pytest.fixture
 def decoding_dir(tmp_path):
     """A complete copy of a tests/decoding/<name>/hf model (Marian gets the SentencePiece
-    model its source side needs, as pipeline/tests/translate_golden.rs gives it)."""
+    model its source side needs, as pipeline/tests/suite/translate_golden.rs gives it)."""
 
     def make(name):
         out = tmp_path / name

@@ -13,7 +13,7 @@ use tessel_kernels::isa::Isa;
 use tessel_numbers::Numbers;
 
 mod batch;
-mod common;
+use crate::common;
 use common::{last_error, ok};
 
 fn numbers_model() -> *mut tessel_model {

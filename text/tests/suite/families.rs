@@ -3,7 +3,7 @@
 //! forced target-language token and decoded text with special tokens skipped, from model
 //! directories laid out as the families ship them (fixtures: tools/make_text_golden.py).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! `tessel_translate` on the random-weight Marian and NLLB directories of `tests/decoding/`
-//! (the fixtures of pipeline/tests/translate_golden.rs): the text of the Python pipeline
+//! (the fixtures of pipeline/tests/suite/translate_golden.rs): the text of the Python pipeline
 //! (`expected.json`) and of the Rust [`Translator`], line by line; a buffer too small reports
 //! the length and the retry copies the kept text; bad paths, languages, models, handles and
 //! NULL pointers are typed statuses. `tessel_translate_batch` gives each line the text
@@ -14,7 +14,7 @@ use tessel::*;
 use tessel_kernels::isa::Isa;
 use tessel_pipeline::{LoadSettings, Translator};
 
-mod common;
+use crate::common;
 use common::{last_error, ok};
 
 fn root() -> PathBuf {

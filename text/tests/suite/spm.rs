@@ -2,7 +2,7 @@
 //! corpus and decoded text, for unigram and BPE models with and without byte fallback and with
 //! the nmt_nfkc, a custom and the identity normalization (fixtures: tools/make_text_golden.py).
 
-mod common;
+use crate::common;
 
 use common::{fixture, json, Cases, Mismatches};
 use tessel_text::spm::SentencePiece;

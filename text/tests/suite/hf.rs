@@ -1,7 +1,7 @@
 //! `tokenizer.json` through the `tokenizers` crate against the Python `tokenizers` library: a
 //! byte-level BPE trained on the multi-script corpus (fixtures: tools/make_text_golden.py).
 
-mod common;
+use crate::common;
 
 use common::{fixture, json, Cases, Mismatches};
 use tessel_text::hf::HfTokenizer;

@@ -5,7 +5,7 @@
 //!
 //! The binary runs at the CPU's best ISA level whatever `TESSEL_ISA` the test run has: what
 //! is tested here (arguments, formats, streaming, errors) does not depend on the level, and
-//! `pipeline/tests/transcribe_golden.rs` proves the same segments at every level.
+//! `pipeline/tests/suite/transcribe_golden.rs` proves the same segments at every level.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! sequences, prompts, non-speech tokens) for the multilingual (99 languages) and large-v3
 //! (100 languages) layouts (fixtures: tools/make_text_golden.py).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! `tessel_transcribe` and `tessel_transcribe_wav` on the random-weight English Whisper model
 //! and the speech clip of `tests/transcribe/` (the fixtures of
-//! pipeline/tests/transcribe_golden.rs): the segments and text of the Rust
+//! pipeline/tests/suite/transcribe_golden.rs): the segments and text of the Rust
 //! [`TranscribeSession`] on the same samples and options; small arrays report both sizes and
 //! the retry copies the kept transcript; bad audio, paths, options, handles and NULL pointers
 //! are typed statuses.
@@ -14,7 +14,7 @@ use tessel_audio::{load_wav, ReadOptions};
 use tessel_kernels::isa::Isa;
 use tessel_pipeline::transcribe::{TranscribeOptions, Transcriber};
 
-mod common;
+use crate::common;
 use common::{last_error, ok};
 
 fn root() -> PathBuf {

@@ -12,7 +12,7 @@ use ::tessel_model::{LoadOptions, Model, Session};
 use tessel::*;
 use tessel_kernels::isa::Isa;
 
-mod common;
+use crate::common;
 use common::{last_error, ok, step_from};
 
 fn fixture(path: &str) -> PathBuf {

@@ -30,7 +30,7 @@ fn committed_header_is_current() {
     assert!(
         committed == fresh,
         "capi/include/tessel.h differs from a fresh cbindgen generation; regenerate it with \
-         TESSEL_BLESS_HEADER=1 cargo test -p tessel-capi --test header"
+         TESSEL_BLESS_HEADER=1 cargo test -p tessel-capi --test suite header"
     );
     for name in [
         "tessel_session_new",

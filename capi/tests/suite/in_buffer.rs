@@ -8,7 +8,7 @@ use std::ptr::{null, null_mut};
 
 use tessel::*;
 
-mod common;
+use crate::common;
 use common::{last_error, ok};
 
 /// Beam-3 search over "nine hundred and one", every hypothesis's tokens and score, and the

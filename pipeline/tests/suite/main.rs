@@ -1,0 +1,5 @@
+//! The pipeline's golden tests, as one test binary.
+
+mod transcribe_golden;
+mod translate_golden;
+mod words_golden;
