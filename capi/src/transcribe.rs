@@ -18,7 +18,7 @@ use tessel_audio::{load_wav, ReadOptions};
 use tessel_model::load::directory::Modality;
 use tessel_model::SessionError;
 use tessel_pipeline::transcribe::{
-    TranscribeError, TranscribeOptions, TranscribeSession, Transcriber,
+    TranscribeError, TranscribeOptions, TranscribeSession, Transcriber, VadError,
 };
 use tessel_text::whisper::Task;
 use tessel_text::TextError;
@@ -124,6 +124,11 @@ fn transcribe_error(error: TranscribeError) -> Error {
             tessel_status::TESSEL_ERR_OUT_OF_MEMORY
         }
         TranscribeError::Session(_) => tessel_status::TESSEL_ERR_ARGUMENT,
+        TranscribeError::Vad(VadError::SampleRate(_) | VadError::InvalidArgument(_)) => {
+            tessel_status::TESSEL_ERR_ARGUMENT
+        }
+        TranscribeError::Vad(VadError::Kernel(_)) => tessel_status::TESSEL_ERR_RUN,
+        TranscribeError::Vad(_) => tessel_status::TESSEL_ERR_LOAD,
         // The C observer has no way to stop a transcription.
         TranscribeError::Run(_) | TranscribeError::Stopped => tessel_status::TESSEL_ERR_RUN,
     };

@@ -28,13 +28,11 @@ use tessel_model::isa_env::isa_from_env;
 use tessel_model::ArenaPlan;
 use tessel_model::{MemoryType, WeightType};
 use tessel_pipeline::transcribe::{
-    render, write_header, write_segment, Format, Observer, Segment, TranscribeOptions,
-    TranscribeSession, Transcriber, Transcript,
+    render, write_header, write_segment, Format, Observer, Segment, Speech, TranscribeOptions,
+    TranscribeSession, Transcriber, Transcript, VadOptions,
 };
 use tessel_text::whisper::Task;
-use tessel_vad::locate::find_model;
-use tessel_vad::timestamps::{collect_chunks, speech_timestamps, SpeechTimestampsMap, VadOptions};
-use tessel_vad::Vad;
+use tessel_vad::locate::open_model;
 
 use crate::bounds::{
     beam, finite_f64, non_negative_float, positive, positive_float, threads, unit_interval,
@@ -169,8 +167,8 @@ pub struct VadArgs {
     /// times mapped back to the original audio).
     #[arg(long)]
     pub vad: bool,
-    /// The Silero VAD v6 model (silero_vad_v6.onnx; default: the copy the `faster-whisper`
-    /// Python package ships, found through python3).
+    /// A Silero VAD v6 model file (silero_vad_v6.onnx; default: the built-in copy of the one
+    /// the `faster-whisper` Python package ships).
     #[arg(long, value_name = "PATH", requires = "vad")]
     pub vad_model: Option<PathBuf>,
     /// A 32 ms window is speech when its probability is at least this, in [0, 1] (default 0.5).
@@ -217,64 +215,18 @@ impl VadArgs {
     }
 }
 
-/// The speech `--vad` keeps: the speech-only audio and the map of its times back to the
-/// original audio.
-struct Speech {
-    samples: Vec<f32>,
-    map: SpeechTimestampsMap,
-    chunks: usize,
-    seconds: f64,
-}
-
 /// Runs the VAD over `samples` (16 kHz) and keeps the speech, as faster-whisper's
-/// `transcribe(vad_filter=True)` does.
-fn find_speech(args: &VadArgs, samples: &[f32]) -> Result<Speech, CliError> {
+/// `transcribe(vad_filter=True)` does; with the seconds it took.
+fn find_speech(args: &VadArgs, samples: &[f32]) -> Result<(Speech, f64), CliError> {
     let started = Instant::now();
-    let vad = Vad::open(&find_model(args.vad_model.as_deref())?)?;
-    let probabilities = vad.speech_probabilities(samples)?;
-    let chunks = speech_timestamps(&probabilities, samples.len(), &args.options());
-    let (pieces, _) = collect_chunks(samples, &chunks, f64::INFINITY);
-    Ok(Speech {
-        samples: pieces.concat(),
-        map: SpeechTimestampsMap::new(&chunks, 2),
-        chunks: chunks.len(),
-        seconds: started.elapsed().as_secs_f64(),
-    })
-}
-
-/// `segment` with its times in the original audio, as faster-whisper's
-/// `restore_speech_timestamps`: each word's start and end in the chunk its middle falls in,
-/// and the segment from its first word's start to its last word's end; a segment without
-/// words by its own start and end (the end as a chunk's end when it is one).
-fn restore(segment: &Segment, map: &SpeechTimestampsMap) -> Segment {
-    let mut segment = segment.clone();
-    if segment.words.is_empty() {
-        if let Some(start) = map.original_time(segment.start, None, false) {
-            segment.start = start;
-        }
-        if let Some(end) = map.original_time(segment.end, None, true) {
-            segment.end = end;
-        }
-        return segment;
-    }
-    for word in &mut segment.words {
-        let chunk = map.chunk_index((word.start + word.end) / 2.0, false);
-        if let Some(start) = map.original_time(word.start, chunk, false) {
-            word.start = start;
-        }
-        if let Some(end) = map.original_time(word.end, chunk, false) {
-            word.end = end;
-        }
-    }
-    if let (Some(first), Some(last)) = (segment.words.first(), segment.words.last()) {
-        (segment.start, segment.end) = (first.start, last.end);
-    }
-    segment
+    let vad = open_model(args.vad_model.as_deref())?;
+    let speech = Speech::find(&vad, samples, &args.options())?;
+    Ok((speech, started.elapsed().as_secs_f64()))
 }
 
 /// Counts allocations between the pipeline's inference marks, shows progress, and prints
 /// each segment as it becomes final.
-struct Watch<'o> {
+struct Watch<'o, 's> {
     since: usize,
     during: usize,
     progress: bool,
@@ -287,11 +239,11 @@ struct Watch<'o> {
     text: String,
     /// The first failure to write a segment (reported once the transcription ends).
     failed: Option<std::io::Error>,
-    /// With `--vad`: the map of speech-only times to the original audio's.
-    map: Option<SpeechTimestampsMap>,
+    /// With `--vad`: the speech, whose map takes segment times back to the original audio.
+    speech: Option<&'s Speech>,
 }
 
-impl Watch<'_> {
+impl Watch<'_, '_> {
     /// Writes `text` and flushes it, keeping the first failure.
     fn emit(&mut self) {
         if self.failed.is_none() {
@@ -304,7 +256,7 @@ impl Watch<'_> {
     }
 }
 
-impl Observer for Watch<'_> {
+impl Observer for Watch<'_, '_> {
     fn inference(&mut self, running: bool) {
         if running {
             self.since = allocations();
@@ -331,12 +283,12 @@ impl Observer for Watch<'_> {
         if self.segments == 0 {
             write_header(&mut self.text, format);
         }
-        match &self.map {
-            Some(map) => write_segment(
+        match self.speech {
+            Some(speech) => write_segment(
                 &mut self.text,
                 format,
                 self.segments,
-                &restore(segment, map),
+                &speech.restore(segment),
             ),
             None => write_segment(&mut self.text, format, self.segments, segment),
         }
@@ -438,7 +390,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
     };
     let samples = speech
         .as_ref()
-        .map_or(&audio.samples[..], |s| &s.samples[..]);
+        .map_or(&audio.samples[..], |(s, _)| &s.samples[..]);
     let long = samples.len() > tessel_audio::N_SAMPLES;
     let format = format_of(args.format);
     let mut watch = Watch {
@@ -451,7 +403,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         segments: 0,
         text: String::new(),
         failed: None,
-        map: speech.as_ref().map(|s| s.map.clone()),
+        speech: speech.as_ref().map(|(speech, _)| speech),
     };
     let mut transcript = if samples.is_empty() {
         // No speech: no segments, as faster-whisper gives.
@@ -464,9 +416,9 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
     } else {
         session.transcribe(samples, &options, &mut watch)?
     };
-    if let Some(map) = &watch.map {
+    if let Some(speech) = watch.speech {
         for segment in &mut transcript.segments {
-            *segment = restore(segment, map);
+            *segment = speech.restore(segment);
         }
     }
     let total = started.elapsed();
@@ -523,14 +475,14 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
             session.arena_bytes(),
             watch.during,
         );
-        if let Some(speech) = &speech {
+        if let Some((speech, seconds)) = &speech {
             let _ = writeln!(
                 err,
                 "vad: {} speech chunk(s), {:.2} of {:.2} s kept, {:.1} ms",
                 speech.chunks,
-                speech.samples.len() as f64 / 16_000.0,
+                speech.seconds(),
                 audio.samples.len() as f64 / 16_000.0,
-                speech.seconds * 1e3
+                seconds * 1e3
             );
         }
     }

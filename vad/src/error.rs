@@ -29,12 +29,6 @@ pub enum VadError {
     /// The graph is not Silero VAD v6's 16 kHz graph as this crate implements it.
     #[error("not the Silero VAD v6 graph tessel runs: {0}")]
     Graph(String),
-    /// No model file was given and none was found.
-    #[error(
-        "no Silero VAD model found: pass --vad-model PATH (silero_vad_v6.onnx, shipped by the \
-         `faster-whisper` Python package in faster_whisper/assets/); {0}"
-    )]
-    NotFound(String),
     /// Only 16 kHz audio is supported.
     #[error("Silero VAD runs at 16000 Hz in tessel, not {0} Hz (resample first)")]
     SampleRate(u32),

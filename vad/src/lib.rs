@@ -7,12 +7,12 @@
 //!   creation: stream 512-sample windows, or [`Vad::speech_probabilities`] over a whole clip;
 //! - [`timestamps`]: faster-whisper's `VadOptions`, `get_speech_timestamps`, `collect_chunks`
 //!   and `SpeechTimestampsMap`;
-//! - [`locate`]: finding the model file (`silero_vad_v6.onnx`).
+//! - [`locate`]: the model, built in (`silero_vad_v6.onnx`) or from a file.
 //!
 //! ```no_run
-//! use tessel_vad::{timestamps::{speech_timestamps, VadOptions}, Vad};
+//! use tessel_vad::timestamps::{speech_timestamps, VadOptions};
 //!
-//! let vad = Vad::open(&tessel_vad::locate::find_model(None)?)?;
+//! let vad = tessel_vad::locate::open_model(None)?;
 //! let audio = vec![0.0f32; 16_000]; // 16 kHz mono
 //! let probabilities = vad.speech_probabilities(&audio)?;
 //! let speech = speech_timestamps(&probabilities, audio.len(), &VadOptions::default());

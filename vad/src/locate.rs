@@ -1,52 +1,49 @@
-//! Finding `silero_vad_v6.onnx`: a path the caller gives, else the copy the `faster-whisper`
-//! Python package ships in `faster_whisper/assets/`, located by asking `python3` (then
-//! `python`) where the package is, without importing it.
+//! The model: Silero VAD v6 as faster-whisper ships it (`assets/silero_vad_v6.onnx`, MIT; see
+//! its README there), built into the library, or a file the caller names.
 //!
 //! The `silero-vad` package's `silero_vad.onnx` is another export (one graph for 8 and
-//! 16 kHz, a combined state input) and is refused by [`crate::silero`], so it is not searched.
+//! 16 kHz, a combined state input) and is refused by [`crate::silero`].
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use crate::error::VadError;
+use crate::model::Vad;
 
 /// The model's file name.
 pub const MODEL_FILE: &str = "silero_vad_v6.onnx";
 
-/// Prints the directory of the `faster_whisper` package, or nothing.
-const FIND_PACKAGE: &str = "import importlib.util as u; s = u.find_spec('faster_whisper'); \
-print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')";
+/// The bytes of `silero_vad_v6.onnx` (1 245 151 bytes, the `faster-whisper` 1.2.1 wheel's
+/// `faster_whisper/assets/silero_vad_v6.onnx`, unchanged).
+pub const BUILT_IN: &[u8] = include_bytes!("../../assets/silero_vad_v6.onnx");
 
-/// `explicit` when given (it must be a file), else faster-whisper's copy. The error names
-/// what was tried and the `--vad-model` option.
-pub fn find_model(explicit: Option<&Path>) -> Result<PathBuf, VadError> {
-    if let Some(path) = explicit {
-        if path.is_file() {
-            return Ok(path.to_path_buf());
-        }
-        return Err(VadError::NotFound(format!(
-            "{} is not a file",
-            path.display()
-        )));
+/// The model in the file at `path` when given, else the built-in one.
+pub fn open_model(path: Option<&Path>) -> Result<Vad, VadError> {
+    match path {
+        Some(path) => Vad::open(path),
+        None => Vad::from_bytes(BUILT_IN),
     }
-    let mut tried = Vec::new();
-    for python in ["python3", "python"] {
-        match Command::new(python).args(["-c", FIND_PACKAGE]).output() {
-            Ok(output) if output.status.success() => {
-                let dir = String::from_utf8_lossy(&output.stdout).trim().to_string();
-                if dir.is_empty() {
-                    tried.push(format!("{python} has no faster_whisper package"));
-                    continue;
-                }
-                let path = Path::new(&dir).join("assets").join(MODEL_FILE);
-                if path.is_file() {
-                    return Ok(path);
-                }
-                tried.push(format!("{} does not exist", path.display()));
-            }
-            Ok(_) => tried.push(format!("{python} failed")),
-            Err(e) => tried.push(format!("{python}: {e}")),
-        }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_model_is_the_v6_graph() {
+        let vad = open_model(None).expect("the built-in model");
+        let silence = vec![0.0f32; 16_000];
+        let probabilities = vad.speech_probabilities(&silence).expect("probabilities");
+        // Padded to whole windows, as faster-whisper pads.
+        assert_eq!(probabilities.len(), 16_000usize.div_ceil(crate::WINDOW));
+        assert!(probabilities.iter().all(|p| (0.0..0.5).contains(p)));
     }
-    Err(VadError::NotFound(tried.join("; ")))
+
+    #[test]
+    fn a_missing_file_is_named() {
+        let missing = Path::new("/nonexistent/silero_vad_v6.onnx");
+        let Err(error) = open_model(Some(missing)) else {
+            panic!("a missing file opened")
+        };
+        assert!(error.to_string().contains("/nonexistent"), "{error}");
+    }
 }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use tessel_model::ThreadPool;
-use tessel_vad::{Vad, DEFAULT_BATCH};
+use tessel_vad::DEFAULT_BATCH;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -38,8 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
-    let model = tessel_vad::locate::find_model(model.as_deref())?;
-    let vad = Vad::open(&model)?;
+    let vad = tessel_vad::locate::open_model(model.as_deref())?;
     let pool = ThreadPool::new(threads)?;
     let mut state = vad.state_with(DEFAULT_BATCH, threads);
     let mut probabilities = vad.speech_probabilities_with(&mut state, &samples, &pool)?;

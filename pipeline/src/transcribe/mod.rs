@@ -45,6 +45,7 @@ pub mod format;
 mod load;
 mod observer;
 pub mod segments;
+mod speech;
 mod types;
 mod windows;
 pub mod words;
@@ -61,6 +62,10 @@ use decode::Decoder;
 
 pub use format::{render, write_header, write_segment, Format};
 pub use observer::Observer;
+pub use speech::Speech;
+pub use tessel_vad::locate::open_model as open_vad;
+pub use tessel_vad::timestamps::VadOptions;
+pub use tessel_vad::{Vad, VadError};
 pub use types::{Segment, Stats, TranscribeError, TranscribeOptions, Transcript};
 pub use windows::TranscribeSession;
 

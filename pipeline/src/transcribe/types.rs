@@ -58,6 +58,9 @@ pub enum TranscribeError {
     /// A model call was refused.
     #[error(transparent)]
     Run(#[from] RunError),
+    /// The voice activity detector refused its model or the audio.
+    #[error(transparent)]
+    Vad(#[from] tessel_vad::VadError),
     /// An option is out of range.
     #[error("invalid option: {0}")]
     BadOption(String),

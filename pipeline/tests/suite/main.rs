@@ -2,4 +2,5 @@
 
 mod transcribe_golden;
 mod translate_golden;
+mod vad_golden;
 mod words_golden;
