@@ -6,7 +6,7 @@
 
 use pyo3::exceptions::PyException;
 use pyo3::PyErr;
-use tessel_pipeline::transcribe::TranscribeError;
+use tessel_pipeline::transcribe::{TranscribeError, VadError};
 use tessel_pipeline::TranslateError;
 use tessel_text::TextError;
 
@@ -81,5 +81,10 @@ pub fn transcribe(error: TranscribeError) -> PyErr {
         | TranscribeError::NotWhisper(_)
         | TranscribeError::Load(_)
         | TranscribeError::Ct2(_) => load(error),
+        TranscribeError::Vad(VadError::SampleRate(_) | VadError::InvalidArgument(_)) => {
+            input(error)
+        }
+        TranscribeError::Vad(VadError::Kernel(_)) => run(error),
+        TranscribeError::Vad(_) => load(error),
     }
 }

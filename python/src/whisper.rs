@@ -12,7 +12,7 @@
 
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -20,7 +20,8 @@ use pyo3::types::PyBytes;
 use tessel_audio::{load_wav, read_wav, ReadOptions};
 use tessel_kernels::Isa;
 use tessel_pipeline::transcribe::{
-    Observer, Segment, TranscribeError, TranscribeOptions, TranscribeSession, Transcriber,
+    Observer, Segment, Speech, TranscribeError, TranscribeOptions, TranscribeSession, Transcriber,
+    Vad, VadOptions,
 };
 use tessel_text::whisper::Task;
 
@@ -40,10 +41,19 @@ const SAMPLE_RATE: f64 = 16_000.0;
 #[pyclass(module = "tessel._tessel", frozen)]
 pub struct WhisperModel {
     transcriber: Arc<Transcriber>,
-    pool: Arc<Pool<usize, TranscribeSession>>,
+    pool: Arc<Pool<Shape, TranscribeSession>>,
     isa: Isa,
     threads: usize,
+    /// The voice activity detector, opened at the first `vad_filter=True` call.
+    vad: OnceLock<Arc<Vad>>,
 }
+
+/// faster-whisper's `VadOptions` as the Python side passes them: `(threshold, neg_threshold,
+/// min_speech_duration_ms, max_speech_duration_s, min_silence_duration_ms, speech_pad_ms)`.
+type VadTuple = (f64, Option<f64>, u64, f64, u64, u64);
+
+/// What a pooled session was planned for: its widest beam, and whether it times words.
+type Shape = (usize, bool);
 
 /// A running transcription: its language and duration, and its segments as they come.
 #[pyclass(module = "tessel._tessel", frozen)]
@@ -58,21 +68,41 @@ pub struct SegmentStream {
     /// Seconds of audio.
     #[pyo3(get)]
     duration: f64,
+    /// Seconds of audio transcribed: the speech with `vad_filter`, else all of it.
+    #[pyo3(get)]
+    duration_after_vad: f64,
 }
 
 /// What the transcription thread tells the stream.
 enum Message {
-    /// The language and its probability, and the audio's duration.
-    Language(String, f64, f64),
-    /// A final segment.
-    Segment(Segment),
+    /// The language and its probability, and the audio's duration before and after the
+    /// voice activity detection.
+    Language(String, f64, f64, f64),
+    /// A final segment, and whether its words were timed.
+    Segment(Segment, bool),
     /// The end, or why it failed.
     Done(Result<(), TranscribeError>),
 }
 
 /// A segment as the Python side builds faster-whisper's `Segment` from it: `(seek, start,
-/// end, text, tokens, temperature, avg_logprob, compression_ratio, no_speech_prob)`.
-type SegmentTuple = (usize, f64, f64, String, Vec<u32>, f32, f64, f64, f64);
+/// end, text, tokens, temperature, avg_logprob, compression_ratio, no_speech_prob, words)`,
+/// `words` `None` unless word timestamps were asked for.
+type SegmentTuple = (
+    usize,
+    f64,
+    f64,
+    String,
+    Vec<u32>,
+    f32,
+    f64,
+    f64,
+    f64,
+    Option<Vec<WordTuple>>,
+);
+
+/// A timed word as the Python side builds faster-whisper's `Word` from it: `(start, end,
+/// word, probability)`.
+type WordTuple = (f64, f64, String, f64);
 
 #[pymethods]
 impl WhisperModel {
@@ -106,6 +136,7 @@ impl WhisperModel {
             pool: Arc::new(Pool::new(num_workers)),
             isa: settings::isa()?,
             threads: settings::threads(cpu_threads),
+            vad: OnceLock::new(),
         })
     }
 
@@ -120,7 +151,8 @@ impl WhisperModel {
     #[pyo3(signature = (audio, *, language, task, beam_size, best_of, length_penalty,
         temperatures, compression_ratio_threshold, log_prob_threshold, no_speech_threshold,
         condition_on_previous_text, prompt_reset_on_temperature, initial_prompt, suppress_blank,
-        without_timestamps, max_initial_timestamp))]
+        without_timestamps, max_initial_timestamp, word_timestamps, prepend_punctuations,
+        append_punctuations, vad))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
@@ -141,6 +173,10 @@ impl WhisperModel {
         suppress_blank: bool,
         without_timestamps: bool,
         max_initial_timestamp: f64,
+        word_timestamps: bool,
+        prepend_punctuations: String,
+        append_punctuations: String,
+        vad: Option<VadTuple>,
     ) -> PyResult<SegmentStream> {
         let task = match task {
             "transcribe" => Task::Transcribe,
@@ -164,6 +200,9 @@ impl WhisperModel {
             max_initial_timestamp,
             suppress_blank,
             length_penalty,
+            word_timestamps,
+            prepend_punctuations,
+            append_punctuations,
             ..TranscribeOptions::default()
         };
         options.thresholds.compression_ratio = compression_ratio_threshold;
@@ -175,6 +214,7 @@ impl WhisperModel {
                 "beam_size and best_of: expected 1 to {MAX_BEAM}"
             )));
         }
+        let vad = vad.map(|options| self.vad_with(options)).transpose()?;
         let audio = Audio::of(&audio)?;
         let (sender, receiver) = sync_channel(AHEAD);
         let job = Job {
@@ -182,7 +222,8 @@ impl WhisperModel {
             pool: Arc::clone(&self.pool),
             isa: self.isa,
             threads: self.threads,
-            beam,
+            shape: (beam, word_timestamps),
+            vad,
         };
         std::thread::Builder::new()
             .name("tessel-transcribe".into())
@@ -191,17 +232,53 @@ impl WhisperModel {
         let receiver = Mutex::new(receiver);
         let first = py.detach(|| lock(&receiver).recv());
         match first {
-            Ok(Message::Language(language, language_probability, duration)) => Ok(SegmentStream {
-                receiver,
-                language,
-                language_probability,
-                duration,
-            }),
+            Ok(Message::Language(language, language_probability, duration, after)) => {
+                Ok(SegmentStream {
+                    receiver,
+                    language,
+                    language_probability,
+                    duration,
+                    duration_after_vad: after,
+                })
+            }
             Ok(Message::Done(Err(error))) => Err(errors::transcribe(error)),
             Ok(_) | Err(_) => Err(errors::run(
                 "the transcription stopped before it reached its language",
             )),
         }
+    }
+}
+
+impl WhisperModel {
+    /// The detector (opened once: the built-in Silero VAD v6) with `options`, checked.
+    fn vad_with(&self, options: VadTuple) -> PyResult<(Arc<Vad>, VadOptions)> {
+        let (threshold, neg_threshold, min_speech, max_speech_s, min_silence, pad) = options;
+        let unit = |p: f64| (0.0..=1.0).contains(&p);
+        let positive = max_speech_s > 0.0;
+        if !unit(threshold) || !neg_threshold.is_none_or(unit) || !positive {
+            return Err(errors::input(
+                "vad_parameters: threshold and neg_threshold must be in [0, 1] and \
+                 max_speech_duration_s above 0",
+            ));
+        }
+        let vad = match self.vad.get() {
+            Some(vad) => Arc::clone(vad),
+            None => {
+                let vad = tessel_pipeline::transcribe::open_vad(None)
+                    .map_err(|e| errors::transcribe(e.into()))?
+                    .with_isa(self.isa);
+                Arc::clone(self.vad.get_or_init(|| Arc::new(vad)))
+            }
+        };
+        let options = VadOptions {
+            threshold,
+            neg_threshold,
+            min_speech_duration_ms: min_speech,
+            max_speech_duration_s: max_speech_s,
+            min_silence_duration_ms: min_silence,
+            speech_pad_ms: pad,
+        };
+        Ok((vad, options))
     }
 }
 
@@ -215,17 +292,26 @@ impl SegmentStream {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<SegmentTuple>> {
         let next = py.detach(|| lock(&self.receiver).recv());
         match next {
-            Ok(Message::Segment(s)) => Ok(Some((
-                s.seek,
-                s.start,
-                s.end,
-                s.text,
-                s.tokens,
-                s.temperature,
-                s.avg_logprob,
-                s.compression_ratio,
-                s.no_speech_prob,
-            ))),
+            Ok(Message::Segment(s, timed)) => {
+                let words = timed.then(|| {
+                    let words = s.words.into_iter();
+                    words
+                        .map(|w| (w.start, w.end, w.word, w.probability))
+                        .collect()
+                });
+                Ok(Some((
+                    s.seek,
+                    s.start,
+                    s.end,
+                    s.text,
+                    s.tokens,
+                    s.temperature,
+                    s.avg_logprob,
+                    s.compression_ratio,
+                    s.no_speech_prob,
+                    words,
+                )))
+            }
             Ok(Message::Done(Err(error))) => Err(errors::transcribe(error)),
             // The end, and every later call after it (the sender is gone).
             Ok(Message::Done(Ok(()))) | Err(_) => Ok(None),
@@ -287,10 +373,12 @@ impl Audio {
 /// What the transcription thread needs.
 struct Job {
     transcriber: Arc<Transcriber>,
-    pool: Arc<Pool<usize, TranscribeSession>>,
+    pool: Arc<Pool<Shape, TranscribeSession>>,
     isa: Isa,
     threads: usize,
-    beam: usize,
+    shape: Shape,
+    /// With `vad_filter`: the detector and its options.
+    vad: Option<(Arc<Vad>, VadOptions)>,
 }
 
 impl Job {
@@ -308,16 +396,41 @@ impl Job {
         sender: &SyncSender<Message>,
     ) -> Result<(), TranscribeError> {
         let samples = audio.samples()?;
-        let mut session = self.pool.take_now(self.beam, || {
-            self.transcriber.session(self.isa, self.beam, self.threads)
+        let speech = match &self.vad {
+            Some((vad, options)) => Some(Speech::find(vad, &samples, options)?),
+            None => None,
+        };
+        let duration = samples.len() as f64 / SAMPLE_RATE;
+        let Some(heard) = speech.as_ref().map_or(Some(&samples[..]), |s| {
+            (!s.samples.is_empty()).then_some(&s.samples[..])
+        }) else {
+            // No speech: no segments, as faster-whisper gives; the language is the one given
+            // (English for an English-only model), else unknown.
+            let language = match (&options.language, self.transcriber.is_multilingual()) {
+                (Some(language), _) => language.clone(),
+                (None, false) => "en".to_owned(),
+                (None, true) => String::new(),
+            };
+            let _ = sender.send(Message::Language(language, 1.0, duration, 0.0));
+            return Ok(());
+        };
+        let (beam, words) = self.shape;
+        let mut session = self.pool.take_now(self.shape, || match words {
+            true => self
+                .transcriber
+                .session_with_words(self.isa, beam, self.threads),
+            false => self.transcriber.session(self.isa, beam, self.threads),
         })?;
         let mut observer = Sending {
             sender,
-            duration: samples.len() as f64 / SAMPLE_RATE,
+            duration,
+            duration_after_vad: heard.len() as f64 / SAMPLE_RATE,
+            speech: speech.as_ref(),
+            words,
             gone: false,
         };
-        let result = session.transcribe(&samples, options, &mut observer);
-        self.pool.put(self.beam, session);
+        let result = session.transcribe(heard, options, &mut observer);
+        self.pool.put(self.shape, session);
         result.map(drop)
     }
 }
@@ -327,17 +440,28 @@ impl Job {
 struct Sending<'a> {
     sender: &'a SyncSender<Message>,
     duration: f64,
+    duration_after_vad: f64,
+    /// With `vad_filter`: the speech, whose map takes segment times back to the audio's.
+    speech: Option<&'a Speech>,
+    /// Whether the segments' words are timed.
+    words: bool,
     gone: bool,
 }
 
 impl Observer for Sending<'_> {
     fn language(&mut self, code: &str, probability: f64) {
-        let message = Message::Language(code.to_owned(), probability, self.duration);
+        let (duration, after) = (self.duration, self.duration_after_vad);
+        let message = Message::Language(code.to_owned(), probability, duration, after);
         self.gone |= self.sender.send(message).is_err();
     }
 
     fn segment(&mut self, segment: &Segment) {
-        self.gone |= self.sender.send(Message::Segment(segment.clone())).is_err();
+        let segment = match self.speech {
+            Some(speech) => speech.restore(segment),
+            None => segment.clone(),
+        };
+        let message = Message::Segment(segment, self.words);
+        self.gone |= self.sender.send(message).is_err();
     }
 
     fn stop(&mut self) -> bool {

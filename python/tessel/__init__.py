@@ -26,7 +26,7 @@ from ._tessel import (
     isa,
 )
 from .translator import Translator
-from .whisper import Segment, TranscriptionInfo, WhisperModel, Word
+from .whisper import Segment, TranscriptionInfo, VadOptions, WhisperModel, Word
 
 __all__ = [
     "AsyncTranslationResult",
@@ -43,6 +43,7 @@ __all__ = [
     "TranslationResult",
     "Translator",
     "UnsupportedError",
+    "VadOptions",
     "WhisperModel",
     "Word",
     "isa",

@@ -226,12 +226,17 @@ class Session:
     ) -> List[Tuple[List[int], float]]:
         """Greedy or beam search: (tokens, score) per finished hypothesis, best first."""
 
-_SegmentTuple = Tuple[int, float, float, str, List[int], float, float, float, float]
+_WordTuple = Tuple[float, float, str, float]
+_SegmentTuple = Tuple[
+    int, float, float, str, List[int], float, float, float, float, Optional[List[_WordTuple]]
+]
 
 class SegmentStream(Iterator[_SegmentTuple]):
     """A running transcription: `(seek, start, end, text, tokens, temperature, avg_logprob,
-    compression_ratio, no_speech_prob)` per final segment."""
+    compression_ratio, no_speech_prob, words)` per final segment, `words` a list of `(start,
+    end, word, probability)` with word timestamps and `None` without."""
 
+    duration_after_vad: float
     language: str
     language_probability: float
     duration: float
@@ -270,4 +275,8 @@ class WhisperModel:
         suppress_blank: bool,
         without_timestamps: bool,
         max_initial_timestamp: float,
+        word_timestamps: bool,
+        prepend_punctuations: str,
+        append_punctuations: str,
+        vad: Optional[Tuple[float, Optional[float], int, float, int, int]],
     ) -> SegmentStream: ...

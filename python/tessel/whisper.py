@@ -14,7 +14,8 @@ from . import _tessel
 
 @dataclass
 class Word:
-    """A word with its timing (word timestamps are not implemented yet)."""
+    """A word with its timing (`word_timestamps=True`): its text with its leading space and
+    merged punctuation, start and end in seconds, and its tokens' mean probability."""
 
     start: float
     end: float
@@ -46,6 +47,22 @@ class Segment:
 
 
 @dataclass
+class VadOptions:
+    """faster-whisper's voice activity detection options (`vad_parameters`), same defaults:
+    a 32 ms window is speech at probability `threshold` or more and silence below
+    `neg_threshold` (`None`: `threshold - 0.15`, at least 0.01); chunks of speech up to
+    `min_speech_duration_ms` are dropped, longer than `max_speech_duration_s` split, ended by
+    `min_silence_duration_ms` of silence, and padded by `speech_pad_ms` on each side."""
+
+    threshold: float = 0.5
+    neg_threshold: Optional[float] = None
+    min_speech_duration_ms: int = 0
+    max_speech_duration_s: float = float("inf")
+    min_silence_duration_ms: int = 2000
+    speech_pad_ms: int = 400
+
+
+@dataclass
 class TranscriptionInfo:
     """What faster-whisper returns beside the segments."""
 
@@ -66,14 +83,11 @@ UNSUPPORTED = {
     "no_repeat_ngram_size": (0, "no n-gram blocking in transcription"),
     "prefix": (None, "no forced text prefix"),
     "suppress_tokens": ([-1], "the model's non-speech tokens are always suppressed"),
-    "word_timestamps": (False, "word timestamps come with voice activity detection"),
     "multilingual": (False, "one language per file"),
-    "vad_filter": (False, "voice activity detection is not built in yet"),
-    "vad_parameters": (None, "voice activity detection is not built in yet"),
     "max_new_tokens": (None, "windows decode up to 224 tokens"),
     "chunk_length": (None, "windows are 30 s"),
     "clip_timestamps": ("0", "the whole file is transcribed"),
-    "hallucination_silence_threshold": (None, "needs word timestamps"),
+    "hallucination_silence_threshold": (None, "no skipping of silences around hallucinations"),
     "hotwords": (None, "no hotword prompt"),
     "language_detection_threshold": (0.5, "the language is detected on the first 30 s"),
     "language_detection_segments": (1, "the language is detected on the first 30 s"),
@@ -215,6 +229,7 @@ class WhisperModel:
             raise _tessel.UnsupportedError(
                 "tessel does not support an initial_prompt of token ids yet"
             )
+        vad_options = _vad_options(vad_filter, vad_parameters)
         if isinstance(temperature, (int, float)):
             temperatures = [float(temperature)]
         else:
@@ -236,6 +251,17 @@ class WhisperModel:
             suppress_blank=suppress_blank,
             without_timestamps=without_timestamps,
             max_initial_timestamp=max_initial_timestamp,
+            word_timestamps=word_timestamps,
+            prepend_punctuations=prepend_punctuations,
+            append_punctuations=append_punctuations,
+            vad=None if vad_options is None else (
+                float(vad_options.threshold),
+                None if vad_options.neg_threshold is None else float(vad_options.neg_threshold),
+                int(vad_options.min_speech_duration_ms),
+                float(vad_options.max_speech_duration_s),
+                int(vad_options.min_silence_duration_ms),
+                int(vad_options.speech_pad_ms),
+            ),
         )
         options = {
             k: given[k]
@@ -244,18 +270,42 @@ class WhisperModel:
                 "compression_ratio_threshold", "log_prob_threshold", "no_speech_threshold",
                 "condition_on_previous_text", "prompt_reset_on_temperature", "initial_prompt",
                 "suppress_blank", "without_timestamps", "max_initial_timestamp",
+                "word_timestamps", "prepend_punctuations", "append_punctuations",
             )
         }
         info = TranscriptionInfo(
             language=stream.language,
             language_probability=stream.language_probability,
             duration=stream.duration,
-            duration_after_vad=stream.duration,
+            duration_after_vad=stream.duration_after_vad,
             all_language_probs=None,
             transcription_options=options,
-            vad_options=None,
+            vad_options=vad_options,
         )
         return _segments(stream), info
+
+
+def _vad_options(vad_filter, vad_parameters) -> Optional[VadOptions]:
+    """The detector's options as faster-whisper takes them: `None` without `vad_filter`;
+    `vad_parameters` a `VadOptions`, a dict of its fields, or `None` for the defaults."""
+    if not vad_filter:
+        return None
+    if vad_parameters is None:
+        return VadOptions()
+    if isinstance(vad_parameters, dict):
+        try:
+            return VadOptions(**vad_parameters)
+        except TypeError as e:
+            raise _tessel.InputError("vad_parameters: %s" % e) from None
+    if isinstance(vad_parameters, VadOptions):
+        return vad_parameters
+    fields = VadOptions.__dataclass_fields__
+    if all(hasattr(vad_parameters, f) for f in fields):
+        # faster-whisper's own VadOptions, or any object with its fields.
+        return VadOptions(**{f: getattr(vad_parameters, f) for f in fields})
+    raise _tessel.InputError(
+        "vad_parameters: expected a dict or VadOptions, got %s" % type(vad_parameters).__name__
+    )
 
 
 def _audio(audio):
@@ -284,7 +334,7 @@ def _reopen(opened_with) -> WhisperModel:
 
 def _segments(stream) -> Iterator[Segment]:
     for n, s in enumerate(stream, start=1):
-        seek, start, end, text, tokens, temperature, avg_logprob, ratio, no_speech = s
+        seek, start, end, text, tokens, temperature, avg_logprob, ratio, no_speech, words = s
         yield Segment(
             id=n,
             seek=seek,
@@ -295,6 +345,6 @@ def _segments(stream) -> Iterator[Segment]:
             avg_logprob=avg_logprob,
             compression_ratio=ratio,
             no_speech_prob=no_speech,
-            words=None,
+            words=None if words is None else [Word(*w) for w in words],
             temperature=temperature,
         )

@@ -67,6 +67,81 @@ def test_segments_match_faster_whisper(name):
         check_segments(list(segments), run["segments"], "%s %s" % (name, run_name))
 
 
+@pytest.mark.parametrize("name", ["tiny_en_32", "tiny_multi_32"])
+def test_words_match_faster_whisper(name):
+    """`word_timestamps=True` against faster-whisper's (tools/make_words_golden.py): the
+    segments as faster-whisper moves them after its word pass, every word's text, its times
+    within 10 ms (both round to 2 decimals) and its probability within 0.1 %."""
+    words = json.loads((TRANSCRIBE / name / "words.json").read_text())
+    audio = long_audio(expected(name))
+    multilingual = name == "tiny_multi_32"
+    model = tessel.WhisperModel(
+        str(TRANSCRIBE / name / "model"), multilingual_model=multilingual or None
+    )
+    for run_name, run in words["runs"].items():
+        segments, info = model.transcribe(audio, word_timestamps=True, **run["options"])
+        assert info.language == run["language"], run_name
+        assert info.transcription_options["word_timestamps"] is True
+        segments = list(segments)
+        assert len(segments) == len(run["segments"]), run_name
+        for i, (g, w) in enumerate(zip(segments, run["segments"])):
+            at = "%s %s segment %d" % (name, run_name, i)
+            assert (g.seek, g.tokens, g.text) == (w["seek"], w["tokens"], w["text"]), at
+            assert (g.start, g.end) == pytest.approx((w["start"], w["end"]), abs=1e-9), at
+            assert [x.word for x in g.words] == [x[0] for x in w["words"]], at
+            for got, (_, start, end, probability) in zip(g.words, w["words"]):
+                assert isinstance(got, tessel.whisper.Word), at
+                assert got.start == pytest.approx(start, abs=0.01 + 1e-9), at
+                assert got.end == pytest.approx(end, abs=0.01 + 1e-9), at
+                assert got.probability == pytest.approx(probability, rel=1e-3, abs=1e-9), at
+
+
+def test_vad_filter_matches_faster_whisper():
+    """`vad_filter=True` against faster-whisper's (tools/make_vad_transcribe_golden.py): the
+    built-in Silero VAD keeps the same speech, which transcribes to the same segments, their
+    times (and their words') mapped back to the original audio."""
+    e = json.loads((TRANSCRIBE / "tiny_en_32" / "vad.json").read_text())
+    clip = read_wav(TRANSCRIBE / "clip.wav")
+    first, middle, last = (np.zeros(s * 16000, dtype=np.float32) for s in e["silences_s"])
+    audio = np.concatenate([first, clip, middle, clip, last])
+    assert len(audio) == e["samples"]
+    model = tessel.WhisperModel(str(TRANSCRIBE / "tiny_en_32" / "model"))
+    for run_name, run in e["runs"].items():
+        segments, info = model.transcribe(audio, **run["options"])
+        assert info.language == run["language"], run_name
+        assert info.duration == pytest.approx(run["duration"]), run_name
+        assert info.duration_after_vad == pytest.approx(run["duration_after_vad"]), run_name
+        assert isinstance(info.vad_options, tessel.VadOptions), run_name
+        given = run["options"].get("vad_parameters") or {}
+        assert info.vad_options.min_silence_duration_ms == given.get(
+            "min_silence_duration_ms", 2000
+        )
+        segments = list(segments)
+        assert len(segments) == len(run["segments"]), run_name
+        timed = run["options"].get("word_timestamps", False)
+        bound = 0.01 + 1e-9 if timed else 1e-9
+        for i, (g, w) in enumerate(zip(segments, run["segments"])):
+            at = "%s segment %d" % (run_name, i)
+            assert (g.seek, g.tokens, g.text) == (w["seek"], w["tokens"], w["text"]), at
+            assert g.start == pytest.approx(w["start"], abs=bound), at
+            assert g.end == pytest.approx(w["end"], abs=bound), at
+            if not timed:
+                assert g.words is None and w["words"] is None, at
+                continue
+            assert [x.word for x in g.words] == [x[0] for x in w["words"]], at
+            for got, (_, start, end, probability) in zip(g.words, w["words"]):
+                assert got.start == pytest.approx(start, abs=bound), at
+                assert got.end == pytest.approx(end, abs=bound), at
+                assert got.probability == pytest.approx(probability, rel=1e-3, abs=1e-9), at
+
+
+def test_silence_alone_under_vad_filter_has_no_segments():
+    model = tessel.WhisperModel(str(TRANSCRIBE / "tiny_en_32" / "model"))
+    segments, info = model.transcribe(np.zeros(5 * 16000, dtype=np.float32), vad_filter=True)
+    assert list(segments) == []
+    assert (info.language, info.duration, info.duration_after_vad) == ("en", 5.0, 0.0)
+
+
 def test_a_wav_path_reads_as_its_samples():
     model = tessel.WhisperModel(str(TRANSCRIBE / "tiny_en_32" / "model"))
     path = TRANSCRIBE / "clip.wav"
@@ -107,8 +182,9 @@ def test_bad_calls_raise_typed_errors(tmp_path):
     model = tessel.WhisperModel(str(TRANSCRIBE / "tiny_en_32" / "model"))
     audio = np.zeros(16000, dtype=np.float32)
     for kwargs in [
-        dict(vad_filter=True),
-        dict(word_timestamps=True),
+        dict(vad_filter=True, vad_parameters=dict(threshold=2.0)),
+        dict(vad_filter=True, vad_parameters=dict(bogus=1)),
+        dict(vad_filter=True, vad_parameters="fast"),
         dict(patience=2),
         dict(hotwords="x"),
         dict(clip_timestamps=[1.0, 2.0]),
@@ -120,8 +196,8 @@ def test_bad_calls_raise_typed_errors(tmp_path):
     ]:
         with pytest.raises(tessel.InputError):
             model.transcribe(audio, **kwargs)
-    with pytest.raises(tessel.UnsupportedError, match="vad_filter"):
-        model.transcribe(audio, vad_filter=True)
+    with pytest.raises(tessel.UnsupportedError, match="patience"):
+        model.transcribe(audio, patience=2)
     for bad in [np.zeros((2, 16000), dtype=np.float32), np.zeros(10, dtype=np.float32)]:
         with pytest.raises(tessel.InputError):
             model.transcribe(bad)
