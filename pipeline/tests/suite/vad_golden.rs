@@ -7,22 +7,12 @@
 //! text identical, its times within 10 ms and its probability within 0.1 %. At every ISA
 //! level, the detector's included.
 
-use std::path::{Path, PathBuf};
-
 use serde::Deserialize;
 use tessel_audio::{load_wav, ReadOptions};
 use tessel_pipeline::transcribe::{open_vad, Speech, TranscribeOptions, Transcriber, VadOptions};
 use tessel_tests::for_each_isa;
 
-#[derive(Debug, Deserialize)]
-struct Segment {
-    seek: usize,
-    start: f64,
-    end: f64,
-    text: String,
-    tokens: Vec<u32>,
-    words: Option<Vec<(String, f64, f64, f64)>>,
-}
+use crate::timed::{check_segment, root, Reference};
 
 #[derive(Debug, Deserialize)]
 struct VadParameters {
@@ -42,7 +32,7 @@ struct Run {
     options: RunOptions,
     language: String,
     duration_after_vad: f64,
-    segments: Vec<Segment>,
+    segments: Vec<Reference>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -50,10 +40,6 @@ struct Expected {
     silences_s: Vec<usize>,
     samples: usize,
     runs: std::collections::BTreeMap<String, Run>,
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe")
 }
 
 /// The fixture's audio: silence, the clip, silence, the clip, silence.
@@ -67,10 +53,6 @@ fn audio(e: &Expected) -> Vec<f32> {
     }
     assert_eq!(audio.len(), e.samples);
     audio
-}
-
-fn close(got: f64, want: f64, tolerance: f64) -> bool {
-    (got - want).abs() <= tolerance + 1e-9
 }
 
 #[test]
@@ -95,7 +77,7 @@ fn the_speech_transcribes_as_faster_whispers_vad_filter() {
             }
             let speech = Speech::find(&vad, &audio, &vad_options).unwrap();
             assert!(
-                close(speech.seconds(), run.duration_after_vad, 1e-9),
+                (speech.seconds() - run.duration_after_vad).abs() <= 1e-9,
                 "{what}: speech kept"
             );
             let options = TranscribeOptions {
@@ -114,34 +96,7 @@ fn the_speech_transcribes_as_faster_whispers_vad_filter() {
                 0.0
             };
             for (i, (g, w)) in got.segments.iter().zip(&run.segments).enumerate() {
-                let at = format!("{what} segment {i}");
-                let g = speech.restore(g);
-                assert_eq!(
-                    (g.seek, &g.tokens, &g.text),
-                    (w.seek, &w.tokens, &w.text),
-                    "{at}"
-                );
-                assert!(
-                    close(g.start, w.start, bound) && close(g.end, w.end, bound),
-                    "{at}: {:?} vs {:?}",
-                    (g.start, g.end),
-                    (w.start, w.end)
-                );
-                let want = w.words.as_deref().unwrap_or_default();
-                let words: Vec<&str> = g.words.iter().map(|w| w.word.as_str()).collect();
-                let want_words: Vec<&str> = want.iter().map(|w| w.0.as_str()).collect();
-                assert_eq!(words, want_words, "{at}: words");
-                for (gw, (_, start, end, probability)) in g.words.iter().zip(want) {
-                    assert!(
-                        close(gw.start, *start, 0.01) && close(gw.end, *end, 0.01),
-                        "{at}: {gw:?} vs {start} {end}"
-                    );
-                    let relative = (gw.probability - probability).abs() / probability.abs();
-                    assert!(
-                        relative <= 1e-3 || close(gw.probability, *probability, 0.0),
-                        "{at}: {gw:?}"
-                    );
-                }
+                check_segment(&format!("{what} segment {i}"), &speech.restore(g), w, bound);
             }
         }
     });

@@ -8,7 +8,6 @@
 //! multilingual one told Chinese (words split on character boundaries) and English.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use tessel_audio::{load_wav, segment, MelFrontEnd, ReadOptions};
@@ -17,15 +16,7 @@ use tessel_pipeline::transcribe::alignment::{text_token_probability, Aligner};
 use tessel_pipeline::transcribe::{TranscribeOptions, Transcriber};
 use tessel_tests::for_each_isa;
 
-#[derive(Debug, Deserialize)]
-struct Segment {
-    seek: usize,
-    start: f64,
-    end: f64,
-    text: String,
-    tokens: Vec<u32>,
-    words: Vec<(String, f64, f64, f64)>,
-}
+use crate::timed::{check_segment, prob_close, root, Reference};
 
 #[derive(Debug, Deserialize)]
 struct AlignCall {
@@ -47,7 +38,7 @@ struct RunOptions {
 struct Run {
     options: RunOptions,
     language: String,
-    segments: Vec<Segment>,
+    segments: Vec<Reference>,
     align: AlignCall,
 }
 
@@ -58,10 +49,6 @@ struct Expected {
 
 const REPEATS: usize = 4;
 const GAP_SAMPLES: usize = 24000;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe")
-}
 
 fn expected(name: &str) -> Expected {
     let text = std::fs::read_to_string(root().join(name).join("words.json")).unwrap();
@@ -83,15 +70,6 @@ fn transcriber(name: &str) -> Transcriber {
     Transcriber::load(&root().join(name).join("model"), 5, None)
         .unwrap()
         .with_multilingual(name != "tiny_en_32")
-}
-
-/// Text-token probabilities: CTranslate2 runs the float16 weights in `f32` as tessel does, but
-/// in another order of operations; a probability's relative error is about its logit's
-/// absolute error.
-const PROB_TOLERANCE: f64 = 1e-3;
-
-fn prob_close(got: f64, want: f64) -> bool {
-    (got - want).abs() <= PROB_TOLERANCE * want.abs() + 1e-9
 }
 
 fn alignment_matches(name: &str, cross_kv: MemoryType) {
@@ -186,30 +164,7 @@ fn words_match(name: &str) {
             assert_eq!(got.language, run.language, "{what}");
             assert_eq!(got.segments.len(), run.segments.len(), "{what}: segments");
             for (i, (g, w)) in got.segments.iter().zip(&run.segments).enumerate() {
-                let at = format!("{what} segment {i}");
-                assert_eq!(g.seek, w.seek, "{at}");
-                assert_eq!(g.tokens, w.tokens, "{at}");
-                assert_eq!(g.text, w.text, "{at}");
-                assert!(
-                    (g.start - w.start).abs() < 1e-9 && (g.end - w.end).abs() < 1e-9,
-                    "{at}: {:?} vs {:?}",
-                    (g.start, g.end),
-                    (w.start, w.end)
-                );
-                let words: Vec<&str> = g.words.iter().map(|w| w.word.as_str()).collect();
-                let want: Vec<&str> = w.words.iter().map(|w| w.0.as_str()).collect();
-                assert_eq!(words, want, "{at}: words");
-                for (gw, (_, start, end, probability)) in g.words.iter().zip(&w.words) {
-                    assert!(
-                        (gw.start - start).abs() <= 0.01 + 1e-9
-                            && (gw.end - end).abs() <= 0.01 + 1e-9,
-                        "{at}: {gw:?} vs {start} {end}"
-                    );
-                    assert!(
-                        prob_close(gw.probability, *probability),
-                        "{at}: {gw:?} vs {probability}"
-                    );
-                }
+                check_segment(&format!("{what} segment {i}"), g, w, 0.0);
             }
         }
     });

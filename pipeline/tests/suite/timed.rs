@@ -1,0 +1,66 @@
+//! What the transcription goldens share: the fixtures' folder, and faster-whisper's segments
+//! with their words and how a transcribed segment is held to one.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use tessel_pipeline::transcribe::Segment;
+
+/// `tests/transcribe/`: the models, clip.wav and the references.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe")
+}
+
+/// A segment faster-whisper gave, with its words (`word, start, end, probability`) when it
+/// timed them.
+#[derive(Debug, Deserialize)]
+pub struct Reference {
+    pub seek: usize,
+    pub start: f64,
+    pub end: f64,
+    pub text: String,
+    pub tokens: Vec<u32>,
+    #[serde(default)]
+    pub words: Option<Vec<(String, f64, f64, f64)>>,
+}
+
+/// A word's times: both sides round to 2 decimals.
+const WORD_SECONDS: f64 = 0.01;
+
+/// A word's probability, relative: CTranslate2 runs the weights in `f32` as tessel does, but
+/// in another order of operations; a probability's relative error is about its logit's
+/// absolute error.
+const PROB_TOLERANCE: f64 = 1e-3;
+
+pub fn prob_close(got: f64, want: f64) -> bool {
+    (got - want).abs() <= PROB_TOLERANCE * want.abs() + 1e-9
+}
+
+/// `got` against `want`: seek, tokens and text identical; bounds within `bounds` seconds;
+/// every word's text identical, its times within 10 ms and its probability within 0.1 %.
+pub fn check_segment(at: &str, got: &Segment, want: &Reference, bounds: f64) {
+    assert_eq!(got.seek, want.seek, "{at}");
+    assert_eq!(got.tokens, want.tokens, "{at}");
+    assert_eq!(got.text, want.text, "{at}");
+    let close = |g: f64, w: f64, bound: f64| (g - w).abs() <= bound + 1e-9;
+    assert!(
+        close(got.start, want.start, bounds) && close(got.end, want.end, bounds),
+        "{at}: {:?} vs {:?}",
+        (got.start, got.end),
+        (want.start, want.end)
+    );
+    let expected = want.words.as_deref().unwrap_or_default();
+    let words: Vec<&str> = got.words.iter().map(|w| w.word.as_str()).collect();
+    let want_words: Vec<&str> = expected.iter().map(|w| w.0.as_str()).collect();
+    assert_eq!(words, want_words, "{at}: words");
+    for (word, (_, start, end, probability)) in got.words.iter().zip(expected) {
+        assert!(
+            close(word.start, *start, WORD_SECONDS) && close(word.end, *end, WORD_SECONDS),
+            "{at}: {word:?} vs {start} {end}"
+        );
+        assert!(
+            prob_close(word.probability, *probability),
+            "{at}: {word:?} vs {probability}"
+        );
+    }
+}
