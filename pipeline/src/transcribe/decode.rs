@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use tessel_model::processors::whisper::WhisperRules;
+use tessel_model::processors::{ban_repeated_ngrams, repetition_penalty};
 use tessel_model::{Hypotheses, Model, Request, Sampling, SearchOptions, Session};
 use tessel_text::whisper::{python_strip, WhisperTokenizer};
 
@@ -60,6 +61,8 @@ pub(super) struct WindowDecode<'a> {
 pub(super) struct Decoder {
     tokenizer: Arc<WhisperTokenizer>,
     suppress: Arc<[u32]>,
+    /// The transcription's own `suppress_tokens`, when they are not the default.
+    custom_suppress: Option<Vec<u32>>,
     blank: Arc<[u32]>,
     /// The decodings at each temperature of the current window.
     tried: Vec<Decoded>,
@@ -77,6 +80,7 @@ impl Decoder {
         Decoder {
             tokenizer,
             suppress,
+            custom_suppress: None,
             blank,
             tried: Vec::new(),
             judged: Vec::new(),
@@ -93,6 +97,35 @@ impl Decoder {
                 ..Decoded::default()
             });
         }
+    }
+
+    /// Suppresses `list` (faster-whisper's `suppress_tokens`: `-1` for the non-speech
+    /// symbols, then the special tokens; nothing for an empty list) from now on.
+    pub(super) fn suppress_tokens(&mut self, list: &[i64]) -> Result<(), TranscribeError> {
+        if list == [-1] {
+            self.custom_suppress = None;
+            return Ok(());
+        }
+        let mut ids = Vec::new();
+        if !list.is_empty() {
+            let tok = &self.tokenizer;
+            if list.contains(&-1) {
+                ids.extend(tok.non_speech_tokens()?);
+            }
+            ids.extend(list.iter().filter_map(|&t| u32::try_from(t).ok()));
+            ids.extend([
+                tok.transcribe(),
+                tok.translate(),
+                tok.sot(),
+                tok.sot_prev(),
+                tok.sot_lm(),
+                tok.no_speech(),
+            ]);
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        self.custom_suppress = Some(ids);
+        Ok(())
     }
 
     /// `softmax(logits)[<|nospeech|>]` at the last row of `prompt` (the prompt up to its
@@ -153,14 +186,10 @@ impl Decoder {
         let options = window.options;
         let prompt = window.prompt;
         let tok = Arc::clone(&self.tokenizer);
-        let positions_left = (session.limits().max_tgt_len + 1).saturating_sub(prompt.len());
-        let max_steps = options.sample_len.min(positions_left);
-        if max_steps == 0 {
-            return Err(TranscribeError::BadOption(
-                "the prompt fills the decoder's positions".into(),
-            ));
-        }
-        let rules = rules(&tok, options, &self.blank, &self.suppress);
+        let max_steps = max_steps(options, session.limits().max_tgt_len, prompt)?;
+        let suppress = self.custom_suppress.as_deref().unwrap_or(&self.suppress);
+        let rules = rules(&tok, options, &self.blank, suppress);
+        let (penalty, ngram) = (options.repetition_penalty, options.no_repeat_ngram_size);
         let isa = session.isa();
         let runs = if temperature > 0.0 {
             options.best_of
@@ -185,7 +214,16 @@ impl Decoder {
                     if step.step == 0 && no_speech.is_none() {
                         *no_speech = Some(softmax_at(step.row_mut(0), tok.no_speech()));
                     }
-                    rules.apply(isa, step)
+                    if penalty != 1.0 || ngram > 0 {
+                        // CTranslate2's context: the tokens generated so far, not the start
+                        // token.
+                        for beam in 0..step.beams {
+                            let (tokens, row) = step.tokens_and_row_mut(beam);
+                            repetition_penalty(row, None, tokens, penalty);
+                            ban_repeated_ngrams(row, None, tokens, ngram);
+                        }
+                    }
+                    rules.apply(isa, step);
                 }))
             });
             let hyps: Hypotheses<'_> = hyps?;
@@ -214,6 +252,39 @@ impl Decoder {
         });
         Ok(())
     }
+}
+
+/// The most tokens a window's decoding generates, as CTranslate2's `generate` gets them from
+/// faster-whisper: `sample_len` (224) and the positions the prompt leaves; with
+/// `max_new_tokens`, at most half of `total = prompt + max_new_tokens` and
+/// `total - (prompt - 1)`, `total` within the model's positions.
+fn max_steps(
+    options: &TranscribeOptions,
+    max_tgt: usize,
+    prompt: &[u32],
+) -> Result<usize, TranscribeError> {
+    let mut steps = options
+        .sample_len
+        .min((max_tgt + 1).saturating_sub(prompt.len()));
+    if let Some(new) = options.max_new_tokens {
+        let total = prompt.len() + new;
+        if total > max_tgt {
+            return Err(TranscribeError::BadOption(format!(
+                "the prompt ({} tokens) and max_new_tokens ({new}) pass the model's {max_tgt} \
+                 target positions",
+                prompt.len()
+            )));
+        }
+        steps = steps
+            .min(total / 2)
+            .min((total + 1).saturating_sub(prompt.len()));
+    }
+    if steps == 0 {
+        return Err(TranscribeError::BadOption(
+            "the prompt fills the decoder's positions".into(),
+        ));
+    }
+    Ok(steps)
 }
 
 /// Whisper's decoding rules for `options`: `suppress` always, `blank` as the first token when

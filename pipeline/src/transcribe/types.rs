@@ -90,6 +90,27 @@ pub struct TranscribeOptions {
     pub prompt_reset_on_temperature: f32,
     /// Text to condition the first window on.
     pub initial_prompt: Option<String>,
+    /// Token ids to condition the first window on (faster-whisper's `initial_prompt` as an
+    /// iterable of ids); not with `initial_prompt`.
+    pub initial_prompt_tokens: Option<Vec<u32>>,
+    /// Hint phrases: every window's prompt starts `<|startofprev|>` and their tokens (at most
+    /// 223), before the previous text (faster-whisper's `hotwords` without a `prefix`).
+    pub hotwords: Option<String>,
+    /// Repetition penalty θ over each hypothesis's tokens so far (CTranslate2's: logits of
+    /// tokens already generated divided by θ when positive, multiplied when negative); 1 is
+    /// off.
+    pub repetition_penalty: f32,
+    /// Never repeat an n-gram of this size within a window's decoding; 0 is off.
+    pub no_repeat_ngram_size: usize,
+    /// Tokens a window's decoding may add to its prompt (faster-whisper's `max_new_tokens`:
+    /// CTranslate2 then decodes at most half of prompt plus this); `None`: up to
+    /// `sample_len`. Prompt plus this must fit the model's target positions.
+    pub max_new_tokens: Option<usize>,
+    /// Tokens never generated, as faster-whisper takes them: `-1` stands for the model's
+    /// non-speech symbols; a non-empty list also suppresses the special tokens (transcribe,
+    /// translate, start of transcript, of previous text, of LM, no speech); an empty list
+    /// suppresses nothing. Default `[-1]`.
+    pub suppress_tokens: Vec<i64>,
     /// Predict timestamps (segments within windows); `false` adds `<|notimestamps|>`.
     pub timestamps: bool,
     /// Latest first timestamp, in seconds.
@@ -123,6 +144,12 @@ impl Default for TranscribeOptions {
             condition_on_previous_text: true,
             prompt_reset_on_temperature: 0.5,
             initial_prompt: None,
+            initial_prompt_tokens: None,
+            hotwords: None,
+            repetition_penalty: 1.0,
+            no_repeat_ngram_size: 0,
+            max_new_tokens: None,
+            suppress_tokens: vec![-1],
             timestamps: true,
             max_initial_timestamp: 1.0,
             suppress_blank: true,
@@ -236,6 +263,33 @@ impl TranscribeOptions {
         }
         if !self.length_penalty.is_finite() || !self.max_initial_timestamp.is_finite() {
             return bad("length_penalty and max_initial_timestamp must be finite");
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+            return bad("repetition_penalty must be finite and positive");
+        }
+        if self.initial_prompt.is_some() && self.initial_prompt_tokens.is_some() {
+            return bad("give initial_prompt as text or as token ids, not both");
+        }
+        let vocab = tokenizer.vocab_size();
+        let out_of_range = |t: u32| t as usize >= vocab;
+        if let Some(t) = self
+            .initial_prompt_tokens
+            .iter()
+            .flatten()
+            .find(|&&t| out_of_range(t))
+        {
+            return bad(&format!(
+                "initial prompt token {t} outside the vocabulary ({vocab})"
+            ));
+        }
+        if let Some(t) = self
+            .suppress_tokens
+            .iter()
+            .find(|&&t| t < -1 || t >= vocab as i64)
+        {
+            return bad(&format!(
+                "suppress_tokens: {t} is neither -1 nor a token of the vocabulary ({vocab})"
+            ));
         }
         if !multilingual && self.task == Task::Translate {
             return bad("an English-only model cannot translate");

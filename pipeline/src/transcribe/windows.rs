@@ -62,6 +62,8 @@ struct Walk<'a> {
     sot_sequence: Vec<u32>,
     /// The initial prompt's tokens, then every kept segment's.
     all_tokens: Vec<u32>,
+    /// The hotwords' tokens (empty without).
+    hotwords: Vec<u32>,
     /// Where the text the next prompt conditions on starts in `all_tokens`.
     reset_since: usize,
     segments: Vec<Segment>,
@@ -197,15 +199,26 @@ impl TranscribeSession {
         stats.mel = started.elapsed();
         let capacity = self.session.limits().max_tgt_len;
         self.decoder.reserve(options.temperatures.len(), capacity);
+        self.decoder.suppress_tokens(&options.suppress_tokens)?;
         let mut all_tokens: Vec<u32> = Vec::new();
         if let Some(prompt) = &options.initial_prompt {
             let text = format!(" {}", python_strip(prompt));
             all_tokens.extend(self.tokenizer.encode(&text)?);
         }
+        all_tokens.extend(options.initial_prompt_tokens.iter().flatten());
+        // faster-whisper's `get_prompt`: " " + the stripped text, at most 223 tokens (half
+        // of the 448 positions, less one).
+        let half = (self.session.limits().max_tgt_len / 2).saturating_sub(1);
+        let mut hotwords = Vec::new();
+        if let Some(text) = options.hotwords.as_deref().filter(|t| !t.is_empty()) {
+            hotwords = self.tokenizer.encode(&format!(" {}", python_strip(text)))?;
+            hotwords.truncate(half);
+        }
         Ok(Walk {
             options,
             sot_sequence: Vec::new(),
             all_tokens,
+            hotwords,
             reset_since: 0,
             segments: Vec::new(),
             stats,
@@ -306,15 +319,17 @@ impl TranscribeSession {
         Ok(next_seek)
     }
 
-    /// Writes the window's prompt: `<|startofprev|>` and the last of the conditioning text,
-    /// the start sequence, `<|notimestamps|>` without timestamps. Returns where
-    /// `<|startoftranscript|>` is in it.
+    /// Writes the window's prompt: `<|startofprev|>`, the hotwords and the last of the
+    /// conditioning text, the start sequence, `<|notimestamps|>`
+    /// without timestamps. Returns where `<|startoftranscript|>` is in it.
     fn prompt(&mut self, walk: &Walk<'_>) -> usize {
         let max_previous = (self.session.limits().max_tgt_len / 2).saturating_sub(1);
         self.prompt.clear();
         let previous = &walk.all_tokens[walk.reset_since..];
-        if !previous.is_empty() {
+        let hotwords = &walk.hotwords;
+        if !previous.is_empty() || !hotwords.is_empty() {
             self.prompt.push(self.tokenizer.sot_prev());
+            self.prompt.extend_from_slice(hotwords);
             self.prompt
                 .extend_from_slice(&previous[previous.len().saturating_sub(max_previous)..]);
         }

@@ -1,0 +1,140 @@
+//! The decoding options of faster-whisper's `transcribe` that change the prompt or
+//! CTranslate2's `generate` call, against faster-whisper itself (fixture:
+//! tools/make_transcribe_options_golden.py, `tests/transcribe/tiny_en_32/options.json`):
+//! `hotwords`, `repetition_penalty`, `no_repeat_ngram_size`
+//! (greedy and beam 5), `max_new_tokens`, `suppress_tokens` as a list, `initial_prompt` as
+//! token ids. Each run's segments differ from the same run without its option (the script
+//! checks it). Every segment's seek, tokens, text and bounds identical; its temperature (0),
+//! compression ratio identical, average log-probability within 2e-4 and no-speech
+//! probability within 1e-4, as the other transcription goldens. At every ISA level.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use tessel_audio::{load_wav, ReadOptions};
+use tessel_pipeline::transcribe::{TranscribeOptions, Transcriber};
+use tessel_tests::for_each_isa;
+
+use crate::timed::{check_segment, root, Reference};
+
+#[derive(Debug, Deserialize)]
+struct Figures {
+    #[serde(flatten)]
+    segment: Reference,
+    temperature: f32,
+    avg_logprob: f64,
+    compression_ratio: f64,
+    no_speech_prob: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct RunOptions {
+    beam_size: usize,
+    hotwords: Option<String>,
+    repetition_penalty: Option<f32>,
+    no_repeat_ngram_size: Option<usize>,
+    max_new_tokens: Option<usize>,
+    suppress_tokens: Option<Vec<i64>>,
+    initial_prompt: Option<Vec<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Run {
+    options: RunOptions,
+    segments: Vec<Figures>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Expected {
+    repeats: usize,
+    gap_samples: usize,
+    samples: usize,
+    runs: BTreeMap<String, Run>,
+}
+
+/// clip.wav, each copy followed by `gap` zeros, `repeats` times (as the script builds it).
+fn long_audio(e: &Expected) -> Vec<f32> {
+    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).unwrap();
+    let mut audio = Vec::new();
+    for _ in 0..e.repeats {
+        audio.extend_from_slice(&clip.samples);
+        audio.extend(std::iter::repeat_n(0.0, e.gap_samples));
+    }
+    assert_eq!(audio.len(), e.samples);
+    audio
+}
+
+fn options(run: &RunOptions) -> TranscribeOptions {
+    let defaults = TranscribeOptions::default();
+    TranscribeOptions {
+        beam: run.beam_size,
+        hotwords: run.hotwords.clone(),
+        repetition_penalty: run.repetition_penalty.unwrap_or(1.0),
+        no_repeat_ngram_size: run.no_repeat_ngram_size.unwrap_or(0),
+        max_new_tokens: run.max_new_tokens,
+        suppress_tokens: run
+            .suppress_tokens
+            .clone()
+            .unwrap_or(defaults.suppress_tokens),
+        initial_prompt_tokens: run.initial_prompt.clone(),
+        ..TranscribeOptions::default()
+    }
+}
+
+#[test]
+fn transcribe_options_match_faster_whisper() {
+    let text = std::fs::read_to_string(root().join("tiny_en_32/options.json")).unwrap();
+    let e: Expected = serde_json::from_str(&text).unwrap();
+    let audio = long_audio(&e);
+    let transcriber = Transcriber::load(&root().join("tiny_en_32/model"), 5, None).unwrap();
+    for_each_isa(|isa| {
+        let mut session = transcriber.session(isa, 5, 1).unwrap();
+        let mut failed = Vec::new();
+        for (run_name, run) in &e.runs {
+            let what = format!("{run_name} {isa:?}");
+            let got = session
+                .transcribe(&audio, &options(&run.options), &mut ())
+                .unwrap();
+            let checked = std::panic::catch_unwind(|| check_run(&what, &got.segments, run));
+            if checked.is_err() {
+                failed.push(what);
+            }
+        }
+        assert!(
+            failed.is_empty(),
+            "runs unlike faster-whisper's: {failed:?}"
+        );
+    });
+}
+
+/// Every segment of `got` against the run's.
+fn check_run(what: &str, got: &[tessel_pipeline::transcribe::Segment], run: &Run) {
+    {
+        {
+            assert_eq!(got.len(), run.segments.len(), "{what}: segments");
+            for (i, (g, w)) in got.iter().zip(&run.segments).enumerate() {
+                let at = format!("{what} segment {i}");
+                check_segment(&at, g, &w.segment, 1e-12);
+                assert_eq!(g.temperature, w.temperature, "{at}");
+                assert!(
+                    (g.compression_ratio - w.compression_ratio).abs() <= 1e-12,
+                    "{at}: compression ratio {} vs {}",
+                    g.compression_ratio,
+                    w.compression_ratio
+                );
+                assert!(
+                    (g.avg_logprob - w.avg_logprob).abs() < 2e-4,
+                    "{at}: avg_logprob {} vs {}",
+                    g.avg_logprob,
+                    w.avg_logprob
+                );
+                assert!(
+                    (g.no_speech_prob - w.no_speech_prob).abs() < 1e-4,
+                    "{at}: no_speech_prob {} vs {}",
+                    g.no_speech_prob,
+                    w.no_speech_prob
+                );
+            }
+        }
+    }
+}
