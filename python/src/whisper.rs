@@ -152,7 +152,9 @@ impl WhisperModel {
         temperatures, compression_ratio_threshold, log_prob_threshold, no_speech_threshold,
         condition_on_previous_text, prompt_reset_on_temperature, initial_prompt, suppress_blank,
         without_timestamps, max_initial_timestamp, word_timestamps, prepend_punctuations,
-        append_punctuations, vad))]
+        append_punctuations, vad, initial_prompt_tokens=None, hotwords=None,
+        repetition_penalty=1.0, no_repeat_ngram_size=0, max_new_tokens=None,
+        suppress_tokens=vec![-1]))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
@@ -177,6 +179,12 @@ impl WhisperModel {
         prepend_punctuations: String,
         append_punctuations: String,
         vad: Option<VadTuple>,
+        initial_prompt_tokens: Option<Vec<u32>>,
+        hotwords: Option<String>,
+        repetition_penalty: f32,
+        no_repeat_ngram_size: usize,
+        max_new_tokens: Option<usize>,
+        suppress_tokens: Vec<i64>,
     ) -> PyResult<SegmentStream> {
         let task = match task {
             "transcribe" => Task::Transcribe,
@@ -196,6 +204,12 @@ impl WhisperModel {
             condition_on_previous_text,
             prompt_reset_on_temperature,
             initial_prompt,
+            initial_prompt_tokens,
+            hotwords,
+            repetition_penalty,
+            no_repeat_ngram_size,
+            max_new_tokens,
+            suppress_tokens,
             timestamps: !without_timestamps,
             max_initial_timestamp,
             suppress_blank,

@@ -79,16 +79,11 @@ class TranscriptionInfo:
 # turns each off (its default) and why.
 UNSUPPORTED = {
     "patience": (1, "beam search stops when beam_size hypotheses have finished"),
-    "repetition_penalty": (1, "no repetition penalty in transcription"),
-    "no_repeat_ngram_size": (0, "no n-gram blocking in transcription"),
     "prefix": (None, "no forced text prefix"),
-    "suppress_tokens": ([-1], "the model's non-speech tokens are always suppressed"),
     "multilingual": (False, "one language per file"),
-    "max_new_tokens": (None, "windows decode up to 224 tokens"),
     "chunk_length": (None, "windows are 30 s"),
     "clip_timestamps": ("0", "the whole file is transcribed"),
     "hallucination_silence_threshold": (None, "no skipping of silences around hallucinations"),
-    "hotwords": (None, "no hotword prompt"),
     "language_detection_threshold": (0.5, "the language is detected on the first 30 s"),
     "language_detection_segments": (1, "the language is detected on the first 30 s"),
     "log_progress": (False, "no progress bar"),
@@ -96,8 +91,6 @@ UNSUPPORTED = {
 
 
 def _is_default(value, default) -> bool:
-    if default == [-1]:
-        return value is None or list(value) == [-1]
     if default == "0":
         return value in ("0", "", [], None)
     return value == default
@@ -217,18 +210,17 @@ class WhisperModel:
         stops when the iterator is dropped) and the transcription info. The language is known
         (given or detected) when this returns; bad options, audio or models raise here."""
         given = dict(locals())
-        given["suppress_tokens"] = (
-            None if suppress_tokens is None else list(suppress_tokens)
-        )
+        # faster-whisper: None and [] suppress nothing; -1 stands for the non-speech symbols.
+        suppress = [] if suppress_tokens is None else [int(t) for t in suppress_tokens]
         for name, (default, why) in UNSUPPORTED.items():
             if not _is_default(given[name], default):
                 raise _tessel.UnsupportedError(
                     "tessel does not support %s=%r yet (%s)" % (name, given[name], why)
                 )
+        prompt_tokens = None
         if initial_prompt is not None and not isinstance(initial_prompt, str):
-            raise _tessel.UnsupportedError(
-                "tessel does not support an initial_prompt of token ids yet"
-            )
+            prompt_tokens = [int(t) for t in initial_prompt]
+            initial_prompt = None
         vad_options = _vad_options(vad_filter, vad_parameters)
         if isinstance(temperature, (int, float)):
             temperatures = [float(temperature)]
@@ -262,17 +254,26 @@ class WhisperModel:
                 int(vad_options.min_silence_duration_ms),
                 int(vad_options.speech_pad_ms),
             ),
+            initial_prompt_tokens=prompt_tokens,
+            hotwords=hotwords,
+            repetition_penalty=float(repetition_penalty),
+            no_repeat_ngram_size=int(no_repeat_ngram_size),
+            max_new_tokens=None if max_new_tokens is None else int(max_new_tokens),
+            suppress_tokens=suppress,
         )
         options = {
             k: given[k]
             for k in (
-                "beam_size", "best_of", "patience", "length_penalty", "temperature",
-                "compression_ratio_threshold", "log_prob_threshold", "no_speech_threshold",
+                "beam_size", "best_of", "patience", "length_penalty", "repetition_penalty",
+                "no_repeat_ngram_size", "temperature", "compression_ratio_threshold",
+                "log_prob_threshold", "no_speech_threshold",
                 "condition_on_previous_text", "prompt_reset_on_temperature", "initial_prompt",
                 "suppress_blank", "without_timestamps", "max_initial_timestamp",
                 "word_timestamps", "prepend_punctuations", "append_punctuations",
+                "max_new_tokens", "hotwords",
             )
         }
+        options["suppress_tokens"] = suppress
         info = TranscriptionInfo(
             language=stream.language,
             language_probability=stream.language_probability,

@@ -67,6 +67,22 @@ def test_segments_match_faster_whisper(name):
         check_segments(list(segments), run["segments"], "%s %s" % (name, run_name))
 
 
+def test_decoding_options_match_faster_whisper():
+    """hotwords, repetition_penalty, no_repeat_ngram_size, max_new_tokens, suppress_tokens as
+    a list and initial_prompt as token ids against faster-whisper's
+    (tools/make_transcribe_options_golden.py): each run's segments differ from the run without
+    its option, and tessel's are the reference's."""
+    e = json.loads((TRANSCRIBE / "tiny_en_32" / "options.json").read_text())
+    model = tessel.WhisperModel(str(TRANSCRIBE / "tiny_en_32" / "model"))
+    audio = long_audio(e)
+    for run_name, run in e["runs"].items():
+        segments, info = model.transcribe(audio, **run["options"])
+        for name in ("hotwords", "repetition_penalty", "no_repeat_ngram_size", "max_new_tokens"):
+            if name in run["options"]:
+                assert info.transcription_options[name] == run["options"][name], run_name
+        check_segments(list(segments), run["segments"], run_name)
+
+
 @pytest.mark.parametrize("name", ["tiny_en_32", "tiny_multi_32"])
 def test_words_match_faster_whisper(name):
     """`word_timestamps=True` against faster-whisper's (tools/make_words_golden.py): the
@@ -186,9 +202,11 @@ def test_bad_calls_raise_typed_errors(tmp_path):
         dict(vad_filter=True, vad_parameters=dict(bogus=1)),
         dict(vad_filter=True, vad_parameters="fast"),
         dict(patience=2),
-        dict(hotwords="x"),
+        dict(prefix="x"),
         dict(clip_timestamps=[1.0, 2.0]),
-        dict(initial_prompt=[1, 2]),
+        dict(repetition_penalty=0),
+        dict(suppress_tokens=[-5]),
+        dict(initial_prompt=[10**6]),
         dict(task="summarise"),
         dict(beam_size=0),
         dict(beam_size=5, best_of=99),
@@ -198,6 +216,11 @@ def test_bad_calls_raise_typed_errors(tmp_path):
             model.transcribe(audio, **kwargs)
     with pytest.raises(tessel.UnsupportedError, match="patience"):
         model.transcribe(audio, patience=2)
+    # As faster-whisper, a window whose prompt and max_new_tokens pass the model's 448
+    # positions raises when it is decoded.
+    segments, _ = model.transcribe(audio, max_new_tokens=1000)
+    with pytest.raises(tessel.InputError, match="max_new_tokens"):
+        list(segments)
     for bad in [np.zeros((2, 16000), dtype=np.float32), np.zeros(10, dtype=np.float32)]:
         with pytest.raises(tessel.InputError):
             model.transcribe(bad)
