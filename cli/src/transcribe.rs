@@ -117,6 +117,32 @@ pub struct TranscribeArgs {
     /// Text that conditions the first window (names, spelling, style).
     #[arg(long)]
     pub initial_prompt: Option<String>,
+    /// Hint phrases that condition every window: each prompt starts with them, before the
+    /// text so far (faster-whisper's `hotwords`).
+    #[arg(long, value_name = "TEXT")]
+    pub hotwords: Option<String>,
+    /// Penalise tokens a window's decoding has already produced: their logits divided by
+    /// this when positive, multiplied when negative (CTranslate2's; default 1: off), above 0.
+    #[arg(long, value_name = "PENALTY", value_parser = positive_float)]
+    pub repetition_penalty: Option<f32>,
+    /// Never repeat an n-gram of this many tokens within a window's decoding (default 0:
+    /// off).
+    #[arg(long, value_name = "N")]
+    pub no_repeat_ngram_size: Option<usize>,
+    /// Tokens a window's decoding may add to its prompt, as faster-whisper's
+    /// `max_new_tokens` (CTranslate2 then decodes at most half of prompt plus this).
+    #[arg(long, value_name = "N")]
+    pub max_new_tokens: Option<usize>,
+    /// Token ids never generated, comma-separated, as faster-whisper's `suppress_tokens`:
+    /// -1 stands for the model's non-speech symbols, and a list also suppresses the special
+    /// tokens (default -1).
+    #[arg(
+        long,
+        value_name = "ID,...",
+        value_delimiter = ',',
+        allow_negative_numbers = true
+    )]
+    pub suppress_tokens: Option<Vec<i64>>,
     /// Do not prompt each window with the text so far.
     #[arg(long)]
     pub no_condition_on_previous_text: bool,
@@ -374,6 +400,11 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         best_of: args.best_of,
         condition_on_previous_text: !args.no_condition_on_previous_text,
         initial_prompt: args.initial_prompt.clone(),
+        hotwords: args.hotwords.clone(),
+        repetition_penalty: args.repetition_penalty.unwrap_or(1.0),
+        no_repeat_ngram_size: args.no_repeat_ngram_size.unwrap_or(0),
+        max_new_tokens: args.max_new_tokens,
+        suppress_tokens: args.suppress_tokens.clone().unwrap_or_else(|| vec![-1]),
         timestamps: !args.no_timestamps,
         seed: args.seed,
         word_timestamps: args.word_timestamps,

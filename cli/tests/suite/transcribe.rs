@@ -572,3 +572,76 @@ fn vad_removes_silence_and_maps_times_back() {
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The decoding flags (`--hotwords`, `--repetition-penalty`, `--no-repeat-ngram-size`,
+/// `--max-new-tokens`, `--suppress-tokens`) give faster-whisper's segments for its options
+/// (tests/transcribe/tiny_en_32/options.json, tools/make_transcribe_options_golden.py), and no
+/// allocation during inference.
+#[test]
+fn decoding_flags_are_faster_whispers_options() {
+    let dir = std::env::temp_dir().join(format!("tessel-options-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wav = dir.join("long.wav");
+    long_wav(&wav);
+    let model = root().join("tiny_en_32/model");
+    let want: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tiny_en_32/options.json")).unwrap(),
+    )
+    .unwrap();
+    let mut tried = 0;
+    for (name, run) in want["runs"].as_object().unwrap() {
+        let options = run["options"].as_object().unwrap();
+        let mut args: Vec<String> = ["transcribe", "--format", "json", "--model"]
+            .map(String::from)
+            .to_vec();
+        args.push(model.to_str().unwrap().into());
+        args.push(wav.to_str().unwrap().into());
+        args.push("--beam".into());
+        args.push(options["beam_size"].to_string());
+        let flag = |key: &str| match key {
+            "hotwords" => Some("--hotwords"),
+            "repetition_penalty" => Some("--repetition-penalty"),
+            "no_repeat_ngram_size" => Some("--no-repeat-ngram-size"),
+            "max_new_tokens" => Some("--max-new-tokens"),
+            "suppress_tokens" => Some("--suppress-tokens"),
+            _ => None,
+        };
+        let mut has_flag = false;
+        for (key, value) in options {
+            let Some(flag) = flag(key) else { continue };
+            has_flag = true;
+            args.push(flag.into());
+            args.push(match value {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(ids) => {
+                    let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+                    ids.join(",")
+                }
+                other => other.to_string(),
+            });
+        }
+        if !has_flag {
+            continue; // initial_prompt as token ids: no flag.
+        }
+        tried += 1;
+        let out = binary().args(&args).output().expect("run tessel");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        assert!(
+            stderr.contains("allocations during inference: 0"),
+            "{name}: {stderr}"
+        );
+        let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let tokens = |segments: &serde_json::Value| -> Vec<serde_json::Value> {
+            let segments = segments.as_array().unwrap().iter();
+            segments.map(|s| s["tokens"].clone()).collect()
+        };
+        assert_eq!(
+            tokens(&got["segments"]),
+            tokens(&run["segments"]),
+            "{name}: {args:?}"
+        );
+    }
+    assert!(tried >= 8, "{tried} runs with flags");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
