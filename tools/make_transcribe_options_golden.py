@@ -2,7 +2,7 @@
 """Builds the transcription options golden fixture: tests/transcribe/tiny_en_32/options.json.
 
 Runs faster-whisper's `transcribe` with the decoding options of its `TranscriptionOptions` that
-change the prompt or CTranslate2's `generate` call (hotwords, repetition_penalty,
+change the prompt or CTranslate2's `generate` call (hotwords, prefix, repetition_penalty,
 no_repeat_ngram_size, max_new_tokens, suppress_tokens as a list, initial_prompt as token ids)
 on the committed English-only fixture model of tools/make_transcribe_golden.py and the same
 audio (clip.wav and 1.5 s of zeros, 4 times), and saves per run the options and the segments
@@ -30,6 +30,10 @@ COMMON = dict(temperature=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], word_timestamps=False,
 RUNS = {
     "hotwords": dict(beam_size=1, hotwords="lemons"),
     "hotwords_beam5": dict(beam_size=5, hotwords="The quick fox"),
+    "hotwords_and_prefix": dict(beam_size=1, hotwords="lemons", prefix="The quick"),
+    "prefix": dict(beam_size=1, prefix="Sea shells"),
+    "prefix_beam5": dict(beam_size=5, prefix="Sea shells"),
+    "prefix_plain": dict(beam_size=1, prefix="Sea shells", without_timestamps=True),
     "repetition_penalty": dict(beam_size=1, repetition_penalty=1.5),
     "repetition_penalty_beam5": dict(beam_size=5, repetition_penalty=1.5),
     "no_repeat_ngram_size": dict(beam_size=1, no_repeat_ngram_size=3),
@@ -40,7 +44,7 @@ RUNS = {
 }
 # What a run without its option is (the default of each option).
 DEFAULTS = dict(
-    hotwords=None, repetition_penalty=1, no_repeat_ngram_size=0,
+    hotwords=None, prefix=None, repetition_penalty=1, no_repeat_ngram_size=0,
     max_new_tokens=None, suppress_tokens=[-1], initial_prompt=None,
 )
 

@@ -55,29 +55,38 @@ fn mask(row: &mut [f32], ids: impl IntoIterator<Item = u32>) {
 impl WhisperRules<'_> {
     /// Applies the rules to every live hypothesis of `step`.
     pub fn apply(&self, isa: Isa, step: &mut StepLogits<'_>) {
+        self.apply_from(isa, step, 0);
+    }
+
+    /// Applies the rules to every live hypothesis of `step` of a search whose first
+    /// `sample_begin` tokens are forced (a prefix), as CTranslate2 does: the blank is
+    /// suppressed at step `sample_begin`; the timestamp rules read the tokens from
+    /// `sample_begin` on and apply after it (the first-step rules only at step 0 of a search
+    /// without a prefix); before and at it, only `<|notimestamps|>` is masked.
+    pub fn apply_from(&self, isa: Isa, step: &mut StepLogits<'_>, sample_begin: usize) {
+        let at = step.step;
+        let timed = at > sample_begin || (at == 0 && sample_begin == 0);
         for beam in 0..step.beams {
-            let first = step.step == 0;
-            let (last, penultimate) = {
-                let tokens = step.tokens(beam);
+            let (last, penultimate, last_timestamp) = {
+                let all = step.tokens(beam);
+                let tokens = &all[sample_begin.min(all.len())..];
                 let n = tokens.len();
+                let last_timestamp = tokens.iter().rev().find(|&&t| self.is_timestamp(t));
                 (
                     n.checked_sub(1).map(|i| tokens[i]),
                     n.checked_sub(2).map(|i| tokens[i]),
+                    last_timestamp.copied(),
                 )
             };
-            let last_timestamp = step
-                .tokens(beam)
-                .iter()
-                .rev()
-                .find(|&&t| t >= self.timestamp_begin)
-                .copied();
             let row = step.row_mut(beam);
-            if first && !self.blank.is_empty() {
+            if at == sample_begin && !self.blank.is_empty() {
                 mask(row, self.blank.iter().copied().chain([self.eot]));
             }
             mask(row, self.suppress.iter().copied());
-            if self.timestamps {
-                self.timestamp_rules(isa, row, first, (last, penultimate), last_timestamp);
+            if self.timestamps && timed {
+                self.timestamp_rules(isa, row, at == 0, (last, penultimate), last_timestamp);
+            } else if self.timestamps {
+                mask(row, [self.no_timestamps]);
             }
         }
     }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use tessel_model::processors::whisper::WhisperRules;
-use tessel_model::processors::{ban_repeated_ngrams, repetition_penalty};
+use tessel_model::processors::{ban_repeated_ngrams, force, repetition_penalty};
 use tessel_model::{Hypotheses, Model, Request, Sampling, SearchOptions, Session};
 use tessel_text::whisper::{python_strip, WhisperTokenizer};
 
@@ -52,6 +52,8 @@ pub(super) struct WindowDecode<'a> {
     pub(super) window: usize,
     /// The prompt: previous text, start sequence, `<|notimestamps|>`.
     pub(super) prompt: &'a [u32],
+    /// Tokens forced at the start of the decoding (the prefix), part of its tokens.
+    pub(super) forced: &'a [u32],
     /// `softmax(logits)[<|nospeech|>]` at the `<|startoftranscript|>` row; `None` until the
     /// first decoding reads it, when that row is the prompt's last (its step-0 logits).
     pub(super) no_speech_prob: Option<f64>,
@@ -184,9 +186,9 @@ impl Decoder {
         observer: &mut dyn Observer,
     ) -> Result<(), TranscribeError> {
         let options = window.options;
-        let prompt = window.prompt;
+        let (prompt, forced) = (window.prompt, window.forced);
         let tok = Arc::clone(&self.tokenizer);
-        let max_steps = max_steps(options, session.limits().max_tgt_len, prompt)?;
+        let max_steps = max_steps(options, session.limits().max_tgt_len, prompt, forced)?;
         let suppress = self.custom_suppress.as_deref().unwrap_or(&self.suppress);
         let rules = rules(&tok, options, &self.blank, suppress);
         let (penalty, ngram) = (options.repetition_penalty, options.no_repeat_ngram_size);
@@ -215,15 +217,21 @@ impl Decoder {
                         *no_speech = Some(softmax_at(step.row_mut(0), tok.no_speech()));
                     }
                     if penalty != 1.0 || ngram > 0 {
-                        // CTranslate2's context: the tokens generated so far, not the start
-                        // token.
+                        // CTranslate2's context: the tokens generated so far (forced ones
+                        // included), not the start token.
                         for beam in 0..step.beams {
                             let (tokens, row) = step.tokens_and_row_mut(beam);
                             repetition_penalty(row, None, tokens, penalty);
                             ban_repeated_ngrams(row, None, tokens, ngram);
                         }
                     }
-                    rules.apply(isa, step);
+                    rules.apply_from(isa, step, forced.len());
+                    if let Some(&token) = forced.get(step.step) {
+                        // CTranslate2's prefix: the token, adding 0 to the score.
+                        for beam in 0..step.beams {
+                            force(step.row_mut(beam), token);
+                        }
+                    }
                 }))
             });
             let hyps: Hypotheses<'_> = hyps?;
@@ -254,25 +262,26 @@ impl Decoder {
     }
 }
 
-/// The most tokens a window's decoding generates, as CTranslate2's `generate` gets them from
-/// faster-whisper: `sample_len` (224) and the positions the prompt leaves; with
-/// `max_new_tokens`, at most half of `total = prompt + max_new_tokens` and
-/// `total - (prompt - 1)`, `total` within the model's positions.
+/// The most tokens a window's decoding generates (forced ones included), as CTranslate2's
+/// `generate` gets them from faster-whisper: `sample_len` (224) and the positions the prompt
+/// leaves; with `max_new_tokens`, at most half of `total = prompt + forced + max_new_tokens`
+/// and `total - (prompt - 1)`, `total` within the model's positions.
 fn max_steps(
     options: &TranscribeOptions,
     max_tgt: usize,
     prompt: &[u32],
+    forced: &[u32],
 ) -> Result<usize, TranscribeError> {
     let mut steps = options
         .sample_len
         .min((max_tgt + 1).saturating_sub(prompt.len()));
     if let Some(new) = options.max_new_tokens {
-        let total = prompt.len() + new;
+        let total = prompt.len() + forced.len() + new;
         if total > max_tgt {
             return Err(TranscribeError::BadOption(format!(
                 "the prompt ({} tokens) and max_new_tokens ({new}) pass the model's {max_tgt} \
                  target positions",
-                prompt.len()
+                prompt.len() + forced.len()
             )));
         }
         steps = steps
@@ -283,6 +292,12 @@ fn max_steps(
         return Err(TranscribeError::BadOption(
             "the prompt fills the decoder's positions".into(),
         ));
+    }
+    if forced.len() > steps {
+        return Err(TranscribeError::BadOption(format!(
+            "the prefix ({} tokens) is longer than a window's decoding ({steps})",
+            forced.len()
+        )));
     }
     Ok(steps)
 }

@@ -94,8 +94,12 @@ pub struct TranscribeOptions {
     /// iterable of ids); not with `initial_prompt`.
     pub initial_prompt_tokens: Option<Vec<u32>>,
     /// Hint phrases: every window's prompt starts `<|startofprev|>` and their tokens (at most
-    /// 223), before the previous text (faster-whisper's `hotwords` without a `prefix`).
+    /// 223), before the previous text, except the first window's when it has a `prefix`.
     pub hotwords: Option<String>,
+    /// Text the decoding of the window at 0 starts with (after `<|0.00|>` with timestamps):
+    /// its tokens (at most 223) are forced, each adding 0 to the score, and are part of the
+    /// window's tokens; the timestamp rules start after them, as CTranslate2's.
+    pub prefix: Option<String>,
     /// Repetition penalty θ over each hypothesis's tokens so far (CTranslate2's: logits of
     /// tokens already generated divided by θ when positive, multiplied when negative); 1 is
     /// off.
@@ -146,6 +150,7 @@ impl Default for TranscribeOptions {
             initial_prompt: None,
             initial_prompt_tokens: None,
             hotwords: None,
+            prefix: None,
             repetition_penalty: 1.0,
             no_repeat_ngram_size: 0,
             max_new_tokens: None,

@@ -64,6 +64,9 @@ struct Walk<'a> {
     all_tokens: Vec<u32>,
     /// The hotwords' tokens (empty without).
     hotwords: Vec<u32>,
+    /// The tokens forced at the start of the first window: `<|0.00|>` with timestamps and the
+    /// prefix's (empty without a prefix).
+    prefix: Vec<u32>,
     /// Where the text the next prompt conditions on starts in `all_tokens`.
     reset_since: usize,
     segments: Vec<Segment>,
@@ -209,16 +212,27 @@ impl TranscribeSession {
         // faster-whisper's `get_prompt`: " " + the stripped text, at most 223 tokens (half
         // of the 448 positions, less one).
         let half = (self.session.limits().max_tgt_len / 2).saturating_sub(1);
-        let mut hotwords = Vec::new();
-        if let Some(text) = options.hotwords.as_deref().filter(|t| !t.is_empty()) {
-            hotwords = self.tokenizer.encode(&format!(" {}", python_strip(text)))?;
-            hotwords.truncate(half);
+        let words = |text: &Option<String>| -> Result<Vec<u32>, TranscribeError> {
+            match text.as_deref().filter(|t| !t.is_empty()) {
+                Some(text) => {
+                    let mut tokens = self.tokenizer.encode(&format!(" {}", python_strip(text)))?;
+                    tokens.truncate(half);
+                    Ok(tokens)
+                }
+                None => Ok(Vec::new()),
+            }
+        };
+        let hotwords = words(&options.hotwords)?;
+        let mut prefix = words(&options.prefix)?;
+        if !prefix.is_empty() && options.timestamps {
+            prefix.insert(0, self.tokenizer.timestamp_begin());
         }
         Ok(Walk {
             options,
             sot_sequence: Vec::new(),
             all_tokens,
             hotwords,
+            prefix,
             reset_since: 0,
             segments: Vec::new(),
             stats,
@@ -238,7 +252,9 @@ impl TranscribeSession {
         let options = walk.options;
         segment(&self.spectrogram, self.n_mels, seek, size, &mut self.window)?;
         self.encode(&mut walk.stats, observer)?;
-        let sot_at = self.prompt(walk);
+        // faster-whisper's prefix applies to the window at 0 alone; hotwords to the others.
+        let forced: &[u32] = if seek == 0 { &walk.prefix } else { &[] };
+        let sot_at = self.prompt(walk, !forced.is_empty());
         let no_speech_prob = if sot_at + 1 == self.prompt.len() {
             None
         } else {
@@ -253,6 +269,7 @@ impl TranscribeSession {
             options,
             window: walk.stats.windows,
             prompt: &self.prompt,
+            forced,
             no_speech_prob,
         };
         walk.stats.windows += 1;
@@ -319,14 +336,14 @@ impl TranscribeSession {
         Ok(next_seek)
     }
 
-    /// Writes the window's prompt: `<|startofprev|>`, the hotwords and the last of the
-    /// conditioning text, the start sequence, `<|notimestamps|>`
+    /// Writes the window's prompt: `<|startofprev|>`, the hotwords (unless the window has a
+    /// prefix) and the last of the conditioning text, the start sequence, `<|notimestamps|>`
     /// without timestamps. Returns where `<|startoftranscript|>` is in it.
-    fn prompt(&mut self, walk: &Walk<'_>) -> usize {
+    fn prompt(&mut self, walk: &Walk<'_>, has_prefix: bool) -> usize {
         let max_previous = (self.session.limits().max_tgt_len / 2).saturating_sub(1);
         self.prompt.clear();
         let previous = &walk.all_tokens[walk.reset_since..];
-        let hotwords = &walk.hotwords;
+        let hotwords = if has_prefix { &[][..] } else { &walk.hotwords };
         if !previous.is_empty() || !hotwords.is_empty() {
             self.prompt.push(self.tokenizer.sot_prev());
             self.prompt.extend_from_slice(hotwords);

@@ -1,7 +1,7 @@
 //! The decoding options of faster-whisper's `transcribe` that change the prompt or
 //! CTranslate2's `generate` call, against faster-whisper itself (fixture:
 //! tools/make_transcribe_options_golden.py, `tests/transcribe/tiny_en_32/options.json`):
-//! `hotwords`, `repetition_penalty`, `no_repeat_ngram_size`
+//! `hotwords`, `prefix` (with hotwords, with and without timestamps), `repetition_penalty`, `no_repeat_ngram_size`
 //! (greedy and beam 5), `max_new_tokens`, `suppress_tokens` as a list, `initial_prompt` as
 //! token ids. Each run's segments differ from the same run without its option (the script
 //! checks it). Every segment's seek, tokens, text and bounds identical; its temperature (0),
@@ -31,6 +31,9 @@ struct Figures {
 struct RunOptions {
     beam_size: usize,
     hotwords: Option<String>,
+    prefix: Option<String>,
+    #[serde(default)]
+    without_timestamps: bool,
     repetition_penalty: Option<f32>,
     no_repeat_ngram_size: Option<usize>,
     max_new_tokens: Option<usize>,
@@ -69,6 +72,8 @@ fn options(run: &RunOptions) -> TranscribeOptions {
     TranscribeOptions {
         beam: run.beam_size,
         hotwords: run.hotwords.clone(),
+        prefix: run.prefix.clone(),
+        timestamps: !run.without_timestamps,
         repetition_penalty: run.repetition_penalty.unwrap_or(1.0),
         no_repeat_ngram_size: run.no_repeat_ngram_size.unwrap_or(0),
         max_new_tokens: run.max_new_tokens,
