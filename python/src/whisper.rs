@@ -152,7 +152,7 @@ impl WhisperModel {
         temperatures, compression_ratio_threshold, log_prob_threshold, no_speech_threshold,
         condition_on_previous_text, prompt_reset_on_temperature, initial_prompt, suppress_blank,
         without_timestamps, max_initial_timestamp, word_timestamps, prepend_punctuations,
-        append_punctuations, vad, initial_prompt_tokens=None, hotwords=None,
+        append_punctuations, vad, initial_prompt_tokens=None, hotwords=None, prefix=None,
         repetition_penalty=1.0, no_repeat_ngram_size=0, max_new_tokens=None,
         suppress_tokens=vec![-1]))]
     #[allow(clippy::too_many_arguments)]
@@ -181,6 +181,7 @@ impl WhisperModel {
         vad: Option<VadTuple>,
         initial_prompt_tokens: Option<Vec<u32>>,
         hotwords: Option<String>,
+        prefix: Option<String>,
         repetition_penalty: f32,
         no_repeat_ngram_size: usize,
         max_new_tokens: Option<usize>,
@@ -206,6 +207,7 @@ impl WhisperModel {
             initial_prompt,
             initial_prompt_tokens,
             hotwords,
+            prefix,
             repetition_penalty,
             no_repeat_ngram_size,
             max_new_tokens,

@@ -281,6 +281,7 @@ class WhisperModel:
         vad: Optional[Tuple[float, Optional[float], int, float, int, int]],
         initial_prompt_tokens: Optional[List[int]] = None,
         hotwords: Optional[str] = None,
+        prefix: Optional[str] = None,
         repetition_penalty: float = 1.0,
         no_repeat_ngram_size: int = 0,
         max_new_tokens: Optional[int] = None,

@@ -79,7 +79,6 @@ class TranscriptionInfo:
 # turns each off (its default) and why.
 UNSUPPORTED = {
     "patience": (1, "beam search stops when beam_size hypotheses have finished"),
-    "prefix": (None, "no forced text prefix"),
     "multilingual": (False, "one language per file"),
     "chunk_length": (None, "windows are 30 s"),
     "clip_timestamps": ("0", "the whole file is transcribed"),
@@ -256,6 +255,7 @@ class WhisperModel:
             ),
             initial_prompt_tokens=prompt_tokens,
             hotwords=hotwords,
+            prefix=prefix,
             repetition_penalty=float(repetition_penalty),
             no_repeat_ngram_size=int(no_repeat_ngram_size),
             max_new_tokens=None if max_new_tokens is None else int(max_new_tokens),
@@ -270,7 +270,7 @@ class WhisperModel:
                 "condition_on_previous_text", "prompt_reset_on_temperature", "initial_prompt",
                 "suppress_blank", "without_timestamps", "max_initial_timestamp",
                 "word_timestamps", "prepend_punctuations", "append_punctuations",
-                "max_new_tokens", "hotwords",
+                "max_new_tokens", "hotwords", "prefix",
             )
         }
         options["suppress_tokens"] = suppress

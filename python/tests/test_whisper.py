@@ -68,8 +68,8 @@ def test_segments_match_faster_whisper(name):
 
 
 def test_decoding_options_match_faster_whisper():
-    """hotwords, repetition_penalty, no_repeat_ngram_size, max_new_tokens, suppress_tokens as
-    a list and initial_prompt as token ids against faster-whisper's
+    """hotwords, prefix, repetition_penalty, no_repeat_ngram_size, max_new_tokens,
+    suppress_tokens as a list and initial_prompt as token ids against faster-whisper's
     (tools/make_transcribe_options_golden.py): each run's segments differ from the run without
     its option, and tessel's are the reference's."""
     e = json.loads((TRANSCRIBE / "tiny_en_32" / "options.json").read_text())
@@ -77,7 +77,7 @@ def test_decoding_options_match_faster_whisper():
     audio = long_audio(e)
     for run_name, run in e["runs"].items():
         segments, info = model.transcribe(audio, **run["options"])
-        for name in ("hotwords", "repetition_penalty", "no_repeat_ngram_size", "max_new_tokens"):
+        for name in ("hotwords", "prefix", "repetition_penalty", "no_repeat_ngram_size"):
             if name in run["options"]:
                 assert info.transcription_options[name] == run["options"][name], run_name
         check_segments(list(segments), run["segments"], run_name)
@@ -202,7 +202,7 @@ def test_bad_calls_raise_typed_errors(tmp_path):
         dict(vad_filter=True, vad_parameters=dict(bogus=1)),
         dict(vad_filter=True, vad_parameters="fast"),
         dict(patience=2),
-        dict(prefix="x"),
+        dict(hallucination_silence_threshold=1.0),
         dict(clip_timestamps=[1.0, 2.0]),
         dict(repetition_penalty=0),
         dict(suppress_tokens=[-5]),
