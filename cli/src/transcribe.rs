@@ -121,6 +121,10 @@ pub struct TranscribeArgs {
     /// text so far (faster-whisper's `hotwords`).
     #[arg(long, value_name = "TEXT")]
     pub hotwords: Option<String>,
+    /// Text the first window's transcript starts with, forced (after `<|0.00|>` with
+    /// timestamps); the hotwords do not prompt that window (faster-whisper's `prefix`).
+    #[arg(long, value_name = "TEXT")]
+    pub prefix: Option<String>,
     /// Penalise tokens a window's decoding has already produced: their logits divided by
     /// this when positive, multiplied when negative (CTranslate2's; default 1: off), above 0.
     #[arg(long, value_name = "PENALTY", value_parser = positive_float)]
@@ -401,6 +405,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         condition_on_previous_text: !args.no_condition_on_previous_text,
         initial_prompt: args.initial_prompt.clone(),
         hotwords: args.hotwords.clone(),
+        prefix: args.prefix.clone(),
         repetition_penalty: args.repetition_penalty.unwrap_or(1.0),
         no_repeat_ngram_size: args.no_repeat_ngram_size.unwrap_or(0),
         max_new_tokens: args.max_new_tokens,

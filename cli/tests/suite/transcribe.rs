@@ -573,7 +573,7 @@ fn vad_removes_silence_and_maps_times_back() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The decoding flags (`--hotwords`, `--repetition-penalty`, `--no-repeat-ngram-size`,
+/// The decoding flags (`--hotwords`, `--prefix`, `--repetition-penalty`, `--no-repeat-ngram-size`,
 /// `--max-new-tokens`, `--suppress-tokens`) give faster-whisper's segments for its options
 /// (tests/transcribe/tiny_en_32/options.json, tools/make_transcribe_options_golden.py), and no
 /// allocation during inference.
@@ -600,6 +600,7 @@ fn decoding_flags_are_faster_whispers_options() {
         args.push(options["beam_size"].to_string());
         let flag = |key: &str| match key {
             "hotwords" => Some("--hotwords"),
+            "prefix" => Some("--prefix"),
             "repetition_penalty" => Some("--repetition-penalty"),
             "no_repeat_ngram_size" => Some("--no-repeat-ngram-size"),
             "max_new_tokens" => Some("--max-new-tokens"),
@@ -607,6 +608,9 @@ fn decoding_flags_are_faster_whispers_options() {
             _ => None,
         };
         let mut has_flag = false;
+        if options.get("without_timestamps") == Some(&serde_json::Value::Bool(true)) {
+            args.push("--no-timestamps".into());
+        }
         for (key, value) in options {
             let Some(flag) = flag(key) else { continue };
             has_flag = true;
@@ -642,6 +646,6 @@ fn decoding_flags_are_faster_whispers_options() {
             "{name}: {args:?}"
         );
     }
-    assert!(tried >= 8, "{tried} runs with flags");
+    assert!(tried >= 12, "{tried} runs with flags");
     std::fs::remove_dir_all(&dir).unwrap();
 }
