@@ -9,6 +9,7 @@
 //! (`float32`) are compared with the `float64` thresholds after widening, as numpy does.
 
 use crate::silero::WINDOW;
+use crate::VadError;
 use crate::SAMPLE_RATE;
 
 /// The sample rate as a float, as the Python divides by it.
@@ -43,6 +44,25 @@ impl Default for VadOptions {
             min_silence_duration_ms: 2000,
             speech_pad_ms: 400,
         }
+    }
+}
+
+impl VadOptions {
+    /// Whether the options are ones faster-whisper's `get_speech_timestamps` accepts: both
+    /// thresholds in [0, 1] and `max_speech_duration_s` above 0 (infinity for no limit).
+    pub fn check(&self) -> Result<(), VadError> {
+        let unit = |p: f64| (0.0..=1.0).contains(&p);
+        if !unit(self.threshold) || !self.neg_threshold.is_none_or(unit) {
+            return Err(VadError::InvalidArgument(
+                "threshold and neg_threshold must be in [0, 1]",
+            ));
+        }
+        if self.max_speech_duration_s.is_nan() || self.max_speech_duration_s <= 0.0 {
+            return Err(VadError::InvalidArgument(
+                "max_speech_duration_s must be above 0",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -332,4 +352,46 @@ pub fn python_round(x: f64, digits: usize) -> f64 {
         return x;
     }
     format!("{x:.digits$}").parse().unwrap_or(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VadOptions;
+
+    #[test]
+    fn options_out_of_faster_whispers_range_are_refused() {
+        let ok = VadOptions::default();
+        assert!(ok.check().is_ok());
+        let bad = [
+            VadOptions {
+                threshold: 1.5,
+                ..ok
+            },
+            VadOptions {
+                threshold: f64::NAN,
+                ..ok
+            },
+            VadOptions {
+                neg_threshold: Some(-0.1),
+                ..ok
+            },
+            VadOptions {
+                max_speech_duration_s: 0.0,
+                ..ok
+            },
+            VadOptions {
+                max_speech_duration_s: f64::NAN,
+                ..ok
+            },
+        ];
+        for options in bad {
+            assert!(options.check().is_err(), "{options:?}");
+        }
+        let edges = VadOptions {
+            threshold: 0.0,
+            neg_threshold: Some(1.0),
+            ..ok
+        };
+        assert!(edges.check().is_ok());
+    }
 }
