@@ -9,6 +9,7 @@
 //! (a few kilobytes, allocated per call): it is a pre-pass, not part of the session's
 //! allocation-free decode.
 
+use tessel_audio::MelError;
 use tessel_vad::timestamps::{collect_chunks, speech_timestamps, SpeechTimestampsMap, VadOptions};
 use tessel_vad::Vad;
 
@@ -30,12 +31,16 @@ pub struct Speech {
 const SAMPLE_RATE: f64 = 16_000.0;
 
 impl Speech {
-    /// Runs `vad` over `samples` (16 kHz) and keeps the speech as `options` say.
+    /// Runs `vad` over `samples` (16 kHz) and keeps the speech as `options` say. A NaN or
+    /// infinite sample is refused, as a transcription without detection refuses it.
     pub fn find(
         vad: &Vad,
         samples: &[f32],
         options: &VadOptions,
     ) -> Result<Speech, TranscribeError> {
+        if let Some(index) = samples.iter().position(|s| !s.is_finite()) {
+            return Err(MelError::NonFinite { index }.into());
+        }
         let probabilities = vad.speech_probabilities(samples)?;
         let chunks = speech_timestamps(&probabilities, samples.len(), options);
         let (pieces, _) = collect_chunks(samples, &chunks, f64::INFINITY);
