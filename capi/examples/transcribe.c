@@ -7,7 +7,9 @@
  * WAV is a 16 kHz mono 16-bit PCM file. The example reads the WAV itself into a float buffer
  * and transcribes the buffer (greedy, with timestamps) into arrays sized from the first call's
  * report; then it transcribes the file by path and fails unless both give the same segments.
- * It fails too unless an unknown language ("xx") is refused with TESSEL_ERR_ARGUMENT.
+ * It fails too unless an unknown language ("xx") is refused with TESSEL_ERR_ARGUMENT. Last,
+ * it transcribes the speech alone (voice activity detection on) and checks it gets ordered,
+ * non-negative segment times.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -130,6 +132,32 @@ int main(int argc, char **argv) {
                  memcmp(segments, by_path, n_segments * sizeof *segments) != 0;
     printf("by path: %s\n", failed ? "DIFFERENT" : "the same segments");
 
+    /* Voice activity detection first: only the speech is transcribed, and the segments come
+     * back in the file's times. */
+    options.vad.enabled = true;
+    options.vad.min_silence_duration_ms = 500;
+    size_t n_speech = 0, speech_len = 0;
+    status = tessel_transcribe(transcriber, samples, n_samples, &options, NULL, 0, &n_speech,
+                               NULL, 0, &speech_len);
+    if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
+        CHECK(status);
+    }
+    tessel_segment *speech = malloc((n_speech + 1) * sizeof *speech);
+    char *speech_text = malloc(speech_len + 1);
+    if (speech == NULL || speech_text == NULL) {
+        return 1;
+    }
+    CHECK(tessel_transcribe(transcriber, samples, n_samples, &options, speech, n_speech,
+                            &n_speech, speech_text, speech_len + 1, &speech_len));
+    failed |= n_speech == 0;
+    for (size_t i = 0; i < n_speech; i++) {
+        failed |= speech[i].start < 0.0 || speech[i].start > speech[i].end;
+    }
+    printf("with voice activity detection: %zu segments, %zu bytes of text\n", n_speech,
+           speech_len);
+
+    free(speech_text);
+    free(speech);
     free(by_path_text);
     free(by_path);
     free(text);

@@ -380,6 +380,43 @@ typedef struct tessel_generate_options {
 } tessel_generate_options;
 
 /**
+ * Voice activity detection before transcribing (faster-whisper's `vad_filter` and its
+ * `VadOptions`, same defaults). Start from `tessel_transcribe_options_default()`, whose `vad`
+ * is off.
+ */
+typedef struct tessel_vad_options {
+    /**
+     * Transcribe only the speech Silero VAD finds (default false).
+     */
+    bool enabled;
+    /**
+     * A 32 ms window is speech when its probability is at least this, in [0, 1] (default 0.5).
+     */
+    double threshold;
+    /**
+     * A window below this is silence, in [0, 1]; negative (the default, -1) for
+     * `max(threshold - 0.15, 0.01)`.
+     */
+    double neg_threshold;
+    /**
+     * Speech chunks this short or shorter are dropped, milliseconds (default 0).
+     */
+    uint64_t min_speech_duration_ms;
+    /**
+     * Longer chunks are split, seconds, above 0; `INFINITY` (the default) for no limit.
+     */
+    double max_speech_duration_s;
+    /**
+     * Silence that ends a chunk, milliseconds (default 2000).
+     */
+    uint64_t min_silence_duration_ms;
+    /**
+     * Padding on each side of a chunk, milliseconds (default 400).
+     */
+    uint64_t speech_pad_ms;
+} tessel_vad_options;
+
+/**
  * How `tessel_transcribe` decodes. Start from `tessel_transcribe_options_default()`.
  */
 typedef struct tessel_transcribe_options {
@@ -410,6 +447,11 @@ typedef struct tessel_transcribe_options {
      * Text to condition the first window on, or NULL (the default).
      */
     const char *initial_prompt;
+    /**
+     * Voice activity detection first (default off): only the speech is transcribed, and
+     * the segments' times are the original audio's.
+     */
+    struct tessel_vad_options vad;
 } tessel_transcribe_options;
 
 /**
@@ -965,7 +1007,8 @@ enum tessel_status tessel_batch_hypothesis(struct tessel_batch *batch,
 
 /**
  * The reference's defaults: beam 5, timestamps, conditioned on previous text, transcribe,
- * language detected, no prompt (temperature fallback 0, 0.2 … 1.0 with best of 5).
+ * language detected, no prompt (temperature fallback 0, 0.2 … 1.0 with best of 5), no voice
+ * activity detection.
  */
 struct tessel_transcribe_options tessel_transcribe_options_default(void);
 
@@ -1002,8 +1045,9 @@ enum tessel_status tessel_transcriber_load(const char *path,
  * `TESSEL_ERR_BUFFER_TOO_SMALL` with both sizes written and keeps the transcript: a retry
  * with the same samples and options copies it. Refused: less than 10 ms of audio,
  * non-finite samples, options out of range (a beam of 0 or above the transcriber's
- * `max_beam`, a language as `language` says, `translate` on an English-only model)
- * (`TESSEL_ERR_ARGUMENT`); generated ids the tokenizer cannot decode are `TESSEL_ERR_RUN`.
+ * `max_beam`, a language as `language` says, `translate` on an English-only model, `vad` as
+ * `tessel_vad_options` says) (`TESSEL_ERR_ARGUMENT`); generated ids the tokenizer cannot
+ * decode are `TESSEL_ERR_RUN`.
  * Allocates.
  *
  * # Safety

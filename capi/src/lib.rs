@@ -41,6 +41,7 @@ pub mod batch;
 pub mod status;
 pub mod transcribe;
 pub mod translate;
+pub mod vad;
 
 pub use batch::*;
 pub use handle::ModelHandle;
@@ -50,3 +51,4 @@ pub use session::*;
 pub use status::tessel_status;
 pub use transcribe::*;
 pub use translate::*;
+pub use vad::tessel_vad_options;

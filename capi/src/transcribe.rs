@@ -18,7 +18,7 @@ use tessel_audio::{load_wav, ReadOptions};
 use tessel_model::load::directory::Modality;
 use tessel_model::SessionError;
 use tessel_pipeline::transcribe::{
-    TranscribeError, TranscribeOptions, TranscribeSession, Transcriber, VadError,
+    TranscribeError, TranscribeOptions, TranscribeSession, Transcriber, VadError, VadOptions,
 };
 use tessel_text::whisper::Task;
 use tessel_text::TextError;
@@ -28,6 +28,7 @@ use crate::dir_kind;
 use crate::exclusive;
 use crate::info;
 use crate::status::{fail, guard, tessel_status, Error};
+use crate::vad::{tessel_vad_options, Detector};
 
 /// A transcriber handle: "tslwhspr" in its first word.
 const KIND: exclusive::Kind = exclusive::Kind::task(u64::from_le_bytes(*b"tslwhspr"));
@@ -75,10 +76,14 @@ pub struct tessel_transcribe_options {
     pub language: *const c_char,
     /// Text to condition the first window on, or NULL (the default).
     pub initial_prompt: *const c_char,
+    /// Voice activity detection first (default off): only the speech is transcribed, and
+    /// the segments' times are the original audio's.
+    pub vad: tessel_vad_options,
 }
 
 /// The reference's defaults: beam 5, timestamps, conditioned on previous text, transcribe,
-/// language detected, no prompt (temperature fallback 0, 0.2 … 1.0 with best of 5).
+/// language detected, no prompt (temperature fallback 0, 0.2 … 1.0 with best of 5), no voice
+/// activity detection.
 #[no_mangle]
 pub extern "C" fn tessel_transcribe_options_default() -> tessel_transcribe_options {
     tessel_transcribe_options {
@@ -88,12 +93,14 @@ pub extern "C" fn tessel_transcribe_options_default() -> tessel_transcribe_optio
         translate: false,
         language: std::ptr::null(),
         initial_prompt: std::ptr::null(),
+        vad: tessel_vad_options::default(),
     }
 }
 
 /// A transcriber's state.
 struct State {
     session: TranscribeSession,
+    detector: Detector,
     /// The last audio and options, with their segments and text, kept for a retry with larger
     /// buffers.
     last: Option<Last>,
@@ -101,7 +108,7 @@ struct State {
 
 struct Last {
     samples: Vec<f32>,
-    options: TranscribeOptions,
+    options: (TranscribeOptions, Option<VadOptions>),
     segments: Vec<tessel_segment>,
     text: String,
 }
@@ -186,13 +193,15 @@ pub unsafe extern "C" fn tessel_transcriber_load(
                 .try_multilingual(multilingual == 1)
                 .map_err(transcribe_error)?;
         }
+        let isa = info::session_isa()?;
         let session = transcriber
-            .session(info::session_isa()?, max_beam, threads.max(1))
+            .session(isa, max_beam, threads.max(1))
             .map_err(transcribe_error)?;
         *out = exclusive::into_raw(
             KIND,
             State {
                 session,
+                detector: Detector::new(isa),
                 last: None,
             },
         );
@@ -212,18 +221,20 @@ unsafe fn optional(ptr: *const c_char, what: &'static str) -> Result<Option<Stri
     unsafe { args::text(ptr, what) }.map(|s| Some(s.to_owned()))
 }
 
-/// The pipeline's options for `options` (NULL: the defaults).
+/// The pipeline's options for `options` (NULL: the defaults), and the detector's when voice
+/// activity detection is on.
 ///
 /// # Safety
 /// `options` is NULL or valid, its strings NULL or NUL-terminated.
 unsafe fn pipeline_options(
     options: *const tessel_transcribe_options,
-) -> Result<TranscribeOptions, Error> {
+) -> Result<(TranscribeOptions, Option<VadOptions>), Error> {
     // SAFETY: the caller's contract.
     let options = unsafe { options.as_ref() }
         .copied()
         .unwrap_or_else(|| tessel_transcribe_options_default());
-    Ok(TranscribeOptions {
+    let vad = options.vad.checked()?;
+    let options = TranscribeOptions {
         beam: options.beam,
         timestamps: options.timestamps,
         condition_on_previous_text: options.condition_on_previous_text,
@@ -237,7 +248,8 @@ unsafe fn pipeline_options(
         // SAFETY: as above.
         initial_prompt: unsafe { optional(options.initial_prompt, "initial_prompt") }?,
         ..TranscribeOptions::default()
-    })
+    };
+    Ok((options, vad))
 }
 
 /// Where a transcription goes: the caller's arrays and sizes.
@@ -250,18 +262,37 @@ struct Outputs {
     text_len: *mut usize,
 }
 
-/// The transcript of `samples` with its segments indexing its text.
+/// The transcript of `samples` (of their speech, with voice activity detection) with its
+/// segments indexing its text, in the original audio's times.
 fn transcript(
-    session: &mut TranscribeSession,
+    state: &mut State,
     samples: &[f32],
-    options: TranscribeOptions,
+    (options, vad): (TranscribeOptions, Option<VadOptions>),
 ) -> Result<Last, Error> {
-    let transcript = session
-        .transcribe(samples, &options, &mut ())
-        .map_err(transcribe_error)?;
+    let speech = match &vad {
+        Some(vad) => Some(
+            state
+                .detector
+                .speech(samples, vad)
+                .map_err(transcribe_error)?,
+        ),
+        None => None,
+    };
+    let heard = speech.as_ref().map_or(samples, |speech| &speech.samples);
+    let mut segments = Vec::new();
+    // No speech: no segments, as faster-whisper gives.
+    if !heard.is_empty() {
+        let transcript = state
+            .session
+            .transcribe(heard, &options, &mut ())
+            .map_err(transcribe_error)?;
+        segments = transcript.segments;
+    }
+    if let Some(speech) = &speech {
+        segments = segments.iter().map(|s| speech.restore(s)).collect();
+    }
     let mut text = String::new();
-    let segments = transcript
-        .segments
+    let segments = segments
         .iter()
         .map(|s| {
             let text_offset = text.len();
@@ -276,7 +307,7 @@ fn transcript(
         .collect();
     Ok(Last {
         samples: samples.to_vec(),
-        options,
+        options: (options, vad),
         segments,
         text,
     })
@@ -290,7 +321,7 @@ fn transcript(
 unsafe fn run(
     state: &mut State,
     samples: &[f32],
-    options: TranscribeOptions,
+    options: (TranscribeOptions, Option<VadOptions>),
     outputs: &Outputs,
 ) -> Result<(), Error> {
     // SAFETY: the caller's contract for each pointer.
@@ -304,9 +335,15 @@ unsafe fn run(
         if last.options == options
             && last.samples.len() == samples.len()
             && last.samples.iter().zip(samples).all(|(a, b)| a.to_bits() == b.to_bits()));
-    let last = match &mut state.last {
-        Some(last) if kept => last,
-        slot => slot.insert(transcript(&mut state.session, samples, options)?),
+    let last = match state.last.take() {
+        Some(last) if kept => state.last.insert(last),
+        previous => match transcript(state, samples, options) {
+            Ok(fresh) => state.last.insert(fresh),
+            Err(error) => {
+                state.last = previous;
+                return Err(error);
+            }
+        },
     };
     *n_segments = last.segments.len();
     *text_len = last.text.len();
@@ -375,8 +412,9 @@ unsafe fn transcribe_into<'a>(
 /// `TESSEL_ERR_BUFFER_TOO_SMALL` with both sizes written and keeps the transcript: a retry
 /// with the same samples and options copies it. Refused: less than 10 ms of audio,
 /// non-finite samples, options out of range (a beam of 0 or above the transcriber's
-/// `max_beam`, a language as `language` says, `translate` on an English-only model)
-/// (`TESSEL_ERR_ARGUMENT`); generated ids the tokenizer cannot decode are `TESSEL_ERR_RUN`.
+/// `max_beam`, a language as `language` says, `translate` on an English-only model, `vad` as
+/// `tessel_vad_options` says) (`TESSEL_ERR_ARGUMENT`); generated ids the tokenizer cannot
+/// decode are `TESSEL_ERR_RUN`.
 /// Allocates.
 ///
 /// # Safety

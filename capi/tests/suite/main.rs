@@ -8,3 +8,4 @@ mod in_buffer;
 mod load;
 mod transcribe;
 mod translate;
+mod vad;

@@ -17,7 +17,7 @@ use tessel_pipeline::transcribe::{TranscribeOptions, Transcriber};
 use crate::common;
 use common::{last_error, ok};
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe")
 }
 
@@ -25,7 +25,7 @@ fn c(path: &Path) -> CString {
     CString::new(path.to_str().expect("UTF-8")).expect("no NUL")
 }
 
-fn load() -> *mut tessel_transcriber {
+pub(crate) fn load() -> *mut tessel_transcriber {
     let dir = c(&root().join("tiny_en_32/model"));
     let mut transcriber = null_mut();
     // SAFETY: a NUL-terminated path and a writable out-pointer.
@@ -42,7 +42,7 @@ fn options() -> tessel_transcribe_options {
 }
 
 /// Segments (start, end, text) and the whole text from the C outputs.
-type Got = (Vec<(f64, f64, String)>, String);
+pub(crate) type Got = (Vec<(f64, f64, String)>, String);
 
 /// What a call wrote, or its status and the two sizes it reported.
 fn outputs(
@@ -89,7 +89,17 @@ fn from_samples(
     segments_cap: usize,
     text_cap: usize,
 ) -> Result<Got, (tessel_status, usize, usize)> {
-    let options = options();
+    with_options(transcriber, samples, &options(), segments_cap, text_cap)
+}
+
+/// `tessel_transcribe` of `samples` with `options` into arrays of the given sizes.
+pub(crate) fn with_options(
+    transcriber: *mut tessel_transcriber,
+    samples: &[f32],
+    options: &tessel_transcribe_options,
+    segments_cap: usize,
+    text_cap: usize,
+) -> Result<Got, (tessel_status, usize, usize)> {
     let call = |segments, cap, n: &mut usize, text, text_cap, len: &mut usize| {
         // SAFETY: a live transcriber, `samples.len()` floats, arrays of the stated sizes.
         unsafe {
@@ -97,7 +107,7 @@ fn from_samples(
                 transcriber,
                 samples.as_ptr(),
                 samples.len(),
-                &options,
+                options,
                 segments,
                 cap,
                 n,
