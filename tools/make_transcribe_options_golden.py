@@ -4,7 +4,7 @@
 Runs faster-whisper's `transcribe` with the decoding options of its `TranscriptionOptions` that
 change the prompt or CTranslate2's `generate` call (hotwords, prefix, repetition_penalty,
 no_repeat_ngram_size, max_new_tokens, suppress_tokens as a list, initial_prompt as token ids)
-on the committed English-only fixture model of tools/make_transcribe_golden.py and the same
+and the windows (clip_timestamps), on the committed English-only fixture model of tools/make_transcribe_golden.py and the same
 audio (clip.wav and 1.5 s of zeros, 4 times), and saves per run the options and the segments
 (seek, start, end, text, tokens, temperature, avg_logprob, compression_ratio, no_speech_prob).
 
@@ -41,11 +41,14 @@ RUNS = {
     "max_new_tokens": dict(beam_size=1, max_new_tokens=20),
     "suppress_tokens": dict(beam_size=1, suppress_tokens=[300, 301, 302]),
     "initial_prompt_ids": dict(beam_size=1, initial_prompt=[100, 101, 102]),
+    "clip_timestamps_text": dict(beam_size=1, clip_timestamps="3,12.5"),
+    "clip_timestamps_open": dict(beam_size=1, clip_timestamps=[5.0, 20.0, 31.0]),
+    "clip_timestamps_beam5": dict(beam_size=5, clip_timestamps=[0.0, 8.005, 10.0, 40.0]),
 }
 # What a run without its option is (the default of each option).
 DEFAULTS = dict(
     hotwords=None, prefix=None, repetition_penalty=1, no_repeat_ngram_size=0,
-    max_new_tokens=None, suppress_tokens=[-1], initial_prompt=None,
+    max_new_tokens=None, suppress_tokens=[-1], initial_prompt=None, clip_timestamps="0",
 )
 
 

@@ -115,6 +115,10 @@ pub struct TranscribeOptions {
     /// translate, start of transcript, of previous text, of LM, no speech); an empty list
     /// suppresses nothing. Default `[-1]`.
     pub suppress_tokens: Vec<i64>,
+    /// The stretches transcribed, in seconds: start, end, start, end, … (an odd count's last
+    /// stretch runs to the end), each rounded to 10 ms frames; windows never cross a stretch's
+    /// end (faster-whisper's `clip_timestamps`). Empty: the whole audio.
+    pub clip_timestamps: Vec<f64>,
     /// Predict timestamps (segments within windows); `false` adds `<|notimestamps|>`.
     pub timestamps: bool,
     /// Latest first timestamp, in seconds.
@@ -155,6 +159,7 @@ impl Default for TranscribeOptions {
             no_repeat_ngram_size: 0,
             max_new_tokens: None,
             suppress_tokens: vec![-1],
+            clip_timestamps: Vec::new(),
             timestamps: true,
             max_initial_timestamp: 1.0,
             suppress_blank: true,
@@ -295,6 +300,13 @@ impl TranscribeOptions {
             return bad(&format!(
                 "suppress_tokens: {t} is neither -1 nor a token of the vocabulary ({vocab})"
             ));
+        }
+        if self
+            .clip_timestamps
+            .iter()
+            .any(|t| !(t.is_finite() && *t >= 0.0))
+        {
+            return bad("clip_timestamps must be finite and ≥ 0");
         }
         if !multilingual && self.task == Task::Translate {
             return bad("an English-only model cannot translate");

@@ -162,8 +162,21 @@ impl TranscribeSession {
         } else {
             self.tokenizer.sot_sequence(None, None)?
         };
-        let mut seek = 0;
-        while seek < frames {
+        // faster-whisper's walk over the clips: a window starts at its clip's start at the
+        // earliest and ends at its clip's end at the latest.
+        let clips = clips(&options.clip_timestamps, frames);
+        let mut clip = 0;
+        let mut seek = clips.first().map_or(0, |c| c.0);
+        while let Some(&(start, end)) = clips.get(clip) {
+            let end = end.min(frames);
+            seek = seek.max(start);
+            if seek >= end {
+                clip += 1;
+                if let Some(next) = clips.get(clip) {
+                    seek = next.0;
+                }
+                continue;
+            }
             if observer.stop() {
                 return Err(TranscribeError::Stopped);
             }
@@ -171,7 +184,7 @@ impl TranscribeSession {
                 seek as f64 * segments::SECONDS_PER_FRAME,
                 frames as f64 * 0.01,
             );
-            let size = N_FRAMES.min(frames - seek);
+            let size = N_FRAMES.min(frames - seek).min(end - seek);
             seek = self.transcribe_window(&mut walk, seek, size, observer)?;
         }
         observer.progress(frames as f64 * 0.01, frames as f64 * 0.01);
@@ -401,8 +414,21 @@ impl TranscribeSession {
                 .map_or(lower.clone(), |(code, _)| (*code).to_owned());
             return Ok((code, 1.0));
         }
-        let size = N_FRAMES.min(frames);
-        segment(&self.spectrogram, self.n_mels, 0, size, &mut self.window)?;
+        // At the first clip's start (truncated to a frame), when it is inside the audio.
+        let first = options.clip_timestamps.first().map_or(0.0, |&t| t * 100.0);
+        let start = if first < frames as f64 {
+            first as usize
+        } else {
+            0
+        };
+        let size = N_FRAMES.min(frames - start);
+        segment(
+            &self.spectrogram,
+            self.n_mels,
+            start,
+            size,
+            &mut self.window,
+        )?;
         self.encode(stats, observer)?;
         let sot = [self.tokenizer.sot()];
         let logits = timed(observer, &mut stats.decode, || self.session.prefill(&sot))?;
@@ -474,6 +500,23 @@ fn time_words(
     )?)
 }
 
+/// The clips of `clip_timestamps` (seconds) as `(start, end)` frames, as faster-whisper makes
+/// them: each time rounded to a frame (half to even), an odd count's last clip ending at
+/// `frames`, none given the whole audio.
+fn clips(clip_timestamps: &[f64], frames: usize) -> Vec<(usize, usize)> {
+    let mut points: Vec<usize> = clip_timestamps
+        .iter()
+        .map(|t| (t * 100.0).round_ties_even() as usize)
+        .collect();
+    if points.is_empty() {
+        points.push(0);
+    }
+    if points.len() % 2 == 1 {
+        points.push(frames);
+    }
+    points.chunks_exact(2).map(|c| (c[0], c[1])).collect()
+}
+
 /// The code with the largest logit (the first of equals) and its probability: the softmax
 /// over the language tokens alone, in `f64`, as openai-whisper's and CTranslate2's
 /// `detect_language` give it. `None` when there is no language.
@@ -534,7 +577,17 @@ impl Walk<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::most_likely;
+    use super::{clips, most_likely};
+
+    #[test]
+    fn clips_pair_the_timestamps_as_faster_whisper_does() {
+        assert_eq!(clips(&[], 900), [(0, 900)]);
+        assert_eq!(clips(&[0.0], 900), [(0, 900)]);
+        assert_eq!(clips(&[3.0, 12.5], 900), [(300, 1250)]);
+        assert_eq!(clips(&[5.0, 20.0, 31.0], 4000), [(500, 2000), (3100, 4000)]);
+        // 8.005 s is 800.5000000000001 frames in f64, as in Python; 0.125 s is 12.5, to even.
+        assert_eq!(clips(&[8.005, 0.125], 900), [(801, 12)]);
+    }
 
     #[test]
     fn the_language_probability_is_a_softmax_over_the_languages() {

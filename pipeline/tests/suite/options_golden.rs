@@ -1,12 +1,13 @@
-//! The decoding options of faster-whisper's `transcribe` that change the prompt or
-//! CTranslate2's `generate` call, against faster-whisper itself (fixture:
+//! The options of faster-whisper's `transcribe` that change the prompt, CTranslate2's
+//! `generate` call or the windows, against faster-whisper itself (fixture:
 //! tools/make_transcribe_options_golden.py, `tests/transcribe/tiny_en_32/options.json`):
-//! `hotwords`, `prefix` (with hotwords, with and without timestamps), `repetition_penalty`, `no_repeat_ngram_size`
-//! (greedy and beam 5), `max_new_tokens`, `suppress_tokens` as a list, `initial_prompt` as
-//! token ids. Each run's segments differ from the same run without its option (the script
-//! checks it). Every segment's seek, tokens, text and bounds identical; its temperature (0),
-//! compression ratio identical, average log-probability within 2e-4 and no-speech
-//! probability within 1e-4, as the other transcription goldens. At every ISA level.
+//! `hotwords`, `prefix` (with hotwords, with and without timestamps), `repetition_penalty`
+//! and `no_repeat_ngram_size` (greedy and beam 5), `max_new_tokens`, `suppress_tokens` as a
+//! list, `initial_prompt` as token ids, `clip_timestamps` (as text, as a list, an odd count,
+//! past the audio's end). Each run's segments differ from the same run without its option
+//! (the script checks it). Every segment's seek, tokens, text and bounds identical; its
+//! temperature (0), compression ratio identical, average log-probability within 2e-4 and
+//! no-speech probability within 1e-4, as the other transcription goldens. At every ISA level.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +40,7 @@ struct RunOptions {
     max_new_tokens: Option<usize>,
     suppress_tokens: Option<Vec<i64>>,
     initial_prompt: Option<Vec<u32>>,
+    clip_timestamps: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -82,6 +84,14 @@ fn options(run: &RunOptions) -> TranscribeOptions {
             .clone()
             .unwrap_or(defaults.suppress_tokens),
         initial_prompt_tokens: run.initial_prompt.clone(),
+        clip_timestamps: match &run.clip_timestamps {
+            // "3,12.5", as faster-whisper splits it.
+            Some(serde_json::Value::String(text)) => {
+                text.split(',').map(|t| t.parse().unwrap()).collect()
+            }
+            Some(list) => serde_json::from_value(list.clone()).unwrap(),
+            None => Vec::new(),
+        },
         ..TranscribeOptions::default()
     }
 }
