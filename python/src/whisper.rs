@@ -154,7 +154,7 @@ impl WhisperModel {
         without_timestamps, max_initial_timestamp, word_timestamps, prepend_punctuations,
         append_punctuations, vad, initial_prompt_tokens=None, hotwords=None, prefix=None,
         repetition_penalty=1.0, no_repeat_ngram_size=0, max_new_tokens=None,
-        suppress_tokens=vec![-1]))]
+        suppress_tokens=vec![-1], clip_timestamps=vec![]))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
@@ -186,6 +186,7 @@ impl WhisperModel {
         no_repeat_ngram_size: usize,
         max_new_tokens: Option<usize>,
         suppress_tokens: Vec<i64>,
+        clip_timestamps: Vec<f64>,
     ) -> PyResult<SegmentStream> {
         let task = match task {
             "transcribe" => Task::Transcribe,
@@ -212,6 +213,7 @@ impl WhisperModel {
             no_repeat_ngram_size,
             max_new_tokens,
             suppress_tokens,
+            clip_timestamps,
             timestamps: !without_timestamps,
             max_initial_timestamp,
             suppress_blank,

@@ -286,4 +286,5 @@ class WhisperModel:
         no_repeat_ngram_size: int = 0,
         max_new_tokens: Optional[int] = None,
         suppress_tokens: List[int] = [-1],
+        clip_timestamps: List[float] = [],
     ) -> SegmentStream: ...

@@ -81,7 +81,6 @@ UNSUPPORTED = {
     "patience": (1, "beam search stops when beam_size hypotheses have finished"),
     "multilingual": (False, "one language per file"),
     "chunk_length": (None, "windows are 30 s"),
-    "clip_timestamps": ("0", "the whole file is transcribed"),
     "hallucination_silence_threshold": (None, "no skipping of silences around hallucinations"),
     "language_detection_threshold": (0.5, "the language is detected on the first 30 s"),
     "language_detection_segments": (1, "the language is detected on the first 30 s"),
@@ -90,8 +89,6 @@ UNSUPPORTED = {
 
 
 def _is_default(value, default) -> bool:
-    if default == "0":
-        return value in ("0", "", [], None)
     return value == default
 
 
@@ -220,7 +217,16 @@ class WhisperModel:
         if initial_prompt is not None and not isinstance(initial_prompt, str):
             prompt_tokens = [int(t) for t in initial_prompt]
             initial_prompt = None
-        vad_options = _vad_options(vad_filter, vad_parameters)
+        # faster-whisper: "0" is the whole file; any other clip_timestamps turn the VAD off.
+        try:
+            if isinstance(clip_timestamps, str):
+                clips = [float(t) for t in clip_timestamps.split(",") if clip_timestamps]
+            else:
+                clips = [float(t) for t in clip_timestamps]
+        except (TypeError, ValueError) as e:
+            raise _tessel.InputError("clip_timestamps: %s" % e) from None
+        clipped = not (isinstance(clip_timestamps, str) and clip_timestamps == "0")
+        vad_options = _vad_options(vad_filter and not clipped, vad_parameters)
         if isinstance(temperature, (int, float)):
             temperatures = [float(temperature)]
         else:
@@ -260,6 +266,7 @@ class WhisperModel:
             no_repeat_ngram_size=int(no_repeat_ngram_size),
             max_new_tokens=None if max_new_tokens is None else int(max_new_tokens),
             suppress_tokens=suppress,
+            clip_timestamps=clips,
         )
         options = {
             k: given[k]
@@ -270,7 +277,7 @@ class WhisperModel:
                 "condition_on_previous_text", "prompt_reset_on_temperature", "initial_prompt",
                 "suppress_blank", "without_timestamps", "max_initial_timestamp",
                 "word_timestamps", "prepend_punctuations", "append_punctuations",
-                "max_new_tokens", "hotwords", "prefix",
+                "max_new_tokens", "hotwords", "prefix", "clip_timestamps",
             )
         }
         options["suppress_tokens"] = suppress

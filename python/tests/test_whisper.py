@@ -69,7 +69,8 @@ def test_segments_match_faster_whisper(name):
 
 def test_decoding_options_match_faster_whisper():
     """hotwords, prefix, repetition_penalty, no_repeat_ngram_size, max_new_tokens,
-    suppress_tokens as a list and initial_prompt as token ids against faster-whisper's
+    suppress_tokens as a list, initial_prompt as token ids and clip_timestamps against
+    faster-whisper's
     (tools/make_transcribe_options_golden.py): each run's segments differ from the run without
     its option, and tessel's are the reference's."""
     e = json.loads((TRANSCRIBE / "tiny_en_32" / "options.json").read_text())
@@ -203,7 +204,8 @@ def test_bad_calls_raise_typed_errors(tmp_path):
         dict(vad_filter=True, vad_parameters="fast"),
         dict(patience=2),
         dict(hallucination_silence_threshold=1.0),
-        dict(clip_timestamps=[1.0, 2.0]),
+        dict(clip_timestamps=[-1.0, 2.0]),
+        dict(clip_timestamps="1,x"),
         dict(repetition_penalty=0),
         dict(suppress_tokens=[-5]),
         dict(initial_prompt=[10**6]),
