@@ -1,51 +1,97 @@
-//! Writing CTranslate2 `model.bin` files, to make edited copies of fixtures for error tests.
+//! Writing CTranslate2 `model.bin` files: edited copies of fixtures for error tests, and the
+//! conversions of the published-layout rows (`published_ct2`).
+
+use std::io::Write;
 
 use tessel_model::load::ct2::{Dtype, ModelBin};
 
 /// One stored variable: name, shape, dtype, little-endian bytes.
 pub type Entry = (String, Vec<usize>, Dtype, Vec<u8>);
 
-fn string(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u16 + 1).to_le_bytes());
-    out.extend_from_slice(s.as_bytes());
-    out.push(0);
+fn string(out: &mut impl Write, s: &str) -> std::io::Result<()> {
+    out.write_all(&(s.len() as u16 + 1).to_le_bytes())?;
+    out.write_all(s.as_bytes())?;
+    out.write_all(&[0])
+}
+
+fn dtype_id(dtype: Dtype) -> u8 {
+    match dtype {
+        Dtype::F32 => 0,
+        Dtype::I8 => 1,
+        Dtype::I16 => 2,
+        Dtype::I32 => 3,
+        Dtype::F16 => 4,
+        Dtype::Bf16 => 5,
+    }
 }
 
 /// Serialises variables and aliases in the `model.bin` layout of `version` (spec revision 7;
 /// item sizes instead of dtype ids before version 4).
 pub fn write(version: u32, spec: &str, vars: &[Entry], aliases: &[(String, String)]) -> Vec<u8> {
-    let mut out = version.to_le_bytes().to_vec();
-    if version >= 2 {
-        string(&mut out, spec);
-        out.extend_from_slice(&7u32.to_le_bytes());
-    }
-    out.extend_from_slice(&(vars.len() as u32).to_le_bytes());
-    for (name, shape, dtype, data) in vars {
-        string(&mut out, name);
-        out.push(shape.len() as u8);
-        for d in shape {
-            out.extend_from_slice(&(*d as u32).to_le_bytes());
-        }
-        let id = match dtype {
-            Dtype::F32 => 0,
-            Dtype::I8 => 1,
-            Dtype::I16 => 2,
-            Dtype::I32 => 3,
-            Dtype::F16 => 4,
-            Dtype::Bf16 => 5,
-        };
-        out.push(if version >= 4 { id } else { dtype.size() as u8 });
-        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        out.extend_from_slice(data);
-    }
-    if version >= 3 {
-        out.extend_from_slice(&(aliases.len() as u32).to_le_bytes());
-        for (a, t) in aliases {
-            string(&mut out, a);
-            string(&mut out, t);
-        }
-    }
+    let mut out = Vec::new();
+    let header = Header {
+        version,
+        spec,
+        revision: 7,
+    };
+    let vars = vars
+        .iter()
+        .map(|(name, shape, dtype, data)| Ok((name.as_str(), &shape[..], *dtype, data.clone())));
+    write_into(&mut out, &header, vars, aliases).expect("writing to memory");
     out
+}
+
+/// What precedes a `model.bin`'s variables.
+pub struct Header<'a> {
+    /// Binary version.
+    pub version: u32,
+    /// Spec name (versions 2 and later).
+    pub spec: &'a str,
+    /// Spec revision (versions 2 and later).
+    pub revision: u32,
+}
+
+/// A variable to write: name, shape, dtype and its bytes, or why they could not be made.
+pub type Variable<'a> = std::io::Result<(&'a str, &'a [usize], Dtype, Vec<u8>)>;
+
+/// Writes a `model.bin` of `header`'s layout to `out`, each variable's bytes made as it is
+/// written (so that a file of gigabytes needs one variable's bytes at a time).
+pub fn write_into<'a>(
+    out: &mut impl Write,
+    header: &Header<'_>,
+    vars: impl ExactSizeIterator<Item = Variable<'a>>,
+    aliases: &[(String, String)],
+) -> std::io::Result<()> {
+    out.write_all(&header.version.to_le_bytes())?;
+    if header.version >= 2 {
+        string(out, header.spec)?;
+        out.write_all(&header.revision.to_le_bytes())?;
+    }
+    out.write_all(&(vars.len() as u32).to_le_bytes())?;
+    for var in vars {
+        let (name, shape, dtype, data) = var?;
+        string(out, name)?;
+        out.write_all(&[shape.len() as u8])?;
+        for d in shape {
+            out.write_all(&(*d as u32).to_le_bytes())?;
+        }
+        let id = if header.version >= 4 {
+            dtype_id(dtype)
+        } else {
+            dtype.size() as u8
+        };
+        out.write_all(&[id])?;
+        out.write_all(&(data.len() as u32).to_le_bytes())?;
+        out.write_all(&data)?;
+    }
+    if header.version >= 3 {
+        out.write_all(&(aliases.len() as u32).to_le_bytes())?;
+        for (a, t) in aliases {
+            string(out, a)?;
+            string(out, t)?;
+        }
+    }
+    Ok(())
 }
 
 /// The stored variables and the aliases of a parsed file.
