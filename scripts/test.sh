@@ -158,15 +158,16 @@ build_tests() {
 
 # The published-layout rows (tests/tests/published.rs) prove loaders, not kernels: every kernel
 # is proven at every level by its proptests and the family goldens. The scalar level takes only
-# the rows of at most 50 M values; the fastest level takes them all. A row's generated weights
+# the rows of at most 50 M values, and not their CTranslate2 conversions; the other levels take
+# them all. A row's generated weights
 # (up to 1.3 GB) are deleted once it is checked, but for the rows the NEON step reads.
 neon_published_rows=t5-small,opus-mt-en-de
 run_tests_at() {
-    local published_max=
+    local published_max= published_ct2=1
     if [ "$1" = scalar ]; then
-        published_max=50000000
+        published_max=50000000 published_ct2=0
     fi
-    TESSEL_ISA=$1 TESSEL_PUBLISHED_MAX_VALUES=${published_max:-} \
+    TESSEL_ISA=$1 TESSEL_PUBLISHED_MAX_VALUES=${published_max:-} TESSEL_PUBLISHED_CT2=$published_ct2 \
         TESSEL_PUBLISHED_KEEP=$neon_published_rows \
         timeout --kill-after=30s "$x86_level_timeout" \
         cargo test --locked --workspace --lib --bins --tests

@@ -6,6 +6,7 @@ pub mod counting;
 pub mod ct2_bin;
 pub mod golden;
 pub mod published;
+pub mod published_ct2;
 pub mod runners;
 
 use proptest::prelude::*;

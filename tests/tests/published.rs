@@ -4,9 +4,13 @@
 //! the row's manifest (see `tessel_tests::published`), opened as a user opens a downloaded
 //! directory (`Directory::open`, then `load`) and held to `transformers` in float64 at every
 //! ISA level: teacher-forced logits within 1e-4 of the logit scale at 256 columns a step (the
-//! 32 largest and 224 drawn ones), greedy and beam-4 tokens identical.
+//! 32 largest and 224 drawn ones), greedy and beam-4 tokens identical. Then the row's
+//! CTranslate2 conversion (`ct2.json`, made by `tools/make_published_ct2.py` with the
+//! converter itself), rebuilt from the same weights with every variable's digest checked
+//! against the converter's (`tessel_tests::published_ct2`), is held to the same references.
 //!
-//! `TESSEL_PUBLISHED_ROWS=a,b` runs only the rows named; `TESSEL_PUBLISHED_MAX_VALUES` skips
+//! `TESSEL_PUBLISHED_ROWS=a,b` runs only the rows named; `TESSEL_PUBLISHED_CT2=0` skips the
+//! conversions; `TESSEL_PUBLISHED_MAX_VALUES` skips
 //! rows of more values than it says; each skip is printed. `TESSEL_PUBLISHED_CACHE` names the
 //! directory the weights are generated into (default `target/tmp/published`); a row's weights
 //! are deleted once it is checked unless `TESSEL_PUBLISHED_KEEP` (`all` or row names) keeps
@@ -20,6 +24,7 @@ use tessel_model::load::directory::{Directory, LoadSettings};
 use tessel_model::{Model, Request, SearchOptions, Session};
 use tessel_tests::for_each_isa;
 use tessel_tests::published::{materialize, Entry, Manifest};
+use tessel_tests::published_ct2::{self, Runtime};
 
 fn rows() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("published");
@@ -41,6 +46,12 @@ fn max_values() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(usize::MAX)
+}
+
+/// Whether the rows' CTranslate2 conversions are checked too (`TESSEL_PUBLISHED_CT2=0` skips
+/// them: the conversions prove a loader, which runs the same at every level).
+fn conversions() -> bool {
+    std::env::var("TESSEL_PUBLISHED_CT2").map_or(true, |v| v != "0")
 }
 
 /// What the encoder reads: source ids, or a log-mel spectrogram for speech rows.
@@ -147,15 +158,64 @@ fn check_row(row: &Path, cache: &Path) {
         expected.float32_error
     );
     let generated = materialize(row, cache);
-    let directory = Directory::open(generated.dir()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    check_directory(&name, generated.dir(), &expected);
+    // The CTranslate2 conversion of the same weights, as the converter wrote it.
+    if !conversions() {
+        return;
+    }
+    let converted = published_ct2::convert(row, generated.dir(), cache);
+    drop(generated);
+    let what = format!("{name} (CTranslate2)");
+    match converted.runtime() {
+        Some(runtime) if !runtime.matches_transformers => {
+            check_against_ctranslate2(&what, converted.dir(), &expected, runtime)
+        }
+        _ => check_directory(&what, converted.dir(), &expected),
+    }
+}
+
+fn load(name: &str, dir: &Path) -> tessel_model::load::directory::Loaded {
+    let directory = Directory::open(dir).unwrap_or_else(|e| panic!("{name}: {e}"));
     let settings = LoadSettings {
         max_beam: 4,
         max_len: 64,
         weights: None,
     };
-    let loaded = directory
+    directory
         .load(&settings)
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// A conversion that is not the checkpoint (CTranslate2 itself computes other logits than
+/// transformers on it): held to what CTranslate2 computes, at the step the script ran it.
+fn check_against_ctranslate2(name: &str, dir: &Path, expected: &Expected, runtime: &Runtime) {
+    let loaded = load(name, dir);
+    let bound = 1e-4 * expected.scale.max(1.0);
+    for_each_isa(|isa| {
+        let mut session = Session::new(&loaded.model, isa).unwrap();
+        match &expected.source {
+            Source::Ids(src) => session.encode(src).unwrap(),
+            Source::Mel(mel) => session.encode_audio(mel).unwrap(),
+        }
+        for &token in &expected.forced[..runtime.step] {
+            session.decode_step(&[token]).unwrap();
+        }
+        let logits = session
+            .decode_step(&[expected.forced[runtime.step]])
+            .unwrap();
+        for &(column, want) in &runtime.columns {
+            let got = logits[column] as f64;
+            assert!(
+                (got - want).abs() <= bound,
+                "{name} at {isa}: column {column}: {got} against CTranslate2's {want}"
+            );
+        }
+    });
+}
+
+/// Opens `dir` as a user opens a download and holds it to `expected` at every level.
+fn check_directory(name: &str, dir: &Path, expected: &Expected) {
+    let loaded = load(name, dir);
     let model = &loaded.model;
     for_each_isa(|isa| {
         let what = format!("{name} at {isa}");
@@ -164,7 +224,7 @@ fn check_row(row: &Path, cache: &Path) {
             Source::Ids(src) => session.encode(src).unwrap(),
             Source::Mel(mel) => session.encode_audio(mel).unwrap(),
         }
-        check_logits(&mut session, &expected, &what);
+        check_logits(&mut session, expected, &what);
         let total = expected.greedy.len();
         let greedy = search(&mut session, &expected.prompt, 1, total);
         assert_eq!(greedy, expected.greedy, "{what}: greedy");

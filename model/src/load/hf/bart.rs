@@ -181,7 +181,7 @@ pub fn load_hf_dir(
 
 /// Marian's sinusoids: column `i < d/2` is `sin(p / 10000^(2i/d))`, column `d/2 + i` the
 /// cosine, for positions `0..rows` (computed in `f64`, as numpy does for Hugging Face).
-fn marian_positions(rows: usize, d: usize) -> Vec<f32> {
+pub fn marian_positions(rows: usize, d: usize) -> Vec<f32> {
     let half = d.div_ceil(2);
     let mut table = vec![0.0f32; rows * d];
     for (p, row) in table.chunks_exact_mut(d).enumerate() {
