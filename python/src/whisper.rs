@@ -271,14 +271,17 @@ impl WhisperModel {
     /// The detector (opened once: the built-in Silero VAD v6) with `options`, checked.
     fn vad_with(&self, options: VadTuple) -> PyResult<(Arc<Vad>, VadOptions)> {
         let (threshold, neg_threshold, min_speech, max_speech_s, min_silence, pad) = options;
-        let unit = |p: f64| (0.0..=1.0).contains(&p);
-        let positive = max_speech_s > 0.0;
-        if !unit(threshold) || !neg_threshold.is_none_or(unit) || !positive {
-            return Err(errors::input(
-                "vad_parameters: threshold and neg_threshold must be in [0, 1] and \
-                 max_speech_duration_s above 0",
-            ));
-        }
+        let options = VadOptions {
+            threshold,
+            neg_threshold,
+            min_speech_duration_ms: min_speech,
+            max_speech_duration_s: max_speech_s,
+            min_silence_duration_ms: min_silence,
+            speech_pad_ms: pad,
+        };
+        options
+            .check()
+            .map_err(|e| errors::input(format!("vad_parameters: {e}")))?;
         let vad = match self.vad.get() {
             Some(vad) => Arc::clone(vad),
             None => {
@@ -287,14 +290,6 @@ impl WhisperModel {
                     .with_isa(self.isa);
                 Arc::clone(self.vad.get_or_init(|| Arc::new(vad)))
             }
-        };
-        let options = VadOptions {
-            threshold,
-            neg_threshold,
-            min_speech_duration_ms: min_speech,
-            max_speech_duration_s: max_speech_s,
-            min_silence_duration_ms: min_silence,
-            speech_pad_ms: pad,
         };
         Ok((vad, options))
     }
