@@ -14,17 +14,6 @@ fn string(out: &mut impl Write, s: &str) -> std::io::Result<()> {
     out.write_all(&[0])
 }
 
-fn dtype_id(dtype: Dtype) -> u8 {
-    match dtype {
-        Dtype::F32 => 0,
-        Dtype::I8 => 1,
-        Dtype::I16 => 2,
-        Dtype::I32 => 3,
-        Dtype::F16 => 4,
-        Dtype::Bf16 => 5,
-    }
-}
-
 /// Serialises variables and aliases in the `model.bin` layout of `version` (spec revision 7;
 /// item sizes instead of dtype ids before version 4).
 pub fn write(version: u32, spec: &str, vars: &[Entry], aliases: &[(String, String)]) -> Vec<u8> {
@@ -76,7 +65,7 @@ pub fn write_into<'a>(
             out.write_all(&(*d as u32).to_le_bytes())?;
         }
         let id = if header.version >= 4 {
-            dtype_id(dtype)
+            dtype.id()
         } else {
             dtype.size() as u8
         };

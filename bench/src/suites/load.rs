@@ -171,14 +171,7 @@ fn variable(out: &mut Vec<u8>, name: &str, shape: &[usize], dtype: Dtype, data: 
     for &d in shape {
         out.extend_from_slice(&(d as u32).to_le_bytes());
     }
-    out.push(match dtype {
-        Dtype::F32 => 0,
-        Dtype::I8 => 1,
-        Dtype::I16 => 2,
-        Dtype::I32 => 3,
-        Dtype::F16 => 4,
-        Dtype::Bf16 => 5,
-    });
+    out.push(dtype.id());
     out.extend_from_slice(&(data.len() as u32).to_le_bytes());
     out.extend_from_slice(data);
 }

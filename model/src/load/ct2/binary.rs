@@ -43,6 +43,18 @@ pub enum Dtype {
 }
 
 impl Dtype {
+    /// The id `model.bin` stores it as (binary version 4 and later).
+    pub fn id(self) -> u8 {
+        match self {
+            Dtype::F32 => 0,
+            Dtype::I8 => 1,
+            Dtype::I16 => 2,
+            Dtype::I32 => 3,
+            Dtype::F16 => 4,
+            Dtype::Bf16 => 5,
+        }
+    }
+
     fn from_id(id: u8) -> Option<Dtype> {
         Some(match id {
             0 => Dtype::F32,
@@ -312,4 +324,17 @@ fn insert<'a>(
     }
     variables.insert(name, variable);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Dtype;
+
+    #[test]
+    fn dtype_ids_round_trip() {
+        for id in 0..=5 {
+            assert_eq!(Dtype::from_id(id).map(Dtype::id), Some(id));
+        }
+        assert_eq!(Dtype::from_id(6), None);
+    }
 }
