@@ -486,7 +486,9 @@ def build(name, row):
         model.save_pretrained(tmp, safe_serialization=True)
         manifest = with_copies(manifest_of(model, plan, os.path.join(tmp, "model.safetensors"), seed),
                                row.get("copies", []))
-        ref = auto.from_pretrained(tmp).eval().float()
+        # Loaded in float32 whatever the file's dtype: a float16 load would compute the tables
+        # the checkpoint does not store (Marian's sinusoidal positions) in float16.
+        ref = auto.from_pretrained(tmp, dtype=torch.float32).eval()
         described, encoder_input, forced = row_inputs(row, config.vocab_size)
         single = teacher_forced(ref, encoder_input, forced)
         ref = ref.double()
