@@ -278,6 +278,39 @@ ROWS = {
         # <|startoftranscript|> <|notimestamps|>
         prompt=[50257, 50362], eos=50256, pad=50256, mel=1.0, gain=2.0, embed=0.5, pos=2.0,
         cross_out=0.1),
+    "distilbart-cnn-12-6": dict(
+        # 12 encoder and 6 decoder layers cut to 2 and 1: the stacks keep unequal depths.
+        config={
+            "_num_labels": 3, "activation_dropout": 0.0, "activation_function": "gelu",
+            "add_bias_logits": False, "add_final_layer_norm": False,
+            "architectures": ["BartForConditionalGeneration"], "attention_dropout": 0.0,
+            "bos_token_id": 0, "classif_dropout": 0.0, "classifier_dropout": 0.0,
+            "d_model": 1024, "decoder_attention_heads": 16, "decoder_ffn_dim": 4096,
+            "decoder_layerdrop": 0.0, "decoder_layers": 1, "decoder_start_token_id": 2,
+            "dropout": 0.1, "early_stopping": True, "encoder_attention_heads": 16,
+            "encoder_ffn_dim": 4096, "encoder_layerdrop": 0.0, "encoder_layers": 2,
+            "eos_token_id": 2, "extra_pos_embeddings": 2, "force_bos_token_to_be_generated": True,
+            "forced_bos_token_id": 0, "forced_eos_token_id": 2, "gradient_checkpointing": False,
+            "id2label": {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}, "init_std": 0.02,
+            "is_encoder_decoder": True, "label2id": {"LABEL_0": 0, "LABEL_1": 1, "LABEL_2": 2},
+            "length_penalty": 2.0, "max_length": 142, "max_position_embeddings": 1024,
+            "min_length": 56, "model_type": "bart", "no_repeat_ngram_size": 3,
+            "normalize_before": False, "normalize_embedding": True, "num_beams": 4,
+            "num_hidden_layers": 2, "output_past": True, "pad_token_id": 1, "prefix": " ",
+            "replacing_rate": 0, "scale_embedding": False, "static_position_embeddings": False,
+            "student_decoder_layers": None, "student_encoder_layers": None,
+            "task_specific_params": {"summarization": {
+                "early_stopping": True, "length_penalty": 2.0, "max_length": 142,
+                "min_length": 56, "no_repeat_ngram_size": 3, "num_beams": 4}},
+            "transformers_version": "4.7.0.dev0", "use_cache": True, "vocab_size": 50264},
+        generation={"bos_token_id": 0, "decoder_start_token_id": 2, "early_stopping": True,
+                    "eos_token_id": 2, "forced_bos_token_id": 0, "forced_eos_token_id": 2,
+                    "length_penalty": 2.0, "max_length": 142, "min_length": 56,
+                    "no_repeat_ngram_size": 3, "num_beams": 4, "pad_token_id": 1,
+                    "transformers_version": "4.27.0.dev0"},
+        # <s> first; the forced BOS <s>.
+        src_prefix=[0], eos=2, pad=1, start=2, forced=0, gain=3.0, embed=1.0, cross_out=0.1,
+        seed=3),
 }
 
 
