@@ -311,6 +311,51 @@ ROWS = {
         # <s> first; the forced BOS <s>.
         src_prefix=[0], eos=2, pad=1, start=2, forced=0, gain=3.0, embed=1.0, cross_out=0.1,
         seed=3),
+    "t5-v1_1-small": dict(
+        config={
+            "architectures": ["T5ForConditionalGeneration"], "d_ff": 1024, "d_kv": 64,
+            "d_model": 512, "decoder_start_token_id": 0, "dropout_rate": 0.1,
+            "eos_token_id": 1, "feed_forward_proj": "gated-gelu", "initializer_factor": 1.0,
+            "is_encoder_decoder": True, "layer_norm_epsilon": 1e-06, "model_type": "t5",
+            "num_decoder_layers": 2, "num_heads": 6, "num_layers": 2, "output_past": True,
+            "pad_token_id": 0, "relative_attention_num_buckets": 32,
+            "tie_word_embeddings": False, "vocab_size": 32128},
+        generation={"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
+                    "transformers_version": "4.27.0.dev0"},
+        src_prefix=[], eos=1, pad=0, start=0, forced=None, gain=2.5, embed=1.0,
+        cross_out=0.3, rel=1.0, head=1.0, seed=8,
+        copies=[("encoder.embed_tokens.weight", "shared.weight"),
+                ("decoder.embed_tokens.weight", "shared.weight")]),
+    "flan-t5-base": dict(
+        config={
+            "architectures": ["T5ForConditionalGeneration"], "d_ff": 2048, "d_kv": 64,
+            "d_model": 768, "decoder_start_token_id": 0, "dropout_rate": 0.1,
+            "eos_token_id": 1, "feed_forward_proj": "gated-gelu", "initializer_factor": 1.0,
+            "is_encoder_decoder": True, "layer_norm_epsilon": 1e-06, "model_type": "t5",
+            "n_positions": 512, "num_decoder_layers": 2, "num_heads": 12, "num_layers": 2,
+            "output_past": True, "pad_token_id": 0, "relative_attention_max_distance": 128,
+            "relative_attention_num_buckets": 32,
+            "task_specific_params": {
+                "summarization": {"early_stopping": True, "length_penalty": 2.0,
+                                  "max_length": 200, "min_length": 30,
+                                  "no_repeat_ngram_size": 3, "num_beams": 4,
+                                  "prefix": "summarize: "},
+                "translation_en_to_de": {"early_stopping": True, "max_length": 300,
+                                         "num_beams": 4,
+                                         "prefix": "translate English to German: "},
+                "translation_en_to_fr": {"early_stopping": True, "max_length": 300,
+                                         "num_beams": 4,
+                                         "prefix": "translate English to French: "},
+                "translation_en_to_ro": {"early_stopping": True, "max_length": 300,
+                                         "num_beams": 4,
+                                         "prefix": "translate English to Romanian: "}},
+            "tie_word_embeddings": False, "transformers_version": "4.23.1", "use_cache": True,
+            "vocab_size": 32128},
+        generation={"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
+                    "transformers_version": "4.27.0.dev0"},
+        src_prefix=[], eos=1, pad=0, start=0, forced=None, gain=2.5, embed=1.0,
+        cross_out=0.3, rel=1.0, head=1.0, copies=[("encoder.embed_tokens.weight", "shared.weight"),
+                ("decoder.embed_tokens.weight", "shared.weight")]),
 }
 
 
