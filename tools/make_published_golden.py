@@ -278,6 +278,25 @@ ROWS = {
         # <|startoftranscript|> <|notimestamps|>
         prompt=[50257, 50362], eos=50256, pad=50256, mel=1.0, gain=2.0, embed=0.5, pos=2.0,
         cross_out=0.1),
+    "m2m100_418M": dict(
+        config={
+            "activation_dropout": 0.0, "activation_function": "relu",
+            "architectures": ["M2M100ForConditionalGeneration"], "attention_dropout": 0.1,
+            "bos_token_id": 0, "d_model": 1024, "decoder_attention_heads": 16,
+            "decoder_ffn_dim": 4096, "decoder_layerdrop": 0.05, "decoder_layers": 2,
+            "decoder_start_token_id": 2, "dropout": 0.1, "early_stopping": True,
+            "encoder_attention_heads": 16, "encoder_ffn_dim": 4096, "encoder_layerdrop": 0.05,
+            "encoder_layers": 2, "eos_token_id": 2, "gradient_checkpointing": False,
+            "init_std": 0.02, "is_encoder_decoder": True, "max_length": 200,
+            "max_position_embeddings": 1024, "model_type": "m2m_100", "num_beams": 5,
+            "num_hidden_layers": 2, "pad_token_id": 1, "scale_embedding": True,
+            "transformers_version": "4.4.0.dev0", "use_cache": True, "vocab_size": 128112},
+        generation={"bos_token_id": 0, "decoder_start_token_id": 2, "early_stopping": True,
+                    "eos_token_id": 2, "max_length": 200, "num_beams": 5, "pad_token_id": 1,
+                    "transformers_version": "4.27.0.dev0"},
+        # __en__ 128022 first; __fr__ 128028 forced.
+        src_prefix=[128022], eos=2, pad=1, start=2, forced=128028, gain=6.0, embed=0.08,
+        cross_out=0.3, seed=5),
     "distilbart-cnn-12-6": dict(
         # 12 encoder and 6 decoder layers cut to 2 and 1: the stacks keep unequal depths.
         config={
