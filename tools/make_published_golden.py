@@ -399,6 +399,30 @@ ROWS = {
                     "transformers_version": "4.31.0.dev0"},
         prompt=[50258, 50259, 50359, 50363], eos=50257, pad=50257, mel=1.0, gain=2.0,
         embed=0.5, pos=2.0, cross_out=0.1),
+    "whisper-large-v2": dict(
+        config={
+            "_name_or_path": "openai/whisper-large-v2", "activation_dropout": 0.0,
+            "activation_function": "gelu", "architectures": ["WhisperForConditionalGeneration"],
+            "attention_dropout": 0.0, "begin_suppress_tokens": [220, 50257],
+            "bos_token_id": 50257, "d_model": 1280, "decoder_attention_heads": 20,
+            "decoder_ffn_dim": 5120, "decoder_layerdrop": 0.0, "decoder_layers": 2,
+            "decoder_start_token_id": 50258, "dropout": 0.0, "encoder_attention_heads": 20,
+            "encoder_ffn_dim": 5120, "encoder_layerdrop": 0.0, "encoder_layers": 2,
+            "eos_token_id": 50257, "forced_decoder_ids": [[1, 50259], [2, 50359], [3, 50363]],
+            "init_std": 0.02, "is_encoder_decoder": True, "max_length": 448,
+            "max_source_positions": 1500, "max_target_positions": 448, "model_type": "whisper",
+            "num_hidden_layers": 2, "num_mel_bins": 80, "pad_token_id": 50257,
+            "scale_embedding": False, "torch_dtype": "float32",
+            "transformers_version": "4.27.0.dev0", "use_cache": True, "vocab_size": 51865},
+        generation={"begin_suppress_tokens": [220, 50257], "bos_token_id": 50257,
+                    "decoder_start_token_id": 50258, "eos_token_id": 50257,
+                    "is_multilingual": True, "max_initial_timestamp_index": 50,
+                    "max_length": 448, "no_timestamps_token_id": 50363, "pad_token_id": 50257,
+                    "return_timestamps": False, "task_to_id": {"transcribe": 50359,
+                                                               "translate": 50358},
+                    "transformers_version": "4.31.0.dev0"},
+        prompt=[50258, 50259, 50359, 50363], eos=50257, pad=50257, mel=1.0, gain=2.0,
+        embed=0.5, pos=2.0, cross_out=0.1),
     "whisper-large-v3-turbo": dict(
         # 32 encoder layers cut to 2; the published 4 decoder layers kept.
         config={
