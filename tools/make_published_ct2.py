@@ -16,7 +16,8 @@ converter's `model.bin` is described by how it derives from the regenerated tens
               padding token; learned positions past their offset); a part named null is that
               many zeros (Whisper's key projections have no bias)
   inline      the little-endian bytes, for small variables (attributes, scalars)
-  positions   a sinusoidal table by formula (`marian`: float64 then rounded; `m2m100`:
+  positions   a sinusoidal table by formula (`marian`: float64, rounded to float32, then to
+              float16 in a float16 checkpoint; `m2m100`:
               `transformers`' float32 angles, listed `frequencies`, their sines and cosines
               correctly rounded); the script checks the formula against the converter's table
               and records how many entries differ and by at most how many ulps (0 where the
@@ -189,7 +190,8 @@ def sha(data):
 
 
 def ulps(a, b):
-    ia, ib = a.view(np.int32).astype(np.int64), b.view(np.int32).astype(np.int64)
+    bits = np.int16 if a.dtype == np.float16 else np.int32
+    ia, ib = a.view(bits).astype(np.int64), b.view(bits).astype(np.int64)
     return np.abs(ia - ib)
 
 
@@ -243,9 +245,9 @@ def recipe(name, shape, dtype, data, index, config):
                                   for p in pieces]}
     if name.endswith("position_encodings/encodings") and len(shape) == 2:
         rows, d = shape
-        table = np.frombuffer(data, dtype=np.float32).reshape(rows, d)
+        table = np.frombuffer(data, dtype=numpy_dtype).reshape(rows, d)
         if config["model_type"] == "marian":
-            formula, kind = marian_positions(rows, d), {"kind": "marian"}
+            formula, kind = marian_positions(rows, d).astype(numpy_dtype), {"kind": "marian"}
         else:
             frequencies = m2m100_frequencies(d)
             padding = config.get("pad_token_id")

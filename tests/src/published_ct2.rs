@@ -162,7 +162,14 @@ fn bytes_of(var: &Value, tensors: &SafeTensors<'_>) -> Vec<u8> {
         Some("m2m100") => m2m100_positions(spec, rows, d),
         other => panic!("ct2.json: positions {other:?}"),
     };
-    table.iter().flat_map(|v| v.to_le_bytes()).collect()
+    match dtype(var["dtype"].as_str().expect("dtype")) {
+        // A float16 checkpoint's table, rounded from float32 as numpy rounds it.
+        Dtype::F16 => table
+            .iter()
+            .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+            .collect(),
+        _ => table.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    }
 }
 
 /// The tokens of a vocabulary record: `w<id>`, but the listed specials and the timestamp
