@@ -297,6 +297,30 @@ ROWS = {
         # __en__ 128022 first; __fr__ 128028 forced.
         src_prefix=[128022], eos=2, pad=1, start=2, forced=128028, gain=6.0, embed=0.08,
         cross_out=0.3, seed=5),
+    "opus-mt-tc-big-en-fr": dict(
+        config={
+            "_name_or_path": "/tmp/Helsinki-NLP/opus-mt-tc-big-en-fr", "activation_dropout": 0.0,
+            "activation_function": "relu", "architectures": ["MarianMTModel"],
+            "attention_dropout": 0.0, "bad_words_ids": [[53016]], "bos_token_id": 0,
+            "classifier_dropout": 0.0, "d_model": 1024, "decoder_attention_heads": 16,
+            "decoder_ffn_dim": 4096, "decoder_layerdrop": 0.0, "decoder_layers": 2,
+            "decoder_start_token_id": 53016, "decoder_vocab_size": 53017, "dropout": 0.1,
+            "encoder_attention_heads": 16, "encoder_ffn_dim": 4096, "encoder_layerdrop": 0.0,
+            "encoder_layers": 2, "eos_token_id": 43311, "forced_eos_token_id": 43311,
+            "init_std": 0.02, "is_encoder_decoder": True, "max_length": 512,
+            "max_position_embeddings": 1024, "model_type": "marian",
+            "normalize_embedding": False, "num_beams": 4, "num_hidden_layers": 2,
+            "pad_token_id": 53016, "scale_embedding": True,
+            "share_encoder_decoder_embeddings": True, "static_position_embeddings": True,
+            "torch_dtype": "float16", "transformers_version": "4.22.0.dev0", "use_cache": True,
+            "vocab_size": 53017},
+        generation={"bad_words_ids": [[53016]], "bos_token_id": 0,
+                    "decoder_start_token_id": 53016, "eos_token_id": 43311,
+                    "forced_eos_token_id": 43311, "max_length": 512, "num_beams": 4,
+                    "pad_token_id": 53016, "renormalize_logits": True,
+                    "transformers_version": "4.32.0.dev0"},
+        src_prefix=[], eos=43311, pad=53016, start=53016, forced=None, gain=2.5, embed=0.2,
+        cross_out=0.1),
     "distilbart-cnn-12-6": dict(
         # 12 encoder and 6 decoder layers cut to 2 and 1: the stacks keep unequal depths.
         config={
