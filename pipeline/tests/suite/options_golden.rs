@@ -16,17 +16,7 @@ use tessel_audio::{load_wav, ReadOptions};
 use tessel_pipeline::transcribe::{TranscribeOptions, Transcriber};
 use tessel_tests::for_each_isa;
 
-use crate::timed::{check_segment, root, Reference};
-
-#[derive(Debug, Deserialize)]
-struct Figures {
-    #[serde(flatten)]
-    segment: Reference,
-    temperature: f32,
-    avg_logprob: f64,
-    compression_ratio: f64,
-    no_speech_prob: f64,
-}
+use crate::timed::{check_figures, root, Figures};
 
 #[derive(Debug, Deserialize)]
 struct RunOptions {
@@ -124,32 +114,8 @@ fn transcribe_options_match_faster_whisper() {
 
 /// Every segment of `got` against the run's.
 fn check_run(what: &str, got: &[tessel_pipeline::transcribe::Segment], run: &Run) {
-    {
-        {
-            assert_eq!(got.len(), run.segments.len(), "{what}: segments");
-            for (i, (g, w)) in got.iter().zip(&run.segments).enumerate() {
-                let at = format!("{what} segment {i}");
-                check_segment(&at, g, &w.segment, 1e-12);
-                assert_eq!(g.temperature, w.temperature, "{at}");
-                assert!(
-                    (g.compression_ratio - w.compression_ratio).abs() <= 1e-12,
-                    "{at}: compression ratio {} vs {}",
-                    g.compression_ratio,
-                    w.compression_ratio
-                );
-                assert!(
-                    (g.avg_logprob - w.avg_logprob).abs() < 2e-4,
-                    "{at}: avg_logprob {} vs {}",
-                    g.avg_logprob,
-                    w.avg_logprob
-                );
-                assert!(
-                    (g.no_speech_prob - w.no_speech_prob).abs() < 1e-4,
-                    "{at}: no_speech_prob {} vs {}",
-                    g.no_speech_prob,
-                    w.no_speech_prob
-                );
-            }
-        }
+    assert_eq!(got.len(), run.segments.len(), "{what}: segments");
+    for (i, (g, w)) in got.iter().zip(&run.segments).enumerate() {
+        check_figures(&format!("{what} segment {i}"), g, w, 1e-12);
     }
 }

@@ -64,3 +64,41 @@ pub fn check_segment(at: &str, got: &Segment, want: &Reference, bounds: f64) {
         );
     }
 }
+
+/// A segment faster-whisper gave with its decoding figures.
+#[derive(Debug, Deserialize)]
+pub struct Figures {
+    #[serde(flatten)]
+    pub segment: Reference,
+    pub temperature: f32,
+    pub avg_logprob: f64,
+    pub compression_ratio: f64,
+    pub no_speech_prob: f64,
+}
+
+/// `got` against `want` as [`check_segment`] holds it, and its figures: temperature and
+/// compression ratio identical (up to the reference's float parsing), average log-probability
+/// within 2e-4 and no-speech probability within 1e-4 (CTranslate2 sums in another order).
+pub fn check_figures(at: &str, got: &Segment, want: &Figures, bounds: f64) {
+    check_segment(at, got, &want.segment, bounds);
+    assert_eq!(got.temperature, want.temperature, "{at}");
+    let ratio = (got.compression_ratio, want.compression_ratio);
+    assert!(
+        (ratio.0 - ratio.1).abs() <= 1e-12 * ratio.1.abs().max(1.0),
+        "{at}: compression ratio {} vs {}",
+        ratio.0,
+        ratio.1
+    );
+    assert!(
+        (got.avg_logprob - want.avg_logprob).abs() < 2e-4,
+        "{at}: avg_logprob {} vs {}",
+        got.avg_logprob,
+        want.avg_logprob
+    );
+    assert!(
+        (got.no_speech_prob - want.no_speech_prob).abs() < 1e-4,
+        "{at}: no_speech_prob {} vs {}",
+        got.no_speech_prob,
+        want.no_speech_prob
+    );
+}

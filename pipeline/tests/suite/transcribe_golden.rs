@@ -7,7 +7,6 @@
 //! detection and translation. Then the typed errors of malformed inputs.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -17,18 +16,7 @@ use tessel_pipeline::transcribe::{TranscribeError, TranscribeOptions, Transcribe
 use tessel_tests::for_each_isa;
 use tessel_text::whisper::Task;
 
-#[derive(Debug, Deserialize)]
-struct Segment {
-    seek: usize,
-    start: f64,
-    end: f64,
-    tokens: Vec<u32>,
-    text: String,
-    temperature: f32,
-    avg_logprob: f64,
-    compression_ratio: f64,
-    no_speech_prob: f64,
-}
+use crate::timed::{check_figures, root, Figures};
 
 #[derive(Debug, Deserialize)]
 struct RunOptions {
@@ -52,7 +40,7 @@ fn yes() -> bool {
 #[derive(Debug, Deserialize)]
 struct Run {
     language: String,
-    segments: Vec<Segment>,
+    segments: Vec<Figures>,
     options: RunOptions,
 }
 
@@ -62,10 +50,6 @@ struct Expected {
     gap_samples: usize,
     samples: usize,
     runs: BTreeMap<String, Run>,
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe")
 }
 
 fn expected(name: &str) -> Expected {
@@ -100,12 +84,6 @@ fn options(run: &RunOptions) -> TranscribeOptions {
     }
 }
 
-/// Equal up to the last bit or two: the reference's values are exact (the same integer
-/// arithmetic in `f64`), but serde_json's float parsing may be one ulp off.
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-12 * b.abs().max(1.0)
-}
-
 fn golden(name: &str, multilingual: bool) {
     let e = expected(name);
     let audio = long_audio(&e);
@@ -122,39 +100,12 @@ fn golden(name: &str, multilingual: bool) {
                 .unwrap();
             assert_eq!(got.language, run.language, "{what}");
             let seeks: Vec<usize> = got.segments.iter().map(|s| s.seek).collect();
-            let want_seeks: Vec<usize> = run.segments.iter().map(|s| s.seek).collect();
+            let want_seeks: Vec<usize> = run.segments.iter().map(|s| s.segment.seek).collect();
             assert_eq!(seeks, want_seeks, "{what}: windows");
             assert!(want_seeks.iter().any(|&s| s > 0), "{what}: seeks past 30 s");
             assert_eq!(got.segments.len(), run.segments.len(), "{what}");
             for (i, (g, w)) in got.segments.iter().zip(&run.segments).enumerate() {
-                let at = format!("{what} segment {i}");
-                assert_eq!(g.tokens, w.tokens, "{at}");
-                assert!(
-                    close(g.start, w.start) && close(g.end, w.end),
-                    "{at}: {:?} vs {:?}",
-                    (g.start, g.end),
-                    (w.start, w.end)
-                );
-                assert_eq!(g.text, w.text, "{at}");
-                assert_eq!(g.temperature, w.temperature, "{at}");
-                assert!(
-                    close(g.compression_ratio, w.compression_ratio),
-                    "{at}: compression ratio {} vs {}",
-                    g.compression_ratio,
-                    w.compression_ratio
-                );
-                assert!(
-                    (g.avg_logprob - w.avg_logprob).abs() < 2e-4,
-                    "{at}: avg_logprob {} vs {}",
-                    g.avg_logprob,
-                    w.avg_logprob
-                );
-                assert!(
-                    (g.no_speech_prob - w.no_speech_prob).abs() < 1e-4,
-                    "{at}: no_speech_prob {} vs {}",
-                    g.no_speech_prob,
-                    w.no_speech_prob
-                );
+                check_figures(&format!("{what} segment {i}"), g, w, 1e-12);
             }
         }
     });
