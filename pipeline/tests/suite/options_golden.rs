@@ -12,11 +12,10 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use tessel_audio::{load_wav, ReadOptions};
 use tessel_pipeline::transcribe::{TranscribeOptions, Transcriber};
 use tessel_tests::for_each_isa;
 
-use crate::timed::{check_figures, root, Figures};
+use crate::timed::{check_figures, long_audio, root, Figures};
 
 #[derive(Debug, Deserialize)]
 struct RunOptions {
@@ -45,18 +44,6 @@ struct Expected {
     gap_samples: usize,
     samples: usize,
     runs: BTreeMap<String, Run>,
-}
-
-/// clip.wav, each copy followed by `gap` zeros, `repeats` times (as the script builds it).
-fn long_audio(e: &Expected) -> Vec<f32> {
-    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).unwrap();
-    let mut audio = Vec::new();
-    for _ in 0..e.repeats {
-        audio.extend_from_slice(&clip.samples);
-        audio.extend(std::iter::repeat_n(0.0, e.gap_samples));
-    }
-    assert_eq!(audio.len(), e.samples);
-    audio
 }
 
 fn options(run: &RunOptions) -> TranscribeOptions {
@@ -90,7 +77,7 @@ fn options(run: &RunOptions) -> TranscribeOptions {
 fn transcribe_options_match_faster_whisper() {
     let text = std::fs::read_to_string(root().join("tiny_en_32/options.json")).unwrap();
     let e: Expected = serde_json::from_str(&text).unwrap();
-    let audio = long_audio(&e);
+    let audio = long_audio(e.repeats, e.gap_samples, e.samples);
     let transcriber = Transcriber::load(&root().join("tiny_en_32/model"), 5, None).unwrap();
     for_each_isa(|isa| {
         let mut session = transcriber.session(isa, 5, 1).unwrap();

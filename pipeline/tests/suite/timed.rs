@@ -4,11 +4,25 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use tessel_audio::{load_wav, ReadOptions};
 use tessel_pipeline::transcribe::Segment;
 
 /// `tests/transcribe/`: the models, clip.wav and the references.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe")
+}
+
+/// clip.wav, each copy followed by `gap_samples` zeros, `repeats` times, as the reference
+/// scripts build the long audio; `samples` long.
+pub fn long_audio(repeats: usize, gap_samples: usize, samples: usize) -> Vec<f32> {
+    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).unwrap();
+    let mut audio = Vec::new();
+    for _ in 0..repeats {
+        audio.extend_from_slice(&clip.samples);
+        audio.extend(std::iter::repeat_n(0.0, gap_samples));
+    }
+    assert_eq!(audio.len(), samples);
+    audio
 }
 
 /// A segment faster-whisper gave, with its words (`word, start, end, probability`) when it

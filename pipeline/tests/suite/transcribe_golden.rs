@@ -16,7 +16,7 @@ use tessel_pipeline::transcribe::{TranscribeError, TranscribeOptions, Transcribe
 use tessel_tests::for_each_isa;
 use tessel_text::whisper::Task;
 
-use crate::timed::{check_figures, root, Figures};
+use crate::timed::{check_figures, long_audio, root, Figures};
 
 #[derive(Debug, Deserialize)]
 struct RunOptions {
@@ -57,18 +57,6 @@ fn expected(name: &str) -> Expected {
     serde_json::from_str(&text).unwrap()
 }
 
-/// clip.wav, each copy followed by `gap` zeros, `repeats` times (as the script builds it).
-fn long_audio(e: &Expected) -> Vec<f32> {
-    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).unwrap();
-    let mut audio = Vec::new();
-    for _ in 0..e.repeats {
-        audio.extend_from_slice(&clip.samples);
-        audio.extend(std::iter::repeat_n(0.0, e.gap_samples));
-    }
-    assert_eq!(audio.len(), e.samples);
-    audio
-}
-
 fn options(run: &RunOptions) -> TranscribeOptions {
     TranscribeOptions {
         beam: run.beam_size,
@@ -86,7 +74,7 @@ fn options(run: &RunOptions) -> TranscribeOptions {
 
 fn golden(name: &str, multilingual: bool) {
     let e = expected(name);
-    let audio = long_audio(&e);
+    let audio = long_audio(e.repeats, e.gap_samples, e.samples);
     let transcriber = Transcriber::load(&root().join(name).join("model"), 5, None)
         .unwrap()
         .with_multilingual(multilingual);
