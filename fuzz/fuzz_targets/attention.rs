@@ -140,6 +140,7 @@ fn run(input: Input) {
         key_len,
         window,
         bias,
+        ..Mask::NONE
     };
     let scale = match fault {
         8 => Some(if input.specials {

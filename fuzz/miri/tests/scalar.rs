@@ -157,6 +157,7 @@ fn attention_matches_the_reference_on_both_paths() {
                 row_stride,
                 head_stride: per_head,
             }),
+            ..Mask::NONE
         };
         let mut out = vec![f32::NAN; span(q_len, width, stride)];
         let mut scratch = vec![0.0; attention_scratch(ISA, &shape).len()];

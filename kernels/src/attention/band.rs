@@ -1,6 +1,6 @@
-//! The keys a query sees: one contiguous range per query, from key padding, causal masking and
-//! the sliding window. Both ends of the range never decrease with the query index, which is what
-//! lets the kernels skip whole key tiles.
+//! The keys a query sees: one contiguous range per query, from key padding, causal masking, the
+//! sliding window and the symmetric radius. Both ends of the range never decrease with the query
+//! index, which is what lets the kernels skip whole key tiles.
 
 use core::ops::Range;
 
@@ -13,9 +13,30 @@ pub(crate) struct Band {
     pub causal_offset: Option<usize>,
     /// Only the last `w` keys up to the query's position are seen (with `causal_offset`).
     pub window: Option<usize>,
+    /// Query `i` sees the keys within `r` of its position `origin + i`.
+    pub radius: Option<usize>,
+    /// The position of query 0 for `radius` (non-zero in a part of a call cut into rows).
+    pub origin: usize,
 }
 
 impl Band {
+    /// The band of `key_len` keys, `causal_offset`, `window` and `radius`, queries from
+    /// position 0.
+    pub fn new(
+        key_len: usize,
+        causal_offset: Option<usize>,
+        window: Option<usize>,
+        radius: Option<usize>,
+    ) -> Band {
+        Band {
+            key_len,
+            causal_offset,
+            window,
+            radius,
+            origin: 0,
+        }
+    }
+
     /// Keys visible to query `i`, within `0..key_len` (empty when none; both ends never
     /// decrease with `i`).
     #[inline]
@@ -29,7 +50,23 @@ impl Band {
                 start = position_end.saturating_sub(w);
             }
         }
+        if let Some(r) = self.radius {
+            let position = self.origin.saturating_add(i);
+            start = start.max(position.saturating_sub(r));
+            end = end.min(position.saturating_add(r).saturating_add(1));
+        }
         start.min(end)..end
+    }
+
+    /// The band of the queries from `first` on (after the first `first` rows), as queries
+    /// `0..` of a call of their own.
+    #[inline]
+    pub fn after_rows(&self, first: usize) -> Band {
+        Band {
+            causal_offset: self.causal_offset.map(|past| past + first),
+            origin: self.origin + first,
+            ..*self
+        }
     }
 
     /// Keys visible to at least one of the queries `rows` (non-empty), and the keys visible to all
@@ -50,17 +87,9 @@ mod tests {
 
     #[test]
     fn ranges_follow_the_mask() {
-        let plain = Band {
-            key_len: 7,
-            causal_offset: None,
-            window: None,
-        };
+        let plain = Band::new(7, None, None, None);
         assert_eq!(plain.keys(100), 0..7);
-        let causal = Band {
-            key_len: 10,
-            causal_offset: Some(2),
-            window: None,
-        };
+        let causal = Band::new(10, Some(2), None, None);
         assert_eq!(causal.keys(0), 0..3);
         assert_eq!(causal.keys(20), 0..10);
         let window = Band {
@@ -78,5 +107,20 @@ mod tests {
         let (any, all) = window.keys_of_rows(2..6);
         assert_eq!(any, 1..8);
         assert_eq!(all, 4..5);
+    }
+
+    #[test]
+    fn a_radius_sees_both_sides() {
+        let local = Band::new(10, None, None, Some(2));
+        assert_eq!(local.keys(0), 0..3);
+        assert_eq!(local.keys(5), 3..8);
+        assert_eq!(local.keys(9), 7..10);
+        assert_eq!(local.keys(11), 9..10);
+        assert_eq!(local.keys(12), 10..10);
+        assert_eq!(local.keys(40), 10..10);
+        assert_eq!(Band::new(10, None, None, Some(0)).keys(4), 4..5);
+        assert_eq!(Band::new(10, None, None, Some(usize::MAX)).keys(4), 0..10);
+        assert_eq!(local.after_rows(5).keys(0), local.keys(5));
+        assert_eq!(local.keys_of_rows(2..6), (0..8, 3..5));
     }
 }

@@ -12,7 +12,7 @@
 //!   from L1. K rows are read whole and in order, one sequential stream the hardware prefetchers
 //!   follow.
 //! - **online softmax**, per query and head: keys the query does not see (causal offset, window,
-//!   padding: one range per query) get weight 0; over the seen keys the block's max, `exp`
+//!   radius, padding: one range per query) get weight 0; over the seen keys the block's max, `exp`
 //!   vectorised over them, the running sum and the factor `alpha = e^(old max − new max)`.
 //! - **`o = alpha · o + Σ p_j v_j`**, per head and run of consecutive vectors of `d_head`: the
 //!   accumulators of every query for those vectors stay in registers over all the keys of the
@@ -28,7 +28,7 @@
 use super::kv::KvElement;
 use super::lanes::{transpose_sum, MAX_LANES};
 use super::prefetch::{prefetch_line, prefetch_rows};
-use super::{Bias, Checked, Operands};
+use super::{Checked, Operands};
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::math::exp_non_positive;
@@ -112,26 +112,8 @@ pub(crate) fn run_all<E: KvElement>(
     let mut first = 0;
     while first < q_len {
         let rows = MAX_QUERIES.min(q_len - first);
-        let part = Checked {
-            shape: super::AttentionShape {
-                q_len: rows,
-                ..checked.shape
-            },
-            band: super::band::Band {
-                causal_offset: checked.band.causal_offset.map(|past| past + first),
-                ..checked.band
-            },
-            ..*checked
-        };
-        let operands = Operands {
-            q: operands.q.slice_rows(first, rows)?,
-            k: operands.k,
-            v: operands.v,
-            bias: operands.bias.map(|b| Bias {
-                data: b.data.get(first * b.row_stride..).unwrap_or(&[]),
-                ..b
-            }),
-        };
+        let part = checked.rows(first..first + rows);
+        let operands = operands.rows(first..first + rows)?;
         let out = out.reborrow().slice_rows(first, rows)?;
         run(
             isa,

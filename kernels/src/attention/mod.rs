@@ -13,9 +13,10 @@
 //!   lanes run across queries; `QKᵀ` and `PV` are register-blocked microkernels (a tile of keys
 //!   or head dimensions × a tile of queries, accumulated over the reduction dimension), and the
 //!   softmax of a query is lane-wise (no horizontal reductions). Key tiles outside a query tile's
-//!   visible band (causal, key padding, sliding window) are skipped whole; on a band edge (the
-//!   causal diagonal) each query vector of the tile computes only the keys it sees, so causal
-//!   attention costs about half the unmasked one.
+//!   visible band (causal, key padding, sliding window, symmetric radius) are skipped whole; on a
+//!   band edge (the causal diagonal, a window's edges) each query vector of the tile computes
+//!   only the keys it sees, so causal attention costs about half the unmasked one, and a radius
+//!   `r` costs `O(q_len · (2r + 1))`, not `O(q_len · kv_len)`.
 //! - **decode** (up to 8 queries, e.g. one per beam or a short forced prefix, over a long KV
 //!   cache): lanes run along `d_head` for the products, and a transpose-and-add tree turns a
 //!   vector's worth of keys' partial products into one vector of scores; every K and V vector is
@@ -51,6 +52,7 @@ use crate::isa::Isa;
 use crate::scratch::{Scratch, ScratchSpec};
 use crate::view::{View, ViewMut};
 use band::Band;
+use core::ops::Range;
 pub use kv::KvElement;
 pub use parallel::{
     attention_parallel, attention_parallel_scratch, attention_parallel_scratch_kv, attention_split,
@@ -107,10 +109,17 @@ pub struct Bias<'a> {
 /// - with `causal_offset = Some(past)`: `j <= past + i` (decoder self-attention over a KV cache
 ///   holding `past` earlier positions; `Some(0)` is the plain causal mask),
 /// - with `window = Some(w)` (needs `causal_offset`): `j + w > past + i`, i.e. the last `w`
-///   keys up to the query's own position (Mistral/Longformer-style local attention; `w = 0`
-///   sees nothing).
+///   keys up to the query's own position (Mistral-style local attention; `w = 0` sees nothing),
+/// - with `radius = Some(r)`: `i - r <= j <= i + r`, the keys within `r` of the query's own
+///   position, on both sides (the query at row `i` is at position `i`): Longformer's local
+///   attention (`r = attention_window / 2`) and LongT5's (`r = local_radius`). `r = 0` sees the
+///   query's own key only; `r >= kv_len` every key. It excludes `causal_offset` (and so
+///   `window`): a one-sided window is `window` with `causal_offset`.
 ///
 /// The bias is added to the scores of visible keys; a `-inf` bias entry hides that key.
+///
+/// Cost: each query computes only the key tiles its range touches, so a call with a radius does
+/// `O(q_len · (2r + 1))` work rather than `O(q_len · kv_len)`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Mask<'a> {
     /// `Some(past)`: causal masking with the queries at positions `past..past + q_len`.
@@ -119,6 +128,9 @@ pub struct Mask<'a> {
     pub key_len: Option<usize>,
     /// Sliding window width in keys; requires `causal_offset`.
     pub window: Option<usize>,
+    /// Symmetric local window: query `i` sees the keys `i - r ..= i + r`; excludes
+    /// `causal_offset`.
+    pub radius: Option<usize>,
     /// Additive bias on the scores.
     pub bias: Option<Bias<'a>>,
 }
@@ -129,6 +141,7 @@ impl Mask<'_> {
         causal_offset: None,
         key_len: None,
         window: None,
+        radius: None,
         bias: None,
     };
 }
@@ -166,6 +179,7 @@ pub(crate) fn takes_decode<E: KvElement>(q_len: usize) -> bool {
 }
 
 /// Every argument of an attention call, checked.
+#[derive(Clone, Copy)]
 pub(crate) struct Checked {
     pub shape: AttentionShape,
     pub width: usize,
@@ -206,6 +220,11 @@ pub(crate) fn check<E: KvElement>(
             "mask.window needs mask.causal_offset",
         ));
     }
+    if mask.radius.is_some() && mask.causal_offset.is_some() {
+        return Err(KernelError::InvalidArgument(
+            "mask.radius excludes mask.causal_offset",
+        ));
+    }
     if let Some(bias) = &mask.bias {
         check_view(
             "bias",
@@ -239,11 +258,7 @@ pub(crate) fn check<E: KvElement>(
     Ok(Checked {
         shape: *shape,
         width,
-        band: Band {
-            key_len,
-            causal_offset: mask.causal_offset,
-            window: mask.window,
-        },
+        band: Band::new(key_len, mask.causal_offset, mask.window, mask.radius),
         scale,
     })
 }
@@ -269,21 +284,57 @@ pub fn attention<E: KvElement>(
     scratch: &mut [f32],
 ) -> Result<(), KernelError> {
     let checked = check(shape, &q, &k, &v, &out, mask, scale)?;
+    let operands = Operands {
+        q,
+        k,
+        v,
+        bias: mask.bias,
+    };
+    run_checked(isa, &checked, operands, out, scratch)
+}
+
+/// Runs a validated call (its scratch is checked here): the prefill or the decode path.
+pub(crate) fn run_checked<E: KvElement>(
+    isa: Isa,
+    checked: &Checked,
+    operands: Operands<'_, E>,
+    out: ViewMut<'_>,
+    scratch: &mut [f32],
+) -> Result<(), KernelError> {
+    let shape = &checked.shape;
     let spec = attention_scratch_kv::<E>(isa, shape);
     Scratch::new(&mut *scratch, spec)?;
     if shape.q_len == 0 || checked.width == 0 {
         return Ok(());
     }
-    let bias = mask.bias;
     if !takes_decode::<E>(shape.q_len) {
-        if let (Some(k), Some(v)) = (E::as_f32(k), E::as_f32(v)) {
-            let operands = Operands { q, k, v, bias };
+        if let (Some(k), Some(v)) = (E::as_f32(operands.k), E::as_f32(operands.v)) {
+            let operands = Operands {
+                q: operands.q,
+                k,
+                v,
+                bias: operands.bias,
+            };
             let mut scratch = Scratch::new(scratch, spec)?;
-            return prefill::run(isa, &checked, &operands, out, &mut scratch);
+            return prefill::run(isa, checked, &operands, out, &mut scratch);
         }
     }
-    let operands = Operands { q, k, v, bias };
-    decode::run_all(isa, &checked, &operands, out, scratch, spec)
+    decode::run_all(isa, checked, &operands, out, scratch, spec)
+}
+
+impl Checked {
+    /// The call of the queries `rows` (inside the validated ones) alone: its own `q_len`, and
+    /// the band of those queries.
+    pub(crate) fn rows(&self, rows: Range<usize>) -> Checked {
+        Checked {
+            shape: AttentionShape {
+                q_len: rows.len(),
+                ..self.shape
+            },
+            band: self.band.after_rows(rows.start),
+            ..*self
+        }
+    }
 }
 
 /// The validated read-only operands of a call.
@@ -294,7 +345,21 @@ pub(crate) struct Operands<'a, E = f32> {
     pub bias: Option<Bias<'a>>,
 }
 
-impl<E> Operands<'_, E> {
+impl<'a, E> Operands<'a, E> {
+    /// The operands of the queries `rows` (inside the validated ones): their rows of Q and of
+    /// the bias, every key.
+    pub(crate) fn rows(&self, rows: Range<usize>) -> Result<Operands<'a, E>, KernelError> {
+        Ok(Operands {
+            q: self.q.slice_rows(rows.start, rows.len())?,
+            k: self.k,
+            v: self.v,
+            bias: self.bias.map(|b| Bias {
+                data: b.data.get(rows.start * b.row_stride..).unwrap_or(&[]),
+                ..b
+            }),
+        })
+    }
+
     /// The bias row of head `h`, query `i` (from key 0 on), or `None` without a bias. Indices
     /// must be in the validated shape.
     #[inline(always)]

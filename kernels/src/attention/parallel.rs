@@ -23,8 +23,8 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use super::band::Band;
 use super::{
-    attention, attention_scratch_kv, check, decode, prefill, takes_decode, AttentionShape, Bias,
-    KvElement, Mask,
+    attention, attention_scratch_kv, check, decode, prefill, run_checked, takes_decode,
+    AttentionShape, Bias, Checked, KvElement, Mask, Operands,
 };
 use crate::error::KernelError;
 use crate::gemm::parallel::Claims;
@@ -121,6 +121,7 @@ pub fn attention_split<E: KvElement>(
     }
     let call = Call {
         isa,
+        checked,
         shape: *shape,
         q,
         k,
@@ -132,7 +133,7 @@ pub fn attention_split<E: KvElement>(
     if decode::handles(shape.q_len) {
         by_heads(&call, parallel, tasks, out, part, scratch)
     } else {
-        let rows = split_rows(&checked.band, shape.q_len, row_unit::<E>(isa), tasks);
+        let rows = split_rows(&call.checked.band, shape.q_len, row_unit::<E>(isa), tasks);
         by_rows(&call, parallel, &rows[..=tasks], out, part, scratch)
     }
 }
@@ -226,6 +227,7 @@ fn split_rows(band: &Band, q_len: usize, unit: usize, tasks: usize) -> [usize; M
 /// The read-only arguments of a call, shared by its tasks.
 struct Call<'a, E> {
     isa: Isa,
+    checked: Checked,
     shape: AttentionShape,
     q: View<'a>,
     k: View<'a, E>,
@@ -315,28 +317,17 @@ fn by_rows<E: KvElement>(
                 scratch_base.part(t * part, part),
             )
         };
-        let q = call.q.slice_rows(rows.start, rows.len())?;
-        let bias = call.mask.bias.map(|b| Bias {
-            data: &b.data[rows.start * b.row_stride..],
-            ..b
-        });
-        let mask = Mask {
-            causal_offset: call.mask.causal_offset.map(|past| past + rows.start),
-            bias,
-            ..*call.mask
+        let operands = Operands {
+            q: call.q,
+            k: call.k,
+            v: call.v,
+            bias: call.mask.bias,
         };
-        attention(
+        run_checked(
             call.isa,
-            &AttentionShape {
-                q_len: rows.len(),
-                ..call.shape
-            },
-            q,
-            call.k,
-            call.v,
+            &call.checked.rows(rows.clone()),
+            operands.rows(rows.clone())?,
             ViewMut::new(out_rows, rows.len(), width, out_stride)?,
-            &mask,
-            call.scale,
             own,
         )
     })

@@ -7,7 +7,7 @@
 //!    `Sᵀ = K Qᵀ` (microkernel), add the bias, mask the band's edges, the online softmax lane by
 //!    lane (running max `m`, running sum `l`, rescale `alpha`), and `Oᵀ = alpha ⊙ Oᵀ + Vᵀ Pᵀ`
 //!    (microkernel, rescale fused into its store). Key tiles a query tile does not see at all
-//!    (above the causal diagonal, outside the sliding window) are skipped.
+//!    (above the causal diagonal, outside the sliding window or the radius) are skipped.
 //! 3. write `O / l` into the output (0 where `l = 0`).
 
 use super::band::Band;

@@ -23,6 +23,11 @@ pub fn sees(mask: &Mask<'_>, kv_len: usize, i: usize, j: usize) -> bool {
             }
         }
     }
+    if let Some(r) = mask.radius {
+        if (i as u128).abs_diff(j as u128) > r as u128 {
+            return false;
+        }
+    }
     true
 }
 

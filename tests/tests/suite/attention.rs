@@ -35,6 +35,7 @@ struct Case {
     causal_offset: Option<usize>,
     key_len: Option<usize>,
     window: Option<usize>,
+    radius: Option<usize>,
     bias: Option<BiasKind>,
     /// One in this many bias entries is `-inf` (0: none).
     neg_inf_every: usize,
@@ -131,6 +132,7 @@ impl Case {
             causal_offset: self.causal_offset,
             key_len: self.key_len,
             window: self.window,
+            radius: self.radius,
             bias: self.bias.map(|_| Bias {
                 data: &inputs.bias,
                 row_stride: inputs.strides[4],
@@ -221,11 +223,11 @@ fn case_strategy_with(
         (q_lens, kv_lens),
         proptest::array::uniform5(prop_oneof![3 => Just(0usize), 1 => 1usize..9]),
         (any::<bool>(), any::<bool>(), 0usize..3, any::<u64>()),
-        (any::<bool>(), 0usize..4, any::<bool>()),
+        (any::<bool>(), 0usize..4, any::<bool>(), 0usize..5),
     )
         .prop_map(
             |((heads, d_head), (q_len, kv_len), pads, (causal, padded, bias, seed), flags)| {
-                let (windowed, neg_inf, custom_scale) = flags;
+                let (windowed, neg_inf, custom_scale, local) = flags;
                 let r = seed >> 8;
                 // Decoder-style offsets (queries at the end of the cache) most of the time.
                 let causal_offset = causal.then(|| {
@@ -236,6 +238,15 @@ fn case_strategy_with(
                     }
                 });
                 let window = (causal && windowed).then_some((r as usize / 7) % 70);
+                // A symmetric radius (without a causal mask): 0 to 2, up to 69, or at least
+                // kv_len (every key).
+                let radius = match local {
+                    _ if causal => None,
+                    0 | 1 => None,
+                    2 => Some((r as usize / 13) % 3),
+                    3 => Some((r as usize / 13) % 70),
+                    _ => Some(kv_len + (r as usize / 17) % 3),
+                };
                 Case {
                     shape: AttentionShape {
                         heads,
@@ -247,6 +258,7 @@ fn case_strategy_with(
                     causal_offset,
                     key_len: padded.then(|| (r as usize / 11) % (kv_len + 1)),
                     window,
+                    radius,
                     bias: match bias {
                         0 => None,
                         1 => Some(BiasKind::Shared),
@@ -326,6 +338,7 @@ fn plain_case(heads: usize, d_head: usize, q_len: usize, kv_len: usize) -> Case 
         causal_offset: None,
         key_len: None,
         window: None,
+        radius: None,
         bias: None,
         neg_inf_every: 0,
         scale: None,
@@ -550,6 +563,15 @@ fn bad_arguments_are_typed_errors() {
         call(8, 40, &window, None, full),
         Err(KernelError::InvalidArgument(_))
     ));
+    let radius_and_causal = Mask {
+        causal_offset: Some(0),
+        radius: Some(1),
+        ..Mask::NONE
+    };
+    assert!(matches!(
+        call(8, 40, &radius_and_causal, None, full),
+        Err(KernelError::InvalidArgument(_))
+    ));
     let overflow = Mask {
         causal_offset: Some(usize::MAX - 1),
         ..Mask::NONE
@@ -674,6 +696,34 @@ fn band_edges_at_awkward_lengths() {
             case.neg_inf_every = if bias.is_some() { 13 } else { 0 };
             case.seed = (q_len * 1000 + kv_len) as u64;
             for_each_isa(|isa| check(isa, &case));
+        }
+    }
+}
+
+/// A symmetric radius: every query's range starts and ends mid-tile and slides one key per
+/// query, on both sides of the diagonal; radius 0 (the query's own key), radii around the key
+/// tile (64) and at least `kv_len` (every key); more queries than keys (the last ones see
+/// nothing), key padding and biases; one thread and a split over 3 give the same bits.
+#[test]
+fn radius_bands_at_awkward_lengths() {
+    for (q_len, kv_len) in [(1, 1), (5, 40), (47, 47), (97, 130), (150, 61), (257, 257)] {
+        for radius in [0, 1, 7, 63, 64, 65, kv_len] {
+            for (key_len, bias) in [
+                (None, None),
+                (Some(kv_len - kv_len / 3), Some(BiasKind::PerHead)),
+                (None, Some(BiasKind::Shared)),
+            ] {
+                let mut case = plain_case(2, 19, q_len, kv_len);
+                case.radius = Some(radius);
+                case.key_len = key_len;
+                case.bias = bias;
+                case.neg_inf_every = if bias.is_some() { 13 } else { 0 };
+                case.seed = (q_len * 1000 + kv_len * 7 + radius) as u64;
+                for_each_isa(|isa| {
+                    check(isa, &case);
+                    check_parallel(isa, &case, 3, 1);
+                });
+            }
         }
     }
 }
