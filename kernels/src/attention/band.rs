@@ -1,6 +1,10 @@
-//! The keys a query sees: one contiguous range per query, from key padding, causal masking, the
-//! sliding window and the symmetric radius. Both ends of the range never decrease with the query
+//! The keys a query sees: at most two ranges per query, the global keys `0..global` that every
+//! query sees, and its local range (from key padding, causal masking, the sliding window and the
+//! symmetric radius) above them. Both ends of the local range never decrease with the query
 //! index, which is what lets the kernels skip whole key tiles.
+//!
+//! The kernels take the two parts one after the other ([`Band::parts`]), each a band of one
+//! range per query, so that a global key inside a query's local range is counted once.
 
 use core::ops::Range;
 
@@ -9,6 +13,8 @@ use core::ops::Range;
 pub(crate) struct Band {
     /// Keys at or beyond this index are ignored.
     pub key_len: usize,
+    /// Keys below this index are outside the local range (the global keys sit there).
+    pub floor: usize,
     /// Queries sit at positions `past..past + q_len` and see keys up to their own position.
     pub causal_offset: Option<usize>,
     /// Only the last `w` keys up to the query's position are seen (with `causal_offset`).
@@ -17,11 +23,13 @@ pub(crate) struct Band {
     pub radius: Option<usize>,
     /// The position of query 0 for `radius` (non-zero in a part of a call cut into rows).
     pub origin: usize,
+    /// Keys `0..global` are seen by every query (at most `key_len`).
+    pub global: usize,
 }
 
 impl Band {
-    /// The band of `key_len` keys, `causal_offset`, `window` and `radius`, queries from
-    /// position 0.
+    /// The band of a mask without global keys: `key_len` keys, `causal_offset`, `window`
+    /// and `radius`, queries from position 0.
     pub fn new(
         key_len: usize,
         causal_offset: Option<usize>,
@@ -30,15 +38,18 @@ impl Band {
     ) -> Band {
         Band {
             key_len,
+            floor: 0,
             causal_offset,
             window,
             radius,
             origin: 0,
+            global: 0,
         }
     }
 
-    /// Keys visible to query `i`, within `0..key_len` (empty when none; both ends never
-    /// decrease with `i`).
+    /// The local keys of query `i`: within `floor..key_len`, empty when none (then at `floor`
+    /// or above); both ends never decrease with `i`. Without global keys, every key the query
+    /// sees.
     #[inline]
     pub fn keys(&self, i: usize) -> Range<usize> {
         let mut end = self.key_len;
@@ -55,7 +66,28 @@ impl Band {
             start = start.max(position.saturating_sub(r));
             end = end.min(position.saturating_add(r).saturating_add(1));
         }
-        start.min(end)..end
+        let end = end.max(self.floor);
+        start.max(self.floor).min(end)..end
+    }
+
+    /// How many keys query `i` sees, global and local.
+    #[inline]
+    pub fn seen(&self, i: usize) -> usize {
+        self.parts().iter().map(|part| part.keys(i).len()).sum()
+    }
+
+    /// The two parts of the band, each with one range per query and no global keys: the global
+    /// keys (`0..global` for every query; empty without them), then the local keys at or above
+    /// them.
+    #[inline]
+    pub fn parts(&self) -> [Band; 2] {
+        let global = Band::new(self.global, None, None, None);
+        let local = Band {
+            floor: self.floor.max(self.global),
+            global: 0,
+            ..*self
+        };
+        [global, local]
     }
 
     /// The band of the queries from `first` on (after the first `first` rows), as queries
@@ -70,7 +102,7 @@ impl Band {
     }
 
     /// Keys visible to at least one of the queries `rows` (non-empty), and the keys visible to all
-    /// of them (possibly empty).
+    /// of them (possibly empty). Without global keys.
     #[inline]
     pub fn keys_of_rows(&self, rows: Range<usize>) -> (Range<usize>, Range<usize>) {
         let first = self.keys(rows.start);
@@ -122,5 +154,31 @@ mod tests {
         assert_eq!(Band::new(10, None, None, Some(usize::MAX)).keys(4), 0..10);
         assert_eq!(local.after_rows(5).keys(0), local.keys(5));
         assert_eq!(local.keys_of_rows(2..6), (0..8, 3..5));
+    }
+
+    #[test]
+    fn global_keys_are_a_part_of_their_own() {
+        let band = Band {
+            global: 3,
+            ..Band::new(20, None, None, Some(2))
+        };
+        let [global, local] = band.parts();
+        for i in 0..30 {
+            assert_eq!(global.keys(i), 0..3);
+        }
+        // The global range and the band overlap, touch, and lie apart.
+        assert_eq!(local.keys(0), 3..3);
+        assert_eq!(local.keys(3), 3..6);
+        assert_eq!(local.keys(5), 3..8);
+        assert_eq!(local.keys(6), 4..9);
+        assert_eq!(local.keys(25), 20..20);
+        assert_eq!(band.seen(0), 3);
+        assert_eq!(band.seen(6), 8);
+        let padded = Band {
+            global: 2,
+            ..Band::new(2, None, None, None)
+        };
+        assert_eq!(padded.parts()[1].keys(0), 2..2);
+        assert_eq!(padded.seen(0), 2);
     }
 }

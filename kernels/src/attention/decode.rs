@@ -12,8 +12,10 @@
 //!   from L1. K rows are read whole and in order, one sequential stream the hardware prefetchers
 //!   follow.
 //! - **online softmax**, per query and head: keys the query does not see (causal offset, window,
-//!   radius, padding: one range per query) get weight 0; over the seen keys the block's max, `exp`
-//!   vectorised over them, the running sum and the factor `alpha = e^(old max − new max)`.
+//!   radius, padding: one range per query; the blocks of the global keys come first, then
+//!   those of the queries' own ranges above them) get weight 0; over the seen keys the block's
+//!   max, `exp` vectorised over them, the running sum and the factor
+//!   `alpha = e^(old max − new max)`.
 //! - **`o = alpha · o + Σ p_j v_j`**, per head and run of consecutive vectors of `d_head`: the
 //!   accumulators of every query for those vectors stay in registers over all the keys of the
 //!   block; each V vector is loaded once and multiplied by every query's broadcast weight
@@ -235,77 +237,83 @@ fn run_queries<S: Simd, E: KvElement, const Q: usize>(
     }
     let q_pad: &[f32] = q_pad;
     let mut partial = [[simd.splat_f32s(0.0); MAX_LANES]; Q];
-    let band = &checked.band;
-    let (visible, _) = band.keys_of_rows(0..Q);
-    let kv_bytes = visible.len() * dims.width * 2 * core::mem::size_of::<E>();
+    // The global keys, then the local ones: two bands of one range per query.
+    let parts = checked.band.parts();
+    let seen: usize = parts.iter().map(|p| p.keys_of_rows(0..Q).0.len()).sum();
+    let kv_bytes = seen * dims.width * 2 * core::mem::size_of::<E>();
     let prefetch = prefetches(Q, kv_bytes);
-    let mut j0 = visible.start;
-    while j0 < visible.end {
-        let block_end = (j0 + KEY_BLOCK).min(visible.end);
-        let n = block_end - j0;
-        let mut t = 0;
-        while t < n {
-            let chunk = lanes.min(n - t);
-            let Some(rows) = ChunkRows::new(&operands.k, j0 + t, chunk, dims.width) else {
-                break;
-            };
-            if prefetch {
-                // The same keys' V rows, whole and in order (a stream the memory system serves
-                // at full speed), into L2 for the `P V` update, which walks them a head at a time.
-                prefetch_rows(&operands.v, j0 + t..j0 + t + chunk, 0, dims.width);
-            }
-            score_chunk::<S, E, Q>(
-                simd,
-                q_pad,
-                rows,
-                dims,
-                checked.scale,
-                t,
-                &mut partial,
-                scores,
-            );
-            t += chunk;
-        }
-        for i in 0..Q {
-            let seen = band.keys(i);
-            let (a, b) = (seen.start.max(j0), seen.end.min(block_end));
-            for h in 0..heads {
-                let state = i * heads + h;
-                let s = &mut scores[state * KEY_BLOCK..][..n];
-                if a >= b {
-                    s.fill(0.0);
-                    alpha[state] = 1.0;
-                    continue;
+    for band in &parts {
+        let (visible, _) = band.keys_of_rows(0..Q);
+        let mut j0 = visible.start;
+        while j0 < visible.end {
+            let block_end = (j0 + KEY_BLOCK).min(visible.end);
+            let n = block_end - j0;
+            let mut t = 0;
+            while t < n {
+                let chunk = lanes.min(n - t);
+                let Some(rows) = ChunkRows::new(&operands.k, j0 + t, chunk, dims.width) else {
+                    break;
+                };
+                if prefetch {
+                    // The same keys' V rows, whole and in order (a stream the memory system
+                    // serves at full speed), into L2 for the `P V` update, which walks them a
+                    // head at a time.
+                    prefetch_rows(&operands.v, j0 + t..j0 + t + chunk, 0, dims.width);
                 }
-                let (before, rest) = s.split_at_mut(a - j0);
-                let (s, after) = rest.split_at_mut(b - a);
-                before.fill(0.0);
-                after.fill(0.0);
-                if let Some(bias) = operands.bias_row(h, i) {
-                    for (slot, &x) in s.iter_mut().zip(&bias[a..b]) {
-                        *slot += x;
+                score_chunk::<S, E, Q>(
+                    simd,
+                    q_pad,
+                    rows,
+                    dims,
+                    checked.scale,
+                    t,
+                    &mut partial,
+                    scores,
+                );
+                t += chunk;
+            }
+            for i in 0..Q {
+                let seen = band.keys(i);
+                let (a, b) = (seen.start.max(j0), seen.end.min(block_end));
+                for h in 0..heads {
+                    let state = i * heads + h;
+                    let s = &mut scores[state * KEY_BLOCK..][..n];
+                    if a >= b {
+                        s.fill(0.0);
+                        alpha[state] = 1.0;
+                        continue;
                     }
+                    let (before, rest) = s.split_at_mut(a - j0);
+                    let (s, after) = rest.split_at_mut(b - a);
+                    before.fill(0.0);
+                    after.fill(0.0);
+                    if let Some(bias) = operands.bias_row(h, i) {
+                        for (slot, &x) in s.iter_mut().zip(&bias[a..b]) {
+                            *slot += x;
+                        }
+                    }
+                    let new_max = max[state].max(slice_max(simd, s));
+                    if new_max == f32::NEG_INFINITY {
+                        // Nothing seen yet by this query and head: zero weights, nothing to
+                        // rescale.
+                        s.fill(0.0);
+                        alpha[state] = 1.0;
+                        continue;
+                    }
+                    alpha[state] = exp_scalar(simd, max[state] - new_max);
+                    let total = exp_shifted(simd, s, new_max);
+                    sum[state] = sum[state] * alpha[state] + total;
+                    max[state] = new_max;
                 }
-                let new_max = max[state].max(slice_max(simd, s));
-                if new_max == f32::NEG_INFINITY {
-                    // Nothing seen yet by this query and head: zero weights, nothing to rescale.
-                    s.fill(0.0);
-                    alpha[state] = 1.0;
-                    continue;
+            }
+            if let Some(rows) = ChunkRows::new(&operands.v, j0, n, dims.width) {
+                for h in 0..heads {
+                    let weights = (&*scores, &*alpha);
+                    accumulate_head::<S, E, Q>(simd, rows, dims, h, weights, o_all, prefetch);
                 }
-                alpha[state] = exp_scalar(simd, max[state] - new_max);
-                let total = exp_shifted(simd, s, new_max);
-                sum[state] = sum[state] * alpha[state] + total;
-                max[state] = new_max;
             }
+            j0 = block_end;
         }
-        if let Some(rows) = ChunkRows::new(&operands.v, j0, n, dims.width) {
-            for h in 0..heads {
-                let weights = (&*scores, &*alpha);
-                accumulate_head::<S, E, Q>(simd, rows, dims, h, weights, o_all, prefetch);
-            }
-        }
-        j0 = block_end;
     }
     for i in 0..Q {
         let out_row = &mut out.data[i * out.stride..][..dims.width];

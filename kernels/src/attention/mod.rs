@@ -16,7 +16,9 @@
 //!   visible band (causal, key padding, sliding window, symmetric radius) are skipped whole; on a
 //!   band edge (the causal diagonal, a window's edges) each query vector of the tile computes
 //!   only the keys it sees, so causal attention costs about half the unmasked one, and a radius
-//!   `r` costs `O(q_len · (2r + 1))`, not `O(q_len · kv_len)`.
+//!   `r` costs `O(q_len · (2r + 1))`, not `O(q_len · kv_len)`. Global keys ([`Mask`]) are a
+//!   second range every query sees, computed before the query's own range and without
+//!   overlapping it: `g` of them add `O(q_len · g)`.
 //! - **decode** (up to 8 queries, e.g. one per beam or a short forced prefix, over a long KV
 //!   cache): lanes run along `d_head` for the products, and a transpose-and-add tree turns a
 //!   vector's worth of keys' partial products into one vector of scores; every K and V vector is
@@ -104,8 +106,8 @@ pub struct Bias<'a> {
 
 /// Which keys each query sees, and an optional additive bias.
 ///
-/// Query `i` sees key `j` when all of these hold:
-/// - `j < key_len` (key padding; `None` means `kv_len`),
+/// Query `i` sees key `j < key_len` (key padding; `None` means `kv_len`) when it is one of the
+/// first `global_keys` keys, or when all of these hold (the query's own range):
 /// - with `causal_offset = Some(past)`: `j <= past + i` (decoder self-attention over a KV cache
 ///   holding `past` earlier positions; `Some(0)` is the plain causal mask),
 /// - with `window = Some(w)` (needs `causal_offset`): `j + w > past + i`, i.e. the last `w`
@@ -116,10 +118,17 @@ pub struct Bias<'a> {
 ///   query's own key only; `r >= kv_len` every key. It excludes `causal_offset` (and so
 ///   `window`): a one-sided window is `window` with `causal_offset`.
 ///
+/// The global keys are seen by every query: Longformer's and LED's global tokens, which the
+/// layer places first (its global queries, which see every key, are a separate call without a
+/// mask); with `causal_offset` and `window`, the attention sinks of streaming decoders. A
+/// global key inside a query's own range is counted once. `global_keys` above `kv_len` is an
+/// error; keys at or beyond `key_len` are hidden, global or not.
+///
 /// The bias is added to the scores of visible keys; a `-inf` bias entry hides that key.
 ///
-/// Cost: each query computes only the key tiles its range touches, so a call with a radius does
-/// `O(q_len · (2r + 1))` work rather than `O(q_len · kv_len)`.
+/// Cost: each query computes only the key tiles its ranges touch, the global keys `0..g` and its
+/// own range above them, so a call with a radius and `g` global keys does `O(q_len · (2r + 1 +
+/// g))` work rather than `O(q_len · kv_len)`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Mask<'a> {
     /// `Some(past)`: causal masking with the queries at positions `past..past + q_len`.
@@ -131,6 +140,8 @@ pub struct Mask<'a> {
     /// Symmetric local window: query `i` sees the keys `i - r ..= i + r`; excludes
     /// `causal_offset`.
     pub radius: Option<usize>,
+    /// Keys `0..global_keys` are seen by every query (below `key_len`); at most `kv_len`.
+    pub global_keys: usize,
     /// Additive bias on the scores.
     pub bias: Option<Bias<'a>>,
 }
@@ -142,6 +153,7 @@ impl Mask<'_> {
         key_len: None,
         window: None,
         radius: None,
+        global_keys: 0,
         bias: None,
     };
 }
@@ -225,6 +237,11 @@ pub(crate) fn check<E: KvElement>(
             "mask.radius excludes mask.causal_offset",
         ));
     }
+    if mask.global_keys > shape.kv_len {
+        return Err(KernelError::InvalidArgument(
+            "mask.global_keys exceeds kv_len",
+        ));
+    }
     if let Some(bias) = &mask.bias {
         check_view(
             "bias",
@@ -258,7 +275,10 @@ pub(crate) fn check<E: KvElement>(
     Ok(Checked {
         shape: *shape,
         width,
-        band: Band::new(key_len, mask.causal_offset, mask.window, mask.radius),
+        band: Band {
+            global: mask.global_keys.min(key_len),
+            ..Band::new(key_len, mask.causal_offset, mask.window, mask.radius)
+        },
         scale,
     })
 }

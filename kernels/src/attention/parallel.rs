@@ -195,7 +195,7 @@ fn row_unit<E: KvElement>(isa: Isa) -> usize {
 /// allow. A last run of at most [`decode::MAX_QUERIES`] rows joins the non-empty run before it
 /// (alone it would take the decode path, whose bits differ from the prefill's).
 fn split_rows(band: &Band, q_len: usize, unit: usize, tasks: usize) -> [usize; MAX_TASKS + 1] {
-    let cost = |rows: Range<usize>| -> u128 { rows.map(|i| band.keys(i).len() as u128 + 1).sum() };
+    let cost = |rows: Range<usize>| -> u128 { rows.map(|i| band.seen(i) as u128 + 1).sum() };
     let total = cost(0..q_len);
     let mut bounds = [q_len; MAX_TASKS + 1];
     bounds[0] = 0;

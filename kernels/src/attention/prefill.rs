@@ -256,57 +256,59 @@ fn query_block<S: Simd, const MR: usize, const NR: usize>(
     }
 
     let one = opaque_one();
-    let (visible, _) = band.keys_of_rows(queries.clone());
+    // The global keys, then the local ones: two bands of one range per query, each key in one.
+    let parts = band.parts();
+    let visible = block_keys(&parts, &queries);
+    let tile_total: usize = visible.iter().map(|v| v.len().div_ceil(KEY_TILE)).sum();
     // The next block's queries are prefetched a slice per key tile while this block computes
     // (all at once would be evicted again before use).
     let next_block = queries.end..(queries.end + queries.len()).min(checked.shape.q_len);
-    let q_rows_per_tile = next_block
-        .len()
-        .div_ceil(visible.len().div_ceil(KEY_TILE).max(1));
+    let q_rows_per_tile = next_block.len().div_ceil(tile_total.max(1));
     let mut next_q = next_block.start;
-    let mut j0 = visible.start;
-    while j0 < visible.end {
-        let keys = KEY_TILE.min(visible.end - j0);
-        // The next key tile's K and V rows, a slice before each query tile's step.
-        let next_tile = (j0 + keys)..(j0 + keys + KEY_TILE).min(visible.end);
-        let slice_len = KEY_TILE.div_ceil(tile_count);
-        let q_slice = next_q..(next_q + q_rows_per_tile).min(next_block.end);
-        next_q = q_slice.end;
-        prefetch_rows(&operands.q, q_slice, col, d);
-        let mut packed = false;
-        for (t, first) in first.iter_mut().enumerate().take(tile_count) {
-            let slice_start = (next_tile.start + t * slice_len).min(next_tile.end);
-            let slice = slice_start..(slice_start + slice_len).min(next_tile.end);
-            prefetch_rows(&operands.k, slice.clone(), col, d);
-            prefetch_rows(&operands.v, slice, col, d);
-            let (seen, unmasked) = band.keys_of_rows(tile_rows(t));
-            if seen.end <= j0 || seen.start >= j0 + keys {
-                continue;
-            }
-            if !packed {
-                pack_rows(simd, &operands.k, j0..j0 + keys, col, d, one, tiles.k_tile);
-                pack_rows(simd, &operands.v, j0..j0 + keys, col, d, one, tiles.v_tile);
-                packed = true;
-            }
-            let key_tile = KeyTile {
-                j0,
-                keys,
-                masked: !(unmasked.start <= j0 && j0 + keys <= unmasked.end),
+    for (p, (part, range)) in parts.iter().zip(&visible).enumerate() {
+        for (j0, keys) in key_tiles(range.clone()) {
+            // The next key tile's K and V rows (after the global keys' last tile, the local
+            // keys' first), a slice before each query tile's step.
+            let next_tile = if j0 + keys < range.end {
+                (j0 + keys)..(j0 + keys + KEY_TILE).min(range.end)
+            } else if p == 0 {
+                let local = &visible[1];
+                local.start..(local.start + KEY_TILE).min(local.end)
+            } else {
+                0..0
             };
-            tile_step::<S, MR, NR>(
-                simd,
-                checked,
-                operands,
-                tiles,
-                head,
-                t,
-                &tile_rows(t),
-                key_tile,
-                *first,
-            );
-            *first = false;
+            let slice_len = KEY_TILE.div_ceil(tile_count);
+            let q_slice = next_q..(next_q + q_rows_per_tile).min(next_block.end);
+            next_q = q_slice.end;
+            prefetch_rows(&operands.q, q_slice, col, d);
+            let mut packed = false;
+            for (t, first) in first.iter_mut().enumerate().take(tile_count) {
+                let slice_start = (next_tile.start + t * slice_len).min(next_tile.end);
+                let slice = slice_start..(slice_start + slice_len).min(next_tile.end);
+                prefetch_rows(&operands.k, slice.clone(), col, d);
+                prefetch_rows(&operands.v, slice, col, d);
+                let Some(key_tile) = key_tile(part, tile_rows(t), j0, keys) else {
+                    continue;
+                };
+                if !packed {
+                    pack_rows(simd, &operands.k, j0..j0 + keys, col, d, one, tiles.k_tile);
+                    pack_rows(simd, &operands.v, j0..j0 + keys, col, d, one, tiles.v_tile);
+                    packed = true;
+                }
+                tile_step::<S, MR, NR>(
+                    simd,
+                    (checked, part),
+                    operands,
+                    tiles,
+                    head,
+                    t,
+                    &tile_rows(t),
+                    key_tile,
+                    *first,
+                );
+                *first = false;
+            }
         }
-        j0 += keys;
     }
 
     // out = Oᵀ / l, zero for queries that saw nothing.
@@ -328,6 +330,37 @@ fn query_block<S: Simd, const MR: usize, const NR: usize>(
             }
         }
     }
+}
+
+/// The keys a block of queries goes through, for each part of the band ([`Band::parts`]): the
+/// keys any of its queries sees.
+fn block_keys(parts: &[Band; 2], queries: &Range<usize>) -> [Range<usize>; 2] {
+    parts
+        .each_ref()
+        .map(|part| part.keys_of_rows(queries.clone()).0)
+}
+
+/// The key tiles of `range`, `(first key, keys)`: [`KEY_TILE`] keys each from its start, the
+/// last shorter.
+fn key_tiles(range: Range<usize>) -> impl Iterator<Item = (usize, usize)> {
+    let end = range.end;
+    range
+        .step_by(KEY_TILE)
+        .map(move |j0| (j0, KEY_TILE.min(end - j0)))
+}
+
+/// The step of the query tile `rows` over the keys `j0..j0 + keys` of `part`, or `None` when
+/// none of its queries sees any of them (the tile is skipped).
+fn key_tile(part: &Band, rows: Range<usize>, j0: usize, keys: usize) -> Option<KeyTile> {
+    let (seen, unmasked) = part.keys_of_rows(rows);
+    if seen.end <= j0 || seen.start >= j0 + keys {
+        return None;
+    }
+    Some(KeyTile {
+        j0,
+        keys,
+        masked: !(unmasked.start <= j0 && j0 + keys <= unmasked.end),
+    })
 }
 
 /// The key tile a step works on.
@@ -438,7 +471,7 @@ fn for_each_segment<const NR: usize>(
 #[inline(always)]
 fn tile_step<S: Simd, const MR: usize, const NR: usize>(
     simd: S,
-    checked: &Checked,
+    (checked, band): (&Checked, &Band),
     operands: &Operands<'_>,
     tiles: &mut Tiles<'_>,
     head: usize,
@@ -452,7 +485,7 @@ fn tile_step<S: Simd, const MR: usize, const NR: usize>(
     let d = checked.shape.d_head;
     let KeyTile { j0, keys, masked } = key_tile;
     let spans = if masked {
-        spans::<NR>(&checked.band, queries, lanes, j0, keys)
+        spans::<NR>(band, queries, lanes, j0, keys)
     } else {
         [Span {
             lo: 0,
@@ -509,7 +542,7 @@ fn tile_step<S: Simd, const MR: usize, const NR: usize>(
         }
     }
     if masked {
-        mask_edges::<S, NR>(simd, &checked.band, queries, j0, &spans, tiles);
+        mask_edges::<S, NR>(simd, band, queries, j0, &spans, tiles);
     }
     let (max, sum) = tiles.stats[t * 2 * tile_len..][..2 * tile_len].split_at_mut(tile_len);
     let max = S::as_mut_simd_f32s(max).0;
@@ -688,4 +721,62 @@ fn online_softmax<S: Simd, const NR: usize>(
         alpha[n] = rescale;
     }
     alpha
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The (query tile, key tile) steps the prefill path computes per head for `q_len` queries
+    /// at a level with `lanes` lanes: the blocks, key tiles and skips of [`query_block`].
+    fn steps(band: &Band, q_len: usize, lanes: usize) -> usize {
+        let (tile_len, block_len) = (query_tile(lanes), query_block_len(lanes));
+        let parts = band.parts();
+        let mut count = 0;
+        for i0 in (0..q_len).step_by(block_len) {
+            let queries = i0..(i0 + block_len).min(q_len);
+            for (part, range) in parts.iter().zip(block_keys(&parts, &queries)) {
+                for (j0, keys) in key_tiles(range) {
+                    for t0 in queries.clone().step_by(tile_len) {
+                        let rows = t0..(t0 + tile_len).min(queries.end);
+                        count += usize::from(key_tile(part, rows, j0, keys).is_some());
+                    }
+                }
+            }
+        }
+        count
+    }
+
+    #[test]
+    fn a_radius_and_global_keys_compute_linear_work() {
+        for lanes in [1, 4, 8, 16] {
+            let tile_len = query_tile(lanes);
+            for (q_len, r, g) in [
+                (4096, 0, 0),
+                (4096, 64, 0),
+                (4096, 256, 1),
+                (8192, 256, 16),
+                (4096, 100, 200),
+            ] {
+                let band = Band {
+                    global: g,
+                    ..Band::new(q_len, None, None, Some(r))
+                };
+                let q_tiles = q_len.div_ceil(tile_len);
+                // A query tile's own keys span at most `2r + tile_len` keys, so that many keys'
+                // tiles and one more (key tiles start at the block's first key, not the query
+                // tile's); then the global keys' tiles.
+                let per_tile = (2 * r + tile_len).div_ceil(KEY_TILE) + 1 + g.div_ceil(KEY_TILE);
+                let count = steps(&band, q_len, lanes);
+                assert!(
+                    count <= q_tiles * per_tile,
+                    "{lanes} lanes, {q_len} queries, r {r}, g {g}: {count} steps"
+                );
+                assert!(count >= q_tiles * (1 + g.div_ceil(KEY_TILE)));
+                let dense = steps(&Band::new(q_len, None, None, None), q_len, lanes);
+                assert_eq!(dense, q_tiles * q_len.div_ceil(KEY_TILE));
+                assert!(4 * count < dense, "{lanes} lanes: {count} of {dense}");
+            }
+        }
+    }
 }

@@ -12,6 +12,9 @@ pub fn sees(mask: &Mask<'_>, kv_len: usize, i: usize, j: usize) -> bool {
     if j >= mask.key_len.unwrap_or(kv_len) {
         return false;
     }
+    if j < mask.global_keys {
+        return true;
+    }
     if let Some(past) = mask.causal_offset {
         let position = past as u128 + i as u128;
         if j as u128 > position {

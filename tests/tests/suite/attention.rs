@@ -36,6 +36,7 @@ struct Case {
     key_len: Option<usize>,
     window: Option<usize>,
     radius: Option<usize>,
+    global_keys: usize,
     bias: Option<BiasKind>,
     /// One in this many bias entries is `-inf` (0: none).
     neg_inf_every: usize,
@@ -133,6 +134,7 @@ impl Case {
             key_len: self.key_len,
             window: self.window,
             radius: self.radius,
+            global_keys: self.global_keys,
             bias: self.bias.map(|_| Bias {
                 data: &inputs.bias,
                 row_stride: inputs.strides[4],
@@ -223,11 +225,17 @@ fn case_strategy_with(
         (q_lens, kv_lens),
         proptest::array::uniform5(prop_oneof![3 => Just(0usize), 1 => 1usize..9]),
         (any::<bool>(), any::<bool>(), 0usize..3, any::<u64>()),
-        (any::<bool>(), 0usize..4, any::<bool>(), 0usize..5),
+        (
+            any::<bool>(),
+            0usize..4,
+            any::<bool>(),
+            0usize..5,
+            0usize..5,
+        ),
     )
         .prop_map(
             |((heads, d_head), (q_len, kv_len), pads, (causal, padded, bias, seed), flags)| {
-                let (windowed, neg_inf, custom_scale, local) = flags;
+                let (windowed, neg_inf, custom_scale, local, global) = flags;
                 let r = seed >> 8;
                 // Decoder-style offsets (queries at the end of the cache) most of the time.
                 let causal_offset = causal.then(|| {
@@ -247,6 +255,14 @@ fn case_strategy_with(
                     3 => Some((r as usize / 13) % 70),
                     _ => Some(kv_len + (r as usize / 17) % 3),
                 };
+                // Global keys: none, one, a few, or any number up to kv_len (beyond key_len,
+                // inside or past the queries' own ranges).
+                let global_keys = match global {
+                    0 | 1 => 0,
+                    2 => 1.min(kv_len),
+                    3 => ((r as usize / 19) % 9).min(kv_len),
+                    _ => (r as usize / 19) % (kv_len + 1),
+                };
                 Case {
                     shape: AttentionShape {
                         heads,
@@ -259,6 +275,7 @@ fn case_strategy_with(
                     key_len: padded.then(|| (r as usize / 11) % (kv_len + 1)),
                     window,
                     radius,
+                    global_keys,
                     bias: match bias {
                         0 => None,
                         1 => Some(BiasKind::Shared),
@@ -339,6 +356,7 @@ fn plain_case(heads: usize, d_head: usize, q_len: usize, kv_len: usize) -> Case 
         key_len: None,
         window: None,
         radius: None,
+        global_keys: 0,
         bias: None,
         neg_inf_every: 0,
         scale: None,
@@ -572,6 +590,14 @@ fn bad_arguments_are_typed_errors() {
         call(8, 40, &radius_and_causal, None, full),
         Err(KernelError::InvalidArgument(_))
     ));
+    let too_many_global = Mask {
+        global_keys: 6,
+        ..Mask::NONE
+    };
+    assert!(matches!(
+        call(8, 40, &too_many_global, None, full),
+        Err(KernelError::InvalidArgument(_))
+    ));
     let overflow = Mask {
         causal_offset: Some(usize::MAX - 1),
         ..Mask::NONE
@@ -725,6 +751,80 @@ fn radius_bands_at_awkward_lengths() {
                 });
             }
         }
+    }
+}
+
+/// Global keys with a radius (Longformer, LED) and with a causal window (attention sinks):
+/// none, one, a few, around a key tile (63, 64, 65) and every key; rows whose own range overlaps
+/// the global keys, touches them (`i - r = g`) or lies past them, and rows that see nothing of
+/// their own (past `key_len`); biases, key padding below `g`, the decode path (up to 8 queries)
+/// and the prefill path; one thread and a split over 3 give the same bits.
+#[test]
+fn global_keys_with_local_ranges() {
+    for (q_len, kv_len) in [(1, 9), (7, 200), (47, 47), (97, 130), (150, 61), (257, 257)] {
+        for (radius, window) in [
+            (Some(0), None),
+            (Some(5), None),
+            (Some(40), None),
+            (None, Some(9)),
+        ] {
+            for global_keys in [1, 3, 63, 64, 65, kv_len] {
+                let global_keys = global_keys.min(kv_len);
+                for (key_len, bias) in [
+                    (None, None),
+                    (Some(kv_len / 2), Some(BiasKind::PerHead)),
+                    (None, Some(BiasKind::Shared)),
+                ] {
+                    let mut case = plain_case(2, 19, q_len, kv_len);
+                    case.radius = radius;
+                    case.window = window;
+                    case.causal_offset = window.map(|_| kv_len.saturating_sub(q_len));
+                    case.global_keys = global_keys;
+                    case.key_len = key_len;
+                    case.bias = bias;
+                    case.neg_inf_every = if bias.is_some() { 17 } else { 0 };
+                    case.seed = (q_len * 1000 + kv_len * 7 + global_keys) as u64;
+                    for_each_isa(|isa| {
+                        check(isa, &case);
+                        check_parallel(isa, &case, 3, 1);
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// A NaN in the V row of a key neither global nor in a query's own range (between the global
+/// keys and the radius) never reaches that query: the kernel skips the key tiles between the
+/// two ranges instead of masking them.
+#[test]
+fn keys_between_the_global_keys_and_the_band_are_not_read() {
+    for q_len in [1, 5, 700] {
+        let mut case = plain_case(2, 16, q_len, 700);
+        case.radius = Some(20);
+        case.global_keys = 10;
+        let mut inputs = case.inputs();
+        // Keys 128..256: past the global keys, and before the band of every query block that
+        // holds a query from 480 on (a block is at most 192 queries, AVX-512's); the decode
+        // path's queries (below 8) see keys up to 28 only.
+        let width = 2 * 16;
+        for j in 128..256 {
+            inputs.v[j * width..(j + 1) * width].fill(f32::NAN);
+        }
+        let want = expected(&case, &inputs);
+        let tolerance = bound(&case, &inputs);
+        for_each_isa(|isa| {
+            let got = run(isa, &case, &inputs);
+            for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+                if q_len > 8 && n / width < 480 {
+                    continue;
+                }
+                assert!(
+                    (*g as f64 - *w as f64).abs() <= tolerance,
+                    "{isa} q_len {q_len}: {n}: {g} vs {w}"
+                );
+            }
+        });
     }
 }
 
