@@ -113,11 +113,7 @@ fn run(input: Input) {
             }
         })
         .collect();
-    let bias = has_bias.then_some(Bias {
-        data: &bias_data,
-        row_stride,
-        head_stride,
-    });
+    let bias = has_bias.then_some(Bias::dense(&bias_data, row_stride, head_stride));
 
     let key_len = match fault {
         6 => Some(kv_len + 1),

@@ -152,11 +152,7 @@ fn attention_matches_the_reference_on_both_paths() {
             causal_offset: Some(kv_len.saturating_sub(q_len)),
             key_len: Some(kv_len - 1),
             window: Some(4),
-            bias: Some(Bias {
-                data: &bias,
-                row_stride,
-                head_stride: per_head,
-            }),
+            bias: Some(Bias::dense(&bias, row_stride, per_head)),
             ..Mask::NONE
         };
         let mut out = vec![f32::NAN; span(q_len, width, stride)];

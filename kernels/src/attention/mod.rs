@@ -87,21 +87,123 @@ impl AttentionShape {
     }
 }
 
-/// An additive bias on the scores, `[q_len × kv_len]` per head: the score of query `i`, key `j`,
-/// head `h` gets `data[h * head_stride + i * row_stride + j]` added after scaling.
+/// An additive bias on the scores, added after scaling: the score of query `i`, key `j`, head `h`
+/// gets `data[h * head_stride + e]`, where the entry `e` depends on the [`BiasLayout`]:
+/// - [`BiasLayout::Dense`], a `[q_len × kv_len]` matrix per head: `e = i * row_stride + j`;
+/// - [`BiasLayout::Toeplitz`], a relative-position bias whose value depends only on `j - i`
+///   (T5's and LongT5's bucketed bias, ALiBi): a table of `q_len + kv_len - 1` entries per head,
+///   `e = j - i + q_len - 1` (entry 0 is `j - i = -(q_len - 1)`, the last `j - i = kv_len - 1`);
+///   `row_stride` is not read. Nothing `q_len × kv_len` is stored.
 ///
-/// `head_stride = 0` shares one matrix between all heads (an ALiBi-free padding or structure
-/// mask, the common case); a non-zero `head_stride` gives each head its own matrix. Entries may
-/// be `-inf` (the key is masked for that query); `+inf` and NaN are not meaningful and make the
-/// row NaN.
+/// `head_stride = 0` shares one matrix (or table) between all heads (an ALiBi-free padding or
+/// structure mask, the common case); a non-zero `head_stride` gives each head its own. Entries
+/// may be `-inf` (the key is masked for that query); `+inf` and NaN are not meaningful and make
+/// the row NaN. Too short a `data` is [`KernelError::BufferTooSmall`] (`what: "bias"`).
 #[derive(Clone, Copy, Debug)]
 pub struct Bias<'a> {
     /// The bias elements.
     pub data: &'a [f32],
-    /// Elements from one query row to the next (at least `kv_len` when `q_len > 1`).
+    /// Dense: elements from one query row to the next (at least `kv_len` when `q_len > 1`).
     pub row_stride: usize,
-    /// Elements from one head's matrix to the next; 0 shares one matrix between heads.
+    /// Elements from one head's matrix or table to the next; 0 shares one between heads.
     pub head_stride: usize,
+    /// How the entries of a head are laid out.
+    pub layout: BiasLayout,
+}
+
+/// How the entries of one head of a [`Bias`] are laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BiasLayout {
+    /// A `q_len × kv_len` matrix, rows `row_stride` apart.
+    #[default]
+    Dense,
+    /// A relative-position (Toeplitz) table of `q_len + kv_len - 1` entries: query `i`, key `j`
+    /// at `j - i + q_len - 1`.
+    Toeplitz,
+}
+
+impl<'a> Bias<'a> {
+    /// A dense bias: query `i`, key `j`, head `h` at `h * head_stride + i * row_stride + j`.
+    pub const fn dense(data: &'a [f32], row_stride: usize, head_stride: usize) -> Bias<'a> {
+        Bias {
+            data,
+            row_stride,
+            head_stride,
+            layout: BiasLayout::Dense,
+        }
+    }
+
+    /// A relative-position (Toeplitz) bias: query `i`, key `j`, head `h` at
+    /// `h * head_stride + j - i + q_len - 1`.
+    pub const fn toeplitz(data: &'a [f32], head_stride: usize) -> Bias<'a> {
+        Bias {
+            data,
+            row_stride: 0,
+            head_stride,
+            layout: BiasLayout::Toeplitz,
+        }
+    }
+
+    /// Where the entries of head `h`, query `i` start (key 0's), in a call of `q_len` queries
+    /// (`i < q_len`).
+    #[inline(always)]
+    pub(crate) fn row_start(&self, h: usize, i: usize, q_len: usize) -> usize {
+        h * self.head_stride
+            + match self.layout {
+                BiasLayout::Dense => i * self.row_stride,
+                BiasLayout::Toeplitz => q_len - 1 - i,
+            }
+    }
+
+    /// The bias of the queries `rows` of a call of `q_len` queries, as queries `0..` of a call
+    /// of their own (the same entry for every query and key).
+    pub(crate) fn rows(&self, rows: Range<usize>, q_len: usize) -> Bias<'a> {
+        let offset = match self.layout {
+            BiasLayout::Dense => rows.start * self.row_stride,
+            // Entry `j - i + q_len - 1` is `j - (i - start) + len - 1 + (q_len - end)`.
+            BiasLayout::Toeplitz => q_len - rows.end,
+        };
+        Bias {
+            data: self.data.get(offset..).unwrap_or(&[]),
+            ..*self
+        }
+    }
+
+    /// Checks that the entries of `heads` heads of a call of `q_len` queries over `kv_len`
+    /// keys lie in `data`.
+    fn check(&self, heads: usize, q_len: usize, kv_len: usize) -> Result<(), KernelError> {
+        let per_head = match self.layout {
+            BiasLayout::Dense => {
+                check_view("bias", self.data.len(), q_len, kv_len, self.row_stride)?;
+                if heads <= 1 || q_len == 0 || kv_len == 0 {
+                    return Ok(());
+                }
+                (q_len - 1)
+                    .checked_mul(self.row_stride)
+                    .and_then(|n| n.checked_add(kv_len))
+            }
+            BiasLayout::Toeplitz => {
+                if q_len == 0 || kv_len == 0 {
+                    return Ok(());
+                }
+                q_len.checked_add(kv_len - 1)
+            }
+        };
+        let needed = heads
+            .saturating_sub(1)
+            .checked_mul(self.head_stride)
+            .zip(per_head)
+            .and_then(|(a, b)| a.checked_add(b))
+            .ok_or(KernelError::Overflow("bias"))?;
+        if self.data.len() < needed {
+            return Err(KernelError::BufferTooSmall {
+                what: "bias",
+                needed,
+                got: self.data.len(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Which keys each query sees, and an optional additive bias.
@@ -243,30 +345,7 @@ pub(crate) fn check<E: KvElement>(
         ));
     }
     if let Some(bias) = &mask.bias {
-        check_view(
-            "bias",
-            bias.data.len(),
-            shape.q_len,
-            shape.kv_len,
-            bias.row_stride,
-        )?;
-        if shape.heads > 1 && shape.q_len > 0 && shape.kv_len > 0 {
-            let per_head = (shape.q_len - 1)
-                .checked_mul(bias.row_stride)
-                .and_then(|n| n.checked_add(shape.kv_len))
-                .ok_or(KernelError::Overflow("bias"))?;
-            let needed = (shape.heads - 1)
-                .checked_mul(bias.head_stride)
-                .and_then(|n| n.checked_add(per_head))
-                .ok_or(KernelError::Overflow("bias"))?;
-            if bias.data.len() < needed {
-                return Err(KernelError::BufferTooSmall {
-                    what: "bias",
-                    needed,
-                    got: bias.data.len(),
-                });
-            }
-        }
+        bias.check(shape.heads, shape.q_len, shape.kv_len)?;
     }
     let scale = scale.unwrap_or_else(|| default_scale(shape.d_head));
     if !scale.is_finite() {
@@ -373,10 +452,7 @@ impl<'a, E> Operands<'a, E> {
             q: self.q.slice_rows(rows.start, rows.len())?,
             k: self.k,
             v: self.v,
-            bias: self.bias.map(|b| Bias {
-                data: b.data.get(rows.start * b.row_stride..).unwrap_or(&[]),
-                ..b
-            }),
+            bias: self.bias.map(|b| b.rows(rows.clone(), self.q.rows)),
         })
     }
 
@@ -384,9 +460,8 @@ impl<'a, E> Operands<'a, E> {
     /// must be in the validated shape.
     #[inline(always)]
     pub fn bias_row(&self, h: usize, i: usize) -> Option<&[f32]> {
-        self.bias.as_ref().map(|b| {
-            let start = h * b.head_stride + i * b.row_stride;
-            &b.data[start..]
-        })
+        self.bias
+            .as_ref()
+            .map(|b| &b.data[b.row_start(h, i, self.q.rows)..])
     }
 }

@@ -527,11 +527,13 @@ fn tile_step<S: Simd, const MR: usize, const NR: usize>(
             }
         });
     }
-    if let Some(bias) = &operands.bias {
+    if operands.bias.is_some() {
         for (r, i) in queries.clone().enumerate() {
             let span = spans[r / lanes];
-            let start = head * bias.head_stride + i * bias.row_stride + j0;
-            for (jj, &b) in bias.data[start..][..keys]
+            let Some(row) = operands.bias_row(head, i) else {
+                break;
+            };
+            for (jj, &b) in row[j0..][..keys]
                 .iter()
                 .enumerate()
                 .take(span.hi)

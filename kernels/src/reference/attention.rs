@@ -3,7 +3,7 @@
 //! query takes two passes over its keys (max, then weights and weighted values) with a
 //! `d_head`-long `f64` accumulator supplied by the caller.
 
-use crate::attention::{check, AttentionShape, Mask};
+use crate::attention::{check, AttentionShape, BiasLayout, Mask};
 use crate::error::KernelError;
 use crate::view::{View, ViewMut};
 
@@ -73,7 +73,11 @@ pub fn attention(
             .map(|(&a, &b)| a as f64 * b as f64)
             .sum();
         let bias = mask.bias.as_ref().map_or(0.0, |b| {
-            b.data[h * b.head_stride + i * b.row_stride + j] as f64
+            let entry = match b.layout {
+                BiasLayout::Dense => i * b.row_stride + j,
+                BiasLayout::Toeplitz => j + shape.q_len - 1 - i,
+            };
+            b.data[h * b.head_stride + entry] as f64
         });
         scale * dot + bias
     };

@@ -55,10 +55,6 @@ impl<'a> StepBias<'a> {
             .and_then(|rest| rest.get(..len))
             .filter(|_| len <= self.stride)
             .ok_or(KernelError::InvalidArgument("step bias outside its region"))?;
-        Ok(Bias {
-            data,
-            row_stride: kv_len,
-            head_stride: kv_len,
-        })
+        Ok(Bias::dense(data, kv_len, kv_len))
     }
 }

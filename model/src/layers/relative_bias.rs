@@ -122,10 +122,6 @@ impl<'w> RelativeBias<'w> {
                 }
             }
         }
-        Ok(Bias {
-            data: out,
-            row_stride: kv_len,
-            head_stride: q_len * kv_len,
-        })
+        Ok(Bias::dense(out, kv_len, q_len * kv_len))
     }
 }

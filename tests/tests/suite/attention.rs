@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use tessel_kernels::attention::{
     attention, attention_parallel, attention_parallel_scratch, attention_parallel_scratch_kv,
     attention_scratch, attention_scratch_kv, attention_split, default_scale, AttentionShape, Bias,
-    Mask, Split, MIN_TASK_WORK,
+    BiasLayout, Mask, Split, MIN_TASK_WORK,
 };
 use tessel_kernels::gemm::Parallel;
 use tessel_kernels::math::EXP_MAX_RELATIVE_ERROR;
@@ -25,6 +25,10 @@ enum BiasKind {
     Shared,
     /// One matrix per head.
     PerHead,
+    /// One relative-position (Toeplitz) table for all heads.
+    Toeplitz,
+    /// One relative-position table per head.
+    ToeplitzPerHead,
 }
 
 /// One attention call: shape, padding of every stride, mask, scale and the data seed.
@@ -102,10 +106,17 @@ impl Case {
             s.kv_len + self.pads[4],
         ];
         let per_head = strided_len(s.q_len, s.kv_len, strides[4]);
+        let table = if s.q_len == 0 || s.kv_len == 0 {
+            0
+        } else {
+            s.q_len + s.kv_len - 1
+        };
         let (head_stride, bias_len) = match self.bias {
             None => (0, 0),
             Some(BiasKind::Shared) => (0, per_head),
             Some(BiasKind::PerHead) => (per_head + 3, (per_head + 3) * s.heads),
+            Some(BiasKind::Toeplitz) => (0, table),
+            Some(BiasKind::ToeplitzPerHead) => (table + 2, (table + 2) * s.heads),
         };
         let mut bias = values(self.seed ^ 4, bias_len, 2.0);
         if self.neg_inf_every > 0 {
@@ -135,10 +146,15 @@ impl Case {
             window: self.window,
             radius: self.radius,
             global_keys: self.global_keys,
-            bias: self.bias.map(|_| Bias {
+            bias: self.bias.map(|kind| Bias {
                 data: &inputs.bias,
+                // Not read by a Toeplitz bias.
                 row_stride: inputs.strides[4],
                 head_stride: inputs.head_stride,
+                layout: match kind {
+                    BiasKind::Shared | BiasKind::PerHead => BiasLayout::Dense,
+                    BiasKind::Toeplitz | BiasKind::ToeplitzPerHead => BiasLayout::Toeplitz,
+                },
             }),
         }
     }
@@ -224,7 +240,7 @@ fn case_strategy_with(
         (heads, proptest::sample::select(D_HEADS.to_vec())),
         (q_lens, kv_lens),
         proptest::array::uniform5(prop_oneof![3 => Just(0usize), 1 => 1usize..9]),
-        (any::<bool>(), any::<bool>(), 0usize..3, any::<u64>()),
+        (any::<bool>(), any::<bool>(), 0usize..5, any::<u64>()),
         (
             any::<bool>(),
             0usize..4,
@@ -279,7 +295,9 @@ fn case_strategy_with(
                     bias: match bias {
                         0 => None,
                         1 => Some(BiasKind::Shared),
-                        _ => Some(BiasKind::PerHead),
+                        2 => Some(BiasKind::PerHead),
+                        3 => Some(BiasKind::Toeplitz),
+                        _ => Some(BiasKind::ToeplitzPerHead),
                     },
                     neg_inf_every: [0, 0, 7, 2][neg_inf],
                     scale: custom_scale.then(|| 0.5 - (r % 100) as f32 / 50.0),
@@ -607,11 +625,7 @@ fn bad_arguments_are_typed_errors() {
         Err(KernelError::Overflow(_))
     ));
     let short_bias = Mask {
-        bias: Some(Bias {
-            data: &bias[..14],
-            row_stride: 5,
-            head_stride: 0,
-        }),
+        bias: Some(Bias::dense(&bias[..14], 5, 0)),
         ..Mask::NONE
     };
     assert!(matches!(
@@ -619,16 +633,33 @@ fn bad_arguments_are_typed_errors() {
         Err(KernelError::BufferTooSmall { what: "bias", .. })
     ));
     let per_head = Mask {
-        bias: Some(Bias {
-            data: &bias,
-            row_stride: 5,
-            head_stride: 15,
-        }),
+        bias: Some(Bias::dense(&bias, 5, 15)),
         ..Mask::NONE
     };
     assert!(matches!(
         call(8, 40, &per_head, None, full),
         Err(KernelError::BufferTooSmall { what: "bias", .. })
+    ));
+    // A relative-position table holds q_len + kv_len - 1 = 7 entries per head.
+    let toeplitz = |len: usize, head_stride| Mask {
+        bias: Some(Bias::toeplitz(&bias[..len], head_stride)),
+        ..Mask::NONE
+    };
+    assert!(matches!(call(8, 40, &toeplitz(7, 0), None, full), Ok(())));
+    assert!(matches!(call(8, 40, &toeplitz(14, 7), None, full), Ok(())));
+    for (len, head_stride) in [(6, 0), (13, 7), (14, 8)] {
+        assert!(matches!(
+            call(8, 40, &toeplitz(len, head_stride), None, full),
+            Err(KernelError::BufferTooSmall { what: "bias", .. })
+        ));
+    }
+    let huge_stride = Mask {
+        bias: Some(Bias::toeplitz(&bias, usize::MAX)),
+        ..Mask::NONE
+    };
+    assert!(matches!(
+        call(8, 40, &huge_stride, None, full),
+        Err(KernelError::Overflow(_))
     ));
     let huge = AttentionShape {
         heads: usize::MAX,
@@ -825,6 +856,68 @@ fn keys_between_the_global_keys_and_the_band_are_not_read() {
                 );
             }
         });
+    }
+}
+
+/// LongT5's local attention: a radius with a relative-position (Toeplitz) bias per head, and
+/// with global keys; the same table read as a dense matrix (entry `(i, j)` at `i * row_stride +
+/// j` with the table laid out so) gives the same bits, and a split over 3 threads too.
+#[test]
+fn toeplitz_bias_matches_the_dense_matrix_it_stands_for() {
+    for (q_len, kv_len) in [
+        (1, 1),
+        (3, 70),
+        (8, 8),
+        (47, 47),
+        (97, 130),
+        (150, 61),
+        (257, 257),
+    ] {
+        for (radius, global_keys) in [(None, 0), (Some(0), 0), (Some(12), 0), (Some(30), 5)] {
+            let mut case = plain_case(3, 24, q_len, kv_len);
+            case.radius = radius;
+            case.global_keys = global_keys.min(kv_len);
+            case.bias = Some(BiasKind::ToeplitzPerHead);
+            case.neg_inf_every = 11;
+            case.seed = (q_len * 1000 + kv_len) as u64;
+            let inputs = case.inputs();
+            // The dense matrices of the tables.
+            let (heads, table) = (3, q_len + kv_len - 1);
+            let mut dense = vec![0.0; heads * q_len * kv_len];
+            for h in 0..heads {
+                for i in 0..q_len {
+                    for j in 0..kv_len {
+                        dense[(h * q_len + i) * kv_len + j] =
+                            inputs.bias[h * (table + 2) + j + q_len - 1 - i];
+                    }
+                }
+            }
+            let mut as_dense = case.clone();
+            as_dense.bias = Some(BiasKind::PerHead);
+            let mut dense_inputs = as_dense.inputs();
+            let per_head = dense_inputs.head_stride;
+            let row_stride = dense_inputs.strides[4];
+            for h in 0..heads {
+                for i in 0..q_len {
+                    for j in 0..kv_len {
+                        dense_inputs.bias[h * per_head + i * row_stride + j] =
+                            dense[(h * q_len + i) * kv_len + j];
+                    }
+                }
+            }
+            for_each_isa(|isa| {
+                check(isa, &case);
+                let got = run(isa, &case, &inputs);
+                let want = run(isa, &as_dense, &dense_inputs);
+                assert!(
+                    got.iter()
+                        .zip(&want)
+                        .all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{isa} {case:?}: differs from the dense bias"
+                );
+                check_parallel(isa, &case, 3, 1);
+            });
+        }
     }
 }
 
