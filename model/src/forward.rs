@@ -40,6 +40,7 @@ impl State {
             rows,
             position: self.position,
             src_len,
+            global: 0,
         })
     }
 
@@ -97,13 +98,14 @@ pub(crate) enum Rows {
 /// [`Limits::encode_rows`](crate::Limits::encode_rows)), packed one after the other into one
 /// pass, and writes every decoder layer's cross-attention K/V of each one's output into its
 /// slot. Every product computes a row as it would alone and attention runs per source, so
-/// each source's memory is the one it gets encoded alone.
+/// each source's memory is the one it gets encoded alone. The first `global` positions of
+/// each source have global attention in a Longformer encoder.
 pub(crate) fn encode(
     model: &Model<'_>,
     run: Run<'_>,
     plan: &ArenaPlan,
     arena: &mut [f32],
-    sources: &[(usize, &[u32])],
+    (sources, global): (&[(usize, &[u32])], usize),
     groups: &mut [Group],
 ) -> Result<(), KernelError> {
     let Source::Tokens(embedding) = &model.source else {
@@ -111,7 +113,7 @@ pub(crate) fn encode(
             "this model reads audio frames, not tokens",
         ));
     };
-    let (groups, rows) = source_groups(sources, groups)?;
+    let (groups, rows) = source_groups(sources, global, groups)?;
     if rows > plan.limits.encode_rows() {
         return Err(KernelError::InvalidArgument(
             "the sources of an encoder pass exceed its rows",
@@ -128,9 +130,11 @@ pub(crate) fn encode(
     encoder_stack(model, run, plan, groups, carved, &mut || {})
 }
 
-/// Each source's group (its slot and its rows, at position 0) in `groups`, and their rows.
+/// Each source's group (its slot and its rows, at position 0, its first `global` positions
+/// global) in `groups`, and their rows.
 fn source_groups<'g>(
     sources: &[(usize, &[u32])],
+    global: usize,
     groups: &'g mut [Group],
 ) -> Result<(&'g [Group], usize), KernelError> {
     let groups = groups
@@ -138,7 +142,7 @@ fn source_groups<'g>(
         .ok_or(KernelError::InvalidArgument("more sources than slots"))?;
     let mut rows = 0usize;
     for (group, &(slot, src)) in groups.iter_mut().zip(sources) {
-        *group = Group::source(slot, src.len());
+        *group = Group::source(slot, src.len()).with_global(global);
         rows = rows.saturating_add(src.len());
     }
     Ok((groups, rows))

@@ -85,6 +85,17 @@ impl<'w> Stack<'w> {
         self.blocks.as_slice()
     }
 
+    /// Leading source tokens a session gives global attention unless told otherwise: the
+    /// first token when a block has Longformer's global projections (as LED's model cards
+    /// use it), none otherwise.
+    pub fn default_global_tokens(&self) -> usize {
+        let global = self.blocks().iter().any(|b| {
+            let (_, attention) = b.self_attention_layer();
+            attention.local().is_some_and(|l| l.has_global())
+        });
+        usize::from(global)
+    }
+
     /// The norm applied to the last block's output, if any.
     pub fn final_norm(&self) -> Option<&Norm<'w>> {
         self.final_norm.as_ref()

@@ -13,7 +13,7 @@ use tessel_kernels::attention::{self as flash, KvElement, Mask};
 use tessel_kernels::softmax::softmax_in_place;
 use tessel_kernels::{Isa, KernelError, ScratchSpec, View, ViewMut};
 
-use super::{linear, Linear, MemoryKv, Run};
+use super::{linear, Linear, LocalAttention, MemoryKv, Run};
 
 /// The head layout and score scale shared by both attention layers.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -178,7 +178,7 @@ impl Heads {
 }
 
 /// Checks that a projection maps `inp` to `parts · out` features.
-fn check_projection(
+pub(super) fn check_projection(
     what: &'static str,
     p: &Linear<'_>,
     (inp, out): (usize, usize),
@@ -216,13 +216,16 @@ pub struct SelfAttention<'w> {
     qkv: Linear<'w>,
     out: Linear<'w>,
     heads: Heads,
+    /// A local window (and global tokens) instead of full attention over the source.
+    local: Option<LocalAttention<'w>>,
 }
 
 impl<'w> SelfAttention<'w> {
     /// Its linear layers, in the order the forward pass reads them.
     #[cfg(feature = "std")]
-    pub(crate) fn linears_mut(&mut self) -> [&mut Linear<'w>; 2] {
-        [&mut self.qkv, &mut self.out]
+    pub(crate) fn linears_mut(&mut self) -> impl Iterator<Item = &mut Linear<'w>> {
+        let local = self.local.iter_mut().flat_map(|l| l.linears_mut());
+        [&mut self.qkv, &mut self.out].into_iter().chain(local)
     }
 
     /// From the fused `d → 3a` projection and the `a → d` output projection, where `d` is the
@@ -236,7 +239,28 @@ impl<'w> SelfAttention<'w> {
         check_heads(&heads)?;
         check_projection("self-attention qkv", &qkv, (d, a), 3)?;
         check_projection("self-attention output", &out, (a, d), 1)?;
-        Ok(SelfAttention { qkv, out, heads })
+        Ok(SelfAttention {
+            qkv,
+            out,
+            heads,
+            local: None,
+        })
+    }
+
+    /// The same layer attending within a local window ([`LocalAttention`]), as an encoder
+    /// for long sources does.
+    pub fn with_local(
+        mut self,
+        local: LocalAttention<'w>,
+    ) -> Result<SelfAttention<'w>, KernelError> {
+        local.check((self.out.out_features(), self.heads.width()))?;
+        self.local = Some(local);
+        Ok(self)
+    }
+
+    /// Its local window, when it has one.
+    pub fn local(&self) -> Option<&LocalAttention<'w>> {
+        self.local.as_ref()
     }
 
     /// The head layout.
@@ -256,11 +280,12 @@ impl<'w> SelfAttention<'w> {
 
     /// Bytes of its weights.
     pub fn bytes(&self) -> usize {
-        self.qkv.bytes() + self.out.bytes()
+        let local = self.local.as_ref().map_or(0, LocalAttention::bytes);
+        self.qkv.bytes() + self.out.bytes() + local
     }
 
     /// Scratch for `rows` query rows of width `d` over at most `kv_len` keys on `threads`
-    /// threads.
+    /// threads (with or without a local window and global projections).
     pub fn scratch(
         heads: &Heads,
         d: usize,
@@ -273,6 +298,7 @@ impl<'w> SelfAttention<'w> {
             .scratch(rows, kv_len, threads)
             .or(linear::scratch(rows, d, 3 * a, threads))
             .or(linear::scratch(rows, a, d, threads))
+            .or(LocalAttention::scratch(d, a, rows, threads))
     }
 
     /// `qkv = input·W_qkv + b` for every row of `input` (`qkv` rows are `3a` wide).

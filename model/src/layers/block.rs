@@ -12,7 +12,7 @@
 //! projected encoder memory).
 
 use tessel_kernels::activation::Activation;
-use tessel_kernels::attention::{Bias, Mask};
+use tessel_kernels::attention::{Bias, BiasLayout, Mask};
 use tessel_kernels::{KernelError, ScratchSpec};
 use tessel_kernels::{View, ViewMut};
 
@@ -124,8 +124,8 @@ pub enum SelfMode<'c> {
     Bidirectional {
         /// The sources, in row order.
         groups: &'c [Group],
-        /// Position bias over the longest group's queries and keys (`[head][query][key]`);
-        /// a group reads its top-left corner.
+        /// Position bias over the longest group's queries and keys (a relative-position
+        /// table, or a `[head][query][key]` matrix); a group reads the part of its length.
         bias: Option<Bias<'c>>,
     },
     /// Each row is the next position of one beam of its group (the groups' rows follow each
@@ -221,7 +221,6 @@ impl<'w> Block<'w> {
             .flat_map(|(_, cross)| cross.linears_mut());
         self.attention
             .linears_mut()
-            .into_iter()
             .chain(cross)
             .chain(self.feed_forward.linears_mut())
     }
@@ -431,15 +430,25 @@ impl<'w> Block<'w> {
         let mut attn = ViewMut::new(&mut *work.attn, rows, a, a)?;
         match mode {
             SelfMode::Bidirectional { groups, bias } => {
-                let mask = Mask { bias, ..Mask::NONE };
+                let local = self.attention.local();
+                let longest = groups.iter().map(|g| g.rows).max().unwrap_or(0);
                 let mut row0 = 0;
                 for group in groups {
+                    let bias = bias.map(|b| corner(b, longest, group.rows));
+                    let mask = match local {
+                        Some(local) => local.mask(group, bias),
+                        None => Mask { bias, ..Mask::NONE },
+                    };
                     let [q, k, v] = [q, k, v].map(|x| x.slice_rows(row0, group.rows));
                     let out = attn.reborrow().slice_rows(row0, group.rows)?;
                     heads.attend(run, (q?, k?, v?), &mask, out, scratch)?;
                     row0 += group.rows;
                 }
                 check_rows(row0, rows)?;
+                if let Some(local) = local {
+                    let qkv = &mut *work.qkv;
+                    local.attend_global(run, (heads, input), groups, (qkv, attn), scratch)?;
+                }
             }
             SelfMode::Step {
                 mut cache,
@@ -485,6 +494,19 @@ impl<'w> Block<'w> {
             }
         }
         self.close_attention(run, rows, work, scratch, (norm, self.attention.output()))
+    }
+}
+
+/// The bias of a source of `rows` positions from a relative-position bias written for the
+/// longest source of its pass, `longest` positions: the same distances, the table's entries
+/// `longest - rows` on (a dense bias's top-left corner).
+fn corner(bias: Bias<'_>, longest: usize, rows: usize) -> Bias<'_> {
+    match bias.layout {
+        BiasLayout::Toeplitz => Bias {
+            data: bias.data.get(longest - rows..).unwrap_or(&[]),
+            ..bias
+        },
+        BiasLayout::Dense => bias,
     }
 }
 

@@ -19,6 +19,9 @@ pub struct Group {
     pub position: usize,
     /// Its encoded source length.
     pub src_len: usize,
+    /// In an encoder pass, its leading positions with global attention (Longformer); 0
+    /// elsewhere.
+    pub global: usize,
 }
 
 impl Group {
@@ -29,6 +32,15 @@ impl Group {
             rows,
             position: 0,
             src_len: rows,
+            global: 0,
+        }
+    }
+
+    /// The same source with global attention on its first `global` positions (at most all).
+    pub fn with_global(self, global: usize) -> Group {
+        Group {
+            global: global.min(self.rows),
+            ..self
         }
     }
 }

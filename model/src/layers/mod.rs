@@ -7,6 +7,7 @@
 //! | [`Embedding`] | `embedding.rs` | a token table, positions, a scale, an optional norm |
 //! | [`ConvStem`] | `conv_stem.rs` | Whisper's two convolutions over log-mel frames, positions |
 //! | [`SelfAttention`], [`CrossAttention`] | `attention.rs` | fused projections, head layout |
+//! | [`LocalAttention`] | `sparse.rs` | a local window and Longformer's global projections |
 //! | [`FeedForward`] | `feed_forward.rs` | up (and gate) projections, activation, down projection |
 //! | [`RelativeBias`] | `relative_bias.rs` | T5's bucketed relative position bias, one per stack |
 //! | [`Block`] | `block.rs` | one layer of either stack: self-attention, optional cross-attention, feed-forward, norms in pre or post placement |
@@ -26,6 +27,7 @@ mod kv_cache;
 pub mod linear;
 mod norm;
 mod relative_bias;
+mod sparse;
 
 pub use attention::{CrossAttention, Heads, SelfAttention};
 pub use block::{Block, BlockShape, LayerMemory, SelfMode, Work, WorkBuffers, WorkSizes};
@@ -41,6 +43,7 @@ pub use linear::UnknownWeightType;
 pub use linear::{Linear, LinearError, PackedWeight, WeightType};
 pub use norm::Norm;
 pub use relative_bias::RelativeBias;
+pub use sparse::{GlobalProjections, LocalAttention};
 
 use tessel_kernels::gemm::Parallel;
 use tessel_kernels::Isa;

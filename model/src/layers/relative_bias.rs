@@ -8,6 +8,10 @@
 //! below `n/4` (bidirectional; `n/2` causal) have a bucket each; larger ones share
 //! logarithmically wider buckets up to `max_distance`, beyond which all fall in the last one.
 //! The logarithm is taken in `f32`, as PyTorch does, so bucket edges agree.
+//!
+//! The bias of a call depends only on key minus query, so it is written as a relative-position
+//! (Toeplitz) table, one entry per head and distance: `heads × (q_len + kv_len - 1)` values,
+//! linear in the lengths, where a `[head][query][key]` matrix would be quadratic.
 
 use tessel_kernels::attention::Bias;
 use tessel_kernels::KernelError;
@@ -92,13 +96,19 @@ impl<'w> RelativeBias<'w> {
         (bucket + large.min(buckets - 1)) as usize
     }
 
-    /// Elements [`RelativeBias::fill`] writes for `q_len` queries over `kv_len` keys.
+    /// Elements [`RelativeBias::fill`] writes for `q_len` queries over `kv_len` keys: one per
+    /// head and key-minus-query distance.
     pub fn elements(heads: usize, q_len: usize, kv_len: usize) -> usize {
-        heads * q_len * kv_len
+        match (q_len, kv_len) {
+            (0, _) | (_, 0) => 0,
+            _ => heads * (q_len + kv_len - 1),
+        }
     }
 
     /// Writes the bias of queries at positions `first..first + q_len` over keys `0..kv_len`
-    /// into `out`, `[head][query][key]`, and returns the kernel's view of it.
+    /// into `out` as the kernel's relative-position table (`[head][key - query + q_len - 1]`),
+    /// and returns the kernel's view of it. With one query it is also the `[head][key]`
+    /// matrix.
     pub fn fill<'o>(
         &self,
         first: usize,
@@ -107,21 +117,23 @@ impl<'w> RelativeBias<'w> {
         out: &'o mut [f32],
     ) -> Result<Bias<'o>, KernelError> {
         let need = Self::elements(self.heads, q_len, kv_len);
+        let got = out.len();
         let out = out.get_mut(..need).ok_or(KernelError::BufferTooSmall {
             what: "relative bias",
             needed: need,
-            got: 0,
+            got,
         })?;
+        let per_head = need / self.heads;
         let table = self.table.as_slice();
-        for i in 0..q_len {
-            let query = (first + i) as i64;
-            for j in 0..kv_len {
-                let row = self.bucket(j as i64 - query) * self.heads;
-                for h in 0..self.heads {
-                    out[(h * q_len + i) * kv_len + j] = table[row + h];
-                }
+        // Entry `e` is key `j` of query `i` where `e = j - i + q_len - 1`: the key sits
+        // `e - (q_len - 1) - first` positions from the query's position `first + i`.
+        let nearest = q_len as i64 - 1 + first as i64;
+        for e in 0..per_head {
+            let row = self.bucket(e as i64 - nearest) * self.heads;
+            for h in 0..self.heads {
+                out[h * per_head + e] = table[row + h];
             }
         }
-        Ok(Bias::dense(out, kv_len, q_len * kv_len))
+        Ok(Bias::toeplitz(out, per_head))
     }
 }

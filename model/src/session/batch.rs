@@ -61,6 +61,12 @@ impl<M: ModelRef> Batch<M> {
         self.session.limits()
     }
 
+    /// Global attention on the first `tokens` positions of every source encoded from now on
+    /// ([`Session::set_global_tokens`]).
+    pub fn set_global_tokens(&mut self, tokens: usize) {
+        self.session.set_global_tokens(tokens);
+    }
+
     /// Its memory plan.
     pub fn plan(&self) -> &ArenaPlan {
         self.session.plan()
@@ -135,8 +141,10 @@ impl<M: ModelRef> Batch<M> {
         }
         self.groups.clear();
         self.groups.resize(sources.len(), Group::default());
+        let global = self.session.global_tokens();
         let (model, run, plan, arena, _) = self.session.pass();
-        crate::forward::encode(model, run, plan, arena, sources, &mut self.groups)?;
+        let pass = (sources, global);
+        crate::forward::encode(model, run, plan, arena, pass, &mut self.groups)?;
         for &(slot, src) in sources {
             self.slots[slot].state.src_len = Some(src.len());
         }

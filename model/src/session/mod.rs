@@ -44,6 +44,8 @@ pub struct Session<M: ModelRef, A: Arena = OwnArena> {
     arena: A,
     runner: Runner,
     state: forward::State,
+    /// Leading source tokens with global attention (Longformer encoders).
+    global_tokens: usize,
 }
 
 #[cfg(feature = "std")]
@@ -77,11 +79,13 @@ impl<M: ModelRef> Session<M> {
             .map_err(|e| SessionError::OutOfMemory { bytes: e.bytes })?;
         // Backed now: no call after this one takes a page fault in the arena.
         arena.make_resident();
+        let global_tokens = model.model().encoder().default_global_tokens();
         Ok(Session {
             model,
             isa,
             plan,
             arena,
+            global_tokens,
             runner: Runner::Pool(Arc::new(pool)),
             state: forward::State::default(),
         })
@@ -121,11 +125,13 @@ impl<'b, M: ModelRef> Session<M, &'b mut [f32]> {
             .ok_or(too_small)?;
         bytes.fill(0);
         let arena: &'b mut [f32] = bytemuck::cast_slice_mut(bytes);
+        let global_tokens = model.model().encoder().default_global_tokens();
         Ok(Session {
             model,
             isa,
             plan,
             arena,
+            global_tokens,
             runner: Runner::Serial,
             state: forward::State::default(),
         })
@@ -163,6 +169,19 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         (self.model.model(), run, &self.plan, arena, &self.state)
     }
 
+    /// Gives the first `tokens` positions of every source encoded from now on global
+    /// attention, in a Longformer encoder (LED): they attend to, and are attended by, every
+    /// position. The default is the first token, as LED's model cards use it for
+    /// summarisation; 0 leaves every token local. Models without global attention ignore it.
+    pub fn set_global_tokens(&mut self, tokens: usize) {
+        self.global_tokens = tokens;
+    }
+
+    /// Leading source positions given global attention ([`Session::set_global_tokens`]).
+    pub fn global_tokens(&self) -> usize {
+        self.global_tokens
+    }
+
     /// Length of the encoded source, if any.
     pub fn source_len(&self) -> Option<usize> {
         self.state.src_len
@@ -188,9 +207,10 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     pub fn encode(&mut self, src: &[u32]) -> Result<(), RunError> {
         self.check_source(src)?;
         self.state = forward::State::default();
+        let global = self.global_tokens;
         let (model, run, plan, arena, _) = self.pass();
         let mut group = [crate::layers::Group::default()];
-        forward::encode(model, run, plan, arena, &[(0, src)], &mut group)?;
+        forward::encode(model, run, plan, arena, (&[(0, src)], global), &mut group)?;
         self.state.src_len = Some(src.len());
         Ok(())
     }

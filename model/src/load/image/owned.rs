@@ -9,8 +9,8 @@ use tessel_kernels::gemm::PackedB;
 use crate::aligned::AlignedBuf;
 use crate::layers::linear::PackedWeight;
 use crate::layers::{
-    Block, ConvStem, CrossAttention, Embedding, FeedForward, Linear, LinearError, Norm,
-    RelativeBias, SelfAttention,
+    Block, ConvStem, CrossAttention, Embedding, FeedForward, GlobalProjections, Linear,
+    LinearError, LocalAttention, Norm, RelativeBias, SelfAttention,
 };
 use crate::model::{Model, Source, Stack};
 use crate::storage::Weights;
@@ -62,11 +62,19 @@ fn embedding(
 
 fn block(layer: &Block<'_>) -> Result<Block<'static>, LinearError> {
     let (attention_norm, attention) = layer.self_attention_layer();
-    let attention = SelfAttention::new(
+    let mut copy = SelfAttention::new(
         linear(attention.qkv())?,
         linear(attention.output())?,
         *attention.heads(),
     )?;
+    if let Some(local) = attention.local() {
+        let global = match local.global() {
+            Some((query, kv)) => Some(GlobalProjections::new(linear(query)?, linear(kv)?)),
+            None => None,
+        };
+        copy = copy.with_local(LocalAttention::new(local.radius(), global))?;
+    }
+    let attention = copy;
     let cross = match layer.cross_attention_layer() {
         Some((n, c)) => Some((
             norm(n)?,

@@ -22,6 +22,9 @@ pub enum PackError {
     /// A size does not fit the format's 32-bit fields.
     #[error("{0} does not fit the image format")]
     TooLarge(&'static str),
+    /// The model has a layer the format does not describe.
+    #[error("the image format has no {0}")]
+    Unsupported(&'static str),
     /// The image file could not be read.
     #[error("{path}: {source}")]
     Io {
@@ -234,6 +237,9 @@ impl Writer {
         let (norm, attention) = block.self_attention_layer();
         if block.placement() != config.norm || *attention.heads() != Heads::of(config) {
             return Err(PackError::Mismatch("norm placement or heads"));
+        }
+        if attention.local().is_some() {
+            return Err(PackError::Unsupported("local (Longformer) self-attention"));
         }
         self.norm(Some(norm))?;
         self.linear(Some(attention.qkv()))?;
