@@ -186,3 +186,27 @@ fn nothing_allocates_after_batch_creation() {
         });
     }
 }
+
+/// A Longformer encoder (the LED fixture of `tests/translation/led`): its windows, global
+/// tokens and global projections run in the arena too.
+#[test]
+fn nothing_allocates_in_a_longformer_encoder() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("translation/led/hf");
+    let model = tessel_model::load::hf::led::load_hf_dir(&dir, 4, &LoadOptions::default())
+        .expect("LED fixture");
+    for_each_isa(|isa| {
+        let mut session = Session::new(&model, isa).expect("session");
+        let src: Vec<u32> = (0..40).map(|i| 4 + (i * 37) % 250).collect();
+        let count = allocations(|| {
+            for global in [1, 0, 3, 100] {
+                session.set_global_tokens(global);
+                session.encode(&src).expect("encode");
+                let hyps = session
+                    .generate(Request::new(SearchOptions::beam(4, 8)).prefix(&[2, 0]))
+                    .expect("beam");
+                assert!(!hyps.is_empty());
+            }
+        });
+        assert_eq!(count, 0, "{isa}: heap allocations in an LED session");
+    });
+}

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use safetensors::SafeTensors;
 use tessel_kernels::Isa;
 use tessel_model::load::hf::bart::{self, Family};
-use tessel_model::load::hf::t5;
+use tessel_model::load::hf::{led, longt5, t5};
 use tessel_model::{
     Batch, Limits, LoadOptions, MemoryType, Model, Request, SearchOptions, Session,
 };
@@ -198,6 +198,49 @@ fn hugging_face_t5_matches_transformers_and_ctranslate2() {
         );
         check(name, &model);
     }
+}
+
+/// LED (`tests/translation/led`, `tools/make_led_golden.py`): Longformer's encoder with windows
+/// of 2 and 3 positions on each side over a 23-token source, with global attention on the
+/// first token (a session's default, as LED's model cards use it), on none, and on the first 3.
+#[test]
+fn hugging_face_led_matches_transformers() {
+    let dir = fixture("led").join("hf");
+    let model = led::load_hf_dir(&dir, 4, &LoadOptions::default()).unwrap();
+    check("led", &model);
+    let bytes = std::fs::read(fixture("led").join("expected.safetensors")).unwrap();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let (src, forced) = (ids(&file, "src_ids"), ids(&file, "decoder_input_ids"));
+    for global in [0, 3] {
+        let logits = values(&file, &format!("logits_global{global}"));
+        for_each_isa(|isa| {
+            let mut session = Session::new(&model, isa).unwrap();
+            assert_eq!(session.global_tokens(), 1, "LED's default");
+            session.set_global_tokens(global);
+            session.encode(&src).unwrap();
+            let what = format!("led, {global} global tokens, at {isa}");
+            assert_teacher_forced_logits(&mut session, &forced, &logits, &what);
+        });
+    }
+}
+
+/// LongT5 with local attention (`tests/translation/longt5_local`,
+/// `tools/make_longt5_golden.py`): a radius of 3 over a 23-token source, T5's relative bias
+/// inside the band, the published checkpoints' untied-but-unscaled output.
+#[test]
+fn hugging_face_longt5_local_matches_transformers() {
+    let dir = fixture("longt5_local").join("hf");
+    let model = longt5::load_hf_dir(&dir, 32, 4, &LoadOptions::default()).unwrap();
+    check("longt5_local", &model);
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    config["encoder_attention_type"] = "transient-global".into();
+    let scratch = std::env::temp_dir().join(format!("tessel-longt5-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(scratch.join("config.json"), config.to_string()).unwrap();
+    let err = longt5::load_hf_dir(&scratch, 32, 4, &LoadOptions::default()).unwrap_err();
+    std::fs::remove_dir_all(&scratch).unwrap();
+    assert!(err.to_string().contains("transient-global"), "{err}");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::load::hf::{bart, t5, whisper};
+use crate::load::hf::{bart, led, longt5, t5, whisper};
 use crate::load::LoadError;
 use crate::model::Model;
 
@@ -64,6 +64,19 @@ fn bart_family(dir: &Path, settings: &LoadSettings) -> Result<Model<'static>, Lo
     Ok(bart::load_hf_dir(dir, settings.max_beam, &settings.options())?.1)
 }
 
+fn led_family(dir: &Path, settings: &LoadSettings) -> Result<Model<'static>, LoadError> {
+    led::load_hf_dir(dir, settings.max_beam, &settings.options())
+}
+
+fn longt5_family(dir: &Path, settings: &LoadSettings) -> Result<Model<'static>, LoadError> {
+    longt5::load_hf_dir(
+        dir,
+        settings.max_len,
+        settings.max_beam,
+        &settings.options(),
+    )
+}
+
 fn t5_family(dir: &Path, settings: &LoadSettings) -> Result<Model<'static>, LoadError> {
     t5::load_hf_dir(
         dir,
@@ -104,10 +117,22 @@ pub static FAMILIES: &[FamilyRow] = &[
         load: bart_family,
     },
     FamilyRow {
+        name: "LED",
+        model_types: &["led"],
+        modality: Modality::Text,
+        load: led_family,
+    },
+    FamilyRow {
         name: "T5",
         model_types: &["t5", "mt5"],
         modality: Modality::Text,
         load: t5_family,
+    },
+    FamilyRow {
+        name: "LongT5",
+        model_types: &["longt5"],
+        modality: Modality::Text,
+        load: longt5_family,
     },
     FamilyRow {
         name: "Whisper",

@@ -230,11 +230,14 @@ fn positions(l: &mut Loader<'_>, family: Family, stack: &str) -> Result<AlignedB
     AlignedBuf::from_slice(&values).map_err(out_of_memory(stack))
 }
 
-fn embedding(
+/// The embedding of `stack`: the token `table` (scaled by `√d_model` when the config says so),
+/// the `positions` table (from the config's offset on) and `{stack}.layernorm_embedding` where
+/// the config has one.
+pub(super) fn embedding(
     l: &mut Loader<'_>,
-    family: Family,
     stack: &str,
     table: &Arc<AlignedBuf>,
+    positions: AlignedBuf,
 ) -> Result<Embedding<'static>, LoadError> {
     let c = l.config;
     let scale = if c.scale_embeddings {
@@ -243,8 +246,8 @@ fn embedding(
         1.0
     };
     let offset = c.position_offset;
-    let mut embedding = Embedding::new(Arc::clone(table), c.d_model, scale)
-        .with_positions(positions(l, family, stack)?, offset);
+    let mut embedding =
+        Embedding::new(Arc::clone(table), c.d_model, scale).with_positions(positions, offset);
     if c.embedding_norm {
         embedding = embedding.with_norm(l.norm(&format!("{stack}.layernorm_embedding"))?);
     }
@@ -264,9 +267,11 @@ fn build(
         options,
     };
     let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
-    let source_embedding = embedding(&mut l, family, "model.encoder", &token_tables.source)?;
+    let table = positions(&mut l, family, "model.encoder")?;
+    let source_embedding = embedding(&mut l, "model.encoder", &token_tables.source, table)?;
     let encoder = blocks::blocks(&mut l, "model.encoder", true, false)?;
-    let target = embedding(&mut l, family, "model.decoder", &token_tables.target)?;
+    let table = positions(&mut l, family, "model.decoder")?;
+    let target = embedding(&mut l, "model.decoder", &token_tables.target, table)?;
     let decoder = blocks::blocks(&mut l, "model.decoder", true, true)?;
     let (encoder_norm, decoder_norm) =
         l.final_norms("model.encoder.layer_norm", "model.decoder.layer_norm")?;
@@ -285,7 +290,7 @@ fn build(
 
 /// The output projection: the target table (tied) or `lm_head`, with `final_logits_bias`
 /// where the family has one.
-fn generator(
+pub(super) fn generator(
     l: &mut Loader<'_>,
     tables: &Tables,
     token_tables: &TokenTables,

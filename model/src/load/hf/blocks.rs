@@ -116,6 +116,18 @@ fn layer(
     cross: bool,
 ) -> Result<Block<'static>, LoadError> {
     let attention = self_attention(l, &format!("{p}.self_attn"), key_bias)?;
+    layer_with(l, p, attention, (cross, key_bias))
+}
+
+/// The block `p` around its loaded self-attention `attention`: its norm, cross-attention when
+/// `cross` (`key_bias` saying whether its key projection has a bias), feed-forward and its
+/// norm.
+pub(super) fn layer_with(
+    l: &mut Loader<'_>,
+    p: &str,
+    attention: SelfAttention<'static>,
+    (cross, key_bias): (bool, bool),
+) -> Result<Block<'static>, LoadError> {
     let norm1 = l.norm(&format!("{p}.self_attn_layer_norm"))?;
     let cross = if cross {
         let layer = cross_attention(l, &format!("{p}.encoder_attn"), key_bias)?;

@@ -3,7 +3,9 @@
 //! [`crate::layers`], never a copy of the encoder/decoder passes.
 //!
 //! - `bart`: Marian (OPUS-MT), BART, mBART and M2M100/NLLB;
+//! - `led`: LED (BART with Longformer's encoder self-attention);
 //! - `t5`: T5, mT5 and Flan-T5;
+//! - `longt5`: LongT5 with local encoder attention (T5's layers, named apart);
 //! - `whisper`: Whisper;
 //! - `blocks`: the block layout the BART-derived families and Whisper share;
 //! - `tables`: which tensors hold the token tables and the output projection, as
@@ -13,6 +15,8 @@
 
 pub mod bart;
 mod blocks;
+pub mod led;
+pub mod longt5;
 pub mod t5;
 mod tables;
 pub mod whisper;

@@ -28,7 +28,8 @@ use crate::config::{
     SpecialIds,
 };
 use crate::layers::{
-    Block, CrossAttention, Embedding, FeedForward, Linear, RelativeBias, SelfAttention,
+    Block, CrossAttention, Embedding, FeedForward, Linear, LocalAttention, RelativeBias,
+    SelfAttention,
 };
 use crate::load::source::{SafetensorsSource, TensorSource};
 use crate::load::{block, linear_error, malformed, LoadError, LoadOptions, Loader};
@@ -199,7 +200,23 @@ pub fn config_from_hf(
     Ok((config, scale_outputs))
 }
 
-/// Whether a `feed_forward_proj` is gated, and its activation.
+/// How a T5-family encoder's self-attention is stored and runs: the module name of its
+/// layers (`SelfAttention`, LongT5's `LocalSelfAttention`) and, for local attention, the
+/// radius each query sees.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct EncoderAttention {
+    pub module: &'static str,
+    pub radius: Option<usize>,
+}
+
+impl EncoderAttention {
+    /// T5's full self-attention.
+    const FULL: EncoderAttention = EncoderAttention {
+        module: "SelfAttention",
+        radius: None,
+    };
+}
+
 /// Loads a Hugging Face T5 / mT5 / Flan-T5 directory.
 pub fn load_hf_dir(
     dir: &Path,
@@ -207,7 +224,19 @@ pub fn load_hf_dir(
     max_beam: usize,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
-    let (mut config, scale_outputs) = config_from_hf(&read_config(dir)?, max_len, max_beam)?;
+    let (config, scale_outputs) = config_from_hf(&read_config(dir)?, max_len, max_beam)?;
+    load_with(dir, config, scale_outputs, EncoderAttention::FULL, options)
+}
+
+/// Loads the weights of a T5-family directory whose config is `config` (its decoder output
+/// scaled by `d_model^-0.5` when `scale_outputs`), its encoder attending as `encoder` says.
+pub(super) fn load_with(
+    dir: &Path,
+    mut config: Config,
+    scale_outputs: bool,
+    encoder: EncoderAttention,
+    options: &LoadOptions,
+) -> Result<Model<'static>, LoadError> {
     let bytes = read(dir, "model.safetensors")?;
     let mut source = SafetensorsSource::parse(&bytes)?;
     let names = TableNames {
@@ -221,7 +250,13 @@ pub fn load_hf_dir(
     let tables = tables::resolve(&source.file, names, true)?;
     config.share_embeddings = tables.shared;
     config.tie_output = tables.tied;
-    let model = build(&config, &tables, scale_outputs, &mut source, options)?;
+    let model = build(
+        &config,
+        &tables,
+        (scale_outputs, encoder),
+        &mut source,
+        options,
+    )?;
     tables.accept_unread(&mut source, names);
     // Checkpoints saved by early versions hold a relative bias for the first cross-attention,
     // which T5 never uses (`transformers` ignores it on load).
@@ -233,12 +268,21 @@ pub fn load_hf_dir(
     Ok(model)
 }
 
-fn self_attention(l: &mut Loader<'_>, p: &str) -> Result<SelfAttention<'static>, LoadError> {
+fn self_attention(
+    l: &mut Loader<'_>,
+    p: &str,
+    radius: Option<usize>,
+) -> Result<SelfAttention<'static>, LoadError> {
     let (d, a) = (l.config.d_model, l.config.attention_width());
     let (q, k, v) = (format!("{p}.q"), format!("{p}.k"), format!("{p}.v"));
     let qkv = l.fused(&[&q, &k, &v], &[false; 3], a, d)?;
     let out = l.linear(&format!("{p}.o"), d, a, false)?;
-    SelfAttention::new(qkv, out, l.heads()).map_err(malformed(p))
+    let attention = SelfAttention::new(qkv, out, l.heads());
+    match radius {
+        Some(r) => attention.and_then(|a| a.with_local(LocalAttention::new(r, None))),
+        None => attention,
+    }
+    .map_err(malformed(p))
 }
 
 fn cross_attention(l: &mut Loader<'_>, p: &str) -> Result<CrossAttention<'static>, LoadError> {
@@ -265,16 +309,19 @@ fn feed_forward(l: &mut Loader<'_>, p: &str) -> Result<FeedForward<'static>, Loa
     layer.map_err(malformed(p))
 }
 
+/// The stack `side` of `layers` blocks (a decoder's with cross-attention), its self-attention
+/// as `attention` says.
 fn stack(
     l: &mut Loader<'_>,
     side: &str,
     layers: usize,
-    decoder: bool,
+    (decoder, attention): (bool, EncoderAttention),
 ) -> Result<Stack<'static>, LoadError> {
+    let module = attention.module;
     let mut blocks: Vec<Block<'static>> = Vec::with_capacity(layers);
     for i in 0..layers {
         let p = format!("{side}.block.{i}.layer");
-        let attention = self_attention(l, &format!("{p}.0.SelfAttention"))?;
+        let attention = self_attention(l, &format!("{p}.0.{module}"), attention.radius)?;
         let norm1 = l.norm(&format!("{p}.0.layer_norm"))?;
         let (cross, ffn_index) = if decoder {
             let cross = cross_attention(l, &format!("{p}.1.EncDecAttention"))?;
@@ -297,7 +344,7 @@ fn stack(
         buckets: 32,
         max_distance: 128,
     });
-    let name = format!("{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight");
+    let name = format!("{side}.block.0.layer.0.{module}.relative_attention_bias.weight");
     let heads = l.config.heads;
     let table = l
         .stored(&name, &[relative.buckets, heads])?
@@ -319,7 +366,7 @@ fn stack(
 fn build(
     config: &Config,
     tables: &Tables,
-    scale_outputs: bool,
+    (scale_outputs, attention): (bool, EncoderAttention),
     source: &mut dyn TensorSource,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
@@ -330,8 +377,9 @@ fn build(
         options,
     };
     let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
-    let encoder = stack(&mut l, "encoder", config.encoder_layers, false)?;
-    let decoder = stack(&mut l, "decoder", config.decoder_layers, true)?;
+    let encoder = stack(&mut l, "encoder", config.encoder_layers, (false, attention))?;
+    let full = EncoderAttention::FULL;
+    let decoder = stack(&mut l, "decoder", config.decoder_layers, (true, full))?;
     // `transformers` scales the decoder output by d^-0.5 before the projection; folded into
     // its weights here.
     let scale = if scale_outputs {
