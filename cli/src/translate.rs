@@ -85,6 +85,15 @@ pub struct TranslateArgs {
     /// Cut texts longer than the model reads instead of refusing them.
     #[arg(long)]
     pub truncate: bool,
+    /// Longest source to plan sessions for, in tokens (default: the model's, 16384 for LED);
+    /// a smaller arena when the texts are known to be shorter.
+    #[arg(long, value_name = "N", value_parser = positive)]
+    pub max_source_len: Option<usize>,
+    /// Source tokens given global attention, from the first, in a Longformer encoder (LED):
+    /// they attend to and are attended by every position (default: 1, the first token, as
+    /// LED's model cards use it; 0 for none). Other models ignore it.
+    #[arg(long, value_name = "N")]
+    pub global_tokens: Option<usize>,
     /// How the linear layers' weights are stored in memory (default: as the file stores them).
     #[arg(long, value_name = "TYPE", value_parser = weight_type_parser())]
     pub weights: Option<WeightType>,
@@ -281,11 +290,17 @@ pub fn load(
         weights: args.weights,
         ..LoadSettings::default()
     };
-    let translator = Translator::new(
+    let mut translator = Translator::new(
         ModelDir::from_directory(directory, settings)?,
         args.src_lang.as_deref(),
         args.tgt_lang.as_deref(),
     )?;
+    if let Some(n) = args.max_source_len {
+        translator = translator.with_max_source_len(n);
+    }
+    if let Some(n) = args.global_tokens {
+        translator = translator.with_global_tokens(n);
+    }
     let options = options(args, &translator)?;
     Ok((translator, options))
 }

@@ -786,3 +786,80 @@ fn summarize_reads_a_whole_document_as_one_text() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a translation model"));
 }
+
+/// `tessel summarize` on an LED directory: `--global-tokens` and `--max-source-len` reach the
+/// session (the output is the library's with the same settings; a smaller plan reports a
+/// smaller arena), and a source longer than `--max-source-len` is refused.
+#[test]
+fn summarize_sets_global_tokens_and_the_planned_source_length() {
+    let dir = root().join("tests/translation/led/hf");
+    let document = "w2 w4 w6 w8 w10 w12 w14 w16 w18 w20 w22 w24 w26 w28 w30 w32 w34";
+    let translator = Translator::load(&dir, LoadSettings::default(), None, None).unwrap();
+    let options = translator.defaults();
+    let library = |translator: &Translator| {
+        let mut session = translator.session(isa_from_env().unwrap(), 1).unwrap();
+        session.translate_with(document, options).unwrap()[0]
+            .text
+            .clone()
+    };
+    let summarize = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tessel"))
+            .arg("summarize")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("the tessel binary runs")
+    };
+    let arena = |stderr: &str| -> usize {
+        let tail = stderr.split("arena ").nth(1).expect("an arena figure");
+        tail.split(' ').next().unwrap().parse().unwrap()
+    };
+    let first = summarize(&["--model", dir.to_str().unwrap(), document]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&first.stdout),
+        format!("{}\n", library(&translator))
+    );
+    let none = summarize(&[
+        "--model",
+        dir.to_str().unwrap(),
+        "--global-tokens",
+        "0",
+        "--max-source-len",
+        "20",
+        document,
+    ]);
+    assert!(
+        none.status.success(),
+        "{}",
+        String::from_utf8_lossy(&none.stderr)
+    );
+    let planned = translator.with_global_tokens(0).with_max_source_len(20);
+    assert_eq!(
+        String::from_utf8_lossy(&none.stdout),
+        format!("{}\n", library(&planned))
+    );
+    assert_ne!(
+        first.stdout, none.stdout,
+        "global attention changes the summary"
+    );
+    let (full, small) = (
+        arena(&String::from_utf8_lossy(&first.stderr)),
+        arena(&String::from_utf8_lossy(&none.stderr)),
+    );
+    assert!(small < full, "{small} < {full}");
+    let long = summarize(&[
+        "--model",
+        dir.to_str().unwrap(),
+        "--max-source-len",
+        "8",
+        document,
+    ]);
+    assert!(!long.status.success());
+    let stderr = String::from_utf8_lossy(&long.stderr);
+    assert!(stderr.contains("8"), "{stderr}");
+}

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use tessel_kernels::Isa;
-use tessel_model::{Batch, DecodeOptions, Model};
+use tessel_model::{Batch, Config, DecodeOptions, Model};
 
 use super::ids::{BatchShape, IdsBatch, IdsResult};
 use super::{TranslateError, TranslateOptions, Translation, Translator};
@@ -44,7 +44,11 @@ impl Translator {
         max_batch: usize,
     ) -> Result<Batch<Arc<Model<'static>>>, TranslateError> {
         let limits = self.shape(threads, max_batch).limits(self.model.config());
-        Ok(Batch::new(Arc::clone(&self.model), isa, limits)?)
+        let mut batch = Batch::new(Arc::clone(&self.model), isa, limits)?;
+        if let Some(tokens) = self.global_tokens() {
+            batch.set_global_tokens(tokens);
+        }
+        Ok(batch)
     }
 
     /// Bytes of the arena of [`Translator::batch`]'s session, planned without allocating it.
@@ -56,7 +60,11 @@ impl Translator {
     /// ([`BatchShape::default_batch`]).
     pub fn default_batch(&self, threads: usize, texts: usize) -> Result<usize, TranslateError> {
         let max_beam = self.limits(threads).max_beam;
-        BatchShape::default_batch(self.model.config(), threads, max_beam, texts)
+        let config = Config {
+            max_src_len: self.max_src_len(),
+            ..self.model.config().clone()
+        };
+        BatchShape::default_batch(&config, threads, max_beam, texts)
     }
 
     fn shape(&self, threads: usize, max_batch: usize) -> BatchShape {
@@ -64,6 +72,8 @@ impl Translator {
             threads,
             max_batch,
             max_beam: self.limits(threads).max_beam,
+            max_src_len: Some(self.max_src_len()),
+            global_tokens: self.global_tokens(),
         }
     }
 }

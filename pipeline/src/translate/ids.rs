@@ -45,6 +45,10 @@ pub struct BatchShape {
     pub max_batch: usize,
     /// Widest beam of each (at most the model's).
     pub max_beam: usize,
+    /// Longest source (`None`: the model's).
+    pub max_src_len: Option<usize>,
+    /// Leading source tokens with global attention (`None`: the model's default).
+    pub global_tokens: Option<usize>,
 }
 
 impl BatchShape {
@@ -56,6 +60,9 @@ impl BatchShape {
             .with_encode_rows(ENCODE_ROWS);
         Limits {
             max_beam: self.max_beam,
+            max_src_len: self
+                .max_src_len
+                .map_or(limits.max_src_len, |n| n.min(limits.max_src_len)),
             ..limits
         }
     }
@@ -85,6 +92,8 @@ impl BatchShape {
                 threads,
                 max_batch,
                 max_beam,
+                max_src_len: None,
+                global_tokens: None,
             }
             .bytes(config)
         };
@@ -117,9 +126,11 @@ impl IdsBatch {
         shape: BatchShape,
     ) -> Result<IdsBatch, TranslateError> {
         let limits = shape.limits(model.config());
-        Ok(IdsBatch {
-            batch: Batch::new(model, isa, limits)?,
-        })
+        let mut batch = Batch::new(model, isa, limits)?;
+        if let Some(tokens) = shape.global_tokens {
+            batch.set_global_tokens(tokens);
+        }
+        Ok(IdsBatch { batch })
     }
 
     /// Decodes each `(source ids, options)` job: in input order, each job's hypotheses (at

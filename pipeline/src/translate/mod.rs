@@ -101,6 +101,11 @@ pub struct Translator {
     sampling: SamplingDefaults,
     /// Widest beam of the sessions, where it differs from the model's.
     max_beam: Option<usize>,
+    /// Longest source of the sessions, where it is shorter than the model's.
+    max_src_len: Option<usize>,
+    /// Leading source tokens with global attention (Longformer encoders), where it differs
+    /// from the model's default.
+    global_tokens: Option<usize>,
 }
 
 /// `transformers`' `top_k` when sampling and the generation config does not set it.
@@ -158,6 +163,8 @@ impl Translator {
         )?;
         Ok(Translator {
             max_beam: self.max_beam,
+            max_src_len: self.max_src_len,
+            global_tokens: self.global_tokens,
             ..translator
         })
     }
@@ -186,6 +193,8 @@ impl Translator {
             search,
             sampling,
             max_beam: None,
+            max_src_len: None,
+            global_tokens: None,
         })
     }
 
@@ -252,8 +261,40 @@ impl Translator {
         let limits = Limits::of(self.model.config()).with_threads(threads);
         Limits {
             max_beam: self.max_beam.unwrap_or(limits.max_beam),
+            max_src_len: self.max_src_len(),
             ..limits
         }
+    }
+
+    /// The longest source its sessions read: the model's, or less where
+    /// [`Translator::with_max_source_len`] set it.
+    pub fn max_src_len(&self) -> usize {
+        let model = self.model.config().max_src_len;
+        self.max_src_len.map_or(model, |n| n.min(model))
+    }
+
+    /// The same translator, its sessions planned for sources of at most `max_src_len` tokens
+    /// (at most the model's): a smaller arena for a model with a long position table (LED
+    /// reads 16,384 tokens).
+    pub fn with_max_source_len(&self, max_src_len: usize) -> Translator {
+        Translator {
+            max_src_len: Some(max_src_len.max(1)),
+            ..self.clone()
+        }
+    }
+
+    /// The same translator, its sessions giving the first `tokens` source tokens global
+    /// attention in a Longformer encoder (LED; [`Session::set_global_tokens`]).
+    pub fn with_global_tokens(&self, tokens: usize) -> Translator {
+        Translator {
+            global_tokens: Some(tokens),
+            ..self.clone()
+        }
+    }
+
+    /// The global tokens its sessions are given, where set.
+    pub fn global_tokens(&self) -> Option<usize> {
+        self.global_tokens
     }
 
     /// The same translator, its sessions planned for beams up to `max_beam` instead of the
@@ -276,7 +317,10 @@ impl Translator {
     /// A session planned for the model's limits with `threads` GEMM threads, at `isa`.
     pub fn session(&self, isa: Isa, threads: usize) -> Result<Translating, TranslateError> {
         let limits = self.limits(threads);
-        let session = Session::with_limits(Arc::clone(&self.model), isa, limits)?;
+        let mut session = Session::with_limits(Arc::clone(&self.model), isa, limits)?;
+        if let Some(tokens) = self.global_tokens {
+            session.set_global_tokens(tokens);
+        }
         Ok(Translating {
             translator: self.clone(),
             session,

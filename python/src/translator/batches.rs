@@ -78,6 +78,8 @@ impl Batches {
             threads: self.threads,
             max_batch: batches.iter().map(|b| b.len()).max().unwrap_or(1),
             max_beam: beam,
+            max_src_len: None,
+            global_tokens: None,
         };
         let groups = deal(&batches, self.pool.capacity());
         let outcomes = std::thread::scope(|scope| {
