@@ -217,8 +217,8 @@ impl<'a> Bias<'a> {
 /// - with `radius = Some(r)`: `i - r <= j <= i + r`, the keys within `r` of the query's own
 ///   position, on both sides (the query at row `i` is at position `i`): Longformer's local
 ///   attention (`r = attention_window / 2`) and LongT5's (`r = local_radius`). `r = 0` sees the
-///   query's own key only; `r >= kv_len` every key. It excludes `causal_offset` (and so
-///   `window`): a one-sided window is `window` with `causal_offset`.
+///   query's own key only; `r >= max(q_len, kv_len)` every key. It excludes `causal_offset`
+///   (and so `window`): a one-sided window is `window` with `causal_offset`.
 ///
 /// The global keys are seen by every query: Longformer's and LED's global tokens, which the
 /// layer places first (its global queries, which see every key, are a separate call without a
