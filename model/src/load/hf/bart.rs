@@ -24,12 +24,12 @@ use serde::Deserialize;
 
 use super::blocks::{self, StackSizes};
 use super::tables::{self, TableNames, Tables};
-use super::{activation, config_error, read, read_config};
+use super::{activation, config_error, read_config};
 use crate::aligned::AlignedBuf;
 use crate::config::{Biases, Config, NormPlacement, Positions, SpecialIds};
 use crate::layers::{Embedding, Linear};
 use crate::load::loader::linear_rows;
-use crate::load::source::{SafetensorsSource, TensorSource};
+use crate::load::source::TensorSource;
 use crate::load::{linear_error, out_of_memory, LoadError, LoadOptions, Loader, TokenTables};
 use crate::model::{Model, Source, Stack};
 
@@ -162,20 +162,16 @@ pub fn load_hf_dir(
     options: &LoadOptions,
 ) -> Result<(Family, Model<'static>), LoadError> {
     let (family, mut config) = config_from_hf(&read_config(dir)?, max_beam)?;
-    let bytes = read(dir, "model.safetensors")?;
-    let mut source = SafetensorsSource::parse(&bytes)?;
     let names = TableNames {
         shared: config.share_embeddings.then_some("model.shared.weight"),
         encoder: "model.encoder.embed_tokens.weight",
         decoder: "model.decoder.embed_tokens.weight",
         lm_head: "lm_head.weight",
     };
-    let tables = tables::resolve(&source.file, names, config.tie_output)?;
-    config.share_embeddings = tables.shared;
-    config.tie_output = tables.tied;
-    let model = build(family, &config, &tables, &mut source, options)?;
-    tables.accept_unread(&mut source, names);
-    source.check_all_used()?;
+    let tie = config.tie_output;
+    let model = tables::load_file(dir, (names, tie), &mut config, |config, tables, source| {
+        build(family, config, tables, source, options)
+    })?;
     Ok((family, model))
 }
 

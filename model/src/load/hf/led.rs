@@ -19,11 +19,11 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::blocks::{self, StackSizes};
-use super::tables::{self, TableNames};
-use super::{activation, bart, config_error, read, read_config};
+use super::tables::{self, TableNames, Tables};
+use super::{activation, bart, config_error, read_config};
 use crate::config::{Biases, Config, NormPlacement, Positions, SpecialIds};
 use crate::layers::{Block, GlobalProjections, LocalAttention, SelfAttention};
-use crate::load::source::{SafetensorsSource, TensorSource};
+use crate::load::source::TensorSource;
 use crate::load::{malformed, LoadError, LoadOptions, Loader};
 use crate::model::{Model, Source, Stack};
 
@@ -130,41 +130,47 @@ pub fn load_hf_dir(
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
     let (mut config, radii) = config_from_hf(&read_config(dir)?, max_beam)?;
-    let bytes = read(dir, "model.safetensors")?;
-    let mut source = SafetensorsSource::parse(&bytes)?;
     let names = TableNames {
         shared: Some("led.shared.weight"),
         encoder: "led.encoder.embed_tokens.weight",
         decoder: "led.decoder.embed_tokens.weight",
         lm_head: "lm_head.weight",
     };
-    let tables = tables::resolve(&source.file, names, config.tie_output)?;
-    config.share_embeddings = tables.shared;
-    config.tie_output = tables.tied;
+    let tie = config.tie_output;
+    tables::load_file(dir, (names, tie), &mut config, |config, tables, source| {
+        build(config, tables, &radii, source, options)
+    })
+}
+
+/// The LED model of `config` from `source`, encoder layer `i` attending within `radii[i]`.
+fn build(
+    config: &Config,
+    tables: &Tables,
+    radii: &[usize],
+    source: &mut dyn TensorSource,
+    options: &LoadOptions,
+) -> Result<Model<'static>, LoadError> {
     let mut l = Loader {
-        source: &mut source,
-        config: &config,
+        source,
+        config,
         options,
     };
     let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
     let (src_rows, tgt_rows) = (config.max_src_len, config.max_tgt_len);
     let positions = l.table("led.encoder.embed_positions.weight", src_rows)?.0;
     let source_embedding = bart::embedding(&mut l, "led.encoder", &token_tables.source, positions)?;
-    let encoder = encoder_blocks(&mut l, &radii)?;
+    let encoder = encoder_blocks(&mut l, radii)?;
     let positions = l.table("led.decoder.embed_positions.weight", tgt_rows)?.0;
     let target = bart::embedding(&mut l, "led.decoder", &token_tables.target, positions)?;
     let decoder = blocks::blocks(&mut l, "led.decoder", true, true)?;
-    let generator = bart::generator(&mut l, &tables, &token_tables)?;
-    let model = Model::from_parts(
+    let generator = bart::generator(&mut l, tables, &token_tables)?;
+    Ok(Model::from_parts(
         config.clone(),
         Source::Tokens(source_embedding),
         target,
         (Stack::new(encoder, None), Stack::new(decoder, None)),
         generator,
-    );
-    tables.accept_unread(&mut source, names);
-    source.check_all_used()?;
-    Ok(model)
+    ))
 }
 
 /// The encoder's blocks, layer `i` attending within `radii[i]`.

@@ -22,7 +22,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::tables::{self, TableNames, Tables};
-use super::{config_error, read, read_config};
+use super::{config_error, read_config};
 use crate::config::{
     Biases, Config, FfnActivation, NormKind, NormPlacement, Positions, RelativeAttention, Sizes,
     SpecialIds,
@@ -31,7 +31,7 @@ use crate::layers::{
     Block, CrossAttention, Embedding, FeedForward, Linear, LocalAttention, RelativeBias,
     SelfAttention,
 };
-use crate::load::source::{SafetensorsSource, TensorSource};
+use crate::load::source::TensorSource;
 use crate::load::{block, linear_error, malformed, LoadError, LoadOptions, Loader};
 use crate::model::{Model, Source, Stack};
 
@@ -237,8 +237,6 @@ pub(super) fn load_with(
     encoder: EncoderAttention,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
-    let bytes = read(dir, "model.safetensors")?;
-    let mut source = SafetensorsSource::parse(&bytes)?;
     let names = TableNames {
         shared: Some("shared.weight"),
         encoder: "encoder.embed_tokens.weight",
@@ -247,25 +245,15 @@ pub(super) fn load_with(
     };
     // `transformers` 5 always ties T5's projection to `shared` where the file has no
     // `lm_head` (its config forces `tie_word_embeddings`).
-    let tables = tables::resolve(&source.file, names, true)?;
-    config.share_embeddings = tables.shared;
-    config.tie_output = tables.tied;
-    let model = build(
-        &config,
-        &tables,
-        (scale_outputs, encoder),
-        &mut source,
-        options,
-    )?;
-    tables.accept_unread(&mut source, names);
-    // Checkpoints saved by early versions hold a relative bias for the first cross-attention,
-    // which T5 never uses (`transformers` ignores it on load).
-    let ignored = "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight";
-    if source.file.tensor(ignored).is_ok() {
-        source.used.insert(ignored.to_owned());
-    }
-    source.check_all_used()?;
-    Ok(model)
+    tables::load_file(dir, (names, true), &mut config, |config, tables, source| {
+        // Checkpoints saved by early versions hold a relative bias for the first
+        // cross-attention, which T5 never uses (`transformers` ignores it on load).
+        let ignored = "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight";
+        if source.file.tensor(ignored).is_ok() {
+            source.used.insert(ignored.to_owned());
+        }
+        build(config, tables, (scale_outputs, encoder), source, options)
+    })
 }
 
 fn self_attention(

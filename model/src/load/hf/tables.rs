@@ -19,7 +19,7 @@
 //! reads because both stacks have their own (`transformers` 5 keeps it as a parameter that
 //! its forward pass never touches, and CTranslate2's converter reads the stacks' tables).
 
-use crate::load::source::SafetensorsSource;
+use crate::load::source::{SafetensorsSource, TensorSource};
 use crate::load::LoadError;
 
 /// A family's names for its tables.
@@ -49,6 +49,31 @@ pub(crate) struct Tables {
     pub shared: bool,
     /// The output projection holds the target table's bytes: it is the tied table.
     pub tied: bool,
+}
+
+/// Reads `dir`'s `model.safetensors` for a family whose tables are `names` (tied as `tie`
+/// says when the file leaves it open), records on `config` whether one table serves both
+/// stacks and the projection, builds the model with `build`, and checks that every tensor of
+/// the file was read or is a copy of one that was.
+pub(crate) fn load_file<T>(
+    dir: &std::path::Path,
+    (names, tie): (TableNames, bool),
+    config: &mut crate::config::Config,
+    build: impl FnOnce(
+        &crate::config::Config,
+        &Tables,
+        &mut SafetensorsSource<'_>,
+    ) -> Result<T, LoadError>,
+) -> Result<T, LoadError> {
+    let bytes = super::read(dir, "model.safetensors")?;
+    let mut source = SafetensorsSource::parse(&bytes)?;
+    let tables = resolve(&source.file, names, tie)?;
+    config.share_embeddings = tables.shared;
+    config.tie_output = tables.tied;
+    let built = build(config, &tables, &mut source)?;
+    tables.accept_unread(&mut source, names);
+    source.check_all_used()?;
+    Ok(built)
 }
 
 /// Whether tensors `a` and `b` of `file` hold the same dtype, shape and bytes.
