@@ -32,6 +32,18 @@ transformers': where they are not, the conversion is not the checkpoint (the con
 path under transformers 5 scales the outputs of v1.1-layout models, see tests/CONFORMANCE.md),
 and the Rust test holds tessel to CTranslate2 on it instead.
 
+For the rows of INT8_ROWS it also converts the directory as `ct2-transformers-converter
+--quantization int8` does and writes ct2_int8.json: its variables, a quantised one described
+as the float32 conversion's variable of the same name (`parts`) then `"quantize": "int8_rows"`
+(CTranslate2's `ModelSpec._quantize`: per row amax, scale 127 / amax, value · scale rounded
+half to even by `np.rint`, all in float32; `quantize_rows` redoes it and the script checks its
+bytes against the converter's), its `weight_scale` as `"scale_of"` that variable, the rest as
+in ct2.json (whose header, config, vocabularies and aliases the int8 conversion shares: the
+script checks they are the same); and CTranslate2's runs on it with compute_type int8 and
+float32 (the int8 weights dequantised): logits at expected.json's columns at every
+teacher-forced step (Whisper: the step after the prompt; its `generate` applies its rules to
+shorter and longer prompts), its greedy tokens and their top-2 margins.
+
 Usage: python3 tools/make_published_ct2.py [row ...]   (torch, transformers, ctranslate2,
 safetensors, numpy; checked with torch 2.15.0, transformers 5.24.0, ctranslate2 4.8.5).
 """
@@ -55,6 +67,12 @@ import published_weights as gen  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "published")
 INLINE_MAX = 64
+# The rows given an int8 conversion (ct2_int8.json): Marian, BART, NLLB's M2M100 (a 256,206-row
+# vocabulary), T5 classic and v1.1, Whisper (see tests/published/README.md).
+INT8_ROWS = ("opus-mt-en-de", "nllb-200-distilled-600M", "bart-large-cnn", "t5-small",
+             "flan-t5-small", "whisper-tiny")
+# Teacher-forced steps of CTranslate2's int8 run recorded (all of expected.json's).
+INT8_STEPS = 9
 DTYPES = {0: ("float32", np.float32), 1: ("int8", np.int8), 2: ("int16", np.int16),
           3: ("int32", np.int32), 4: ("float16", np.float16), 5: ("bfloat16", None)}
 
@@ -339,6 +357,182 @@ def ctranslate2_step0(out, row, config):
             "transformers_distance": worst, "matches_transformers": worst <= bound}
 
 
+def vocabularies_of(out):
+    """(source tokens, target tokens) of a converted text model."""
+    def read(name):
+        with open(os.path.join(out, name)) as f:
+            return json.load(f)
+    if os.path.isfile(os.path.join(out, "source_vocabulary.json")):
+        return read("source_vocabulary.json"), read("target_vocabulary.json")
+    shared = read(next(f for f in sorted(os.listdir(out)) if f.endswith("vocabulary.json")))
+    return shared, shared
+
+
+def top_two(logits):
+    order = np.argsort(-logits, kind="stable")[:2]
+    return int(order[0]), float(logits[order[0]] - logits[order[1]])
+
+
+def ctranslate2_runs(out, row, config, compute_type, steps_kept):
+    """CTranslate2 run with `compute_type` on a conversion: its logits at the teacher-forced
+    steps of expected.json from `first_step` (text: the first `steps_kept`; Whisper: the step
+    after the prompt), at expected.json's columns in its order, 7 digits; its greedy tokens
+    (decoder start included) and, per generated token, its top-1 minus top-2 logit."""
+    with open(os.path.join(row, "expected.json")) as f:
+        expected = json.load(f)
+    forced, prompt = expected["decoder_input_ids"], expected["prompt"]
+    total = len(expected["greedy_tokens"])
+    if config["model_type"] == "whisper":
+        model = ctranslate2.models.Whisper(out, device="cpu", compute_type=compute_type,
+                                           intra_threads=1)
+        mel = gen.generate(expected["mel"], expected["mel_seed"])
+        encoded = model.encode(ctranslate2.StorageView.from_array(mel[None]))
+        rules = dict(beam_size=1, return_logits_vocab=True, suppress_blank=False,
+                     suppress_tokens=[])
+
+        def run(prefix, new):
+            # `max_length` does not count the prompt one for one: ask for more, keep `new`.
+            r = model.generate(encoded, [prefix], max_length=len(prefix) + new + 8, **rules)[0]
+            assert len(r.sequences_ids[0]) >= new, "Whisper stopped early"
+            return [int(t) for t in r.sequences_ids[0][:new]], [
+                np.array(l).reshape(-1) for l in r.logits[0][:new]]
+
+        # Whisper's generate returns the logits of generated tokens only, and applies its rules
+        # to prompts short of the task tokens (timestamps) and past them: only the step after
+        # the whole prompt is the decoder's own.
+        first = len(prompt) - 1
+        tokens, along = run(prompt, total - len(prompt))
+        forced_logits = along[:1]
+    else:
+        source_vocab, target_vocab = vocabularies_of(out)
+        ids, repeated = {}, set()
+        for i, t in enumerate(target_vocab):
+            if t in ids:
+                repeated.add(t)
+            ids.setdefault(t, i)
+        translator = ctranslate2.Translator(out, device="cpu", compute_type=compute_type,
+                                            intra_threads=1)
+        source = [source_vocab[i] for i in expected["src_ids"]]
+
+        def run(prefix, new):
+            # CTranslate2 starts the decoder itself: the prefix is past the start token.
+            words = [target_vocab[i] for i in prefix[1:]]
+            r = translator.translate_batch(
+                [source], target_prefix=[words] if words else None, beam_size=1,
+                max_decoding_length=len(words) + new, min_decoding_length=len(words) + new,
+                return_logits_vocab=True, end_token=[])[0]
+            new_tokens = r.hypotheses[0][len(words):]
+            assert not repeated.intersection(new_tokens), "a token of two ids"
+            return [ids[t] for t in new_tokens], [
+                np.array(l).reshape(-1) for l in r.logits[0]]
+
+        first = 0
+        forced_logits = run(forced[:steps_kept], 1)[1][:steps_kept]
+        tokens, along = run(prompt, total - len(prompt))
+        along = along[len(prompt) - 1:]
+    assert len(tokens) == total - len(prompt) and len(along) == len(tokens)
+    margins = []
+    for token, logits in zip(tokens, along):
+        top, margin = top_two(logits)
+        assert top == token, "greedy token is not the argmax"
+        margins.append(margin)
+    short = lambda x: float("%.7g" % x)  # noqa: E731
+    return {"compute_type": compute_type, "first_step": first,
+            "logits": [[short(logits[c]) for c, _ in expected["logits"][first + s]]
+                       for s, logits in enumerate(forced_logits)],
+            "greedy_tokens": prompt + tokens,
+            "greedy_margins": [short(m) for m in margins]}
+
+
+def quantize_rows(values):
+    """CTranslate2's int8 quantisation (`ModelSpec._quantize`, quantization "int8"), step by
+    step in float32: per row (the first axis; a convolution's other axes flattened) the
+    largest magnitude, 127 where the row is zero, at least 127 / float32 max; the scale
+    127 / amax; every value times its row's scale, rounded half to even (`np.rint`)."""
+    value = np.array(values, dtype=np.float32)
+    value = value.reshape(value.shape[0], -1)
+    amax = np.amax(np.absolute(value), axis=1)
+    amax[amax == 0] = 127.0
+    amax = np.maximum(amax, np.float32(127) / np.finfo(np.float32).max)
+    scale = 127.0 / amax
+    assert scale.dtype == np.float32 and amax.dtype == np.float32
+    value *= np.expand_dims(scale, 1)
+    return np.rint(value).astype(np.int8), scale
+
+
+def source_values(parts, tensors):
+    """The float32 elements a `parts` list names (float16 sources widened exactly)."""
+    return np.concatenate([np.zeros(b - a, dtype=np.float32) if n is None else
+                           np.ascontiguousarray(tensors[n]).reshape(-1)[a:b].astype(np.float32)
+                           for n, a, b in parts])
+
+
+def int8_records(variables, f32_records, tensors, index, config):
+    """The int8 conversion's variables: a quantised weight is the float32 variable of the same
+    name quantised (`"quantize": "int8_rows"` over its `parts`), its `<name>_scale` the
+    per-row scales of that quantisation (`"scale_of"`); every other variable is described as
+    in the float32 conversion. Each is checked against the converter's bytes."""
+    by_name = {r["name"]: r for r in f32_records}
+    names = {v[0] for v in variables}
+    scales, records = {}, []
+    for var_name, shape, dtype, data in variables:
+        if DTYPES[dtype][0] == "int8" and var_name + "_scale" in names:
+            parts = by_name[var_name]["parts"]
+            quantized, scale = quantize_rows(source_values(parts, tensors).reshape(shape))
+            assert quantized.tobytes() == data, f"{var_name}: quantisation differs"
+            scales[var_name + "_scale"] = (var_name, scale.tobytes())
+    for var_name, shape, dtype, data in variables:
+        formula = None
+        if var_name + "_scale" in scales:
+            entry = {"parts": by_name[var_name]["parts"], "quantize": "int8_rows"}
+        elif var_name in scales:
+            base, scale = scales[var_name]
+            assert scale == data, f"{var_name}: scales differ"
+            entry = {"scale_of": base}
+        else:
+            entry = recipe(var_name, shape, dtype, data, index, config)
+            formula = entry.pop("formula_bytes", None)
+            if formula is None:
+                check = {"dtype": DTYPES[dtype][0], **entry}
+                assert rebuild(check, tensors) == data, f"{var_name}: recipe does not rebuild"
+        records.append({"name": var_name, "shape": shape, "dtype": DTYPES[dtype][0], **entry,
+                        "sha256": sha(formula if formula is not None else data)})
+    return records
+
+
+def build_int8(name, row, config, hf, tmp, tensors, index, f32_records, f32_file):
+    """Writes the row's ct2_int8.json: the `--quantization int8` conversion of the same
+    directory, and what CTranslate2 computes on it with int8 and float32 compute."""
+    out = os.path.join(tmp, "ct2_int8")
+    Converter(hf, stand_in(config)).convert(out, quantization="int8")
+    version, spec, revision, variables, aliases = read_model_bin(os.path.join(out, "model.bin"))
+    with open(os.path.join(out, "config.json")) as f:
+        ct2_config = json.load(f)
+    vocabularies = {f: vocabulary_record(os.path.join(out, f))
+                    for f in sorted(os.listdir(out)) if f.endswith("vocabulary.json")}
+    # The header, config, vocabularies and aliases are the float32 conversion's (ct2.json).
+    assert (version, spec, revision, ct2_config, vocabularies, aliases) == f32_file, \
+        "the int8 conversion's files differ from the float32 conversion's beyond model.bin"
+    records = int8_records(variables, f32_records, tensors, index, config)
+    runs = [ctranslate2_runs(out, row, config, "int8", INT8_STEPS)]
+    runs.append(ctranslate2_runs(out, row, config, "float32", INT8_STEPS))
+    record = {"converter": f"ctranslate2 {ctranslate2.__version__}", "quantization": "int8",
+              "files": sorted(os.listdir(out)), "ctranslate2": runs, "variables": records}
+    with open(os.path.join(row, "ct2_int8.json"), "w") as f:
+        # One line a variable and a run: the logits make up half the file.
+        compact = lambda v: json.dumps(v, separators=(",", ":"))  # noqa: E731
+        f.write("{\n" + ",\n".join(f" {json.dumps(k)}: {compact(v)}" for k, v in record.items()
+                                    if k not in ("ctranslate2", "variables")))
+        for key in ("ctranslate2", "variables"):
+            rows = ",\n  ".join(map(compact, record[key]))
+            f.write(f",\n {json.dumps(key)}: [\n  {rows}\n ]")
+        f.write("\n}\n")
+    quantized = sum(1 for r in records if "quantize" in r)
+    return (f"{name} int8: {len(records)} variables, {quantized} quantised; CTranslate2 int8 "
+            f"greedy {runs[0]['greedy_tokens']} margins {runs[0]['greedy_margins']}; "
+            f"float32 greedy {runs[1]['greedy_tokens']}")
+
+
 def build(name):
     row = os.path.join(ROOT, name)
     with open(os.path.join(row, "config.json")) as f:
@@ -366,6 +560,10 @@ def build(name):
                         for f in sorted(os.listdir(out)) if f.endswith("vocabulary.json")}
         files = sorted(os.listdir(out))
         runtime = ctranslate2_step0(out, row, config)
+        if name in INT8_ROWS:
+            int8 = build_int8(name, row, config, hf, tmp, tensors, index, records,
+                              (version, spec, revision, ct2_config, vocabularies, aliases))
+            print(int8)
     record = {"converter": f"ctranslate2 {ctranslate2.__version__}",
               "files": files, "binary_version": version, "spec": spec, "revision": revision,
               "config": ct2_config, "vocabularies": vocabularies, "aliases": aliases,
