@@ -1,5 +1,5 @@
 //! int8 weights against the same model with `f32` weights, on every golden fixture with a
-//! decoder (PyTorch `nn.Transformer`, the translation families, Whisper from Hugging Face and
+//! decoder (PyTorch `nn.Transformer`, the translation families with LED and LongT5, Whisper from Hugging Face and
 //! CTranslate2, the CTranslate2 `TransformerSpec` fixtures), at every ISA level.
 //!
 //! The `f32` model is tessel's own, which the golden tests hold within `1e-4` of the logit
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
 use tessel_model::load::ct2::{self, Ct2Options};
-use tessel_model::load::hf::{bart, t5, whisper};
+use tessel_model::load::hf::{bart, led, longt5, t5, whisper};
 use tessel_model::{LoadOptions, Model, Request, SearchOptions, Session, WeightType};
 use tessel_tests::for_each_isa;
 use tessel_tests::golden::{ids, values};
@@ -44,6 +44,10 @@ const WHISPER_DRIFT_BOUND: f64 = 5e-2;
 const TRANSLATION_DRIFT_BOUND: f64 = 0.2;
 /// See [`PYTORCH_DRIFT_BOUND`].
 const CT2_TOY_DRIFT_BOUND: f64 = 0.6;
+/// `tests/translation/longt5_local` (T5's unscaled scores at gain 2.5, the relative bias
+/// inside a radius of 3): measured 2.8e-1 at scalar and avx2; LED's fixture measures 4.1e-2
+/// and is held to [`TRANSLATION_DRIFT_BOUND`].
+const LONG_T5_DRIFT_BOUND: f64 = 0.4;
 /// int8 (as CTranslate2 stores it) against CTranslate2's float32 run of the dequantised
 /// weights, `tests/ct2_int8`: measured 6.9e-3.
 const CT2_F32_DRIFT_BOUND: f64 = 1e-2;
@@ -226,15 +230,17 @@ fn pytorch_fixtures_stay_within_the_int8_drift_of_f32() {
 
 #[test]
 fn translation_fixtures_stay_within_the_int8_drift_of_f32() {
-    for name in ["marian", "bart", "mbart", "m2m100", "t5", "t5_tied"] {
+    let families = ["marian", "bart", "mbart", "m2m100", "t5", "t5_tied"];
+    for name in families.into_iter().chain(["led", "longt5_local"]) {
         let dir = root().join("translation").join(name);
         let hf = dir.join("hf");
         let (f32, int8) = both(|w| {
             let options = LoadOptions::weights(w);
-            if name.starts_with("t5") {
-                t5::load_hf_dir(&hf, 32, 1, &options)
-            } else {
-                bart::load_hf_dir(&hf, 1, &options).map(|(_, model)| model)
+            match name {
+                "led" => led::load_hf_dir(&hf, 1, &options),
+                "longt5_local" => longt5::load_hf_dir(&hf, 32, 1, &options),
+                _ if name.starts_with("t5") => t5::load_hf_dir(&hf, 32, 1, &options),
+                _ => bart::load_hf_dir(&hf, 1, &options).map(|(_, model)| model),
             }
         });
         let expected = dir.join("expected.safetensors");
@@ -245,7 +251,10 @@ fn translation_fixtures_stay_within_the_int8_drift_of_f32() {
             int8,
             input: Input::Tokens(safetensors_ids(&expected, "src_ids")),
             prompt: forced[..1].to_vec(),
-            bound: TRANSLATION_DRIFT_BOUND,
+            bound: match name {
+                "longt5_local" => LONG_T5_DRIFT_BOUND,
+                _ => TRANSLATION_DRIFT_BOUND,
+            },
         });
     }
 }
