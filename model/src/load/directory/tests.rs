@@ -108,9 +108,11 @@ fn each_format_is_told_from_its_small_files() {
 
 #[test]
 fn what_cannot_be_opened_says_why() {
-    let led = dir_with("led", &[("config.json", br#"{"model_type": "led"}"#)]);
-    let err = Directory::open(&led).unwrap_err();
-    assert!(matches!(&err, OpenError::UnknownModelType { model_type, .. } if model_type == "led"));
+    let moe = dir_with("moe", &[("config.json", br#"{"model_type": "nllb-moe"}"#)]);
+    let err = Directory::open(&moe).unwrap_err();
+    assert!(
+        matches!(&err, OpenError::UnknownModelType { model_type, .. } if model_type == "nllb-moe")
+    );
     let message = err.to_string();
     for row in FAMILIES {
         for model_type in row.model_types {
@@ -148,12 +150,12 @@ fn what_cannot_be_opened_says_why() {
         Directory::open(&truncated),
         Err(OpenError::Truncated { .. })
     ));
-    let gone = led.join("missing");
+    let gone = moe.join("missing");
     assert!(matches!(
         Directory::open(&gone),
         Err(OpenError::NotFound(_))
     ));
-    for dir in [led, empty, short, bad_json, truncated] {
+    for dir in [moe, empty, short, bad_json, truncated] {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
