@@ -338,3 +338,79 @@ fn stored_copies_instead_of_aliases_load_as_untied_and_unshared_with_equal_logit
         );
     }
 }
+
+#[test]
+fn marian_int8_projection_stays_int8_with_an_int8_zero_start_row() {
+    // The Marian fixture with its (tied) target table quantised as
+    // `ct2-transformers-converter --quantization int8` quantises it: per row, scale
+    // `127 / max |w|`, values rounded half to even.
+    let mut stored = (Vec::new(), Vec::new());
+    let loaded = load_edited("marian", |v, _| {
+        let entry = v
+            .iter_mut()
+            .find(|e| e.0 == "decoder/embeddings/weight")
+            .unwrap();
+        assert_eq!(entry.2, Dtype::F32);
+        let d = entry.1[1];
+        let values: Vec<f32> = entry
+            .3
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let (mut q, mut scales) = (Vec::new(), Vec::new());
+        for row in values.chunks_exact(d) {
+            let amax = row.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+            let scale = 127.0 / if amax == 0.0 { 127.0 } else { amax };
+            scales.push(scale);
+            q.extend(row.iter().map(|x| (x * scale).round_ties_even() as i8));
+        }
+        let shape = entry.1.clone();
+        *entry = (
+            entry.0.clone(),
+            shape.clone(),
+            Dtype::I8,
+            q.iter().map(|&x| x as u8).collect(),
+        );
+        let scale_bytes = scales.iter().flat_map(|s| s.to_le_bytes()).collect();
+        v.push((
+            "decoder/embeddings/weight_scale".to_owned(),
+            vec![shape[0]],
+            Dtype::F32,
+            scale_bytes,
+        ));
+        stored = (q, scales);
+    })
+    .unwrap();
+    let (q, scales) = stored;
+    let config = loaded.model.config();
+    let vocab = loaded.vocab.target.len();
+    assert_eq!(config.bos_id as usize, vocab);
+    let generator = loaded.model.generator();
+    assert_eq!(generator.weight_type(), WeightType::Int8);
+    let packed = generator.int8_weight().expect("int8 generator");
+    let d = config.d_model;
+    assert_eq!((packed.n(), packed.k()), (vocab + 1, d));
+    // The file's rows and scales as stored, then the start row: int8 zeros, scale 1.
+    for (j, s) in scales.iter().enumerate() {
+        assert_eq!(packed.dequant(j), Some(1.0 / s), "channel {j}");
+        for p in 0..d {
+            assert_eq!(packed.get(j, p), Some(q[j * d + p]), "[{j}, {p}]");
+        }
+    }
+    assert_eq!(packed.dequant(vocab), Some(1.0));
+    assert!((0..d).all(|p| packed.get(vocab, p) == Some(0)));
+    // The start row computes exactly its bias at every step.
+    let case = case("marian", WeightType::F32);
+    let mut forced = case.forced.clone();
+    forced[0] = config.bos_id;
+    for_each_isa(|isa| {
+        let mut session = Session::new(&loaded.model, isa).unwrap();
+        session.encode(&case.src).unwrap();
+        for &token in &forced {
+            let logits = session.decode_step(&[token]).unwrap();
+            assert_eq!(logits.len(), vocab + 1, "{isa}");
+            assert_eq!(logits[vocab], START_LOGIT, "{isa}");
+            assert!(logits[..vocab].iter().all(|l| l.is_finite()), "{isa}");
+        }
+    });
+}

@@ -10,7 +10,7 @@
 //! tessel keeps the linear layers (and a tied output projection, which reads the embedding
 //! table's int8 rows) as they are: [`Linear::from_ct2_int8`] packs `q` and `1 / s` into
 //! [`WeightType::Int8`] storage, the layout CTranslate2 uses, so the weights are bit for bit the
-//! file's. Embedding tables are dequantised to `f32` (`q / s`; tessel's embeddings are float),
+//! file's (Marian's projection then has its zero start row appended as int8 zeros, scale 1). Embedding tables are dequantised to `f32` (`q / s`; tessel's embeddings are float),
 //! and so are Whisper's convolutions (the stem stays float, see [`WeightType::for_conv_stem`]).
 //! When [`Ct2Options::weights`](super::Ct2Options) asks for a float type, int8 linear weights
 //! are dequantised and stored as asked.
@@ -19,7 +19,7 @@ use super::binary::Dtype;
 use super::transformer::Builder;
 use super::Ct2Error;
 use crate::layers::{Linear, WeightType};
-use crate::load::linear_error;
+use crate::load::{linear_error, LoadError};
 
 impl Builder<'_, '_, '_> {
     /// The `[out × inp]` variable `name` and its `weight_scale` as an int8 layer with `bias`,
@@ -30,6 +30,21 @@ impl Builder<'_, '_, '_> {
         name: &str,
         out: usize,
         inp: usize,
+        bias: Option<&[f32]>,
+    ) -> Result<Option<Linear<'static>>, Ct2Error> {
+        self.stored_int8_padded(name, out, inp, 0, bias)
+    }
+
+    /// As [`Builder::stored_int8`], the layer followed by `zero_rows` output channels of int8
+    /// zeros with scale 1 (CTranslate2's scale for an all-zero row), which dequantise to
+    /// exactly zero: each of them computes exactly its bias. `bias` has `out + zero_rows`
+    /// values. The stored rows and scales are kept as they are.
+    pub(super) fn stored_int8_padded(
+        &mut self,
+        name: &str,
+        out: usize,
+        inp: usize,
+        zero_rows: usize,
         bias: Option<&[f32]>,
     ) -> Result<Option<Linear<'static>>, Ct2Error> {
         let keep = matches!(self.weights, None | Some(WeightType::Int8));
@@ -68,8 +83,24 @@ impl Builder<'_, '_, '_> {
             });
         }
         let weight: &[i8] = bytemuck::cast_slice(variable.data);
-        let layer = Linear::from_ct2_int8(out, inp, weight, &scale.to_f32(), bias)
-            .map_err(linear_error(name))?;
+        let mut scales = scale.to_f32();
+        let layer = if zero_rows == 0 {
+            Linear::from_ct2_int8(out, inp, weight, &scales, bias)
+        } else {
+            let rows = out + zero_rows;
+            let mut padded = Vec::new();
+            padded
+                .try_reserve_exact(rows * inp)
+                .map_err(|_| LoadError::OutOfMemory {
+                    what: name.to_owned(),
+                    bytes: rows * inp,
+                })?;
+            padded.extend_from_slice(weight);
+            padded.resize(rows * inp, 0);
+            scales.resize(rows, 1.0);
+            Linear::from_ct2_int8(rows, inp, &padded, &scales, bias)
+        }
+        .map_err(linear_error(name))?;
         Ok(Some(layer))
     }
 }

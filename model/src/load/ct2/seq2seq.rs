@@ -15,8 +15,10 @@
 //!   scaled, plus position 0. tessel feeds token ids, so the target table (and the projection)
 //!   get one extra row after the file's: zeros in the table, zeros in the projection with the
 //!   bias [`START_LOGIT`], so that the row is never produced (its probability is exactly 0 in
-//!   `f32`). Its id, `tgt_rows`, is the model's `bos_id`; the vocabulary has no token for it.
-//!   The logits therefore have one more column than the target vocabulary.
+//!   `f32`); an int8 projection stays int8, its extra row int8 zeros with scale 1, which
+//!   computes exactly the bias. Its id, `tgt_rows`, is the model's `bos_id`; the vocabulary
+//!   has no token for it. The logits therefore have one more column than the target
+//!   vocabulary.
 //! - `scale_outputs` (T5): folded into the decoder's final norm (`γ` and `β` times the scale),
 //!   which is exactly "multiply the decoder output" in real arithmetic. CTranslate2 4.8.5's
 //!   converter writes `d^-0.5` for every T5 whose `tie_word_embeddings` is true, and
@@ -87,20 +89,21 @@ fn generator(b: &mut Builder<'_, '_, '_>, spec: &Spec) -> Result<Linear<'static>
     } else {
         None
     };
-    if !spec.zero_start {
-        if let Some(layer) = b.stored_int8(weight_name, rows, d, bias.as_deref())? {
-            return Ok(layer);
-        }
-    }
-    let mut weight = b.vars.stored(weight_name, &[rows, d])?;
-    let mut out = rows;
+    let start = usize::from(spec.zero_start);
     if spec.zero_start {
-        weight = with_zero_row(weight, d);
         let mut values = bias.take().unwrap_or_else(|| vec![0.0; rows]);
         values.push(START_LOGIT);
         bias = Some(values);
-        out += 1;
     }
+    // An int8 projection stays int8; the start row is one of int8 zeros.
+    if let Some(layer) = b.stored_int8_padded(weight_name, rows, d, start, bias.as_deref())? {
+        return Ok(layer);
+    }
+    let mut weight = b.vars.stored(weight_name, &[rows, d])?;
+    if spec.zero_start {
+        weight = with_zero_row(weight, d);
+    }
+    let out = rows + start;
     let storage = b.weights.unwrap_or(weight.weight_type());
     Ok(linear_rows(
         weight_name,
