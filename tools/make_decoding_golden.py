@@ -28,7 +28,8 @@ expected.json, per model:
       same option, CTranslate2's tokens and scores (float32, translate_batch). Cases run with
       early_stopping=True unless they set it (the early_stopping_* cases: False and "never",
       which CTranslate2 does not have); "hf_steps": the decoder steps transformers ran (the
-      length of its `scores`), which shows when its search stopped.
+      length of its `scores`), which shows when its search stopped. The patience_* cases are
+      CTranslate2's alone (transformers has no patience) and differ from patience 1.
 
 Usage: python3 tools/make_decoding_golden.py   (torch, transformers, ctranslate2, tokenizers,
 sentencepiece). Checked with torch 2.15.0, transformers 5.23.0, ctranslate2 4.8.5.
@@ -175,7 +176,8 @@ def ct2_run(ct2_dir, tokens, src, opts):
               repetition_penalty=opts.get("repetition_penalty", 1.0),
               no_repeat_ngram_size=opts.get("no_repeat_ngram_size", 0),
               min_decoding_length=max(opts.get("min_length", 0) - 1, 0),
-              num_hypotheses=opts.get("num_hypotheses", 1), return_end_token=True)
+              num_hypotheses=opts.get("num_hypotheses", 1), return_end_token=True,
+              patience=opts.get("patience", 1.0))
     prefix = ([opts["forced_bos_token_id"]] if "forced_bos_token_id" in opts else []) \
         + opts.get("prefix", [])
     if prefix:
@@ -207,6 +209,10 @@ CASES = [
     ("bad_words_beam4", dict(beam=4, bad_words="beam:2")),
     ("forced_eos", dict(max_new_tokens=3, forced_eos_token_id="eos")),
     ("max_new3_beam4", dict(beam=4, max_new_tokens=3)),
+    # CTranslate2's `patience` (transformers has none): the search goes on until
+    # round(beam · patience) hypotheses are registered. Each must differ from patience 1.
+    ("patience2_nbest4", dict(beam=4, num_hypotheses=4, patience=2.0)),
+    ("patience_half_beam3", dict(beam=3, patience=0.5)),
     # `renormalize_logits` (transformers only): rows back to log-probabilities after the
     # processors, which moves the beams' scores when a processor bans or penalises.
     ("renormalize_no_repeat2_beam4", dict(beam=4, num_hypotheses=4, no_repeat_ngram_size=2,
@@ -296,17 +302,24 @@ def build(name):
         opts = resolve(dict(base, **opts), plain[0], plain_beam[0], eos, words)
         text = opts.pop("text", None)
         case_src = tok(text)["input_ids"] if text else src
-        hf_tokens, hf_scores = hf_run(model, case_src, opts, start, pad, eos)
-        entry = {"name": case, "options": opts, "hf_tokens": hf_tokens, "hf_scores": hf_scores,
-                 "hf_steps": hf_run.steps}
+        entry = {"name": case, "options": opts}
+        if "patience" not in opts:
+            hf_tokens, hf_scores = hf_run(model, case_src, opts, start, pad, eos)
+            entry.update(hf_tokens=hf_tokens, hf_scores=hf_scores, hf_steps=hf_run.steps)
         if text:
             entry["src_ids"] = case_src
         if not {"forced_eos_token_id", "early_stopping", "renormalize_logits"} & set(opts):
             ct2_t, ct2_s = ct2_run(ct2_dir, ct2_tokens, src, opts)
             entry["ct2_tokens"], entry["ct2_scores"] = ct2_t, ct2_s
-            entry["ct2_equal_hf"] = ct2_t == hf_tokens
+            if "patience" in opts:
+                # Patience changes a search only where hypotheses end before the length limit:
+                # NLLB's fixture (Marian's, under CTranslate2, runs them to the limit).
+                plain = ct2_run(ct2_dir, ct2_tokens, src, dict(opts, patience=1.0))
+                assert name != "nllb" or plain != (ct2_t, ct2_s), (name, case, "patience")
+            else:
+                entry["ct2_equal_hf"] = ct2_t == hf_tokens
         cases.append(entry)
-        print(name, case, "hf", hf_tokens[:2], "ct2", entry.get("ct2_tokens", [])[:2])
+        print(name, case, "hf", entry.get("hf_tokens", [])[:2], "ct2", entry.get("ct2_tokens", [])[:2])
     expected = {"src_ids": src, "decoder_start": start, "eos": eos, "languages": lang,
                 "pipeline": pipeline, "cases": cases}
     with open(os.path.join(out, "expected.json"), "w") as f:

@@ -549,6 +549,7 @@ pub(crate) fn search_options<'a>(
             length_penalty: options.length_penalty,
             stop_at_eos: options.stop_at_eos,
             sampling: None,
+            patience: 1.0,
         },
         prefix,
     ))

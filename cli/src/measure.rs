@@ -130,6 +130,7 @@ pub fn measure(m: &Measure, out: &mut dyn Write) -> Result<(), CliError> {
         length_penalty: 1.0,
         stop_at_eos: m.stop_at_eos,
         sampling: None,
+        patience: 1.0,
     };
     let mut encode_times = Vec::with_capacity(m.runs);
     let mut step_times = Vec::with_capacity(m.runs * m.steps);

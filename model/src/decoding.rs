@@ -147,6 +147,11 @@ impl DecodeOptions {
                 "num_hypotheses must be between 1 and the beam width",
             ));
         }
+        if self.search.beam > 1 && self.num_hypotheses > self.search.finished_needed() {
+            return Err(RunError::BadOption(
+                "num_hypotheses must not exceed beam × patience",
+            ));
+        }
         if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
             return Err(RunError::BadOption(
                 "repetition_penalty must be finite and positive",

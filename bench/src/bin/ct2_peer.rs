@@ -175,6 +175,7 @@ fn search(steps: usize, beam: usize) -> SearchOptions {
         length_penalty: 1.0,
         stop_at_eos: false,
         sampling: None,
+        patience: 1.0,
     }
 }
 

@@ -2,7 +2,7 @@
 //! beams of every live sequence together, then each sequence's search over its own rows of
 //! the logits; a sequence whose search ends leaves the next step's products.
 
-use super::{check_prefix, check_search, finished, Hypotheses, Next, Request, Search};
+use super::{check_prefix, check_rules, check_search, finished, Hypotheses, Next, Request, Search};
 use super::{StepLogits, StepView};
 use crate::forward::{self, Rows, Tokens};
 use crate::layers::Group;
@@ -162,6 +162,7 @@ impl<M: ModelRef> Batch<M> {
         let limits = self.session.limits();
         let config = self.session.model().config();
         check_search(&request.search, limits)?;
+        check_rules(&request.search, request.rules)?;
         let bos = [config.bos_id];
         let prefix = request.prefix.unwrap_or(&bos);
         check_prefix(prefix, &request.search, limits, config.tgt_vocab)

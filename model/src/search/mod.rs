@@ -4,7 +4,8 @@
 //! continuations (summed log-probabilities), moves those ending in EOS to the finished set
 //! (score divided by `length^length_penalty`, length counting EOS) and keeps the best `beam`
 //! others, reordering the self-attention cache rows in place. It stops when `beam` hypotheses
-//! have finished or after `max_steps` tokens (live beams are then finished as they are).
+//! have finished (`round(beam · patience)` with a [`SearchOptions::patience`], the best `beam`
+//! of them kept) or after `max_steps` tokens (live beams are then finished as they are).
 //! Greedy search is the one-beam case without the log-softmax over the whole vocabulary.
 //!
 //! One call, [`Session::generate`], runs every search; its [`Request`] holds the
@@ -75,11 +76,30 @@ fn check_search(options: &SearchOptions, limits: Limits) -> Result<(), RunError>
     if !options.length_penalty.is_finite() {
         return Err(RunError::BadOption("length_penalty must be finite"));
     }
+    if !(options.patience.is_finite() && options.patience > 0.0) {
+        return Err(RunError::BadOption("patience must be positive and finite"));
+    }
+    if options.beam > 1 && options.finished_needed() == 0 {
+        return Err(RunError::BadOption(
+            "beam × patience must round to at least one hypothesis",
+        ));
+    }
     if let Some(sampling) = &options.sampling {
         if options.beam != 1 {
             return Err(RunError::BadOption("sampling needs beam 1"));
         }
         sampling.check().map_err(RunError::BadOption)?;
+    }
+    Ok(())
+}
+
+/// Checks what the rules take: `transformers` has no patience.
+fn check_rules(options: &SearchOptions, rules: BeamRules) -> Result<(), RunError> {
+    if matches!(rules, BeamRules::Transformers(_)) && options.beam > 1 && options.patience != 1.0
+    {
+        return Err(RunError::BadOption(
+            "transformers' beam search has no patience (it must be 1)",
+        ));
     }
     Ok(())
 }
@@ -140,6 +160,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     ) -> Result<Hypotheses<'_>, RunError> {
         self.source_len().ok_or(RunError::NotEncoded)?;
         check_search(options, self.limits())?;
+        check_rules(options, rules)?;
         let config = self.model().config();
         check_prefix(prefix, options, self.limits(), config.tgt_vocab)?;
         let mut search = Search::new(options, rules, self.isa(), config, self.limits());

@@ -24,6 +24,11 @@ pub struct SearchOptions {
     /// Draw each token at random instead of taking the most likely one (`beam` must be 1);
     /// `None` is greedy or beam search.
     pub sampling: Option<Sampling>,
+    /// Beam search patience (Kasai et al. 2022, as CTranslate2 and openai-whisper take it): the
+    /// search goes on until `round(beam · patience)` hypotheses have finished instead of
+    /// `beam`; the best `beam` of them are kept. 1 is the plain rule; greedy search and
+    /// sampling ignore it. Under `transformers`' rules only 1 is accepted.
+    pub patience: f32,
 }
 
 impl SearchOptions {
@@ -35,6 +40,7 @@ impl SearchOptions {
             length_penalty: 1.0,
             stop_at_eos: true,
             sampling: None,
+            patience: 1.0,
         }
     }
 
@@ -44,6 +50,11 @@ impl SearchOptions {
             beam,
             ..SearchOptions::greedy(max_steps)
         }
+    }
+
+    /// The hypotheses a beam search waits for before it stops: `round(beam · patience)`.
+    pub fn finished_needed(&self) -> usize {
+        libm::roundf(self.beam as f32 * self.patience) as usize
     }
 
     /// One hypothesis of at most `max_steps` tokens, each drawn as `sampling` says.

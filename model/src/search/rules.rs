@@ -42,6 +42,8 @@ pub enum BeamRules {
 pub(super) struct BeamStep {
     /// Beam width.
     pub(super) beam: usize,
+    /// Hypotheses to finish before the search stops (`round(beam · patience)`).
+    pub(super) needed: usize,
     /// Candidates, best first, in the state's `cand_*` lists.
     pub(super) count: usize,
     /// Step index; the candidates are the `step + 1`-th tokens.
@@ -69,8 +71,8 @@ impl BeamStep {
 pub(super) struct Tally {
     /// Finished hypotheses held.
     pub(super) finished: usize,
-    /// Hypotheses CTranslate2's rules registered (may exceed those held: only the best `beam`
-    /// are kept).
+    /// Hypotheses that ended under CTranslate2's or tessel's rules (may exceed those held:
+    /// only the best `beam` are kept).
     pub(super) registered: usize,
     /// Whether the best candidate of some step ended (CTranslate2's `top_beam_finished`).
     pub(super) top_finished: bool,
@@ -78,18 +80,18 @@ pub(super) struct Tally {
 
 impl Tally {
     /// CTranslate2's stop before the length limit: with a length penalty of 0, once a step's
-    /// best candidate has ended and `num_hypotheses` are registered; else once `beam` are
-    /// (`patience` 1).
+    /// best candidate has ended and `num_hypotheses` are registered; else once `needed`
+    /// (`round(beam · patience)`) are.
     pub(super) fn ctranslate2_done(
         &self,
-        beam: usize,
+        needed: usize,
         num_hypotheses: usize,
         length_penalty: f32,
     ) -> bool {
         if length_penalty == 0.0 {
             self.top_finished && self.registered >= num_hypotheses
         } else {
-            self.registered >= beam
+            self.registered >= needed
         }
     }
 }
@@ -123,7 +125,8 @@ impl State<'_> {
     }
 
     /// tessel's and `transformers`' selection: the best `beam` candidates that are not EOS
-    /// live on. An EOS candidate finishes while fewer than `beam` have (tessel), or, under
+    /// live on. An EOS candidate finishes while fewer than `needed` have (tessel; the best
+    /// `beam` of them are held), or, under
     /// `transformers`' rules, when it ranks among the best `beam`, where at the last step
     /// every such candidate ends. Returns the live hypotheses.
     pub(super) fn select_best(
@@ -141,11 +144,9 @@ impl State<'_> {
                 self.register(at, c, tally);
             }
             if at_eos {
-                if !transformers && tally.finished < at.beam {
-                    let Candidate { score, from, token } = self.candidate(c);
-                    let norm = normalise(score, at.len(), at.length_penalty);
-                    self.finish(tally.finished, at.cur, from, at.len(), token, norm, at.tgt);
-                    tally.finished += 1;
+                if !transformers && tally.registered < at.needed {
+                    tally.registered += 1;
+                    self.register(at, c, tally);
                 }
             } else if kept < at.beam {
                 self.keep_candidate(at, c, kept, parents, step_tokens);

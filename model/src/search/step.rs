@@ -177,6 +177,7 @@ impl Search {
         }
         let at = BeamStep {
             beam: options.beam,
+            needed: options.finished_needed(),
             count,
             step,
             cur: self.cur,
@@ -221,11 +222,12 @@ impl Search {
     fn stops(&self, st: &State<'_>, len: usize) -> bool {
         let (beam, options) = (self.options.beam, self.options);
         match self.rules {
-            BeamRules::Plain => self.tally.finished >= beam,
-            BeamRules::CTranslate2 { num_hypotheses, .. } => {
-                self.tally
-                    .ctranslate2_done(beam, num_hypotheses, options.length_penalty)
-            }
+            BeamRules::Plain => self.tally.registered >= options.finished_needed(),
+            BeamRules::CTranslate2 { num_hypotheses, .. } => self.tally.ctranslate2_done(
+                options.finished_needed(),
+                num_hypotheses,
+                options.length_penalty,
+            ),
             BeamRules::Transformers(early_stopping) => {
                 st.transformers_done(self.tally.finished, beam, early_stopping, len, &options)
             }

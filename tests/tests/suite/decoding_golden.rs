@@ -3,7 +3,9 @@
 //! `tools/make_decoding_golden.py`): repetition penalty, no-repeat n-grams, min length, forced
 //! BOS and EOS, target prefixes, suppressed tokens and sequences, length limits, n-best lists
 //! with their scores, `early_stopping` (True, False and "never" under length penalties 0, 1
-//! and 2; the steps each search ran equal to `transformers`'), at every ISA level.
+//! and 2; the steps each search ran equal to `transformers`'), CTranslate2's `patience` (2, and
+//! 0.5 at beam 3, which rounds to 2 hypotheses; refused under `transformers`' rules), at every
+//! ISA level.
 //!
 //! Each case runs under [`Convention::Transformers`] against `transformers` and, where
 //! CTranslate2 has the option, under [`Convention::CTranslate2`] against CTranslate2. The two
@@ -15,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use tessel_model::load::hf::bart;
 use tessel_model::{
-    Convention, DecodeOptions, EarlyStopping, Generation, LoadOptions, Model, Session,
+    Convention, DecodeOptions, EarlyStopping, Generation, LoadOptions, Model, RunError, Session,
 };
 use tessel_tests::for_each_isa;
 
@@ -41,6 +43,7 @@ fn options(defaults: &DecodeOptions, opts: &Value, convention: Convention) -> De
     o.max_new_tokens = Some(count("max_new_tokens", 20));
     o.num_hypotheses = count("num_hypotheses", 1);
     o.search.length_penalty = opts["length_penalty"].as_f64().unwrap_or(1.0) as f32;
+    o.search.patience = opts["patience"].as_f64().unwrap_or(1.0) as f32;
     o.repetition_penalty = opts["repetition_penalty"].as_f64().unwrap_or(1.0) as f32;
     o.no_repeat_ngram_size = count("no_repeat_ngram_size", 0);
     o.min_length = count("min_length", 0);
@@ -116,52 +119,16 @@ fn decoding_options_match_transformers_and_ctranslate2() {
                 session
                     .encode(&case.get("src_ids").map_or_else(|| src.clone(), u32s))
                     .unwrap();
-                let o = options(&defaults, &case["options"], Convention::Transformers);
-                let (tokens, scores, steps) = run(&mut session, &o);
-                let want: Vec<Vec<u32>> = case["hf_tokens"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(u32s)
-                    .collect();
-                assert_eq!(tokens, want, "{what}: transformers");
-                // When the search stopped: transformers runs no step for a target prefix (a
-                // decoder prompt, the forced BOS moved into it), tessel forces it one step per
-                // token.
-                let prompt = if o.prefix.is_empty() {
-                    0
+                if let Some(hf_tokens) = case.get("hf_tokens") {
+                    let o = options(&defaults, &case["options"], Convention::Transformers);
+                    check_transformers(&mut session, &o, case, hf_tokens, &what);
                 } else {
-                    o.prefix.len() + usize::from(o.forced_bos.is_some())
-                };
-                let hf_steps = case["hf_steps"].as_u64().unwrap() as usize;
-                assert_eq!(steps - prompt, hf_steps, "{what}: steps");
-                // transformers takes a target prefix as a decoder prompt and leaves it out of
-                // the length that divides the score; tessel counts it, as CTranslate2 does
-                // (length penalty 1 in these cases): convert.
-                let p = o.prefix.len() + usize::from(o.forced_bos.is_some());
-                let hf_scores = match case["hf_scores"].as_array() {
-                    Some(s) if !o.prefix.is_empty() => Value::from(
-                        s.iter()
-                            .zip(&tokens)
-                            .map(|(x, t)| {
-                                let len = t.len() as f64;
-                                x.as_f64().unwrap() * (len - p as f64) / len
-                            })
-                            .collect::<Vec<f64>>(),
-                    ),
-                    _ => case["hf_scores"].clone(),
-                };
-                check_scores(&scores, &tokens, &hf_scores, &what);
-                if o.renormalize_logits {
-                    // The option moves the scores: the same search without it is farther off.
-                    let plain = DecodeOptions {
-                        renormalize_logits: false,
-                        ..o.clone()
-                    };
-                    let (_, plain_scores, _) = run(&mut session, &plain);
+                    // CTranslate2's options alone (patience): transformers refuses them.
+                    let o = options(&defaults, &case["options"], Convention::Transformers);
+                    let refused = o.request(&session).map(|r| session.generate(r).err());
                     assert!(
-                        plain_scores.iter().zip(&scores).any(|(a, b)| a != b),
-                        "{what}: renormalize_logits changes no score"
+                        matches!(refused, Ok(Some(RunError::BadOption(_)))),
+                        "{what}: transformers' rules take no patience"
                     );
                 }
                 // CTranslate2's n-best lists follow its own rules (no EOS below the best
@@ -175,6 +142,58 @@ fn decoding_options_match_transformers_and_ctranslate2() {
                 }
             }
         });
+    }
+}
+
+/// One case against `transformers`' tokens, decoder steps and scores.
+fn check_transformers(
+    session: &mut Session<&Model>,
+    o: &DecodeOptions,
+    case: &Value,
+    hf_tokens: &Value,
+    what: &str,
+) {
+    let (tokens, scores, steps) = run(session, o);
+    let want: Vec<Vec<u32>> = hf_tokens.as_array().unwrap().iter().map(u32s).collect();
+    assert_eq!(tokens, want, "{what}: transformers");
+    // When the search stopped: transformers runs no step for a target prefix (a
+    // decoder prompt, the forced BOS moved into it), tessel forces it one step per
+    // token.
+    let prompt = if o.prefix.is_empty() {
+        0
+    } else {
+        o.prefix.len() + usize::from(o.forced_bos.is_some())
+    };
+    let hf_steps = case["hf_steps"].as_u64().unwrap() as usize;
+    assert_eq!(steps - prompt, hf_steps, "{what}: steps");
+    // transformers takes a target prefix as a decoder prompt and leaves it out of
+    // the length that divides the score; tessel counts it, as CTranslate2 does
+    // (length penalty 1 in these cases): convert.
+    let p = o.prefix.len() + usize::from(o.forced_bos.is_some());
+    let hf_scores = match case["hf_scores"].as_array() {
+        Some(s) if !o.prefix.is_empty() => Value::from(
+            s.iter()
+                .zip(&tokens)
+                .map(|(x, t)| {
+                    let len = t.len() as f64;
+                    x.as_f64().unwrap() * (len - p as f64) / len
+                })
+                .collect::<Vec<f64>>(),
+        ),
+        _ => case["hf_scores"].clone(),
+    };
+    check_scores(&scores, &tokens, &hf_scores, what);
+    if o.renormalize_logits {
+        // The option moves the scores: the same search without it is farther off.
+        let plain = DecodeOptions {
+            renormalize_logits: false,
+            ..o.clone()
+        };
+        let (_, plain_scores, _) = run(session, &plain);
+        assert!(
+            plain_scores.iter().zip(&scores).any(|(a, b)| a != b),
+            "{what}: renormalize_logits changes no score"
+        );
     }
 }
 
@@ -213,4 +232,64 @@ fn generation_config_reads_early_stopping() {
         let err = read(&format!(r#"{{"early_stopping": {bad}}}"#)).unwrap_err();
         assert!(err.to_string().contains("early_stopping"), "{bad}: {err}");
     }
+}
+
+/// tessel's own beam rules (the ones Whisper's windows use) with a patience: the search waits
+/// for `round(beam · patience)` finished hypotheses, so it runs at least as many steps as with
+/// patience 1, holds the best `beam` of a superset of what patience 1 finished, and on NLLB's
+/// fixture (where hypotheses end early) runs longer. A patience under 1 stops sooner.
+#[test]
+fn tessel_rules_wait_for_beam_times_patience_hypotheses() {
+    let dir = fixture("nllb").join("hf");
+    let (_, model) = bart::load_hf_dir(&dir, 4, &LoadOptions::default()).unwrap();
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("nllb").join("expected.json")).unwrap(),
+    )
+    .unwrap();
+    let src = u32s(&expected["src_ids"]);
+    let forced = expected["cases"][0]["options"]["forced_bos_token_id"]
+        .as_u64()
+        .unwrap() as u32;
+    let prefix = [expected["decoder_start"].as_u64().unwrap() as u32, forced];
+    let mut session = Session::new(&model, tessel_kernels::Isa::scalar()).unwrap();
+    session.encode(&src).unwrap();
+    let mut search = |patience: f32| {
+        let options = tessel_model::SearchOptions {
+            patience,
+            ..tessel_model::SearchOptions::beam(4, 20)
+        };
+        let mut steps = 0;
+        let hyps = session
+            .generate(
+                tessel_model::Request::new(options)
+                    .prefix(&prefix)
+                    .on_step(|_| steps += 1),
+            )
+            .unwrap();
+        let found: Vec<(Vec<u32>, f32)> =
+            hyps.iter().map(|h| (h.tokens.to_vec(), h.score)).collect();
+        (found, steps)
+    };
+    let (one, one_steps) = search(1.0);
+    let (two, two_steps) = search(2.0);
+    let (half, half_steps) = search(0.5);
+    assert!(
+        two_steps > one_steps,
+        "patience 2 ran {two_steps} steps, 1 ran {one_steps}"
+    );
+    assert!(
+        half_steps <= one_steps,
+        "patience 0.5 ran {half_steps} steps, 1 ran {one_steps}"
+    );
+    assert!(half.len() <= 2 && one.len() == 4 && two.len() == 4);
+    assert!(
+        two[0].1 >= one[0].1,
+        "the best of more finished hypotheses is no worse"
+    );
+    // Every hypothesis patience 1 finished early is offered again at patience 2: the best
+    // four of a superset score at least as well, rank by rank.
+    for (a, b) in two.iter().zip(&one) {
+        assert!(a.1 >= b.1, "rank scores {} against {}", a.1, b.1);
+    }
+    assert_ne!(one, two, "patience 2 changes the hypotheses");
 }

@@ -177,6 +177,7 @@ fn check_fixture(name: &str) {
             length_penalty,
             stop_at_eos: true,
             sampling: None,
+            patience: 1.0,
         };
         let hyps = session
             .generate(Request::new(options))

@@ -460,7 +460,7 @@ proptest::proptest! {
                     let _ = session.reorder_beams(parents);
                 }
                 Call::Generate { beam, steps, eos } => {
-                    let options = SearchOptions { beam: *beam, max_steps: *steps, length_penalty: 1.0, stop_at_eos: *eos, sampling: None };
+                    let options = SearchOptions { beam: *beam, max_steps: *steps, length_penalty: 1.0, stop_at_eos: *eos, sampling: None, patience: 1.0 };
                     if let Ok(hyps) = session.generate(Request::new(options)) {
                         proptest::prop_assert!(!hyps.is_empty() && hyps.len() <= *beam);
                         for h in hyps.iter() {
