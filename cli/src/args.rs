@@ -96,8 +96,9 @@ pub enum Command {
     /// (`text N` for TEXT arguments); the others are translated, and the exit status is 1.
     ///
     /// Limits, checked before the model loads: --beam 1 to 64, --nbest at most the beam,
-    /// --min-length at most --max-length + 1, --threads at most 4 × the cores; and the
-    /// sessions' arenas must fit in the memory available (checked before they are made).
+    /// --min-length at most --max-length + 1, --threads at most 4 × the cores, --batch-size
+    /// at most 256 texts (1048576 tokens with --batch-type tokens); and the sessions' arenas
+    /// must fit in the memory available (checked before they are made).
     Translate(crate::translate::TranslateArgs),
     /// Summarizes a document with a text-to-text model directory (BART-large-CNN,
     /// distilbart, T5): all of standard input (or --input FILE, or each TEXT) is one document.

@@ -5,7 +5,9 @@
 //! printed one output line per input line, in order, each as soon as it is done ([`stream`]:
 //! a failing line gets an empty output and its error on stderr, line breaks in an output are
 //! escaped). One batched session decodes up to `--batch-size` lines together (by default up
-//! to 32: [`Translator::default_batch`]), its products on `--threads` threads; at batch size 1,
+//! to 32: [`Translator::default_batch`]), its products on `--threads` threads; with
+//! `--batch-type tokens` its batches hold up to `--batch-size` source tokens instead
+//! ([`stream::TokenBatches`], its slots from [`token_slots`]); at batch size 1,
 //! `--threads N` spreads the lines over `N` sessions sharing one model, each on its own thread
 //! and running its GEMMs on that thread. `--nbest K` prints `K` hypotheses per input,
 //! tab-separated as `index<TAB>score<TAB>text`.
@@ -26,18 +28,41 @@
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use tessel_model::{EarlyStopping, WeightType};
+use tessel_pipeline::translate::DEFAULT_BATCH_ARENA;
 use tessel_pipeline::{LoadSettings, ModelDir, TranslateOptions, Translator};
 
 use crate::bounds::{
-    batch_size, beam, early_stopping, finite, length_ratio, non_negative_float, positive,
-    positive_float, probability, threads, weight_type_parser, MAX_BEAM,
+    beam, early_stopping, finite, length_ratio, non_negative_float, positive, positive_float,
+    probability, threads, weight_type_parser, MAX_BATCH_SIZE, MAX_BEAM,
 };
 use crate::checks::{self, Needs};
 use crate::error::CliError;
 
 pub mod stream;
+
+/// Most source tokens `--batch-size` takes with `--batch-type tokens`.
+pub const MAX_BATCH_TOKENS: usize = 1 << 20;
+
+/// What `--batch-size` counts (CTranslate2's `batch_type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum BatchType {
+    /// Texts per batch.
+    #[default]
+    Examples,
+    /// Source tokens per batch, each text counted as long as its batch's longest.
+    Tokens,
+}
+
+/// A `--batch-size`: at least 1, at most [`MAX_BATCH_TOKENS`] (texts are held to
+/// [`MAX_BATCH_SIZE`] by [`check_flags`], which knows the batch type).
+fn batch_size_or_tokens(text: &str) -> Result<usize, String> {
+    match positive(text)? {
+        n if n <= MAX_BATCH_TOKENS => Ok(n),
+        n => Err(format!("{n} is more than {MAX_BATCH_TOKENS}")),
+    }
+}
 
 /// `tessel translate`'s options.
 #[derive(Debug, Args)]
@@ -79,9 +104,20 @@ pub struct TranslateArgs {
     /// with 1, `--threads` sessions translate one text each. Default: 32 (more gains little:
     /// bench/RESULTS.md), fewer when the texts given are fewer or when 32 sequences' arena
     /// would pass 1 GiB (the caches are planned for the model's longest texts: see `tessel
-    /// plan --batch`).
-    #[arg(long, value_name = "N", value_parser = batch_size)]
+    /// plan --batch`). At most 256 texts; with `--batch-type tokens`, N counts source tokens
+    /// (at most 1048576, and it must be given).
+    #[arg(long, value_name = "N", value_parser = batch_size_or_tokens)]
     pub batch_size: Option<usize>,
+    /// What --batch-size counts (CTranslate2's `batch_type`): `examples`, texts per batch, or
+    /// `tokens`, source tokens per batch. With `tokens` the texts read are sorted by length
+    /// and cut into batches whose text count times their longest text's tokens stays within
+    /// --batch-size (a longer text is a batch of its own); the session is planned for as many
+    /// texts as a batch can hold (one per token, at most 256), fewer when their arena would
+    /// pass 1 GiB (each text's caches are planned for the longest source: --max-source-len
+    /// makes room for more), a batch with more texts decoded in turns. Each text's output is
+    /// still the one it gets alone, in input order.
+    #[arg(long, value_name = "TYPE", value_enum, default_value_t = BatchType::Examples)]
+    pub batch_type: BatchType,
     /// Cut texts longer than the model reads instead of refusing them.
     #[arg(long)]
     pub truncate: bool,
@@ -230,6 +266,16 @@ fn apply_search_flags(args: &TranslateArgs, options: &mut TranslateOptions) {
 
 /// The flags checked against each other before the model loads.
 pub fn check_flags(args: &TranslateArgs) -> Result<(), CliError> {
+    match (args.batch_type, args.batch_size) {
+        (BatchType::Examples, Some(n)) if n > MAX_BATCH_SIZE => {
+            return Err(CliError::Invalid(format!(
+                "--batch-size {n} is more than {MAX_BATCH_SIZE} texts (--batch-type tokens \
+                 counts tokens instead)"
+            )));
+        }
+        (BatchType::Tokens, None) => return Err(CliError::BadOption(TOKENS_NEED_A_SIZE)),
+        _ => {}
+    }
     if let Some(beam) = args.beam {
         checks::nbest_within_beam(args.nbest, beam, "--beam")?;
     }
@@ -237,6 +283,31 @@ pub fn check_flags(args: &TranslateArgs) -> Result<(), CliError> {
         checks::min_within_max(min, max + 1, &format!("--max-length {max}"))?;
     }
     Ok(())
+}
+
+/// The refusal of `--batch-type tokens` without `--batch-size`.
+const TOKENS_NEED_A_SIZE: &str =
+    "--batch-type tokens needs --batch-size N, the most source tokens a batch holds";
+
+/// The slots of the batched session of `--batch-type tokens` with batches of up to `budget`
+/// tokens over `texts` texts (0: not known): as many texts as a batch can hold (one per
+/// token; at most [`MAX_BATCH_SIZE`] and the texts), halved while the session's arena (every
+/// slot planned for the longest source) would pass [`DEFAULT_BATCH_ARENA`], as the default
+/// `--batch-size` is ([`Translator::default_batch`]); at least 1.
+pub fn token_slots(
+    translator: &Translator,
+    threads: usize,
+    budget: usize,
+    texts: usize,
+) -> Result<usize, CliError> {
+    let mut slots = budget.min(MAX_BATCH_SIZE);
+    if texts > 0 {
+        slots = slots.min(texts);
+    }
+    while slots > 1 && translator.batch_bytes(threads, slots)? > DEFAULT_BATCH_ARENA {
+        slots /= 2;
+    }
+    Ok(slots.max(1))
 }
 
 /// The merged options checked where a flag meets a generation config's default.
@@ -314,6 +385,17 @@ pub fn translate(
 ) -> Result<(), CliError> {
     let isa = tessel_model::isa_env::isa_from_env()?;
     let (translator, options) = load(args, "translate")?;
+    if args.batch_type == BatchType::Tokens {
+        let budget = args
+            .batch_size
+            .ok_or(CliError::BadOption(TOKENS_NEED_A_SIZE))?;
+        let slots = token_slots(&translator, args.threads, budget, args.text.len())?;
+        checks::fits_in_memory(translator.batch_bytes(args.threads, slots)?, 1)?;
+        let batch = translator.batch(isa, args.threads, slots)?;
+        let sessions = vec![stream::TokenBatches::new(batch, budget)];
+        let report = stream::run(sessions, &options, &args.text, input, args.nbest, out)?;
+        return failed_lines(report);
+    }
     let batch_size = match args.batch_size {
         Some(n) => n,
         None => translator.default_batch(args.threads, args.text.len())?,
@@ -335,6 +417,11 @@ pub fn translate(
             .collect::<Result<Vec<_>, _>>()?;
         stream::run(sessions, &options, &args.text, input, args.nbest, out)?
     };
+    failed_lines(report)
+}
+
+/// A run's end: an error when some lines failed.
+fn failed_lines(report: stream::Report) -> Result<(), CliError> {
     match report.failed {
         0 => Ok(()),
         failed => Err(CliError::LinesFailed {

@@ -10,6 +10,7 @@
 //! one input is always one output line (or `K`).
 
 use std::borrow::Cow;
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -18,7 +19,11 @@ use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
-use tessel_pipeline::{BatchTranslating, TranslateOptions, Translating, Translation};
+use tessel_model::DecodeOptions;
+use tessel_pipeline::{
+    token_batches, BatchTranslating, IdsResult, TranslateError, TranslateOptions, Translating,
+    Translation,
+};
 
 use crate::error::CliError;
 
@@ -108,6 +113,71 @@ impl Translates for BatchTranslating {
         self.translate_lines(texts, options)
             .into_iter()
             .map(|result| result.map_err(|e| e.to_string()))
+            .collect()
+    }
+}
+
+/// A batched session whose batches are cut by tokens (`--batch-type tokens`, CTranslate2's
+/// `batch_type="tokens"`): the inputs it takes are sorted by length, longest first, and cut
+/// into batches of at most `budget` source tokens, each input counted as long as its batch's
+/// longest ([`token_batches`]; a longer input is a batch of its own). A batch holding more
+/// inputs than the session has slots is decoded in turns of that many. Each input's
+/// hypotheses are still the ones it gets alone.
+pub struct TokenBatches {
+    session: BatchTranslating,
+    budget: usize,
+}
+
+impl TokenBatches {
+    /// `session`'s batches cut at `budget` tokens.
+    pub fn new(session: BatchTranslating, budget: usize) -> TokenBatches {
+        TokenBatches { session, budget }
+    }
+}
+
+impl Translates for TokenBatches {
+    fn capacity(&self) -> usize {
+        READ_BATCHES * self.session.max_batch()
+    }
+
+    fn translate_all(
+        &mut self,
+        texts: &[String],
+        options: &TranslateOptions,
+    ) -> Vec<Result<Vec<Translation>, String>> {
+        let sources: Vec<Result<Vec<u32>, TranslateError>> = {
+            let translator = self.session.translator();
+            let max = translator.max_src_len();
+            texts
+                .iter()
+                .map(|text| translator.source_ids(text, max, options))
+                .collect()
+        };
+        let len = |i: usize| sources[i].as_ref().map_or(0, Vec::len);
+        let mut order: Vec<usize> = (0..texts.len()).filter(|&i| sources[i].is_ok()).collect();
+        order.sort_by_key(|&i| Reverse(len(i)));
+        let mut outcomes: Vec<Option<IdsResult>> = texts.iter().map(|_| None).collect();
+        for batch in token_batches(&order, len, self.budget) {
+            let jobs: Vec<(&[u32], &DecodeOptions)> = batch
+                .iter()
+                .map(|&i| (sources[i].as_deref().unwrap_or_default(), &options.decode))
+                .collect();
+            for (&i, outcome) in batch.iter().zip(self.session.translate_ids(&jobs)) {
+                outcomes[i] = Some(outcome);
+            }
+        }
+        let translator = self.session.translator();
+        sources
+            .into_iter()
+            .zip(outcomes)
+            .map(|(ids, outcome)| {
+                let hyps = match (ids, outcome) {
+                    (Err(e), _) => return Err(e.to_string()),
+                    (Ok(_), Some(outcome)) => outcome.map_err(|e| e.to_string())?,
+                    (Ok(_), None) => return Err("the input was in no batch".to_owned()),
+                };
+                translator.texts(hyps).map_err(|e| e.to_string())
+            })
             .collect()
     }
 }

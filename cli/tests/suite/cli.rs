@@ -165,6 +165,8 @@ fn help_explains_every_command_and_option() {
                 "memory available",
                 "written as `\\n`, `\\r`, `\\t` and `\\\\`",
                 "tessel: line N: reason",
+                "--batch-type",
+                "source tokens per batch",
             ],
         ),
         (

@@ -450,12 +450,13 @@ fn a_failing_line_keeps_every_other_line() {
     let long = "fox ".repeat(100);
     let mut input = format!("{}\n{long}\n{}\r\n", TEXTS[0], TEXTS[1]).into_bytes();
     input.extend_from_slice(b"\xff\xfe\n");
-    let runs: [&[&str]; 5] = [
+    let runs: [&[&str]; 6] = [
         &["--batch-size", "1"],
         &["--batch-size", "1", "--threads", "2"],
         &[],
         &["--batch-size", "3"],
         &["--batch-size", "2", "--threads", "2"],
+        &["--batch-type", "tokens", "--batch-size", "40"],
     ];
     for flags in runs {
         let out = m.tessel_stdin(flags, &input);
@@ -533,6 +534,72 @@ fn a_batch_prints_what_each_line_gets_alone() {
                 assert_eq!(got.stdout, want.stdout, "{name} {flags:?}");
             }
         }
+    }
+}
+
+/// `--batch-type tokens` (CTranslate2's `batch_type="tokens"`: `--batch-size` counts source
+/// tokens, each line as long as its batch's longest) prints what `--batch-size 1` and
+/// `--batch-size 4` print, in input order, whatever the budget: every line a batch of its own
+/// (1 token), a few lines a batch, all of them in one; from standard input and from TEXT
+/// arguments; for beam search with n-best lists, greedy search and sampling with a seed.
+#[test]
+fn a_token_budget_prints_what_each_line_gets_alone() {
+    let words = "the quick brown fox jumps over the lazy dog and runs far away".split(' ');
+    let words: Vec<&str> = words.collect();
+    let lines: Vec<String> = (1..=words.len())
+        .map(|n| words[..(n * 5) % words.len() + 1].join(" "))
+        .collect();
+    let input: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    let budgets: [&[&str]; 4] = [
+        &["--batch-size", "4"],
+        &["--batch-type", "tokens", "--batch-size", "1"],
+        &["--batch-type", "tokens", "--batch-size", "24"],
+        &["--batch-type", "tokens", "--batch-size", "4096"],
+    ];
+    for name in ["marian", "nllb"] {
+        let m = Model::load(name);
+        let mut lang_flags = Vec::new();
+        if let (Some(src), Some(tgt)) = languages(name) {
+            lang_flags.extend(["--src-lang", src, "--tgt-lang", tgt]);
+        }
+        let searches: [&[&str]; 3] = [
+            &["--beam", "4", "--nbest", "2"],
+            &["--beam", "1"],
+            &["--sample", "--temperature", "1.5", "--seed", "5"],
+        ];
+        for search in searches {
+            let alone = [&lang_flags[..], search, &["--batch-size", "1"]].concat();
+            let want = m.tessel_stdin(&alone, input.as_bytes());
+            let stderr = String::from_utf8_lossy(&want.stderr);
+            assert!(want.status.success(), "{stderr}");
+            for budget in budgets {
+                let flags = [&lang_flags[..], search, budget].concat();
+                let got = m.tessel_stdin(&flags, input.as_bytes());
+                let stderr = String::from_utf8_lossy(&got.stderr);
+                assert!(got.status.success(), "{flags:?}: {stderr}");
+                assert_eq!(got.stdout, want.stdout, "{name} {flags:?}");
+            }
+        }
+        // The lines as TEXT arguments (the session planned for no more slots than texts).
+        let mut args = vec!["--model", m.dir.to_str().unwrap()];
+        args.extend(&lang_flags);
+        args.extend([
+            "--beam",
+            "1",
+            "--batch-type",
+            "tokens",
+            "--batch-size",
+            "30",
+        ]);
+        args.extend(lines.iter().map(String::as_str));
+        let got = tessel(&args);
+        let want = m.tessel_stdin(
+            &[&lang_flags[..], &["--beam", "1", "--batch-size", "1"]].concat(),
+            input.as_bytes(),
+        );
+        let stderr = String::from_utf8_lossy(&got.stderr);
+        assert!(got.status.success(), "{stderr}");
+        assert_eq!(got.stdout, want.stdout, "{name}: TEXT arguments");
     }
 }
 
@@ -614,10 +681,34 @@ fn outputs_with_line_breaks_stay_on_one_line() {
 #[test]
 fn bad_flags_are_refused_before_the_model_loads() {
     // A directory that does not exist: each flag's own message comes first.
-    let cases: [(&[&str], i32, &str); 9] = [
+    let cases: [(&[&str], i32, &str); 13] = [
         (&["--beam", "0"], 2, "0 is outside 1..=64"),
         (&["--batch-size", "0"], 2, "at least 1"),
-        (&["--batch-size", "1000"], 2, "1000 is more than 256"),
+        (
+            &["--batch-size", "1000"],
+            1,
+            "--batch-size 1000 is more than 256 texts",
+        ),
+        (
+            &["--batch-type", "tokens", "--batch-size", "2000000"],
+            2,
+            "2000000 is more than 1048576",
+        ),
+        (
+            &["--batch-type", "words", "--batch-size", "8"],
+            2,
+            "invalid value 'words' for '--batch-type <TYPE>'",
+        ),
+        (
+            &["--batch-type", "tokens"],
+            1,
+            "--batch-type tokens needs --batch-size N",
+        ),
+        (
+            &["--batch-type", "tokens", "--batch-size", "0"],
+            2,
+            "at least 1",
+        ),
         (&["--beam", "1000"], 2, "1000 is outside 1..=64"),
         (&["--threads", "100000"], 2, "cores available"),
         (&["--threads", "0"], 2, "at least 1"),
