@@ -94,6 +94,10 @@ pub struct TranscribeArgs {
     /// Samples per window at fallback temperatures, at least 1.
     #[arg(long, value_name = "N", default_value_t = 5, value_parser = positive)]
     pub best_of: usize,
+    /// Beam search patience above 0: a window's search goes on until round(beam × patience)
+    /// hypotheses have finished (faster-whisper's `patience`; default 1).
+    #[arg(long, value_name = "F", default_value_t = 1.0, value_parser = positive_float)]
+    pub patience: f32,
     /// Spoken language (code or English name); detected by multilingual models if absent.
     #[arg(long)]
     pub language: Option<String>,
@@ -402,6 +406,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         language: args.language.clone(),
         beam: args.beam,
         best_of: args.best_of,
+        patience: args.patience,
         condition_on_previous_text: !args.no_condition_on_previous_text,
         initial_prompt: args.initial_prompt.clone(),
         hotwords: args.hotwords.clone(),

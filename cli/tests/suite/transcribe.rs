@@ -248,6 +248,7 @@ fn fallback_flags_set_the_temperatures_and_thresholds() {
         (["--beam", "0"], "0 is outside 1..=64"),
         (["--beam", "65"], "65 is outside 1..=64"),
         (["--best-of", "0"], "at least 1"),
+        (["--patience", "0"], "must be above 0"),
         (["--threads", "100000"], "cores available"),
         (["--no-speech-threshold", "1.5"], "between 0 and 1"),
         (["--logprob-threshold", "nan"], "must be finite"),

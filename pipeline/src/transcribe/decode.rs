@@ -341,6 +341,7 @@ fn search(
     } else {
         SearchOptions {
             length_penalty: options.length_penalty,
+            patience: options.patience,
             ..SearchOptions::beam(options.beam, max_steps)
         }
     }

@@ -127,6 +127,9 @@ pub struct TranscribeOptions {
     pub suppress_blank: bool,
     /// Length penalty `α` of the score `sum_logprob / len^α`.
     pub length_penalty: f32,
+    /// Beam search patience: a window's search goes on until `round(beam · patience)`
+    /// hypotheses have finished (faster-whisper's `patience`; 1 stops at `beam`).
+    pub patience: f32,
     /// Seed of the sampling at fallback temperatures.
     pub seed: u64,
     /// Most tokens decoded per window.
@@ -164,6 +167,7 @@ impl Default for TranscribeOptions {
             max_initial_timestamp: 1.0,
             suppress_blank: true,
             length_penalty: 1.0,
+            patience: 1.0,
             seed: 0,
             sample_len: 224,
             word_timestamps: false,
@@ -276,6 +280,12 @@ impl TranscribeOptions {
         }
         if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
             return bad("repetition_penalty must be finite and positive");
+        }
+        if !(self.patience.is_finite() && self.patience > 0.0) {
+            return bad("patience must be finite and positive");
+        }
+        if self.beam > 1 && (self.beam as f32 * self.patience).round() < 1.0 {
+            return bad("beam_size × patience must round to at least 1");
         }
         if self.initial_prompt.is_some() && self.initial_prompt_tokens.is_some() {
             return bad("give initial_prompt as text or as token ids, not both");
