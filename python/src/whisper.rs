@@ -154,7 +154,7 @@ impl WhisperModel {
         without_timestamps, max_initial_timestamp, word_timestamps, prepend_punctuations,
         append_punctuations, vad, initial_prompt_tokens=None, hotwords=None, prefix=None,
         repetition_penalty=1.0, no_repeat_ngram_size=0, max_new_tokens=None,
-        suppress_tokens=vec![-1], clip_timestamps=vec![]))]
+        suppress_tokens=vec![-1], clip_timestamps=vec![], patience=1.0))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
@@ -187,6 +187,7 @@ impl WhisperModel {
         max_new_tokens: Option<usize>,
         suppress_tokens: Vec<i64>,
         clip_timestamps: Vec<f64>,
+        patience: f32,
     ) -> PyResult<SegmentStream> {
         let task = match task {
             "transcribe" => Task::Transcribe,
@@ -218,6 +219,7 @@ impl WhisperModel {
             max_initial_timestamp,
             suppress_blank,
             length_penalty,
+            patience,
             word_timestamps,
             prepend_punctuations,
             append_punctuations,

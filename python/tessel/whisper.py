@@ -78,7 +78,6 @@ class TranscriptionInfo:
 # faster-whisper's keyword arguments that tessel does not implement yet, with the value that
 # turns each off (its default) and why.
 UNSUPPORTED = {
-    "patience": (1, "beam search stops when beam_size hypotheses have finished"),
     "multilingual": (False, "one language per file"),
     "chunk_length": (None, "windows are 30 s"),
     "hallucination_silence_threshold": (None, "no skipping of silences around hallucinations"),
@@ -267,6 +266,7 @@ class WhisperModel:
             max_new_tokens=None if max_new_tokens is None else int(max_new_tokens),
             suppress_tokens=suppress,
             clip_timestamps=clips,
+            patience=float(patience),
         )
         options = {
             k: given[k]

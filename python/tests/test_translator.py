@@ -66,6 +66,7 @@ def ct2_kwargs(opts, tokens):
         min_decoding_length=max(opts.get("min_length", 0) - 1, 0),
         num_hypotheses=opts.get("num_hypotheses", 1),
         return_end_token=True,
+        patience=opts.get("patience", 1.0),
     )
     prefix = ([opts["forced_bos_token_id"]] if "forced_bos_token_id" in opts else []) + opts.get(
         "prefix", []
@@ -83,7 +84,7 @@ def ct2_kwargs(opts, tokens):
 def test_decoding_options_match_ctranslate2(name, decoding_dir):
     """Every option of the decoding fixtures' CTranslate2 cases: n-best lists with scores,
     length penalties, repetition penalty, n-gram blocking, minimum length, target prefixes,
-    suppressed tokens and sequences, length limits."""
+    suppressed tokens and sequences, length limits, patience."""
     model = decoding_dir(name)
     tokens = vocabulary_of(model)
     expected = decoding_expected(name)
@@ -140,7 +141,8 @@ def test_bad_calls_raise_typed_errors(decoding_dir, tmp_path):
     translator = tessel.Translator(str(model))
     source = [["▁a", "</s>"]]
     for kwargs in [
-        dict(patience=2),
+        dict(patience=0),
+        dict(beam_size=4, num_hypotheses=3, patience=0.5),
         dict(coverage_penalty=0.5),
         dict(return_attention=True),
         dict(batch_type="sentences"),
@@ -154,8 +156,8 @@ def test_bad_calls_raise_typed_errors(decoding_dir, tmp_path):
     ]:
         with pytest.raises(tessel.InputError):
             translator.translate_batch(source, **kwargs)
-    with pytest.raises(tessel.UnsupportedError, match="patience"):
-        translator.translate_batch(source, patience=2)
+    with pytest.raises(tessel.UnsupportedError, match="coverage_penalty"):
+        translator.translate_batch(source, coverage_penalty=0.5)
     with pytest.raises(tessel.InputError, match="language"):
         translator.translate(["x"], tgt_lang="de_DE")
     with pytest.raises(TypeError):

@@ -202,7 +202,8 @@ def test_bad_calls_raise_typed_errors(tmp_path):
         dict(vad_filter=True, vad_parameters=dict(threshold=2.0)),
         dict(vad_filter=True, vad_parameters=dict(bogus=1)),
         dict(vad_filter=True, vad_parameters="fast"),
-        dict(patience=2),
+        dict(patience=0),
+        dict(beam_size=2, patience=0.2),
         dict(hallucination_silence_threshold=1.0),
         dict(clip_timestamps=[-1.0, 2.0]),
         dict(clip_timestamps="1,x"),
@@ -216,8 +217,8 @@ def test_bad_calls_raise_typed_errors(tmp_path):
     ]:
         with pytest.raises(tessel.InputError):
             model.transcribe(audio, **kwargs)
-    with pytest.raises(tessel.UnsupportedError, match="patience"):
-        model.transcribe(audio, patience=2)
+    with pytest.raises(tessel.UnsupportedError, match="multilingual"):
+        model.transcribe(audio, multilingual=True)
     # As faster-whisper, a window whose prompt and max_new_tokens pass the model's 448
     # positions raises when it is decoded.
     segments, _ = model.transcribe(audio, max_new_tokens=1000)

@@ -208,11 +208,6 @@ impl Translator {
         let (py, this) = (slf.py(), slf.get());
         refuse_unsupported(&[
             (
-                "patience",
-                patience == 1.0,
-                "beam search stops as CTranslate2's does at 1",
-            ),
-            (
                 "coverage_penalty",
                 coverage_penalty == 0.0,
                 "no attention is kept",
@@ -250,6 +245,7 @@ impl Translator {
             beam_size,
             num_hypotheses,
             length_penalty,
+            patience,
             repetition_penalty,
             no_repeat_ngram_size,
             max_decoding_length,
@@ -323,6 +319,7 @@ impl Translator {
             beam_size: 1,
             num_hypotheses: 1,
             length_penalty: 1.0,
+            patience: 1.0,
             repetition_penalty,
             no_repeat_ngram_size,
             max_decoding_length,

@@ -15,6 +15,7 @@ pub struct Search {
     pub beam_size: usize,
     pub num_hypotheses: usize,
     pub length_penalty: f32,
+    pub patience: f32,
     pub repetition_penalty: f32,
     pub no_repeat_ngram_size: usize,
     pub max_decoding_length: usize,
@@ -35,6 +36,16 @@ impl Search {
                 self.num_hypotheses
             )));
         }
+        if !(self.patience.is_finite() && self.patience > 0.0) {
+            return Err(errors::input("patience: expected a finite value above 0"));
+        }
+        let needed = (beam as f32 * self.patience).round() as usize;
+        if beam > 1 && self.num_hypotheses > needed {
+            return Err(errors::input(format!(
+                "num_hypotheses {} is more than beam_size × patience ({needed})",
+                self.num_hypotheses
+            )));
+        }
         if self.sampling.is_some() && beam != 1 {
             return Err(errors::unsupported(
                 "sampling with beam_size above 1",
@@ -44,6 +55,7 @@ impl Search {
         let mut o = generation.clone();
         o.search.beam = beam;
         o.search.length_penalty = self.length_penalty;
+        o.search.patience = self.patience;
         o.search.sampling = self.sampling;
         o.num_hypotheses = self.num_hypotheses;
         o.max_new_tokens = Some(self.max_decoding_length);
