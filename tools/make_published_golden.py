@@ -20,6 +20,15 @@ Committed per row:
 
 The end-of-sequence row of the output projection is zero (so every search runs its full
 length) and padding rows of the embeddings are zero, as in tools/make_translation_golden.py.
+
+The T5 v1.1-family rows (`untied_head`: t5-v1_1-small, flan-t5-small, flan-t5-base,
+mt5-small) store their own `lm_head.weight`, as the published files do (`tie_word_embeddings:
+false`). transformers 5 forces T5's tie, so `save_pretrained` writes none: the script adds it
+to the saved file, drawn under its own generator name (`head_gen`), and `from_pretrained` then
+leaves it untied (a stored head that differs from `shared`), as it loads the published files;
+the script checks that it does. expected.json then also holds `tied_head_distance`: how far
+the same weights projected with `shared` land from the reference at the checked columns, as a
+fraction of the scale (the Rust test requires it far above its bound).
 Before writing, the script regenerates every tensor from the manifest and checks it equals
 the saved file bit for bit.
 
@@ -104,7 +113,7 @@ ROWS = {
         generation={"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
                     "transformers_version": "4.27.0.dev0"},
         src_prefix=[], eos=1, pad=0, start=0, forced=None, gain=2.5, embed=1.0,
-        cross_out=0.3, rel=1.0, head=1.0),
+        cross_out=0.3, rel=1.0, head=1.0, untied_head=True),
     "flan-t5-small": dict(
         config={
             "architectures": ["T5ForConditionalGeneration"], "d_ff": 1024, "d_kv": 64,
@@ -120,7 +129,8 @@ ROWS = {
         generation={"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
                     "transformers_version": "4.27.0.dev0"},
         src_prefix=[], eos=1, pad=0, start=0, forced=None, gain=2.5, embed=1.0,
-        cross_out=0.3, rel=1.0, head=1.0, copies=[("encoder.embed_tokens.weight", "shared.weight"),
+        cross_out=0.3, rel=1.0, head=1.0, untied_head=True, head_gen="lm_head.weight#1",
+        copies=[("encoder.embed_tokens.weight", "shared.weight"),
                 ("decoder.embed_tokens.weight", "shared.weight")]),
     "t5-small": dict(
         config={
@@ -366,7 +376,8 @@ ROWS = {
         generation={"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
                     "transformers_version": "4.27.0.dev0"},
         src_prefix=[], eos=1, pad=0, start=0, forced=None, gain=2.5, embed=1.0,
-        cross_out=0.3, rel=1.0, head=1.0, seed=8,
+        cross_out=0.3, rel=1.0, head=1.0, seed=8, untied_head=True,
+        head_gen="lm_head.weight#1",
         copies=[("encoder.embed_tokens.weight", "shared.weight"),
                 ("decoder.embed_tokens.weight", "shared.weight")]),
     "flan-t5-base": dict(
@@ -397,7 +408,8 @@ ROWS = {
         generation={"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
                     "transformers_version": "4.27.0.dev0"},
         src_prefix=[], eos=1, pad=0, start=0, forced=None, gain=2.5, embed=1.0,
-        cross_out=0.3, rel=1.0, head=1.0, copies=[("encoder.embed_tokens.weight", "shared.weight"),
+        cross_out=0.3, rel=1.0, head=1.0, untied_head=True,
+        copies=[("encoder.embed_tokens.weight", "shared.weight"),
                 ("decoder.embed_tokens.weight", "shared.weight")]),
     "whisper-base": dict(
         config={
@@ -532,17 +544,46 @@ def plan_init(model, row):
 
 
 def zero_rows(model, plan, row):
-    """Zero the EOS row of the output projection and the padding row of the tables."""
+    """Zero the EOS row of the output projection and the padding row of the tables (an untied
+    head's EOS row is zeroed in its own entry, `untied_head_entry`)."""
     head = model.get_output_embeddings().weight
     shared = model.get_input_embeddings().weight
     for name, tensor in model.named_parameters(remove_duplicate=False):
-        if tensor.data_ptr() == head.data_ptr() and name in plan:
+        if tensor.data_ptr() == head.data_ptr() and name in plan \
+                and not row.get("untied_head"):
             plan[name].setdefault("zero_rows", []).append(row["eos"])
         rows = plan.get(name, {}).get("zero_rows", [])
         t5 = model.config.model_type in ("t5", "mt5")
         if tensor.data_ptr() == shared.data_ptr() and name in plan and not t5 \
                 and row["pad"] not in rows:
             plan[name].setdefault("zero_rows", []).append(row["pad"])
+
+
+def untied_head_entry(model, row, seed):
+    """The manifest entry of the untied `lm_head.weight` the published T5 v1.1-family files
+    store (`tie_word_embeddings: false`), which transformers 5's `save_pretrained` does not
+    write (its T5 configs force the tie): drawn under its own generator name, so its values
+    are not `shared`'s, at the head's gain, its EOS row zero."""
+    c = model.config
+    entry = dict(name="lm_head.weight", gen=row.get("head_gen", "lm_head.weight"),
+                 shape=[c.vocab_size, c.d_model],
+                 offset=0.0, scale=uniform_scale(row["head"]), zero_rows=[row["eos"]])
+    values = gen.generate(entry, seed)
+    entry["sum"] = float(values.astype(np.float64).sum())
+    return entry, values
+
+
+def with_untied_head(model, row, path, seed):
+    """Adds the untied head to the saved file (as the published file holds it); its entry."""
+    from safetensors.numpy import save_file
+
+    entry, values = untied_head_entry(model, row, seed)
+    saved = load_file(path)
+    assert "lm_head.weight" not in saved, "save_pretrained wrote lm_head.weight"
+    assert not np.array_equal(values, saved["shared.weight"])
+    saved["lm_head.weight"] = values
+    save_file(saved, path, metadata={"format": "pt"})
+    return entry, values
 
 
 def fill(model, plan, seed):
@@ -681,11 +722,21 @@ def build(name, row):
     fill(model, plan, seed)
     with tempfile.TemporaryDirectory() as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
-        manifest = with_copies(manifest_of(model, plan, os.path.join(tmp, "model.safetensors"), seed),
-                               row.get("copies", []))
+        path = os.path.join(tmp, "model.safetensors")
+        entries = manifest_of(model, plan, path, seed)
+        if row.get("untied_head"):
+            head, head_values = with_untied_head(model, row, path, seed)
+            entries = sorted(entries + [head], key=lambda e: e["name"])
+        manifest = with_copies(entries, row.get("copies", []))
         # Loaded in float32 whatever the file's dtype: a float16 load would compute the tables
         # the checkpoint does not store (Marian's sinusoidal positions) in float16.
         ref = auto.from_pretrained(tmp, dtype=torch.float32).eval()
+        if row.get("untied_head"):
+            # transformers 5 leaves a stored head that differs from `shared` untied, as it
+            # loads the published files.
+            assert ref.lm_head.weight.data_ptr() != ref.shared.weight.data_ptr()
+            assert np.array_equal(ref.lm_head.weight.detach().numpy(), head_values)
+            assert not getattr(ref.config, "scale_decoder_outputs", False)  # mT5: none
         described, encoder_input, forced = row_inputs(row, config.vocab_size)
         single = teacher_forced(ref, encoder_input, forced)
         ref = ref.double()
@@ -701,6 +752,17 @@ def build(name, row):
 
     prefix = prompt_of(row)
     logits = teacher_forced(ref, encoder_input, forced)
+    sampled = [sampled_columns(step, i) for i, step in enumerate(logits)]
+    extra = {}
+    if row.get("untied_head"):
+        # The same weights projected with `shared` (the tied model built above, unscaled as
+        # transformers reads `tie_word_embeddings: false`): how far from the reference an
+        # engine lands that ignores the head, at the columns the test checks.
+        assert model.lm_head.weight.data_ptr() == model.shared.weight.data_ptr()
+        tied = teacher_forced(model.double(), encoder_input, forced)
+        scale = float(np.abs(logits).max())
+        extra["tied_head_distance"] = max(abs(float(tied[i][c]) - v) for i, step in
+                                          enumerate(sampled) for c, v in step) / scale
     # How far float32 lands from float64 on these weights: a fixture whose float32 error
     # comes near the bound is ill-conditioned and would test rounding, not the engine.
     f32_error = float(np.abs(single - logits).max()) / max(1.0, float(np.abs(logits).max()))
@@ -714,15 +776,16 @@ def build(name, row):
     expected = dict(
         **described, decoder_input_ids=forced, prompt=prefix,
         logit_scale=float(np.abs(logits).max()),
-        logits=[sampled_columns(step, i) for i, step in enumerate(logits)],
+        logits=sampled,
         greedy_tokens=greedy, **searches, greedy_margin=min_gap(along),
         float32_error=f32_error,
-        distinct_greedy=len(set(greedy[len(prefix):])))
+        distinct_greedy=len(set(greedy[len(prefix):])), **extra)
     write_expected(os.path.join(out, "expected.json"), expected)
     print(f"{name}: {sum(np.prod(e['shape']) for e in manifest) / 1e6:.1f} M values, "
           f"float32 error {f32_error:.2e} of the scale, "
           f"greedy {greedy} (margin {expected['greedy_margin']:.3g}, "
-          f"scale {expected['logit_scale']:.3g}), beam4 {searches.get('beam4_tokens')}")
+          f"scale {expected['logit_scale']:.3g}), beam4 {searches.get('beam4_tokens')}"
+          + (f", tied head {extra['tied_head_distance']:.3g} of the scale away" if extra else ""))
 
 
 def main():
