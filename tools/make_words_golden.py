@@ -43,14 +43,20 @@ def long_audio(clip):
 
 COMMON = dict(temperature=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], word_timestamps=True, vad_filter=False)
 
+# The hallucination_* runs skip the silences around likely hallucinations
+# (`hallucination_silence_threshold`); each gives other segments than the same run without.
 RUNS = {
     "tiny_en_32": {
         "greedy": dict(beam_size=1),
         "beam5": dict(beam_size=5),
+        "hallucination_greedy_1s": dict(beam_size=1, hallucination_silence_threshold=1.0),
+        "hallucination_beam5_2s": dict(beam_size=5, hallucination_silence_threshold=2.0),
     },
     "tiny_multi_32": {
         "zh_greedy": dict(beam_size=1, language="zh"),
         "en_beam5": dict(beam_size=5, language="en"),
+        "hallucination_en_beam5_1s": dict(beam_size=5, language="en",
+                                          hallucination_silence_threshold=1.0),
     },
 }
 
@@ -104,6 +110,10 @@ def build(name, runs):
                 words=[[w.word, w.start, w.end, w.probability] for w in s.words],
             ))
         assert {s["temperature"] for s in out} <= {0.0}, run
+        if "hallucination_silence_threshold" in options:
+            plain = {k: v for k, v in options.items() if k != "hallucination_silence_threshold"}
+            without = [s for s in expected["runs"].values() if s["options"] == plain]
+            assert without and without[0]["segments"] != out, (run, "the option changes nothing")
         first = recorder.calls[0]
         # The path's margin: how far the chosen steps were from a tie is not visible here;
         # the Rust test compares the path itself.

@@ -42,6 +42,7 @@ pub mod alignment;
 mod decode;
 pub mod fallback;
 pub mod format;
+mod hallucination;
 mod load;
 mod observer;
 pub mod segments;

@@ -141,6 +141,10 @@ pub struct TranscribeOptions {
     pub prepend_punctuations: String,
     /// With word timestamps: punctuation merged into the previous word.
     pub append_punctuations: String,
+    /// With word timestamps: skip silences longer than this many seconds around a likely
+    /// hallucination (faster-whisper's `hallucination_silence_threshold`; `None`: off). Without
+    /// word timestamps it does nothing, as in faster-whisper.
+    pub hallucination_silence_threshold: Option<f64>,
 }
 
 impl Default for TranscribeOptions {
@@ -173,6 +177,7 @@ impl Default for TranscribeOptions {
             word_timestamps: false,
             prepend_punctuations: super::words::PREPEND_PUNCTUATIONS.to_owned(),
             append_punctuations: super::words::APPEND_PUNCTUATIONS.to_owned(),
+            hallucination_silence_threshold: None,
         }
     }
 }
@@ -280,6 +285,12 @@ impl TranscribeOptions {
         }
         if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
             return bad("repetition_penalty must be finite and positive");
+        }
+        if self
+            .hallucination_silence_threshold
+            .is_some_and(|t| !t.is_finite())
+        {
+            return bad("hallucination_silence_threshold must be finite");
         }
         if !(self.patience.is_finite() && self.patience > 0.0) {
             return bad("patience must be finite and positive");

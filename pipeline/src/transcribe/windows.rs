@@ -11,6 +11,7 @@ use tessel_text::whisper::{python_strip, WhisperTokenizer};
 
 use super::alignment::{text_token_probability, Aligner};
 use super::decode::{Decoded, Decoder, WhisperSession, WindowDecode};
+use super::hallucination::{self, Verdict};
 use super::observer::{timed, Observer};
 use super::segments::{self, Cut};
 use super::types::{Segment, Stats, TranscribeError, TranscribeOptions, Transcript};
@@ -307,6 +308,7 @@ impl TranscribeSession {
             no_speech_prob,
         };
         let mut next_seek = split.next_seek;
+        let mut kept = split.count;
         let mut no_words = Vec::new();
         let words = match self.words.as_mut() {
             Some(state) if options.word_timestamps => {
@@ -332,6 +334,29 @@ impl TranscribeSession {
                 if let Some(end) = end.filter(|&end| !single_ending && end > time_offset) {
                     next_seek = (end * 100.0).round_ties_even().max(0.0) as usize;
                 }
+                if let Some(threshold) = options.hallucination_silence_threshold {
+                    let at = hallucination::Window {
+                        seek,
+                        size,
+                        content_frames: self.spectrogram.len() / self.n_mels,
+                        last_speech: last,
+                    };
+                    match hallucination::judge(threshold, cuts, &state.words, at) {
+                        Verdict::Keep => {}
+                        // The window is dropped whole: nothing kept, no prompt reset, the
+                        // last speech as it was.
+                        Verdict::Skip(seek) => {
+                            walk.last_speech_timestamp = last;
+                            return Ok(seek);
+                        }
+                        Verdict::Truncate { keep, seek } => {
+                            kept = keep;
+                            next_seek = seek;
+                        }
+                    }
+                }
+                let end =
+                    words::last_end(&cuts[..kept], &state.words[..kept.min(state.words.len())]);
                 if let Some(end) = end {
                     walk.last_speech_timestamp = end;
                 }
@@ -339,7 +364,7 @@ impl TranscribeSession {
             }
             _ => &mut no_words[..],
         };
-        let cuts = &self.cuts[..split.count];
+        let cuts = &self.cuts[..kept];
         walk.keep(&self.tokenizer, best, (cuts, words), &figures, observer)?;
         if !options.condition_on_previous_text
             || best.temperature > options.prompt_reset_on_temperature

@@ -5,7 +5,8 @@
 //! within a stated tolerance), then whole transcriptions: every segment's seek, bounds (moved
 //! by the word pass), tokens and text identical, every word's text identical and its times
 //! within 10 ms. Greedy and beam 5; an English-only model (words split on spaces) and a
-//! multilingual one told Chinese (words split on character boundaries) and English.
+//! multilingual one told Chinese (words split on character boundaries) and English; with
+//! `hallucination_silence_threshold` (1 s and 2 s), which drops windows and segments there.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +33,8 @@ struct RunOptions {
     beam_size: usize,
     #[serde(default)]
     language: Option<String>,
+    #[serde(default)]
+    hallucination_silence_threshold: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -158,6 +161,7 @@ fn words_match(name: &str) {
                 beam: run.options.beam_size,
                 language: run.options.language.clone(),
                 word_timestamps: true,
+                hallucination_silence_threshold: run.options.hallucination_silence_threshold,
                 ..TranscribeOptions::default()
             };
             let got = session.transcribe(&audio, &options, &mut ()).unwrap();
