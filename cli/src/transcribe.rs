@@ -118,6 +118,11 @@ pub struct TranscribeArgs {
     /// window's start follow the words, as in faster-whisper.
     #[arg(long)]
     pub word_timestamps: bool,
+    /// With --word-timestamps: skip silences longer than this many seconds around a likely
+    /// hallucination (improbable, very short or very long words), as faster-whisper's
+    /// `hallucination_silence_threshold` does (default: off).
+    #[arg(long, value_name = "SECONDS", value_parser = positive_float, requires = "word_timestamps")]
+    pub hallucination_silence_threshold: Option<f32>,
     /// Text that conditions the first window (names, spelling, style).
     #[arg(long)]
     pub initial_prompt: Option<String>,
@@ -418,6 +423,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         timestamps: !args.no_timestamps,
         seed: args.seed,
         word_timestamps: args.word_timestamps,
+        hallucination_silence_threshold: args.hallucination_silence_threshold.map(f64::from),
         ..TranscribeOptions::default()
     };
     let options = with_fallback_flags(args, options);

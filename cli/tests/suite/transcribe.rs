@@ -121,8 +121,9 @@ fn transcribes_a_wav_file_as_faster_whisper_does() {
 
 /// The temperatures of the segments of a JSON transcript, and its tokens.
 /// `--word-timestamps`: the words of faster-whisper's `word_timestamps=True` in the JSON
-/// output (tests/transcribe/tiny_en_32/words.json, greedy), none without the flag, and still
-/// no allocation during inference (the forced pass and the alignment included).
+/// output (tests/transcribe/tiny_en_32/words.json, greedy, and with
+/// `--hallucination-silence-threshold 1`), none without the flag, and still no allocation
+/// during inference (the forced pass and the alignment included).
 #[test]
 fn word_timestamps_are_faster_whispers() {
     let dir = std::env::temp_dir().join(format!("tessel-words-{}", std::process::id()));
@@ -141,21 +142,41 @@ fn word_timestamps_are_faster_whispers() {
         "--format",
         "json",
     ];
-    let mut with_words = args.to_vec();
-    with_words.push("--word-timestamps");
-    let out = tessel(&with_words);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("allocations during inference: 0"),
-        "{stderr}"
-    );
-    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let want: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root().join("tiny_en_32/words.json")).unwrap(),
     )
     .unwrap();
-    let want = want["runs"]["greedy"]["segments"].as_array().unwrap();
+    for (run, extra) in [
+        ("greedy", &[][..]),
+        (
+            "hallucination_greedy_1s",
+            &["--hallucination-silence-threshold", "1"][..],
+        ),
+    ] {
+        let mut with_words = args.to_vec();
+        with_words.push("--word-timestamps");
+        with_words.extend_from_slice(extra);
+        let out = tessel(&with_words);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("allocations during inference: 0"),
+            "{stderr}"
+        );
+        let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        check_words(&got, &want["runs"][run]);
+    }
+    let plain = tessel(&args);
+    assert!(plain.status.success());
+    let plain: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    let segments = plain["segments"].as_array().unwrap();
+    assert!(segments.iter().all(|s| s.get("words").is_none()));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A JSON transcript's segments and words against a run of words.json.
+fn check_words(got: &serde_json::Value, run: &serde_json::Value) {
+    let want = run["segments"].as_array().unwrap();
     let got = got["segments"].as_array().unwrap();
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(want) {
@@ -181,12 +202,6 @@ fn word_timestamps_are_faster_whispers() {
             assert!(gw["probability"].as_f64().unwrap() > 0.0);
         }
     }
-    let plain = tessel(&args);
-    assert!(plain.status.success());
-    let plain: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
-    let segments = plain["segments"].as_array().unwrap();
-    assert!(segments.iter().all(|s| s.get("words").is_none()));
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 fn temperatures_and_tokens(out: &Output) -> (Vec<f64>, Vec<serde_json::Value>) {
