@@ -154,7 +154,8 @@ impl WhisperModel {
         without_timestamps, max_initial_timestamp, word_timestamps, prepend_punctuations,
         append_punctuations, vad, initial_prompt_tokens=None, hotwords=None, prefix=None,
         repetition_penalty=1.0, no_repeat_ngram_size=0, max_new_tokens=None,
-        suppress_tokens=vec![-1], clip_timestamps=vec![], patience=1.0))]
+        suppress_tokens=vec![-1], clip_timestamps=vec![], patience=1.0,
+        hallucination_silence_threshold=None))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
@@ -188,6 +189,7 @@ impl WhisperModel {
         suppress_tokens: Vec<i64>,
         clip_timestamps: Vec<f64>,
         patience: f32,
+        hallucination_silence_threshold: Option<f64>,
     ) -> PyResult<SegmentStream> {
         let task = match task {
             "transcribe" => Task::Transcribe,
@@ -220,6 +222,7 @@ impl WhisperModel {
             suppress_blank,
             length_penalty,
             patience,
+            hallucination_silence_threshold,
             word_timestamps,
             prepend_punctuations,
             append_punctuations,

@@ -80,7 +80,6 @@ class TranscriptionInfo:
 UNSUPPORTED = {
     "multilingual": (False, "one language per file"),
     "chunk_length": (None, "windows are 30 s"),
-    "hallucination_silence_threshold": (None, "no skipping of silences around hallucinations"),
     "language_detection_threshold": (0.5, "the language is detected on the first 30 s"),
     "language_detection_segments": (1, "the language is detected on the first 30 s"),
     "log_progress": (False, "no progress bar"),
@@ -267,6 +266,10 @@ class WhisperModel:
             suppress_tokens=suppress,
             clip_timestamps=clips,
             patience=float(patience),
+            hallucination_silence_threshold=(
+                None if hallucination_silence_threshold is None
+                else float(hallucination_silence_threshold)
+            ),
         )
         options = {
             k: given[k]
@@ -278,6 +281,7 @@ class WhisperModel:
                 "suppress_blank", "without_timestamps", "max_initial_timestamp",
                 "word_timestamps", "prepend_punctuations", "append_punctuations",
                 "max_new_tokens", "hotwords", "prefix", "clip_timestamps",
+                "hallucination_silence_threshold",
             )
         }
         options["suppress_tokens"] = suppress

@@ -204,7 +204,7 @@ def test_bad_calls_raise_typed_errors(tmp_path):
         dict(vad_filter=True, vad_parameters="fast"),
         dict(patience=0),
         dict(beam_size=2, patience=0.2),
-        dict(hallucination_silence_threshold=1.0),
+        dict(word_timestamps=True, hallucination_silence_threshold=float("nan")),
         dict(clip_timestamps=[-1.0, 2.0]),
         dict(clip_timestamps="1,x"),
         dict(repetition_penalty=0),
