@@ -39,7 +39,7 @@ impl Format {
 
 /// `seconds` as `[HH:]MM:SS<marker>mmm`, milliseconds rounded half to even as Python's
 /// `round` (the hour shown when `hours` or when non-zero).
-fn timestamp(seconds: f64, hours: bool, marker: char) -> String {
+pub(super) fn timestamp(seconds: f64, hours: bool, marker: char) -> String {
     let ms = (seconds.max(0.0) * 1000.0).round_ties_even() as u64;
     let (h, rest) = (ms / 3_600_000, ms % 3_600_000);
     let (m, rest) = (rest / 60_000, rest % 60_000);

@@ -39,6 +39,7 @@
 //! ([`Transcriber`]).
 
 pub mod alignment;
+pub mod cues;
 mod decode;
 pub mod fallback;
 pub mod format;

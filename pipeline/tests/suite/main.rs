@@ -1,5 +1,6 @@
 //! The pipeline's golden tests, as one test binary.
 
+mod cues_golden;
 mod options_golden;
 mod timed;
 mod transcribe_golden;
