@@ -27,6 +27,7 @@ use tessel_kernels::Isa;
 use tessel_model::isa_env::isa_from_env;
 use tessel_model::ArenaPlan;
 use tessel_model::{MemoryType, WeightType};
+use tessel_pipeline::transcribe::cues::{CueFormat, CueOptions, Cues};
 use tessel_pipeline::transcribe::{
     render, write_header, write_segment, Format, Observer, Segment, Speech, TranscribeOptions,
     TranscribeSession, Transcriber, Transcript, VadOptions,
@@ -123,6 +124,22 @@ pub struct TranscribeArgs {
     /// `hallucination_silence_threshold` does (default: off).
     #[arg(long, value_name = "SECONDS", value_parser = positive_float, requires = "word_timestamps")]
     pub hallucination_silence_threshold: Option<f32>,
+    /// With --word-timestamps in srt or vtt: at most N characters a line (openai-whisper's
+    /// `--max_line_width`; by default each segment is one cue built from its words).
+    #[arg(long, value_name = "N", value_parser = positive, requires = "word_timestamps")]
+    pub max_line_width: Option<usize>,
+    /// With --max-line-width: at most N lines a cue; lines then flow across segments and a
+    /// pause over 3 s starts a cue (openai-whisper's `--max_line_count`).
+    #[arg(long, value_name = "N", value_parser = positive, requires = "max_line_width")]
+    pub max_line_count: Option<usize>,
+    /// With --word-timestamps in srt or vtt: at most N words a cue within a segment (N = 1: one
+    /// cue per word; openai-whisper's `--max_words_per_line`).
+    #[arg(long, value_name = "N", value_parser = positive, requires = "word_timestamps")]
+    pub max_words_per_line: Option<usize>,
+    /// With --word-timestamps in srt or vtt: a cue per word with that word underlined
+    /// (`<u>…</u>`), as openai-whisper's `--highlight_words`.
+    #[arg(long, requires = "word_timestamps")]
+    pub highlight_words: bool,
     /// Text that conditions the first window (names, spelling, style).
     #[arg(long)]
     pub initial_prompt: Option<String>,
@@ -280,6 +297,8 @@ struct Watch<'o, 's> {
     failed: Option<std::io::Error>,
     /// With `--vad`: the speech, whose map takes segment times back to the original audio.
     speech: Option<&'s Speech>,
+    /// With word timestamps in SubRip or WebVTT: cues laid out from the words.
+    cues: Option<Cues>,
 }
 
 impl Watch<'_, '_> {
@@ -322,18 +341,32 @@ impl Observer for Watch<'_, '_> {
         if self.segments == 0 {
             write_header(&mut self.text, format);
         }
-        match self.speech {
-            Some(speech) => write_segment(
-                &mut self.text,
-                format,
-                self.segments,
-                &speech.restore(segment),
-            ),
+        let restored = self.speech.map(|speech| speech.restore(segment));
+        let segment = restored.as_ref().unwrap_or(segment);
+        match self.cues.as_mut() {
+            Some(cues) => cues.push(&mut self.text, segment),
             None => write_segment(&mut self.text, format, self.segments, segment),
         }
         self.segments += 1;
         self.emit();
     }
+}
+
+/// The cue writer of a SubRip or WebVTT transcript with word timestamps: cues laid out from
+/// the words as openai-whisper's writers lay them out.
+fn cues(args: &TranscribeArgs, format: Format) -> Option<Cues> {
+    let format = match format {
+        Format::Srt => CueFormat::Srt,
+        Format::Vtt => CueFormat::Vtt,
+        _ => return None,
+    };
+    let options = CueOptions {
+        max_line_width: args.max_line_width,
+        max_line_count: args.max_line_count,
+        highlight_words: args.highlight_words,
+        max_words_per_line: args.max_words_per_line,
+    };
+    args.word_timestamps.then(|| Cues::new(options, format))
 }
 
 /// `options` with the temperature ladder and the thresholds the flags set.
@@ -451,6 +484,7 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         text: String::new(),
         failed: None,
         speech: speech.as_ref().map(|(speech, _)| speech),
+        cues: cues(args, format),
     };
     let mut transcript = if samples.is_empty() {
         // No speech: no segments, as faster-whisper gives.
@@ -475,8 +509,11 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
     if format.streams() {
         if watch.segments == 0 {
             write_header(&mut watch.text, format);
-            watch.emit();
         }
+        if let Some(cues) = watch.cues.as_mut() {
+            cues.finish(&mut watch.text);
+        }
+        watch.emit();
     } else {
         watch.text = render(&transcript, format);
         watch.emit();

@@ -174,6 +174,71 @@ fn word_timestamps_are_faster_whispers() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// With `--word-timestamps`, SubRip and WebVTT cues are laid out from the words as
+/// openai-whisper's writers lay them out, with its word options as flags
+/// (tests/transcribe/tiny_en_32/cues.json, tools/make_cues_golden.py).
+#[test]
+fn word_cues_are_openai_whispers() {
+    let dir = std::env::temp_dir().join(format!("tessel-cues-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wav = dir.join("long.wav");
+    long_wav(&wav);
+    let model = root().join("tiny_en_32/model");
+    let (model, wav_s) = (model.to_str().unwrap(), wav.to_str().unwrap());
+    let want: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tiny_en_32/cues.json")).unwrap(),
+    )
+    .unwrap();
+    let runs = [
+        ("default.srt", &["--format", "srt"][..]),
+        (
+            "words_1.vtt",
+            &["--format", "vtt", "--max-words-per-line", "1"][..],
+        ),
+        (
+            "width_8_count_2.srt",
+            &[
+                "--format",
+                "srt",
+                "--max-line-width",
+                "8",
+                "--max-line-count",
+                "2",
+            ][..],
+        ),
+        (
+            "highlight.vtt",
+            &["--format", "vtt", "--highlight-words"][..],
+        ),
+    ];
+    for (file, flags) in runs {
+        let mut args = vec!["transcribe", "--model", model, wav_s, "--beam", "1"];
+        args.push("--word-timestamps");
+        args.extend_from_slice(flags);
+        let out = tessel(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{file}: {stderr}");
+        let got = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(
+            got,
+            want["runs"]["greedy"][file].as_str().unwrap(),
+            "{file}"
+        );
+    }
+    // The word options need word timestamps.
+    let bad = tessel(&[
+        "transcribe",
+        "--model",
+        model,
+        wav_s,
+        "--max-words-per-line",
+        "1",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--word-timestamps"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A JSON transcript's segments and words against a run of words.json.
 fn check_words(got: &serde_json::Value, run: &serde_json::Value) {
     let want = run["segments"].as_array().unwrap();
