@@ -183,7 +183,7 @@ impl Cues {
     fn write(&mut self, out: &mut String, start: &str, end: &str, text: &str) {
         self.written += 1;
         if self.format == CueFormat::Srt {
-            let _ = write!(out, "{}\n", self.written);
+            let _ = writeln!(out, "{}", self.written);
         }
         let _ = write!(out, "{start} --> {end}\n{text}\n\n");
     }
