@@ -44,12 +44,15 @@ mod decode;
 pub mod fallback;
 pub mod format;
 mod hallucination;
+mod language;
 mod load;
 mod observer;
 pub mod segments;
 mod speech;
 mod types;
+mod walk;
 mod windows;
+mod word_pass;
 pub mod words;
 
 use std::path::Path;

@@ -9,13 +9,15 @@ use std::time::Instant;
 use tessel_audio::{content_frames, segment, MelFrontEnd, N_FRAMES};
 use tessel_text::whisper::{python_strip, WhisperTokenizer};
 
-use super::alignment::{text_token_probability, Aligner};
-use super::decode::{Decoded, Decoder, WhisperSession, WindowDecode};
+use super::decode::{Decoder, WhisperSession, WindowDecode};
 use super::hallucination::{self, Verdict};
+use super::language::most_likely;
 use super::observer::{timed, Observer};
 use super::segments::{self, Cut};
-use super::types::{Segment, Stats, TranscribeError, TranscribeOptions, Transcript};
-use super::words::{self, WindowWords, Word};
+use super::types::{Stats, TranscribeError, TranscribeOptions, Transcript};
+use super::walk::{Walk, WindowFigures};
+use super::word_pass::{time_words, WordState};
+use super::words::{self, WindowWords};
 
 /// One user's transcription state (see the [module](super) docs).
 pub struct TranscribeSession {
@@ -33,58 +35,12 @@ pub struct TranscribeSession {
     words: Option<WordState>,
 }
 
-/// The buffers of word timing, sized when the session is made.
-struct WordState {
-    /// The alignment heads, in the order the forced pass reports them.
-    heads: Arc<[(usize, usize)]>,
-    aligner: Aligner,
-    /// The window's text tokens.
-    text: Vec<u32>,
-    /// The forced pass: start sequence, `<|notimestamps|>`, text, `<|endoftext|>`.
-    forced: Vec<u32>,
-    /// The text tokens' probabilities.
-    probs: Vec<f32>,
-    /// Each segment's words.
-    words: Vec<Vec<Word>>,
-}
-
 impl std::fmt::Debug for TranscribeSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TranscribeSession")
             .field("arena_bytes", &self.arena_bytes())
             .finish_non_exhaustive()
     }
-}
-
-/// One transcription's state across its windows.
-struct Walk<'a> {
-    options: &'a TranscribeOptions,
-    /// The start sequence every prompt holds.
-    sot_sequence: Vec<u32>,
-    /// The initial prompt's tokens, then every kept segment's.
-    all_tokens: Vec<u32>,
-    /// The hotwords' tokens (empty without).
-    hotwords: Vec<u32>,
-    /// The tokens forced at the start of the first window: `<|0.00|>` with timestamps and the
-    /// prefix's (empty without a prefix).
-    prefix: Vec<u32>,
-    /// Where the text the next prompt conditions on starts in `all_tokens`.
-    reset_since: usize,
-    segments: Vec<Segment>,
-    stats: Stats,
-    /// The language decoded (code).
-    language: String,
-    /// The end of the last speech timed (word timestamps).
-    last_speech_timestamp: f64,
-}
-
-/// How a window was decoded, as its segments report it.
-struct WindowFigures {
-    seek: usize,
-    temperature: f32,
-    avg_logprob: f64,
-    compression_ratio: f64,
-    no_speech_prob: f64,
 }
 
 impl TranscribeSession {
@@ -118,14 +74,7 @@ impl TranscribeSession {
     pub(super) fn with_words(mut self, heads: Option<Arc<[(usize, usize)]>>) -> Self {
         let max_tgt = self.session.limits().max_tgt_len;
         let frames = self.session.limits().max_src_len;
-        self.words = heads.map(|heads| WordState {
-            heads,
-            aligner: Aligner::new(max_tgt, frames),
-            text: Vec::with_capacity(max_tgt),
-            forced: Vec::with_capacity(max_tgt),
-            probs: Vec::with_capacity(max_tgt),
-            words: Vec::with_capacity(max_tgt),
-        });
+        self.words = heads.map(|heads| WordState::new(heads, max_tgt, frames));
         self
     }
 
@@ -465,66 +414,6 @@ impl TranscribeSession {
     }
 }
 
-/// Times the words of a window's segments (`cuts` of the decoded `tokens`; their bounds may
-/// move) into `state.words`: the forced pass over the window's text, its alignment, then
-/// faster-whisper's `add_word_timestamps`. `timing` is the tokenizer, the window, the start
-/// sequence and the window's frames. Returns the new `last_speech_timestamp`. The forced pass
-/// and the alignment run between the observer's inference marks (they allocate nothing), timed
-/// as [`Stats::align`].
-fn time_words(
-    session: &mut WhisperSession,
-    state: &mut WordState,
-    (tokenizer, window, sot_sequence, size): (&WhisperTokenizer, &WindowWords<'_>, &[u32], usize),
-    (tokens, cuts): (&[u32], &mut [Cut]),
-    last_speech_timestamp: f64,
-    (stats, observer): (&mut Stats, &mut dyn Observer),
-) -> Result<f64, TranscribeError> {
-    let eot = tokenizer.eot();
-    state.text.clear();
-    for cut in cuts.iter() {
-        let text = tokens[cut.tokens.clone()].iter().filter(|&&t| t < eot);
-        state.text.extend(text);
-    }
-    let frames = size / 2;
-    state.probs.clear();
-    let mut path_len = 0;
-    if !state.text.is_empty() && frames > 0 {
-        state.forced.clear();
-        state.forced.extend_from_slice(sot_sequence);
-        state.forced.push(tokenizer.no_timestamps());
-        state.forced.extend_from_slice(&state.text);
-        state.forced.push(eot);
-        let (sot_len, text) = (sot_sequence.len(), &state.text);
-        state.probs.resize(text.len(), 0.0);
-        let vocab = session.model().config().tgt_vocab;
-        let (probs, aligner, forced) = (&mut state.probs, &mut state.aligner, &state.forced);
-        let heads = &state.heads;
-        path_len = timed(observer, &mut stats.align, || {
-            let attention = session.align(forced, heads, frames, |first, logits| {
-                for (i, row) in logits.chunks_exact(vocab).enumerate() {
-                    let t = (first + i).wrapping_sub(sot_len);
-                    if let (Some(&token), Some(p)) = (text.get(t), probs.get_mut(t)) {
-                        *p = text_token_probability(row, eot as usize, token);
-                    }
-                }
-            })?;
-            let shape = (heads.len(), forced.len(), frames);
-            let aligned = aligner.align(attention, shape, (sot_len, text.len()));
-            Ok::<_, TranscribeError>(aligned.path.len())
-        })?;
-    }
-    let aligned = state.aligner.path(path_len);
-    Ok(words::add_word_timestamps(
-        tokenizer,
-        window,
-        (tokens, cuts),
-        &state.text,
-        (aligned, &state.probs),
-        &mut state.words,
-        last_speech_timestamp,
-    )?)
-}
-
 /// The clips of `clip_timestamps` (seconds) as `(start, end)` frames, as faster-whisper makes
 /// them: each time rounded to a frame (half to even), an odd count's last clip ending at
 /// `frames`, none given the whole audio.
@@ -542,67 +431,9 @@ fn clips(clip_timestamps: &[f64], frames: usize) -> Vec<(usize, usize)> {
     points.chunks_exact(2).map(|c| (c[0], c[1])).collect()
 }
 
-/// The code with the largest logit (the first of equals) and its probability: the softmax
-/// over the language tokens alone, in `f64`, as openai-whisper's and CTranslate2's
-/// `detect_language` give it. `None` when there is no language.
-fn most_likely<'a>(logits: impl Iterator<Item = (&'a str, f32)> + Clone) -> Option<(String, f64)> {
-    let mut best: Option<(&str, f32)> = None;
-    for (code, v) in logits.clone() {
-        if best.is_none_or(|(_, b)| v > b) {
-            best = Some((code, v));
-        }
-    }
-    let (code, max) = best?;
-    if !max.is_finite() {
-        return Some((code.to_owned(), 0.0));
-    }
-    let sum: f64 = logits
-        .map(|(_, v)| (f64::from(v) - f64::from(max)).exp())
-        .sum();
-    Some((code.to_owned(), 1.0 / sum))
-}
-
-impl Walk<'_> {
-    /// Keeps the window's segments (`cuts` of `decoded`'s tokens) that have text and length:
-    /// each extends the conditioning text and goes to the observer as it is kept.
-    fn keep(
-        &mut self,
-        tok: &WhisperTokenizer,
-        decoded: &Decoded,
-        (cuts, words): (&[Cut], &mut [Vec<Word>]),
-        figures: &WindowFigures,
-        observer: &mut dyn Observer,
-    ) -> Result<(), TranscribeError> {
-        for (i, cut) in cuts.iter().enumerate() {
-            let piece = &decoded.tokens[cut.tokens.clone()];
-            let text = tok.decode(piece)?;
-            if cut.start == cut.end || python_strip(&text).is_empty() {
-                continue;
-            }
-            self.all_tokens.extend_from_slice(piece);
-            self.segments.push(Segment {
-                seek: figures.seek,
-                start: cut.start,
-                end: cut.end,
-                text,
-                tokens: piece.to_vec(),
-                temperature: figures.temperature,
-                avg_logprob: figures.avg_logprob,
-                compression_ratio: figures.compression_ratio,
-                no_speech_prob: figures.no_speech_prob,
-                words: words.get_mut(i).map(std::mem::take).unwrap_or_default(),
-            });
-            if let Some(done) = self.segments.last() {
-                observer.segment(done);
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{clips, most_likely};
+    use super::clips;
 
     #[test]
     fn clips_pair_the_timestamps_as_faster_whisper_does() {
@@ -612,18 +443,5 @@ mod tests {
         assert_eq!(clips(&[5.0, 20.0, 31.0], 4000), [(500, 2000), (3100, 4000)]);
         // 8.005 s is 800.5000000000001 frames in f64, as in Python; 0.125 s is 12.5, to even.
         assert_eq!(clips(&[8.005, 0.125], 900), [(801, 12)]);
-    }
-
-    #[test]
-    fn the_language_probability_is_a_softmax_over_the_languages() {
-        let logits = [("en", 0.0), ("de", 3f32.ln()), ("fr", f32::NEG_INFINITY)];
-        let (code, p) = most_likely(logits.into_iter()).unwrap();
-        assert_eq!(code, "de");
-        assert!((p - 0.75).abs() < 1e-7, "{p}");
-        let equal = [("en", 1.0), ("zh", 1.0)];
-        assert_eq!(most_likely(equal.into_iter()), Some(("en".to_owned(), 0.5)));
-        assert_eq!(most_likely(std::iter::empty()), None);
-        let none = [("en", f32::NEG_INFINITY)];
-        assert_eq!(most_likely(none.into_iter()), Some(("en".to_owned(), 0.0)));
     }
 }
