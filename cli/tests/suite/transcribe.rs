@@ -119,17 +119,13 @@ fn transcribes_a_wav_file_as_faster_whisper_does() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The temperatures of the segments of a JSON transcript, and its tokens.
 /// `--word-timestamps`: the words of faster-whisper's `word_timestamps=True` in the JSON
 /// output (tests/transcribe/tiny_en_32/words.json, greedy, and with
 /// `--hallucination-silence-threshold 1`), none without the flag, and still no allocation
 /// during inference (the forced pass and the alignment included).
 #[test]
 fn word_timestamps_are_faster_whispers() {
-    let dir = std::env::temp_dir().join(format!("tessel-words-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let wav = dir.join("long.wav");
-    long_wav(&wav);
+    let (dir, wav) = long_wav_in("tessel-words");
     let model = root().join("tiny_en_32/model");
     let (model, wav_s) = (model.to_str().unwrap(), wav.to_str().unwrap());
     let args = [
@@ -179,10 +175,7 @@ fn word_timestamps_are_faster_whispers() {
 /// (tests/transcribe/tiny_en_32/cues.json, tools/make_cues_golden.py).
 #[test]
 fn word_cues_are_openai_whispers() {
-    let dir = std::env::temp_dir().join(format!("tessel-cues-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let wav = dir.join("long.wav");
-    long_wav(&wav);
+    let (dir, wav) = long_wav_in("tessel-cues");
     let model = root().join("tiny_en_32/model");
     let (model, wav_s) = (model.to_str().unwrap(), wav.to_str().unwrap());
     let want: serde_json::Value = serde_json::from_str(
@@ -269,6 +262,16 @@ fn check_words(got: &serde_json::Value, run: &serde_json::Value) {
     }
 }
 
+/// A fresh directory named after `tag` holding the long WAV of [`long_wav`], and the WAV's path.
+fn long_wav_in(tag: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wav = dir.join("long.wav");
+    long_wav(&wav);
+    (dir, wav)
+}
+
+/// The temperatures of the segments of a JSON transcript, and its tokens.
 fn temperatures_and_tokens(out: &Output) -> (Vec<f64>, Vec<serde_json::Value>) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
