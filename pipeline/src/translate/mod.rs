@@ -455,9 +455,20 @@ impl Translating {
         &mut self,
         options: &TranslateOptions,
     ) -> Result<Vec<Translation>, TranslateError> {
+        self.generate_watched(options, |_| {})
+    }
+
+    /// [`Translating::generate`], calling `on_step` with each decoder step's index as it
+    /// runs (a progress report; nothing allocates for it).
+    pub fn generate_watched(
+        &mut self,
+        options: &TranslateOptions,
+        mut on_step: impl FnMut(usize),
+    ) -> Result<Vec<Translation>, TranslateError> {
+        let request = options.decode.request(&self.session)?;
         let hyps = self
             .session
-            .generate(options.decode.request(&self.session)?)?;
+            .generate(request.on_step(|view| on_step(view.step)))?;
         self.translator.translations(hyps, options)
     }
 
