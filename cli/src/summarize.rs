@@ -5,11 +5,12 @@
 //!
 //! A document is one input, not one line: the whole of standard input, or of `--input FILE`,
 //! or each TEXT argument, with its surrounding whitespace removed (inner line breaks are part
-//! of the text). The summary is printed as it decodes, line breaks and all, then on standard
+//! of the text). The summary is printed once decoded, line breaks and all, then on standard
 //! error a report: the source tokens, the encoder's time, the time per generated token and
-//! the session's arena bytes.
+//! the session's arena bytes. With `--progress` (or a terminal), a line on standard error
+//! shows the encoding and the tokens decoded so far.
 
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -29,6 +30,10 @@ pub struct SummarizeArgs {
     /// Reads the document from FILE instead of standard input.
     #[arg(long, value_name = "FILE", conflicts_with = "text")]
     pub input: Option<PathBuf>,
+    /// Shows the encoding and the tokens decoded so far on standard error as they happen
+    /// (the default when standard error is a terminal).
+    #[arg(long)]
+    pub progress: bool,
 }
 
 /// What summarizing one document took.
@@ -58,14 +63,22 @@ pub fn summarize(
     let bytes = translator.session_bytes(options.threads)?;
     checks::fits_in_memory(bytes, 1)?;
     let mut session = translator.session(isa, options.threads)?;
+    let mut progress = Progress::new(args.progress || std::io::stderr().is_terminal());
     for document in &documents {
         let start = Instant::now();
+        progress.show(format_args!("summarize: encoding"));
         let source_tokens = session.encode_text(document, &decode)?;
         let encoded = Instant::now();
         let best = match source_tokens {
             0 => Vec::new(),
-            _ => session.generate(&decode)?,
+            _ => session.generate_watched(&decode, |step| {
+                progress.show(format_args!(
+                    "summarize: {source_tokens} source tokens encoded, {} tokens decoded",
+                    step + 1
+                ));
+            })?,
         };
+        progress.clear();
         let report = Report {
             source_tokens,
             encode: (encoded - start).as_secs_f64(),
@@ -78,6 +91,36 @@ pub fn summarize(
         eprintln!("{}", summary_line(&report, bytes));
     }
     Ok(())
+}
+
+/// A progress line on standard error, rewritten in place (`\r`) and erased before other
+/// output; a closed standard error only loses it.
+struct Progress {
+    on: bool,
+    /// Characters of the line on screen.
+    shown: usize,
+}
+
+impl Progress {
+    fn new(on: bool) -> Progress {
+        Progress { on, shown: 0 }
+    }
+
+    fn show(&mut self, line: std::fmt::Arguments<'_>) {
+        if self.on {
+            let line = line.to_string();
+            let pad = self.shown.saturating_sub(line.chars().count());
+            let _ = write!(std::io::stderr(), "\r{line}{:pad$}", "");
+            self.shown = line.chars().count() + pad;
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.on && self.shown > 0 {
+            let _ = write!(std::io::stderr(), "\r{:1$}\r", "", self.shown);
+            self.shown = 0;
+        }
+    }
 }
 
 /// The documents: `--input`'s file, else the TEXT arguments, else all of `input`; each

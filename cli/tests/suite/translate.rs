@@ -824,7 +824,7 @@ fn the_generation_configs_beam_is_planned_for() {
 
 /// `tessel summarize` reads a whole document (standard input, `--input FILE`, or each TEXT)
 /// as one text: its output is the library's translation of the trimmed document, inner line
-/// breaks included, and its report names the source tokens.
+/// breaks included, and its report names the source tokens; `--progress` adds a progress line.
 #[test]
 fn summarize_reads_a_whole_document_as_one_text() {
     let dir = root().join("tests/translation/bart/hf");
@@ -867,6 +867,17 @@ fn summarize_reads_a_whole_document_as_one_text() {
     std::fs::write(&file, document).unwrap();
     let out = summarize(&["--input", file.to_str().unwrap()], "");
     assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{want}\n"));
+    // --progress: the same output, a line per decoder step on standard error, erased.
+    let out = summarize(&["--input", file.to_str().unwrap(), "--progress"], "");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{want}\n"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let steps = format!(
+        "\rsummarize: {} source tokens encoded, 1 tokens decoded",
+        sources.len()
+    );
+    assert!(stderr.starts_with("\rsummarize: encoding"), "{stderr:?}");
+    assert!(stderr.contains(&steps), "{stderr:?}");
+    assert!(stderr.contains(&report), "{stderr:?}");
     let _ = std::fs::remove_file(&file);
     let out = summarize(&[document.trim(), "w3 w5"], "");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
