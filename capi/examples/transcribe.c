@@ -1,7 +1,7 @@
 /*
  * transcribe.c: speech to timed text through tessel's C API.
  *
- *   transcribe MODEL_DIR WAV
+ *   transcribe MODEL_DIR WAV [words]
  *
  * MODEL_DIR is a Whisper model directory (Hugging Face or CTranslate2, with its tokenizer);
  * WAV is a 16 kHz mono 16-bit PCM file. The example reads the WAV itself into a float buffer
@@ -9,7 +9,10 @@
  * report; then it transcribes the file by path and fails unless both give the same segments.
  * It fails too unless an unknown language ("xx") is refused with TESSEL_ERR_ARGUMENT. Last,
  * it transcribes the speech alone (voice activity detection on) and checks it gets ordered,
- * non-negative segment times.
+ * non-negative segment times. With `words`, the transcriptions of the whole clip also time
+ * their words (word_timestamps, faster-whisper's punctuation): the example prints the words
+ * with their segments, times and probabilities, and fails unless each segment's words follow
+ * the previous segment's, each with a probability in [0, 1] and not ending before it starts.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +21,46 @@
 
 #include "check.h"
 #include "tessel.h"
+
+/* Prints the words of the transcription just made (with word timestamps) under each of its
+ * `n_segments` segments; 1 when they are inconsistent. */
+static int print_words(tessel_transcriber *transcriber, const tessel_segment *segments,
+                       size_t n_segments) {
+    /* Their sizes first, then the words. */
+    size_t n_words = 0, words_len = 0;
+    tessel_status status =
+        tessel_transcriber_words(transcriber, NULL, 0, &n_words, NULL, 0, &words_len);
+    if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
+        CHECK(status);
+    }
+    tessel_word *words = malloc((n_words + 1) * sizeof *words);
+    char *text = malloc(words_len + 1);
+    if (words == NULL || text == NULL) {
+        return 1;
+    }
+    CHECK(tessel_transcriber_words(transcriber, words, n_words, &n_words, text, words_len + 1,
+                                   &words_len));
+    int failed = 0;
+    size_t next = 0;
+    for (size_t i = 0; i < n_segments && !failed; i++) {
+        const tessel_segment *s = &segments[i];
+        failed |= s->first_word != next || s->first_word + s->n_words > n_words;
+        next = s->first_word + s->n_words;
+        for (size_t w = s->first_word; !failed && w < next; w++) {
+            const tessel_word *word = &words[w];
+            printf("    segment %zu [%6.2f -> %6.2f] p=%.4f %.*s\n", i, word->start, word->end,
+                   word->probability, (int)word->text_len, text + word->text_offset);
+            failed |= word->end < word->start || word->probability < 0.0 ||
+                      word->probability > 1.0;
+        }
+    }
+    failed |= next != n_words;
+    printf("word timestamps: %zu words in %zu segments%s\n", n_words, n_segments,
+           failed ? ", INCONSISTENT" : "");
+    free(text);
+    free(words);
+    return failed;
+}
 
 static uint32_t le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -73,8 +116,8 @@ done:
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s MODEL_DIR WAV\n", argv[0]);
+    if (argc < 3 || (argc > 3 && strcmp(argv[3], "words") != 0)) {
+        fprintf(stderr, "usage: %s MODEL_DIR WAV [words]\n", argv[0]);
         return 2;
     }
     size_t n_samples = 0;
@@ -86,6 +129,8 @@ int main(int argc, char **argv) {
     CHECK(tessel_transcriber_load(argv[1], 1, 1, -1, &transcriber));
     tessel_transcribe_options options = tessel_transcribe_options_default();
     options.beam = 1;
+    /* With `words`, the transcriptions of the whole clip time their words too. */
+    options.word_timestamps = argc > 3;
 
     /* A language the model cannot be told ("xx" is none of Whisper's) is refused. */
     size_t n_segments = 0, text_len = 0;
@@ -117,6 +162,7 @@ int main(int argc, char **argv) {
         printf("[%6.2f -> %6.2f] %.*s\n", segments[i].start, segments[i].end,
                (int)segments[i].text_len, text + segments[i].text_offset);
     }
+    int failed = options.word_timestamps ? print_words(transcriber, segments, n_segments) : 0;
 
     /* The same file by path: the library reads and resamples it. */
     tessel_segment *by_path = malloc((n_segments + 1) * sizeof *by_path);
@@ -127,7 +173,7 @@ int main(int argc, char **argv) {
     }
     CHECK(tessel_transcribe_wav(transcriber, argv[2], &options, by_path, n_segments + 1,
                                 &n_by_path, by_path_text, text_len + 1, &len_by_path));
-    int failed = n_segments == 0 || n_by_path != n_segments || len_by_path != text_len ||
+    failed |= n_segments == 0 || n_by_path != n_segments || len_by_path != text_len ||
                  strcmp(text, by_path_text) != 0 ||
                  memcmp(segments, by_path, n_segments * sizeof *segments) != 0;
     printf("by path: %s\n", failed ? "DIFFERENT" : "the same segments");
@@ -136,6 +182,7 @@ int main(int argc, char **argv) {
      * back in the file's times. */
     options.vad.enabled = true;
     options.vad.min_silence_duration_ms = 500;
+    options.word_timestamps = false;
     size_t n_speech = 0, speech_len = 0;
     status = tessel_transcribe(transcriber, samples, n_samples, &options, NULL, 0, &n_speech,
                                NULL, 0, &speech_len);

@@ -39,7 +39,8 @@
  * Task level. A tessel_translator (tessel_translator_load: a translation model directory
  * with its tokenizer and generation config) turns text into text with tessel_translate, and
  * many lines decoded together with tessel_translate_batch; a tessel_transcriber (tessel_transcriber_load: a Whisper directory) turns 16 kHz mono samples
- * or a WAV file into timed segments with tessel_transcribe and tessel_transcribe_wav. Each
+ * or a WAV file into timed segments with tessel_transcribe and tessel_transcribe_wav (and,
+ * with word timestamps, timed words: tessel_transcriber_words). Each
  * holds its model and one session, is used by one thread at a time (as a session), and is
  * freed with tessel_translator_free / tessel_transcriber_free. Their outputs go into caller
  * buffers; a call that finds a buffer too small keeps its result, and the retry with the same
@@ -452,6 +453,28 @@ typedef struct tessel_transcribe_options {
      * the segments' times are the original audio's.
      */
     struct tessel_vad_options vad;
+    /**
+     * Time every word (faster-whisper's `word_timestamps`; default false): each segment's
+     * `first_word` and `n_words` name its words, which `tessel_transcriber_words` copies
+     * after the call; segment bounds move to their words as faster-whisper's do. The first
+     * call that asks for it replaces the transcriber's session with one whose arena also
+     * holds the alignment heads' cross-attention (heads × 448 × 1500 floats; the heads are
+     * the directory's `alignment_heads`, else every head of the last half of the decoder
+     * layers), which later calls keep.
+     */
+    bool word_timestamps;
+    /**
+     * With word timestamps: the punctuation marks merged into the word that follows them,
+     * UTF-8, NUL-terminated (default faster-whisper's `"'“¿([{-`). NULL is
+     * `TESSEL_ERR_NULL`, invalid UTF-8 `TESSEL_ERR_ARGUMENT`; not read without word
+     * timestamps.
+     */
+    const char *prepend_punctuations;
+    /**
+     * With word timestamps: the punctuation marks merged into the word before them, as
+     * `prepend_punctuations` (default faster-whisper's `"'.。,，!！?？:：”)]}、`).
+     */
+    const char *append_punctuations;
 } tessel_transcribe_options;
 
 /**
@@ -475,7 +498,45 @@ typedef struct tessel_segment {
      * Bytes of its text.
      */
     size_t text_len;
+    /**
+     * With word timestamps: the index of its first word among the words
+     * `tessel_transcriber_words` copies (0 without).
+     */
+    size_t first_word;
+    /**
+     * With word timestamps: how many words it holds (0 without; a segment may have none).
+     */
+    size_t n_words;
 } tessel_segment;
+
+/**
+ * One timed word of a transcript (faster-whisper's `Word`); its text is
+ * `text[text_offset .. text_offset + text_len]` of the text buffer the same
+ * `tessel_transcriber_words` call filled (UTF-8, with its leading space and the punctuation
+ * merged into it, not NUL-terminated on its own).
+ */
+typedef struct tessel_word {
+    /**
+     * Start, seconds from the start of the audio (rounded to 10 ms, as faster-whisper's).
+     */
+    double start;
+    /**
+     * End, seconds.
+     */
+    double end;
+    /**
+     * The mean probability of its tokens.
+     */
+    double probability;
+    /**
+     * Byte offset of its text in the text buffer.
+     */
+    size_t text_offset;
+    /**
+     * Bytes of its text.
+     */
+    size_t text_len;
+} tessel_word;
 
 /**
  * How `tessel_translator_load` sets a translator up. Start from
@@ -1008,7 +1069,7 @@ enum tessel_status tessel_batch_hypothesis(struct tessel_batch *batch,
 /**
  * The reference's defaults: beam 5, timestamps, conditioned on previous text, transcribe,
  * language detected, no prompt (temperature fallback 0, 0.2 … 1.0 with best of 5), no voice
- * activity detection.
+ * activity detection, no word timestamps (with faster-whisper's punctuation strings, static).
  */
 struct tessel_transcribe_options tessel_transcribe_options_default(void);
 
@@ -1043,11 +1104,14 @@ enum tessel_status tessel_transcriber_load(const char *path,
  * (the transcript's text), into `text` (`text_cap` bytes) and its length without the NUL into
  * `*text_len`. When `segments_cap < *n_segments` or `text_cap <= *text_len` the call returns
  * `TESSEL_ERR_BUFFER_TOO_SMALL` with both sizes written and keeps the transcript: a retry
- * with the same samples and options copies it. Refused: less than 10 ms of audio,
- * non-finite samples, options out of range (a beam of 0 or above the transcriber's
- * `max_beam`, a language as `language` says, `translate` on an English-only model, `vad` as
- * `tessel_vad_options` says) (`TESSEL_ERR_ARGUMENT`); generated ids the tokenizer cannot
- * decode are `TESSEL_ERR_RUN`.
+ * with the same samples and options copies it. With `options.word_timestamps`, each
+ * segment's `first_word` and `n_words` name its words, which `tessel_transcriber_words`
+ * copies after this call (after `TESSEL_OK` or `TESSEL_ERR_BUFFER_TOO_SMALL`). Refused:
+ * less than 10 ms of audio, non-finite samples, options out of range (a beam of 0 or above
+ * the transcriber's `max_beam`, a language as `language` says, `translate` on an
+ * English-only model, `vad` as `tessel_vad_options` says, punctuation strings that are not
+ * UTF-8) (`TESSEL_ERR_ARGUMENT`); a NULL punctuation string with word timestamps
+ * (`TESSEL_ERR_NULL`); generated ids the tokenizer cannot decode are `TESSEL_ERR_RUN`.
  * Allocates.
  *
  * # Safety
@@ -1083,6 +1147,30 @@ enum tessel_status tessel_transcribe_wav(struct tessel_transcriber *transcriber,
                                          char *text,
                                          size_t text_cap,
                                          size_t *text_len);
+
+/**
+ * Copies the words of the transcriber's latest transcription (`tessel_transcribe` or
+ * `tessel_transcribe_wav` with `options.word_timestamps`, which returned `TESSEL_OK` or
+ * `TESSEL_ERR_BUFFER_TOO_SMALL`): every segment's words in order, segment `i`'s at
+ * `words[segments[i].first_word ..]` (`segments[i].n_words` of them), into `words`
+ * (`words_cap` of them) and their count into `*n_words`; their texts, concatenated and
+ * NUL-terminated, into `text` (`text_cap` bytes), each word indexing it, and its length
+ * without the NUL into `*text_len`. When `words_cap < *n_words` or `text_cap <= *text_len`
+ * the call returns `TESSEL_ERR_BUFFER_TOO_SMALL` with both sizes written; the words stay
+ * readable. `TESSEL_ERR_RUN` when the latest transcription call failed (or there was none)
+ * or did not time words. Changes nothing in the transcriber.
+ *
+ * # Safety
+ * `transcriber` is NULL or a live transcriber; `words` and `text` are NULL or point to their
+ * capacities of writable elements; `n_words` and `text_len` are NULL or writable.
+ */
+enum tessel_status tessel_transcriber_words(struct tessel_transcriber *transcriber,
+                                            struct tessel_word *words,
+                                            size_t words_cap,
+                                            size_t *n_words,
+                                            char *text,
+                                            size_t text_cap,
+                                            size_t *text_len);
 
 /**
  * Frees `transcriber` (NULL is accepted). `TESSEL_ERR_BUSY` if another thread is inside a

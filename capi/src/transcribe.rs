@@ -7,18 +7,23 @@
 //! transcription writes its segments into a caller array of [`tessel_segment`] and their
 //! texts, concatenated, into one caller text buffer that each segment indexes; when either is
 //! too small the call reports both sizes and keeps the transcript, so that the retry with
-//! the same audio and options copies it instead of transcribing again. Task-level calls
-//! allocate (the spectrogram, the segments' text); only the token-level calls of
-//! `tessel_session` do not.
+//! the same audio and options copies it instead of transcribing again. With word timestamps
+//! each segment names its words (`first_word`, `n_words`), which `tessel_transcriber_words`
+//! copies from the kept transcript into a caller array of [`tessel_word`] and a text buffer
+//! of their own, by the same rules. Task-level calls allocate (the spectrogram, the segments'
+//! text); only the token-level calls of `tessel_session` do not.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, CStr};
 use std::path::Path;
 
 use tessel_audio::{load_wav, ReadOptions};
+use tessel_kernels::Isa;
 use tessel_model::load::directory::Modality;
 use tessel_model::SessionError;
+use tessel_pipeline::transcribe::words::{APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS};
 use tessel_pipeline::transcribe::{
-    TranscribeError, TranscribeOptions, TranscribeSession, Transcriber, VadError, VadOptions,
+    Segment, TranscribeError, TranscribeOptions, TranscribeSession, Transcriber, VadError,
+    VadOptions,
 };
 use tessel_text::whisper::Task;
 use tessel_text::TextError;
@@ -54,6 +59,31 @@ pub struct tessel_segment {
     pub text_offset: usize,
     /// Bytes of its text.
     pub text_len: usize,
+    /// With word timestamps: the index of its first word among the words
+    /// `tessel_transcriber_words` copies (0 without).
+    pub first_word: usize,
+    /// With word timestamps: how many words it holds (0 without; a segment may have none).
+    pub n_words: usize,
+}
+
+/// One timed word of a transcript (faster-whisper's `Word`); its text is
+/// `text[text_offset .. text_offset + text_len]` of the text buffer the same
+/// `tessel_transcriber_words` call filled (UTF-8, with its leading space and the punctuation
+/// merged into it, not NUL-terminated on its own).
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct tessel_word {
+    /// Start, seconds from the start of the audio (rounded to 10 ms, as faster-whisper's).
+    pub start: f64,
+    /// End, seconds.
+    pub end: f64,
+    /// The mean probability of its tokens.
+    pub probability: f64,
+    /// Byte offset of its text in the text buffer.
+    pub text_offset: usize,
+    /// Bytes of its text.
+    pub text_len: usize,
 }
 
 /// How `tessel_transcribe` decodes. Start from `tessel_transcribe_options_default()`.
@@ -79,11 +109,50 @@ pub struct tessel_transcribe_options {
     /// Voice activity detection first (default off): only the speech is transcribed, and
     /// the segments' times are the original audio's.
     pub vad: tessel_vad_options,
+    /// Time every word (faster-whisper's `word_timestamps`; default false): each segment's
+    /// `first_word` and `n_words` name its words, which `tessel_transcriber_words` copies
+    /// after the call; segment bounds move to their words as faster-whisper's do. The first
+    /// call that asks for it replaces the transcriber's session with one whose arena also
+    /// holds the alignment heads' cross-attention (heads × 448 × 1500 floats; the heads are
+    /// the directory's `alignment_heads`, else every head of the last half of the decoder
+    /// layers), which later calls keep.
+    pub word_timestamps: bool,
+    /// With word timestamps: the punctuation marks merged into the word that follows them,
+    /// UTF-8, NUL-terminated (default faster-whisper's `"'“¿([{-`). NULL is
+    /// `TESSEL_ERR_NULL`, invalid UTF-8 `TESSEL_ERR_ARGUMENT`; not read without word
+    /// timestamps.
+    pub prepend_punctuations: *const c_char,
+    /// With word timestamps: the punctuation marks merged into the word before them, as
+    /// `prepend_punctuations` (default faster-whisper's `"'.。,，!！?？:：”)]}、`).
+    pub append_punctuations: *const c_char,
 }
+
+/// faster-whisper's `prepend_punctuations`, NUL-terminated (the pipeline's default).
+const PREPEND: &CStr = c"\"'“¿([{-";
+/// faster-whisper's `append_punctuations`, NUL-terminated (the pipeline's default).
+const APPEND: &CStr = c"\"'.。,，!！?？:：”)]}、";
+
+/// Whether `c` holds the bytes of `s`.
+const fn same(c: &CStr, s: &str) -> bool {
+    let (c, s) = (c.to_bytes(), s.as_bytes());
+    if c.len() != s.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < c.len() {
+        if c[i] != s[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const _: () = assert!(same(PREPEND, PREPEND_PUNCTUATIONS) && same(APPEND, APPEND_PUNCTUATIONS));
 
 /// The reference's defaults: beam 5, timestamps, conditioned on previous text, transcribe,
 /// language detected, no prompt (temperature fallback 0, 0.2 … 1.0 with best of 5), no voice
-/// activity detection.
+/// activity detection, no word timestamps (with faster-whisper's punctuation strings, static).
 #[no_mangle]
 pub extern "C" fn tessel_transcribe_options_default() -> tessel_transcribe_options {
     tessel_transcribe_options {
@@ -94,16 +163,27 @@ pub extern "C" fn tessel_transcribe_options_default() -> tessel_transcribe_optio
         language: std::ptr::null(),
         initial_prompt: std::ptr::null(),
         vad: tessel_vad_options::default(),
+        word_timestamps: false,
+        prepend_punctuations: PREPEND.as_ptr(),
+        append_punctuations: APPEND.as_ptr(),
     }
 }
 
 /// A transcriber's state.
 struct State {
+    transcriber: Transcriber,
+    /// The level, widest beam and threads its sessions are made for.
+    planned: (Isa, usize, usize),
     session: TranscribeSession,
+    /// Whether `session` can time words (made so at the first call that asked).
+    timing_words: bool,
     detector: Detector,
     /// The last audio and options, with their segments and text, kept for a retry with larger
     /// buffers.
     last: Option<Last>,
+    /// Whether `last` is the transcript of the latest transcription call (which returned
+    /// `TESSEL_OK` or `TESSEL_ERR_BUFFER_TOO_SMALL`): the one `tessel_transcriber_words` reads.
+    current: bool,
 }
 
 struct Last {
@@ -111,6 +191,9 @@ struct Last {
     options: (TranscribeOptions, Option<VadOptions>),
     segments: Vec<tessel_segment>,
     text: String,
+    /// Every segment's words, in order (with word timestamps), and their texts concatenated.
+    words: Vec<tessel_word>,
+    words_text: String,
 }
 
 fn transcribe_error(error: TranscribeError) -> Error {
@@ -194,15 +277,20 @@ pub unsafe extern "C" fn tessel_transcriber_load(
                 .map_err(transcribe_error)?;
         }
         let isa = info::session_isa()?;
+        let threads = threads.max(1);
         let session = transcriber
-            .session(isa, max_beam, threads.max(1))
+            .session(isa, max_beam, threads)
             .map_err(transcribe_error)?;
         *out = exclusive::into_raw(
             KIND,
             State {
+                transcriber,
+                planned: (isa, max_beam, threads),
                 session,
+                timing_words: false,
                 detector: Detector::new(isa),
                 last: None,
+                current: false,
             },
         );
         Ok(())
@@ -221,6 +309,26 @@ unsafe fn optional(ptr: *const c_char, what: &'static str) -> Result<Option<Stri
     unsafe { args::text(ptr, what) }.map(|s| Some(s.to_owned()))
 }
 
+/// A punctuation string of the options, owned: `TESSEL_ERR_NULL` naming `null` when NULL,
+/// `TESSEL_ERR_ARGUMENT` naming `what` when not UTF-8.
+///
+/// # Safety
+/// `ptr` is NULL or NUL-terminated.
+unsafe fn punctuation(
+    ptr: *const c_char,
+    null: &'static str,
+    what: &'static str,
+) -> Result<String, Error> {
+    // SAFETY: the caller's contract.
+    match unsafe { args::text(ptr, null) } {
+        Ok(text) => Ok(text.to_owned()),
+        Err(e) if e.status() == tessel_status::TESSEL_ERR_ARGUMENT => {
+            fail(tessel_status::TESSEL_ERR_ARGUMENT, what)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The pipeline's options for `options` (NULL: the defaults), and the detector's when voice
 /// activity detection is on.
 ///
@@ -234,6 +342,28 @@ unsafe fn pipeline_options(
         .copied()
         .unwrap_or_else(|| tessel_transcribe_options_default());
     let vad = options.vad.checked()?;
+    let (prepend_punctuations, append_punctuations) = if options.word_timestamps {
+        // SAFETY: the caller's contract for the strings.
+        unsafe {
+            (
+                punctuation(
+                    options.prepend_punctuations,
+                    "prepend_punctuations is NULL",
+                    "prepend_punctuations is not valid UTF-8",
+                )?,
+                punctuation(
+                    options.append_punctuations,
+                    "append_punctuations is NULL",
+                    "append_punctuations is not valid UTF-8",
+                )?,
+            )
+        }
+    } else {
+        (
+            PREPEND_PUNCTUATIONS.to_owned(),
+            APPEND_PUNCTUATIONS.to_owned(),
+        )
+    };
     let options = TranscribeOptions {
         beam: options.beam,
         timestamps: options.timestamps,
@@ -247,6 +377,9 @@ unsafe fn pipeline_options(
         language: unsafe { optional(options.language, "language") }?,
         // SAFETY: as above.
         initial_prompt: unsafe { optional(options.initial_prompt, "initial_prompt") }?,
+        word_timestamps: options.word_timestamps,
+        prepend_punctuations,
+        append_punctuations,
         ..TranscribeOptions::default()
     };
     Ok((options, vad))
@@ -279,6 +412,14 @@ fn transcript(
         None => None,
     };
     let heard = speech.as_ref().map_or(samples, |speech| &speech.samples);
+    if options.word_timestamps && !state.timing_words {
+        let (isa, max_beam, threads) = state.planned;
+        state.session = state
+            .transcriber
+            .session_with_words(isa, max_beam, threads)
+            .map_err(transcribe_error)?;
+        state.timing_words = true;
+    }
     let mut segments = Vec::new();
     // No speech: no segments, as faster-whisper gives.
     if !heard.is_empty() {
@@ -291,26 +432,47 @@ fn transcript(
     if let Some(speech) = &speech {
         segments = segments.iter().map(|s| speech.restore(s)).collect();
     }
-    let mut text = String::new();
-    let segments = segments
-        .iter()
-        .map(|s| {
-            let text_offset = text.len();
-            text.push_str(&s.text);
-            tessel_segment {
-                start: s.start,
-                end: s.end,
-                text_offset,
-                text_len: s.text.len(),
-            }
-        })
-        .collect();
+    let (segments, text, words, words_text) = flatten(&segments);
     Ok(Last {
         samples: samples.to_vec(),
         options: (options, vad),
         segments,
         text,
+        words,
+        words_text,
     })
+}
+
+/// The C segments of `segments` indexing their text, concatenated, and their words indexing
+/// the words' text, concatenated.
+fn flatten(segments: &[Segment]) -> (Vec<tessel_segment>, String, Vec<tessel_word>, String) {
+    let (mut text, mut words, mut words_text) = (String::new(), Vec::new(), String::new());
+    let segments = segments
+        .iter()
+        .map(|s| {
+            let (text_offset, first_word) = (text.len(), words.len());
+            text.push_str(&s.text);
+            for w in &s.words {
+                words.push(tessel_word {
+                    start: w.start,
+                    end: w.end,
+                    probability: w.probability,
+                    text_offset: words_text.len(),
+                    text_len: w.word.len(),
+                });
+                words_text.push_str(&w.word);
+            }
+            tessel_segment {
+                start: s.start,
+                end: s.end,
+                text_offset,
+                text_len: s.text.len(),
+                first_word,
+                n_words: s.words.len(),
+            }
+        })
+        .collect();
+    (segments, text, words, words_text)
 }
 
 /// Transcribes `samples` (or copies the kept transcript of the same audio and options) into
@@ -345,6 +507,7 @@ unsafe fn run(
             }
         },
     };
+    state.current = true;
     *n_segments = last.segments.len();
     *text_len = last.text.len();
     if outputs.segments_cap < last.segments.len() || outputs.text_cap <= last.text.len() {
@@ -385,6 +548,7 @@ unsafe fn transcribe_into<'a>(
     outputs: &Outputs,
 ) -> tessel_status {
     let body = |state: &mut State| {
+        state.current = false;
         let audio = audio()?;
         // SAFETY: the caller's contract for `options`.
         let options = unsafe { pipeline_options(options) }?;
@@ -410,11 +574,14 @@ unsafe fn transcribe_into<'a>(
 /// (the transcript's text), into `text` (`text_cap` bytes) and its length without the NUL into
 /// `*text_len`. When `segments_cap < *n_segments` or `text_cap <= *text_len` the call returns
 /// `TESSEL_ERR_BUFFER_TOO_SMALL` with both sizes written and keeps the transcript: a retry
-/// with the same samples and options copies it. Refused: less than 10 ms of audio,
-/// non-finite samples, options out of range (a beam of 0 or above the transcriber's
-/// `max_beam`, a language as `language` says, `translate` on an English-only model, `vad` as
-/// `tessel_vad_options` says) (`TESSEL_ERR_ARGUMENT`); generated ids the tokenizer cannot
-/// decode are `TESSEL_ERR_RUN`.
+/// with the same samples and options copies it. With `options.word_timestamps`, each
+/// segment's `first_word` and `n_words` name its words, which `tessel_transcriber_words`
+/// copies after this call (after `TESSEL_OK` or `TESSEL_ERR_BUFFER_TOO_SMALL`). Refused:
+/// less than 10 ms of audio, non-finite samples, options out of range (a beam of 0 or above
+/// the transcriber's `max_beam`, a language as `language` says, `translate` on an
+/// English-only model, `vad` as `tessel_vad_options` says, punctuation strings that are not
+/// UTF-8) (`TESSEL_ERR_ARGUMENT`); a NULL punctuation string with word timestamps
+/// (`TESSEL_ERR_NULL`); generated ids the tokenizer cannot decode are `TESSEL_ERR_RUN`.
 /// Allocates.
 ///
 /// # Safety
@@ -481,6 +648,78 @@ pub unsafe extern "C" fn tessel_transcribe_wav(
     let audio = || unsafe { args::text(path, "path is NULL") }.map(Audio::Wav);
     // SAFETY: the caller's contract for `transcriber`, `options` and the outputs.
     unsafe { transcribe_into(transcriber, audio, options, &outputs) }
+}
+
+/// Copies the words of the transcriber's latest transcription (`tessel_transcribe` or
+/// `tessel_transcribe_wav` with `options.word_timestamps`, which returned `TESSEL_OK` or
+/// `TESSEL_ERR_BUFFER_TOO_SMALL`): every segment's words in order, segment `i`'s at
+/// `words[segments[i].first_word ..]` (`segments[i].n_words` of them), into `words`
+/// (`words_cap` of them) and their count into `*n_words`; their texts, concatenated and
+/// NUL-terminated, into `text` (`text_cap` bytes), each word indexing it, and its length
+/// without the NUL into `*text_len`. When `words_cap < *n_words` or `text_cap <= *text_len`
+/// the call returns `TESSEL_ERR_BUFFER_TOO_SMALL` with both sizes written; the words stay
+/// readable. `TESSEL_ERR_RUN` when the latest transcription call failed (or there was none)
+/// or did not time words. Changes nothing in the transcriber.
+///
+/// # Safety
+/// `transcriber` is NULL or a live transcriber; `words` and `text` are NULL or point to their
+/// capacities of writable elements; `n_words` and `text_len` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tessel_transcriber_words(
+    transcriber: *mut tessel_transcriber,
+    words: *mut tessel_word,
+    words_cap: usize,
+    n_words: *mut usize,
+    text: *mut c_char,
+    text_cap: usize,
+    text_len: *mut usize,
+) -> tessel_status {
+    let body = |state: &mut State| {
+        // SAFETY: the caller's contract for each pointer.
+        let (n_words, text_len) = unsafe {
+            (
+                args::write(n_words, "n_words is NULL")?,
+                args::write(text_len, "text_len is NULL")?,
+            )
+        };
+        let last = match &state.last {
+            Some(last) if state.current => last,
+            _ => {
+                return fail(
+                    tessel_status::TESSEL_ERR_RUN,
+                    "no transcript to read words from: the latest tessel_transcribe call on \
+                     this transcriber failed, or there was none",
+                )
+            }
+        };
+        if !last.options.0.word_timestamps {
+            return fail(
+                tessel_status::TESSEL_ERR_RUN,
+                "the latest transcription did not time words (options.word_timestamps was \
+                 false)",
+            );
+        }
+        *n_words = last.words.len();
+        *text_len = last.words_text.len();
+        if words_cap < last.words.len() || text_cap <= last.words_text.len() {
+            return fail(
+                tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
+                "the word array or the text buffer is too small (n_words and text_len were \
+                 written)",
+            );
+        }
+        // SAFETY: the caller's contract for the arrays and their capacities.
+        let (words, text) = unsafe {
+            (
+                args::slice_mut(words, words_cap, "words is NULL")?,
+                args::slice_mut(text.cast::<u8>(), text_cap, "text is NULL")?,
+            )
+        };
+        words[..last.words.len()].copy_from_slice(&last.words);
+        args::put_text(&last.words_text, text, text_len)
+    };
+    // SAFETY: the caller's contract for `transcriber`; its state is a `State`.
+    unsafe { exclusive::with(transcriber, KIND, body) }
 }
 
 /// Frees `transcriber` (NULL is accepted). `TESSEL_ERR_BUSY` if another thread is inside a

@@ -9,3 +9,4 @@ mod load;
 mod transcribe;
 mod translate;
 mod vad;
+mod words;
