@@ -300,11 +300,22 @@ pub fn token_slots(
     budget: usize,
     texts: usize,
 ) -> Result<usize, CliError> {
+    let bytes = |slots| translator.batch_bytes(threads, slots);
+    Ok(slots_within(budget, texts, DEFAULT_BATCH_ARENA, bytes)?)
+}
+
+/// [`token_slots`] with the arena's `bytes` for a slot count, kept within `arena` bytes.
+fn slots_within<E>(
+    budget: usize,
+    texts: usize,
+    arena: usize,
+    bytes: impl Fn(usize) -> Result<usize, E>,
+) -> Result<usize, E> {
     let mut slots = budget.min(MAX_BATCH_SIZE);
     if texts > 0 {
         slots = slots.min(texts);
     }
-    while slots > 1 && translator.batch_bytes(threads, slots)? > DEFAULT_BATCH_ARENA {
+    while slots > 1 && bytes(slots)? > arena {
         slots /= 2;
     }
     Ok(slots.max(1))
@@ -428,5 +439,24 @@ fn failed_lines(report: stream::Report) -> Result<(), CliError> {
             failed,
             total: report.lines,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slots_within;
+
+    #[test]
+    fn token_slots_hold_a_batch_and_keep_the_arena_bounded() {
+        let bytes = |n: usize| Ok::<_, ()>(100 + 10 * n);
+        // One slot per token, at most 256 and the texts.
+        assert_eq!(slots_within(24, 0, usize::MAX, bytes), Ok(24));
+        assert_eq!(slots_within(4096, 0, usize::MAX, bytes), Ok(256));
+        assert_eq!(slots_within(4096, 7, usize::MAX, bytes), Ok(7));
+        assert_eq!(slots_within(1, 7, usize::MAX, bytes), Ok(1));
+        // Halved while the arena passes its bound, at least 1.
+        assert_eq!(slots_within(4096, 0, 1000, bytes), Ok(64));
+        assert_eq!(slots_within(4096, 0, 10, bytes), Ok(1));
+        assert_eq!(slots_within(8, 0, 10, |_| Err::<usize, _>("no")), Err("no"));
     }
 }
