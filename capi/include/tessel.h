@@ -475,6 +475,18 @@ typedef struct tessel_transcribe_options {
      * `prepend_punctuations` (default faster-whisper's `"'.。,，!！?？:：”)]}、`).
      */
     const char *append_punctuations;
+    /**
+     * Beam search patience (faster-whisper's `patience`; default 1): a window's search goes
+     * on until round(beam × patience) hypotheses have finished. Not finite or not above 0:
+     * `TESSEL_ERR_ARGUMENT`.
+     */
+    float patience;
+    /**
+     * With word timestamps: skip silences longer than this many seconds around a likely
+     * hallucination (faster-whisper's `hallucination_silence_threshold`); 0 (the default) is
+     * off. Negative or not finite: `TESSEL_ERR_ARGUMENT`.
+     */
+    double hallucination_silence_threshold;
 } tessel_transcribe_options;
 
 /**

@@ -125,6 +125,14 @@ pub struct tessel_transcribe_options {
     /// With word timestamps: the punctuation marks merged into the word before them, as
     /// `prepend_punctuations` (default faster-whisper's `"'.。,，!！?？:：”)]}、`).
     pub append_punctuations: *const c_char,
+    /// Beam search patience (faster-whisper's `patience`; default 1): a window's search goes
+    /// on until round(beam × patience) hypotheses have finished. Not finite or not above 0:
+    /// `TESSEL_ERR_ARGUMENT`.
+    pub patience: f32,
+    /// With word timestamps: skip silences longer than this many seconds around a likely
+    /// hallucination (faster-whisper's `hallucination_silence_threshold`); 0 (the default) is
+    /// off. Negative or not finite: `TESSEL_ERR_ARGUMENT`.
+    pub hallucination_silence_threshold: f64,
 }
 
 /// faster-whisper's `prepend_punctuations`, NUL-terminated (the pipeline's default).
@@ -166,6 +174,8 @@ pub extern "C" fn tessel_transcribe_options_default() -> tessel_transcribe_optio
         word_timestamps: false,
         prepend_punctuations: PREPEND.as_ptr(),
         append_punctuations: APPEND.as_ptr(),
+        patience: 1.0,
+        hallucination_silence_threshold: 0.0,
     }
 }
 
@@ -380,9 +390,25 @@ unsafe fn pipeline_options(
         word_timestamps: options.word_timestamps,
         prepend_punctuations,
         append_punctuations,
+        patience: options.patience,
+        hallucination_silence_threshold: silence_threshold(
+            options.hallucination_silence_threshold,
+        )?,
         ..TranscribeOptions::default()
     };
     Ok((options, vad))
+}
+
+/// The C field's hallucination threshold: 0 is off, a positive finite value is seconds.
+fn silence_threshold(seconds: f64) -> Result<Option<f64>, Error> {
+    match seconds {
+        0.0 => Ok(None),
+        s if s.is_finite() && s > 0.0 => Ok(Some(s)),
+        _ => fail(
+            tessel_status::TESSEL_ERR_ARGUMENT,
+            "hallucination_silence_threshold must be 0 (off) or a positive number of seconds",
+        ),
+    }
 }
 
 /// Where a transcription goes: the caller's arrays and sizes.

@@ -456,3 +456,59 @@ fn word_calls_out_of_order_and_bad_arguments_are_typed() {
         ok(tessel_transcriber_free(transcriber));
     }
 }
+
+/// `patience` and `hallucination_silence_threshold` reach the pipeline: the segments and words
+/// are the Rust pipeline's with the same options (the threshold drops windows and segments of
+/// this audio, as faster-whisper's does in words.json), and bad values are typed.
+#[test]
+fn patience_and_the_hallucination_threshold_reach_the_pipeline() {
+    let audio = long_audio();
+    let transcriber = load();
+    let options = tessel_transcribe_options {
+        hallucination_silence_threshold: 1.0,
+        ..with_words()
+    };
+    let got = transcribe(transcriber, &audio, &options).expect("transcribes");
+    let rust = TranscribeOptions {
+        beam: 1,
+        word_timestamps: true,
+        hallucination_silence_threshold: Some(1.0),
+        ..TranscribeOptions::default()
+    };
+    assert_eq!(got, pipeline(&audio, &rust, None));
+    let plain = transcribe(transcriber, &audio, &with_words()).expect("transcribes");
+    assert!(
+        got.len() < plain.len(),
+        "{} against {}",
+        got.len(),
+        plain.len()
+    );
+    let options = tessel_transcribe_options {
+        beam: 2,
+        patience: 2.0,
+        ..with_words()
+    };
+    let got = transcribe(transcriber, &audio, &options).expect("transcribes");
+    let rust = TranscribeOptions {
+        beam: 2,
+        patience: 2.0,
+        word_timestamps: true,
+        ..TranscribeOptions::default()
+    };
+    assert_eq!(got, pipeline(&audio, &rust, None));
+    for (patience, threshold) in [(0.0, 0.0), (f32::NAN, 0.0), (1.0, -1.0), (1.0, f64::NAN)] {
+        let options = tessel_transcribe_options {
+            patience,
+            hallucination_silence_threshold: threshold,
+            ..with_words()
+        };
+        let status = segments(transcriber, &audio[..16_000], &options).map(drop);
+        assert_eq!(
+            status,
+            Err(tessel_status::TESSEL_ERR_ARGUMENT),
+            "{patience} {threshold}"
+        );
+    }
+    // SAFETY: the transcriber from above, freed once.
+    ok(unsafe { tessel_transcriber_free(transcriber) });
+}
