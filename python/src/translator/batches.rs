@@ -2,7 +2,7 @@
 //! most `max_batch_size` examples, or (CTranslate2's `batch_type="tokens"`) of at most
 //! `max_batch_size` tokens counting each example as long as the batch's longest; the batches
 //! dealt to up to `inter_threads` sessions at once, each session planned for a (batch size,
-//! beam) shape and kept in a bounded pool for later calls of that shape.
+//! beam, source length) shape and kept in a bounded pool for later calls of that shape.
 
 use std::sync::Arc;
 
@@ -74,11 +74,12 @@ impl Batches {
             (n, BatchType::Examples) => order.chunks(n).collect(),
             (n, BatchType::Tokens) => token_batches(&order, |i| jobs[i].0.len(), n),
         };
+        let longest = jobs.iter().map(|job| job.0.len()).max().unwrap_or(1);
         let shape = BatchShape {
             threads: self.threads,
             max_batch: batches.iter().map(|b| b.len()).max().unwrap_or(1),
             max_beam: beam,
-            max_src_len: None,
+            max_src_len: Some(planned_source_len(longest)),
             global_tokens: None,
         };
         let groups = deal(&batches, self.pool.capacity());
@@ -123,6 +124,14 @@ impl Batches {
         self.pool.put(shape, session);
         Ok(out)
     }
+}
+
+/// The source length a call's sessions are planned for: its longest source rounded up to a
+/// power of two (at least 64), so that calls of similar lengths share pooled sessions while a
+/// batch of many short sources (a token budget of thousands) does not plan every slot for
+/// the model's longest source.
+fn planned_source_len(longest: usize) -> usize {
+    longest.max(64).next_power_of_two()
 }
 
 /// The batches dealt in turn to at most `workers` groups.
