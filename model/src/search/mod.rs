@@ -95,8 +95,7 @@ fn check_search(options: &SearchOptions, limits: Limits) -> Result<(), RunError>
 
 /// Checks what the rules take: `transformers` has no patience.
 fn check_rules(options: &SearchOptions, rules: BeamRules) -> Result<(), RunError> {
-    if matches!(rules, BeamRules::Transformers(_)) && options.beam > 1 && options.patience != 1.0
-    {
+    if matches!(rules, BeamRules::Transformers(_)) && options.beam > 1 && options.patience != 1.0 {
         return Err(RunError::BadOption(
             "transformers' beam search has no patience (it must be 1)",
         ));
