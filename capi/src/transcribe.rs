@@ -606,7 +606,8 @@ unsafe fn transcribe_into<'a>(
 /// less than 10 ms of audio, non-finite samples, options out of range (a beam of 0 or above
 /// the transcriber's `max_beam`, a language as `language` says, `translate` on an
 /// English-only model, `vad` as `tessel_vad_options` says, punctuation strings that are not
-/// UTF-8) (`TESSEL_ERR_ARGUMENT`); a NULL punctuation string with word timestamps
+/// UTF-8, `patience` or `hallucination_silence_threshold` as their fields say)
+/// (`TESSEL_ERR_ARGUMENT`); a NULL punctuation string with word timestamps
 /// (`TESSEL_ERR_NULL`); generated ids the tokenizer cannot decode are `TESSEL_ERR_RUN`.
 /// Allocates.
 ///
