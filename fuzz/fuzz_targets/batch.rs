@@ -27,6 +27,8 @@ struct Search {
     max_steps: u8,
     length_penalty: i8,
     stop_at_eos: bool,
+    /// Patience in eighths (0 and odd values included).
+    patience: u8,
     prefix: Option<Vec<u8>>,
 }
 
@@ -46,6 +48,7 @@ impl Search {
             length_penalty: self.length_penalty as f32 / 32.0,
             stop_at_eos: self.stop_at_eos,
             sampling: None,
+            patience: f32::from(self.patience % 32) / 8.0,
         }
     }
 

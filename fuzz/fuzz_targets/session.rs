@@ -25,6 +25,8 @@ enum Call {
         length_penalty: i8,
         odd_penalty: bool,
         stop_at_eos: bool,
+        /// Patience in eighths, or (with `odd_penalty`) a non-finite or negative one.
+        patience: u8,
         prefix: Option<Vec<u8>>,
     },
 }
@@ -73,6 +75,7 @@ fn apply(session: &mut Session<&Model>, call: &Call) -> Outcome {
             length_penalty,
             odd_penalty,
             stop_at_eos,
+            patience,
             prefix,
         } => {
             let options = SearchOptions {
@@ -85,6 +88,11 @@ fn apply(session: &mut Session<&Model>, call: &Call) -> Outcome {
                 },
                 stop_at_eos: *stop_at_eos,
                 sampling: None,
+                patience: if *odd_penalty {
+                    [f32::NAN, f32::INFINITY, -1.0, 0.0][*patience as usize % 4]
+                } else {
+                    f32::from(*patience % 32) / 8.0
+                },
             };
             let mut steps = 0;
             let on_step = |view: tessel_model::StepView<'_>| {
