@@ -6,7 +6,8 @@
 //! by the word pass), tokens and text identical, every word's text identical and its times
 //! within 10 ms. Greedy and beam 5; an English-only model (words split on spaces) and a
 //! multilingual one told Chinese (words split on character boundaries) and English; with
-//! `hallucination_silence_threshold` (1 s and 2 s), which drops windows and segments there.
+//! `hallucination_silence_threshold` (1 s and 2 s), which drops windows and segments there
+//! (those runs above the scalar level).
 
 use std::collections::BTreeMap;
 
@@ -156,6 +157,14 @@ fn words_match(name: &str) {
     for_each_isa(|isa| {
         let mut session = transcriber.session_with_words(isa, 5, 1).unwrap();
         for (run_name, run) in &e.runs {
+            // The hallucination rule is arithmetic on the words, the same at every level: its
+            // runs are left out at the scalar level (unless the machine has no other), whose
+            // words the other runs already hold to faster-whisper's. CI time.
+            let hallucination = run.options.hallucination_silence_threshold.is_some();
+            let scalar = tessel_kernels::Isa::scalar();
+            if hallucination && isa == scalar && tessel_kernels::Isa::best() != scalar {
+                continue;
+            }
             let what = format!("{name} {run_name} {isa:?}");
             let options = TranscribeOptions {
                 beam: run.options.beam_size,
