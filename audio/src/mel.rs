@@ -19,7 +19,8 @@
 //! `log_mel_spectrogram(x, padding=N_SAMPLES)`, whose first `len/160` frames it returns; the
 //! frames after them only matter through the maximum, which it takes over them without storing
 //! them). [`segment`] then cuts transcribe's 30 s windows (`pad_or_trim(mel[:, seek:seek+n])`,
-//! zero-filled).
+//! zero-filled). [`MelFrontEnd::chunk_features`] (`L = len + 160`) is faster-whisper's batched
+//! pipeline: one speech chunk's features, normalised over its own frames, zero-filled to 3000.
 //!
 //! Error bound: against a float64 evaluation of the same formula, whisper's float32 torch
 //! output is off by up to ~2e-5 (measured by `tools/make_audio_golden.py`), and this
@@ -158,13 +159,7 @@ impl MelFrontEnd {
             audio,
             len: N_SAMPLES,
         };
-        let mut max = f32::NEG_INFINITY;
-        for t in 0..N_FRAMES {
-            max = max.max(self.frame_column(signal, t)?);
-            for (m, &v) in self.column.iter().enumerate() {
-                out[m * N_FRAMES + t] = v;
-            }
-        }
+        let max = self.columns(signal, N_FRAMES, N_FRAMES, out, N_FRAMES)?;
         normalize(out, max);
         Ok(())
     }
@@ -181,20 +176,76 @@ impl MelFrontEnd {
             audio,
             len: audio.len() + N_SAMPLES,
         };
+        // Frames past the content still see its last samples; every later frame (there are
+        // ~3000, the padding) is all zeros: log10(1e-10) = -10.
+        let max = self.columns(signal, touched_frames(audio.len()), frames, out, frames)?;
+        normalize(out, max.max(silent_log()));
+        Ok(frames)
+    }
+
+    /// faster-whisper's batched pipeline (`BatchedInferencePipeline`): the features of one
+    /// speech chunk, `pad_or_trim(FeatureExtractor(chunk, padding=160)[..., :-1], 3000)`,
+    /// written row-major `[n_mels][3000]` into `out` (which must hold
+    /// [`window_len`](Self::window_len) values). Returns the content frames written,
+    /// `min(len / 160, 3000)`.
+    ///
+    /// Algorithm: the signal is `audio` followed by 160 zeros (`L = len + 160`), reflect-padded
+    /// as above; frames `0..=len / 160` are computed (faster-whisper's STFT drops its last
+    /// frame), the clamp's maximum is taken over all of them, and the first `len / 160` (at
+    /// most 3000) are normalised and stored; every later column is `0.0`.
+    ///
+    /// Unlike [`spectrogram`](Self::spectrogram): 160 samples of padding instead of 30 s, so
+    /// the maximum is over the chunk's own frames only, with no `log10(1e-10)` floor from a
+    /// silent padding (an all-zero frame still computes it); and the padding columns are `0.0`
+    /// in normalised space (`np.pad`'s constant), not the normalised log-mel of silence.
+    /// A chunk shorter than 160 samples (empty included) has no content frame: all zeros.
+    ///
+    /// faster-whisper computes the STFT in `float32` numpy (pocketfft) and the mel projection
+    /// as a `float32` matrix product; this front end imitates torch (`f32` FFT, `f64` mel sums),
+    /// so the two agree within float rounding, not bit for bit.
+    pub fn chunk_features(&mut self, audio: &[f32], out: &mut [f32]) -> Result<usize, MelError> {
+        check_len(out.len(), self.window_len())?;
+        check_finite(audio)?;
+        let frames = content_frames(audio.len());
+        let stored = frames.min(N_FRAMES);
+        let mut max = 0.0;
+        // Below one content frame nothing is stored, and the signal can be shorter than the
+        // reflect padding (numpy reflects it repeatedly): skip it.
+        if frames > 0 {
+            let signal = Signal {
+                audio,
+                len: audio.len() + HOP_LENGTH,
+            };
+            max = self.columns(signal, frames + 1, stored, out, N_FRAMES)?;
+        }
+        for row in out.chunks_exact_mut(N_FRAMES) {
+            normalize(&mut row[..stored], max);
+            row[stored..].fill(0.0);
+        }
+        Ok(stored)
+    }
+
+    /// Computes frames `0..frames` of `signal` and stores the first `stored` of them as the
+    /// columns of `out` (row-major, rows of `stride` values); returns the `log10` maximum over
+    /// all `frames`.
+    fn columns(
+        &mut self,
+        signal: Signal<'_>,
+        frames: usize,
+        stored: usize,
+        out: &mut [f32],
+        stride: usize,
+    ) -> Result<f32, MelError> {
         let mut max = f32::NEG_INFINITY;
         for t in 0..frames {
             max = max.max(self.frame_column(signal, t)?);
-            for (m, &v) in self.column.iter().enumerate() {
-                out[m * frames + t] = v;
+            if t < stored {
+                for (m, &v) in self.column.iter().enumerate() {
+                    out[m * stride + t] = v;
+                }
             }
         }
-        // Frames past the content still see its last samples; every later frame (there are
-        // ~3000, the padding) is all zeros: log10(1e-10) = -10.
-        for t in frames..touched_frames(audio.len()) {
-            max = max.max(self.frame_column(signal, t)?);
-        }
-        normalize(out, max.max(silent_log()));
-        Ok(frames)
+        Ok(max)
     }
 
     /// Computes frame `t`'s `log10` mel column into `self.column`; returns its maximum.

@@ -79,3 +79,80 @@ fn audio_past_30_s_is_trimmed_and_the_clamp_holds() {
     assert!((min - (max - 2.0)).abs() < 1e-6, "{min} {max}");
     assert_eq!(content_frames(tone.len()), (N_SAMPLES + 5000) / 160);
 }
+
+/// A 30 s-class test signal: a tone whose amplitude is `loud` on samples `range`, 1e-3 elsewhere.
+fn tone(len: usize, loud: std::ops::Range<usize>, amplitude: f32) -> Vec<f32> {
+    (0..len)
+        .map(|i| (i as f32 * 0.3).sin() * if loud.contains(&i) { amplitude } else { 1e-3 })
+        .collect()
+}
+
+#[test]
+fn chunk_features_are_content_then_zero_columns() {
+    let mut front = MelFrontEnd::new(80).expect("valid");
+    let mut out = vec![f32::NAN; front.window_len()];
+    let chunk = tone(12_345, 4000..8000, 0.5);
+    assert_eq!(front.chunk_features(&chunk, &mut out), Ok(12_345 / 160));
+    let max = out.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for row in out.chunks_exact(N_FRAMES) {
+        assert!(row[..77].iter().all(|&v| v >= max - 2.0 && v <= max));
+        assert!(row[77..].iter().all(|&v| v == 0.0));
+    }
+    // Away from the chunk's end (where the reflection of its 160 padding zeros differs from
+    // the transcribe path's 30 s of zeros) and with the same maximum, the spectrogram's frames.
+    let mut mel = vec![0.0; 80 * 77];
+    front.spectrogram(&chunk, &mut mel).expect("spectrogram");
+    for (row, full) in out.chunks_exact(N_FRAMES).zip(mel.chunks_exact(77)) {
+        assert_eq!(row[..70], full[..70]);
+    }
+    // Silence: every content frame at log10(1e-10), its own maximum: (−10 + 4) / 4.
+    assert_eq!(front.chunk_features(&[0.0; 1000], &mut out), Ok(6));
+    for row in out.chunks_exact(N_FRAMES) {
+        assert!(row[..6].iter().all(|&v| v == -1.5) && row[6..].iter().all(|&v| v == 0.0));
+    }
+}
+
+#[test]
+fn chunk_features_trim_to_30_s_normalised_over_the_whole_chunk() {
+    let mut front = MelFrontEnd::new(80).expect("valid");
+    let (mut long, mut first) = (vec![0.0; 80 * N_FRAMES], vec![0.0; 80 * N_FRAMES]);
+    // 100 times louder past 30 s: the maximum, 4 decades of power above the first 30 s's,
+    // comes from frames that are not stored; the stored ones are clamped at it − 8, which is
+    // the first 30 s's maximum − 4, i.e. 1.0 below it once normalised.
+    let chunk = tone(N_SAMPLES + 5000, N_SAMPLES..N_SAMPLES + 5000, 0.1);
+    let head = &chunk[..N_SAMPLES];
+    assert_eq!(front.chunk_features(&chunk, &mut long), Ok(N_FRAMES));
+    assert_eq!(front.chunk_features(head, &mut first), Ok(N_FRAMES));
+    let max = first.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let floor = long.iter().copied().fold(f32::INFINITY, f32::min);
+    assert!((floor - (max - 1.0)).abs() < 1e-5, "{floor} {max}");
+    // Frames 2998 and 2999 read past 30 s: the loud tail in one, reflected zeros in the other.
+    for (l, f) in long
+        .chunks_exact(N_FRAMES)
+        .zip(first.chunks_exact(N_FRAMES))
+    {
+        assert!(l[..2998].iter().zip(f).all(|(&l, &f)| l == f.max(floor)));
+    }
+}
+
+#[test]
+fn chunk_features_of_no_frame_and_bad_calls() {
+    let mut front = MelFrontEnd::new(128).expect("valid");
+    let mut out = vec![f32::NAN; 128 * N_FRAMES];
+    for len in [0, 1, 159] {
+        assert_eq!(front.chunk_features(&vec![0.5; len], &mut out), Ok(0));
+        assert!(out.iter().all(|&v| v == 0.0), "{len}");
+    }
+    assert_eq!(front.chunk_features(&[0.5; 160], &mut out), Ok(1));
+    assert_eq!(
+        front.chunk_features(&[0.0, 0.1, f32::NEG_INFINITY], &mut out),
+        Err(MelError::NonFinite { index: 2 })
+    );
+    assert_eq!(
+        front.chunk_features(&[0.0; 400], &mut out[..128 * 3]),
+        Err(MelError::OutputLength {
+            expected: 128 * N_FRAMES,
+            got: 128 * 3
+        })
+    );
+}
