@@ -1,5 +1,6 @@
 //! The pipeline's golden tests, as one test binary.
 
+mod batched_chunks;
 mod cues_golden;
 mod options_golden;
 mod timed;
