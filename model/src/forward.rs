@@ -514,11 +514,12 @@ pub(crate) struct AlignOutputs<'h, 'f> {
     pub on_logits: &'f mut dyn FnMut(usize, &[f32]),
 }
 
-/// A forced decoder pass over all of `tokens` from position 0 of slot 0's beam 0 (one chunk:
-/// validated to fit the wide buffers and the cache), as [`decode`] runs a prefix, that also
-/// writes the softmax of `scale · q·kᵀ` of each of `out.heads` over its layer's first
-/// `out.frames` source positions into `align_probs` (`[pair][row][frame]`, dense), and
-/// projects the logits of every row, as many rows at a time as the logits region holds.
+/// A forced decoder pass over all of `tokens` from position 0 of beam 0 of `group`'s slot
+/// (its cache and its encoder memory; one chunk: validated to fit the wide buffers and the
+/// cache), as [`decode`] runs a prefix, that also writes the softmax of `scale · q·kᵀ` of
+/// each of `out.heads` over its layer's first `out.frames` source positions into
+/// `align_probs` (`[pair][row][frame]`, dense), and projects the logits of every row, as many
+/// rows at a time as the logits region holds.
 pub(crate) fn align(
     model: &Model<'_>,
     run: Run<'_>,

@@ -193,12 +193,13 @@ impl<M: ModelRef> Batch<M> {
             forward::search_buffers(plan, arena, slot, (0, 0), vocab).step_tokens[0] = token;
             return Ok(());
         }
-        self.prefill(slot, prefix)?;
+        self.feed_prefix(slot, prefix)?;
         self.search_step(slot, (0, 1), request)
     }
 
-    /// Feeds slot `slot`'s forced start (validated) in chunks of up to `max_src_len` rows.
-    fn prefill(&mut self, slot: usize, prefix: &[u32]) -> Result<(), RunError> {
+    /// Feeds slot `slot`'s forced start (validated) in chunks of up to `max_src_len` rows;
+    /// the logits of its last token are then row 0 of the logits region.
+    pub(crate) fn feed_prefix(&mut self, slot: usize, prefix: &[u32]) -> Result<(), RunError> {
         let chunk_len = self.session.limits().max_src_len;
         for chunk in prefix.chunks(chunk_len) {
             let group = self.slots[slot].state.group(slot, chunk.len())?;

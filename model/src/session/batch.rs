@@ -47,7 +47,21 @@ pub struct Batch<M: ModelRef> {
 impl<M: ModelRef> Batch<M> {
     /// A batch of `limits.max_batch` slots (`limits` as for [`Session::with_limits`]).
     pub fn new(model: M, isa: Isa, limits: Limits) -> Result<Batch<M>, SessionError> {
-        let session = Session::with_limits(model, isa, limits)?;
+        Batch::with_alignment(model, isa, limits, 0)
+    }
+
+    /// A batch of `limits.max_batch` slots with room for the cross-attention probabilities of
+    /// up to `heads` (layer, head) pairs, which [`Batch::align`] reports for one slot at a
+    /// time ([`Session::with_alignment`]; 0 plans none, as [`Batch::new`]). Refused as
+    /// [`Session::with_alignment`] refuses: limits the config does not allow, or an arena
+    /// that cannot be allocated.
+    pub fn with_alignment(
+        model: M,
+        isa: Isa,
+        limits: Limits,
+        heads: usize,
+    ) -> Result<Batch<M>, SessionError> {
+        let session = Session::with_alignment(model, isa, limits, heads)?;
         let slots = (0..limits.max_batch).map(|_| Slot::default()).collect();
         Ok(Batch {
             session,

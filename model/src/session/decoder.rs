@@ -63,9 +63,13 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     /// Logits of the last decoder step, one row per beam of that step (empty before any step
     /// since the last encode or reset; a later [`Session::reorder_beams`] does not move them).
     pub fn logits(&self) -> &[f32] {
+        self.logits_rows(self.state.logits_rows)
+    }
+
+    /// The first `rows` rows of the logits region (of the last pass in any slot).
+    pub(crate) fn logits_rows(&self, rows: usize) -> &[f32] {
         let vocab = self.model().config().tgt_vocab;
-        &self.arena.as_ref()[self.plan.layout.regions.logits.range()]
-            [..self.state.logits_rows * vocab]
+        &self.arena.as_ref()[self.plan.layout.regions.logits.range()][..rows * vocab]
     }
 
     /// Feeds a forced target prefix as one beam (BOS first when starting from scratch), in
@@ -73,25 +77,8 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
     /// tokens, with causal self-attention over the cache. Returns the logits after the last
     /// token (`1 × tgt_vocab`); decoding then continues with [`Session::decode_step`].
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<&[f32], RunError> {
-        self.encoded()?;
+        self.check_prefill(&self.state, tokens)?;
         let limits = self.plan.limits;
-        if tokens.is_empty() {
-            return Err(RunError::BadOption("prefill needs at least one token"));
-        }
-        if self.state.position > 0 && self.state.active != 1 {
-            return Err(RunError::BeamCountMismatch {
-                expected: self.state.active,
-                got: 1,
-            });
-        }
-        let len = self.state.position.saturating_add(tokens.len());
-        if len > limits.max_tgt_len {
-            return Err(RunError::TargetTooLong {
-                len,
-                max: limits.max_tgt_len,
-            });
-        }
-        check_tokens("target", tokens, self.model().config().tgt_vocab)?;
         for chunk in tokens.chunks(limits.max_src_len) {
             self.decode((Tokens::Given(chunk), chunk.len()), forward::Rows::Prefix)?;
             self.state.advance(chunk.len(), 1, 1);
@@ -118,7 +105,53 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         frames: usize,
         mut on_logits: impl FnMut(usize, &[f32]),
     ) -> Result<&[f32], RunError> {
-        let src_len = self.encoded()?;
+        self.check_align(&self.state, tokens, heads, frames)?;
+        let mut state = self.state;
+        let done = self.forced_pass((&mut state, 0), tokens, (heads, frames), &mut on_logits);
+        self.state = state;
+        done?;
+        Ok(self.align_probs(heads.len() * tokens.len() * frames))
+    }
+
+    /// Checks a forced prefix of `tokens` as one beam continuing a decoder at `state`: encoded,
+    /// at least one token, one beam held (or none decoded), within `max_tgt_len`, in the target
+    /// vocabulary.
+    pub(crate) fn check_prefill(
+        &self,
+        state: &forward::State,
+        tokens: &[u32],
+    ) -> Result<(), RunError> {
+        state.src_len.ok_or(RunError::NotEncoded)?;
+        let limits = self.plan.limits;
+        if tokens.is_empty() {
+            return Err(RunError::BadOption("prefill needs at least one token"));
+        }
+        if state.position > 0 && state.active != 1 {
+            return Err(RunError::BeamCountMismatch {
+                expected: state.active,
+                got: 1,
+            });
+        }
+        let len = state.position.saturating_add(tokens.len());
+        if len > limits.max_tgt_len {
+            return Err(RunError::TargetTooLong {
+                len,
+                max: limits.max_tgt_len,
+            });
+        }
+        check_tokens("target", tokens, self.model().config().tgt_vocab)
+    }
+
+    /// Checks a forced pass ([`Session::align`]) of `tokens` over the source of a decoder at
+    /// `state`, reporting `heads` over its first `frames` positions.
+    pub(crate) fn check_align(
+        &self,
+        state: &forward::State,
+        tokens: &[u32],
+        heads: &[(usize, usize)],
+        frames: usize,
+    ) -> Result<(), RunError> {
+        let src_len = state.src_len.ok_or(RunError::NotEncoded)?;
         let limits = self.plan.limits;
         let config = self.model().config();
         if tokens.is_empty() {
@@ -149,23 +182,39 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                 "alignment frames must be 1 to the encoded length",
             ));
         }
-        check_tokens("target", tokens, config.tgt_vocab)?;
-        self.state.reset_decoder();
-        let group = self.state.group(0, tokens.len())?;
+        check_tokens("target", tokens, config.tgt_vocab)
+    }
+
+    /// The forced pass of [`Session::align`] (checked by [`Session::check_align`]) in slot
+    /// `slot`, whose decoder is `state`: resets it, runs the pass and leaves it after `tokens`
+    /// (reset again if the pass fails). The probabilities are then [`Session::align_probs`].
+    pub(crate) fn forced_pass(
+        &mut self,
+        (state, slot): (&mut forward::State, usize),
+        tokens: &[u32],
+        (heads, frames): (&[(usize, usize)], usize),
+        on_logits: &mut dyn FnMut(usize, &[f32]),
+    ) -> Result<(), RunError> {
+        state.reset_decoder();
+        let group = state.group(slot, tokens.len())?;
         let (model, run, plan, arena, _) = self.pass();
         let outputs = forward::AlignOutputs {
             heads,
             frames,
-            on_logits: &mut on_logits,
+            on_logits,
         };
         let done = forward::align(model, run, plan, arena, group, tokens, outputs);
         if let Err(e) = done {
-            self.state.reset_decoder();
+            state.reset_decoder();
             return Err(e.into());
         }
-        self.state.advance(tokens.len(), 1, 0);
-        let len = heads.len() * tokens.len() * frames;
-        Ok(&self.arena.as_ref()[self.plan.layout.regions.align_probs.range()][..len])
+        state.advance(tokens.len(), 1, 0);
+        Ok(())
+    }
+
+    /// The first `len` values of the alignment probabilities region (of the last forced pass).
+    pub(crate) fn align_probs(&self, len: usize) -> &[f32] {
+        &self.arena.as_ref()[self.plan.layout.regions.align_probs.range()][..len]
     }
 
     /// Makes beam `i` continue the history of beam `parents[i]` (the number of beams becomes

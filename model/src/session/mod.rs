@@ -7,6 +7,8 @@
 
 #[cfg(feature = "std")]
 mod batch;
+#[cfg(feature = "std")]
+mod batch_audio;
 mod decoder;
 mod error;
 mod holders;
@@ -252,6 +254,17 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         mel: &[f32],
         mut encoded: impl FnMut(),
     ) -> Result<(), RunError> {
+        let frames = self.check_audio(mel)?;
+        self.state = forward::State::default();
+        self.encode_frames(0, (mel, frames), &mut encoded)?;
+        self.state.src_len = Some(frames / 2);
+        Ok(())
+    }
+
+    /// Checks log-mel features for [`Session::encode_audio`]: a model with an audio front end,
+    /// and `n_mels ×` an even, non-zero number of frames, at most `2 · max_src_len`. Returns
+    /// the frames.
+    pub(crate) fn check_audio(&self, mel: &[f32]) -> Result<usize, RunError> {
         let Some(n_mels) = self.model().config().front_end.n_mels() else {
             return Err(RunError::WrongInput {
                 expected: "tokens",
@@ -271,10 +284,20 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                 max_frames,
             });
         }
-        self.state = forward::State::default();
+        Ok(frames)
+    }
+
+    /// Runs the front end and the encoder over `frames` frames of `mel` (checked by
+    /// [`Session::check_audio`]), calls `encoded`, and projects the cross-attention K/V into
+    /// slot `slot`.
+    pub(crate) fn encode_frames(
+        &mut self,
+        slot: usize,
+        (mel, frames): (&[f32], usize),
+        encoded: &mut dyn FnMut(),
+    ) -> Result<(), RunError> {
         let (model, run, plan, arena, _) = self.pass();
-        forward::encode_audio(model, run, (plan, 0), arena, (mel, frames), &mut encoded)?;
-        self.state.src_len = Some(frames / 2);
+        forward::encode_audio(model, run, (plan, slot), arena, (mel, frames), encoded)?;
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 //! of their own beside this one.
 
 mod attention;
+mod batch_audio;
 mod convert;
 mod ct2_errors;
 mod ct2_load;
