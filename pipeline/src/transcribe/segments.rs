@@ -56,9 +56,45 @@ pub fn split(
     size: usize,
     cuts: &mut Vec<Cut>,
 ) -> Split {
+    let offset = seek as f64 * SECONDS_PER_FRAME;
+    let duration = size as f64 * SECONDS_PER_FRAME;
+    let ending = split_at(tokens, timestamp_begin, (offset, duration), cuts);
+    let next_seek = match ending {
+        Ending::Pair(last) => {
+            // A pair closes with a timestamp, so the step count is not negative.
+            let steps = i64::from(last) - i64::from(timestamp_begin);
+            seek + steps.max(0) as usize * INPUT_STRIDE
+        }
+        Ending::Window => seek + size,
+    };
+    Split {
+        next_seek,
+        count: cuts.len(),
+    }
+}
+
+/// How a window's tokens end, for where the next window starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// After the window: a lone timestamp ends it, or it holds no pair.
+    Window,
+    /// At this timestamp, which closes the last pair (the tokens after it are unfinished).
+    Pair(u32),
+}
+
+/// [`split`] of a window starting `offset` seconds into the audio and lasting `duration`
+/// seconds (the no-pair segment's end unless a timestamp gives it): the cuts into `cuts`, and
+/// how the tokens end. faster-whisper's batched pipeline times its chunks this way (exact
+/// offsets in seconds, not whole frames), and signed: a slice that starts with a text token
+/// starts before the offset.
+pub fn split_at(
+    tokens: &[u32],
+    timestamp_begin: u32,
+    (offset, duration): (f64, f64),
+    cuts: &mut Vec<Cut>,
+) -> Ending {
     cuts.clear();
     let is_ts = |t: u32| t >= timestamp_begin;
-    let offset = seek as f64 * SECONDS_PER_FRAME;
     let steps = |t: u32| i64::from(t) - i64::from(timestamp_begin);
     let at = |t: u32| offset + steps(t) as f64 * TIME_PRECISION;
     let n = tokens.len();
@@ -79,18 +115,13 @@ pub fn split(
         last = end;
     }
     if !cuts.is_empty() {
-        let next_seek = if single_ending {
-            seek + size
+        return if single_ending {
+            Ending::Window
         } else {
-            // `tokens[last - 1]` closes a pair: a timestamp, so the step count is not negative.
-            seek + steps(tokens[last - 1]).max(0) as usize * INPUT_STRIDE
-        };
-        return Split {
-            next_seek,
-            count: cuts.len(),
+            Ending::Pair(tokens[last - 1])
         };
     }
-    let mut duration = size as f64 * SECONDS_PER_FRAME;
+    let mut duration = duration;
     if let Some(&t) = tokens.iter().rev().find(|&&t| is_ts(t)) {
         if t != timestamp_begin {
             duration = steps(t) as f64 * TIME_PRECISION;
@@ -101,10 +132,7 @@ pub fn split(
         start: offset,
         end: offset + duration,
     });
-    Split {
-        next_seek: seek + size,
-        count: 1,
-    }
+    Ending::Window
 }
 
 #[cfg(test)]
@@ -161,5 +189,24 @@ mod tests {
         assert_eq!(cuts[0].end, 12.0);
         let (cuts, next) = run(&[], 0, 10);
         assert_eq!((cuts.len(), next), (1, 10));
+    }
+
+    #[test]
+    fn chunks_are_timed_from_exact_offsets_and_may_start_before_them() {
+        let mut cuts = Vec::new();
+        // a <|1.00|> <|1.00|> b <|2.00|> <|2.00|> c: the first slice starts with a text
+        // token; c is unfinished.
+        let tokens = [B - 30, B + 50, B + 50, 3, B + 100, B + 100, 4];
+        let ending = split_at(&tokens, B, (26.432, 5.68), &mut cuts);
+        assert_eq!(ending, Ending::Pair(B + 100));
+        assert_eq!(cuts.len(), 2);
+        assert_eq!(cuts[0].start, 26.432 + -30.0 * 0.02);
+        assert_eq!(cuts[1].end, 26.432 + 100.0 * 0.02);
+        // No pair: the exact duration.
+        assert_eq!(
+            split_at(&[1, 2], B, (26.432, 5.68), &mut cuts),
+            Ending::Window
+        );
+        assert_eq!((cuts[0].start, cuts[0].end), (26.432, 26.432 + 5.68));
     }
 }
