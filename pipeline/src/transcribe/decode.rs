@@ -9,9 +9,10 @@
 
 use std::sync::Arc;
 
+use tessel_kernels::Isa;
 use tessel_model::processors::whisper::WhisperRules;
 use tessel_model::processors::{ban_repeated_ngrams, force, repetition_penalty};
-use tessel_model::{Hypotheses, Model, Request, Sampling, SearchOptions, Session};
+use tessel_model::{Hypotheses, Model, Request, Sampling, SearchOptions, Session, StepLogits};
 use tessel_text::whisper::{python_strip, WhisperTokenizer};
 
 use super::fallback::{self, Compressor, Judged};
@@ -130,6 +131,17 @@ impl Decoder {
         Ok(())
     }
 
+    /// The tokens suppressed at every step: the transcription's `suppress_tokens`, or the
+    /// default set.
+    pub(super) fn suppressed(&self) -> &[u32] {
+        self.custom_suppress.as_deref().unwrap_or(&self.suppress)
+    }
+
+    /// The tokens suppressed as the first one (with `suppress_blank`).
+    pub(super) fn blank(&self) -> &[u32] {
+        &self.blank
+    }
+
     /// `softmax(logits)[<|nospeech|>]` at the last row of `prompt` (the prompt up to its
     /// `<|startoftranscript|>`).
     pub(super) fn no_speech_prob(
@@ -211,28 +223,16 @@ impl Decoder {
                 .wrapping_add(run as u64);
             let search = search(options, temperature, seed, max_steps);
             let no_speech = &mut window.no_speech_prob;
+            let settings = StepRules {
+                rules: &rules,
+                isa,
+                forced,
+                penalties: (penalty, ngram),
+                no_speech: tok.no_speech(),
+            };
             let hyps = timed(observer, &mut stats.decode, || {
-                session.generate(Request::new(search).prefix(prompt).process(|step| {
-                    if step.step == 0 && no_speech.is_none() {
-                        *no_speech = Some(softmax_at(step.row_mut(0), tok.no_speech()));
-                    }
-                    if penalty != 1.0 || ngram > 0 {
-                        // CTranslate2's context: the tokens generated so far (forced ones
-                        // included), not the start token.
-                        for beam in 0..step.beams {
-                            let (tokens, row) = step.tokens_and_row_mut(beam);
-                            repetition_penalty(row, None, tokens, penalty);
-                            ban_repeated_ngrams(row, None, tokens, ngram);
-                        }
-                    }
-                    rules.apply_from(isa, step, forced.len());
-                    if let Some(&token) = forced.get(step.step) {
-                        // CTranslate2's prefix: the token, adding 0 to the score.
-                        for beam in 0..step.beams {
-                            force(step.row_mut(beam), token);
-                        }
-                    }
-                }))
+                let process = settings.process(no_speech);
+                session.generate(Request::new(search).prefix(prompt).process(process))
             });
             let hyps: Hypotheses<'_> = hyps?;
             let Some(best) = hyps.best() else { continue };
@@ -262,11 +262,64 @@ impl Decoder {
     }
 }
 
+/// What a window's decoding does to each step's logits: CTranslate2's repetition penalty and
+/// n-gram ban, Whisper's rules after the forced tokens, then the forced tokens.
+#[derive(Clone, Copy)]
+pub(super) struct StepRules<'a> {
+    pub(super) rules: &'a WhisperRules<'a>,
+    pub(super) isa: Isa,
+    /// Tokens forced at the start of the decoding (the prefix).
+    pub(super) forced: &'a [u32],
+    /// The repetition penalty and the banned n-gram size (1 and 0: off).
+    pub(super) penalties: (f32, usize),
+    /// `<|nospeech|>`.
+    pub(super) no_speech: u32,
+}
+
+impl<'a> StepRules<'a> {
+    /// The logits processor: the rules, reading `softmax(logits)[<|nospeech|>]` into
+    /// `no_speech_prob` at step 0 when it is `None` (the prompt ends with
+    /// `<|startoftranscript|>`).
+    pub(super) fn process<'n>(
+        self,
+        no_speech_prob: &'n mut Option<f64>,
+    ) -> impl FnMut(&mut StepLogits<'_>) + use<'a, 'n> {
+        let StepRules {
+            rules,
+            isa,
+            forced,
+            penalties: (penalty, ngram),
+            no_speech,
+        } = self;
+        move |step| {
+            if step.step == 0 && no_speech_prob.is_none() {
+                *no_speech_prob = Some(softmax_at(step.row_mut(0), no_speech));
+            }
+            if penalty != 1.0 || ngram > 0 {
+                // CTranslate2's context: the tokens generated so far (forced ones
+                // included), not the start token.
+                for beam in 0..step.beams {
+                    let (tokens, row) = step.tokens_and_row_mut(beam);
+                    repetition_penalty(row, None, tokens, penalty);
+                    ban_repeated_ngrams(row, None, tokens, ngram);
+                }
+            }
+            rules.apply_from(isa, step, forced.len());
+            if let Some(&token) = forced.get(step.step) {
+                // CTranslate2's prefix: the token, adding 0 to the score.
+                for beam in 0..step.beams {
+                    force(step.row_mut(beam), token);
+                }
+            }
+        }
+    }
+}
+
 /// The most tokens a window's decoding generates (forced ones included), as CTranslate2's
 /// `generate` gets them from faster-whisper: `sample_len` (224) and the positions the prompt
 /// leaves; with `max_new_tokens`, at most half of `total = prompt + forced + max_new_tokens`
 /// and `total - (prompt - 1)`, `total` within the model's positions.
-fn max_steps(
+pub(super) fn max_steps(
     options: &TranscribeOptions,
     max_tgt: usize,
     prompt: &[u32],
@@ -304,7 +357,7 @@ fn max_steps(
 
 /// Whisper's decoding rules for `options`: `suppress` always, `blank` as the first token when
 /// `options.suppress_blank`.
-fn rules<'a>(
+pub(super) fn rules<'a>(
     tok: &WhisperTokenizer,
     options: &TranscribeOptions,
     blank: &'a [u32],
@@ -327,7 +380,7 @@ fn rules<'a>(
 
 /// One run's search: seeded sampling at `temperature` above 0, otherwise beam search (greedy
 /// for a beam of 1), at most `max_steps` tokens.
-fn search(
+pub(super) fn search(
     options: &TranscribeOptions,
     temperature: f32,
     seed: u64,
@@ -348,7 +401,7 @@ fn search(
 }
 
 /// `softmax(logits)[token]` in `f64` (0 when `token` is out of range).
-fn softmax_at(logits: &[f32], token: u32) -> f64 {
+pub(super) fn softmax_at(logits: &[f32], token: u32) -> f64 {
     let max = logits.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
     let total: f64 = logits
         .iter()

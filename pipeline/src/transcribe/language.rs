@@ -1,5 +1,26 @@
 //! The language of a multilingual model's first window: the most likely language token.
 
+use tessel_text::whisper::WhisperTokenizer;
+
+/// The most likely language of the logits after `<|startoftranscript|>` ([`most_likely`]
+/// over the tokenizer's language tokens), English with probability 1 when it has none.
+pub(super) fn detect(tokenizer: &WhisperTokenizer, logits: &[f32]) -> (String, f64) {
+    let language_logits = tokenizer.language_tokens().iter().map(|&(code, id)| {
+        let v = logits.get(id as usize).copied();
+        (code, v.unwrap_or(f32::NEG_INFINITY))
+    });
+    most_likely(language_logits).unwrap_or(("en".to_owned(), 1.0))
+}
+
+/// The code of `language` (a code or an English name, any case).
+pub(super) fn code_of(language: &str) -> String {
+    let lower = language.to_lowercase();
+    tessel_text::languages::WHISPER_LANGUAGES
+        .iter()
+        .find(|(code, name)| *code == lower || *name == lower)
+        .map_or(lower.clone(), |(code, _)| (*code).to_owned())
+}
+
 /// The code with the largest logit (the first of equals) and its probability: the softmax
 /// over the language tokens alone, in `f64`, as openai-whisper's and CTranslate2's
 /// `detect_language` give it. `None` when there is no language.

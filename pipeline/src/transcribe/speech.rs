@@ -10,7 +10,9 @@
 //! allocation-free decode.
 
 use tessel_audio::MelError;
-use tessel_vad::timestamps::{collect_chunks, speech_timestamps, SpeechTimestampsMap, VadOptions};
+use tessel_vad::timestamps::{
+    collect_chunks, speech_timestamps, SpeechChunk, SpeechTimestampsMap, VadOptions,
+};
 use tessel_vad::Vad;
 
 use super::{Segment, TranscribeError};
@@ -38,17 +40,27 @@ impl Speech {
         samples: &[f32],
         options: &VadOptions,
     ) -> Result<Speech, TranscribeError> {
-        if let Some(index) = samples.iter().position(|s| !s.is_finite()) {
-            return Err(MelError::NonFinite { index }.into());
-        }
-        let probabilities = vad.speech_probabilities(samples)?;
-        let chunks = speech_timestamps(&probabilities, samples.len(), options);
+        let chunks = Speech::chunks(vad, samples, options)?;
         let (pieces, _) = collect_chunks(samples, &chunks, f64::INFINITY);
         Ok(Speech {
             samples: pieces.concat(),
             map: SpeechTimestampsMap::new(&chunks, 2),
             chunks: chunks.len(),
         })
+    }
+
+    /// The speech chunks `vad` finds in `samples` (16 kHz) with `options`
+    /// (faster-whisper's `get_speech_timestamps`). A NaN or infinite sample is refused.
+    pub fn chunks(
+        vad: &Vad,
+        samples: &[f32],
+        options: &VadOptions,
+    ) -> Result<Vec<SpeechChunk>, TranscribeError> {
+        if let Some(index) = samples.iter().position(|s| !s.is_finite()) {
+            return Err(MelError::NonFinite { index }.into());
+        }
+        let probabilities = vad.speech_probabilities(samples)?;
+        Ok(speech_timestamps(&probabilities, samples.len(), options))
     }
 
     /// Seconds of speech kept (faster-whisper's `duration_after_vad`).
@@ -61,29 +73,33 @@ impl Speech {
     /// in, and the segment from its first word's start to its last word's end; a segment
     /// without words by its own start and end (the end as a chunk's end when it is one).
     pub fn restore(&self, segment: &Segment) -> Segment {
-        let map = &self.map;
-        let mut segment = segment.clone();
-        if segment.words.is_empty() {
-            if let Some(start) = map.original_time(segment.start, None, false) {
-                segment.start = start;
-            }
-            if let Some(end) = map.original_time(segment.end, None, true) {
-                segment.end = end;
-            }
-            return segment;
-        }
-        for word in &mut segment.words {
-            let chunk = map.chunk_index((word.start + word.end) / 2.0, false);
-            if let Some(start) = map.original_time(word.start, chunk, false) {
-                word.start = start;
-            }
-            if let Some(end) = map.original_time(word.end, chunk, false) {
-                word.end = end;
-            }
-        }
-        if let (Some(first), Some(last)) = (segment.words.first(), segment.words.last()) {
-            (segment.start, segment.end) = (first.start, last.end);
-        }
-        segment
+        restore(&self.map, segment)
     }
+}
+
+/// [`Speech::restore`] over the map `map`.
+pub(super) fn restore(map: &SpeechTimestampsMap, segment: &Segment) -> Segment {
+    let mut segment = segment.clone();
+    if segment.words.is_empty() {
+        if let Some(start) = map.original_time(segment.start, None, false) {
+            segment.start = start;
+        }
+        if let Some(end) = map.original_time(segment.end, None, true) {
+            segment.end = end;
+        }
+        return segment;
+    }
+    for word in &mut segment.words {
+        let chunk = map.chunk_index((word.start + word.end) / 2.0, false);
+        if let Some(start) = map.original_time(word.start, chunk, false) {
+            word.start = start;
+        }
+        if let Some(end) = map.original_time(word.end, chunk, false) {
+            word.end = end;
+        }
+    }
+    if let (Some(first), Some(last)) = (segment.words.first(), segment.words.last()) {
+        (segment.start, segment.end) = (first.start, last.end);
+    }
+    segment
 }

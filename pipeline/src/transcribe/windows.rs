@@ -11,7 +11,7 @@ use tessel_text::whisper::{python_strip, WhisperTokenizer};
 
 use super::decode::{Decoder, WhisperSession, WindowDecode};
 use super::hallucination::{self, Verdict};
-use super::language::most_likely;
+use super::language;
 use super::observer::{timed, Observer};
 use super::segments::{self, Cut};
 use super::types::{Stats, TranscribeError, TranscribeOptions, Transcript};
@@ -381,12 +381,7 @@ impl TranscribeSession {
         if let Some(language) = &options.language {
             // Checked here, once: the code or name must be one of the vocabulary's.
             self.tokenizer.language_token(language)?;
-            let lower = language.to_lowercase();
-            let code = tessel_text::languages::WHISPER_LANGUAGES
-                .iter()
-                .find(|(code, name)| *code == lower || *name == lower)
-                .map_or(lower.clone(), |(code, _)| (*code).to_owned());
-            return Ok((code, 1.0));
+            return Ok((language::code_of(language), 1.0));
         }
         // At the first clip's start (truncated to a frame), when it is inside the audio.
         let first = options.clip_timestamps.first().map_or(0.0, |&t| t * 100.0);
@@ -406,11 +401,7 @@ impl TranscribeSession {
         self.encode(stats, observer)?;
         let sot = [self.tokenizer.sot()];
         let logits = timed(observer, &mut stats.decode, || self.session.prefill(&sot))?;
-        let language_logits = self.tokenizer.language_tokens().iter().map(|&(code, id)| {
-            let v = logits.get(id as usize).copied();
-            (code, v.unwrap_or(f32::NEG_INFINITY))
-        });
-        Ok(most_likely(language_logits).unwrap_or(("en".to_owned(), 1.0)))
+        Ok(language::detect(&self.tokenizer, logits))
     }
 }
 

@@ -12,6 +12,7 @@ use super::observer::{timed, Observer};
 use super::segments::Cut;
 use super::types::{Stats, TranscribeError};
 use super::words::{self, WindowWords, Word};
+use tessel_model::RunError;
 
 /// The buffers of word timing, sized when the session is made.
 pub(super) struct WordState {
@@ -42,6 +43,38 @@ impl WordState {
     }
 }
 
+/// The forced decoder pass word timing runs over a window's encoder output: a session's
+/// ([`Session::align`](tessel_model::Session::align)) or one slot of a batch's.
+pub(super) trait ForcedPass {
+    /// The target vocabulary (a logits row's length).
+    fn vocab(&self) -> usize;
+    /// The forced pass over `tokens`, reporting every row's logits to `on_logits` and
+    /// returning the `heads`' cross-attention probabilities over the first `frames` frames.
+    fn forced_pass(
+        &mut self,
+        tokens: &[u32],
+        heads: &[(usize, usize)],
+        frames: usize,
+        on_logits: &mut dyn FnMut(usize, &[f32]),
+    ) -> Result<&[f32], RunError>;
+}
+
+impl ForcedPass for WhisperSession {
+    fn vocab(&self) -> usize {
+        self.model().config().tgt_vocab
+    }
+
+    fn forced_pass(
+        &mut self,
+        tokens: &[u32],
+        heads: &[(usize, usize)],
+        frames: usize,
+        on_logits: &mut dyn FnMut(usize, &[f32]),
+    ) -> Result<&[f32], RunError> {
+        self.align(tokens, heads, frames, on_logits)
+    }
+}
+
 /// Times the words of a window's segments (`cuts` of the decoded `tokens`; their bounds may
 /// move) into `state.words`: the forced pass over the window's text, its alignment, then
 /// faster-whisper's `add_word_timestamps`. `timing` is the tokenizer, the window, the start
@@ -49,7 +82,7 @@ impl WordState {
 /// and the alignment run between the observer's inference marks (they allocate nothing), timed
 /// as [`Stats::align`].
 pub(super) fn time_words(
-    session: &mut WhisperSession,
+    session: &mut dyn ForcedPass,
     state: &mut WordState,
     (tokenizer, window, sot_sequence, size): (&WhisperTokenizer, &WindowWords<'_>, &[u32], usize),
     (tokens, cuts): (&[u32], &mut [Cut]),
@@ -73,11 +106,11 @@ pub(super) fn time_words(
         state.forced.push(eot);
         let (sot_len, text) = (sot_sequence.len(), &state.text);
         state.probs.resize(text.len(), 0.0);
-        let vocab = session.model().config().tgt_vocab;
+        let vocab = session.vocab();
         let (probs, aligner, forced) = (&mut state.probs, &mut state.aligner, &state.forced);
         let heads = &state.heads;
         path_len = timed(observer, &mut stats.align, || {
-            let attention = session.align(forced, heads, frames, |first, logits| {
+            let attention = session.forced_pass(forced, heads, frames, &mut |first, logits| {
                 for (i, row) in logits.chunks_exact(vocab).enumerate() {
                     let t = (first + i).wrapping_sub(sot_len);
                     if let (Some(&token), Some(p)) = (text.get(t), probs.get_mut(t)) {
