@@ -39,6 +39,7 @@
 //! ([`Transcriber`]).
 
 pub mod alignment;
+mod batched;
 pub mod cues;
 mod decode;
 pub mod fallback;
@@ -60,11 +61,12 @@ use std::sync::Arc;
 
 use tessel_audio::N_FRAMES;
 use tessel_kernels::Isa;
-use tessel_model::{Limits, MemoryType, Model, Session, WeightType};
+use tessel_model::{Batch, Limits, MemoryType, Model, Session, WeightType};
 use tessel_text::whisper::WhisperTokenizer;
 
 use decode::Decoder;
 
+pub use batched::{BatchedOptions, BatchedSession, BatchedTranscript};
 pub use format::{render, write_header, write_segment, Format};
 pub use observer::Observer;
 pub use speech::Speech;
@@ -273,6 +275,44 @@ impl Transcriber {
         self.session_for(isa, max_beam, threads, true)
     }
 
+    /// A session for batched transcription ([`BatchedSession`]): a batch of `slots` slots,
+    /// each planned as [`Transcriber::session`] plans one (beams up to `max_beam`), on
+    /// `threads` threads; with `words`, room to time words as
+    /// [`Transcriber::session_with_words`] has.
+    pub fn batched_session(
+        &self,
+        isa: Isa,
+        (max_beam, slots): (usize, usize),
+        threads: usize,
+        words: bool,
+    ) -> Result<BatchedSession, TranscribeError> {
+        if slots == 0 {
+            return Err(TranscribeError::BadOption(
+                "a batched session needs at least one slot".into(),
+            ));
+        }
+        let limits = Limits {
+            max_batch: slots,
+            ..self.limits(max_beam, threads)
+        };
+        let heads = if words { self.alignment_heads.len() } else { 0 };
+        let batch = Batch::with_alignment(Arc::clone(&self.model), isa, limits, heads)?;
+        BatchedSession::new(batched::BatchedParts {
+            batch,
+            tokenizer: Arc::clone(&self.tokenizer),
+            decoder: self.decoder(),
+            multilingual: self.multilingual,
+            n_mels: self.n_mels,
+            heads: words.then(|| Arc::clone(&self.alignment_heads)),
+        })
+    }
+
+    /// A decoder of the transcriber's rule sets.
+    fn decoder(&self) -> Decoder {
+        let (suppress, blank) = (Arc::clone(&self.suppress), Arc::clone(&self.blank));
+        Decoder::new(Arc::clone(&self.tokenizer), suppress, blank)
+    }
+
     fn session_for(
         &self,
         isa: Isa,
@@ -284,8 +324,7 @@ impl Transcriber {
         let heads = if words { self.alignment_heads.len() } else { 0 };
         let session = Session::with_alignment(Arc::clone(&self.model), isa, limits, heads)?;
         let tokenizer = Arc::clone(&self.tokenizer);
-        let suppress = Arc::clone(&self.suppress);
-        let decoder = Decoder::new(Arc::clone(&tokenizer), suppress, Arc::clone(&self.blank));
+        let decoder = self.decoder();
         let heads = words.then(|| Arc::clone(&self.alignment_heads));
         TranscribeSession::new(session, tokenizer, decoder, self.multilingual, self.n_mels)
             .map(|s| s.with_words(heads))

@@ -1,6 +1,7 @@
 //! The pipeline's golden tests, as one test binary.
 
 mod batched_chunks;
+mod batched_golden;
 mod cues_golden;
 mod options_golden;
 mod timed;
