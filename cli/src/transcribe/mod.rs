@@ -19,13 +19,13 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use tessel_audio::{load_wav, ReadOptions};
 use tessel_kernels::Isa;
 use tessel_model::isa_env::isa_from_env;
-use tessel_model::ArenaPlan;
+use tessel_model::{ArenaPlan, Limits};
 use tessel_model::{MemoryType, WeightType};
 use tessel_pipeline::transcribe::cues::{CueFormat, CueOptions, Cues};
 use tessel_pipeline::transcribe::{
@@ -42,6 +42,8 @@ use crate::bounds::{
 use crate::checks::{self, Needs};
 use crate::counting::allocations;
 use crate::error::CliError;
+
+mod batched;
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -214,6 +216,9 @@ pub struct TranscribeArgs {
     /// Voice activity detection (faster-whisper's `vad_filter`).
     #[command(flatten)]
     pub vad: VadArgs,
+    /// Batched transcription (faster-whisper's `BatchedInferencePipeline`).
+    #[command(flatten)]
+    pub batching: batched::BatchArgs,
 }
 
 /// The `--vad` options: faster-whisper's `VadOptions`, same defaults.
@@ -291,6 +296,7 @@ struct Watch<'o, 's> {
     out: &'o mut dyn Write,
     /// The format segments are printed in as they come (`None`: at the end).
     streaming: Option<Format>,
+    format: Format,
     segments: usize,
     text: String,
     /// The first failure to write a segment (reported once the transcription ends).
@@ -402,16 +408,25 @@ fn format_of(arg: FormatArg) -> Format {
     }
 }
 
-/// The transcriber of `args.model`, and a session whose arena was checked to fit in memory.
-fn load(args: &TranscribeArgs, isa: Isa) -> Result<(Transcriber, TranscribeSession), CliError> {
-    let mut transcriber = Transcriber::load(&args.model, args.beam.max(5), args.weights)?;
-    if let Some(kind) = args.cross_kv {
-        transcriber = transcriber.with_cross_kv(match kind {
+/// The transcriber of `args.model`, its cross-attention memory as `--cross-kv` says.
+fn transcriber(args: &TranscribeArgs) -> Result<Transcriber, CliError> {
+    let transcriber = Transcriber::load(&args.model, args.beam.max(5), args.weights)?;
+    Ok(match args.cross_kv {
+        Some(kind) => transcriber.with_cross_kv(match kind {
             CrossKvArg::F32 => MemoryType::F32,
             CrossKvArg::F16 => MemoryType::F16,
-        });
-    }
-    let limits = transcriber.limits(args.beam, args.threads);
+        }),
+        None => transcriber,
+    })
+}
+
+/// Checks that the arena of a session of `limits` (with the alignment heads when timing
+/// words) fits in the memory available.
+fn check_arena(
+    args: &TranscribeArgs,
+    transcriber: &Transcriber,
+    limits: Limits,
+) -> Result<(), CliError> {
     let heads = if args.word_timestamps {
         transcriber.alignment_heads().len()
     } else {
@@ -419,7 +434,17 @@ fn load(args: &TranscribeArgs, isa: Isa) -> Result<(Transcriber, TranscribeSessi
     };
     let plan = ArenaPlan::with_alignment(transcriber.model().config(), limits, heads)
         .map_err(CliError::Plan)?;
-    checks::fits_in_memory(plan.total_bytes(), 1)?;
+    checks::fits_in_memory(plan.total_bytes(), 1)
+}
+
+/// The transcriber of `args.model`, and a session whose arena was checked to fit in memory.
+fn load(args: &TranscribeArgs, isa: Isa) -> Result<(Transcriber, TranscribeSession), CliError> {
+    let transcriber = transcriber(args)?;
+    check_arena(
+        args,
+        &transcriber,
+        transcriber.limits(args.beam, args.threads),
+    )?;
     let session = if args.word_timestamps {
         transcriber.session_with_words(isa, args.beam, args.threads)?
     } else {
@@ -433,9 +458,72 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
     let isa = isa_from_env()?;
     checks::readable_file(&args.audio)?;
     checks::model_kind(&args.model, "transcribe", Needs::Speech)?;
+    if args.batching.batch_size.is_some() {
+        return batched::transcribe(args, isa, out);
+    }
     let started = Instant::now();
     let (transcriber, mut session) = load(args, isa)?;
     let loaded = started.elapsed();
+    let options = options(args);
+    let started = Instant::now();
+    let audio = load_wav(&args.audio, &ReadOptions::default())?;
+    let read = started.elapsed();
+    let speech = if args.vad.vad {
+        Some(find_speech(&args.vad, &audio.samples)?)
+    } else {
+        None
+    };
+    let samples = speech
+        .as_ref()
+        .map_or(&audio.samples[..], |(s, _)| &s.samples[..]);
+    let long = samples.len() > tessel_audio::N_SAMPLES;
+    let mut watch = Watch::new(args, out, long);
+    watch.speech = speech.as_ref().map(|(speech, _)| speech);
+    let mut transcript = if samples.is_empty() {
+        // No speech: no segments, as faster-whisper gives.
+        Transcript {
+            language: options.language.clone().unwrap_or_default(),
+            language_probability: 1.0,
+            segments: Vec::new(),
+            stats: Default::default(),
+        }
+    } else {
+        session.transcribe(samples, &options, &mut watch)?
+    };
+    if let Some(speech) = watch.speech {
+        for segment in &mut transcript.segments {
+            *segment = speech.restore(segment);
+        }
+    }
+    let total = started.elapsed();
+    let allocations = watch.finish(&transcript)?;
+    if !args.quiet {
+        let summary = Summary {
+            isa,
+            cross_kv: transcriber.cross_kv(),
+            times: (loaded, read, total),
+            arena_bytes: session.arena_bytes(),
+            allocations,
+        };
+        let mut err = std::io::stderr().lock();
+        summary.write(&mut err, args, &transcript);
+        if let Some((speech, seconds)) = &speech {
+            // A closed stderr only loses the summary.
+            let _ = writeln!(
+                err,
+                "vad: {} speech chunk(s), {:.2} of {:.2} s kept, {:.1} ms",
+                speech.chunks,
+                speech.seconds(),
+                audio.samples.len() as f64 / 16_000.0,
+                seconds * 1e3
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The transcription options the flags set.
+fn options(args: &TranscribeArgs) -> TranscribeOptions {
     let options = TranscribeOptions {
         task: match args.task {
             TaskArg::Transcribe => Task::Transcribe,
@@ -459,86 +547,85 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
         hallucination_silence_threshold: args.hallucination_silence_threshold.map(f64::from),
         ..TranscribeOptions::default()
     };
-    let options = with_fallback_flags(args, options);
-    let started = Instant::now();
-    let audio = load_wav(&args.audio, &ReadOptions::default())?;
-    let read = started.elapsed();
-    let speech = if args.vad.vad {
-        Some(find_speech(&args.vad, &audio.samples)?)
-    } else {
-        None
-    };
-    let samples = speech
-        .as_ref()
-        .map_or(&audio.samples[..], |(s, _)| &s.samples[..]);
-    let long = samples.len() > tessel_audio::N_SAMPLES;
-    let format = format_of(args.format);
-    let mut watch = Watch {
-        since: 0,
-        during: 0,
-        progress: long && !args.quiet,
-        shown: 0,
-        out,
-        streaming: format.streams().then_some(format),
-        segments: 0,
-        text: String::new(),
-        failed: None,
-        speech: speech.as_ref().map(|(speech, _)| speech),
-        cues: cues(args, format),
-    };
-    let mut transcript = if samples.is_empty() {
-        // No speech: no segments, as faster-whisper gives.
-        Transcript {
-            language: options.language.clone().unwrap_or_default(),
-            language_probability: 1.0,
-            segments: Vec::new(),
-            stats: Default::default(),
-        }
-    } else {
-        session.transcribe(samples, &options, &mut watch)?
-    };
-    if let Some(speech) = watch.speech {
-        for segment in &mut transcript.segments {
-            *segment = speech.restore(segment);
+    with_fallback_flags(args, options)
+}
+
+impl<'o> Watch<'o, '_> {
+    /// A watch printing to `out` in the format of `args`, with a progress line for `long`
+    /// audio unless `--quiet`.
+    fn new(args: &TranscribeArgs, out: &'o mut dyn Write, long: bool) -> Self {
+        let format = format_of(args.format);
+        Watch {
+            since: 0,
+            during: 0,
+            progress: long && !args.quiet,
+            shown: 0,
+            out,
+            streaming: format.streams().then_some(format),
+            format,
+            segments: 0,
+            text: String::new(),
+            failed: None,
+            speech: None,
+            cues: cues(args, format),
         }
     }
-    let total = started.elapsed();
-    if watch.progress {
-        let _ = writeln!(std::io::stderr());
-    }
-    if format.streams() {
-        if watch.segments == 0 {
-            write_header(&mut watch.text, format);
+
+    /// Ends the output once `transcript` is done (the json document, the last cues); returns
+    /// the allocations counted during inference.
+    fn finish(mut self, transcript: &Transcript) -> Result<usize, CliError> {
+        if self.progress {
+            let _ = writeln!(std::io::stderr());
         }
-        if let Some(cues) = watch.cues.as_mut() {
-            cues.finish(&mut watch.text);
+        let format = self.format;
+        if format.streams() {
+            if self.segments == 0 {
+                write_header(&mut self.text, format);
+            }
+            if let Some(cues) = self.cues.as_mut() {
+                cues.finish(&mut self.text);
+            }
+            self.emit();
+        } else {
+            self.text = render(transcript, format);
+            self.emit();
         }
-        watch.emit();
-    } else {
-        watch.text = render(&transcript, format);
-        watch.emit();
+        match self.failed {
+            Some(e) => Err(CliError::Write(e)),
+            None => Ok(self.during),
+        }
     }
-    if let Some(e) = watch.failed {
-        return Err(CliError::Write(e));
-    }
-    if !args.quiet {
+}
+
+/// What the summary line reports besides the transcript's own figures.
+struct Summary {
+    isa: Isa,
+    cross_kv: MemoryType,
+    /// Loading the model, reading the audio, and the whole transcription from the read on.
+    times: (Duration, Duration, Duration),
+    arena_bytes: usize,
+    allocations: usize,
+}
+
+impl Summary {
+    /// Writes the summary of `transcript` to `err` (a closed stderr only loses it).
+    fn write(&self, err: &mut dyn Write, args: &TranscribeArgs, transcript: &Transcript) {
         let s = &transcript.stats;
+        let (loaded, read, total) = self.times;
         let per_token = if s.tokens > 0 {
             s.decode.as_secs_f64() * 1e3 / s.tokens as f64
         } else {
             0.0
         };
-        let mut err = std::io::stderr().lock();
-        // A closed stderr only loses the summary.
         let _ = writeln!(
             err,
             "isa {}, {} thread(s), cross K/V {:?}, language {}, load {:.0} ms\n\
              audio {:.2} s, real-time factor {:.4} (read {:.1} ms, mel {:.1} ms, encode {:.1} ms \
              + cross K/V {:.1} ms over {} windows, decode {:.1} ms: {:.3} ms per token over {} tokens)\n\
              {}arena {} bytes, allocations during inference: {}",
-            isa,
+            self.isa,
             args.threads,
-            transcriber.cross_kv(),
+            self.cross_kv,
             transcript.language,
             loaded.as_secs_f64() * 1e3,
             s.audio_seconds,
@@ -556,19 +643,8 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
             } else {
                 String::new()
             },
-            session.arena_bytes(),
-            watch.during,
+            self.arena_bytes,
+            self.allocations,
         );
-        if let Some((speech, seconds)) = &speech {
-            let _ = writeln!(
-                err,
-                "vad: {} speech chunk(s), {:.2} of {:.2} s kept, {:.1} ms",
-                speech.chunks,
-                speech.seconds(),
-                audio.samples.len() as f64 / 16_000.0,
-                seconds * 1e3
-            );
-        }
     }
-    Ok(())
 }
