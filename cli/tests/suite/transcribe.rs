@@ -733,3 +733,79 @@ fn decoding_flags_are_faster_whispers_options() {
     assert!(tried >= 12, "{tried} runs with flags");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--batch-size` runs faster-whisper's `BatchedInferencePipeline`: the segments of its
+/// fixture (tests/transcribe/tiny_en_32/batched.json, tools/make_batched_golden.py) with words
+/// and timestamps, and with detector flags (its `vad_parameters` dict); refusals of what the
+/// batched pipeline does not do.
+#[test]
+fn batched_transcription_is_faster_whispers() {
+    let (dir, wav) = long_wav_in("tessel-batched");
+    let model = root().join("tiny_en_32/model");
+    let (model, wav_s) = (model.to_str().unwrap(), wav.to_str().unwrap());
+    let want: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tiny_en_32/batched.json")).unwrap(),
+    )
+    .unwrap();
+    let base = ["transcribe", "--model", model, wav_s, "--format", "json"];
+    let runs: [(&str, &[&str]); 2] = [
+        (
+            "words_timestamps",
+            &["--batch-size", "8", "--timestamps", "--word-timestamps"],
+        ),
+        (
+            "vad_dict",
+            &[
+                "--batch-size",
+                "3",
+                "--max-new-tokens",
+                "40",
+                "--vad",
+                "--vad-threshold",
+                "0.5",
+            ],
+        ),
+    ];
+    for (run, extra) in runs {
+        let out = tessel(&[&base[..], extra].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("allocations during inference: 0"),
+            "{stderr}"
+        );
+        let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let want = &want["runs"][run];
+        let (g, w) = (
+            got["segments"].as_array().unwrap(),
+            want["segments"].as_array().unwrap(),
+        );
+        assert_eq!(g.len(), w.len(), "{run}");
+        for (g, w) in g.iter().zip(w) {
+            assert_eq!(
+                (&g["tokens"], &g["start"], &g["end"]),
+                (&w["tokens"], &w["start"], &w["end"])
+            );
+        }
+        if run == "words_timestamps" {
+            check_words(&got, want);
+        }
+    }
+    let refused: [(&[&str], i32, &str); 4] = [
+        (
+            &["--batch-size", "2", "--prefix", "So"],
+            2,
+            "cannot be used with",
+        ),
+        (&["--multilingual"], 2, "--batch-size"),
+        (&["--batch-size", "0"], 2, "at least 1"),
+        (&["--batch-size", "2", "--no-vad"], 1, "30 s"),
+    ];
+    for (extra, code, message) in refused {
+        let out = tessel(&[&base[..], extra].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{extra:?}: {stderr}");
+        assert!(stderr.contains(message), "{extra:?}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
