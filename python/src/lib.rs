@@ -1,13 +1,16 @@
 //! The extension module `tessel._tessel` of the Python package `tessel` (python/tessel holds
 //! its Python side): [`Translator`](translator::Translator), CTranslate2's `Translator` API
 //! over batched sessions, and [`WhisperModel`](whisper::WhisperModel), faster-whisper's API
-//! over transcription sessions, and [`Model`](session::Model) with its
-//! [`Session`](session::Session), the token-level Rust API. Every model call runs with the GIL released; the model is
-//! shared, each call takes a session of its own from a pool (sessions are planned once, their
-//! arenas reused by every later call of the same shape).
+//! over transcription sessions (with [`BatchedPipeline`](batched::BatchedPipeline),
+//! faster-whisper's `BatchedInferencePipeline` over batched ones), and
+//! [`Model`](session::Model) with its [`Session`](session::Session), the token-level Rust
+//! API. Every model call runs with the GIL released; the model is shared, each call takes a
+//! session of its own from a pool (sessions are planned once, their arenas reused by every
+//! later call of the same shape).
 
 use pyo3::prelude::*;
 
+mod batched;
 mod errors;
 mod pool;
 mod session;
@@ -29,6 +32,7 @@ fn _tessel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::ArenaView>()?;
     m.add_class::<whisper::WhisperModel>()?;
     m.add_class::<whisper::SegmentStream>()?;
+    m.add_class::<batched::BatchedPipeline>()?;
     let py = m.py();
     m.add("Error", py.get_type::<errors::Error>())?;
     m.add("LoadError", py.get_type::<errors::LoadError>())?;

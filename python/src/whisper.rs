@@ -20,37 +20,41 @@ use pyo3::types::PyBytes;
 use tessel_audio::{load_wav, read_wav, ReadOptions};
 use tessel_kernels::Isa;
 use tessel_pipeline::transcribe::{
-    Observer, Segment, Speech, TranscribeError, TranscribeOptions, TranscribeSession, Transcriber,
-    Vad, VadOptions,
+    BatchedSession, Observer, Segment, Speech, TranscribeError, TranscribeOptions,
+    TranscribeSession, Transcriber, Vad, VadOptions,
 };
 use tessel_text::whisper::Task;
 
+use crate::batched::BatchedShape;
 use crate::pool::{lock, Pool};
 use crate::{errors, settings};
 
 /// Widest beam (and `best_of`) a call may ask for: the width the model is loaded for.
-const MAX_BEAM: usize = 32;
+pub(crate) const MAX_BEAM: usize = 32;
 
 /// Segments the transcription may run ahead of the reader.
-const AHEAD: usize = 4;
+pub(crate) const AHEAD: usize = 4;
 
 /// Samples per second of the audio Whisper reads.
-const SAMPLE_RATE: f64 = 16_000.0;
+pub(crate) const SAMPLE_RATE: f64 = 16_000.0;
 
 /// A Whisper model and its sessions.
 #[pyclass(module = "tessel._tessel", frozen)]
 pub struct WhisperModel {
-    transcriber: Arc<Transcriber>,
+    pub(crate) transcriber: Arc<Transcriber>,
     pool: Arc<Pool<Shape, TranscribeSession>>,
-    isa: Isa,
-    threads: usize,
+    /// The batched sessions of the `tessel.BatchedInferencePipeline`s over the model (at most
+    /// `num_workers` kept, as for `pool`).
+    pub(crate) batched: Arc<Pool<BatchedShape, BatchedSession>>,
+    pub(crate) isa: Isa,
+    pub(crate) threads: usize,
     /// The voice activity detector, opened at the first `vad_filter=True` call.
     vad: OnceLock<Arc<Vad>>,
 }
 
 /// faster-whisper's `VadOptions` as the Python side passes them: `(threshold, neg_threshold,
 /// min_speech_duration_ms, max_speech_duration_s, min_silence_duration_ms, speech_pad_ms)`.
-type VadTuple = (f64, Option<f64>, u64, f64, u64, u64);
+pub(crate) type VadTuple = (f64, Option<f64>, u64, f64, u64, u64);
 
 /// What a pooled session was planned for: its widest beam, and whether it times words.
 type Shape = (usize, bool);
@@ -74,7 +78,7 @@ pub struct SegmentStream {
 }
 
 /// What the transcription thread tells the stream.
-enum Message {
+pub(crate) enum Message {
     /// The language and its probability, and the audio's duration before and after the
     /// voice activity detection.
     Language(String, f64, f64, f64),
@@ -134,6 +138,7 @@ impl WhisperModel {
         Ok(WhisperModel {
             transcriber: Arc::new(transcriber),
             pool: Arc::new(Pool::new(num_workers)),
+            batched: Arc::new(Pool::new(num_workers)),
             isa: settings::isa()?,
             threads: settings::threads(cpu_threads),
             vad: OnceLock::new(),
@@ -191,15 +196,7 @@ impl WhisperModel {
         patience: f32,
         hallucination_silence_threshold: Option<f64>,
     ) -> PyResult<SegmentStream> {
-        let task = match task {
-            "transcribe" => Task::Transcribe,
-            "translate" => Task::Translate,
-            other => {
-                return Err(errors::input(format!(
-                    "task {other:?}: expected \"transcribe\" or \"translate\""
-                )))
-            }
-        };
+        let task = task_of(task)?;
         let mut options = TranscribeOptions {
             task,
             language,
@@ -252,6 +249,25 @@ impl WhisperModel {
             .name("tessel-transcribe".into())
             .spawn(move || job.run(audio, options, sender))
             .map_err(errors::run)?;
+        SegmentStream::open(py, receiver)
+    }
+}
+
+/// faster-whisper's `task`.
+pub(crate) fn task_of(task: &str) -> PyResult<Task> {
+    match task {
+        "transcribe" => Ok(Task::Transcribe),
+        "translate" => Ok(Task::Translate),
+        other => Err(errors::input(format!(
+            "task {other:?}: expected \"transcribe\" or \"translate\""
+        ))),
+    }
+}
+
+impl SegmentStream {
+    /// The stream of the transcription that tells `receiver`, once it has told its language
+    /// (waiting without the GIL); its error if it failed before.
+    pub(crate) fn open(py: Python<'_>, receiver: Receiver<Message>) -> PyResult<SegmentStream> {
         let receiver = Mutex::new(receiver);
         let first = py.detach(|| lock(&receiver).recv());
         match first {
@@ -274,7 +290,7 @@ impl WhisperModel {
 
 impl WhisperModel {
     /// The detector (opened once: the built-in Silero VAD v6) with `options`, checked.
-    fn vad_with(&self, options: VadTuple) -> PyResult<(Arc<Vad>, VadOptions)> {
+    pub(crate) fn vad_with(&self, options: VadTuple) -> PyResult<(Arc<Vad>, VadOptions)> {
         let (threshold, neg_threshold, min_speech, max_speech_s, min_silence, pad) = options;
         let options = VadOptions {
             threshold,
@@ -339,7 +355,7 @@ impl SegmentStream {
 }
 
 /// The audio to transcribe.
-enum Audio {
+pub(crate) enum Audio {
     /// A WAV file, read (and resampled to 16 kHz mono) on the transcription's thread.
     Path(PathBuf),
     /// A WAV file's bytes, read as a file's.
@@ -351,7 +367,7 @@ enum Audio {
 impl Audio {
     /// A path (`str` or `os.PathLike`), the bytes of `float32` samples, or `("wav", bytes)`:
     /// a WAV file's contents (a file object's).
-    fn of(audio: &Bound<'_, PyAny>) -> PyResult<Audio> {
+    pub(crate) fn of(audio: &Bound<'_, PyAny>) -> PyResult<Audio> {
         if let Ok((kind, bytes)) = audio.extract::<(String, Bound<'_, PyBytes>)>() {
             if kind == "wav" {
                 return Ok(Audio::Wav(bytes.as_bytes().to_vec()));
@@ -379,7 +395,7 @@ impl Audio {
         }
     }
 
-    fn samples(self) -> Result<Vec<f32>, TranscribeError> {
+    pub(crate) fn samples(self) -> Result<Vec<f32>, TranscribeError> {
         match self {
             Audio::Samples(samples) => Ok(samples),
             Audio::Path(path) => Ok(load_wav(&path, &ReadOptions::default())?.samples),

@@ -1,7 +1,7 @@
 """tessel: fast, exact CPU inference for transformer encoder-decoders.
 
 `WhisperModel` is faster-whisper's API (`from tessel import WhisperModel` in place of
-`from faster_whisper import WhisperModel`); `Translator` is CTranslate2's
+`from faster_whisper import WhisperModel`), with its `BatchedInferencePipeline`; `Translator` is CTranslate2's
 (`translate_batch`, `score_batch` and `generate_tokens` over tokens, `translate_iterable` and
 `score_iterable` over streams of them), with `translate` for text in, text out; `Model` and `Session` are the
 token-level API (encode, decode_step with the logits as a numpy array over the arena, generate). Model directories
@@ -26,10 +26,18 @@ from ._tessel import (
     isa,
 )
 from .translator import Translator
-from .whisper import Segment, TranscriptionInfo, VadOptions, WhisperModel, Word
+from .whisper import (
+    BatchedInferencePipeline,
+    Segment,
+    TranscriptionInfo,
+    VadOptions,
+    WhisperModel,
+    Word,
+)
 
 __all__ = [
     "AsyncTranslationResult",
+    "BatchedInferencePipeline",
     "Error",
     "GenerationStepResult",
     "InputError",

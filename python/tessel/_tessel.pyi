@@ -288,3 +288,38 @@ class WhisperModel:
         suppress_tokens: List[int] = [-1],
         clip_timestamps: List[float] = [],
     ) -> SegmentStream: ...
+
+class BatchedPipeline:
+    """The engine behind tessel.BatchedInferencePipeline: a WhisperModel's batched
+    sessions."""
+
+    def __init__(self, model: WhisperModel) -> None: ...
+    def start(
+        self,
+        audio: Union[_Path, bytes, Tuple[str, bytes]],
+        *,
+        language: Optional[str],
+        task: str,
+        beam_size: int,
+        patience: float,
+        length_penalty: float,
+        repetition_penalty: float,
+        no_repeat_ngram_size: int,
+        temperature: float,
+        initial_prompt: Optional[str],
+        suppress_blank: bool,
+        suppress_tokens: List[int],
+        without_timestamps: bool,
+        word_timestamps: bool,
+        prepend_punctuations: str,
+        append_punctuations: str,
+        multilingual: bool,
+        vad_filter: bool,
+        vad: Optional[Tuple[float, Optional[float], int, float, int, int]],
+        max_new_tokens: Optional[int],
+        clip_timestamps: List[float],
+        batch_size: int,
+        hotwords: Optional[str],
+    ) -> SegmentStream:
+        """Starts a batched transcription; returns once its chunks are cut and its language
+        is known (SegmentStream.duration_after_vad: the seconds of the chunks)."""
