@@ -22,7 +22,7 @@
 #   NEON_PROPTEST_CASES  proptest cases per property under qemu (default 16; qemu is 10-50x slower)
 #   PROPTEST_CASES       passed through to the x86-64 test runs when set
 #   CI                   when "true", a NEON toolchain that cannot be installed is a failure
-#   FUZZ_SECONDS         seconds per fuzz target in step 5 (default 5; sixteen targets)
+#   FUZZ_SECONDS         seconds per fuzz target in step 5 (default 5; eighteen targets)
 set -uo pipefail
 
 # rustup's cargo, never Debian's /usr/bin/cargo (installed for the NEON step), for x86-64.
