@@ -1,6 +1,7 @@
 //! The language of a multilingual model's first window: the most likely language token.
 
 use tessel_text::whisper::WhisperTokenizer;
+use tessel_text::TextError;
 
 /// The most likely language of the logits after `<|startoftranscript|>` ([`most_likely`]
 /// over the tokenizer's language tokens), English with probability 1 when it has none.
@@ -12,8 +13,28 @@ pub(super) fn detect(tokenizer: &WhisperTokenizer, logits: &[f32]) -> (String, f
     most_likely(language_logits).unwrap_or(("en".to_owned(), 1.0))
 }
 
+/// The language a transcription needs no detection for, with probability 1: English for a model
+/// that is not `multilingual`, else `language` when given (checked against the vocabulary);
+/// `None` when it must be detected.
+pub(super) fn given(
+    tokenizer: &WhisperTokenizer,
+    multilingual: bool,
+    language: Option<&str>,
+) -> Result<Option<(String, f64)>, TextError> {
+    if !multilingual {
+        return Ok(Some(("en".to_owned(), 1.0)));
+    }
+    match language {
+        Some(language) => {
+            tokenizer.language_token(language)?;
+            Ok(Some((code_of(language), 1.0)))
+        }
+        None => Ok(None),
+    }
+}
+
 /// The code of `language` (a code or an English name, any case).
-pub(super) fn code_of(language: &str) -> String {
+fn code_of(language: &str) -> String {
     let lower = language.to_lowercase();
     tessel_text::languages::WHISPER_LANGUAGES
         .iter()

@@ -375,13 +375,9 @@ impl TranscribeSession {
         stats: &mut Stats,
         observer: &mut dyn Observer,
     ) -> Result<(String, f64), TranscribeError> {
-        if !self.multilingual {
-            return Ok(("en".to_owned(), 1.0));
-        }
-        if let Some(language) = &options.language {
-            // Checked here, once: the code or name must be one of the vocabulary's.
-            self.tokenizer.language_token(language)?;
-            return Ok((language::code_of(language), 1.0));
+        let language = options.language.as_deref();
+        if let Some(given) = language::given(&self.tokenizer, self.multilingual, language)? {
+            return Ok(given);
         }
         // At the first clip's start (truncated to a frame), when it is inside the audio.
         let first = options.clip_timestamps.first().map_or(0.0, |&t| t * 100.0);

@@ -435,12 +435,9 @@ impl BatchedSession {
         stats: &mut Stats,
         observer: &mut dyn Observer,
     ) -> Result<(String, f64), TranscribeError> {
-        if !self.multilingual {
-            return Ok(("en".to_owned(), 1.0));
-        }
-        if let Some(language) = &options.language {
-            self.tokenizer.language_token(language)?;
-            return Ok((language::code_of(language), 1.0));
+        let language = options.language.as_deref();
+        if let Some(given) = language::given(&self.tokenizer, self.multilingual, language)? {
+            return Ok(given);
         }
         self.detection_window(chunks)?;
         let window = &self.features[..self.n_mels * N_FRAMES];
