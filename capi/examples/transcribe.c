@@ -1,7 +1,7 @@
 /*
  * transcribe.c: speech to timed text through tessel's C API.
  *
- *   transcribe MODEL_DIR WAV [words]
+ *   transcribe MODEL_DIR WAV [words] [batched]
  *
  * MODEL_DIR is a Whisper model directory (Hugging Face or CTranslate2, with its tokenizer);
  * WAV is a 16 kHz mono 16-bit PCM file. The example reads the WAV itself into a float buffer
@@ -13,6 +13,9 @@
  * their words (word_timestamps, faster-whisper's punctuation): the example prints the words
  * with their segments, times and probabilities, and fails unless each segment's words follow
  * the previous segment's, each with a probability in [0, 1] and not ending before it starts.
+ * With `batched`, it transcribes once more in batches (batch_size 2: faster-whisper's
+ * BatchedInferencePipeline, its detector on), with the same checks and words with `words`
+ * (one more 30 s window: run-examples.sh runs it natively, not under Valgrind).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +62,46 @@ static int print_words(tessel_transcriber *transcriber, const tessel_segment *se
            failed ? ", INCONSISTENT" : "");
     free(text);
     free(words);
+    return failed;
+}
+
+/* Transcribes `samples` in batches (faster-whisper's batched defaults: the speech the detector
+ * finds packed into chunks of up to 30 s; here greedy, with timestamps, two chunks decoded
+ * together; with `words`, timing words too); 1 unless it gets segments with ordered,
+ * non-negative bounds in the file's times (and consistent words). */
+static int transcribe_batched(tessel_transcriber *transcriber, const float *samples,
+                              size_t n_samples, int words) {
+    tessel_transcribe_options options = tessel_transcribe_options_batched();
+    options.beam = 1;
+    options.batch_size = 2;
+    options.timestamps = true;
+    options.word_timestamps = words != 0;
+    size_t n_segments = 0, text_len = 0;
+    tessel_status status = tessel_transcribe(transcriber, samples, n_samples, &options, NULL, 0,
+                                             &n_segments, NULL, 0, &text_len);
+    if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
+        CHECK(status);
+    }
+    tessel_segment *segments = malloc((n_segments + 1) * sizeof *segments);
+    char *text = malloc(text_len + 1);
+    if (segments == NULL || text == NULL) {
+        return 1;
+    }
+    CHECK(tessel_transcribe(transcriber, samples, n_samples, &options, segments, n_segments,
+                            &n_segments, text, text_len + 1, &text_len));
+    int failed = n_segments == 0;
+    for (size_t i = 0; i < n_segments; i++) {
+        printf("batched [%6.2f -> %6.2f] %.*s\n", segments[i].start, segments[i].end,
+               (int)segments[i].text_len, text + segments[i].text_offset);
+        failed |= segments[i].start < 0.0 || segments[i].start > segments[i].end;
+    }
+    if (words) {
+        failed |= print_words(transcriber, segments, n_segments);
+    }
+    printf("batched: %zu segments, %zu bytes of text%s\n", n_segments, text_len,
+           failed ? ", INCONSISTENT" : "");
+    free(text);
+    free(segments);
     return failed;
 }
 
@@ -116,8 +159,13 @@ done:
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3 || (argc > 3 && strcmp(argv[3], "words") != 0)) {
-        fprintf(stderr, "usage: %s MODEL_DIR WAV [words]\n", argv[0]);
+    int words_too = 0, batched_too = 0;
+    for (int i = 3; i < argc; i++) {
+        words_too |= strcmp(argv[i], "words") == 0;
+        batched_too |= strcmp(argv[i], "batched") == 0;
+    }
+    if (argc < 3 || argc - 3 != words_too + batched_too) {
+        fprintf(stderr, "usage: %s MODEL_DIR WAV [words] [batched]\n", argv[0]);
         return 2;
     }
     size_t n_samples = 0;
@@ -130,7 +178,7 @@ int main(int argc, char **argv) {
     tessel_transcribe_options options = tessel_transcribe_options_default();
     options.beam = 1;
     /* With `words`, the transcriptions of the whole clip time their words too. */
-    options.word_timestamps = argc > 3;
+    options.word_timestamps = words_too;
 
     /* A language the model cannot be told ("xx" is none of Whisper's) is refused. */
     size_t n_segments = 0, text_len = 0;
@@ -202,6 +250,10 @@ int main(int argc, char **argv) {
     }
     printf("with voice activity detection: %zu segments, %zu bytes of text\n", n_speech,
            speech_len);
+
+    if (batched_too) {
+        failed |= transcribe_batched(transcriber, samples, n_samples, words_too);
+    }
 
     free(speech_text);
     free(speech);

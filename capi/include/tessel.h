@@ -383,7 +383,11 @@ typedef struct tessel_generate_options {
 /**
  * Voice activity detection before transcribing (faster-whisper's `vad_filter` and its
  * `VadOptions`, same defaults). Start from `tessel_transcribe_options_default()`, whose `vad`
- * is off.
+ * is off, or from `tessel_transcribe_options_batched()`, whose `vad` is on with the batched
+ * pipeline's defaults (speech chunks of at most 30 s, silences from 160 ms). With
+ * `tessel_transcribe_options.batch_size` above 0, `enabled` cuts the audio into the chunks
+ * the batches decode, and speech chunks longer than 30 s are always split at 30 s
+ * (`max_speech_duration_s` is capped at 30).
  */
 typedef struct tessel_vad_options {
     /**
@@ -418,7 +422,9 @@ typedef struct tessel_vad_options {
 } tessel_vad_options;
 
 /**
- * How `tessel_transcribe` decodes. Start from `tessel_transcribe_options_default()`.
+ * How `tessel_transcribe` decodes. Start from `tessel_transcribe_options_default()` (the
+ * sequential transcription, faster-whisper's `WhisperModel.transcribe`) or
+ * `tessel_transcribe_options_batched()` (faster-whisper's `BatchedInferencePipeline`).
  */
 typedef struct tessel_transcribe_options {
     /**
@@ -431,7 +437,8 @@ typedef struct tessel_transcribe_options {
      */
     bool timestamps;
     /**
-     * Prompt each window with the text so far (default true).
+     * Prompt each window with the text so far (default true). Not read with `batch_size`
+     * above 0 (the batched pipeline never conditions on earlier text).
      */
     bool condition_on_previous_text;
     /**
@@ -445,12 +452,17 @@ typedef struct tessel_transcribe_options {
      */
     const char *language;
     /**
-     * Text to condition the first window on, or NULL (the default).
+     * Text to condition the first window on, or NULL (the default). With `batch_size` above
+     * 0 every chunk is prompted with it (encoded as given, without a leading space, as
+     * faster-whisper's batched pipeline does).
      */
     const char *initial_prompt;
     /**
      * Voice activity detection first (default off): only the speech is transcribed, and
-     * the segments' times are the original audio's.
+     * the segments' times are the original audio's. With `batch_size` above 0, `enabled` is
+     * faster-whisper's batched `vad_filter`: the speech found is packed into the chunks of
+     * up to 30 s the batches decode (`max_speech_duration_s` capped at 30); off, the audio
+     * must be shorter than 30 s (one chunk), else `TESSEL_ERR_ARGUMENT`.
      */
     struct tessel_vad_options vad;
     /**
@@ -484,9 +496,33 @@ typedef struct tessel_transcribe_options {
     /**
      * With word timestamps: skip silences longer than this many seconds around a likely
      * hallucination (faster-whisper's `hallucination_silence_threshold`); 0 (the default) is
-     * off. Negative or not finite: `TESSEL_ERR_ARGUMENT`.
+     * off. Negative or not finite: `TESSEL_ERR_ARGUMENT`. Not read with `batch_size` above
+     * 0 (checked all the same).
      */
     double hallucination_silence_threshold;
+    /**
+     * Chunks decoded together: 0 (the default) runs the sequential transcription; N in
+     * 1..=`TESSEL_MAX_BATCH` runs faster-whisper's `BatchedInferencePipeline` (its
+     * `batch_size`): the audio is cut into chunks of up to 30 s (see `vad`), N of them are
+     * decoded together, without conditioning on earlier text, temperature fallback or
+     * silence thresholds (the first temperature's decoding is kept), each chunk's segments
+     * in the original audio's times. The first call with a `batch_size` above 0 makes the
+     * transcriber a batched session of that many slots, which later calls keep; a call with
+     * a larger `batch_size`, or with `word_timestamps` when the kept session cannot time
+     * words, replaces it (never with fewer slots). Its arena holds per slot one window's
+     * cross-attention keys and values, the beams' decoder caches and logits, and once what
+     * a sequential session holds besides (encoder buffers, scratch, with word timestamps the
+     * alignment heads' attention); the transcriber keeps its sequential session as well.
+     * Above `TESSEL_MAX_BATCH`: `TESSEL_ERR_ARGUMENT`.
+     */
+    size_t batch_size;
+    /**
+     * With `batch_size` above 0: prompt each chunk with its own most likely language
+     * (faster-whisper's batched `multilingual`; multilingual models, ignored on English-only
+     * ones), even over `language`. Default false; true with `batch_size` 0 is
+     * `TESSEL_ERR_ARGUMENT`.
+     */
+    bool multilingual;
 } tessel_transcribe_options;
 
 /**
@@ -1086,19 +1122,29 @@ enum tessel_status tessel_batch_hypothesis(struct tessel_batch *batch,
 struct tessel_transcribe_options tessel_transcribe_options_default(void);
 
 /**
+ * faster-whisper's `BatchedInferencePipeline.transcribe` defaults: as
+ * `tessel_transcribe_options_default()`, but `batch_size` 8, no timestamps (one segment per
+ * chunk) and voice activity detection on with the batched pipeline's detector options
+ * (`max_speech_duration_s` 30, `min_silence_duration_ms` 160, the others faster-whisper's
+ * `VadOptions` defaults).
+ */
+struct tessel_transcribe_options tessel_transcribe_options_batched(void);
+
+/**
  * Loads the Whisper model in directory `path` (UTF-8, NUL-terminated; Hugging Face or
  * CTranslate2 with its tokenizer) and creates its session for beams up to `max_beam`
  * (1..=`TESSEL_MAX_BEAM`, 128; 0: 5) on `threads` threads (at most `TESSEL_MAX_THREADS`, 64;
  * 0: 1). The session holds one 30 s window (1500 encoder positions) and the model's decoder
- * positions (448). `multilingual` is 1 to treat the model as multilingual (language and task
- * tokens, language detection), 0 as English-only, -1 to decide by its vocabulary size as the
- * reference does. Refused: a directory that cannot be loaded (`TESSEL_ERR_LOAD`); a
- * directory of a text-to-text model or a model that does not read audio
+ * positions (448); a batched session (`tessel_transcribe_options.batch_size`) is made at the
+ * first call that asks for one. `multilingual` is 1 to treat the model as multilingual
+ * (language and task tokens, language detection), 0 as English-only, -1 to decide by its
+ * vocabulary size as the reference does. Refused: a directory that cannot be loaded
+ * (`TESSEL_ERR_LOAD`); a directory of a text-to-text model or a model that does not read audio
  * (`TESSEL_ERR_UNSUPPORTED`, naming what the directory is); `max_beam` or `threads` out of
- * range, `multilingual` outside -1..=1, or 1 for a model its directory says is English-only
- * (a `.en` vocabulary of 51864 tokens, CTranslate2's empty `lang_ids`, `is_multilingual:
- * false`), which would end every window at once (`TESSEL_ERR_ARGUMENT`). On success `*out`
- * holds the transcriber. Allocates (the weights, the tokenizer, the arena).
+ * range, `multilingual` outside -1..=1, or 1 for a model its directory says is English-only (a
+ * `.en` vocabulary of 51864 tokens, CTranslate2's empty `lang_ids`, `is_multilingual: false`),
+ * which would end every window at once (`TESSEL_ERR_ARGUMENT`). On success `*out` holds the
+ * transcriber. Allocates (the weights, the tokenizer, the arena).
  *
  * # Safety
  * `path` is NULL or NUL-terminated; `out` is NULL or writable.
@@ -1118,14 +1164,17 @@ enum tessel_status tessel_transcriber_load(const char *path,
  * `TESSEL_ERR_BUFFER_TOO_SMALL` with both sizes written and keeps the transcript: a retry
  * with the same samples and options copies it. With `options.word_timestamps`, each
  * segment's `first_word` and `n_words` name its words, which `tessel_transcriber_words`
- * copies after this call (after `TESSEL_OK` or `TESSEL_ERR_BUFFER_TOO_SMALL`). Refused:
- * less than 10 ms of audio, non-finite samples, options out of range (a beam of 0 or above
- * the transcriber's `max_beam`, a language as `language` says, `translate` on an
- * English-only model, `vad` as `tessel_vad_options` says, punctuation strings that are not
- * UTF-8, `patience` or `hallucination_silence_threshold` as their fields say)
- * (`TESSEL_ERR_ARGUMENT`); a NULL punctuation string with word timestamps
- * (`TESSEL_ERR_NULL`); generated ids the tokenizer cannot decode are `TESSEL_ERR_RUN`.
- * Allocates.
+ * copies after this call (after `TESSEL_OK` or `TESSEL_ERR_BUFFER_TOO_SMALL`). With
+ * `options.batch_size` above 0 the batched pipeline transcribes (see the field), words
+ * included. Refused: less than 10 ms of audio, non-finite samples, options out of range (a
+ * beam of 0 or above the transcriber's `max_beam`, a language as `language` says,
+ * `translate` on an English-only model, `vad` as `tessel_vad_options` says, punctuation
+ * strings that are not UTF-8, `patience`, `hallucination_silence_threshold`, `batch_size`
+ * or `multilingual` as their fields say), and with `batch_size` above 0 audio of 30 s or
+ * more with `vad.enabled` false (`TESSEL_ERR_ARGUMENT`); a NULL punctuation string with
+ * word timestamps (`TESSEL_ERR_NULL`); a batched session whose arena cannot be allocated
+ * (`TESSEL_ERR_OUT_OF_MEMORY`); generated ids the tokenizer cannot decode are
+ * `TESSEL_ERR_RUN`. Allocates.
  *
  * # Safety
  * `transcriber` is NULL or a live transcriber; `samples` is NULL or points to `n_samples`

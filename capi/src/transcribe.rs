@@ -10,7 +10,10 @@
 //! the same audio and options copies it instead of transcribing again. With word timestamps
 //! each segment names its words (`first_word`, `n_words`), which `tessel_transcriber_words`
 //! copies from the kept transcript into a caller array of [`tessel_word`] and a text buffer
-//! of their own, by the same rules. Task-level calls allocate (the spectrogram, the segments'
+//! of their own, by the same rules. With `batch_size` above 0 the call runs faster-whisper's
+//! `BatchedInferencePipeline` instead ([`BatchedSession`]: speech chunks of up to 30 s,
+//! `batch_size` of them decoded together) on a second session the transcriber makes at the
+//! first such call and keeps. Task-level calls allocate (the spectrogram, the segments'
 //! text); only the token-level calls of `tessel_session` do not.
 
 use std::ffi::{c_char, CStr};
@@ -22,8 +25,8 @@ use tessel_model::load::directory::Modality;
 use tessel_model::SessionError;
 use tessel_pipeline::transcribe::words::{APPEND_PUNCTUATIONS, PREPEND_PUNCTUATIONS};
 use tessel_pipeline::transcribe::{
-    Segment, TranscribeError, TranscribeOptions, TranscribeSession, Transcriber, VadError,
-    VadOptions,
+    BatchedOptions, BatchedSession, Segment, TranscribeError, TranscribeOptions, TranscribeSession,
+    Transcriber, VadError, VadOptions,
 };
 use tessel_text::whisper::Task;
 use tessel_text::TextError;
@@ -86,7 +89,9 @@ pub struct tessel_word {
     pub text_len: usize,
 }
 
-/// How `tessel_transcribe` decodes. Start from `tessel_transcribe_options_default()`.
+/// How `tessel_transcribe` decodes. Start from `tessel_transcribe_options_default()` (the
+/// sequential transcription, faster-whisper's `WhisperModel.transcribe`) or
+/// `tessel_transcribe_options_batched()` (faster-whisper's `BatchedInferencePipeline`).
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -96,7 +101,8 @@ pub struct tessel_transcribe_options {
     pub beam: usize,
     /// Timed segments within each window (default true); false gives one segment per window.
     pub timestamps: bool,
-    /// Prompt each window with the text so far (default true).
+    /// Prompt each window with the text so far (default true). Not read with `batch_size`
+    /// above 0 (the batched pipeline never conditions on earlier text).
     pub condition_on_previous_text: bool,
     /// Translate to English instead of transcribing (multilingual models). Default false.
     pub translate: bool,
@@ -104,10 +110,15 @@ pub struct tessel_transcribe_options {
     /// to detect it on multilingual models. An unknown code, a language the vocabulary lacks,
     /// or any language but English on an English-only model is `TESSEL_ERR_ARGUMENT`.
     pub language: *const c_char,
-    /// Text to condition the first window on, or NULL (the default).
+    /// Text to condition the first window on, or NULL (the default). With `batch_size` above
+    /// 0 every chunk is prompted with it (encoded as given, without a leading space, as
+    /// faster-whisper's batched pipeline does).
     pub initial_prompt: *const c_char,
     /// Voice activity detection first (default off): only the speech is transcribed, and
-    /// the segments' times are the original audio's.
+    /// the segments' times are the original audio's. With `batch_size` above 0, `enabled` is
+    /// faster-whisper's batched `vad_filter`: the speech found is packed into the chunks of
+    /// up to 30 s the batches decode (`max_speech_duration_s` capped at 30); off, the audio
+    /// must be shorter than 30 s (one chunk), else `TESSEL_ERR_ARGUMENT`.
     pub vad: tessel_vad_options,
     /// Time every word (faster-whisper's `word_timestamps`; default false): each segment's
     /// `first_word` and `n_words` name its words, which `tessel_transcriber_words` copies
@@ -131,8 +142,28 @@ pub struct tessel_transcribe_options {
     pub patience: f32,
     /// With word timestamps: skip silences longer than this many seconds around a likely
     /// hallucination (faster-whisper's `hallucination_silence_threshold`); 0 (the default) is
-    /// off. Negative or not finite: `TESSEL_ERR_ARGUMENT`.
+    /// off. Negative or not finite: `TESSEL_ERR_ARGUMENT`. Not read with `batch_size` above
+    /// 0 (checked all the same).
     pub hallucination_silence_threshold: f64,
+    /// Chunks decoded together: 0 (the default) runs the sequential transcription; N in
+    /// 1..=`TESSEL_MAX_BATCH` runs faster-whisper's `BatchedInferencePipeline` (its
+    /// `batch_size`): the audio is cut into chunks of up to 30 s (see `vad`), N of them are
+    /// decoded together, without conditioning on earlier text, temperature fallback or
+    /// silence thresholds (the first temperature's decoding is kept), each chunk's segments
+    /// in the original audio's times. The first call with a `batch_size` above 0 makes the
+    /// transcriber a batched session of that many slots, which later calls keep; a call with
+    /// a larger `batch_size`, or with `word_timestamps` when the kept session cannot time
+    /// words, replaces it (never with fewer slots). Its arena holds per slot one window's
+    /// cross-attention keys and values, the beams' decoder caches and logits, and once what
+    /// a sequential session holds besides (encoder buffers, scratch, with word timestamps the
+    /// alignment heads' attention); the transcriber keeps its sequential session as well.
+    /// Above `TESSEL_MAX_BATCH`: `TESSEL_ERR_ARGUMENT`.
+    pub batch_size: usize,
+    /// With `batch_size` above 0: prompt each chunk with its own most likely language
+    /// (faster-whisper's batched `multilingual`; multilingual models, ignored on English-only
+    /// ones), even over `language`. Default false; true with `batch_size` 0 is
+    /// `TESSEL_ERR_ARGUMENT`.
+    pub multilingual: bool,
 }
 
 /// faster-whisper's `prepend_punctuations`, NUL-terminated (the pipeline's default).
@@ -176,6 +207,27 @@ pub extern "C" fn tessel_transcribe_options_default() -> tessel_transcribe_optio
         append_punctuations: APPEND.as_ptr(),
         patience: 1.0,
         hallucination_silence_threshold: 0.0,
+        batch_size: 0,
+        multilingual: false,
+    }
+}
+
+/// faster-whisper's `BatchedInferencePipeline.transcribe` defaults: as
+/// `tessel_transcribe_options_default()`, but `batch_size` 8, no timestamps (one segment per
+/// chunk) and voice activity detection on with the batched pipeline's detector options
+/// (`max_speech_duration_s` 30, `min_silence_duration_ms` 160, the others faster-whisper's
+/// `VadOptions` defaults).
+#[no_mangle]
+pub extern "C" fn tessel_transcribe_options_batched() -> tessel_transcribe_options {
+    let batched = BatchedOptions::default();
+    let mut vad = tessel_vad_options::from(&batched.vad);
+    vad.enabled = batched.vad_filter;
+    tessel_transcribe_options {
+        timestamps: false,
+        vad,
+        batch_size: batched.batch_size,
+        multilingual: batched.multilingual,
+        ..tessel_transcribe_options_default()
     }
 }
 
@@ -187,6 +239,8 @@ struct State {
     session: TranscribeSession,
     /// Whether `session` can time words (made so at the first call that asked).
     timing_words: bool,
+    /// The batched session, made at the first call with a `batch_size` above 0.
+    batched: Option<Batched>,
     detector: Detector,
     /// The last audio and options, with their segments and text, kept for a retry with larger
     /// buffers.
@@ -196,9 +250,25 @@ struct State {
     current: bool,
 }
 
+/// A transcriber's batched session and whether it can time words.
+struct Batched {
+    session: BatchedSession,
+    words: bool,
+}
+
+/// What a transcription call asks for, in the pipeline's terms.
+#[derive(Clone, Debug, PartialEq)]
+struct Asked {
+    options: TranscribeOptions,
+    /// The sequential transcription's detector options, when detection is on.
+    vad: Option<VadOptions>,
+    /// The batched pipeline's options (detection included), when `batch_size` is above 0.
+    batched: Option<BatchedOptions>,
+}
+
 struct Last {
     samples: Vec<f32>,
-    options: (TranscribeOptions, Option<VadOptions>),
+    asked: Asked,
     segments: Vec<tessel_segment>,
     text: String,
     /// Every segment's words, in order (with word timestamps), and their texts concatenated.
@@ -239,15 +309,16 @@ fn transcribe_error(error: TranscribeError) -> Error {
 /// CTranslate2 with its tokenizer) and creates its session for beams up to `max_beam`
 /// (1..=`TESSEL_MAX_BEAM`, 128; 0: 5) on `threads` threads (at most `TESSEL_MAX_THREADS`, 64;
 /// 0: 1). The session holds one 30 s window (1500 encoder positions) and the model's decoder
-/// positions (448). `multilingual` is 1 to treat the model as multilingual (language and task
-/// tokens, language detection), 0 as English-only, -1 to decide by its vocabulary size as the
-/// reference does. Refused: a directory that cannot be loaded (`TESSEL_ERR_LOAD`); a
-/// directory of a text-to-text model or a model that does not read audio
+/// positions (448); a batched session (`tessel_transcribe_options.batch_size`) is made at the
+/// first call that asks for one. `multilingual` is 1 to treat the model as multilingual
+/// (language and task tokens, language detection), 0 as English-only, -1 to decide by its
+/// vocabulary size as the reference does. Refused: a directory that cannot be loaded
+/// (`TESSEL_ERR_LOAD`); a directory of a text-to-text model or a model that does not read audio
 /// (`TESSEL_ERR_UNSUPPORTED`, naming what the directory is); `max_beam` or `threads` out of
-/// range, `multilingual` outside -1..=1, or 1 for a model its directory says is English-only
-/// (a `.en` vocabulary of 51864 tokens, CTranslate2's empty `lang_ids`, `is_multilingual:
-/// false`), which would end every window at once (`TESSEL_ERR_ARGUMENT`). On success `*out`
-/// holds the transcriber. Allocates (the weights, the tokenizer, the arena).
+/// range, `multilingual` outside -1..=1, or 1 for a model its directory says is English-only (a
+/// `.en` vocabulary of 51864 tokens, CTranslate2's empty `lang_ids`, `is_multilingual: false`),
+/// which would end every window at once (`TESSEL_ERR_ARGUMENT`). On success `*out` holds the
+/// transcriber. Allocates (the weights, the tokenizer, the arena).
 ///
 /// # Safety
 /// `path` is NULL or NUL-terminated; `out` is NULL or writable.
@@ -298,6 +369,7 @@ pub unsafe extern "C" fn tessel_transcriber_load(
                 planned: (isa, max_beam, threads),
                 session,
                 timing_words: false,
+                batched: None,
                 detector: Detector::new(isa),
                 last: None,
                 current: false,
@@ -339,19 +411,17 @@ unsafe fn punctuation(
     }
 }
 
-/// The pipeline's options for `options` (NULL: the defaults), and the detector's when voice
-/// activity detection is on.
+/// The pipeline's options for `options` (NULL: the defaults): the detector's when voice
+/// activity detection is on, the batched pipeline's when `batch_size` is above 0.
 ///
 /// # Safety
 /// `options` is NULL or valid, its strings NULL or NUL-terminated.
-unsafe fn pipeline_options(
-    options: *const tessel_transcribe_options,
-) -> Result<(TranscribeOptions, Option<VadOptions>), Error> {
+unsafe fn pipeline_options(options: *const tessel_transcribe_options) -> Result<Asked, Error> {
     // SAFETY: the caller's contract.
     let options = unsafe { options.as_ref() }
         .copied()
         .unwrap_or_else(|| tessel_transcribe_options_default());
-    let vad = options.vad.checked()?;
+    let (vad, batched) = batching(&options, options.vad.checked()?)?;
     let (prepend_punctuations, append_punctuations) = if options.word_timestamps {
         // SAFETY: the caller's contract for the strings.
         unsafe {
@@ -396,7 +466,46 @@ unsafe fn pipeline_options(
         )?,
         ..TranscribeOptions::default()
     };
-    Ok((options, vad))
+    Ok(Asked {
+        options,
+        vad,
+        batched,
+    })
+}
+
+/// The sequential transcription's detector options (`vad`, checked) and none for the batched
+/// pipeline when `options.batch_size` is 0; else none and the batched pipeline's, `vad`
+/// cutting the chunks (speech chunks of at most 30 s).
+fn batching(
+    options: &tessel_transcribe_options,
+    vad: Option<VadOptions>,
+) -> Result<(Option<VadOptions>, Option<BatchedOptions>), Error> {
+    if options.batch_size == 0 {
+        if options.multilingual {
+            return fail(
+                tessel_status::TESSEL_ERR_ARGUMENT,
+                "multilingual (a language per chunk) needs batch_size above 0 (the batched \
+                 pipeline)",
+            );
+        }
+        return Ok((vad, None));
+    }
+    let batch_size = args::bounded("batch_size", options.batch_size, args::TESSEL_MAX_BATCH)?;
+    let longest = BatchedOptions::default_vad().max_speech_duration_s;
+    let batched = BatchedOptions {
+        batch_size,
+        multilingual: options.multilingual,
+        vad_filter: vad.is_some(),
+        // Off, the detector's options are not read (but still checked by the pipeline).
+        vad: match vad {
+            Some(vad) => VadOptions {
+                max_speech_duration_s: vad.max_speech_duration_s.min(longest),
+                ..vad
+            },
+            None => BatchedOptions::default_vad(),
+        },
+    };
+    Ok((None, Some(batched)))
 }
 
 /// The C field's hallucination threshold: 0 is off, a positive finite value is seconds.
@@ -423,12 +532,31 @@ struct Outputs {
 
 /// The transcript of `samples` (of their speech, with voice activity detection) with its
 /// segments indexing its text, in the original audio's times.
-fn transcript(
+fn transcript(state: &mut State, samples: &[f32], asked: Asked) -> Result<Last, Error> {
+    let segments = match &asked.batched {
+        Some(batched) => batched_segments(state, samples, &asked.options, batched)?,
+        None => sequential_segments(state, samples, &asked.options, asked.vad.as_ref())?,
+    };
+    let (segments, text, words, words_text) = flatten(&segments);
+    Ok(Last {
+        samples: samples.to_vec(),
+        asked,
+        segments,
+        text,
+        words,
+        words_text,
+    })
+}
+
+/// The sequential transcription's segments of `samples` (of their speech, with `vad`), in
+/// the original audio's times.
+fn sequential_segments(
     state: &mut State,
     samples: &[f32],
-    (options, vad): (TranscribeOptions, Option<VadOptions>),
-) -> Result<Last, Error> {
-    let speech = match &vad {
+    options: &TranscribeOptions,
+    vad: Option<&VadOptions>,
+) -> Result<Vec<Segment>, Error> {
+    let speech = match vad {
         Some(vad) => Some(
             state
                 .detector
@@ -451,22 +579,58 @@ fn transcript(
     if !heard.is_empty() {
         let transcript = state
             .session
-            .transcribe(heard, &options, &mut ())
+            .transcribe(heard, options, &mut ())
             .map_err(transcribe_error)?;
         segments = transcript.segments;
     }
     if let Some(speech) = &speech {
         segments = segments.iter().map(|s| speech.restore(s)).collect();
     }
-    let (segments, text, words, words_text) = flatten(&segments);
-    Ok(Last {
-        samples: samples.to_vec(),
-        options: (options, vad),
-        segments,
-        text,
-        words,
-        words_text,
-    })
+    Ok(segments)
+}
+
+/// The batched pipeline's segments of `samples`, in the original audio's times (the pipeline
+/// maps them back itself), on the transcriber's batched session: made, or replaced by one
+/// with more slots or able to time words, when the kept one cannot run `batched`.
+fn batched_segments(
+    state: &mut State,
+    samples: &[f32],
+    options: &TranscribeOptions,
+    batched: &BatchedOptions,
+) -> Result<Vec<Segment>, Error> {
+    // Less than one mel frame: refused as the sequential transcription refuses it.
+    if samples.len() < tessel_audio::HOP_LENGTH {
+        return Err(transcribe_error(TranscribeError::EmptyAudio));
+    }
+    let vad = match batched.vad_filter {
+        true => Some(state.detector.vad().map_err(transcribe_error)?),
+        false => None,
+    };
+    let words = options.word_timestamps;
+    let kept = match &mut state.batched {
+        Some(kept) if kept.session.slots() >= batched.batch_size && (kept.words || !words) => kept,
+        slot => {
+            // The kept session goes first: the two arenas are never held together.
+            let (slots, words) = match slot.take() {
+                Some(old) => (
+                    old.session.slots().max(batched.batch_size),
+                    old.words || words,
+                ),
+                None => (batched.batch_size, words),
+            };
+            let (isa, max_beam, threads) = state.planned;
+            let session = state
+                .transcriber
+                .batched_session(isa, (max_beam, slots), threads, words)
+                .map_err(transcribe_error)?;
+            slot.insert(Batched { session, words })
+        }
+    };
+    let done = kept
+        .session
+        .transcribe(samples, options, batched, vad, &mut ())
+        .map_err(transcribe_error)?;
+    Ok(done.transcript.segments)
 }
 
 /// The C segments of `segments` indexing their text, concatenated, and their words indexing
@@ -509,7 +673,7 @@ fn flatten(segments: &[Segment]) -> (Vec<tessel_segment>, String, Vec<tessel_wor
 unsafe fn run(
     state: &mut State,
     samples: &[f32],
-    options: (TranscribeOptions, Option<VadOptions>),
+    asked: Asked,
     outputs: &Outputs,
 ) -> Result<(), Error> {
     // SAFETY: the caller's contract for each pointer.
@@ -520,12 +684,12 @@ unsafe fn run(
         )
     };
     let kept = matches!(&state.last, Some(last)
-        if last.options == options
+        if last.asked == asked
             && last.samples.len() == samples.len()
             && last.samples.iter().zip(samples).all(|(a, b)| a.to_bits() == b.to_bits()));
     let last = match state.last.take() {
         Some(last) if kept => state.last.insert(last),
-        previous => match transcript(state, samples, options) {
+        previous => match transcript(state, samples, asked) {
             Ok(fresh) => state.last.insert(fresh),
             Err(error) => {
                 state.last = previous;
@@ -577,7 +741,7 @@ unsafe fn transcribe_into<'a>(
         state.current = false;
         let audio = audio()?;
         // SAFETY: the caller's contract for `options`.
-        let options = unsafe { pipeline_options(options) }?;
+        let asked = unsafe { pipeline_options(options) }?;
         let decoded;
         let samples = match audio {
             Audio::Samples(samples) => samples,
@@ -588,7 +752,7 @@ unsafe fn transcribe_into<'a>(
             }
         };
         // SAFETY: the caller's contract for the outputs.
-        unsafe { run(state, samples, options, outputs) }
+        unsafe { run(state, samples, asked, outputs) }
     };
     // SAFETY: the caller's contract for `transcriber`; its state is a `State`.
     unsafe { exclusive::with(transcriber, KIND, body) }
@@ -602,14 +766,17 @@ unsafe fn transcribe_into<'a>(
 /// `TESSEL_ERR_BUFFER_TOO_SMALL` with both sizes written and keeps the transcript: a retry
 /// with the same samples and options copies it. With `options.word_timestamps`, each
 /// segment's `first_word` and `n_words` name its words, which `tessel_transcriber_words`
-/// copies after this call (after `TESSEL_OK` or `TESSEL_ERR_BUFFER_TOO_SMALL`). Refused:
-/// less than 10 ms of audio, non-finite samples, options out of range (a beam of 0 or above
-/// the transcriber's `max_beam`, a language as `language` says, `translate` on an
-/// English-only model, `vad` as `tessel_vad_options` says, punctuation strings that are not
-/// UTF-8, `patience` or `hallucination_silence_threshold` as their fields say)
-/// (`TESSEL_ERR_ARGUMENT`); a NULL punctuation string with word timestamps
-/// (`TESSEL_ERR_NULL`); generated ids the tokenizer cannot decode are `TESSEL_ERR_RUN`.
-/// Allocates.
+/// copies after this call (after `TESSEL_OK` or `TESSEL_ERR_BUFFER_TOO_SMALL`). With
+/// `options.batch_size` above 0 the batched pipeline transcribes (see the field), words
+/// included. Refused: less than 10 ms of audio, non-finite samples, options out of range (a
+/// beam of 0 or above the transcriber's `max_beam`, a language as `language` says,
+/// `translate` on an English-only model, `vad` as `tessel_vad_options` says, punctuation
+/// strings that are not UTF-8, `patience`, `hallucination_silence_threshold`, `batch_size`
+/// or `multilingual` as their fields say), and with `batch_size` above 0 audio of 30 s or
+/// more with `vad.enabled` false (`TESSEL_ERR_ARGUMENT`); a NULL punctuation string with
+/// word timestamps (`TESSEL_ERR_NULL`); a batched session whose arena cannot be allocated
+/// (`TESSEL_ERR_OUT_OF_MEMORY`); generated ids the tokenizer cannot decode are
+/// `TESSEL_ERR_RUN`. Allocates.
 ///
 /// # Safety
 /// `transcriber` is NULL or a live transcriber; `samples` is NULL or points to `n_samples`
@@ -719,7 +886,7 @@ pub unsafe extern "C" fn tessel_transcriber_words(
                 )
             }
         };
-        if !last.options.0.word_timestamps {
+        if !last.asked.options.word_timestamps {
             return fail(
                 tessel_status::TESSEL_ERR_RUN,
                 "the latest transcription did not time words (options.word_timestamps was \

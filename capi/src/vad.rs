@@ -10,7 +10,11 @@ use crate::status::{tessel_status, Error};
 
 /// Voice activity detection before transcribing (faster-whisper's `vad_filter` and its
 /// `VadOptions`, same defaults). Start from `tessel_transcribe_options_default()`, whose `vad`
-/// is off.
+/// is off, or from `tessel_transcribe_options_batched()`, whose `vad` is on with the batched
+/// pipeline's defaults (speech chunks of at most 30 s, silences from 160 ms). With
+/// `tessel_transcribe_options.batch_size` above 0, `enabled` cuts the audio into the chunks
+/// the batches decode, and speech chunks longer than 30 s are always split at 30 s
+/// (`max_speech_duration_s` is capped at 30).
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,7 +38,13 @@ pub struct tessel_vad_options {
 
 impl Default for tessel_vad_options {
     fn default() -> Self {
-        let options = VadOptions::default();
+        tessel_vad_options::from(&VadOptions::default())
+    }
+}
+
+impl From<&VadOptions> for tessel_vad_options {
+    /// The detector's `options`, detection off.
+    fn from(options: &VadOptions) -> Self {
         tessel_vad_options {
             enabled: false,
             threshold: options.threshold,
@@ -89,10 +99,15 @@ impl Detector {
         samples: &[f32],
         options: &VadOptions,
     ) -> Result<Speech, TranscribeError> {
-        let vad = match &mut self.vad {
+        Speech::find(self.vad()?, samples, options)
+    }
+
+    /// The detector, the built-in model opened at the first call (a batched transcription
+    /// finds its speech chunks with it).
+    pub(crate) fn vad(&mut self) -> Result<&Vad, TranscribeError> {
+        Ok(match &mut self.vad {
             Some(vad) => vad,
             slot => slot.insert(open_vad(None)?.with_isa(self.isa)),
-        };
-        Speech::find(vad, samples, options)
+        })
     }
 }

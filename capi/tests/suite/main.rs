@@ -2,6 +2,7 @@
 //! `no_alloc` install a counting global allocator and stay binaries of their own.
 
 mod api;
+mod batched;
 mod common;
 mod header;
 mod in_buffer;

@@ -26,17 +26,17 @@ use crate::transcribe::{load, root};
 
 /// Segments as the C API gives them, with their texts and words.
 #[derive(Debug, PartialEq)]
-struct Timed {
-    start: f64,
-    end: f64,
-    text: String,
-    words: Vec<(String, f64, f64, f64)>,
+pub(crate) struct Timed {
+    pub(crate) start: f64,
+    pub(crate) end: f64,
+    pub(crate) text: String,
+    pub(crate) words: Vec<(String, f64, f64, f64)>,
 }
 
 /// The raw segments and text of transcribing `samples` with `options`, sized by a first call
 /// without arrays; or the first call's status when it was neither `TESSEL_OK` nor
 /// `TESSEL_ERR_BUFFER_TOO_SMALL`, or the second's.
-fn segments(
+pub(crate) fn segments(
     transcriber: *mut tessel_transcriber,
     samples: &[f32],
     options: &tessel_transcribe_options,
@@ -126,7 +126,7 @@ fn all_words(
 }
 
 /// The segments of a transcription with their words, through both calls.
-fn transcribe(
+pub(crate) fn transcribe(
     transcriber: *mut tessel_transcriber,
     samples: &[f32],
     options: &tessel_transcribe_options,
@@ -213,7 +213,7 @@ fn pipeline(samples: &[f32], options: &TranscribeOptions, vad: Option<&VadOption
 }
 
 /// clip.wav, each copy followed by 1.5 s of zeros, 4 times: the audio of words.json.
-fn long_audio() -> Vec<f32> {
+pub(crate) fn long_audio() -> Vec<f32> {
     let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).expect("reads");
     let mut audio = Vec::new();
     for _ in 0..4 {
