@@ -191,6 +191,11 @@ impl BatchedSession {
     /// read (as faster-whisper's batched pipeline ignores them): `best_of`, the fallback
     /// temperatures after the first and every threshold, `condition_on_previous_text`,
     /// `prompt_reset_on_temperature`, `prefix`, `hallucination_silence_threshold`.
+    ///
+    /// The observer hears the language, then `progress(0, duration_after_vad)` before the
+    /// first chunk is decoded (so a host can report the seconds to transcribe up front), each
+    /// segment as its chunk is done, and `progress(duration_after_vad, duration_after_vad)`
+    /// at the end.
     pub fn transcribe(
         &mut self,
         samples: &[f32],
@@ -217,7 +222,8 @@ impl BatchedSession {
             last_speech_timestamp: 0.0,
         };
         let per_chunk = batched.multilingual && self.multilingual;
-        let total: f64 = chunks.iter().map(|c| c.duration).sum();
+        // The seconds transcribed: what the first progress report gives as its total.
+        let total = if chunks.is_empty() { 0.0 } else { cut.seconds };
         let mut done = 0.0;
         for group in chunks.chunks(batched.batch_size) {
             if observer.stop() {
