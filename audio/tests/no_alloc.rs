@@ -1,5 +1,6 @@
 //! Proves that the log-mel front end allocates nothing after `MelFrontEnd::new`: a 30 s
-//! window, the transcribe-path spectrogram, a segment and refused calls, counted by a global
+//! window, the transcribe-path spectrogram, a segment, the batched pipeline's per-chunk
+//! features (short, long and empty chunks) and refused calls, counted by a global
 //! allocator that counts the allocations of the measuring thread only.
 
 use tessel_audio::{content_frames, segment, MelFrontEnd, N_FRAMES, N_SAMPLES};
@@ -33,7 +34,15 @@ fn mel_calls_allocate_nothing() {
             front.spectrogram(&audio, &mut mel).expect("spectrogram");
             segment(&mel, n_mels, 0, N_FRAMES, &mut window).expect("window 1");
             segment(&mel, n_mels, N_FRAMES, frames - N_FRAMES, &mut window).expect("window 2");
+            front
+                .chunk_features(&audio[..123_456], &mut window)
+                .expect("chunk");
+            front
+                .chunk_features(&audio, &mut window)
+                .expect("long chunk");
+            front.chunk_features(&[], &mut window).expect("empty chunk");
             assert!(front.window(&audio, &mut short).is_err());
+            assert!(front.chunk_features(&audio, &mut short).is_err());
             assert!(segment(&mel, n_mels, frames, 1, &mut window).is_err());
         });
         assert_eq!(count, 0, "{n_mels} mel bins: {count} allocations");

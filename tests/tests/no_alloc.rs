@@ -1,6 +1,7 @@
 //! Proves that nothing allocates after `Session::new` (encode, greedy search, beam search,
 //! sampling, single steps, beam reordering and refused calls) or after `Batch::new` (encodes
-//! into slots, a batched search, its hypotheses), counted by a global allocator that counts the
+//! into slots, a batched search, its hypotheses; with a Whisper model, audio encoded into
+//! slots, a slot's prefill and its alignment pass), counted by a global allocator that counts the
 //! allocations of the measuring thread only (the test harness's threads do not interfere).
 
 use tessel_model::{
@@ -185,6 +186,48 @@ fn nothing_allocates_after_batch_creation() {
             assert_eq!(count, 0, "{weights:?} {isa}: heap allocations in a batch");
         });
     }
+}
+
+/// A batch of Whisper slots (the `tests/transcribe/tiny_en_32` fixture): audio encoded into
+/// slots, a slot's prefill, a batched search and a slot's alignment pass.
+#[test]
+fn nothing_allocates_in_an_audio_batch() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("transcribe/tiny_en_32/model");
+    let options = tessel_model::load::ct2::Ct2Options {
+        max_beam: 2,
+        ..Default::default()
+    };
+    let model = tessel_model::load::ct2::load_dir(&dir, options)
+        .expect("tiny_en_32")
+        .model;
+    let n_mels = model.config().front_end.n_mels().expect("Whisper");
+    let mel: Vec<f32> = (0..n_mels * 3000)
+        .map(|i| ((i % 97) as f32 - 48.0) / 64.0)
+        .collect();
+    let heads = [(1, 0), (1, 1)];
+    for_each_isa(|isa| {
+        let limits = tessel_model::Limits::of(model.config()).with_batch(2);
+        let mut batch = Batch::with_alignment(&model, isa, limits, heads.len()).expect("batch");
+        let start = [model.config().bos_id];
+        let mut requests = [SearchOptions::beam(2, 6), SearchOptions::greedy(6)]
+            .map(|search| Request::new(search).prefix(&start));
+        let mut rows = 0;
+        let count = allocations(|| {
+            batch.encode_audio(0, &mel).expect("encode slot 0");
+            batch
+                .encode_audio(1, &mel[..n_mels * 1200])
+                .expect("encode slot 1");
+            batch.prefill(1, &[start[0], 7, 9]).expect("prefill");
+            batch.generate(&mut requests).expect("batched search");
+            let probs = batch.align(0, &[start[0], 7, 9], &heads, 700, |_, logits| {
+                rows += logits.len();
+            });
+            assert_eq!(probs.expect("align").len(), heads.len() * 3 * 700);
+            assert!(batch.encode_audio(2, &mel).is_err());
+        });
+        assert!(rows > 0);
+        assert_eq!(count, 0, "{isa}: heap allocations in an audio batch");
+    });
 }
 
 /// A Longformer encoder (the LED fixture of `tests/translation/led`): its windows, global
