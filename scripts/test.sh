@@ -8,9 +8,9 @@
 #   3. that tessel-kernels and the tessel-model core build and run a real model with neither std
 #      nor alloc (nostd-check/), and the
 #      C API examples (capi/run-examples.sh: C and C++ against the static and shared library,
-#      built on the test build's crates, once under Valgrind), and the Python package (its
-#      extension from the same build, installed into a venv with python/tessel and Ray Data,
-#      pytest python/tests);
+#      built on the test build's crates, once under Valgrind), and the Python package (a wheel
+#      built by maturin on the same crates, installed into a venv with Ray Data, pytest
+#      python/tests);
 #   4. the kernel and integration tests at TESSEL_ISA=neon, cross-built for aarch64 with Debian's
 #      Rust and run under qemu-user (the toolchain is installed when missing; where it cannot be,
 #      the step is skipped loudly, except under CI=true where that is a failure);
@@ -201,29 +201,30 @@ step "C API: examples against libtessel.a and libtessel.so, Valgrind" capi/run-e
 
 # --- the Python package -----------------------------------------------------------------------
 
-# The extension module built with the test build's crates (`--workspace` resolves the same
-# features, so only pyo3 and the module itself compile: seconds, where `pip install ./python`'s
-# own release build of every crate takes about 4 minutes on 2 cores), put with python/tessel
-# into a venv in the target directory, and the pytest suite run there. Its references are the
-# committed fixtures; Ray Data runs the scale-out recipe on a local two-CPU cluster (about 50 s
-# to install, 30 s to run). The CTranslate2 comparisons skip without ctranslate2 (the fixtures
-# hold its outputs). After the C step's build of the same crates, the cargo build is a no-op.
+# The wheel, built by maturin from the test build's crates (`dev` and `test` are one profile in
+# Cargo.toml and `--workspace` resolves the same features, so only pyo3 and the module itself
+# compile: about 20 s, where `pip install ./python`'s release build of every crate takes about
+# 4 minutes on 2 cores), installed into a fresh venv in the target directory, and the pytest
+# suite run there (a fresh venv under CI). Its references are the committed fixtures; Ray Data runs the scale-out recipe
+# on a local two-CPU cluster (about 50 s to install, 30 s to run). The CTranslate2 comparisons
+# skip without ctranslate2 (the fixtures hold its outputs).
 ray_version=2.60.0
+maturin_version=1.16.0
 python_tests() {
-    local venv="$target_dir/python-venv" site quiet=(--quiet --disable-pip-version-check)
-    { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } &&
-        "$venv/bin/pip" install "${quiet[@]}" pytest numpy "ray[data]==$ray_version" &&
-        PYO3_BUILD_EXTENSION_MODULE=1 cargo build --locked --workspace --lib --profile test &&
-        site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') &&
-        rm -rf "$site/tessel" &&
-        cp -r python/tessel "$site/tessel" &&
-        cp "$target_dir/debug/lib_tessel.so" "$site/tessel/_tessel.abi3.so" &&
+    local venv="$target_dir/python-venv" wheels="$target_dir/wheels"
+    local quiet=(--quiet --disable-pip-version-check)
+    rm -rf "$wheels" &&
+        { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } &&
+        "$venv/bin/pip" install "${quiet[@]}" pytest numpy "ray[data]==$ray_version" \
+            "maturin==$maturin_version" &&
+        "$venv/bin/maturin" build --locked --profile dev -m python/Cargo.toml -o "$wheels" &&
+        "$venv/bin/pip" install "${quiet[@]}" --no-deps --force-reinstall "$wheels"/tessel-*.whl &&
         "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 }
 
 step "Python package: the extension and python/tessel in a venv, pytest python/tests" python_tests
 free_for_later_steps "$target_dir/debug" "$target_dir/nostd-check" "$target_dir/capi-examples" \
-    "$target_dir/python-venv"
+    "$target_dir/python-venv" "$target_dir/wheels"
 
 # --- NEON under qemu --------------------------------------------------------------------------
 
