@@ -15,6 +15,7 @@ use crate::layers::{
 };
 use crate::model::{Model, Source};
 use crate::plan::{ArenaPlan, Carved, Phase, SearchParts};
+use crate::search::Lineage;
 
 /// Where a session stands between calls.
 #[derive(Clone, Copy, Debug, Default)]
@@ -450,6 +451,7 @@ pub(crate) fn reorder(
     arena: &mut [f32],
     (slot, position): (usize, usize),
     parents: (Tokens<'_>, usize),
+    lineage: Option<Lineage>,
 ) -> Result<(), KernelError> {
     let r = plan.layout.carve(arena, Phase::Narrow).regions;
     let group = Group {
@@ -460,7 +462,13 @@ pub(crate) fn reorder(
     let parents = parents
         .0
         .of(r.beam_parents, (&group, 0), plan.limits.max_beam)?;
-    KvCache::new(r.k_cache, r.v_cache, plan.kv).reorder(slot, parents, position, r.reorder_stage);
+    let (beams, tgt) = (plan.limits.max_beam, plan.limits.max_tgt_len);
+    let state = SearchParts::sizes(beams, tgt).total();
+    let search = &mut r.search[slot * state..(slot + 1) * state];
+    let mut differing =
+        |b: usize, p: usize| lineage.and_then(|lineage| lineage.differing(search, beams, b, p));
+    let mut cache = KvCache::new(r.k_cache, r.v_cache, plan.kv);
+    cache.reorder(slot, parents, position, r.reorder_stage, &mut differing);
     Ok(())
 }
 

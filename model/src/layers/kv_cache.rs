@@ -86,14 +86,27 @@ impl<'a> KvCache<'a> {
     }
 
     /// Makes beam `i` of slot `slot` continue the history of its beam `parents[i]` for the
-    /// first `used` positions of every layer. `stage` holds at least
-    /// `parents.len() · positions · width` elements; `slot` must be `< layout.slots` and parents
-    /// `< layout.beams` (checked by the caller).
-    pub fn reorder(&mut self, slot: usize, parents: &[u32], used: usize, stage: &mut [f32]) {
-        let beam = self.layout.beam_len();
-        let used = used * self.layout.width;
+    /// first `used` positions of every layer. `differing(i, parents[i])` says how many of the
+    /// last positions a moved beam must take (`None`: all `used`), when the caller knows the
+    /// rest already agree. `stage` holds at least `parents.len() · positions · width` elements;
+    /// `slot` must be `< layout.slots` and parents `< layout.beams` (checked by the caller).
+    pub fn reorder(
+        &mut self,
+        slot: usize,
+        parents: &[u32],
+        used: usize,
+        stage: &mut [f32],
+        differing: &mut dyn FnMut(usize, usize) -> Option<usize>,
+    ) {
+        let (beam, width) = (self.layout.beam_len(), self.layout.width);
         let moved = |b: usize| b < parents.len() && parents[b] as usize != b;
         let (layer_len, slot_len) = (self.layout.layer_len(), self.layout.slot_len());
+        // Each moved beam's span of elements to take: its differing positions, up to `used`.
+        let span = |differing: &mut dyn FnMut(usize, usize) -> Option<usize>, b: usize| {
+            let p = parents[b] as usize;
+            let from = differing(b, p).map_or(0, |tail| used - tail.min(used));
+            from * width..used * width
+        };
         for block in [&mut *self.k, &mut *self.v] {
             for layer in block.chunks_exact_mut(layer_len) {
                 let layer = &mut layer[slot * slot_len..(slot + 1) * slot_len];
@@ -101,8 +114,10 @@ impl<'a> KvCache<'a> {
                 for (b, &p) in parents.iter().enumerate() {
                     let p = p as usize;
                     if moved(b) && moved(p) {
-                        stage[b * beam..b * beam + used]
-                            .copy_from_slice(&layer[p * beam..p * beam + used]);
+                        let span = span(differing, b);
+                        let (dst, src) = (b * beam, p * beam);
+                        stage[dst + span.start..dst + span.end]
+                            .copy_from_slice(&layer[src + span.start..src + span.end]);
                     }
                 }
                 for (b, &p) in parents.iter().enumerate() {
@@ -110,11 +125,13 @@ impl<'a> KvCache<'a> {
                     if !moved(b) {
                         continue;
                     }
-                    let dst = b * beam;
+                    let span = span(differing, b);
+                    let (dst, src) = (b * beam, p * beam);
+                    let to = dst + span.start..dst + span.end;
                     if moved(p) {
-                        layer[dst..dst + used].copy_from_slice(&stage[dst..dst + used]);
+                        layer[to.clone()].copy_from_slice(&stage[to]);
                     } else {
-                        layer.copy_within(p * beam..p * beam + used, dst);
+                        layer.copy_within(src + span.start..src + span.end, to.start);
                     }
                 }
             }
@@ -360,5 +377,105 @@ impl<'a> CrossMemory<'a> {
                 MemoryKv::F16(kv.slice_cols(0, width)?, kv.slice_cols(width, width)?)
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAYOUT: KvLayout = KvLayout {
+        layers: 2,
+        slots: 2,
+        beams: 4,
+        positions: 6,
+        width: 3,
+    };
+
+    /// A cache whose every element names its layer, slot, beam and position, except that
+    /// beams 1 and 3 of slot 1 hold beam 2's first 4 positions (a shared history).
+    fn filled() -> Vec<f32> {
+        let mut cache = vec![0.0; LAYOUT.layers * LAYOUT.layer_len()];
+        for (i, value) in cache.iter_mut().enumerate() {
+            let column = i % LAYOUT.width;
+            let position = i / LAYOUT.width % LAYOUT.positions;
+            let beam = i / LAYOUT.beam_len() % LAYOUT.beams;
+            let slot = i / LAYOUT.slot_len() % LAYOUT.slots;
+            let layer = i / LAYOUT.layer_len();
+            let shared = slot == 1 && (beam == 1 || beam == 3) && position < 4;
+            let beam = if shared { 2 } else { beam };
+            let name = (((layer * 10 + slot) * 10 + beam) * 10 + position) * 10 + column;
+            *value = name as f32;
+        }
+        cache
+    }
+
+    /// Slot 1's cache after its beams continue `parents` as a full copy of `used` positions.
+    fn copied(cache: &[f32], parents: &[u32], used: usize) -> Vec<f32> {
+        let mut out = cache.to_vec();
+        let (beam, slot_len) = (LAYOUT.beam_len(), LAYOUT.slot_len());
+        for layer in 0..LAYOUT.layers {
+            let base = layer * LAYOUT.layer_len() + slot_len;
+            for (b, &p) in parents.iter().enumerate() {
+                let (dst, src) = (base + b * beam, base + p as usize * beam);
+                let n = used * LAYOUT.width;
+                out[dst..dst + n].copy_from_slice(&cache[src..src + n]);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn reordering_only_the_differing_positions_equals_a_full_copy() {
+        // Beam 0 takes beam 2's history (a cycle with beam 2 taking beam 3's: both staged),
+        // beams 1 and 3 take beam 2's and differ only in their last position, beam 2 takes
+        // beam 3's: they agree on the first 4 of the 5 used positions.
+        let parents = [2, 2, 3, 2];
+        let used = 5;
+        let differing = |b: usize, p: usize| match (b, p) {
+            (1 | 3, 2) | (2, 3) => Some(1),
+            _ => None,
+        };
+        let (k, v) = (filled(), filled());
+        let expected = copied(&k, &parents, used);
+        let (mut k, mut v) = (k, v);
+        let mut stage = vec![f32::NAN; LAYOUT.slot_len()];
+        let mut cache = KvCache::new(&mut k, &mut v, LAYOUT);
+        cache.reorder(1, &parents, used, &mut stage, &mut |b, p| differing(b, p));
+        assert_eq!(k, expected);
+        assert_eq!(v, expected);
+    }
+
+    #[test]
+    fn without_a_lineage_every_used_position_is_copied() {
+        let parents = [1, 0, 0, 3];
+        let (mut k, mut v) = (filled(), filled());
+        let expected = copied(&k, &parents, 6);
+        let mut stage = vec![f32::NAN; LAYOUT.slot_len()];
+        KvCache::new(&mut k, &mut v, LAYOUT).reorder(1, &parents, 6, &mut stage, &mut |_, _| None);
+        assert_eq!(k, expected);
+        assert_eq!(v, expected);
+    }
+
+    #[test]
+    fn positions_the_lineage_calls_shared_are_left_as_they_are() {
+        // Beam 0 takes beam 1 (which does not agree with it): told that only the last of 5
+        // positions differs, it keeps its own first 4.
+        let parents = [1, 1, 2, 3];
+        let (mut k, mut v) = (filled(), filled());
+        let before = k.clone();
+        let mut stage = vec![f32::NAN; LAYOUT.slot_len()];
+        let mut differing = |_: usize, _: usize| Some(1);
+        KvCache::new(&mut k, &mut v, LAYOUT).reorder(1, &parents, 5, &mut stage, &mut differing);
+        let full = copied(&before, &parents, 5);
+        let row = LAYOUT.layer_len() + LAYOUT.slot_len();
+        let (kept, taken) = (
+            row..row + 4 * LAYOUT.width,
+            row + 4 * LAYOUT.width..row + 15,
+        );
+        assert_eq!(k[kept.clone()], before[kept.clone()]);
+        assert_ne!(k[kept.clone()], full[kept]);
+        assert_eq!(k[taken.clone()], full[taken]);
+        assert_eq!(k, v);
     }
 }

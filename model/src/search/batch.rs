@@ -256,9 +256,9 @@ impl<M: ModelRef> Batch<M> {
             }
             Ok(Next::Done) => state.done = true,
             Ok(Next::Same) => {}
-            Ok(Next::Reordered(kept)) => {
+            Ok(Next::Reordered(kept, lineage)) => {
                 let at = (slot, state.state.position);
-                forward::reorder(plan, arena, at, (Tokens::Staged, kept))?;
+                forward::reorder(plan, arena, at, (Tokens::Staged, kept), Some(lineage))?;
                 state.state.active = kept;
             }
         }

@@ -54,7 +54,7 @@ use crate::plan::Limits;
 use crate::session::{check_tokens, Arena, ModelRef, RunError, Session};
 use state::State;
 use step::Next;
-pub(crate) use step::Search;
+pub(crate) use step::{Lineage, Search};
 
 /// Checks search options against the plan's limits.
 fn check_search(options: &SearchOptions, limits: Limits) -> Result<(), RunError> {
@@ -173,7 +173,9 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             match search.step(step, self.search_buffers(), &mut process)? {
                 Next::Done => break,
                 Next::Same => {}
-                Next::Reordered(kept) => self.reorder(Tokens::Staged, kept)?,
+                Next::Reordered(kept, lineage) => {
+                    self.reorder(Tokens::Staged, kept, Some(lineage))?
+                }
             }
         }
         Ok(self.finished(search.tally.finished))

@@ -23,7 +23,54 @@ pub(super) enum Next {
     /// The one hypothesis goes on as it is.
     Same,
     /// This many live hypotheses go on, in the order of the step's parents.
-    Reordered(usize),
+    Reordered(usize, Lineage),
+}
+
+/// The live hypotheses before a beam step, which tell how much of each reordered cache row
+/// already holds its parent's: rows `b` and `p` computed the same cache positions for the
+/// tokens their histories share. Every live hypothesis is distinct (each continues a distinct
+/// one with its own token, from one at the start), so a shared history of `n` tokens was one
+/// hypothesis whose rows were computed once and copied exactly: the two rows agree, bit for
+/// bit, on every position up to the `n`-th generated one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Lineage {
+    /// Which of the two histories held them.
+    history: usize,
+    /// Tokens each had: the step's index.
+    len: usize,
+    /// How many there were: the rows with a cache of their own.
+    live: usize,
+    /// Stride of the histories.
+    tgt: usize,
+}
+
+impl Lineage {
+    /// How many of its last cache positions row `b` must take from row `p` (both below the
+    /// step's rows) to hold what `p` holds, given the slot's search state `search` (a
+    /// [`SearchParts`](crate::plan::SearchParts) region planned for `max_beam`): the
+    /// generated tokens after their common history; every position before them (the forced
+    /// start, the same in every row) and those of the common history already agree. `None`:
+    /// all of them, for a row that had no hypothesis.
+    pub(crate) fn differing(
+        &self,
+        search: &mut [f32],
+        max_beam: usize,
+        b: usize,
+        p: usize,
+    ) -> Option<usize> {
+        if b >= self.live || p >= self.live {
+            return None;
+        }
+        let [even, odd] = State::new(search, max_beam, self.tgt).history;
+        let history = if self.history == 0 { even } else { odd };
+        let (row_b, row_p) = (b * self.tgt, p * self.tgt);
+        let common = history[row_b..row_b + self.len]
+            .iter()
+            .zip(&history[row_p..row_p + self.len])
+            .take_while(|(x, y)| x == y)
+            .count();
+        Some(self.len - common)
+    }
 }
 
 /// A search's settings, and what it carries from one step to the next.
@@ -187,10 +234,16 @@ impl Search {
             last: step + 1 == options.max_steps,
         };
         let kept = self.select(st, &at, parents, step_tokens);
+        let lineage = Lineage {
+            history: self.cur,
+            len: step,
+            live: self.live,
+            tgt: self.tgt,
+        };
         self.cur = 1 - self.cur;
         if !at.last && kept > 0 && !self.stops(st, at.len()) {
             self.live = kept;
-            return Ok(Next::Reordered(kept));
+            return Ok(Next::Reordered(kept, lineage));
         }
         if self.rules == BeamRules::Plain && at.last {
             self.finish_live(st, kept, step);

@@ -3,6 +3,7 @@
 
 use super::{check_tokens, Arena, ModelRef, RunError, Session};
 use crate::forward::{self, Tokens};
+use crate::search::Lineage;
 
 impl<M: ModelRef, A: Arena> Session<M, A> {
     /// Checks a decoder step of one token per beam against the session state.
@@ -232,13 +233,21 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         if let Some(&parent) = parents.iter().find(|&&p| p as usize >= active) {
             return Err(RunError::BadParent { parent, active });
         }
-        self.reorder(Tokens::Given(parents), parents.len())
+        self.reorder(Tokens::Given(parents), parents.len(), None)
     }
 
-    /// Reorders the cache by the `beams` `parents` (already validated).
-    pub(crate) fn reorder(&mut self, parents: Tokens<'_>, beams: usize) -> Result<(), RunError> {
+    /// Reorders the cache by the `beams` `parents` (already validated); with the search's
+    /// `lineage`, only the positions where a row's history differs from its parent's are
+    /// copied.
+    pub(crate) fn reorder(
+        &mut self,
+        parents: Tokens<'_>,
+        beams: usize,
+        lineage: Option<Lineage>,
+    ) -> Result<(), RunError> {
         let at = (0, self.state.position);
-        forward::reorder(&self.plan, self.arena.as_mut(), at, (parents, beams))?;
+        let parents = (parents, beams);
+        forward::reorder(&self.plan, self.arena.as_mut(), at, parents, lineage)?;
         self.state.active = beams;
         Ok(())
     }
