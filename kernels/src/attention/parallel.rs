@@ -282,6 +282,86 @@ fn run_claimed(
     Ok(())
 }
 
+/// Independent calls over runs of an output's rows (each beam of a decoder step attending its
+/// own cache, each sequence of a batch its own encoder memory) spread over `parallel`'s
+/// threads. Unit `u` of `units` owns rows `first_row(u)..first_row(u + 1)` of `out` (from 0 to
+/// `out.rows()`, never decreasing); the units are cut into as many contiguous runs as there are
+/// threads (fewer when there are fewer units, or when `scratch` holds fewer parts of `part`
+/// floats), and each run's task calls `each(u, rows, own)` for its units in order, with `rows`
+/// the unit's rows of `out` and `own` the task's own `part` floats of `scratch`. Each unit is
+/// computed by the one call `each` makes for it whatever the split, so the results do not
+/// depend on the thread count. A failing call ends its run and the whole call returns an
+/// error; the other runs finish.
+pub fn per_unit(
+    parallel: &dyn Parallel,
+    (units, first_row): (usize, &(dyn Fn(usize) -> usize + Sync)),
+    out: ViewMut<'_>,
+    (scratch, part): (&mut [f32], usize),
+    each: &(dyn Fn(usize, ViewMut<'_>, &mut [f32]) -> Result<(), KernelError> + Sync),
+) -> Result<(), KernelError> {
+    if scratch.len() < part {
+        return Err(KernelError::ScratchTooSmall {
+            needed: part,
+            got: scratch.len(),
+        });
+    }
+    let tasks = parallel
+        .threads()
+        .clamp(1, MAX_TASKS)
+        .min(units)
+        .min(scratch.len() / part.max(1))
+        .max(1);
+    // Each task's rows, fixed here: a task only ever writes inside its own.
+    let mut bounds = [0; MAX_TASKS + 1];
+    for (t, bound) in bounds[..=tasks].iter_mut().enumerate() {
+        *bound = first_row(t * units / tasks);
+    }
+    let ordered = bounds[..=tasks].windows(2).all(|w| w[0] <= w[1]);
+    if bounds[0] != 0 || bounds[tasks] != out.rows() || !ordered {
+        return Err(KernelError::InvalidArgument(
+            "units that do not cover the output",
+        ));
+    }
+    let (stride, cols, len) = (out.stride, out.cols(), out.data.len());
+    let out_base = Base(out.data.as_mut_ptr());
+    let scratch_base = Base(scratch.as_mut_ptr());
+    run_claimed(parallel, tasks, &|t| {
+        for unit in t * units / tasks..(t + 1) * units / tasks {
+            let rows = first_row(unit)..first_row(unit + 1);
+            if rows.start < bounds[t] || rows.start > rows.end || rows.end > bounds[t + 1] {
+                return Err(KernelError::InvalidArgument(
+                    "a unit's rows outside its run",
+                ));
+            }
+            if rows.is_empty() {
+                continue;
+            }
+            let span = (rows.len() - 1) * stride + cols;
+            let start = rows.start * stride;
+            if start + span > len {
+                return Err(KernelError::InvalidArgument(
+                    "a unit's rows outside the output",
+                ));
+            }
+            // SAFETY: `out.data` and `scratch` are borrowed mutably for this whole function.
+            // The claim of `t` gives this task alone the rows `bounds[t]..bounds[t + 1]`
+            // (ordered, so the tasks' rows are disjoint), and the unit's rows lie inside them
+            // (tested above): they span up to the run's next row at most (`stride >= cols`, as
+            // in every `ViewMut`), inside `out.data` (tested above). The task's own `part` of
+            // the scratch lies inside it (`tasks · part <= scratch.len()`). Each unit's borrows
+            // end before the next unit's begin.
+            let (out_rows, own) = unsafe {
+                (
+                    out_base.part(start, span),
+                    scratch_base.part(t * part, part),
+                )
+            };
+            each(unit, ViewMut::new(out_rows, rows.len(), cols, stride)?, own)?;
+        }
+        Ok(())
+    })
+}
+
 /// The prefill split: task `t` attends rows `bounds[t]..bounds[t + 1]` into those output rows.
 fn by_rows<E: KvElement>(
     call: &Call<'_, E>,

@@ -5,6 +5,7 @@
 
 use half::f16;
 use proptest::prelude::*;
+use tessel_kernels::attention::per_unit;
 use tessel_kernels::attention::{
     attention, attention_parallel, attention_parallel_scratch, attention_parallel_scratch_kv,
     attention_scratch, attention_scratch_kv, attention_split, default_scale, AttentionShape, Bias,
@@ -1328,4 +1329,102 @@ fn a_short_last_run_joins_the_run_before_empty_ones() {
             }
         });
     }
+}
+
+/// `per_unit` over units of 0–3 rows in a strided output: each unit is called once with its
+/// own rows, each task with its own part of the scratch, whatever the runner.
+#[test]
+fn per_unit_gives_each_unit_its_rows_and_each_task_its_scratch() {
+    let sizes = [2usize, 0, 3, 1, 1, 0, 2, 3, 1];
+    let first_row = |unit: usize| sizes[..unit].iter().sum::<usize>();
+    let (rows, cols, stride, part) = (first_row(sizes.len()), 3, 5, 4);
+    let run = |parallel: &dyn Parallel, scratch_parts: usize| {
+        let mut out = vec![f32::NAN; rows * stride];
+        let mut scratch = vec![0.0f32; scratch_parts * part];
+        let view = ViewMut::new(&mut out, rows, cols, stride).unwrap();
+        per_unit(
+            parallel,
+            (sizes.len(), &first_row),
+            view,
+            (&mut scratch, part),
+            &|unit, mut rows, own| {
+                assert_eq!(rows.rows(), sizes[unit]);
+                own[0] += 1.0;
+                for r in 0..rows.rows() {
+                    rows.row_mut(r).unwrap().fill(unit as f32);
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+        (out, scratch)
+    };
+    for (parallel, parts) in [
+        (&Threads::new(3) as &dyn Parallel, 3),
+        (&Threads::new(4), 2),
+        (&Reversed(2), 8),
+        (
+            &Faulty {
+                skip_last: false,
+                threads: 3,
+            },
+            3,
+        ),
+    ] {
+        let (out, scratch) = run(parallel, parts);
+        for (unit, &size) in sizes.iter().enumerate() {
+            for r in first_row(unit)..first_row(unit) + size {
+                assert!(out[r * stride..r * stride + cols]
+                    .iter()
+                    .all(|&x| x == unit as f32));
+                assert!(out[r * stride + cols..(r + 1) * stride]
+                    .iter()
+                    .all(|x| x.is_nan()));
+            }
+        }
+        // Every unit ran once, each in one task's part.
+        let calls: f32 = scratch.chunks(part).map(|p| p[0]).sum();
+        assert_eq!(calls, sizes.iter().filter(|&&s| s > 0).count() as f32);
+    }
+}
+
+/// `per_unit` refuses units that do not cover the output in order, a scratch without one part,
+/// a runner that skips a task, and reports a failing call.
+#[test]
+fn per_unit_refuses_bad_units_and_reports_failures() {
+    let mut out = vec![0.0f32; 12];
+    let mut scratch = vec![0.0f32; 8];
+    let threads = Threads::new(2);
+    let ok = |_: usize, _: ViewMut<'_>, _: &mut [f32]| Ok(());
+    let mut call = |units: (usize, &(dyn Fn(usize) -> usize + Sync)),
+                    parallel: &dyn Parallel,
+                    scratch: &mut [f32],
+                    each: &(dyn Fn(usize, ViewMut<'_>, &mut [f32]) -> Result<(), KernelError>
+                          + Sync)| {
+        let view = ViewMut::new(&mut out, 4, 3, 3).unwrap();
+        per_unit(parallel, units, view, (scratch, 4), each)
+    };
+    let short = |u: usize| u.min(3);
+    let backwards = |u: usize| [0, 3, 1, 4][u];
+    assert!(call((3, &short), &threads, &mut scratch, &ok).is_err());
+    assert!(call((3, &backwards), &threads, &mut scratch, &ok).is_err());
+    let even = |u: usize| 2 * u;
+    assert!(matches!(
+        call((2, &even), &threads, &mut scratch[..3], &ok),
+        Err(KernelError::ScratchTooSmall { needed: 4, got: 3 })
+    ));
+    let skip = Faulty {
+        skip_last: true,
+        threads: 2,
+    };
+    assert!(call((2, &even), &skip, &mut scratch, &ok).is_err());
+    let fail = |u: usize, _: ViewMut<'_>, _: &mut [f32]| {
+        if u == 1 {
+            Err(KernelError::InvalidArgument("unit 1"))
+        } else {
+            Ok(())
+        }
+    };
+    assert!(call((2, &even), &threads, &mut scratch, &fail).is_err());
+    assert!(call((2, &even), &threads, &mut scratch, &ok).is_ok());
 }
