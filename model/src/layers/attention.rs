@@ -10,6 +10,7 @@
 use half::f16;
 use tessel_kernels::activation::Activation;
 use tessel_kernels::attention::{self as flash, KvElement, Mask};
+use tessel_kernels::gemm::Sequential;
 use tessel_kernels::softmax::softmax_in_place;
 use tessel_kernels::{Isa, KernelError, ScratchSpec, View, ViewMut};
 
@@ -70,6 +71,21 @@ impl Heads {
         })
     }
 
+    /// Scratch of one call of at most `q_rows` queries over at most `kv_len` keys on one
+    /// thread, at every ISA level this machine runs, with `f32` or `f16` keys: one part of
+    /// [`attend_units`].
+    pub fn unit_scratch(&self, q_rows: usize, kv_len: usize) -> usize {
+        let shape = self.shape(q_rows, kv_len);
+        Isa::supported()
+            .map(|isa| {
+                let f32s = flash::attention_parallel_scratch(isa, &shape, 1).len();
+                let f16s = flash::attention_parallel_scratch_kv::<f16>(isa, &shape, 1).len();
+                f32s.max(f16s)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// `out = softmax(scale · q·kᵀ + mask) · v` per head for the rows of `q` (and of `out`)
     /// over the rows of `k` and `v`; every row is `heads × d_head` wide.
     pub fn attend<E: KvElement>(
@@ -98,6 +114,42 @@ impl Heads {
             scratch,
         )
     }
+}
+
+/// Runs `units` independent attention calls over runs of `out`'s rows (unit `u` owns rows
+/// `first_row(u)..first_row(u + 1)`): `call(u, run, rows, scratch)`. With two or more threads
+/// and units, and room in `scratch` for a `part` per thread ([`Heads::unit_scratch`]), the
+/// units are spread over the threads ([`flash::per_unit`]) and each call runs on one thread;
+/// otherwise they run in order on the calling thread with `run`, each call free to spread its
+/// heads over the threads. A call computes the same bits either way.
+pub fn attend_units(
+    run: Run<'_>,
+    (units, first_row): (usize, &(dyn Fn(usize) -> usize + Sync)),
+    out: ViewMut<'_>,
+    (scratch, part): (&mut [f32], usize),
+    call: &(dyn Fn(usize, Run<'_>, ViewMut<'_>, &mut [f32]) -> Result<(), KernelError> + Sync),
+) -> Result<(), KernelError> {
+    let threads = run.parallel.threads();
+    if threads < 2 || units < 2 || scratch.len() < part.saturating_mul(2) {
+        let mut out = out;
+        for unit in 0..units {
+            let rows = first_row(unit)..first_row(unit + 1);
+            let rows = out.reborrow().slice_rows(rows.start, rows.len())?;
+            call(unit, run, rows, &mut *scratch)?;
+        }
+        return Ok(());
+    }
+    let single = Run {
+        isa: run.isa,
+        parallel: &Sequential,
+    };
+    flash::per_unit(
+        run.parallel,
+        (units, first_row),
+        out,
+        (scratch, part),
+        &|unit, rows, own| call(unit, single, rows, own),
+    )
 }
 
 impl Heads {

@@ -16,6 +16,7 @@ use tessel_kernels::attention::{Bias, BiasLayout, Mask};
 use tessel_kernels::{KernelError, ScratchSpec};
 use tessel_kernels::{View, ViewMut};
 
+use super::attention::attend_units;
 use super::{
     CrossAttention, CrossMemory, FeedForward, Group, Heads, LayerCache, Linear, Norm, Run,
     SelfAttention, StepBias,
@@ -372,18 +373,24 @@ impl<'w> Block<'w> {
         let q = ViewMut::new(&mut *work.cross_q, rows, a, a)?;
         cross.project_query(run, input, q, scratch)?;
         let q = View::new(&*work.cross_q, rows, a, a)?;
-        let mut out = ViewMut::new(&mut *work.attn, rows, a, a)?;
-        let mut row0 = 0;
-        for group in groups {
+        let out = ViewMut::new(&mut *work.attn, rows, a, a)?;
+        check_rows(groups.iter().map(|g| g.rows).sum(), rows)?;
+        // Each sequence attends its own encoder memory: one call a group.
+        let beams = groups.iter().map(|g| g.rows).max().unwrap_or(0);
+        let longest = groups.iter().map(|g| g.src_len).max().unwrap_or(0);
+        let part = cross.heads().unit_scratch(beams, longest);
+        let first_row = |unit: usize| groups.iter().take(unit).map(|g| g.rows).sum();
+        let units = (groups.len(), &first_row as &(dyn Fn(usize) -> usize + Sync));
+        attend_units(run, units, out, (scratch, part), &|unit, run, out, own| {
+            let group = groups.get(unit).ok_or(KernelError::InvalidArgument(
+                "a unit outside the step's groups",
+            ))?;
             let kv = memory
                 .memory
                 .layer(group.slot, memory.layer, group.src_len)?;
-            let q = q.slice_rows(row0, group.rows)?;
-            let out = out.reborrow().slice_rows(row0, group.rows)?;
-            cross.attend_memory(run, q, kv, out, scratch)?;
-            row0 += group.rows;
-        }
-        check_rows(row0, rows)?;
+            let q = q.slice_rows(first_row(unit), group.rows)?;
+            cross.attend_memory(run, q, kv, out, own)
+        })?;
         self.close_attention(run, rows, work, scratch, (norm, cross.output()))
     }
 
@@ -456,23 +463,33 @@ impl<'w> Block<'w> {
                 bias,
             } => {
                 let mut row0 = 0;
-                for (index, group) in groups.iter().enumerate() {
-                    let (slot, position) = (group.slot, group.position);
-                    let bias = bias.map(|b| b.group(index, position + 1)).transpose()?;
-                    let mask = Mask { bias, ..Mask::NONE };
+                for group in groups {
                     for beam in 0..group.rows {
                         let (k, v) = (k.slice_rows(row0 + beam, 1)?, v.slice_rows(row0 + beam, 1)?);
-                        cache.write((slot, beam), position, k, v)?;
-                    }
-                    for beam in 0..group.rows {
-                        let r = row0 + beam;
-                        let (k, v) = cache.beam((slot, beam), position + 1)?;
-                        let out = attn.reborrow().slice_rows(r, 1)?;
-                        heads.attend(run, (q.slice_rows(r, 1)?, k, v), &mask, out, scratch)?;
+                        cache.write((group.slot, beam), group.position, k, v)?;
                     }
                     row0 += group.rows;
                 }
                 check_rows(row0, rows)?;
+                // Each row attends its own beam's cache: one call a row.
+                let cache = &cache;
+                let longest = groups.iter().map(|g| g.position + 1).max().unwrap_or(0);
+                let part = heads.unit_scratch(1, longest);
+                let row = |r: usize| r;
+                attend_units(
+                    run,
+                    (rows, &row),
+                    attn,
+                    (scratch, part),
+                    &|r, run, out, own| {
+                        let (index, beam, group) = locate(groups, r)?;
+                        let Group { slot, position, .. } = group;
+                        let bias = bias.map(|b| b.group(index, position + 1)).transpose()?;
+                        let mask = Mask { bias, ..Mask::NONE };
+                        let (k, v) = cache.beam((slot, beam), position + 1)?;
+                        heads.attend(run, (q.slice_rows(r, 1)?, k, v), &mask, out, own)
+                    },
+                )?;
             }
             SelfMode::Prefix {
                 mut cache,
@@ -508,6 +525,21 @@ fn corner(bias: Bias<'_>, longest: usize, rows: usize) -> Bias<'_> {
         },
         BiasLayout::Dense => bias,
     }
+}
+
+/// The group of `groups` that row `row` of a step belongs to: its index, the row's beam in it,
+/// and the group.
+fn locate(groups: &[Group], row: usize) -> Result<(usize, usize, Group), KernelError> {
+    let mut first = 0;
+    for (index, group) in groups.iter().enumerate() {
+        if row < first + group.rows {
+            return Ok((index, row - first, *group));
+        }
+        first += group.rows;
+    }
+    Err(KernelError::InvalidArgument(
+        "a row outside the step's groups",
+    ))
 }
 
 /// A pass's groups must cover its rows exactly.

@@ -138,22 +138,29 @@ fn audio_slots_decode_as_a_session_alone() {
     let (model, tokens) = model();
     let mels = features(model.config());
     let starts = starts(tokens);
+    // On one thread and on three (the slots' attention calls spread over them).
     for_each_isa(|isa| {
-        let mut batch = Batch::new(&model, isa, limits(&model)).expect("batch");
-        // Encoded out of slot order.
-        for slot in [2, 0, 1] {
-            batch.encode_audio(slot, &mels[slot]).expect("encode");
-            assert_eq!(batch.source_len(slot), Some(FRAMES[slot] / 2));
-        }
-        for beam in [1, 2] {
-            let want = alone(&model, isa, &mels, &starts, beam);
-            let mut requests: Vec<_> = (0..3)
-                .map(|slot| Request::new(options(slot, beam)).prefix(&starts[slot]))
-                .collect();
-            batch.generate(&mut requests).expect("batched search");
-            for (slot, want) in want.iter().enumerate() {
-                let got = best(batch.hypotheses(slot).expect("hypotheses"));
-                assert_eq!(&got, want, "{isa}, beam {beam}, slot {slot}");
+        for threads in [1, 3] {
+            let limits = limits(&model).with_threads(threads);
+            let mut batch = Batch::new(&model, isa, limits).expect("batch");
+            // Encoded out of slot order.
+            for slot in [2, 0, 1] {
+                batch.encode_audio(slot, &mels[slot]).expect("encode");
+                assert_eq!(batch.source_len(slot), Some(FRAMES[slot] / 2));
+            }
+            for beam in [1, 2] {
+                let want = alone(&model, isa, &mels, &starts, beam);
+                let mut requests: Vec<_> = (0..3)
+                    .map(|slot| Request::new(options(slot, beam)).prefix(&starts[slot]))
+                    .collect();
+                batch.generate(&mut requests).expect("batched search");
+                for (slot, want) in want.iter().enumerate() {
+                    let got = best(batch.hypotheses(slot).expect("hypotheses"));
+                    assert_eq!(
+                        &got, want,
+                        "{isa}, {threads} threads, beam {beam}, slot {slot}"
+                    );
+                }
             }
         }
     });
