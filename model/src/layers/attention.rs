@@ -116,21 +116,33 @@ impl Heads {
     }
 }
 
+/// When [`attend_units`] spreads its units over the threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spread {
+    /// Whenever there are two threads and two units or more: for calls too small to split
+    /// their heads (one query over a beam's cache).
+    Always,
+    /// Only when every thread gets as many units: for calls that otherwise split their heads
+    /// evenly over the threads (a sequence's beams over its encoder memory).
+    Even,
+}
+
 /// Runs `units` independent attention calls over runs of `out`'s rows (unit `u` owns rows
-/// `first_row(u)..first_row(u + 1)`): `call(u, run, rows, scratch)`. With two or more threads
-/// and units, and room in `scratch` for a `part` per thread ([`Heads::unit_scratch`]), the
-/// units are spread over the threads ([`flash::per_unit`]) and each call runs on one thread;
-/// otherwise they run in order on the calling thread with `run`, each call free to spread its
-/// heads over the threads. A call computes the same bits either way.
+/// `first_row(u)..first_row(u + 1)`): `call(u, run, rows, scratch)`. When `spread` allows it
+/// and `scratch` has room for a `part` per thread ([`Heads::unit_scratch`]), the units are
+/// spread over the threads ([`flash::per_unit`]) and each call runs on one thread; otherwise
+/// they run in order on the calling thread with `run`, each call free to spread its heads over
+/// the threads. A call computes the same bits either way.
 pub fn attend_units(
     run: Run<'_>,
-    (units, first_row): (usize, &(dyn Fn(usize) -> usize + Sync)),
+    (units, first_row, spread): (usize, &(dyn Fn(usize) -> usize + Sync), Spread),
     out: ViewMut<'_>,
     (scratch, part): (&mut [f32], usize),
     call: &(dyn Fn(usize, Run<'_>, ViewMut<'_>, &mut [f32]) -> Result<(), KernelError> + Sync),
 ) -> Result<(), KernelError> {
     let threads = run.parallel.threads();
-    if threads < 2 || units < 2 || scratch.len() < part.saturating_mul(2) {
+    let even = spread == Spread::Always || units % threads.max(1) == 0;
+    if threads < 2 || units < 2 || !even || scratch.len() < part.saturating_mul(2) {
         let mut out = out;
         for unit in 0..units {
             let rows = first_row(unit)..first_row(unit + 1);

@@ -16,7 +16,7 @@ use tessel_kernels::attention::{Bias, BiasLayout, Mask};
 use tessel_kernels::{KernelError, ScratchSpec};
 use tessel_kernels::{View, ViewMut};
 
-use super::attention::attend_units;
+use super::attention::{attend_units, Spread};
 use super::{
     CrossAttention, CrossMemory, FeedForward, Group, Heads, LayerCache, Linear, Norm, Run,
     SelfAttention, StepBias,
@@ -380,7 +380,7 @@ impl<'w> Block<'w> {
         let longest = groups.iter().map(|g| g.src_len).max().unwrap_or(0);
         let part = cross.heads().unit_scratch(beams, longest);
         let first_row = |unit: usize| groups.iter().take(unit).map(|g| g.rows).sum();
-        let units = (groups.len(), &first_row as &(dyn Fn(usize) -> usize + Sync));
+        let units = (groups.len(), &first_row as _, Spread::Even);
         attend_units(run, units, out, (scratch, part), &|unit, run, out, own| {
             let group = groups.get(unit).ok_or(KernelError::InvalidArgument(
                 "a unit outside the step's groups",
@@ -478,7 +478,7 @@ impl<'w> Block<'w> {
                 let row = |r: usize| r;
                 attend_units(
                     run,
-                    (rows, &row),
+                    (rows, &row, Spread::Always),
                     attn,
                     (scratch, part),
                     &|r, run, out, own| {
