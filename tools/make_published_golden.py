@@ -55,6 +55,37 @@ MAX_NEW = 10
 SAMPLED = 224
 TOP = 32
 
+
+def whisper_2022(name, d_model, heads, ffn):
+    """A row of the multilingual Whisper checkpoints published in 2022 (base, small, medium,
+    large-v2): one config.json and generation_config.json layout, their widths apart; the
+    layer counts cut to 2 per stack."""
+    return dict(
+        config={
+            "_name_or_path": name, "activation_dropout": 0.0,
+            "activation_function": "gelu", "architectures": ["WhisperForConditionalGeneration"],
+            "attention_dropout": 0.0, "begin_suppress_tokens": [220, 50257],
+            "bos_token_id": 50257, "d_model": d_model, "decoder_attention_heads": heads,
+            "decoder_ffn_dim": ffn, "decoder_layerdrop": 0.0, "decoder_layers": 2,
+            "decoder_start_token_id": 50258, "dropout": 0.0, "encoder_attention_heads": heads,
+            "encoder_ffn_dim": ffn, "encoder_layerdrop": 0.0, "encoder_layers": 2,
+            "eos_token_id": 50257, "forced_decoder_ids": [[1, 50259], [2, 50359], [3, 50363]],
+            "init_std": 0.02, "is_encoder_decoder": True, "max_length": 448,
+            "max_source_positions": 1500, "max_target_positions": 448, "model_type": "whisper",
+            "num_hidden_layers": 2, "num_mel_bins": 80, "pad_token_id": 50257,
+            "scale_embedding": False, "torch_dtype": "float32",
+            "transformers_version": "4.27.0.dev0", "use_cache": True, "vocab_size": 51865},
+        generation={"begin_suppress_tokens": [220, 50257], "bos_token_id": 50257,
+                    "decoder_start_token_id": 50258, "eos_token_id": 50257,
+                    "is_multilingual": True, "max_initial_timestamp_index": 50,
+                    "max_length": 448, "no_timestamps_token_id": 50363, "pad_token_id": 50257,
+                    "return_timestamps": False, "task_to_id": {"transcribe": 50359,
+                                                               "translate": 50358},
+                    "transformers_version": "4.31.0.dev0"},
+        prompt=[50258, 50259, 50359, 50363], eos=50257, pad=50257, mel=1.0, gain=2.0,
+        embed=0.5, pos=2.0, cross_out=0.1)
+
+
 # The published config.json of each checkpoint, layer counts cut to 2 per stack; the decoding
 # prompt (decoder start, then the forced BOS a user passes: the target language) and source
 # (source language code first where the tokenizer puts it), and the init gains.
@@ -411,104 +442,12 @@ ROWS = {
         cross_out=0.3, rel=1.0, head=1.0, untied_head=True,
         copies=[("encoder.embed_tokens.weight", "shared.weight"),
                 ("decoder.embed_tokens.weight", "shared.weight")]),
-    "whisper-base": dict(
-        config={
-            "_name_or_path": "openai/whisper-base", "activation_dropout": 0.0,
-            "activation_function": "gelu", "architectures": ["WhisperForConditionalGeneration"],
-            "attention_dropout": 0.0, "begin_suppress_tokens": [220, 50257],
-            "bos_token_id": 50257, "d_model": 512, "decoder_attention_heads": 8,
-            "decoder_ffn_dim": 2048, "decoder_layerdrop": 0.0, "decoder_layers": 2,
-            "decoder_start_token_id": 50258, "dropout": 0.0, "encoder_attention_heads": 8,
-            "encoder_ffn_dim": 2048, "encoder_layerdrop": 0.0, "encoder_layers": 2,
-            "eos_token_id": 50257, "forced_decoder_ids": [[1, 50259], [2, 50359], [3, 50363]],
-            "init_std": 0.02, "is_encoder_decoder": True, "max_length": 448,
-            "max_source_positions": 1500, "max_target_positions": 448, "model_type": "whisper",
-            "num_hidden_layers": 2, "num_mel_bins": 80, "pad_token_id": 50257,
-            "scale_embedding": False, "torch_dtype": "float32",
-            "transformers_version": "4.27.0.dev0", "use_cache": True, "vocab_size": 51865},
-        generation={"begin_suppress_tokens": [220, 50257], "bos_token_id": 50257,
-                    "decoder_start_token_id": 50258, "eos_token_id": 50257,
-                    "is_multilingual": True, "max_initial_timestamp_index": 50,
-                    "max_length": 448, "no_timestamps_token_id": 50363, "pad_token_id": 50257,
-                    "return_timestamps": False, "task_to_id": {"transcribe": 50359,
-                                                               "translate": 50358},
-                    "transformers_version": "4.31.0.dev0"},
-        prompt=[50258, 50259, 50359, 50363], eos=50257, pad=50257, mel=1.0, gain=2.0,
-        embed=0.5, pos=2.0, cross_out=0.1),
-    "whisper-large-v2": dict(
-        config={
-            "_name_or_path": "openai/whisper-large-v2", "activation_dropout": 0.0,
-            "activation_function": "gelu", "architectures": ["WhisperForConditionalGeneration"],
-            "attention_dropout": 0.0, "begin_suppress_tokens": [220, 50257],
-            "bos_token_id": 50257, "d_model": 1280, "decoder_attention_heads": 20,
-            "decoder_ffn_dim": 5120, "decoder_layerdrop": 0.0, "decoder_layers": 2,
-            "decoder_start_token_id": 50258, "dropout": 0.0, "encoder_attention_heads": 20,
-            "encoder_ffn_dim": 5120, "encoder_layerdrop": 0.0, "encoder_layers": 2,
-            "eos_token_id": 50257, "forced_decoder_ids": [[1, 50259], [2, 50359], [3, 50363]],
-            "init_std": 0.02, "is_encoder_decoder": True, "max_length": 448,
-            "max_source_positions": 1500, "max_target_positions": 448, "model_type": "whisper",
-            "num_hidden_layers": 2, "num_mel_bins": 80, "pad_token_id": 50257,
-            "scale_embedding": False, "torch_dtype": "float32",
-            "transformers_version": "4.27.0.dev0", "use_cache": True, "vocab_size": 51865},
-        generation={"begin_suppress_tokens": [220, 50257], "bos_token_id": 50257,
-                    "decoder_start_token_id": 50258, "eos_token_id": 50257,
-                    "is_multilingual": True, "max_initial_timestamp_index": 50,
-                    "max_length": 448, "no_timestamps_token_id": 50363, "pad_token_id": 50257,
-                    "return_timestamps": False, "task_to_id": {"transcribe": 50359,
-                                                               "translate": 50358},
-                    "transformers_version": "4.31.0.dev0"},
-        prompt=[50258, 50259, 50359, 50363], eos=50257, pad=50257, mel=1.0, gain=2.0,
-        embed=0.5, pos=2.0, cross_out=0.1),
-    "whisper-small": dict(
-        # 12 encoder and 12 decoder layers cut to 2 each.
-        config={
-            "_name_or_path": "openai/whisper-small", "activation_dropout": 0.0,
-            "activation_function": "gelu", "architectures": ["WhisperForConditionalGeneration"],
-            "attention_dropout": 0.0, "begin_suppress_tokens": [220, 50257],
-            "bos_token_id": 50257, "d_model": 768, "decoder_attention_heads": 12,
-            "decoder_ffn_dim": 3072, "decoder_layerdrop": 0.0, "decoder_layers": 2,
-            "decoder_start_token_id": 50258, "dropout": 0.0, "encoder_attention_heads": 12,
-            "encoder_ffn_dim": 3072, "encoder_layerdrop": 0.0, "encoder_layers": 2,
-            "eos_token_id": 50257, "forced_decoder_ids": [[1, 50259], [2, 50359], [3, 50363]],
-            "init_std": 0.02, "is_encoder_decoder": True, "max_length": 448,
-            "max_source_positions": 1500, "max_target_positions": 448, "model_type": "whisper",
-            "num_hidden_layers": 2, "num_mel_bins": 80, "pad_token_id": 50257,
-            "scale_embedding": False, "torch_dtype": "float32",
-            "transformers_version": "4.27.0.dev0", "use_cache": True, "vocab_size": 51865},
-        generation={"begin_suppress_tokens": [220, 50257], "bos_token_id": 50257,
-                    "decoder_start_token_id": 50258, "eos_token_id": 50257,
-                    "is_multilingual": True, "max_initial_timestamp_index": 50,
-                    "max_length": 448, "no_timestamps_token_id": 50363, "pad_token_id": 50257,
-                    "return_timestamps": False, "task_to_id": {"transcribe": 50359,
-                                                               "translate": 50358},
-                    "transformers_version": "4.31.0.dev0"},
-        prompt=[50258, 50259, 50359, 50363], eos=50257, pad=50257, mel=1.0, gain=2.0,
-        embed=0.5, pos=2.0, cross_out=0.1),
-    "whisper-medium": dict(
-        # 24 encoder and 24 decoder layers cut to 2 each.
-        config={
-            "_name_or_path": "openai/whisper-medium", "activation_dropout": 0.0,
-            "activation_function": "gelu", "architectures": ["WhisperForConditionalGeneration"],
-            "attention_dropout": 0.0, "begin_suppress_tokens": [220, 50257],
-            "bos_token_id": 50257, "d_model": 1024, "decoder_attention_heads": 16,
-            "decoder_ffn_dim": 4096, "decoder_layerdrop": 0.0, "decoder_layers": 2,
-            "decoder_start_token_id": 50258, "dropout": 0.0, "encoder_attention_heads": 16,
-            "encoder_ffn_dim": 4096, "encoder_layerdrop": 0.0, "encoder_layers": 2,
-            "eos_token_id": 50257, "forced_decoder_ids": [[1, 50259], [2, 50359], [3, 50363]],
-            "init_std": 0.02, "is_encoder_decoder": True, "max_length": 448,
-            "max_source_positions": 1500, "max_target_positions": 448, "model_type": "whisper",
-            "num_hidden_layers": 2, "num_mel_bins": 80, "pad_token_id": 50257,
-            "scale_embedding": False, "torch_dtype": "float32",
-            "transformers_version": "4.27.0.dev0", "use_cache": True, "vocab_size": 51865},
-        generation={"begin_suppress_tokens": [220, 50257], "bos_token_id": 50257,
-                    "decoder_start_token_id": 50258, "eos_token_id": 50257,
-                    "is_multilingual": True, "max_initial_timestamp_index": 50,
-                    "max_length": 448, "no_timestamps_token_id": 50363, "pad_token_id": 50257,
-                    "return_timestamps": False, "task_to_id": {"transcribe": 50359,
-                                                               "translate": 50358},
-                    "transformers_version": "4.31.0.dev0"},
-        prompt=[50258, 50259, 50359, 50363], eos=50257, pad=50257, mel=1.0, gain=2.0,
-        embed=0.5, pos=2.0, cross_out=0.1),
+    "whisper-base": whisper_2022("openai/whisper-base", d_model=512, heads=8, ffn=2048),
+    "whisper-large-v2": whisper_2022("openai/whisper-large-v2", d_model=1280, heads=20, ffn=5120),
+    # 12 encoder and 12 decoder layers cut to 2 each.
+    "whisper-small": whisper_2022("openai/whisper-small", d_model=768, heads=12, ffn=3072),
+    # 24 encoder and 24 decoder layers cut to 2 each.
+    "whisper-medium": whisper_2022("openai/whisper-medium", d_model=1024, heads=16, ffn=4096),
     "whisper-large-v3-turbo": dict(
         # 32 encoder layers cut to 2; the published 4 decoder layers kept.
         config={
