@@ -252,11 +252,7 @@ fn build(
     source: &mut dyn TensorSource,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
-    let mut l = Loader {
-        source,
-        config,
-        options,
-    };
+    let mut l = Loader::new(source, config, options);
     let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
     let table = positions(&mut l, family, "model.encoder")?;
     let source_embedding = embedding(&mut l, "model.encoder", &token_tables.source, table)?;

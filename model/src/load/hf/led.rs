@@ -142,11 +142,7 @@ fn build(
     source: &mut dyn TensorSource,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
-    let mut l = Loader {
-        source,
-        config,
-        options,
-    };
+    let mut l = Loader::new(source, config, options);
     let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
     let (src_rows, tgt_rows) = (config.max_src_len, config.max_tgt_len);
     let positions = l.table("led.encoder.embed_positions.weight", src_rows)?.0;

@@ -351,11 +351,7 @@ fn build(
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
     let (d, vocab) = (config.d_model, config.tgt_vocab);
-    let mut l = Loader {
-        source,
-        config,
-        options,
-    };
+    let mut l = Loader::new(source, config, options);
     let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
     let encoder = stack(&mut l, "encoder", config.encoder_layers, (false, attention))?;
     let full = EncoderAttention::FULL;

@@ -158,11 +158,7 @@ fn build(
 ) -> Result<Model<'static>, LoadError> {
     let d = config.d_model;
     let n_mels = config.front_end.n_mels().unwrap_or(0);
-    let mut l = Loader {
-        source,
-        config,
-        options,
-    };
+    let mut l = Loader::new(source, config, options);
     let stem = conv_stem(&mut l, n_mels)?;
     let encoder = blocks::blocks(&mut l, "model.encoder", false, false)?;
     let encoder_norm = l.norm("model.encoder.layer_norm")?;
