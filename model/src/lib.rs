@@ -7,16 +7,17 @@
 //! after `Session::new`.
 //!
 //! ```
+//! use tessel_model::config::{Sizes, SpecialIds};
 //! use tessel_model::{Config, Limits, Model, Request, SearchOptions, Session};
 //! use tessel_kernels::Isa;
 //!
 //! // A small model with seeded weights (`Model::load_dir` reads config.json +
 //! // model.safetensors in PyTorch `nn.Transformer` naming).
-//! let config = Config {
+//! let sizes = Sizes {
 //!     d_model: 64, heads: 4, encoder_layers: 2, decoder_layers: 2, d_ff: 128,
 //!     src_vocab: 100, tgt_vocab: 100, max_src_len: 16, max_tgt_len: 16, max_beam: 2,
-//!     ..Config::transformer_base()
 //! };
+//! let config = Config::builder(sizes, SpecialIds { bos: 1, eos: 2, pad: 0 }).build()?;
 //! let model = Model::random(config, 7)?;
 //! // The arena is planned and allocated here, once; two threads run the GEMMs.
 //! let limits = Limits::of(model.config()).with_threads(2);
@@ -66,7 +67,9 @@ pub mod storage;
 #[cfg(feature = "std")]
 pub mod threads;
 
-pub use config::{Biases, Config, ConfigError, FfnActivation, FrontEnd, NormPlacement, Positions};
+pub use config::{
+    Biases, Config, ConfigBuilder, ConfigError, FfnActivation, FrontEnd, NormPlacement, Positions,
+};
 pub use plan::{ArenaPlan, Limits, Region, ENCODE_ROWS, MAX_BATCH};
 
 #[cfg(feature = "std")]

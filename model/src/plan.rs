@@ -572,14 +572,14 @@ impl ArenaPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{FrontEnd, RelativeAttention};
+    use crate::config::{FfnActivation, FrontEnd, RelativeAttention, Sizes, SpecialIds};
 
     /// Carving the two phases gives every region, by name, exactly where the plan lists it
     /// (and the regions it does not list empty), for a gated model with a relative bias and for one
     /// with a convolutional front end.
     #[test]
     fn carving_takes_every_region_where_the_plan_lists_it() {
-        let gated = Config {
+        let sizes = Sizes {
             d_model: 32,
             heads: 4,
             encoder_layers: 1,
@@ -590,20 +590,21 @@ mod tests {
             max_src_len: 9,
             max_tgt_len: 7,
             max_beam: 3,
-            gated_ffn: true,
-            relative_attention: Some(RelativeAttention {
-                buckets: 8,
-                max_distance: 16,
-            }),
-            ..Config::transformer_base()
         };
-        let audio = Config {
-            front_end: FrontEnd::Conv { n_mels: 8 },
-            gated_ffn: false,
-            relative_attention: None,
-            ..gated.clone()
+        let ids = SpecialIds {
+            bos: 1,
+            eos: 2,
+            pad: 0,
         };
-        for config in [gated, audio] {
+        let relative = RelativeAttention {
+            buckets: 8,
+            max_distance: 16,
+        };
+        let gated = Config::builder(sizes, ids)
+            .feed_forward(FfnActivation::Relu, true)
+            .relative_attention(Some(relative));
+        let audio = Config::builder(sizes, ids).front_end(FrontEnd::Conv { n_mels: 8 });
+        for config in [gated.build().unwrap(), audio.build().unwrap()] {
             let plan = ArenaPlan::new(&config).unwrap();
             let mut arena = std::vec![0.0f32; plan.total_f32()];
             let base = arena.as_ptr() as usize;

@@ -2,6 +2,7 @@
 //! reduction length, NaN-canary buffers that catch out-of-bounds writes and reads of
 //! uninitialised output, and proptest strategies for awkward shapes.
 
+pub mod audio;
 pub mod counting;
 pub mod ct2_bin;
 pub mod golden;

@@ -175,19 +175,7 @@ fn per_chunk_languages_reach_the_pipeline() {
     let runs = fixture("tiny_multi_32");
     let audio = long_audio();
     let clip = &audio[..audio.len() / 4 - 24_000];
-    let zeros = |seconds: f64| vec![0.0f32; (seconds * 16_000.0).round() as usize];
-    let gaps = [
-        clip,
-        &zeros(6.0),
-        clip,
-        &zeros(0.3),
-        clip,
-        &zeros(12.0),
-        clip,
-        &zeros(3.0),
-        clip,
-    ]
-    .concat();
+    let gaps = tessel_tests::audio::gaps(clip);
     assert_eq!(
         gaps.len() as f64 / 16_000.0,
         runs["multilingual_de"]["duration"]

@@ -82,7 +82,20 @@ pub(crate) struct Loader<'a> {
     pub options: &'a LoadOptions,
 }
 
-impl Loader<'_> {
+impl<'a> Loader<'a> {
+    /// A loader reading `source` for a model of `config`, as `options` say.
+    pub(crate) fn new(
+        source: &'a mut dyn TensorSource,
+        config: &'a Config,
+        options: &'a LoadOptions,
+    ) -> Loader<'a> {
+        Loader {
+            source,
+            config,
+            options,
+        }
+    }
+
     /// The tensor `name` of exactly `shape`, as stored, checked finite.
     pub(crate) fn stored(&mut self, name: &str, shape: &[usize]) -> Result<Tensor<'_>, LoadError> {
         let tensor = self.source.stored(name, shape)?;

@@ -12,6 +12,7 @@
 use serde::Deserialize;
 use tessel_audio::{load_wav, MelFrontEnd, ReadOptions, N_FRAMES};
 use tessel_pipeline::transcribe::{open_vad, VadOptions};
+use tessel_tests::audio::{self, silence};
 use tessel_tests::for_each_isa;
 use tessel_vad::timestamps::{collect_chunks, speech_timestamps, SpeechChunk};
 
@@ -61,26 +62,13 @@ struct Expected {
 pub(crate) fn audios() -> Vec<(&'static str, Vec<f32>)> {
     let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).unwrap();
     let clip = clip.samples.as_slice();
-    let zeros = |seconds: f64| vec![0.0f32; (seconds * 16_000.0).round() as usize];
-    let long = [clip, &zeros(1.5)].concat().repeat(4);
-    let gaps = [
-        clip,
-        &zeros(6.0),
-        clip,
-        &zeros(0.3),
-        clip,
-        &zeros(12.0),
-        clip,
-        &zeros(3.0),
-        clip,
-    ]
-    .concat();
+    let long = [clip, &silence(1.5)].concat().repeat(4);
     let short = long[..20 * 16_000].to_vec();
     vec![
         ("long", long),
-        ("gaps", gaps),
+        ("gaps", audio::gaps(clip)),
         ("short", short),
-        ("silence", zeros(10.0)),
+        ("silence", silence(10.0)),
     ]
 }
 

@@ -195,7 +195,7 @@ pub struct Ct2Options {
     pub max_beam: usize,
     /// Storage of the linear layers' weights whatever `model.bin` holds, or `None` to keep
     /// the stored type (int8 stays int8, int16 becomes `f32`).
-    pub weights: Option<crate::WeightType>,
+    pub weights: Option<crate::layers::WeightType>,
 }
 
 impl Default for Ct2Options {

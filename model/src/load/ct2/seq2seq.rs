@@ -169,29 +169,23 @@ fn config(
         NormKind::Layer => LAYER_NORM_EPS,
         NormKind::Rms => RMS_NORM_EPS,
     };
-    let config = Config {
-        d_head: (spec.attention_width != spec.d).then(|| spec.attention_width / spec.heads.max(1)),
-        share_embeddings: spec.share_embeddings,
-        tie_output: spec.tie_output,
-        norm: if spec.pre_norm {
-            NormPlacement::Pre
-        } else {
-            NormPlacement::Post
-        },
-        final_norm: spec.final_norm,
-        activation: spec.activation,
-        positions: Positions::Learned,
-        biases: spec.biases,
-        norm_kind: spec.norm_kind,
-        gated_ffn: spec.gated_ffn,
-        attention_scale: spec.queries_scale,
-        relative_attention: spec.relative,
-        embedding_norm: spec.embedding_norm,
-        scale_embeddings: spec.embedding_scale != 1.0,
-        layer_norm_eps: tokens.layer_norm_epsilon.unwrap_or(default_eps),
-        ..Config::new(sizes(vars, spec, options), ids)
-    };
-    config.validate().map_err(LoadError::from)?;
+    let d_head = (spec.attention_width != spec.d).then(|| spec.attention_width / spec.heads.max(1));
+    let eps = tokens.layer_norm_epsilon.unwrap_or(default_eps);
+    let config = Config::builder(sizes(vars, spec, options), ids)
+        .head_width(d_head)
+        .norms(NormPlacement::pre_if(spec.pre_norm), spec.final_norm)
+        .norm_kind(spec.norm_kind, eps)
+        .feed_forward(spec.activation, spec.gated_ffn)
+        .positions(Positions::Learned, 0)
+        .share_embeddings(spec.share_embeddings)
+        .scale_embeddings(spec.embedding_scale != 1.0)
+        .embedding_norm(spec.embedding_norm)
+        .tie_output(spec.tie_output)
+        .biases(spec.biases)
+        .attention_scale(spec.queries_scale)
+        .relative_attention(spec.relative)
+        .build()
+        .map_err(LoadError::from)?;
     Ok(config)
 }
 

@@ -105,8 +105,9 @@ fn config(
         eos: token(END_OF_TEXT)?,
         pad: token(END_OF_TEXT)?,
     };
-    let config = whisper::config(sizes, n_mels, activation, ids);
-    config.validate().map_err(LoadError::from)?;
+    let config = whisper::config(sizes, n_mels, activation, ids)
+        .build()
+        .map_err(LoadError::from)?;
     Ok(config)
 }
 

@@ -28,11 +28,11 @@ pub use error::OpenError;
 pub use registry::{FamilyRow, Modality, FAMILIES};
 
 use crate::generation::Generation;
+use crate::layers::WeightType;
 use crate::load::ct2::{self, Ct2Options, Ct2Vocab};
 use crate::load::image;
 use crate::load::LoadOptions;
 use crate::model::Model;
-use crate::WeightType;
 
 /// What to plan a model for, where its files do not say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -94,28 +94,23 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), L
         pad: hf.pad_token_id,
     };
     let pre = matches!(family, Family::MBart | Family::M2m100);
-    let config = Config {
+    let config = Config::builder(sizes, ids)
+        .norms(NormPlacement::pre_if(pre), pre)
+        .feed_forward(activation, false)
+        .positions(
+            Positions::Learned,
+            if family == Family::Marian { 0 } else { 2 },
+        )
         // Whether one table serves both stacks is known once the file is read.
-        share_embeddings: shared,
-        tie_output: hf.tie_word_embeddings,
-        norm: if pre {
-            NormPlacement::Pre
-        } else {
-            NormPlacement::Post
-        },
-        final_norm: pre,
-        activation,
-        positions: Positions::Learned,
-        biases: Biases {
+        .share_embeddings(shared)
+        .scale_embeddings(hf.scale_embedding)
+        .embedding_norm(matches!(family, Family::Bart | Family::MBart))
+        .tie_output(hf.tie_word_embeddings)
+        .biases(Biases {
             generator: family != Family::M2m100,
             ..Biases::default()
-        },
-        embedding_norm: matches!(family, Family::Bart | Family::MBart),
-        position_offset: if family == Family::Marian { 0 } else { 2 },
-        scale_embeddings: hf.scale_embedding,
-        ..Config::new(sizes, ids)
-    };
-    config.validate()?;
+        })
+        .build()?;
     Ok((family, config))
 }
 
@@ -257,11 +252,7 @@ fn build(
     source: &mut dyn TensorSource,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
-    let mut l = Loader {
-        source,
-        config,
-        options,
-    };
+    let mut l = Loader::new(source, config, options);
     let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
     let table = positions(&mut l, family, "model.encoder")?;
     let source_embedding = embedding(&mut l, "model.encoder", &token_tables.source, table)?;

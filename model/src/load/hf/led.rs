@@ -21,7 +21,7 @@ use serde::Deserialize;
 use super::blocks::{self, StackSizes};
 use super::tables::{self, TableNames, Tables};
 use super::{activation, bart, config_error, read_config};
-use crate::config::{Biases, Config, NormPlacement, Positions, SpecialIds};
+use crate::config::{Config, NormPlacement, Positions, SpecialIds};
 use crate::layers::{Block, GlobalProjections, LocalAttention, SelfAttention};
 use crate::load::source::TensorSource;
 use crate::load::{malformed, LoadError, LoadOptions, Loader};
@@ -77,22 +77,14 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Config, Vec<usize>
         eos: hf.eos_token_id,
         pad: hf.pad_token_id,
     };
-    let config = Config {
-        tie_output: hf.tie_word_embeddings,
-        norm: NormPlacement::Post,
-        final_norm: false,
-        activation: activation(&hf.activation_function)?,
-        positions: Positions::Learned,
-        biases: Biases {
-            generator: true,
-            ..Biases::default()
-        },
-        embedding_norm: true,
-        position_offset: 0,
-        scale_embeddings: false,
-        ..Config::new(stacks.sizes((vocab, vocab), lengths, max_beam), ids)
-    };
-    config.validate()?;
+    let config = Config::builder(stacks.sizes((vocab, vocab), lengths, max_beam), ids)
+        .norms(NormPlacement::Post, false)
+        .feed_forward(activation(&hf.activation_function)?, false)
+        .positions(Positions::Learned, 0)
+        .scale_embeddings(false)
+        .embedding_norm(true)
+        .tie_output(hf.tie_word_embeddings)
+        .build()?;
     Ok((config, radii))
 }
 
@@ -150,11 +142,7 @@ fn build(
     source: &mut dyn TensorSource,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
-    let mut l = Loader {
-        source,
-        config,
-        options,
-    };
+    let mut l = Loader::new(source, config, options);
     let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
     let (src_rows, tgt_rows) = (config.max_src_len, config.max_tgt_len);
     let positions = l.table("led.encoder.embed_positions.weight", src_rows)?.0;

@@ -167,32 +167,24 @@ pub fn config_from_hf(
         eos: hf.eos_token_id,
         pad: hf.pad_token_id,
     };
-    let config = Config {
-        d_head: (hf.num_heads.checked_mul(hf.d_kv) != Some(hf.d_model)).then_some(hf.d_kv),
-        share_embeddings: true,
-        tie_output: hf.tie_word_embeddings,
-        norm: NormPlacement::Pre,
-        activation,
-        positions: Positions::Learned,
-        biases: Biases {
-            attention_in: false,
-            attention_key: false,
-            attention_out: false,
-            ffn: false,
-            generator: false,
-        },
-        norm_kind: NormKind::Rms,
-        gated_ffn: gated,
-        attention_scale: Some(1.0),
-        relative_attention: Some(RelativeAttention {
-            buckets: hf.relative_attention_num_buckets,
-            max_distance: hf.relative_attention_max_distance,
-        }),
-        scale_embeddings: false,
-        layer_norm_eps: hf.layer_norm_epsilon,
-        ..Config::new(sizes, ids)
+    let d_head = (hf.num_heads.checked_mul(hf.d_kv) != Some(hf.d_model)).then_some(hf.d_kv);
+    let relative = RelativeAttention {
+        buckets: hf.relative_attention_num_buckets,
+        max_distance: hf.relative_attention_max_distance,
     };
-    config.validate()?;
+    let config = Config::builder(sizes, ids)
+        .head_width(d_head)
+        .norms(NormPlacement::Pre, true)
+        .norm_kind(NormKind::Rms, hf.layer_norm_epsilon)
+        .feed_forward(activation, gated)
+        .positions(Positions::Learned, 0)
+        .share_embeddings(true)
+        .scale_embeddings(false)
+        .tie_output(hf.tie_word_embeddings)
+        .biases(Biases::NONE)
+        .attention_scale(Some(1.0))
+        .relative_attention(Some(relative))
+        .build()?;
     // `transformers` 5 reads a saved `tie_word_embeddings: false` (T5 v1.1, Flan-T5) as
     // `scale_decoder_outputs: false`; its mT5 never scales.
     let scale_outputs =
@@ -359,11 +351,7 @@ fn build(
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
     let (d, vocab) = (config.d_model, config.tgt_vocab);
-    let mut l = Loader {
-        source,
-        config,
-        options,
-    };
+    let mut l = Loader::new(source, config, options);
     let token_tables = l.token_tables(tables.target, tables.source, tables.shared)?;
     let encoder = stack(&mut l, "encoder", config.encoder_layers, (false, attention))?;
     let full = EncoderAttention::FULL;

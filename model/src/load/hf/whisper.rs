@@ -26,7 +26,8 @@ use serde::Deserialize;
 use super::blocks::{self, StackSizes};
 use super::{activation, config_error, read, read_config};
 use crate::config::{
-    Biases, Config, FfnActivation, FrontEnd, NormPlacement, Positions, Sizes, SpecialIds,
+    Biases, Config, ConfigBuilder, FfnActivation, FrontEnd, NormPlacement, Positions, Sizes,
+    SpecialIds,
 };
 use crate::layers::{ConvStem, Embedding, Linear};
 use crate::load::source::{SafetensorsSource, TensorSource};
@@ -86,11 +87,9 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<Config, LoadError> 
         eos: hf.eos_token_id,
         pad: hf.pad_token_id.unwrap_or(hf.eos_token_id),
     };
-    let config = Config {
-        scale_embeddings: hf.scale_embedding,
-        ..config(sizes, hf.num_mel_bins, activation, ids)
-    };
-    config.validate()?;
+    let config = config(sizes, hf.num_mel_bins, activation, ids)
+        .scale_embeddings(hf.scale_embedding)
+        .build()?;
     Ok(config)
 }
 
@@ -104,21 +103,19 @@ pub(crate) fn config(
     n_mels: usize,
     activation: FfnActivation,
     ids: SpecialIds,
-) -> Config {
-    Config {
-        tie_output: true,
-        norm: NormPlacement::Pre,
-        activation,
-        positions: Positions::Learned,
-        biases: Biases {
+) -> ConfigBuilder {
+    Config::builder(sizes, ids)
+        .norms(NormPlacement::Pre, true)
+        .feed_forward(activation, false)
+        .positions(Positions::Learned, 0)
+        .front_end(FrontEnd::Conv { n_mels })
+        .scale_embeddings(false)
+        .tie_output(true)
+        .biases(Biases {
             attention_key: false,
             generator: false,
             ..Biases::default()
-        },
-        front_end: FrontEnd::Conv { n_mels },
-        scale_embeddings: false,
-        ..Config::new(sizes, ids)
-    }
+        })
 }
 
 /// Loads `config.json` and `model.safetensors` of a Hugging Face Whisper directory.
@@ -161,11 +158,7 @@ fn build(
 ) -> Result<Model<'static>, LoadError> {
     let d = config.d_model;
     let n_mels = config.front_end.n_mels().unwrap_or(0);
-    let mut l = Loader {
-        source,
-        config,
-        options,
-    };
+    let mut l = Loader::new(source, config, options);
     let stem = conv_stem(&mut l, n_mels)?;
     let encoder = blocks::blocks(&mut l, "model.encoder", false, false)?;
     let encoder_norm = l.norm("model.encoder.layer_norm")?;

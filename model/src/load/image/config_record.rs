@@ -103,8 +103,36 @@ pub fn config_to_words(config: &Config) -> [u32; CONFIG_WORDS] {
 
 /// The config a record describes, validated ([`Config::validate`]).
 pub fn config_from_words(w: &[u32; CONFIG_WORDS]) -> Result<Config, ImageError> {
-    let flags = w[10];
-    if flags & !ALL_FLAGS != 0 {
+    check_unused_bits(w)?;
+    let on = |b: u32| w[10] & b != 0;
+    let ids = SpecialIds {
+        bos: w[22],
+        eos: w[23],
+        pad: w[24],
+    };
+    let norm_kind = either(on(RMS), NormKind::Rms, NormKind::Layer);
+    let positions = either(on(LEARNED), Positions::Learned, Positions::Sinusoidal);
+    let config = Config::builder(sizes_from_words(w), ids)
+        .head_width((w[25] != 0).then_some(w[25] as usize))
+        .norms(NormPlacement::pre_if(on(PRE_LN)), on(FINAL_NORM))
+        .norm_kind(norm_kind, f32::from_bits(w[21]))
+        .feed_forward(activation_from_word(w[12])?, on(GATED))
+        .positions(positions, w[20] as usize)
+        .front_end(front_end_from_words([w[13], w[14]])?)
+        .share_embeddings(on(SHARE))
+        .scale_embeddings(on(SCALE_EMBEDDINGS))
+        .embedding_norm(on(EMBEDDING_NORM))
+        .tie_output(on(TIE))
+        .biases(biases_from_word(w[11]))
+        .attention_scale(scale_from_words([w[15], w[16]])?)
+        .relative_attention(relative_from_words([w[17], w[18], w[19]])?)
+        .build()?;
+    Ok(config)
+}
+
+/// Refuses unknown flags (word 10) and biases (word 11), and reserved words not zero.
+fn check_unused_bits(w: &[u32; CONFIG_WORDS]) -> Result<(), ImageError> {
+    if w[10] & !ALL_FLAGS != 0 {
         return Err(ImageError::ConfigField("flags"));
     }
     if w[11] & !31 != 0 {
@@ -113,51 +141,7 @@ pub fn config_from_words(w: &[u32; CONFIG_WORDS]) -> Result<Config, ImageError> 
     if w[26..].iter().any(|&x| x != 0) {
         return Err(ImageError::ConfigField("reserved"));
     }
-    let on = |b: u32| flags & b != 0;
-    let bias = |b: u32| w[11] & b != 0;
-    let ids = SpecialIds {
-        bos: w[22],
-        eos: w[23],
-        pad: w[24],
-    };
-    let config = Config {
-        d_head: (w[25] != 0).then_some(w[25] as usize),
-        share_embeddings: on(SHARE),
-        tie_output: on(TIE),
-        norm: either(on(PRE_LN), NormPlacement::Pre, NormPlacement::Post),
-        final_norm: on(FINAL_NORM),
-        activation: activation_from_word(w[12])?,
-        positions: either(on(LEARNED), Positions::Learned, Positions::Sinusoidal),
-        biases: Biases {
-            attention_in: bias(1),
-            attention_key: bias(2),
-            attention_out: bias(4),
-            ffn: bias(8),
-            generator: bias(16),
-        },
-        front_end: match (w[13], w[14]) {
-            (0, 0) => FrontEnd::Tokens,
-            (1, n_mels) => FrontEnd::Conv {
-                n_mels: n_mels as usize,
-            },
-            _ => return Err(ImageError::ConfigField("front_end")),
-        },
-        norm_kind: either(on(RMS), NormKind::Rms, NormKind::Layer),
-        gated_ffn: on(GATED),
-        attention_scale: match (w[15], w[16]) {
-            (0, 0) => None,
-            (1, bits) => Some(f32::from_bits(bits)),
-            _ => return Err(ImageError::ConfigField("attention_scale")),
-        },
-        relative_attention: relative_from_words([w[17], w[18], w[19]])?,
-        embedding_norm: on(EMBEDDING_NORM),
-        position_offset: w[20] as usize,
-        scale_embeddings: on(SCALE_EMBEDDINGS),
-        layer_norm_eps: f32::from_bits(w[21]),
-        ..Config::new(sizes_from_words(w), ids)
-    };
-    config.validate()?;
-    Ok(config)
+    Ok(())
 }
 
 /// Words 0–9.
@@ -185,6 +169,38 @@ fn activation_from_word(word: u32) -> Result<FfnActivation, ImageError> {
         2 => Ok(FfnActivation::GeluTanh),
         3 => Ok(FfnActivation::Silu),
         _ => Err(ImageError::ConfigField("activation")),
+    }
+}
+
+/// Word 11, its unused bits already refused.
+fn biases_from_word(word: u32) -> Biases {
+    let bias = |b: u32| word & b != 0;
+    Biases {
+        attention_in: bias(1),
+        attention_key: bias(2),
+        attention_out: bias(4),
+        ffn: bias(8),
+        generator: bias(16),
+    }
+}
+
+/// Words 13 and 14.
+fn front_end_from_words(words: [u32; 2]) -> Result<FrontEnd, ImageError> {
+    match words {
+        [0, 0] => Ok(FrontEnd::Tokens),
+        [1, n_mels] => Ok(FrontEnd::Conv {
+            n_mels: n_mels as usize,
+        }),
+        _ => Err(ImageError::ConfigField("front_end")),
+    }
+}
+
+/// Words 15 and 16.
+fn scale_from_words(words: [u32; 2]) -> Result<Option<f32>, ImageError> {
+    match words {
+        [0, 0] => Ok(None),
+        [1, bits] => Ok(Some(f32::from_bits(bits))),
+        _ => Err(ImageError::ConfigField("attention_scale")),
     }
 }
 

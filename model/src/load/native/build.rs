@@ -19,11 +19,7 @@ pub(super) fn model(
     source: &mut dyn TensorSource,
     options: &LoadOptions,
 ) -> Result<Model<'static>, LoadError> {
-    let mut loader = Loader {
-        source,
-        config: &config,
-        options,
-    };
+    let mut loader = Loader::new(source, &config, options);
     let (source, target, tables) = embeddings(&mut loader)?;
     let encoder = (0..config.encoder_layers)
         .map(|i| encoder_block(&mut loader, i))
