@@ -124,15 +124,10 @@ pub(super) fn transcribe(
     let total = started.elapsed();
     let allocations = watch.finish(&done.transcript)?;
     if !args.quiet {
-        let summary = Summary {
-            isa,
-            cross_kv: transcriber.cross_kv(),
-            times: (loaded, read, total),
-            arena_bytes: session.arena_bytes(),
-            allocations,
-        };
-        let mut err = std::io::stderr().lock();
-        summary.write(&mut err, args, &done.transcript);
+        let times = (loaded, read, total);
+        let arena_bytes = session.arena_bytes();
+        let summary = Summary::new(isa, &transcriber, times, arena_bytes, allocations);
+        let mut err = summary.write(args, &done.transcript);
         // A closed stderr only loses the summary.
         let _ = writeln!(
             err,

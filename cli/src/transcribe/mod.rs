@@ -17,7 +17,7 @@
 //! audio file can be read, and the directory holds a Whisper model ([`checks::model_kind`]);
 //! before the session is made, its arena fits in the memory available.
 
-use std::io::Write;
+use std::io::{StderrLock, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -498,15 +498,10 @@ pub fn transcribe(args: &TranscribeArgs, out: &mut dyn Write) -> Result<(), CliE
     let total = started.elapsed();
     let allocations = watch.finish(&transcript)?;
     if !args.quiet {
-        let summary = Summary {
-            isa,
-            cross_kv: transcriber.cross_kv(),
-            times: (loaded, read, total),
-            arena_bytes: session.arena_bytes(),
-            allocations,
-        };
-        let mut err = std::io::stderr().lock();
-        summary.write(&mut err, args, &transcript);
+        let times = (loaded, read, total);
+        let arena_bytes = session.arena_bytes();
+        let summary = Summary::new(isa, &transcriber, times, arena_bytes, allocations);
+        let mut err = summary.write(args, &transcript);
         if let Some((speech, seconds)) = &speech {
             // A closed stderr only loses the summary.
             let _ = writeln!(
@@ -608,8 +603,28 @@ struct Summary {
 }
 
 impl Summary {
-    /// Writes the summary of `transcript` to `err` (a closed stderr only loses it).
-    fn write(&self, err: &mut dyn Write, args: &TranscribeArgs, transcript: &Transcript) {
+    /// The summary of a run of `transcriber` at `isa` that took `times`, in an arena of
+    /// `arena_bytes` and with `allocations` during inference.
+    fn new(
+        isa: Isa,
+        transcriber: &Transcriber,
+        times: (Duration, Duration, Duration),
+        arena_bytes: usize,
+        allocations: usize,
+    ) -> Summary {
+        Summary {
+            isa,
+            cross_kv: transcriber.cross_kv(),
+            times,
+            arena_bytes,
+            allocations,
+        }
+    }
+
+    /// Writes the summary of `transcript` to stderr (a closed stderr only loses it), and
+    /// returns stderr, locked, for the lines that follow.
+    fn write(&self, args: &TranscribeArgs, transcript: &Transcript) -> StderrLock<'static> {
+        let mut err = std::io::stderr().lock();
         let s = &transcript.stats;
         let (loaded, read, total) = self.times;
         let per_token = if s.tokens > 0 {
@@ -646,5 +661,6 @@ impl Summary {
             self.arena_bytes,
             self.allocations,
         );
+        err
     }
 }
