@@ -58,7 +58,7 @@ use core::ops::Range;
 pub use kv::KvElement;
 pub use parallel::{
     attention_parallel, attention_parallel_scratch, attention_parallel_scratch_kv, attention_split,
-    per_unit, Split, MIN_TASK_WORK,
+    per_unit, Split, UnitCall, MIN_TASK_WORK,
 };
 
 /// Most queries a call may have to take the few-query decode path (a beam of up to 8); more

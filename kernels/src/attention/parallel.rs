@@ -282,6 +282,10 @@ fn run_claimed(
     Ok(())
 }
 
+/// One unit's call of [`per_unit`]: the unit, its rows of the output, the task's scratch.
+pub type UnitCall<'a> =
+    dyn Fn(usize, ViewMut<'_>, &mut [f32]) -> Result<(), KernelError> + Sync + 'a;
+
 /// Independent calls over runs of an output's rows (each beam of a decoder step attending its
 /// own cache, each sequence of a batch its own encoder memory) spread over `parallel`'s
 /// threads. Unit `u` of `units` owns rows `first_row(u)..first_row(u + 1)` of `out` (from 0 to
@@ -297,7 +301,7 @@ pub fn per_unit(
     (units, first_row): (usize, &(dyn Fn(usize) -> usize + Sync)),
     out: ViewMut<'_>,
     (scratch, part): (&mut [f32], usize),
-    each: &(dyn Fn(usize, ViewMut<'_>, &mut [f32]) -> Result<(), KernelError> + Sync),
+    each: &UnitCall<'_>,
 ) -> Result<(), KernelError> {
     if scratch.len() < part {
         return Err(KernelError::ScratchTooSmall {

@@ -116,6 +116,11 @@ impl Heads {
     }
 }
 
+/// One unit's call of [`attend_units`]: the unit, the run it is given, its rows of the output,
+/// its scratch.
+pub type AttendCall<'a> =
+    dyn Fn(usize, Run<'_>, ViewMut<'_>, &mut [f32]) -> Result<(), KernelError> + Sync + 'a;
+
 /// When [`attend_units`] spreads its units over the threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Spread {
@@ -138,7 +143,7 @@ pub fn attend_units(
     (units, first_row, spread): (usize, &(dyn Fn(usize) -> usize + Sync), Spread),
     out: ViewMut<'_>,
     (scratch, part): (&mut [f32], usize),
-    call: &(dyn Fn(usize, Run<'_>, ViewMut<'_>, &mut [f32]) -> Result<(), KernelError> + Sync),
+    call: &AttendCall<'_>,
 ) -> Result<(), KernelError> {
     let threads = run.parallel.threads();
     let even = spread == Spread::Always || units % threads.max(1) == 0;

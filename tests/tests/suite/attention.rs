@@ -5,12 +5,12 @@
 
 use half::f16;
 use proptest::prelude::*;
-use tessel_kernels::attention::per_unit;
 use tessel_kernels::attention::{
     attention, attention_parallel, attention_parallel_scratch, attention_parallel_scratch_kv,
     attention_scratch, attention_scratch_kv, attention_split, default_scale, AttentionShape, Bias,
     BiasLayout, Mask, Split, MIN_TASK_WORK,
 };
+use tessel_kernels::attention::{per_unit, UnitCall};
 use tessel_kernels::gemm::Parallel;
 use tessel_kernels::math::EXP_MAX_RELATIVE_ERROR;
 use tessel_kernels::reference::attention as reference;
@@ -1399,8 +1399,7 @@ fn per_unit_refuses_bad_units_and_reports_failures() {
     let mut call = |units: (usize, &(dyn Fn(usize) -> usize + Sync)),
                     parallel: &dyn Parallel,
                     scratch: &mut [f32],
-                    each: &(dyn Fn(usize, ViewMut<'_>, &mut [f32]) -> Result<(), KernelError>
-                          + Sync)| {
+                    each: &UnitCall<'_>| {
         let view = ViewMut::new(&mut out, 4, 3, 3).unwrap();
         per_unit(parallel, units, view, (scratch, 4), each)
     };
