@@ -15,7 +15,6 @@ use crate::layers::{
 };
 use crate::model::{Model, Source};
 use crate::plan::{ArenaPlan, Carved, Phase, SearchParts};
-use crate::search::Lineage;
 
 /// Where a session stands between calls.
 #[derive(Clone, Copy, Debug, Default)]
@@ -444,14 +443,19 @@ fn project_logits(
         .forward(run, output, logits, identity, None, scratch)
 }
 
+/// How many of its last cache positions beam `b` must take from beam `p` to hold what `p`
+/// holds, given the slot's search state (`None`: all of them).
+pub(crate) type Differing<'a> = dyn FnMut(&mut [f32], usize, usize) -> Option<usize> + 'a;
+
 /// Makes beam `i` of slot `slot` continue its beam `parents[i]`'s first `position` positions
-/// in every layer; `parents` as the tokens of a pass of one group.
+/// in every layer; `parents` as the tokens of a pass of one group; `differing` as the search
+/// tells it from its state.
 pub(crate) fn reorder(
     plan: &ArenaPlan,
     arena: &mut [f32],
     (slot, position): (usize, usize),
     parents: (Tokens<'_>, usize),
-    lineage: Option<Lineage>,
+    differing: &mut Differing<'_>,
 ) -> Result<(), KernelError> {
     let r = plan.layout.carve(arena, Phase::Narrow).regions;
     let group = Group {
@@ -465,10 +469,9 @@ pub(crate) fn reorder(
     let (beams, tgt) = (plan.limits.max_beam, plan.limits.max_tgt_len);
     let state = SearchParts::sizes(beams, tgt).total();
     let search = &mut r.search[slot * state..(slot + 1) * state];
-    let mut differing =
-        |b: usize, p: usize| lineage.and_then(|lineage| lineage.differing(search, beams, b, p));
+    let mut per_beam = |b: usize, p: usize| differing(&mut *search, b, p);
     let mut cache = KvCache::new(r.k_cache, r.v_cache, plan.kv);
-    cache.reorder(slot, parents, position, r.reorder_stage, &mut differing);
+    cache.reorder(slot, parents, position, r.reorder_stage, &mut per_beam);
     Ok(())
 }
 

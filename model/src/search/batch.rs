@@ -258,7 +258,10 @@ impl<M: ModelRef> Batch<M> {
             Ok(Next::Same) => {}
             Ok(Next::Reordered(kept, lineage)) => {
                 let at = (slot, state.state.position);
-                forward::reorder(plan, arena, at, (Tokens::Staged, kept), Some(lineage))?;
+                let beams = plan.limits.max_beam;
+                let mut differing =
+                    |search: &mut [f32], b, p| lineage.differing(search, beams, b, p);
+                forward::reorder(plan, arena, at, (Tokens::Staged, kept), &mut differing)?;
                 state.state.active = kept;
             }
         }

@@ -54,7 +54,7 @@ use crate::plan::Limits;
 use crate::session::{check_tokens, Arena, ModelRef, RunError, Session};
 use state::State;
 use step::Next;
-pub(crate) use step::{Lineage, Search};
+pub(crate) use step::Search;
 
 /// Checks search options against the plan's limits.
 fn check_search(options: &SearchOptions, limits: Limits) -> Result<(), RunError> {
@@ -174,7 +174,10 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                 Next::Done => break,
                 Next::Same => {}
                 Next::Reordered(kept, lineage) => {
-                    self.reorder(Tokens::Staged, kept, Some(lineage))?
+                    let beams = self.limits().max_beam;
+                    let mut differing =
+                        |search: &mut [f32], b, p| lineage.differing(search, beams, b, p);
+                    self.reorder(Tokens::Staged, kept, &mut differing)?
                 }
             }
         }

@@ -33,7 +33,7 @@ pub(super) enum Next {
 /// hypothesis whose rows were computed once and copied exactly: the two rows agree, bit for
 /// bit, on every position up to the `n`-th generated one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Lineage {
+pub(super) struct Lineage {
     /// Which of the two histories held them.
     history: usize,
     /// Tokens each had: the step's index.
@@ -51,7 +51,7 @@ impl Lineage {
     /// generated tokens after their common history; every position before them (the forced
     /// start, the same in every row) and those of the common history already agree. `None`:
     /// all of them, for a row that had no hypothesis.
-    pub(crate) fn differing(
+    pub(super) fn differing(
         &self,
         search: &mut [f32],
         max_beam: usize,

@@ -3,7 +3,6 @@
 
 use super::{check_tokens, Arena, ModelRef, RunError, Session};
 use crate::forward::{self, Tokens};
-use crate::search::Lineage;
 
 impl<M: ModelRef, A: Arena> Session<M, A> {
     /// Checks a decoder step of one token per beam against the session state.
@@ -233,21 +232,20 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
         if let Some(&parent) = parents.iter().find(|&&p| p as usize >= active) {
             return Err(RunError::BadParent { parent, active });
         }
-        self.reorder(Tokens::Given(parents), parents.len(), None)
+        self.reorder(Tokens::Given(parents), parents.len(), &mut |_, _, _| None)
     }
 
-    /// Reorders the cache by the `beams` `parents` (already validated); with the search's
-    /// `lineage`, only the positions where a row's history differs from its parent's are
-    /// copied.
+    /// Reorders the cache by the `beams` `parents` (already validated), copying only the
+    /// positions `differing` says a row does not yet share with its parent.
     pub(crate) fn reorder(
         &mut self,
         parents: Tokens<'_>,
         beams: usize,
-        lineage: Option<Lineage>,
+        differing: &mut forward::Differing<'_>,
     ) -> Result<(), RunError> {
         let at = (0, self.state.position);
         let parents = (parents, beams);
-        forward::reorder(&self.plan, self.arena.as_mut(), at, parents, lineage)?;
+        forward::reorder(&self.plan, self.arena.as_mut(), at, parents, differing)?;
         self.state.active = beams;
         Ok(())
     }
