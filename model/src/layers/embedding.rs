@@ -1,15 +1,95 @@
 //! Token embeddings: a table row per token, times a scale, plus a position row, optionally
 //! normalised (BART's `layernorm_embedding`).
+//!
+//! The table is `f32`, or `float16` as a checkpoint stores it: a `float16` row is widened to
+//! `f32` as it is read (exact), so the two give the same bits at half the memory.
 
+use half::f16;
 use tessel_kernels::{Isa, KernelError, ViewMut};
 
 use super::Norm;
 use crate::storage::Weights;
 
+/// An embedding's token table, `vocab × width`.
+#[derive(Clone, Debug)]
+pub enum EmbeddingTable<'w> {
+    /// `f32` rows.
+    F32(Weights<'w, f32>),
+    /// `float16` rows, widened as they are read.
+    F16(Weights<'w, f16>),
+}
+
+impl EmbeddingTable<'_> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            EmbeddingTable::F32(values) => values.len(),
+            EmbeddingTable::F16(values) => values.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of the elements.
+    pub fn bytes(&self) -> usize {
+        match self {
+            EmbeddingTable::F32(values) => values.bytes(),
+            EmbeddingTable::F16(values) => values.bytes(),
+        }
+    }
+
+    /// The elements, if they are `f32`.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match self {
+            EmbeddingTable::F32(values) => Some(values.as_slice()),
+            EmbeddingTable::F16(_) => None,
+        }
+    }
+
+    /// Whether `self` and `other` are the same elements in memory (one table read by two
+    /// layers).
+    pub fn same_as(&self, other: &EmbeddingTable<'_>) -> bool {
+        match (self, other) {
+            (EmbeddingTable::F32(a), EmbeddingTable::F32(b)) => a.same_as(b),
+            (EmbeddingTable::F16(a), EmbeddingTable::F16(b)) => a.same_as(b),
+            _ => false,
+        }
+    }
+
+    /// `out[j] = table[at + j] · scale` for every `j` of `out`; false (nothing written) when
+    /// the range lies outside the table.
+    fn scaled(&self, at: usize, scale: f32, out: &mut [f32]) -> bool {
+        let end = at + out.len();
+        match self {
+            EmbeddingTable::F32(values) => match values.as_slice().get(at..end) {
+                Some(row) => {
+                    for (o, &e) in out.iter_mut().zip(row) {
+                        *o = e * scale;
+                    }
+                    true
+                }
+                None => false,
+            },
+            EmbeddingTable::F16(values) => match values.as_slice().get(at..end) {
+                Some(row) => {
+                    for (o, &e) in out.iter_mut().zip(row) {
+                        *o = e.to_f32() * scale;
+                    }
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+}
+
 /// `out[i] = N(table[token_i] · scale + positions[offset + position_i])`, `N` optional.
 #[derive(Clone, Debug)]
 pub struct Embedding<'w> {
-    table: Weights<'w, f32>,
+    table: EmbeddingTable<'w>,
     width: usize,
     scale: f32,
     positions: Option<Weights<'w, f32>>,
@@ -21,8 +101,18 @@ impl<'w> Embedding<'w> {
     /// Rows of `width` values from `table` (`vocab × width`, possibly shared with the other
     /// stack or the output projection), multiplied by `scale`, no positions, no norm.
     pub fn new(table: impl Into<Weights<'w, f32>>, width: usize, scale: f32) -> Embedding<'w> {
+        Embedding::with_table(EmbeddingTable::F32(table.into()), width, scale)
+    }
+
+    /// [`Embedding::new`] over a `float16` table.
+    pub fn new_f16(table: impl Into<Weights<'w, f16>>, width: usize, scale: f32) -> Embedding<'w> {
+        Embedding::with_table(EmbeddingTable::F16(table.into()), width, scale)
+    }
+
+    /// [`Embedding::new`] over `table`, whichever its type.
+    pub fn with_table(table: EmbeddingTable<'w>, width: usize, scale: f32) -> Embedding<'w> {
         Embedding {
-            table: table.into(),
+            table,
             width,
             scale,
             positions: None,
@@ -49,7 +139,7 @@ impl<'w> Embedding<'w> {
     }
 
     /// The token table.
-    pub fn table(&self) -> &Weights<'w, f32> {
+    pub fn table(&self) -> &EmbeddingTable<'w> {
         &self.table
     }
 
@@ -107,14 +197,11 @@ impl<'w> Embedding<'w> {
                 got: out.len(),
             });
         }
-        let table = self.table.as_slice();
         for (i, (&token, row)) in tokens.iter().zip(out.chunks_exact_mut(d)).enumerate() {
-            let t = token as usize * d;
-            let values = table.get(t..t + d).ok_or(KernelError::InvalidArgument(
-                "token outside the embedding table",
-            ))?;
-            for (o, &e) in row.iter_mut().zip(values) {
-                *o = e * self.scale;
+            if !self.table.scaled(token as usize * d, self.scale, row) {
+                return Err(KernelError::InvalidArgument(
+                    "token outside the embedding table",
+                ));
             }
             if let Some(positions) = &self.positions {
                 let p = (self.position_offset + first_position + if advance { i } else { 0 }) * d;
@@ -134,5 +221,38 @@ impl<'w> Embedding<'w> {
             Some(norm) => norm.forward_in_place(isa, ViewMut::new(out, tokens.len(), d, d)?),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_float16_table_embeds_as_its_f32_widening() {
+        let (vocab, d) = (5, 8);
+        let halves: Vec<f16> = (0..vocab * d)
+            .map(|i| f16::from_f32(i as f32 * 0.37 - 3.1))
+            .collect();
+        let wide: Vec<f32> = halves.iter().map(|h| h.to_f32()).collect();
+        let positions: Vec<f32> = (0..3 * d).map(|i| i as f32 * 0.01).collect();
+        let f32_table = Embedding::new(&wide[..], d, 1.5).with_positions(&positions[..], 0);
+        let f16_table = Embedding::new_f16(&halves[..], d, 1.5).with_positions(&positions[..], 0);
+        assert_eq!(f16_table.vocab(), vocab);
+        assert_eq!(f16_table.bytes(true), vocab * d * 2 + positions.len() * 4);
+        assert!(f16_table.table().as_f32().is_none());
+        let tokens = [4, 0, 2];
+        let (mut a, mut b) = (vec![0.0; 3 * d], vec![1.0; 3 * d]);
+        f32_table
+            .forward(Isa::scalar(), &tokens, 0, true, &mut a)
+            .unwrap();
+        f16_table
+            .forward(Isa::scalar(), &tokens, 0, true, &mut b)
+            .unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&a), bits(&b));
+        assert!(f16_table
+            .forward(Isa::scalar(), &[5], 0, true, &mut b)
+            .is_err());
     }
 }

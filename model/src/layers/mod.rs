@@ -32,7 +32,7 @@ mod sparse;
 pub use attention::{CrossAttention, Heads, SelfAttention};
 pub use block::{Block, BlockShape, LayerMemory, SelfMode, Work, WorkBuffers, WorkSizes};
 pub use conv_stem::{ConvStem, StemSizes};
-pub use embedding::Embedding;
+pub use embedding::{Embedding, EmbeddingTable};
 pub use feed_forward::FeedForward;
 pub use groups::{Group, StepBias};
 pub use kv_cache::{

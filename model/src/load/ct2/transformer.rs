@@ -15,8 +15,9 @@
 //! Linear weights keep the type `model.bin` stores them in (`float32`, `float16`, `bfloat16`,
 //! `int8` with its per-row `weight_scale`, see [`super::int8`]) unless
 //! [`super::Ct2Options::weights`] asks for another; `int16` weights are dequantised with their
-//! scale to `f32`. Embeddings (int8 ones dequantised), positions, norms, biases and the relative
-//! bias table are `f32` in memory (exact for every stored float type).
+//! scale to `f32`. Embeddings (int8 ones dequantised; Whisper's `float16` one stays `float16`),
+//! positions, norms, biases and the relative bias table are `f32` in memory (exact for every
+//! stored float type).
 //!
 //! Norm epsilon: `config.json`'s `layer_norm_epsilon`, else CTranslate2's defaults, 1e-5 for a
 //! LayerNorm and 1e-6 for an RMSNorm.

@@ -210,6 +210,49 @@ impl<'f, 'a> Vars<'f, 'a> {
         Ok(table)
     }
 
+    /// A finite `float16` tensor of `shape` in aligned memory, as stored (one copy of its
+    /// bytes, no widening). Non-finite values are an error.
+    pub(super) fn table_f16(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<AlignedBuf<f16>, Ct2Error> {
+        let v = self.shaped(name, shape)?;
+        if v.dtype != Dtype::F16 || v.data.len() != 2 * v.len() {
+            return Err(Ct2Error::UnsupportedDtype {
+                name: name.to_owned(),
+                dtype: v.dtype,
+            });
+        }
+        let mut table = AlignedBuf::<f16>::zeros(v.len()).map_err(out_of_memory(name))?;
+        let out = table.as_mut_slice();
+        let mut finite = true;
+        if cfg!(target_endian = "little") {
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+            bytes.copy_from_slice(v.data);
+            for x in out.iter() {
+                finite &= x.to_bits() & 0x7c00 != 0x7c00;
+            }
+        } else {
+            for (x, b) in out.iter_mut().zip(v.data.chunks_exact(2)) {
+                *x = f16::from_bits(u16::from_le_bytes([b[0], b[1]]));
+                finite &= x.is_finite();
+            }
+        }
+        if !finite {
+            return Err(LoadError::NonFinite {
+                name: name.to_owned(),
+            }
+            .into());
+        }
+        Ok(table)
+    }
+
+    /// The type `name` is stored in, if the file has it.
+    pub(super) fn dtype(&self, name: &str) -> Option<Dtype> {
+        self.file.variables.get(name).map(|v| v.dtype)
+    }
+
     pub(super) fn shape(&self, name: &str) -> Result<&'f [usize], Ct2Error> {
         self.file
             .variables

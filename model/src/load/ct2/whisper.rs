@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::binary::ModelBin;
+use super::binary::{Dtype, ModelBin};
 use super::spec::{activation_of, layer_count};
 use super::transformer::Builder;
 use super::vars::Vars;
@@ -186,16 +186,21 @@ fn blocks(
 }
 
 /// The target embedding with its stored positions, and the output projection: the same
-/// table (`decoder/projection` is an alias of it), packed as stored (int8 kept).
+/// table (`decoder/projection` is an alias of it), packed as stored (int8 kept). A `float16`
+/// table stays `float16` in the embedding (its rows widened as they are read).
 fn target_and_generator(
     b: &mut Builder<'_, '_, '_>,
     config: &Config,
 ) -> Result<(Embedding<'static>, Linear<'static>), Ct2Error> {
     let (d, vocab) = (config.d_model, config.tgt_vocab);
-    let table = Arc::new(b.table("decoder/embeddings/weight", &[vocab, d])?);
-    let target = Embedding::new(table, d, 1.0)
-        .with_positions(b.positions("decoder", config.max_tgt_len)?, 0);
+    let name = "decoder/embeddings/weight";
+    let target = if b.vars.dtype(name) == Some(Dtype::F16) {
+        Embedding::new_f16(b.vars.table_f16(name, &[vocab, d])?, d, 1.0)
+    } else {
+        Embedding::new(Arc::new(b.table(name, &[vocab, d])?), d, 1.0)
+    };
+    let target = target.with_positions(b.positions("decoder", config.max_tgt_len)?, 0);
     b.vars.get("decoder/projection/weight");
-    let generator = b.weight("decoder/embeddings/weight", vocab, d, None)?;
+    let generator = b.weight(name, vocab, d, None)?;
     Ok((target, generator))
 }

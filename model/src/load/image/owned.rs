@@ -9,8 +9,8 @@ use tessel_kernels::gemm::PackedB;
 use crate::aligned::AlignedBuf;
 use crate::layers::linear::PackedWeight;
 use crate::layers::{
-    Block, ConvStem, CrossAttention, Embedding, FeedForward, GlobalProjections, Linear,
-    LinearError, LocalAttention, Norm, RelativeBias, SelfAttention,
+    Block, ConvStem, CrossAttention, Embedding, EmbeddingTable, FeedForward, GlobalProjections,
+    Linear, LinearError, LocalAttention, Norm, RelativeBias, SelfAttention,
 };
 use crate::model::{Model, Source, Stack};
 use crate::storage::Weights;
@@ -46,11 +46,23 @@ fn norm(layer: &Norm<'_>) -> Result<Norm<'static>, LinearError> {
     })
 }
 
+/// A copy of `table` the model shares between its embeddings (`Shared`).
+fn shared_table(table: &EmbeddingTable<'_>) -> Result<EmbeddingTable<'static>, LinearError> {
+    Ok(match table {
+        EmbeddingTable::F32(values) => EmbeddingTable::F32(Weights::Shared(Arc::new(
+            AlignedBuf::from_slice(values.as_slice())?,
+        ))),
+        EmbeddingTable::F16(values) => EmbeddingTable::F16(Weights::Shared(Arc::new(
+            AlignedBuf::from_slice(values.as_slice())?,
+        ))),
+    })
+}
+
 fn embedding(
     layer: &Embedding<'_>,
-    table: Weights<'static, f32>,
+    table: EmbeddingTable<'static>,
 ) -> Result<Embedding<'static>, LinearError> {
-    let mut copy = Embedding::new(table, layer.width(), layer.scale());
+    let mut copy = Embedding::with_table(table, layer.width(), layer.scale());
     if let Some((positions, offset)) = layer.positions() {
         copy = copy.with_positions(owned(positions)?, offset);
     }
@@ -122,13 +134,13 @@ fn stack(layer: &Stack<'_>) -> Result<Stack<'static>, LinearError> {
 /// A copy of `model` owning every tensor; a table both embeddings read stays one table.
 pub fn to_owned(model: &Model<'_>) -> Result<Model<'static>, LinearError> {
     let target_layer = model.target_embedding();
-    let target_table = Arc::new(AlignedBuf::from_slice(target_layer.table().as_slice())?);
+    let target_table = shared_table(target_layer.table())?;
     let source = match model.source() {
         Source::Tokens(e) => {
             let table = if e.table().same_as(target_layer.table()) {
-                Weights::Shared(Arc::clone(&target_table))
+                target_table.clone()
             } else {
-                owned(e.table().as_slice())?
+                shared_table(e.table())?
             };
             Source::Tokens(embedding(e, table)?)
         }
@@ -142,7 +154,7 @@ pub fn to_owned(model: &Model<'_>) -> Result<Model<'static>, LinearError> {
             )?)
         }
     };
-    let target = embedding(target_layer, Weights::Shared(target_table))?;
+    let target = embedding(target_layer, target_table)?;
     Ok(Model::from_parts(
         model.config().clone(),
         source,

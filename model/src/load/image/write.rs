@@ -10,7 +10,7 @@ use super::{ImageError, BYTE_ORDER_MARK, DATA_ALIGN, HEADER_BYTES, MAGIC, VERSIO
 use crate::aligned::AlignedBuf;
 use crate::config::{Config, FrontEnd};
 use crate::layers::linear::PackedWeight;
-use crate::layers::{Block, Embedding, Heads, Linear, LinearError, Norm};
+use crate::layers::{Block, Embedding, EmbeddingTable, Heads, Linear, LinearError, Norm};
 use crate::model::{Model, Source, Stack};
 
 /// Why a model could not be packed, or an image file loaded.
@@ -220,7 +220,14 @@ impl Writer {
 
     fn embedding(&mut self, layer: &Embedding<'_>) -> Result<(), PackError> {
         let d = layer.width();
-        self.table(layer.table().as_slice(), d, layer.scale().to_bits())?;
+        // Images hold `f32` tables: a `float16` one is widened (exact).
+        let table = match layer.table() {
+            EmbeddingTable::F32(values) => std::borrow::Cow::Borrowed(values.as_slice()),
+            EmbeddingTable::F16(values) => {
+                std::borrow::Cow::Owned(values.as_slice().iter().map(|v| v.to_f32()).collect())
+            }
+        };
+        self.table(&table, d, layer.scale().to_bits())?;
         match layer.positions() {
             Some((positions, offset)) => self.table(positions, d, dim(offset)?)?,
             None => self.absent(1),
