@@ -201,13 +201,14 @@ step "C API: examples against libtessel.a and libtessel.so, Valgrind" capi/run-e
 
 # --- the Python package -----------------------------------------------------------------------
 
-# The wheel, built by maturin from the test build's crates (`dev` and `test` are one profile in
-# Cargo.toml and `--workspace` resolves the same features, so only pyo3 and the module itself
-# compile: about 20 s, where `pip install ./python`'s release build of every crate takes about
-# 4 minutes on 2 cores), installed into a fresh venv in the target directory, and the pytest
-# suite run there (a fresh venv under CI). Its references are the committed fixtures; Ray Data runs the scale-out recipe
-# on a local two-CPU cluster (about 50 s to install, 30 s to run). The CTranslate2 comparisons
-# skip without ctranslate2 (the fixtures hold its outputs).
+# The wheel, built by maturin in the test build's profile (`dev` and `test` are one profile in
+# Cargo.toml, so their artifacts are shared; maturin resolves tessel-python's features alone,
+# so the crates whose features differ compile again: about 2 minutes in a clean tree on 2
+# cores, where `pip install ./python`'s release build takes about 4), installed into a venv in
+# the target directory (fresh under CI), and the pytest suite run there. Its references are the
+# committed fixtures; Ray Data runs the scale-out recipe on a local two-CPU cluster (about 50 s
+# to install, 30 s to run). The CTranslate2 comparisons skip without ctranslate2 (the fixtures
+# hold its outputs).
 ray_version=2.60.0
 maturin_version=1.16.0
 python_tests() {
@@ -222,7 +223,7 @@ python_tests() {
         "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 }
 
-step "Python package: the extension and python/tessel in a venv, pytest python/tests" python_tests
+step "Python package: the wheel (maturin) in a venv, pytest python/tests" python_tests
 free_for_later_steps "$target_dir/debug" "$target_dir/nostd-check" "$target_dir/capi-examples" \
     "$target_dir/python-venv" "$target_dir/wheels"
 
