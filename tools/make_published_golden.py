@@ -86,6 +86,28 @@ def whisper_2022(name, d_model, heads, ffn):
         embed=0.5, pos=2.0, cross_out=0.1)
 
 
+def longt5_base(attention):
+    """google/long-t5-local-base and -tglobal-base: one layout (T5 v1.1's widths, 127 keys a
+    side, global blocks of 16) but for the encoder's attention."""
+    return dict(
+        config={
+            "architectures": ["LongT5ForConditionalGeneration"], "d_ff": 2048, "d_kv": 64,
+            "d_model": 768, "decoder_start_token_id": 0, "dense_act_fn": "gelu_new",
+            "dropout_rate": 0.1, "encoder_attention_type": attention, "eos_token_id": 1,
+            "feed_forward_proj": "gated-gelu", "global_block_size": 16,
+            "initializer_factor": 1.0, "is_encoder_decoder": True, "is_gated_act": True,
+            "layer_norm_epsilon": 1e-06, "local_radius": 127, "model_type": "longt5",
+            "n_positions": 4096, "num_decoder_layers": 2, "num_heads": 12, "num_layers": 2,
+            "output_past": True, "pad_token_id": 0, "relative_attention_max_distance": 128,
+            "relative_attention_num_buckets": 32, "tie_word_embeddings": False,
+            "torch_dtype": "float32", "transformers_version": "4.20.0.dev0", "use_cache": True,
+            "vocab_size": 32128},
+        generation={"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
+                    "transformers_version": "4.27.0.dev0"},
+        src_prefix=[], eos=1, pad=0, start=0, forced=None, gain=2.5, embed=1.0,
+        cross_out=0.3, rel=1.0, head=1.0, untied_head=True, seed=12)
+
+
 # The published config.json of each checkpoint, layer counts cut to 2 per stack; the decoding
 # prompt (decoder start, then the forced BOS a user passes: the target language) and source
 # (source language code first where the tokenizer puts it), and the init gains.
@@ -476,6 +498,30 @@ ROWS = {
                     "transformers_version": "4.46.0.dev0"},
         prompt=[50258, 50259, 50360, 50364], eos=50257, pad=50257, mel=1.0, gain=2.0,
         embed=0.5, pos=2.0, cross_out=0.1),
+    "led-base-16384": dict(
+        # bart-base's layout with its position table copied 16 times (the model card): a
+        # 1024-token window in every encoder layer. Global attention on the first token, as the
+        # model card puts it for summarisation (`global_tokens`).
+        config={
+            "activation_dropout": 0.0, "activation_function": "gelu",
+            "architectures": ["LEDForConditionalGeneration"], "attention_dropout": 0.0,
+            "attention_window": [1024, 1024], "bos_token_id": 0, "classif_dropout": 0.0,
+            "classifier_dropout": 0.0, "d_model": 768, "decoder_attention_heads": 12,
+            "decoder_ffn_dim": 3072, "decoder_layerdrop": 0.0, "decoder_layers": 2,
+            "decoder_start_token_id": 2, "dropout": 0.1, "encoder_attention_heads": 12,
+            "encoder_ffn_dim": 3072, "encoder_layerdrop": 0.0, "encoder_layers": 2,
+            "eos_token_id": 2, "gradient_checkpointing": False, "init_bias": 0.0,
+            "init_std": 0.02, "is_encoder_decoder": True,
+            "max_decoder_position_embeddings": 1024, "max_encoder_position_embeddings": 16384,
+            "model_type": "led", "num_hidden_layers": 2, "pad_token_id": 1,
+            "transformers_version": "4.2.0.dev0", "use_cache": True, "vocab_size": 50265},
+        generation={"bos_token_id": 0, "decoder_start_token_id": 2, "eos_token_id": 2,
+                    "pad_token_id": 1, "transformers_version": "4.27.0.dev0"},
+        # <s> first; no forced BOS.
+        src_prefix=[0], eos=2, pad=1, start=2, forced=None, gain=3.0, embed=1.0, cross_out=0.1,
+        global_tokens=1, seed=11),
+    "long-t5-local-base": longt5_base("local"),
+    "long-t5-tglobal-base": longt5_base("transient-global"),
 }
 
 
@@ -487,7 +533,7 @@ def uniform_scale(std):
 def plan_init(model, row):
     """{parameter or buffer name: manifest fields} for every tensor of the model."""
     c = model.config
-    t5 = c.model_type in ("t5", "mt5")
+    t5 = c.model_type in ("t5", "mt5", "longt5")
     plan = {}
     modules = dict(model.named_modules())
     for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
@@ -542,7 +588,7 @@ def zero_rows(model, plan, row):
                 and not row.get("untied_head"):
             plan[name].setdefault("zero_rows", []).append(row["eos"])
         rows = plan.get(name, {}).get("zero_rows", [])
-        t5 = model.config.model_type in ("t5", "mt5")
+        t5 = model.config.model_type in ("t5", "mt5", "longt5")
         if tensor.data_ptr() == shared.data_ptr() and name in plan and not t5 \
                 and row["pad"] not in rows:
             plan[name].setdefault("zero_rows", []).append(row["pad"])
@@ -634,7 +680,14 @@ def row_inputs(row, vocab):
         entry["sum"] = float(mel.astype(np.float64).sum())
         return dict(mel=entry, mel_seed=SEED), dict(input_features=torch.from_numpy(mel[None])), forced
     src = row["src_prefix"] + words[:8 - len(row["src_prefix"])] + [row["eos"]]
-    return dict(src_ids=src), dict(input_ids=torch.tensor([src])), forced
+    inputs = dict(input_ids=torch.tensor([src]))
+    described = dict(src_ids=src)
+    if "global_tokens" in row:
+        # Longformer's global attention on the source's first tokens.
+        inputs["global_attention_mask"] = torch.tensor(
+            [[int(i < row["global_tokens"]) for i in range(len(src))]])
+        described["global_tokens"] = row["global_tokens"]
+    return described, inputs, forced
 
 
 def prompt_of(row):
