@@ -435,7 +435,7 @@ impl<'w> Block<'w> {
         let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
         if let SelfMode::Bidirectional { groups, bias, side } = &mode {
             let local = self.attention.local();
-            if let Some((local, transient)) = local.and_then(|l| Some(l).zip(l.transient())) {
+            if let Some((local, transient)) = local.and_then(|l| l.transient().map(|t| (l, t))) {
                 let attn = ViewMut::new(&mut *work.attn, rows, a, a)?;
                 let buffers = (&mut *work.qkv, &mut *work.ffn, attn);
                 let layer = (&self.attention, local.radius());

@@ -115,6 +115,11 @@ impl<'w> TransientGlobal<'w> {
         (qkv, sums, mut attn): TransientBuffers<'_>,
         scratch: &mut [f32],
     ) -> Result<(), KernelError> {
+        if side.is_some_and(|s| s.block_size != self.block_size) {
+            return Err(KernelError::InvalidArgument(
+                "the side bias's block size differs from the layer's",
+            ));
+        }
         let heads = attention.heads();
         let (a, d) = (heads.width(), input.cols());
         let longest = groups.iter().map(|g| g.rows).max().unwrap_or(0);
