@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Builds tests/translation/longt5_local/: a random-weight LongT5ForConditionalGeneration with
 local encoder attention (google/long-t5-local-base's graph) and what `transformers` computes on
-it in float64.
+it in float64; with `tglobal`, tests/translation/longt5_tglobal/: the same with transient-global
+encoder attention (google/long-t5-tglobal-base's graph).
 
 LongT5's local attention: each encoder query sees the keys within `local_radius` positions of it
 (transformers splits the source into blocks of `local_radius + 1` and masks each query's three
@@ -21,8 +22,15 @@ Files in tests/translation/longt5_local/:
                         float64, the decoder start first); `greedy_margin` F64 [1]
   stats.json            the figures printed
 
-Usage: python3 tools/make_longt5_golden.py  (torch, transformers, tokenizers, safetensors, numpy;
-checked with torch 2.15.0, transformers 5.24.0).
+Transient-global (`tglobal`): each encoder query also sees one side key per block of
+`global_block_size` = 4 source positions (the block's summed inputs through the layer's
+`global_input_layer_norm`, K and V), with block 0's `global_relative_attention_bias` by block
+distance; seed 44 (43 collapses greedy decoding onto one token). The source is 27 tokens: 6 blocks, the last 3 tokens an orphan tail joining block 5,
+every window cut by the radius. expected.safetensors also holds `short_src_ids` [3] (shorter
+than a block: no side key) and `short_logits` F64 [9, 250] (teacher-forced on it).
+
+Usage: python3 tools/make_longt5_golden.py [local|tglobal]  (torch, transformers, tokenizers,
+safetensors, numpy; checked with torch 2.15.0, transformers 5.24.0).
 """
 
 import json
@@ -41,6 +49,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "
 C = dict(family="t5", d_model=32, heads=4, d_kv=8, ffn=64, vocab=250, seed=43, gain=2.5,
          embed_std=1.0, rel_std=1.0, cross_out=0.3, radius=3, buckets=8, max_distance=12,
          src_len=23)
+TGLOBAL = dict(C, attention="transient-global", global_block=4, src_len=27, short_len=3,
+               seed=44)
 MAX_NEW = 10
 
 
@@ -48,9 +58,13 @@ def make_model():
     from transformers import GenerationConfig, LongT5Config, LongT5ForConditionalGeneration
 
     tokens, ids = vocabulary(C)
+    extra = {}
+    if "global_block" in C:
+        extra["global_block_size"] = C["global_block"]
     cfg = LongT5Config(vocab_size=len(tokens), d_model=C["d_model"], d_kv=C["d_kv"],
                        d_ff=C["ffn"], num_layers=2, num_decoder_layers=2, num_heads=C["heads"],
-                       local_radius=C["radius"], encoder_attention_type="local",
+                       local_radius=C["radius"],
+                       encoder_attention_type=C.get("attention", "local"), **extra,
                        relative_attention_num_buckets=C["buckets"],
                        relative_attention_max_distance=C["max_distance"],
                        feed_forward_proj="gated-gelu", tie_word_embeddings=False,
@@ -104,7 +118,13 @@ def logits_of(model, src, forced):
 
 
 def main():
-    out = os.path.join(ROOT, "longt5_local")
+    global C
+    name = "longt5_local"
+    if sys.argv[1:] == ["tglobal"]:
+        C, name = TGLOBAL, "longt5_tglobal"
+    elif sys.argv[1:] not in ([], ["local"]):
+        sys.exit("usage: make_longt5_golden.py [local|tglobal]")
+    out = os.path.join(ROOT, name)
     if os.path.exists(out):
         shutil.rmtree(out)
     hf_dir = os.path.join(out, "hf")
@@ -116,6 +136,7 @@ def main():
     rng = np.random.default_rng(C["seed"])
     src = [ids["w%d" % i] for i in rng.integers(0, 240, C["src_len"] - 1)] + [ids["</s>"]]
     forced = [0] + [ids["w%d" % i] for i in rng.integers(0, 240, 8)]
+    short = src[:C["short_len"] - 1] + [ids["</s>"]] if "short_len" in C else None
 
     model32 = model.float()
     log32 = logits_of(model32, src, forced)
@@ -127,11 +148,15 @@ def main():
     margin = min(float(np.sort(r)[-1] - np.sort(r)[-2]) for r in along)
 
     i64 = lambda xs: np.asarray(xs, dtype=np.int64)
-    save_file({
+    tensors = {
         "src_ids": i64(src), "decoder_input_ids": i64(forced), "logits": log64,
         "greedy_tokens": i64(greedy), "beam4_tokens": i64(beam),
         "greedy_margin": np.asarray([margin], dtype=np.float64),
-    }, os.path.join(out, "expected.safetensors"))
+    }
+    if short is not None:
+        tensors["short_src_ids"] = i64(short)
+        tensors["short_logits"] = logits_of(model64, short, forced)
+    save_file(tensors, os.path.join(out, "expected.safetensors"))
     stats = {
         "src": src, "decoder_input_ids": forced, "greedy": greedy, "beam4": beam,
         "distinct_generated_greedy": len(set(greedy[1:])), "greedy_margin": margin,

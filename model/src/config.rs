@@ -234,6 +234,13 @@ pub struct Config {
     /// Relative position buckets as an attention bias (T5); `None`: no bias.
     #[cfg_attr(feature = "std", serde(default))]
     pub relative_attention: Option<RelativeAttention>,
+    /// LongT5's transient-global encoder attention: positions per block, each block adding
+    /// one side key (sessions plan room for them); `None` for every other encoder.
+    #[cfg_attr(
+        feature = "std",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub global_block_size: Option<usize>,
     /// A norm after the embeddings (BART, mBART: `layernorm_embedding`).
     #[cfg_attr(feature = "std", serde(default))]
     pub embedding_norm: bool,
@@ -392,6 +399,7 @@ impl Config {
             gated_ffn: false,
             attention_scale: None,
             relative_attention: None,
+            global_block_size: None,
             embedding_norm: false,
             position_offset: 0,
             scale_embeddings: true,
@@ -549,6 +557,11 @@ impl Config {
         }
         if self.position_offset > MAX_POSITIONS {
             return Err(ConfigError::TooLarge("position_offset"));
+        }
+        match self.global_block_size {
+            Some(0) => return Err(ConfigError::Zero("global_block_size")),
+            Some(g) if g > MAX_POSITIONS => return Err(ConfigError::TooLarge("global_block_size")),
+            _ => {}
         }
         if self.encoder_layers > 1024 {
             return Err(ConfigError::TooLarge("encoder_layers"));

@@ -7,11 +7,12 @@
 //! validation of the caller's input happens before, in [`crate::Session`].
 
 use tessel_kernels::activation::Activation;
+use tessel_kernels::attention::SideBias;
 use tessel_kernels::{KernelError, View, ViewMut};
 
 use crate::layers::{
-    CrossAttention, CrossKv, CrossLayout, CrossMemory, Group, KvCache, LayerMemory, Run, SelfMode,
-    StepBias, Work,
+    CrossAttention, CrossKv, CrossLayout, CrossMemory, Group, KvCache, LayerMemory, RelativeBias,
+    Run, SelfMode, StepBias, Work,
 };
 use crate::model::{Model, Source};
 use crate::plan::{ArenaPlan, Carved, Phase, SearchParts};
@@ -191,12 +192,30 @@ fn encoder_stack(
     } = carved;
     let s: usize = groups.iter().map(|g| g.rows).sum();
     let longest = groups.iter().map(|g| g.rows).max().unwrap_or(0);
+    let (local, side_region) = match model.config.global_block_size {
+        Some(_) => {
+            let heads = model.config.heads;
+            let local = RelativeBias::elements(heads, longest, longest);
+            r.position_bias
+                .split_at_mut(local.min(r.position_bias.len()))
+        }
+        None => (&mut *r.position_bias, &mut [][..]),
+    };
     let bias = match &model.encoder.position_bias {
-        Some(table) => Some(table.fill(0, longest, longest, r.position_bias)?),
+        Some(table) => Some(table.fill(0, longest, longest, local)?),
         None => None,
     };
+    // The side bias over the longest source's blocks: a table of the block distance.
+    let side = match (&model.encoder.side_bias, model.config.global_block_size) {
+        (Some(table), Some(size)) => {
+            let blocks = longest / size;
+            let table = table.fill(0, blocks, blocks, side_region)?;
+            Some(SideBias::new(table.data, table.head_stride, size))
+        }
+        _ => None,
+    };
     for block in model.encoder.blocks() {
-        let mode = SelfMode::Bidirectional { groups, bias };
+        let mode = SelfMode::Bidirectional { groups, bias, side };
         block.forward(run, s, &mut work, r.scratch, mode, None)?;
     }
     let Work {

@@ -56,6 +56,7 @@ pub struct Stack<'w> {
     pub(crate) blocks: Blocks<'w>,
     pub(crate) final_norm: Option<Norm<'w>>,
     pub(crate) position_bias: Option<RelativeBias<'w>>,
+    pub(crate) side_bias: Option<RelativeBias<'w>>,
 }
 
 impl<'w> Stack<'w> {
@@ -71,6 +72,7 @@ impl<'w> Stack<'w> {
             blocks,
             final_norm,
             position_bias: None,
+            side_bias: None,
         }
     }
 
@@ -78,6 +80,18 @@ impl<'w> Stack<'w> {
     pub fn with_position_bias(mut self, bias: RelativeBias<'w>) -> Stack<'w> {
         self.position_bias = Some(bias);
         self
+    }
+
+    /// The same stack with LongT5's transient-global side bias (the bias of a side key by its
+    /// block's distance to the query's block) on every block's self-attention.
+    pub fn with_side_bias(mut self, bias: RelativeBias<'w>) -> Stack<'w> {
+        self.side_bias = Some(bias);
+        self
+    }
+
+    /// The transient-global side bias of the stack's self-attention, if any.
+    pub fn side_bias(&self) -> Option<&RelativeBias<'w>> {
+        self.side_bias.as_ref()
     }
 
     /// The blocks, first to last.
@@ -111,6 +125,7 @@ impl<'w> Stack<'w> {
         self.blocks().iter().map(Block::step_bytes).sum::<usize>()
             + self.final_norm.as_ref().map_or(0, Norm::bytes)
             + self.position_bias.as_ref().map_or(0, RelativeBias::bytes)
+            + self.side_bias.as_ref().map_or(0, RelativeBias::bytes)
     }
 }
 

@@ -462,9 +462,14 @@ fn region_sizes(
         stem_middle: stem.map_or(0, |(_, sizes)| sizes.middle),
         // Encoder queries over the source, prefix chunks (up to `s` rows) over the target,
         // and a step's one query per sequence over its target positions.
+        // A transient-global encoder's side bias follows, over the longest source's blocks.
         position_bias: config.relative_attention.map_or(0, |_| {
             let step = batch * RelativeBias::elements(config.heads, 1, t);
-            RelativeBias::elements(config.heads, s, s.max(t)).max(step)
+            let side = config.global_block_size.map_or(0, |g| {
+                let blocks = s / g;
+                RelativeBias::elements(config.heads, blocks, blocks)
+            });
+            (RelativeBias::elements(config.heads, s, s.max(t)) + side).max(step)
         }),
         align_probs: align_heads * t * s,
     }
@@ -523,6 +528,13 @@ impl ArenaPlan {
         let mut wide = encode.zip_with(decoder.work(s), usize::max);
         // Encode stages the memory projection in the FFN buffer (free by then).
         wide.ffn = wide.ffn.max(CrossKv::staging_elements(a));
+        // A transient-global encoder's side rows: their Q/K/V before each source's rows, the
+        // aggregates of a source in the FFN buffer (free during self-attention).
+        if let Some(g) = config.global_block_size {
+            let rows = limits.encode_rows();
+            wide.qkv = wide.qkv.max((rows + rows / g) * 3 * a);
+            wide.ffn = wide.ffn.max(s / g * config.d_model);
+        }
         let regions = region_sizes(config, (&limits, heads), (encoder, decoder), (kv, cross));
         let narrow = decoder.work(limits.step_rows());
         let (layout, total_f32) = Layout::place(wide, narrow, regions);

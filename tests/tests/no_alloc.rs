@@ -253,3 +253,39 @@ fn nothing_allocates_in_a_longformer_encoder() {
         assert_eq!(count, 0, "{isa}: heap allocations in an LED session");
     });
 }
+
+/// A LongT5 transient-global encoder (the fixture of `tests/translation/longt5_tglobal`): its
+/// block aggregates, side rows and side bias run in the arena too, alone and batched, for
+/// sources with and without side keys.
+#[test]
+fn nothing_allocates_in_a_transient_global_encoder() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("translation/longt5_tglobal/hf");
+    let model = tessel_model::load::hf::longt5::load_hf_dir(&dir, 16, 4, &LoadOptions::default())
+        .expect("LongT5 transient-global fixture");
+    let limits = tessel_model::Limits::of(model.config())
+        .with_batch(2)
+        .with_encode_sources(2);
+    for_each_isa(|isa| {
+        let mut session = Session::new(&model, isa).expect("session");
+        let mut batch = Batch::new(&model, isa, limits).expect("batch");
+        let long: Vec<u32> = (0..41).map(|i| 3 + (i * 37) % 240).collect();
+        let count = allocations(|| {
+            for len in [41, 3, 1, 8] {
+                session.encode(&long[..len]).expect("encode");
+                let hyps = session
+                    .generate(Request::new(SearchOptions::beam(4, 8)).prefix(&[0]))
+                    .expect("beam");
+                assert!(!hyps.is_empty());
+            }
+            batch
+                .encode_all(&[(0, &long[..]), (1, &long[..3])])
+                .expect("batch encode");
+            batch.prefill(1, &[0, 5]).expect("prefill");
+        });
+        assert_eq!(
+            count, 0,
+            "{isa}: heap allocations in a LongT5 transient-global session"
+        );
+    });
+}

@@ -157,6 +157,25 @@ mod tests {
     }
 
     #[test]
+    fn an_origin_centres_the_radius_past_keys_placed_first() {
+        // Transient-global layout: 3 side keys, then one key per query.
+        let band = Band {
+            global: 3,
+            origin: 3,
+            ..Band::new(13, None, None, Some(2))
+        };
+        let [global, local] = band.parts();
+        assert_eq!(global.keys(0), 0..3);
+        assert_eq!(local.keys(0), 3..6);
+        assert_eq!(local.keys(1), 3..7);
+        assert_eq!(local.keys(5), 6..11);
+        assert_eq!(local.keys(9), 10..13);
+        assert_eq!(local.after_rows(5).keys(0), local.keys(5));
+        assert_eq!(band.seen(0), 6);
+        assert_eq!(band.seen(5), 8);
+    }
+
+    #[test]
     fn global_keys_are_a_part_of_their_own() {
         let band = Band {
             global: 3,

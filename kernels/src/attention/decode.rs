@@ -287,8 +287,8 @@ fn run_queries<S: Simd, E: KvElement, const Q: usize>(
                     let (s, after) = rest.split_at_mut(b - a);
                     before.fill(0.0);
                     after.fill(0.0);
-                    if let Some(bias) = operands.bias_row(h, i) {
-                        for (slot, &x) in s.iter_mut().zip(&bias[a..b]) {
+                    if let Some(bias) = operands.bias_of(h, i, a..b) {
+                        for (slot, &x) in s.iter_mut().zip(bias) {
                             *slot += x;
                         }
                     }

@@ -18,7 +18,11 @@
 //!   only the keys it sees, so causal attention costs about half the unmasked one, and a radius
 //!   `r` costs `O(q_len · (2r + 1))`, not `O(q_len · kv_len)`. Global keys ([`Mask`]) are a
 //!   second range every query sees, computed before the query's own range and without
-//!   overlapping it: `g` of them add `O(q_len · g)`.
+//!   overlapping it: `g` of them add `O(q_len · g)`. LongT5's transient-global side keys
+//!   are such global keys placed before the queries' own keys ([`Mask::local_origin`] centres
+//!   each query's radius past them), with their own bias by the distance between the key's
+//!   block and the query's ([`SideBias`], `2g - 1` entries a head): `q_len / G` of them add
+//!   `O(q_len² / G)`, and no bias larger than `heads × (q_len + kv_len + 2g)` is stored.
 //! - **decode** (up to 8 queries, e.g. one per beam or a short forced prefix, over a long KV
 //!   cache): lanes run along `d_head` for the products, and a transpose-and-add tree turns a
 //!   vector's worth of keys' partial products into one vector of scores; every K and V vector is
@@ -34,6 +38,12 @@
 //! do not overflow, since every exponent is taken relative to the running maximum. NaN in an
 //! input propagates to the outputs it reaches (a NaN in the V row of a key masked inside a
 //! computed tile may reach the query too: its weight is 0, and 0 · NaN is NaN).
+//!
+//! Error: an output element is within about `(4δ + 2e + (kv_len + d_head + 8)·ε) · max |v|`
+//! of the exact result, where `δ` bounds the rounding error of a score (an f32 dot product of
+//! `d_head` terms, the scale and the bias, whichever bias covers the key), `e` is
+//! [`crate::math::EXP_MAX_RELATIVE_ERROR`] and `ε` f32's epsilon; side keys count in `kv_len`
+//! like any other. The tests hold every mask to twice that.
 //!
 //! Tile sizes per level (queries × register tile, from `tiling.rs`): AVX-512 48 queries,
 //! 8 × 3 zmm accumulators; AVX2 16 queries, 6 × 2 ymm; NEON 12 queries, 8 × 3; scalar 4
@@ -206,6 +216,60 @@ impl<'a> Bias<'a> {
     }
 }
 
+/// The bias of the global keys of a LongT5 transient-global call (`Mask::side_bias`): the
+/// global keys are the `g = global_keys` aggregates of consecutive blocks of `block_size`
+/// queries ("side keys"), and the bias of query `i`, side key `s`, head `h` depends only on
+/// `s - block(i)`, where `block(i) = min(i / block_size, g - 1)` (the queries of a short last
+/// block belong to the block before it, as in `transformers`' `_make_global_fixed_block_ids`):
+/// `data[h * head_stride + s - block(i) + g - 1]`, a table of `2g - 1` entries per head (entry 0
+/// is `s - block(i) = -(g - 1)`). Nothing `q_len × g` is stored. `head_stride = 0` shares one
+/// table between heads. Too short a `data` is [`KernelError::BufferTooSmall`] (`what: "side
+/// bias"`), a `block_size` of 0 [`KernelError::InvalidArgument`].
+#[derive(Clone, Copy, Debug)]
+pub struct SideBias<'a> {
+    /// The table entries.
+    pub data: &'a [f32],
+    /// Elements from one head's table to the next; 0 shares one between heads.
+    pub head_stride: usize,
+    /// Queries per block (LongT5's `global_block_size`), at least 1.
+    pub block_size: usize,
+}
+
+impl<'a> SideBias<'a> {
+    /// A side bias: query `i`, side key `s`, head `h` at `h * head_stride + s - block(i) + g - 1`.
+    pub const fn new(data: &'a [f32], head_stride: usize, block_size: usize) -> SideBias<'a> {
+        SideBias {
+            data,
+            head_stride,
+            block_size,
+        }
+    }
+
+    /// Checks the block size and that the tables of `heads` heads over `keys` side keys lie in
+    /// `data`.
+    fn check(&self, heads: usize, keys: usize) -> Result<(), KernelError> {
+        if self.block_size == 0 {
+            return Err(KernelError::InvalidArgument("side_bias.block_size is 0"));
+        }
+        if heads == 0 || keys == 0 {
+            return Ok(());
+        }
+        let needed = (heads - 1)
+            .checked_mul(self.head_stride)
+            .zip(keys.checked_mul(2))
+            .and_then(|(a, b)| a.checked_add(b - 1))
+            .ok_or(KernelError::Overflow("side bias"))?;
+        if self.data.len() < needed {
+            return Err(KernelError::BufferTooSmall {
+                what: "side bias",
+                needed,
+                got: self.data.len(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Which keys each query sees, and an optional additive bias.
 ///
 /// Query `i` sees key `j < key_len` (key padding; `None` means `kv_len`) when it is one of the
@@ -214,8 +278,9 @@ impl<'a> Bias<'a> {
 ///   holding `past` earlier positions; `Some(0)` is the plain causal mask),
 /// - with `window = Some(w)` (needs `causal_offset`): `j + w > past + i`, i.e. the last `w`
 ///   keys up to the query's own position (Mistral-style local attention; `w = 0` sees nothing),
-/// - with `radius = Some(r)`: `i - r <= j <= i + r`, the keys within `r` of the query's own
-///   position, on both sides (the query at row `i` is at position `i`): Longformer's local
+/// - with `radius = Some(r)`: `p - r <= j <= p + r` where `p = local_origin + i`, the keys
+///   within `r` of the query's own position, on both sides (the query at row `i` is at
+///   position `i` when `local_origin` is 0): Longformer's local
 ///   attention (`r = attention_window / 2`) and LongT5's (`r = local_radius`). `r = 0` sees the
 ///   query's own key only; `r >= max(q_len, kv_len)` every key. It excludes `causal_offset`
 ///   (and so `window`): a one-sided window is `window` with `causal_offset`.
@@ -226,11 +291,20 @@ impl<'a> Bias<'a> {
 /// global key inside a query's own range is counted once. `global_keys` above `kv_len` is an
 /// error; keys at or beyond `key_len` are hidden, global or not.
 ///
-/// The bias is added to the scores of visible keys; a `-inf` bias entry hides that key.
+/// LongT5's transient-global attention lays K and V out as `[side keys | the queries' own
+/// keys]`: `global_keys = g` side keys first, then one key per query, with `local_origin = g`
+/// so that query `i`'s radius is centred on its own key `g + i`, and the side keys' bias in
+/// `side_bias` ([`SideBias`]).
+///
+/// The bias is added to the scores of visible keys; a `-inf` bias entry hides that key. With
+/// a `side_bias`, the global keys take their bias from it and `bias` covers only the keys from
+/// `global_keys` on, laid out as for a call over those `kv_len - global_keys` keys (key `j`'s
+/// entries are those of key `j - global_keys`).
 ///
 /// Cost: each query computes only the key tiles its ranges touch, the global keys `0..g` and its
 /// own range above them, so a call with a radius and `g` global keys does `O(q_len · (2r + 1 +
-/// g))` work rather than `O(q_len · kv_len)`.
+/// g))` work rather than `O(q_len · kv_len)` (for transient-global attention, `g = q_len /
+/// block_size`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Mask<'a> {
     /// `Some(past)`: causal masking with the queries at positions `past..past + q_len`.
@@ -244,8 +318,15 @@ pub struct Mask<'a> {
     pub radius: Option<usize>,
     /// Keys `0..global_keys` are seen by every query (below `key_len`); at most `kv_len`.
     pub global_keys: usize,
+    /// With `radius`: the key index of query 0's own position, query `i`'s range is centred on
+    /// key `local_origin + i` (0 but for keys placed before the queries' own, LongT5's
+    /// transient-global side keys); non-zero needs `radius`.
+    pub local_origin: usize,
     /// Additive bias on the scores.
     pub bias: Option<Bias<'a>>,
+    /// The bias of the global keys, by query block ([`SideBias`]); `bias` then covers the
+    /// other keys only.
+    pub side_bias: Option<SideBias<'a>>,
 }
 
 impl Mask<'_> {
@@ -256,7 +337,9 @@ impl Mask<'_> {
         window: None,
         radius: None,
         global_keys: 0,
+        local_origin: 0,
         bias: None,
+        side_bias: None,
     };
 }
 
@@ -344,8 +427,25 @@ pub(crate) fn check<E: KvElement>(
             "mask.global_keys exceeds kv_len",
         ));
     }
+    if mask.local_origin != 0 {
+        if mask.radius.is_none() {
+            return Err(KernelError::InvalidArgument(
+                "mask.local_origin needs mask.radius",
+            ));
+        }
+        mask.local_origin
+            .checked_add(shape.q_len)
+            .ok_or(KernelError::Overflow("local_origin + q_len"))?;
+    }
+    let bias_keys = match &mask.side_bias {
+        Some(side) => {
+            side.check(shape.heads, mask.global_keys)?;
+            shape.kv_len - mask.global_keys
+        }
+        None => shape.kv_len,
+    };
     if let Some(bias) = &mask.bias {
-        bias.check(shape.heads, shape.q_len, shape.kv_len)?;
+        bias.check(shape.heads, shape.q_len, bias_keys)?;
     }
     let scale = scale.unwrap_or_else(|| default_scale(shape.d_head));
     if !scale.is_finite() {
@@ -356,6 +456,7 @@ pub(crate) fn check<E: KvElement>(
         width,
         band: Band {
             global: mask.global_keys.min(key_len),
+            origin: mask.local_origin,
             ..Band::new(key_len, mask.causal_offset, mask.window, mask.radius)
         },
         scale,
@@ -383,13 +484,7 @@ pub fn attention<E: KvElement>(
     scratch: &mut [f32],
 ) -> Result<(), KernelError> {
     let checked = check(shape, &q, &k, &v, &out, mask, scale)?;
-    let operands = Operands {
-        q,
-        k,
-        v,
-        bias: mask.bias,
-    };
-    run_checked(isa, &checked, operands, out, scratch)
+    run_checked(isa, &checked, Operands::new(q, k, v, mask), out, scratch)
 }
 
 /// Runs a validated call (its scratch is checked here): the prefill or the decode path.
@@ -413,6 +508,7 @@ pub(crate) fn run_checked<E: KvElement>(
                 k,
                 v,
                 bias: operands.bias,
+                side: operands.side,
             };
             let mut scratch = Scratch::new(scratch, spec)?;
             return prefill::run(isa, checked, &operands, out, &mut scratch);
@@ -442,26 +538,76 @@ pub(crate) struct Operands<'a, E = f32> {
     pub k: View<'a, E>,
     pub v: View<'a, E>,
     pub bias: Option<Bias<'a>>,
+    pub side: Option<Side<'a>>,
+}
+
+/// A [`SideBias`] with what a part of a call needs to read it: the number of side keys and
+/// the index of the part's first query in the whole call.
+#[derive(Clone, Copy)]
+pub(crate) struct Side<'a> {
+    pub bias: SideBias<'a>,
+    pub keys: usize,
+    pub first: usize,
+}
+
+impl Side<'_> {
+    /// The table of head `h` from the entry of side key 0 of query `i` of the part on: side key
+    /// `s` at `s`. `keys` must be at least 1 and the indices in the validated shape.
+    #[inline(always)]
+    fn row(&self, h: usize, i: usize) -> &[f32] {
+        let block = ((self.first + i) / self.bias.block_size).min(self.keys - 1);
+        &self.bias.data[h * self.bias.head_stride + self.keys - 1 - block..]
+    }
 }
 
 impl<'a, E> Operands<'a, E> {
+    /// The operands of a validated call with `mask`.
+    pub(crate) fn new(q: View<'a>, k: View<'a, E>, v: View<'a, E>, mask: &Mask<'a>) -> Self {
+        Operands {
+            q,
+            k,
+            v,
+            bias: mask.bias,
+            side: mask.side_bias.map(|bias| Side {
+                bias,
+                keys: mask.global_keys,
+                first: 0,
+            }),
+        }
+    }
+
     /// The operands of the queries `rows` (inside the validated ones): their rows of Q and of
-    /// the bias, every key.
+    /// the biases, every key.
     pub(crate) fn rows(&self, rows: Range<usize>) -> Result<Operands<'a, E>, KernelError> {
         Ok(Operands {
             q: self.q.slice_rows(rows.start, rows.len())?,
             k: self.k,
             v: self.v,
             bias: self.bias.map(|b| b.rows(rows.clone(), self.q.rows)),
+            side: self.side.map(|side| Side {
+                first: side.first + rows.start,
+                ..side
+            }),
         })
     }
 
-    /// The bias row of head `h`, query `i` (from key 0 on), or `None` without a bias. Indices
-    /// must be in the validated shape.
+    /// Whether the scores get a bias.
     #[inline(always)]
-    pub fn bias_row(&self, h: usize, i: usize) -> Option<&[f32]> {
-        self.bias
-            .as_ref()
-            .map(|b| &b.data[b.row_start(h, i, self.q.rows)..])
+    pub fn has_bias(&self) -> bool {
+        self.bias.is_some() || self.side.is_some_and(|side| side.keys > 0)
+    }
+
+    /// The bias of head `h`, query `i`, keys `keys` (all of them global keys or none), or
+    /// `None` without a bias for them. Indices must be in the validated shape.
+    #[inline(always)]
+    pub fn bias_of(&self, h: usize, i: usize, keys: Range<usize>) -> Option<&[f32]> {
+        let skip = match &self.side {
+            Some(side) if keys.start < side.keys => return side.row(h, i).get(keys),
+            Some(side) => side.keys,
+            None => 0,
+        };
+        let bias = self.bias.as_ref()?;
+        let row = &bias.data[bias.row_start(h, i, self.q.rows)..];
+        row.get(keys.start - skip..keys.end - skip)
     }
 }

@@ -24,7 +24,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use super::band::Band;
 use super::{
     attention, attention_scratch_kv, check, decode, prefill, run_checked, takes_decode,
-    AttentionShape, Bias, Checked, KvElement, Mask, Operands,
+    AttentionShape, Bias, Checked, KvElement, Mask, Operands, SideBias,
 };
 use crate::error::KernelError;
 use crate::gemm::parallel::Claims;
@@ -401,12 +401,7 @@ fn by_rows<E: KvElement>(
                 scratch_base.part(t * part, part),
             )
         };
-        let operands = Operands {
-            q: call.q,
-            k: call.k,
-            v: call.v,
-            bias: call.mask.bias,
-        };
+        let operands = Operands::new(call.q, call.k, call.v, call.mask);
         run_checked(
             call.isa,
             &call.checked.rows(rows.clone()),
@@ -453,6 +448,10 @@ fn by_heads<'a, E: KvElement>(
             data: &b.data[(own_heads.start * b.head_stride).min(b.data.len())..],
             ..b
         });
+        let side_bias = call.mask.side_bias.map(|b| SideBias {
+            data: &b.data[(own_heads.start * b.head_stride).min(b.data.len())..],
+            ..b
+        });
         attention(
             call.isa,
             &AttentionShape {
@@ -463,7 +462,11 @@ fn by_heads<'a, E: KvElement>(
             call.k.slice_cols(col, n * d_head)?,
             call.v.slice_cols(col, n * d_head)?,
             ViewMut::dense(&mut rows[..rows_len(n)], q_len, n * d_head)?,
-            &Mask { bias, ..*call.mask },
+            &Mask {
+                bias,
+                side_bias,
+                ..*call.mask
+            },
             call.scale,
             kernel_scratch,
         )

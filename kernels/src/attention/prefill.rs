@@ -527,18 +527,13 @@ fn tile_step<S: Simd, const MR: usize, const NR: usize>(
             }
         });
     }
-    if operands.bias.is_some() {
+    if operands.has_bias() {
         for (r, i) in queries.clone().enumerate() {
             let span = spans[r / lanes];
-            let Some(row) = operands.bias_row(head, i) else {
+            let Some(row) = operands.bias_of(head, i, j0..j0 + keys) else {
                 break;
             };
-            for (jj, &b) in row[j0..][..keys]
-                .iter()
-                .enumerate()
-                .take(span.hi)
-                .skip(span.lo)
-            {
+            for (jj, &b) in row.iter().enumerate().take(span.hi).skip(span.lo) {
                 tiles.s_t[jj * tile_len + r] += b;
             }
         }

@@ -27,7 +27,8 @@ pub fn sees(mask: &Mask<'_>, kv_len: usize, i: usize, j: usize) -> bool {
         }
     }
     if let Some(r) = mask.radius {
-        if (i as u128).abs_diff(j as u128) > r as u128 {
+        let position = mask.local_origin as u128 + i as u128;
+        if position.abs_diff(j as u128) > r as u128 {
             return false;
         }
     }
@@ -72,13 +73,23 @@ pub fn attention(
             .zip(k_row)
             .map(|(&a, &b)| a as f64 * b as f64)
             .sum();
-        let bias = mask.bias.as_ref().map_or(0.0, |b| {
-            let entry = match b.layout {
-                BiasLayout::Dense => i * b.row_stride + j,
-                BiasLayout::Toeplitz => j + shape.q_len - 1 - i,
-            };
-            b.data[h * b.head_stride + entry] as f64
-        });
+        let g = mask.global_keys;
+        let bias = match (&mask.side_bias, &mask.bias) {
+            (Some(side), _) if j < g => {
+                let block = (i / side.block_size).min(g - 1);
+                side.data[h * side.head_stride + j + g - 1 - block] as f64
+            }
+            (_, Some(b)) => {
+                // With a side bias, `bias` covers the keys from `g` on only.
+                let j = if mask.side_bias.is_some() { j - g } else { j };
+                let entry = match b.layout {
+                    BiasLayout::Dense => i * b.row_stride + j,
+                    BiasLayout::Toeplitz => j + shape.q_len - 1 - i,
+                };
+                b.data[h * b.head_stride + entry] as f64
+            }
+            _ => 0.0,
+        };
         scale * dot + bias
     };
     for h in 0..shape.heads {

@@ -12,7 +12,7 @@
 //! projected encoder memory).
 
 use tessel_kernels::activation::Activation;
-use tessel_kernels::attention::{Bias, BiasLayout, Mask};
+use tessel_kernels::attention::{Bias, BiasLayout, Mask, SideBias};
 use tessel_kernels::{KernelError, ScratchSpec};
 use tessel_kernels::{View, ViewMut};
 
@@ -128,6 +128,10 @@ pub enum SelfMode<'c> {
         /// Position bias over the longest group's queries and keys (a relative-position
         /// table, or a `[head][query][key]` matrix); a group reads the part of its length.
         bias: Option<Bias<'c>>,
+        /// LongT5's transient-global side bias over the longest group's blocks (a
+        /// relative-position table of the block distance); a group reads the part of its
+        /// blocks.
+        side: Option<SideBias<'c>>,
     },
     /// Each row is the next position of one beam of its group (the groups' rows follow each
     /// other; row `i` of a group is its beam `i`), appended to the group's slot of the cache
@@ -429,6 +433,19 @@ impl<'w> Block<'w> {
         let norm = &self.attention_norm;
         let a = self.attention.heads().width();
         let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
+        if let SelfMode::Bidirectional { groups, bias, side } = &mode {
+            let local = self.attention.local();
+            if let Some((local, transient)) = local.and_then(|l| l.transient().map(|t| (l, t))) {
+                let attn = ViewMut::new(&mut *work.attn, rows, a, a)?;
+                let buffers = (&mut *work.qkv, &mut *work.ffn, attn);
+                let layer = (&self.attention, local.radius());
+                let biases = (*bias, *side);
+                transient.attend(run, layer, input, groups, biases, buffers, scratch)?;
+                check_rows(groups.iter().map(|g| g.rows).sum(), rows)?;
+                let output = self.attention.output();
+                return self.close_attention(run, rows, work, scratch, (norm, output));
+            }
+        }
         let qkv = ViewMut::new(&mut *work.qkv, rows, 3 * a, 3 * a)?;
         self.attention.project(run, input, qkv, scratch)?;
         let heads = self.attention.heads();
@@ -436,7 +453,7 @@ impl<'w> Block<'w> {
         let [q, k, v] = SelfAttention::split(qkv, a)?;
         let mut attn = ViewMut::new(&mut *work.attn, rows, a, a)?;
         match mode {
-            SelfMode::Bidirectional { groups, bias } => {
+            SelfMode::Bidirectional { groups, bias, .. } => {
                 let local = self.attention.local();
                 let longest = groups.iter().map(|g| g.rows).max().unwrap_or(0);
                 let mut row0 = 0;
@@ -517,7 +534,7 @@ impl<'w> Block<'w> {
 /// The bias of a source of `rows` positions from a relative-position bias written for the
 /// longest source of its pass, `longest` positions: the same distances, the table's entries
 /// `longest - rows` on (a dense bias's top-left corner).
-fn corner(bias: Bias<'_>, longest: usize, rows: usize) -> Bias<'_> {
+pub(super) fn corner(bias: Bias<'_>, longest: usize, rows: usize) -> Bias<'_> {
     match bias.layout {
         BiasLayout::Toeplitz => Bias {
             data: bias.data.get(longest - rows..).unwrap_or(&[]),

@@ -8,6 +8,7 @@
 //! | [`ConvStem`] | `conv_stem.rs` | Whisper's two convolutions over log-mel frames, positions |
 //! | [`SelfAttention`], [`CrossAttention`] | `attention.rs` | fused projections, head layout |
 //! | [`LocalAttention`] | `sparse.rs` | a local window and Longformer's global projections |
+//! | [`TransientGlobal`] | `transient.rs` | LongT5's transient-global side keys: block size, aggregate norm |
 //! | [`FeedForward`] | `feed_forward.rs` | up (and gate) projections, activation, down projection |
 //! | [`RelativeBias`] | `relative_bias.rs` | T5's bucketed relative position bias, one per stack |
 //! | [`Block`] | `block.rs` | one layer of either stack: self-attention, optional cross-attention, feed-forward, norms in pre or post placement |
@@ -28,6 +29,7 @@ pub mod linear;
 mod norm;
 mod relative_bias;
 mod sparse;
+mod transient;
 
 pub use attention::{CrossAttention, Heads, SelfAttention};
 pub use block::{Block, BlockShape, LayerMemory, SelfMode, Work, WorkBuffers, WorkSizes};
@@ -44,6 +46,7 @@ pub use linear::{Linear, LinearError, PackedWeight, WeightType};
 pub use norm::Norm;
 pub use relative_bias::RelativeBias;
 pub use sparse::{GlobalProjections, LocalAttention};
+pub use transient::{PassBiases, TransientBuffers, TransientGlobal};
 
 use tessel_kernels::gemm::Parallel;
 use tessel_kernels::Isa;

@@ -21,7 +21,7 @@ use tessel_kernels::activation::Activation;
 use tessel_kernels::attention::{Bias, Mask};
 use tessel_kernels::{KernelError, ScratchSpec, View, ViewMut};
 
-use super::{linear, Group, Heads, Linear, Run};
+use super::{linear, Group, Heads, Linear, Run, TransientGlobal};
 
 /// Longformer's separate projections for the global tokens: the query of the global rows, the
 /// fused key and value of every row.
@@ -36,6 +36,7 @@ pub struct GlobalProjections<'w> {
 pub struct LocalAttention<'w> {
     radius: usize,
     global: Option<GlobalProjections<'w>>,
+    transient: Option<TransientGlobal<'w>>,
 }
 
 impl<'w> GlobalProjections<'w> {
@@ -48,7 +49,22 @@ impl<'w> GlobalProjections<'w> {
 impl<'w> LocalAttention<'w> {
     /// Queries see the keys within `radius` positions, and the global tokens through `global`.
     pub fn new(radius: usize, global: Option<GlobalProjections<'w>>) -> LocalAttention<'w> {
-        LocalAttention { radius, global }
+        LocalAttention {
+            radius,
+            global,
+            transient: None,
+        }
+    }
+
+    /// The same window with LongT5's transient-global side keys ([`TransientGlobal`]).
+    pub fn with_transient(mut self, transient: TransientGlobal<'w>) -> LocalAttention<'w> {
+        self.transient = Some(transient);
+        self
+    }
+
+    /// LongT5's transient-global side keys, when the layer has them.
+    pub fn transient(&self) -> Option<&TransientGlobal<'w>> {
+        self.transient.as_ref()
     }
 
     /// Keys on each side a query sees.
@@ -80,6 +96,18 @@ impl<'w> LocalAttention<'w> {
             super::attention::check_projection("global query", &g.query, (d, a), 1)?;
             super::attention::check_projection("global kv", &g.kv, (d, a), 2)?;
         }
+        if let Some(t) = &self.transient {
+            if t.norm().width() != d {
+                return Err(KernelError::InvalidArgument(
+                    "transient-global norm width must be d_model",
+                ));
+            }
+            if self.global.is_some() {
+                return Err(KernelError::InvalidArgument(
+                    "transient-global side keys exclude Longformer's global projections",
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -88,6 +116,7 @@ impl<'w> LocalAttention<'w> {
         self.global
             .as_ref()
             .map_or(0, |g| g.query.bytes() + g.kv.bytes())
+            + self.transient.as_ref().map_or(0, TransientGlobal::bytes)
     }
 
     /// Scratch of the global projections over up to `rows` rows of width `d`.

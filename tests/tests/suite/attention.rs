@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use tessel_kernels::attention::{
     attention, attention_parallel, attention_parallel_scratch, attention_parallel_scratch_kv,
     attention_scratch, attention_scratch_kv, attention_split, default_scale, AttentionShape, Bias,
-    BiasLayout, Mask, Split, MIN_TASK_WORK,
+    BiasLayout, Mask, SideBias, Split, MIN_TASK_WORK,
 };
 use tessel_kernels::attention::{per_unit, UnitCall};
 use tessel_kernels::gemm::Parallel;
@@ -32,6 +32,16 @@ enum BiasKind {
     ToeplitzPerHead,
 }
 
+/// LongT5's transient-global layout: the `global_keys` keys are side keys, one per block of
+/// `block_size` queries, with their own bias by block distance, and the queries' own keys
+/// follow them (`local_origin = global_keys`).
+#[derive(Clone, Copy, Debug)]
+struct Transient {
+    block_size: usize,
+    /// One side bias table per head (else one shared).
+    per_head: bool,
+}
+
 /// One attention call: shape, padding of every stride, mask, scale and the data seed.
 #[derive(Clone, Debug)]
 struct Case {
@@ -42,6 +52,7 @@ struct Case {
     window: Option<usize>,
     radius: Option<usize>,
     global_keys: usize,
+    transient: Option<Transient>,
     bias: Option<BiasKind>,
     /// One in this many bias entries is `-inf` (0: none).
     neg_inf_every: usize,
@@ -79,6 +90,8 @@ struct Inputs {
     k: Vec<f32>,
     v: Vec<f32>,
     bias: Vec<f32>,
+    /// The side bias of a transient-global case, and its head stride.
+    side: (Vec<f32>, usize),
     strides: [usize; 5],
     head_stride: usize,
     /// Rows of Q, K and V.
@@ -106,11 +119,31 @@ impl Case {
             width + self.pads[3],
             s.kv_len + self.pads[4],
         ];
-        let per_head = strided_len(s.q_len, s.kv_len, strides[4]);
-        let table = if s.q_len == 0 || s.kv_len == 0 {
+        // With side keys, the bias covers the other keys only.
+        let bias_keys = match self.transient {
+            Some(_) => s.kv_len - self.global_keys,
+            None => s.kv_len,
+        };
+        let per_head = strided_len(s.q_len, bias_keys, strides[4]);
+        let table = if s.q_len == 0 || bias_keys == 0 {
             0
         } else {
-            s.q_len + s.kv_len - 1
+            s.q_len + bias_keys - 1
+        };
+        let side = match self.transient {
+            None => (Vec::new(), 0),
+            Some(t) => {
+                let entries = (2 * self.global_keys).saturating_sub(1);
+                let stride = if t.per_head { entries + 1 } else { 0 };
+                let len = stride * s.heads.saturating_sub(1) + entries;
+                let mut side = values(self.seed ^ 5, len, 2.0);
+                if self.neg_inf_every > 0 {
+                    side.iter_mut()
+                        .step_by(self.neg_inf_every + 1)
+                        .for_each(|b| *b = f32::NEG_INFINITY);
+                }
+                (side, stride)
+            }
         };
         let (head_stride, bias_len) = match self.bias {
             None => (0, 0),
@@ -133,6 +166,7 @@ impl Case {
             k: values(self.seed ^ 1, strided_len(s.kv_len, width, strides[1]), m),
             v: values(self.seed ^ 2, strided_len(s.kv_len, width, strides[2]), 1.0),
             bias,
+            side,
             strides,
             head_stride,
             rows: [s.q_len, s.kv_len, s.kv_len],
@@ -147,6 +181,14 @@ impl Case {
             window: self.window,
             radius: self.radius,
             global_keys: self.global_keys,
+            local_origin: if self.transient.is_some() {
+                self.global_keys
+            } else {
+                0
+            },
+            side_bias: self
+                .transient
+                .map(|t| SideBias::new(&inputs.side.0, inputs.side.1, t.block_size)),
             bias: self.bias.map(|kind| Bias {
                 data: &inputs.bias,
                 // Not read by a Toeplitz bias.
@@ -193,8 +235,8 @@ fn bound(case: &Case, inputs: &Inputs) -> f64 {
             .fold(0.0f64, |m, &v| m.max(v.abs() as f64))
     };
     let scale = case.scale.unwrap_or_else(|| default_scale(s.d_head)).abs() as f64;
-    let score_abs_sum =
-        scale * s.d_head as f64 * max_abs(&inputs.q) * max_abs(&inputs.k) + max_abs(&inputs.bias);
+    let score_abs_sum = scale * s.d_head as f64 * max_abs(&inputs.q) * max_abs(&inputs.k)
+        + max_abs(&inputs.bias).max(max_abs(&inputs.side.0));
     let delta = dot_tolerance(s.d_head + 2, score_abs_sum);
     let eps = f32::EPSILON as f64;
     let relative =
@@ -293,6 +335,7 @@ fn case_strategy_with(
                     window,
                     radius,
                     global_keys,
+                    transient: None,
                     bias: match bias {
                         0 => None,
                         1 => Some(BiasKind::Shared),
@@ -330,6 +373,173 @@ proptest! {
     ) {
         for_each_isa(|isa| check(isa, &case));
     }
+}
+
+/// LongT5's transient-global calls: `n` queries over `n / G` side keys followed by their own
+/// `n` keys, a radius centred past the side keys, the side bias by block distance (a short
+/// last block joins the one before it), a Toeplitz, dense or no bias on the own keys. `G` is
+/// random (1 to 40, and 16 as published); lengths fall on, next to and between multiples of
+/// `G` and of the tiles; sources shorter than `G` have no side key.
+fn transient_strategy(max_q: usize) -> impl Strategy<Value = Case> {
+    (
+        (1usize..=3, proptest::sample::select(D_HEADS.to_vec())),
+        (
+            awkward_dim(max_q),
+            prop_oneof![2 => 1usize..=40, 1 => Just(16)],
+            0usize..4,
+        ),
+        proptest::array::uniform5(prop_oneof![3 => Just(0usize), 1 => 1usize..9]),
+        (0usize..4, 0usize..4, any::<bool>(), 0usize..4),
+        (any::<bool>(), any::<bool>(), any::<u64>()),
+    )
+        .prop_map(
+            |((heads, d_head), (n, block, tweak), pads, kinds, (padded, unit, seed))| {
+                let (local, bias, per_head, neg_inf) = kinds;
+                let whole = n / block * block;
+                let q_len = match tweak {
+                    0 => n,
+                    1 => whole,
+                    2 => whole + 1,
+                    _ => whole.saturating_sub(1),
+                };
+                let g = q_len / block;
+                let kv_len = g + q_len;
+                let r = seed >> 8;
+                let radius = match local {
+                    0 => (r as usize / 13) % 3,
+                    1 => (r as usize / 13) % 70,
+                    2 => q_len + (r as usize / 17) % 3,
+                    _ => 127,
+                };
+                Case {
+                    shape: AttentionShape {
+                        heads,
+                        d_head,
+                        q_len,
+                        kv_len,
+                    },
+                    pads,
+                    radius: Some(radius),
+                    global_keys: g,
+                    transient: Some(Transient {
+                        block_size: block,
+                        per_head,
+                    }),
+                    key_len: padded.then(|| (r as usize / 11) % (kv_len + 1)),
+                    bias: match bias {
+                        0 => None,
+                        1 => Some(BiasKind::Toeplitz),
+                        2 => Some(BiasKind::ToeplitzPerHead),
+                        _ => Some(BiasKind::PerHead),
+                    },
+                    neg_inf_every: [0, 0, 7, 2][neg_inf],
+                    // T5 does not scale the scores.
+                    scale: unit.then_some(1.0),
+                    magnitude: 1.0 + (r % 4) as f32,
+                    seed,
+                    ..plain_case(heads, d_head, q_len, kv_len)
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(48)))]
+
+    #[test]
+    fn transient_global_matches_the_reference(case in transient_strategy(300)) {
+        for_each_isa(|isa| check(isa, &case));
+    }
+
+    /// Up to 8 queries (the decode path, at most one side key per query for `G >= 8`).
+    #[test]
+    fn transient_global_decode_matches_the_reference(case in transient_strategy(8)) {
+        for_each_isa(|isa| check(isa, &case));
+    }
+}
+
+/// Every transient-global field is validated: a block size of 0, a side bias table shorter
+/// than `2g - 1` entries per head, a `local_origin` without a radius, a bias covering the side
+/// keys' count of keys short by them.
+#[test]
+fn transient_global_arguments_are_typed_errors() {
+    let isa = Isa::best();
+    let (q_len, g) = (6, 2);
+    let shape = AttentionShape {
+        heads: 2,
+        d_head: 4,
+        q_len,
+        kv_len: g + q_len,
+    };
+    let q = vec![0.5; q_len * 8];
+    let kv = vec![0.5; (g + q_len) * 8];
+    let side = vec![0.0; 7];
+    let toeplitz = vec![0.0; 2 * q_len - 1];
+    let mut out = vec![canary(); q_len * 8];
+    let mut scratch = vec![0.0; attention_scratch(isa, &shape).len()];
+    let mut call = |mask: &Mask<'_>| {
+        attention(
+            isa,
+            &shape,
+            View::new(&q, q_len, 8, 8)?,
+            View::new(&kv, g + q_len, 8, 8)?,
+            View::new(&kv, g + q_len, 8, 8)?,
+            ViewMut::new(&mut out, q_len, 8, 8)?,
+            mask,
+            None,
+            &mut scratch,
+        )
+    };
+    let good = Mask {
+        radius: Some(2),
+        global_keys: g,
+        local_origin: g,
+        bias: Some(Bias::toeplitz(&toeplitz, 0)),
+        side_bias: Some(SideBias::new(&side, 3, 4)),
+        ..Mask::NONE
+    };
+    assert!(matches!(call(&good), Ok(())));
+    let zero_block = Mask {
+        side_bias: Some(SideBias::new(&side, 3, 0)),
+        ..good
+    };
+    assert!(matches!(
+        call(&zero_block),
+        Err(KernelError::InvalidArgument(_))
+    ));
+    let short_side = Mask {
+        side_bias: Some(SideBias::new(&side, 5, 4)),
+        ..good
+    };
+    assert!(matches!(
+        call(&short_side),
+        Err(KernelError::BufferTooSmall {
+            what: "side bias",
+            needed: 8,
+            got: 7
+        })
+    ));
+    let no_radius = Mask {
+        radius: None,
+        ..good
+    };
+    assert!(matches!(
+        call(&no_radius),
+        Err(KernelError::InvalidArgument(_))
+    ));
+    let short_bias = Mask {
+        bias: Some(Bias::toeplitz(&toeplitz[1..], 0)),
+        ..good
+    };
+    assert!(matches!(
+        call(&short_bias),
+        Err(KernelError::BufferTooSmall { what: "bias", .. })
+    ));
+    let huge_origin = Mask {
+        local_origin: usize::MAX,
+        ..good
+    };
+    assert!(matches!(call(&huge_origin), Err(KernelError::Overflow(_))));
 }
 
 /// The queries of a call share every K vector, but a key one query does not see never reaches
@@ -376,6 +586,7 @@ fn plain_case(heads: usize, d_head: usize, q_len: usize, kv_len: usize) -> Case 
         window: None,
         radius: None,
         global_keys: 0,
+        transient: None,
         bias: None,
         neg_inf_every: 0,
         scale: None,
@@ -1073,6 +1284,17 @@ proptest! {
     #[test]
     fn threads_give_the_bits_of_one_thread(
         case in case_strategy_with(awkward_dim(160), 0usize..=700, 1..=7),
+        threads in 2usize..=5,
+    ) {
+        for_each_isa(|isa| {
+            check_parallel(isa, &case, threads, 1);
+        });
+    }
+
+    /// The same for transient-global calls: a part's queries keep their blocks' side bias.
+    #[test]
+    fn transient_global_threads_give_the_bits_of_one_thread(
+        case in transient_strategy(160),
         threads in 2usize..=5,
     ) {
         for_each_isa(|isa| {

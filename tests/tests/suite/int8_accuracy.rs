@@ -48,6 +48,11 @@ const CT2_TOY_DRIFT_BOUND: f64 = 0.6;
 /// inside a radius of 3): measured 2.8e-1 at scalar and avx2; LED's fixture measures 4.1e-2
 /// and is held to [`TRANSLATION_DRIFT_BOUND`].
 const LONG_T5_DRIFT_BOUND: f64 = 0.4;
+/// `tests/translation/longt5_tglobal` (the same gain, and side keys whose aggregates sum the
+/// quantised rows of a block): measured 7.8e-1 at scalar and avx2. `transformers` with its
+/// Linear weights rounded to int8 per output row drifts 4.8e-1 on it, against 3.3e-1 on
+/// `longt5_local`.
+const LONG_T5_TGLOBAL_DRIFT_BOUND: f64 = 1.0;
 /// int8 (as CTranslate2 stores it) against CTranslate2's float32 run of the dequantised
 /// weights, `tests/ct2_int8`: measured 6.9e-3.
 const CT2_F32_DRIFT_BOUND: f64 = 1e-2;
@@ -231,14 +236,15 @@ fn pytorch_fixtures_stay_within_the_int8_drift_of_f32() {
 #[test]
 fn translation_fixtures_stay_within_the_int8_drift_of_f32() {
     let families = ["marian", "bart", "mbart", "m2m100", "t5", "t5_tied"];
-    for name in families.into_iter().chain(["led", "longt5_local"]) {
+    let long = ["led", "longt5_local", "longt5_tglobal"];
+    for name in families.into_iter().chain(long) {
         let dir = root().join("translation").join(name);
         let hf = dir.join("hf");
         let (f32, int8) = both(|w| {
             let options = LoadOptions::weights(w);
             match name {
                 "led" => led::load_hf_dir(&hf, 1, &options),
-                "longt5_local" => longt5::load_hf_dir(&hf, 32, 1, &options),
+                _ if name.starts_with("longt5") => longt5::load_hf_dir(&hf, 32, 1, &options),
                 _ if name.starts_with("t5") => t5::load_hf_dir(&hf, 32, 1, &options),
                 _ => bart::load_hf_dir(&hf, 1, &options).map(|(_, model)| model),
             }
@@ -253,6 +259,7 @@ fn translation_fixtures_stay_within_the_int8_drift_of_f32() {
             prompt: forced[..1].to_vec(),
             bound: match name {
                 "longt5_local" => LONG_T5_DRIFT_BOUND,
+                "longt5_tglobal" => LONG_T5_TGLOBAL_DRIFT_BOUND,
                 _ => TRANSLATION_DRIFT_BOUND,
             },
         });

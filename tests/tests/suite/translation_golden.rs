@@ -232,15 +232,70 @@ fn hugging_face_longt5_local_matches_transformers() {
     let dir = fixture("longt5_local").join("hf");
     let model = longt5::load_hf_dir(&dir, 32, 4, &LoadOptions::default()).unwrap();
     check("longt5_local", &model);
-    let mut config: serde_json::Value =
+    let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    config["encoder_attention_type"] = "transient-global".into();
     let scratch = std::env::temp_dir().join(format!("tessel-longt5-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).unwrap();
-    std::fs::write(scratch.join("config.json"), config.to_string()).unwrap();
-    let err = longt5::load_hf_dir(&scratch, 32, 4, &LoadOptions::default()).unwrap_err();
+    // Attention types `transformers` does not have, and a transient-global block of 0
+    // positions, are refused, naming what.
+    for (kind, block, named) in [
+        ("global", 16, "encoder_attention_type `global`"),
+        ("transient-global", 0, "global_block_size"),
+    ] {
+        let mut config = config.clone();
+        config["encoder_attention_type"] = kind.into();
+        config["global_block_size"] = block.into();
+        std::fs::write(scratch.join("config.json"), config.to_string()).unwrap();
+        let err = longt5::load_hf_dir(&scratch, 32, 4, &LoadOptions::default()).unwrap_err();
+        assert!(err.to_string().contains(named), "{kind}: {err}");
+    }
     std::fs::remove_dir_all(&scratch).unwrap();
-    assert!(err.to_string().contains("transient-global"), "{err}");
+}
+
+/// LongT5 with transient-global attention (`tests/translation/longt5_tglobal`,
+/// `tools/make_longt5_golden.py tglobal`): a radius of 3 and one side key per block of 4
+/// positions over a 27-token source (6 blocks, a 3-token tail joining the last), the side bias
+/// by block distance, each layer's own aggregate norm; and a 3-token source, shorter than a
+/// block (no side key), alone and batched with the long one.
+#[test]
+fn hugging_face_longt5_tglobal_matches_transformers() {
+    let name = "longt5_tglobal";
+    let dir = fixture(name).join("hf");
+    let model = longt5::load_hf_dir(&dir, 32, 4, &LoadOptions::default()).unwrap();
+    assert_eq!(model.config().global_block_size, Some(4));
+    check(name, &model);
+    let bytes = std::fs::read(fixture(name).join("expected.safetensors")).unwrap();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let forced = ids(&file, "decoder_input_ids");
+    let (short, short_logits) = (ids(&file, "short_src_ids"), values(&file, "short_logits"));
+    let (long, long_logits) = (ids(&file, "src_ids"), values(&file, "logits"));
+    for_each_isa(|isa| {
+        let mut session = Session::new(&model, isa).unwrap();
+        session.encode(&short).unwrap();
+        let what = format!("{name}, a source shorter than a block, at {isa}");
+        assert_teacher_forced_logits(&mut session, &forced, &short_logits, &what);
+        // Encoded in one pass, each source gets the logits it gets alone.
+        let limits = Limits::of(model.config())
+            .with_batch(2)
+            .with_encode_sources(2);
+        let mut batch = Batch::new(&model, isa, limits).unwrap();
+        batch.encode_all(&[(0, &long), (1, &short)]).unwrap();
+        let vocab = model.config().tgt_vocab;
+        for (slot, logits) in [(0, &long_logits), (1, &short_logits)] {
+            let bound = 1e-4 * logits.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+            for step in 0..forced.len() {
+                let got = batch.prefill(slot, &forced[..=step]).unwrap();
+                let want = &logits[step * vocab..][..vocab];
+                for (t, (&g, &w)) in got.iter().zip(want).enumerate() {
+                    assert!(
+                        (g as f64 - w).abs() <= bound,
+                        "{name}, slot {slot} of a batch, at {isa}: step {step} token {t}: \
+                         {g} vs {w}"
+                    );
+                }
+            }
+        }
+    });
 }
 
 #[test]

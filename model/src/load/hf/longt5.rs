@@ -7,7 +7,13 @@
 //! band), with the stack's bucketed relative position bias; the encoder's layers are named
 //! `LocalSelfAttention`. The rest is T5's (`super::t5`), including how `tie_word_embeddings`
 //! is read: the published checkpoints (`false`) run the shared table unscaled.
-//! `transient-global` attention is refused with that reason.
+//!
+//! With `encoder_attention_type: "transient-global"` (`google/long-t5-tglobal-*`), the
+//! encoder's layers are named `TransientGlobalSelfAttention` and each query also sees one
+//! side key per block of `global_block_size` source positions (each layer's
+//! `global_input_layer_norm` over the block's summed inputs, through the layer's own K and V)
+//! with the first layer's `global_relative_attention_bias` by block distance
+//! ([`crate::layers::TransientGlobal`]).
 //!
 //! No position table bounds the source: sessions plan for [`DEFAULT_MAX_SOURCE`] tokens, the
 //! length LongT5 was published for, and its targets for the settings' length.
@@ -31,6 +37,8 @@ struct LongConfig {
     encoder_attention_type: String,
     #[serde(default = "radius")]
     local_radius: usize,
+    #[serde(default = "block")]
+    global_block_size: usize,
 }
 
 fn local() -> String {
@@ -38,6 +46,9 @@ fn local() -> String {
 }
 fn radius() -> usize {
     127
+}
+fn block() -> usize {
+    16
 }
 
 /// Loads a Hugging Face LongT5 directory, its targets planned for `max_len` positions.
@@ -49,27 +60,23 @@ pub fn load_hf_dir(
 ) -> Result<Model<'static>, LoadError> {
     let text = read_config(dir)?;
     let long: LongConfig = serde_json::from_str(&text).map_err(config_error)?;
-    match long.encoder_attention_type.as_str() {
-        "local" => {}
-        "transient-global" => {
-            return Err(LoadError::Unsupported(
-                "LongT5's transient-global encoder attention (encoder_attention_type \
-                 `transient-global`); its local attention is supported"
-                    .into(),
-            ))
-        }
+    let (module, global_block) = match long.encoder_attention_type.as_str() {
+        "local" => ("LocalSelfAttention", None),
+        "transient-global" => ("TransientGlobalSelfAttention", Some(long.global_block_size)),
         other => {
             return Err(config_error(format_args!(
                 "encoder_attention_type `{other}`"
             )))
         }
-    }
+    };
     let (mut config, scale_outputs) = t5::config_from_hf(&text, max_len, max_beam)?;
     config.max_src_len = DEFAULT_MAX_SOURCE;
+    config.global_block_size = global_block;
     config.validate()?;
     let encoder = EncoderAttention {
-        module: "LocalSelfAttention",
+        module,
         radius: Some(long.local_radius),
+        global_block,
     };
     t5::load_with(dir, config, scale_outputs, encoder, options)
 }

@@ -29,7 +29,7 @@ use crate::config::{
 };
 use crate::layers::{
     Block, CrossAttention, Embedding, FeedForward, Linear, LocalAttention, RelativeBias,
-    SelfAttention,
+    SelfAttention, TransientGlobal,
 };
 use crate::load::source::TensorSource;
 use crate::load::{block, linear_error, malformed, LoadError, LoadOptions, Loader};
@@ -193,12 +193,14 @@ pub fn config_from_hf(
 }
 
 /// How a T5-family encoder's self-attention is stored and runs: the module name of its
-/// layers (`SelfAttention`, LongT5's `LocalSelfAttention`) and, for local attention, the
-/// radius each query sees.
+/// layers (`SelfAttention`, LongT5's `LocalSelfAttention` and
+/// `TransientGlobalSelfAttention`), for local attention the radius each query sees, and for
+/// transient-global attention the positions per block.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct EncoderAttention {
     pub module: &'static str,
     pub radius: Option<usize>,
+    pub global_block: Option<usize>,
 }
 
 impl EncoderAttention {
@@ -206,6 +208,7 @@ impl EncoderAttention {
     const FULL: EncoderAttention = EncoderAttention {
         module: "SelfAttention",
         radius: None,
+        global_block: None,
     };
 }
 
@@ -251,15 +254,24 @@ pub(super) fn load_with(
 fn self_attention(
     l: &mut Loader<'_>,
     p: &str,
-    radius: Option<usize>,
+    encoder: EncoderAttention,
 ) -> Result<SelfAttention<'static>, LoadError> {
     let (d, a) = (l.config.d_model, l.config.attention_width());
     let (q, k, v) = (format!("{p}.q"), format!("{p}.k"), format!("{p}.v"));
     let qkv = l.fused(&[&q, &k, &v], &[false; 3], a, d)?;
     let out = l.linear(&format!("{p}.o"), d, a, false)?;
     let attention = SelfAttention::new(qkv, out, l.heads());
-    match radius {
-        Some(r) => attention.and_then(|a| a.with_local(LocalAttention::new(r, None))),
+    let local = match (encoder.radius, encoder.global_block) {
+        (Some(r), Some(size)) => {
+            let norm = l.norm(&format!("{p}.global_input_layer_norm"))?;
+            let transient = TransientGlobal::new(size, norm).map_err(malformed(p))?;
+            Some(LocalAttention::new(r, None).with_transient(transient))
+        }
+        (Some(r), None) => Some(LocalAttention::new(r, None)),
+        (None, _) => None,
+    };
+    match local {
+        Some(local) => attention.and_then(|a| a.with_local(local)),
         None => attention,
     }
     .map_err(malformed(p))
@@ -297,11 +309,11 @@ fn stack(
     layers: usize,
     (decoder, attention): (bool, EncoderAttention),
 ) -> Result<Stack<'static>, LoadError> {
-    let module = attention.module;
+    let (module, encoder) = (attention.module, attention);
     let mut blocks: Vec<Block<'static>> = Vec::with_capacity(layers);
     for i in 0..layers {
         let p = format!("{side}.block.{i}.layer");
-        let attention = self_attention(l, &format!("{p}.0.{module}"), attention.radius)?;
+        let attention = self_attention(l, &format!("{p}.0.{module}"), encoder)?;
         let norm1 = l.norm(&format!("{p}.0.layer_norm"))?;
         let (cross, ffn_index) = if decoder {
             let cross = cross_attention(l, &format!("{p}.1.EncDecAttention"))?;
@@ -320,27 +332,47 @@ fn stack(
         )?);
     }
     let final_norm = l.norm(&format!("{side}.final_layer_norm"))?;
+    let prefix = format!("{side}.block.0.layer.0.{module}");
+    let bias = bias_table(
+        l,
+        &format!("{prefix}.relative_attention_bias.weight"),
+        !decoder,
+    )?;
+    let stack = Stack::new(blocks, Some(final_norm)).with_position_bias(bias);
+    if encoder.global_block.is_none() || decoder {
+        return Ok(stack);
+    }
+    // LongT5's side bias: the first layer's, which `transformers` passes along to the others.
+    let name = format!("{prefix}.global_relative_attention_bias.weight");
+    Ok(stack.with_side_bias(bias_table(l, &name, true)?))
+}
+
+/// The bucketed bias table `name` (`[buckets × heads]`) with the config's buckets, causal
+/// unless `bidirectional`.
+fn bias_table(
+    l: &mut Loader<'_>,
+    name: &str,
+    bidirectional: bool,
+) -> Result<RelativeBias<'static>, LoadError> {
     let relative = l.config.relative_attention.unwrap_or(RelativeAttention {
         buckets: 32,
         max_distance: 128,
     });
-    let name = format!("{side}.block.0.layer.0.{module}.relative_attention_bias.weight");
     let heads = l.config.heads;
     let table = l
-        .stored(&name, &[relative.buckets, heads])?
+        .stored(name, &[relative.buckets, heads])?
         .into_f32()
         .into_owned();
-    let table = crate::aligned::AlignedBuf::from_slice(&table)
-        .map_err(crate::load::out_of_memory(&name))?;
-    let bias = RelativeBias::new(
+    let table =
+        crate::aligned::AlignedBuf::from_slice(&table).map_err(crate::load::out_of_memory(name))?;
+    RelativeBias::new(
         table,
         heads,
         relative.buckets,
         relative.max_distance,
-        !decoder,
+        bidirectional,
     )
-    .map_err(malformed(side))?;
-    Ok(Stack::new(blocks, Some(final_norm)).with_position_bias(bias))
+    .map_err(malformed(name))
 }
 
 fn build(

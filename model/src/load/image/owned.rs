@@ -10,7 +10,7 @@ use crate::aligned::AlignedBuf;
 use crate::layers::linear::PackedWeight;
 use crate::layers::{
     Block, ConvStem, CrossAttention, Embedding, EmbeddingTable, FeedForward, GlobalProjections,
-    Linear, LinearError, LocalAttention, Norm, RelativeBias, SelfAttention,
+    Linear, LinearError, LocalAttention, Norm, RelativeBias, SelfAttention, TransientGlobal,
 };
 use crate::model::{Model, Source, Stack};
 use crate::storage::Weights;
@@ -84,7 +84,12 @@ fn block(layer: &Block<'_>) -> Result<Block<'static>, LinearError> {
             Some((query, kv)) => Some(GlobalProjections::new(linear(query)?, linear(kv)?)),
             None => None,
         };
-        copy = copy.with_local(LocalAttention::new(local.radius(), global))?;
+        let mut owned_local = LocalAttention::new(local.radius(), global);
+        if let Some(t) = local.transient() {
+            let transient = TransientGlobal::new(t.block_size(), norm(t.norm())?)?;
+            owned_local = owned_local.with_transient(transient);
+        }
+        copy = copy.with_local(owned_local)?;
     }
     let attention = copy;
     let cross = match layer.cross_attention_layer() {
@@ -113,20 +118,27 @@ fn block(layer: &Block<'_>) -> Result<Block<'static>, LinearError> {
     )?)
 }
 
+fn relative_bias(bias: &RelativeBias<'_>) -> Result<RelativeBias<'static>, LinearError> {
+    let (heads, buckets, max_distance, bidirectional) = bias.shape();
+    let table = owned(bias.table())?;
+    Ok(RelativeBias::new(
+        table,
+        heads,
+        buckets,
+        max_distance,
+        bidirectional,
+    )?)
+}
+
 fn stack(layer: &Stack<'_>) -> Result<Stack<'static>, LinearError> {
     let blocks = layer.blocks().iter().map(block).collect::<Result<_, _>>()?;
     let final_norm = layer.final_norm().map(norm).transpose()?;
     let mut copy = Stack::new(blocks, final_norm);
     if let Some(bias) = layer.position_bias() {
-        let (heads, buckets, max_distance, bidirectional) = bias.shape();
-        let table = owned(bias.table())?;
-        copy = copy.with_position_bias(RelativeBias::new(
-            table,
-            heads,
-            buckets,
-            max_distance,
-            bidirectional,
-        )?);
+        copy = copy.with_position_bias(relative_bias(bias)?);
+    }
+    if let Some(bias) = layer.side_bias() {
+        copy = copy.with_side_bias(relative_bias(bias)?);
     }
     Ok(copy)
 }
