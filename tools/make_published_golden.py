@@ -86,9 +86,10 @@ def whisper_2022(name, d_model, heads, ffn):
         embed=0.5, pos=2.0, cross_out=0.1)
 
 
-def longt5_base(attention):
+def longt5_base(attention, src_len, seed):
     """google/long-t5-local-base and -tglobal-base: one layout (T5 v1.1's widths, 127 keys a
-    side, global blocks of 16) but for the encoder's attention."""
+    side, global blocks of 16) but for the encoder's attention; a source of `src_len` tokens
+    and the end of sequence."""
     return dict(
         config={
             "architectures": ["LongT5ForConditionalGeneration"], "d_ff": 2048, "d_kv": 64,
@@ -105,7 +106,7 @@ def longt5_base(attention):
         generation={"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
                     "transformers_version": "4.27.0.dev0"},
         src_prefix=[], eos=1, pad=0, start=0, forced=None, gain=2.5, embed=1.0,
-        cross_out=0.3, rel=1.0, head=1.0, untied_head=True, seed=12)
+        cross_out=0.3, rel=1.0, head=1.0, untied_head=True, seed=seed, src_len=src_len)
 
 
 # The published config.json of each checkpoint, layer counts cut to 2 per stack; the decoding
@@ -519,9 +520,11 @@ ROWS = {
                     "pad_token_id": 1, "transformers_version": "4.27.0.dev0"},
         # <s> first; no forced BOS.
         src_prefix=[0], eos=2, pad=1, start=2, forced=None, gain=3.0, embed=1.0, cross_out=0.1,
-        global_tokens=1, seed=11),
-    "long-t5-local-base": longt5_base("local"),
-    "long-t5-tglobal-base": longt5_base("transient-global"),
+        global_tokens=1, src_len=1100, seed=16),
+    # 300 tokens: past the 127-key radius on both sides of most queries.
+    "long-t5-local-base": longt5_base("local", 300, seed=12),
+    # 40 tokens: two blocks of 16 and a tail of 8 that joins the second.
+    "long-t5-tglobal-base": longt5_base("transient-global", 40, seed=13),
 }
 
 
@@ -679,7 +682,13 @@ def row_inputs(row, vocab):
         mel = gen.generate(entry, SEED)
         entry["sum"] = float(mel.astype(np.float64).sum())
         return dict(mel=entry, mel_seed=SEED), dict(input_features=torch.from_numpy(mel[None])), forced
-    src = row["src_prefix"] + words[:8 - len(row["src_prefix"])] + [row["eos"]]
+    length = row.get("src_len", 8)
+    if length > 8:
+        # A source longer than the attention's window or block (the long-document rows), drawn
+        # apart so that the other rows keep their sources.
+        long = np.random.default_rng(SEED + length).integers(300, vocab - 300, length)
+        words = [int(w) for w in long]
+    src = row["src_prefix"] + words[:length - len(row["src_prefix"])] + [row["eos"]]
     inputs = dict(input_ids=torch.tensor([src]))
     described = dict(src_ids=src)
     if "global_tokens" in row:
