@@ -5,10 +5,6 @@
 //! After the session is created nothing here allocates: every buffer is a region of the arena
 //! the [`ArenaPlan`] sized from the config. A refused call changes nothing.
 
-#[cfg(feature = "std")]
-mod batch;
-#[cfg(feature = "std")]
-mod batch_audio;
 mod decoder;
 mod error;
 mod holders;
@@ -18,8 +14,6 @@ use std::sync::Arc;
 
 use tessel_kernels::Isa;
 
-#[cfg(feature = "std")]
-pub use batch::Batch;
 pub(crate) use error::check_tokens;
 pub use error::{RunError, SessionError};
 pub use holders::{Arena, ModelRef, OwnArena};
