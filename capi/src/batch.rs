@@ -235,12 +235,7 @@ pub unsafe extern "C" fn tessel_batch_get_limits(
         // SAFETY: the caller's contract for `limits` and `max_batch`.
         let (limits, max_batch) = unsafe { (limits.as_mut(), max_batch.as_mut()) };
         if let Some(limits) = limits {
-            *limits = tessel_limits {
-                max_src_len: l.max_src_len,
-                max_tgt_len: l.max_tgt_len,
-                max_beam: l.max_beam,
-                threads: l.threads,
-            };
+            *limits = tessel_limits::of(l);
         }
         if let Some(max_batch) = max_batch {
             *max_batch = l.max_batch;

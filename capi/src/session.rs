@@ -219,13 +219,7 @@ pub unsafe extern "C" fn tessel_session_get_limits(
     let body = |inner: &mut Inner| {
         // SAFETY: the caller's contract for `limits`.
         let limits = unsafe { args::write(limits, "limits is NULL") }?;
-        let l = inner.session.limits();
-        *limits = tessel_limits {
-            max_src_len: l.max_src_len,
-            max_tgt_len: l.max_tgt_len,
-            max_beam: l.max_beam,
-            threads: l.threads,
-        };
+        *limits = tessel_limits::of(inner.session.limits());
         Ok(())
     };
     // SAFETY: the caller's contract for `session`.
