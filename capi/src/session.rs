@@ -630,25 +630,42 @@ pub unsafe extern "C" fn tessel_hypothesis(
                 "index is not below the count of the last tessel_generate",
             );
         }
-        let n = results.lens[index];
-        *len = n;
-        if cap < n {
-            return fail(
-                tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
-                "the token buffer is too small (the length was written to len)",
-            );
-        }
-        // SAFETY: the caller's contract for `tokens`.
-        let out = unsafe { args::slice_mut(tokens, cap, "tokens is NULL") }?;
         let at = index * results.stride;
-        out[..n].copy_from_slice(&results.tokens[at..at + n]);
-        if let Some(score) = score {
-            *score = results.scores[index];
-        }
-        Ok(())
+        let found = &results.tokens[at..at + results.lens[index]];
+        // SAFETY: the caller's contract for `tokens`.
+        unsafe { put_hypothesis((found, results.scores[index]), (tokens, cap), len, score) }
     };
     // SAFETY: the caller's contract for `session`.
     unsafe { with_session(session, body) }
+}
+
+/// Copies a hypothesis's `found` tokens into `tokens` (`cap` ids), their count into `*len` and
+/// its score into `*score` (if asked): `tessel_hypothesis` and `tessel_batch_hypothesis`.
+/// `TESSEL_ERR_BUFFER_TOO_SMALL` with `*len` written when `cap` is short.
+///
+/// # Safety
+/// `tokens` is NULL or points to `cap` writable ids.
+pub(crate) unsafe fn put_hypothesis(
+    (found, found_score): (&[u32], f32),
+    (tokens, cap): (*mut u32, usize),
+    len: &mut usize,
+    score: Option<&mut f32>,
+) -> Result<(), Error> {
+    let n = found.len();
+    *len = n;
+    if cap < n {
+        return fail(
+            tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
+            "the token buffer is too small (the length was written to len)",
+        );
+    }
+    // SAFETY: the caller's contract for `tokens`.
+    let out = unsafe { args::slice_mut(tokens, cap, "tokens is NULL") }?;
+    out[..n].copy_from_slice(found);
+    if let Some(score) = score {
+        *score = found_score;
+    }
+    Ok(())
 }
 
 /// Reads English number words in `text` (UTF-8, NUL-terminated) with a model that came with a
