@@ -688,13 +688,7 @@ pub unsafe extern "C" fn tessel_numbers_read(
 ) -> tessel_status {
     let body = |inner: &mut Inner| {
         // SAFETY: the caller's contract for each pointer.
-        let (text, out, len) = unsafe {
-            (
-                args::text(text, "text is NULL")?,
-                args::slice_mut(out.cast::<u8>(), cap, "out is NULL")?,
-                args::write(len, "len is NULL")?,
-            )
-        };
+        let (text, out, len) = unsafe { args::text_to_text(text, (out, cap, len)) }?;
         let Inner {
             session,
             ids,
