@@ -65,6 +65,29 @@ static int print_words(tessel_transcriber *transcriber, const tessel_segment *se
     return failed;
 }
 
+/* Transcribes `samples` as `options` say into arrays it allocates, `*segments` and `*text`
+ * (the caller frees both): a first call without arrays reports their sizes and keeps the
+ * transcript, and the retry with arrays of those sizes copies it. 1 when they cannot be
+ * allocated. */
+static int transcribe_all(tessel_transcriber *transcriber, const float *samples,
+                          size_t n_samples, const tessel_transcribe_options *options,
+                          tessel_segment **segments, size_t *n_segments, char **text,
+                          size_t *text_len) {
+    tessel_status status = tessel_transcribe(transcriber, samples, n_samples, options, NULL, 0,
+                                             n_segments, NULL, 0, text_len);
+    if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
+        CHECK(status);
+    }
+    *segments = malloc((*n_segments + 1) * sizeof **segments);
+    *text = malloc(*text_len + 1);
+    if (*segments == NULL || *text == NULL) {
+        return 1;
+    }
+    CHECK(tessel_transcribe(transcriber, samples, n_samples, options, *segments, *n_segments,
+                            n_segments, *text, *text_len + 1, text_len));
+    return 0;
+}
+
 /* Transcribes `samples` in batches (faster-whisper's batched defaults: the speech the detector
  * finds packed into chunks of up to 30 s; here greedy, with timestamps, two chunks decoded
  * together; with `words`, timing words too); 1 unless it gets segments with ordered,
@@ -76,19 +99,13 @@ static int transcribe_batched(tessel_transcriber *transcriber, const float *samp
     options.batch_size = 2;
     options.timestamps = true;
     options.word_timestamps = words != 0;
+    tessel_segment *segments = NULL;
+    char *text = NULL;
     size_t n_segments = 0, text_len = 0;
-    tessel_status status = tessel_transcribe(transcriber, samples, n_samples, &options, NULL, 0,
-                                             &n_segments, NULL, 0, &text_len);
-    if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
-        CHECK(status);
-    }
-    tessel_segment *segments = malloc((n_segments + 1) * sizeof *segments);
-    char *text = malloc(text_len + 1);
-    if (segments == NULL || text == NULL) {
+    if (transcribe_all(transcriber, samples, n_samples, &options, &segments, &n_segments, &text,
+                       &text_len)) {
         return 1;
     }
-    CHECK(tessel_transcribe(transcriber, samples, n_samples, &options, segments, n_segments,
-                            &n_segments, text, text_len + 1, &text_len));
     int failed = n_segments == 0;
     for (size_t i = 0; i < n_segments; i++) {
         printf("batched [%6.2f -> %6.2f] %.*s\n", segments[i].start, segments[i].end,
@@ -191,21 +208,15 @@ int main(int argc, char **argv) {
     }
     options.language = NULL;
 
-    /* No arrays: the call reports the sizes and keeps the transcript for the retry. */
-    status = tessel_transcribe(transcriber, samples, n_samples, &options, NULL, 0, &n_segments,
-                               NULL, 0, &text_len);
-    if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
-        CHECK(status);
+    /* Arrays sized from a first call without them (see transcribe_all). */
+    tessel_segment *segments = NULL;
+    char *text = NULL;
+    if (transcribe_all(transcriber, samples, n_samples, &options, &segments, &n_segments, &text,
+                       &text_len)) {
+        return 1;
     }
     printf("%.2f s of audio: %zu segments, %zu bytes of text\n", (double)n_samples / 16000.0,
            n_segments, text_len);
-    tessel_segment *segments = malloc((n_segments + 1) * sizeof *segments);
-    char *text = malloc(text_len + 1);
-    if (segments == NULL || text == NULL) {
-        return 1;
-    }
-    CHECK(tessel_transcribe(transcriber, samples, n_samples, &options, segments, n_segments,
-                            &n_segments, text, text_len + 1, &text_len));
     for (size_t i = 0; i < n_segments; i++) {
         printf("[%6.2f -> %6.2f] %.*s\n", segments[i].start, segments[i].end,
                (int)segments[i].text_len, text + segments[i].text_offset);
@@ -231,19 +242,13 @@ int main(int argc, char **argv) {
     options.vad.enabled = true;
     options.vad.min_silence_duration_ms = 500;
     options.word_timestamps = false;
+    tessel_segment *speech = NULL;
+    char *speech_text = NULL;
     size_t n_speech = 0, speech_len = 0;
-    status = tessel_transcribe(transcriber, samples, n_samples, &options, NULL, 0, &n_speech,
-                               NULL, 0, &speech_len);
-    if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
-        CHECK(status);
-    }
-    tessel_segment *speech = malloc((n_speech + 1) * sizeof *speech);
-    char *speech_text = malloc(speech_len + 1);
-    if (speech == NULL || speech_text == NULL) {
+    if (transcribe_all(transcriber, samples, n_samples, &options, &speech, &n_speech,
+                       &speech_text, &speech_len)) {
         return 1;
     }
-    CHECK(tessel_transcribe(transcriber, samples, n_samples, &options, speech, n_speech,
-                            &n_speech, speech_text, speech_len + 1, &speech_len));
     failed |= n_speech == 0;
     for (size_t i = 0; i < n_speech; i++) {
         failed |= speech[i].start < 0.0 || speech[i].start > speech[i].end;

@@ -89,6 +89,25 @@ pub unsafe fn text<'a>(ptr: *const c_char, what: &'static str) -> Result<&'a str
     })
 }
 
+/// The arguments of a text-to-text call: the NUL-terminated UTF-8 `text` it reads, and the
+/// buffer `out` (`cap` bytes) and length `len` that [`put_text`] fills; checked in that order.
+///
+/// # Safety
+/// As [`text`] for `text`, [`slice_mut`] for `out` and [`write`] for `len`.
+pub unsafe fn text_to_text<'a>(
+    text: *const c_char,
+    (out, cap, len): (*mut c_char, usize, *mut usize),
+) -> Result<(&'a str, &'a mut [u8], &'a mut usize), Error> {
+    // SAFETY: the caller's contract for each pointer.
+    unsafe {
+        Ok((
+            self::text(text, "text is NULL")?,
+            slice_mut(out.cast::<u8>(), cap, "out is NULL")?,
+            write(len, "len is NULL")?,
+        ))
+    }
+}
+
 /// Writes `text` and a NUL into `out` (`cap` bytes) and its length (without the NUL) into
 /// `len`; `TESSEL_ERR_BUFFER_TOO_SMALL` (nothing written but `len`) when it does not fit.
 pub fn put_text(text: &str, out: &mut [u8], len: &mut usize) -> Result<(), Error> {

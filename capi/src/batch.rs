@@ -25,7 +25,7 @@ use crate::exclusive;
 use crate::info;
 use crate::model::{self, tessel_limits, tessel_model};
 use crate::session::{
-    call_on_step, search_error, search_options, tessel_generate_options,
+    call_on_step, put_hypothesis, search_error, search_options, tessel_generate_options,
     tessel_generate_options_default, tessel_step_callback,
 };
 use crate::status::{fail, guard, tessel_status, Error};
@@ -235,12 +235,7 @@ pub unsafe extern "C" fn tessel_batch_get_limits(
         // SAFETY: the caller's contract for `limits` and `max_batch`.
         let (limits, max_batch) = unsafe { (limits.as_mut(), max_batch.as_mut()) };
         if let Some(limits) = limits {
-            *limits = tessel_limits {
-                max_src_len: l.max_src_len,
-                max_tgt_len: l.max_tgt_len,
-                max_beam: l.max_beam,
-                threads: l.threads,
-            };
+            *limits = tessel_limits::of(l);
         }
         if let Some(max_batch) = max_batch {
             *max_batch = l.max_batch;
@@ -456,21 +451,9 @@ pub unsafe extern "C" fn tessel_batch_hypothesis(
                 "index is not below the slot's count (tessel_batch_finished)",
             );
         };
-        let n = hypothesis.tokens.len();
-        *len = n;
-        if cap < n {
-            return fail(
-                tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
-                "the token buffer is too small (the length was written to len)",
-            );
-        }
+        let found = (hypothesis.tokens, hypothesis.score);
         // SAFETY: the caller's contract for `tokens`.
-        let out = unsafe { args::slice_mut(tokens, cap, "tokens is NULL") }?;
-        out[..n].copy_from_slice(hypothesis.tokens);
-        if let Some(score) = score {
-            *score = hypothesis.score;
-        }
-        Ok(())
+        unsafe { put_hypothesis(found, (tokens, cap), len, score) }
     };
     // SAFETY: the caller's contract for `batch`.
     unsafe { with_batch(batch, body) }

@@ -94,6 +94,18 @@ pub struct tessel_limits {
     pub threads: usize,
 }
 
+impl tessel_limits {
+    /// The C view of `limits` (a session's or a batch's; `max_batch` is not in it).
+    pub(crate) fn of(limits: Limits) -> tessel_limits {
+        tessel_limits {
+            max_src_len: limits.max_src_len,
+            max_tgt_len: limits.max_tgt_len,
+            max_beam: limits.max_beam,
+            threads: limits.threads,
+        }
+    }
+}
+
 /// Wraps a Rust model as a C handle with one reference (for Rust hosts that build a model
 /// themselves and hand it to C code). Release it with `tessel_model_release`.
 pub fn model_handle(model: Model<'static>) -> *mut tessel_model {

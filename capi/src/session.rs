@@ -219,13 +219,7 @@ pub unsafe extern "C" fn tessel_session_get_limits(
     let body = |inner: &mut Inner| {
         // SAFETY: the caller's contract for `limits`.
         let limits = unsafe { args::write(limits, "limits is NULL") }?;
-        let l = inner.session.limits();
-        *limits = tessel_limits {
-            max_src_len: l.max_src_len,
-            max_tgt_len: l.max_tgt_len,
-            max_beam: l.max_beam,
-            threads: l.threads,
-        };
+        *limits = tessel_limits::of(inner.session.limits());
         Ok(())
     };
     // SAFETY: the caller's contract for `session`.
@@ -636,25 +630,42 @@ pub unsafe extern "C" fn tessel_hypothesis(
                 "index is not below the count of the last tessel_generate",
             );
         }
-        let n = results.lens[index];
-        *len = n;
-        if cap < n {
-            return fail(
-                tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
-                "the token buffer is too small (the length was written to len)",
-            );
-        }
-        // SAFETY: the caller's contract for `tokens`.
-        let out = unsafe { args::slice_mut(tokens, cap, "tokens is NULL") }?;
         let at = index * results.stride;
-        out[..n].copy_from_slice(&results.tokens[at..at + n]);
-        if let Some(score) = score {
-            *score = results.scores[index];
-        }
-        Ok(())
+        let found = &results.tokens[at..at + results.lens[index]];
+        // SAFETY: the caller's contract for `tokens`.
+        unsafe { put_hypothesis((found, results.scores[index]), (tokens, cap), len, score) }
     };
     // SAFETY: the caller's contract for `session`.
     unsafe { with_session(session, body) }
+}
+
+/// Copies a hypothesis's `found` tokens into `tokens` (`cap` ids), their count into `*len` and
+/// its score into `*score` (if asked): `tessel_hypothesis` and `tessel_batch_hypothesis`.
+/// `TESSEL_ERR_BUFFER_TOO_SMALL` with `*len` written when `cap` is short.
+///
+/// # Safety
+/// `tokens` is NULL or points to `cap` writable ids.
+pub(crate) unsafe fn put_hypothesis(
+    (found, found_score): (&[u32], f32),
+    (tokens, cap): (*mut u32, usize),
+    len: &mut usize,
+    score: Option<&mut f32>,
+) -> Result<(), Error> {
+    let n = found.len();
+    *len = n;
+    if cap < n {
+        return fail(
+            tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
+            "the token buffer is too small (the length was written to len)",
+        );
+    }
+    // SAFETY: the caller's contract for `tokens`.
+    let out = unsafe { args::slice_mut(tokens, cap, "tokens is NULL") }?;
+    out[..n].copy_from_slice(found);
+    if let Some(score) = score {
+        *score = found_score;
+    }
+    Ok(())
 }
 
 /// Reads English number words in `text` (UTF-8, NUL-terminated) with a model that came with a
@@ -677,13 +688,7 @@ pub unsafe extern "C" fn tessel_numbers_read(
 ) -> tessel_status {
     let body = |inner: &mut Inner| {
         // SAFETY: the caller's contract for each pointer.
-        let (text, out, len) = unsafe {
-            (
-                args::text(text, "text is NULL")?,
-                args::slice_mut(out.cast::<u8>(), cap, "out is NULL")?,
-                args::write(len, "len is NULL")?,
-            )
-        };
+        let (text, out, len) = unsafe { args::text_to_text(text, (out, cap, len)) }?;
         let Inner {
             session,
             ids,

@@ -248,13 +248,7 @@ pub unsafe extern "C" fn tessel_translate(
 ) -> tessel_status {
     let body = |state: &mut State| {
         // SAFETY: the caller's contract for each pointer.
-        let (text, out, len) = unsafe {
-            (
-                args::text(text, "text is NULL")?,
-                args::slice_mut(out.cast::<u8>(), cap, "out is NULL")?,
-                args::write(len, "len is NULL")?,
-            )
-        };
+        let (text, out, len) = unsafe { args::text_to_text(text, (out, cap, len)) }?;
         let cached = matches!(&state.last, Some((source, _)) if source == text);
         if !cached {
             state.last = None;

@@ -446,20 +446,29 @@ fn project_logits(
     let d = model.config.d_model;
     let Work { hidden, normed, .. } = work;
     let hidden = View::new(&*hidden, first + out_rows, d, d)?.slice_rows(first, out_rows)?;
-    let output = match &model.decoder.final_norm {
-        Some(norm) => {
-            let mut normed = ViewMut::new(normed, out_rows, d, d)?;
-            norm.forward(run.isa, hidden, normed.reborrow())?;
-            normed.into_view()
-        }
-        None => hidden,
-    };
+    let output = final_norm(model, run, hidden, normed)?;
     let vocab = model.config.tgt_vocab;
     let logits = ViewMut::new(logits, out_rows, vocab, vocab)?;
     let identity = Activation::Identity;
     model
         .generator
         .forward(run, output, logits, identity, None, scratch)
+}
+
+/// The decoder's output rows `hidden` after its final norm (into `normed`), if it has one.
+fn final_norm<'a>(
+    model: &Model<'_>,
+    run: Run<'_>,
+    hidden: View<'a>,
+    normed: &'a mut [f32],
+) -> Result<View<'a>, KernelError> {
+    let Some(norm) = &model.decoder.final_norm else {
+        return Ok(hidden);
+    };
+    let d = model.config.d_model;
+    let mut normed = ViewMut::new(normed, hidden.rows(), d, d)?;
+    norm.forward(run.isa, hidden, normed.reborrow())?;
+    Ok(normed.into_view())
 }
 
 /// How many of its last cache positions beam `b` must take from beam `p` to hold what `p`
@@ -616,14 +625,7 @@ pub(crate) fn align(
     }
     let Work { hidden, normed, .. } = work;
     let hidden = View::new(&*hidden, rows, d, d)?;
-    let output = match &model.decoder.final_norm {
-        Some(norm) => {
-            let mut normed = ViewMut::new(normed, rows, d, d)?;
-            norm.forward(run.isa, hidden, normed.reborrow())?;
-            normed.into_view()
-        }
-        None => hidden,
-    };
+    let output = final_norm(model, run, hidden, normed)?;
     let vocab = model.config.tgt_vocab;
     let chunk = (r.logits.len() / vocab.max(1)).max(1);
     let mut first = 0;

@@ -43,6 +43,8 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 
 pub mod aligned;
+#[cfg(feature = "std")]
+pub mod batch;
 pub mod config;
 #[cfg(feature = "std")]
 pub mod decoding;
@@ -73,6 +75,8 @@ pub use config::{
 pub use plan::{ArenaPlan, Limits, Region, ENCODE_ROWS, MAX_BATCH};
 
 #[cfg(feature = "std")]
+pub use batch::Batch;
+#[cfg(feature = "std")]
 pub use decoding::{Convention, DecodeOptions};
 #[cfg(feature = "std")]
 pub use generation::{Generation, GenerationError};
@@ -88,8 +92,6 @@ pub use search::SlotRequests;
 pub use search::{
     BeamRules, EarlyStopping, Hypotheses, Hypothesis, Request, SearchOptions, StepLogits, StepView,
 };
-#[cfg(feature = "std")]
-pub use session::Batch;
 pub use session::{Arena, ModelRef, RunError, Session, SessionError};
 pub use storage::Weights;
 #[cfg(feature = "std")]

@@ -425,6 +425,19 @@ mod tests {
         out
     }
 
+    /// [`filled`] K and V caches after slot 1's beams continue `parents` over `used`
+    /// positions, as [`KvCache::reorder`] copies them with `differing`.
+    fn reordered(
+        parents: &[u32],
+        used: usize,
+        differing: &mut dyn FnMut(usize, usize) -> Option<usize>,
+    ) -> (Vec<f32>, Vec<f32>) {
+        let (mut k, mut v) = (filled(), filled());
+        let mut stage = vec![f32::NAN; LAYOUT.slot_len()];
+        KvCache::new(&mut k, &mut v, LAYOUT).reorder(1, parents, used, &mut stage, differing);
+        (k, v)
+    }
+
     #[test]
     fn reordering_only_the_differing_positions_equals_a_full_copy() {
         // Beam 0 takes beam 2's history (a cycle with beam 2 taking beam 3's: both staged),
@@ -432,16 +445,12 @@ mod tests {
         // beam 3's: they agree on the first 4 of the 5 used positions.
         let parents = [2, 2, 3, 2];
         let used = 5;
-        let differing = |b: usize, p: usize| match (b, p) {
+        let mut differing = |b: usize, p: usize| match (b, p) {
             (1 | 3, 2) | (2, 3) => Some(1),
             _ => None,
         };
-        let (k, v) = (filled(), filled());
-        let expected = copied(&k, &parents, used);
-        let (mut k, mut v) = (k, v);
-        let mut stage = vec![f32::NAN; LAYOUT.slot_len()];
-        let mut cache = KvCache::new(&mut k, &mut v, LAYOUT);
-        cache.reorder(1, &parents, used, &mut stage, &mut |b, p| differing(b, p));
+        let (k, v) = reordered(&parents, used, &mut differing);
+        let expected = copied(&filled(), &parents, used);
         assert_eq!(k, expected);
         assert_eq!(v, expected);
     }
@@ -449,10 +458,8 @@ mod tests {
     #[test]
     fn without_a_lineage_every_used_position_is_copied() {
         let parents = [1, 0, 0, 3];
-        let (mut k, mut v) = (filled(), filled());
-        let expected = copied(&k, &parents, 6);
-        let mut stage = vec![f32::NAN; LAYOUT.slot_len()];
-        KvCache::new(&mut k, &mut v, LAYOUT).reorder(1, &parents, 6, &mut stage, &mut |_, _| None);
+        let (k, v) = reordered(&parents, 6, &mut |_, _| None);
+        let expected = copied(&filled(), &parents, 6);
         assert_eq!(k, expected);
         assert_eq!(v, expected);
     }
@@ -462,11 +469,8 @@ mod tests {
         // Beam 0 takes beam 1 (which does not agree with it): told that only the last of 5
         // positions differs, it keeps its own first 4.
         let parents = [1, 1, 2, 3];
-        let (mut k, mut v) = (filled(), filled());
-        let before = k.clone();
-        let mut stage = vec![f32::NAN; LAYOUT.slot_len()];
-        let mut differing = |_: usize, _: usize| Some(1);
-        KvCache::new(&mut k, &mut v, LAYOUT).reorder(1, &parents, 5, &mut stage, &mut differing);
+        let before = filled();
+        let (k, v) = reordered(&parents, 5, &mut |_, _| Some(1));
         let full = copied(&before, &parents, 5);
         let row = LAYOUT.layer_len() + LAYOUT.slot_len();
         let (kept, taken) = (

@@ -23,6 +23,8 @@ use super::Run;
 use crate::aligned::AlignedBuf;
 use crate::aligned::AllocError;
 #[cfg(feature = "std")]
+use crate::storage::pool::PooledWeight;
+#[cfg(feature = "std")]
 use crate::storage::PoolSlice;
 use crate::storage::Weights;
 #[cfg(feature = "std")]
@@ -219,16 +221,12 @@ impl<'w> Linear<'w> {
 }
 
 #[cfg(feature = "std")]
-impl Linear<'_> {
-    /// The packed weight's bytes, when the layer owns them on small pages (what the model's
-    /// weight pool gathers).
-    pub(crate) fn weight_on_small_pages(&self) -> Option<&[u8]> {
+impl PooledWeight for Linear<'_> {
+    fn weight_on_small_pages(&self) -> Option<&[u8]> {
         self.weight.get().small_page_bytes()
     }
 
-    /// Reads the packed weight from byte `offset` of `pool`, where a copy of it was put, and
-    /// lets go of its own buffer. Leaves the layer as it was if the range does not hold it.
-    pub(crate) fn move_weight_to_pool(&mut self, pool: &Arc<AlignedBuf<u8>>, offset: usize) {
+    fn move_weight_to_pool(&mut self, pool: &Arc<AlignedBuf<u8>>, offset: usize) {
         if let Some(weight) = self.weight.get().moved_to(pool, offset) {
             self.weight = weight;
         }

@@ -35,8 +35,6 @@
 //! as openai-whisper accumulates `sum_logprobs` at every temperature (its fallback compares
 //! `sum_logprobs / (len + 1)` against a threshold), then normalised as for greedy search.
 
-#[cfg(feature = "std")]
-mod batch;
 mod options;
 mod rules;
 mod state;
@@ -44,7 +42,7 @@ mod step;
 mod views;
 
 #[cfg(feature = "std")]
-pub use batch::SlotRequests;
+pub use options::SlotRequests;
 pub use options::{EarlyStopping, Request, SearchOptions, Unchanged, Unwatched};
 pub use rules::BeamRules;
 pub use views::{Hypotheses, Hypothesis, StepLogits, StepView};
@@ -53,11 +51,11 @@ use crate::forward::Tokens;
 use crate::plan::Limits;
 use crate::session::{check_tokens, Arena, ModelRef, RunError, Session};
 use state::State;
-use step::Next;
+pub(crate) use step::Next;
 pub(crate) use step::Search;
 
 /// Checks search options against the plan's limits.
-fn check_search(options: &SearchOptions, limits: Limits) -> Result<(), RunError> {
+pub(crate) fn check_search(options: &SearchOptions, limits: Limits) -> Result<(), RunError> {
     if options.beam == 0 || options.beam > limits.max_beam {
         return Err(RunError::BadBeam {
             beam: options.beam,
@@ -94,7 +92,7 @@ fn check_search(options: &SearchOptions, limits: Limits) -> Result<(), RunError>
 }
 
 /// Checks what the rules take: `transformers` has no patience.
-fn check_rules(options: &SearchOptions, rules: BeamRules) -> Result<(), RunError> {
+pub(crate) fn check_rules(options: &SearchOptions, rules: BeamRules) -> Result<(), RunError> {
     if matches!(rules, BeamRules::Transformers(_)) && options.beam > 1 && options.patience != 1.0 {
         return Err(RunError::BadOption(
             "transformers' beam search has no patience (it must be 1)",
@@ -104,7 +102,7 @@ fn check_rules(options: &SearchOptions, rules: BeamRules) -> Result<(), RunError
 }
 
 /// Checks a forced start against the target vocabulary and the positions it leaves.
-fn check_prefix(
+pub(crate) fn check_prefix(
     prefix: &[u32],
     options: &SearchOptions,
     limits: Limits,
@@ -168,7 +166,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
             if step == 0 {
                 self.prefill(prefix)?;
             } else {
-                self.step(Tokens::Staged, search.live)?;
+                self.step(Tokens::Staged, search.live())?;
             }
             match search.step(step, self.search_buffers(), &mut process)? {
                 Next::Done => break,
@@ -181,7 +179,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                 }
             }
         }
-        Ok(self.finished(search.tally.finished))
+        Ok(self.finished(search.finished()))
     }
 
     /// The `count` finished hypotheses in the arena, sorted best first.
@@ -192,7 +190,7 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
 }
 
 /// The `count` finished hypotheses of the search state `search`, sorted best first.
-fn finished(search: &mut [f32], limits: Limits, count: usize) -> Hypotheses<'_> {
+pub(crate) fn finished(search: &mut [f32], limits: Limits, count: usize) -> Hypotheses<'_> {
     let tgt = limits.max_tgt_len;
     let mut st = State::new(search, limits.max_beam, tgt);
     st.sort_finished(count, tgt);

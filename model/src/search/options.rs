@@ -191,3 +191,26 @@ impl<P, S> fmt::Debug for Request<'_, P, S> {
             .finish_non_exhaustive()
     }
 }
+
+/// The requests of a batch's running slots, by slot: every slot's (`[Request]`, as
+/// [`Batch::generate`](crate::Batch::generate) takes them) or those of some
+/// (`[Option<Request>]`, as [`Batch::step`](crate::Batch::step) takes them).
+#[cfg(feature = "std")]
+pub trait SlotRequests<'a, P, S> {
+    /// Slot `slot`'s request, if it has one.
+    fn of(&mut self, slot: usize) -> Option<&mut Request<'a, P, S>>;
+}
+
+#[cfg(feature = "std")]
+impl<'a, P, S> SlotRequests<'a, P, S> for [Request<'a, P, S>] {
+    fn of(&mut self, slot: usize) -> Option<&mut Request<'a, P, S>> {
+        self.get_mut(slot)
+    }
+}
+
+#[cfg(feature = "std")]
+impl<'a, P, S> SlotRequests<'a, P, S> for [Option<Request<'a, P, S>>] {
+    fn of(&mut self, slot: usize) -> Option<&mut Request<'a, P, S>> {
+        self.get_mut(slot).and_then(Option::as_mut)
+    }
+}

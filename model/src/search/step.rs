@@ -17,7 +17,7 @@ use crate::session::RunError;
 
 /// What a search step leaves for the next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Next {
+pub(crate) enum Next {
     /// The search is over; the tally counts the finished hypotheses.
     Done,
     /// The one hypothesis goes on as it is.
@@ -33,7 +33,7 @@ pub(super) enum Next {
 /// hypothesis whose rows were computed once and copied exactly: the two rows agree, bit for
 /// bit, on every position up to the `n`-th generated one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Lineage {
+pub(crate) struct Lineage {
     /// Which of the two histories held them.
     history: usize,
     /// Tokens each had: the step's index.
@@ -51,7 +51,7 @@ impl Lineage {
     /// generated tokens after their common history; every position before them (the forced
     /// start, the same in every row) and those of the common history already agree. `None`:
     /// all of them, for a row that had no hypothesis.
-    pub(super) fn differing(
+    pub(crate) fn differing(
         &self,
         search: &mut [f32],
         max_beam: usize,
@@ -86,18 +86,18 @@ pub(crate) struct Search {
     max_beam: usize,
     eos: u32,
     /// Live hypotheses: the rows the next decoder step runs.
-    pub(super) live: usize,
+    live: usize,
     /// Which of the two histories holds the live hypotheses.
     cur: usize,
     /// What has finished so far.
-    pub(super) tally: Tally,
+    tally: Tally,
     /// The sampler's generator, when the search samples.
     rng: Option<ChaCha8Rng>,
 }
 
 impl Search {
     /// A search from one live hypothesis, for a session planned as `limits` say.
-    pub(super) fn new(
+    pub(crate) fn new(
         options: &SearchOptions,
         rules: BeamRules,
         isa: Isa,
@@ -119,9 +119,19 @@ impl Search {
         }
     }
 
+    /// Live hypotheses: the rows the next decoder step runs.
+    pub(crate) fn live(&self) -> usize {
+        self.live
+    }
+
+    /// How many hypotheses have finished so far.
+    pub(crate) fn finished(&self) -> usize {
+        self.tally.finished
+    }
+
     /// Runs step `step` (0 after the prefix) over the logits the decoder left in `buffers`;
     /// [`RunError::NonFiniteLogits`] when no candidate is finite.
-    pub(super) fn step(
+    pub(crate) fn step(
         &mut self,
         step: usize,
         buffers: SearchBuffers<'_>,

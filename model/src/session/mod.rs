@@ -5,10 +5,6 @@
 //! After the session is created nothing here allocates: every buffer is a region of the arena
 //! the [`ArenaPlan`] sized from the config. A refused call changes nothing.
 
-#[cfg(feature = "std")]
-mod batch;
-#[cfg(feature = "std")]
-mod batch_audio;
 mod decoder;
 mod error;
 mod holders;
@@ -18,8 +14,6 @@ use std::sync::Arc;
 
 use tessel_kernels::Isa;
 
-#[cfg(feature = "std")]
-pub use batch::Batch;
 pub(crate) use error::check_tokens;
 pub use error::{RunError, SessionError};
 pub use holders::{Arena, ModelRef, OwnArena};
@@ -81,16 +75,8 @@ impl<M: ModelRef> Session<M> {
             .map_err(|e| SessionError::OutOfMemory { bytes: e.bytes })?;
         // Backed now: no call after this one takes a page fault in the arena.
         arena.make_resident();
-        let global_tokens = model.model().encoder().default_global_tokens();
-        Ok(Session {
-            model,
-            isa,
-            plan,
-            arena,
-            global_tokens,
-            runner: Runner::Pool(Arc::new(pool)),
-            state: forward::State::default(),
-        })
+        let runner = Runner::Pool(Arc::new(pool));
+        Ok(Session::from_parts(model, isa, plan, arena, runner))
     }
 }
 
@@ -127,20 +113,26 @@ impl<'b, M: ModelRef> Session<M, &'b mut [f32]> {
             .ok_or(too_small)?;
         bytes.fill(0);
         let arena: &'b mut [f32] = bytemuck::cast_slice_mut(bytes);
-        let global_tokens = model.model().encoder().default_global_tokens();
-        Ok(Session {
-            model,
-            isa,
-            plan,
-            arena,
-            global_tokens,
-            runner: Runner::Serial,
-            state: forward::State::default(),
-        })
+        Ok(Session::from_parts(model, isa, plan, arena, Runner::Serial))
     }
 }
 
 impl<M: ModelRef, A: Arena> Session<M, A> {
+    /// A session over `arena`, planned as `plan`, whose GEMMs `runner` runs: its decoder at
+    /// the start and the encoder's default global tokens.
+    fn from_parts(model: M, isa: Isa, plan: ArenaPlan, arena: A, runner: Runner) -> Session<M, A> {
+        let global_tokens = model.model().encoder().default_global_tokens();
+        Session {
+            model,
+            isa,
+            plan,
+            arena,
+            runner,
+            state: forward::State::default(),
+            global_tokens,
+        }
+    }
+
     /// The lengths and beam width this session holds.
     pub fn limits(&self) -> Limits {
         self.plan.limits

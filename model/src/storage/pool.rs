@@ -17,12 +17,22 @@
 use std::sync::Arc;
 
 use crate::aligned::{AlignedBuf, ALIGN_BYTES};
-use crate::layers::Linear;
+
+/// A layer with a packed weight that [`pool_small_weights`] may gather (a linear layer).
+pub(crate) trait PooledWeight {
+    /// The packed weight's bytes, when the layer owns them on small pages (what the pool
+    /// gathers).
+    fn weight_on_small_pages(&self) -> Option<&[u8]>;
+
+    /// Reads the packed weight from byte `offset` of `pool`, where a copy of it was put, and
+    /// lets go of its own buffer. Leaves the layer as it was if the range does not hold it.
+    fn move_weight_to_pool(&mut self, pool: &Arc<AlignedBuf<u8>>, offset: usize);
+}
 
 /// Gathers the owned small-page packed weights of `linears` (a model's, in the order its
 /// passes read them) into one huge-page buffer (see the module docs). Best effort: if the buffer
 /// cannot be had, the weights stay where they are.
-pub(crate) fn pool_small_weights(mut linears: Vec<&mut Linear<'_>>) {
+pub(crate) fn pool_small_weights<L: PooledWeight>(mut linears: Vec<&mut L>) {
     let mut offsets = Vec::with_capacity(linears.len());
     let mut total = 0usize;
     for linear in &linears {

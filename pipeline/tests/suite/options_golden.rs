@@ -9,13 +9,11 @@
 //! temperature (0), compression ratio identical, average log-probability within 2e-4 and
 //! no-speech probability within 1e-4, as the other transcription goldens. At every ISA level.
 
-use std::collections::BTreeMap;
-
 use serde::Deserialize;
 use tessel_pipeline::transcribe::{TranscribeOptions, Transcriber};
 use tessel_tests::for_each_isa;
 
-use crate::timed::{check_figures, long_audio, root, Figures};
+use crate::timed::{check_figures, root, Figures, LongRuns};
 
 #[derive(Debug, Deserialize)]
 struct RunOptions {
@@ -38,13 +36,8 @@ struct Run {
     segments: Vec<Figures>,
 }
 
-#[derive(Debug, Deserialize)]
-struct Expected {
-    repeats: usize,
-    gap_samples: usize,
-    samples: usize,
-    runs: BTreeMap<String, Run>,
-}
+/// The reference's runs.
+type Expected = LongRuns<Run>;
 
 fn options(run: &RunOptions) -> TranscribeOptions {
     let defaults = TranscribeOptions::default();
@@ -77,7 +70,7 @@ fn options(run: &RunOptions) -> TranscribeOptions {
 fn transcribe_options_match_faster_whisper() {
     let text = std::fs::read_to_string(root().join("tiny_en_32/options.json")).unwrap();
     let e: Expected = serde_json::from_str(&text).unwrap();
-    let audio = long_audio(e.repeats, e.gap_samples, e.samples);
+    let audio = e.audio();
     let transcriber = Transcriber::load(&root().join("tiny_en_32/model"), 5, None).unwrap();
     for_each_isa(|isa| {
         let mut session = transcriber.session(isa, 5, 1).unwrap();

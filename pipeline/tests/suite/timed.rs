@@ -1,6 +1,7 @@
 //! What the transcription goldens share: the fixtures' folder, and faster-whisper's segments
 //! with their words and how a transcribed segment is held to one.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -13,16 +14,34 @@ pub fn root() -> PathBuf {
 }
 
 /// clip.wav, each copy followed by `gap_samples` zeros, `repeats` times, as the reference
-/// scripts build the long audio; `samples` long.
-pub fn long_audio(repeats: usize, gap_samples: usize, samples: usize) -> Vec<f32> {
+/// scripts build the long audio.
+pub fn long_audio(repeats: usize, gap_samples: usize) -> Vec<f32> {
     let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).unwrap();
     let mut audio = Vec::new();
     for _ in 0..repeats {
         audio.extend_from_slice(&clip.samples);
         audio.extend(std::iter::repeat_n(0.0, gap_samples));
     }
-    assert_eq!(audio.len(), samples);
     audio
+}
+
+/// A reference over the long audio: how it was built ([`long_audio`], `samples` long) and
+/// faster-whisper's runs over it, by name.
+#[derive(Debug, Deserialize)]
+pub struct LongRuns<R> {
+    pub repeats: usize,
+    pub gap_samples: usize,
+    pub samples: usize,
+    pub runs: BTreeMap<String, R>,
+}
+
+impl<R> LongRuns<R> {
+    /// The long audio the runs transcribed.
+    pub fn audio(&self) -> Vec<f32> {
+        let audio = long_audio(self.repeats, self.gap_samples);
+        assert_eq!(audio.len(), self.samples);
+        audio
+    }
 }
 
 /// A segment faster-whisper gave, with its words (`word, start, end, probability`) when it

@@ -6,7 +6,6 @@
 //! without timestamps, conditioned on previous text or not, with an initial prompt, language
 //! detection and translation. Then the typed errors of malformed inputs.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -16,7 +15,7 @@ use tessel_pipeline::transcribe::{TranscribeError, TranscribeOptions, Transcribe
 use tessel_tests::for_each_isa;
 use tessel_text::whisper::Task;
 
-use crate::timed::{check_figures, long_audio, root, Figures};
+use crate::timed::{check_figures, root, Figures, LongRuns};
 
 #[derive(Debug, Deserialize)]
 struct RunOptions {
@@ -44,13 +43,8 @@ struct Run {
     options: RunOptions,
 }
 
-#[derive(Debug, Deserialize)]
-struct Expected {
-    repeats: usize,
-    gap_samples: usize,
-    samples: usize,
-    runs: BTreeMap<String, Run>,
-}
+/// The reference's runs.
+type Expected = LongRuns<Run>;
 
 fn expected(name: &str) -> Expected {
     let text = std::fs::read_to_string(root().join(name).join("expected.json")).unwrap();
@@ -74,7 +68,7 @@ fn options(run: &RunOptions) -> TranscribeOptions {
 
 fn golden(name: &str, multilingual: bool) {
     let e = expected(name);
-    let audio = long_audio(e.repeats, e.gap_samples, e.samples);
+    let audio = e.audio();
     let transcriber = Transcriber::load(&root().join(name).join("model"), 5, None)
         .unwrap()
         .with_multilingual(multilingual);

@@ -12,13 +12,13 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use tessel_audio::{load_wav, segment, MelFrontEnd, ReadOptions};
+use tessel_audio::{segment, MelFrontEnd};
 use tessel_model::{MemoryType, Session};
 use tessel_pipeline::transcribe::alignment::{text_token_probability, Aligner};
 use tessel_pipeline::transcribe::{TranscribeOptions, Transcriber};
 use tessel_tests::for_each_isa;
 
-use crate::timed::{check_segment, prob_close, root, Reference};
+use crate::timed::{check_segment, long_audio, prob_close, root, Reference};
 
 #[derive(Debug, Deserialize)]
 struct AlignCall {
@@ -51,23 +51,13 @@ struct Expected {
     runs: BTreeMap<String, Run>,
 }
 
+/// The long audio the scripts build ([`long_audio`]): clip.wav and 1.5 s of zeros, 4 times.
 const REPEATS: usize = 4;
 const GAP_SAMPLES: usize = 24000;
 
 fn expected(name: &str) -> Expected {
     let text = std::fs::read_to_string(root().join(name).join("words.json")).unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-/// clip.wav, each copy followed by 1.5 s of zeros, 4 times (as the scripts build it).
-fn long_audio() -> Vec<f32> {
-    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).unwrap();
-    let mut audio = Vec::new();
-    for _ in 0..REPEATS {
-        audio.extend_from_slice(&clip.samples);
-        audio.extend(std::iter::repeat_n(0.0, GAP_SAMPLES));
-    }
-    audio
 }
 
 fn transcriber(name: &str) -> Transcriber {
@@ -82,7 +72,7 @@ fn alignment_matches(name: &str, cross_kv: MemoryType) {
     let heads = transcriber.alignment_heads().to_vec();
     assert_eq!(heads, [(1, 0), (1, 1)]);
     let tokenizer = transcriber.tokenizer();
-    let audio = long_audio();
+    let audio = long_audio(REPEATS, GAP_SAMPLES);
     let n_mels = 80;
     let frames = tessel_audio::content_frames(audio.len());
     let mut mel = vec![0.0; n_mels * frames];
@@ -152,7 +142,7 @@ fn alignments_are_ctranslate2s_multilingual() {
 
 fn words_match(name: &str) {
     let e = expected(name);
-    let audio = long_audio();
+    let audio = long_audio(REPEATS, GAP_SAMPLES);
     let transcriber = transcriber(name);
     for_each_isa(|isa| {
         let mut session = transcriber.session_with_words(isa, 5, 1).unwrap();

@@ -9,10 +9,10 @@
 //! caches, memories and search state it leaves as they are. None of them runs on a slot whose
 //! search is still running, and none allocates.
 
-use super::batch::Slot;
+use super::{Batch, Slot};
 #[cfg(doc)]
-use super::Session;
-use super::{Batch, ModelRef, RunError};
+use crate::session::Session;
+use crate::session::{ModelRef, RunError};
 
 impl<M: ModelRef> Batch<M> {
     /// Runs the convolutional front end (Whisper) and the encoder over log-mel features `mel`

@@ -5,6 +5,10 @@ use serde::{Deserialize, Serialize};
 use tessel_kernels::activation::Activation;
 use thiserror::Error;
 
+mod builder;
+
+pub use builder::ConfigBuilder;
+
 /// Where the LayerNorms sit in each layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
@@ -414,9 +418,7 @@ impl Config {
     /// so, changing what its family does otherwise, for instance
     /// `Config::builder(sizes, ids).norms(NormPlacement::Pre, true).build()?`.
     pub fn builder(sizes: Sizes, ids: SpecialIds) -> ConfigBuilder {
-        ConfigBuilder {
-            config: Config::new(sizes, ids),
-        }
+        ConfigBuilder::new(Config::new(sizes, ids))
     }
 
     /// Transformer-base ("Attention Is All You Need", table 3): 6+6 layers, d_model 512,
@@ -637,104 +639,5 @@ impl Config {
             ));
         }
         Ok(())
-    }
-}
-
-/// A [`Config`] built by concern from [`Config::new`]'s architecture ([`Config::builder`]):
-/// each method sets one part of the graph, what no method sets keeps `nn.Transformer`'s
-/// choice, and [`ConfigBuilder::build`] validates the whole.
-#[derive(Clone, Debug, PartialEq)]
-#[must_use]
-pub struct ConfigBuilder {
-    config: Config,
-}
-
-impl ConfigBuilder {
-    /// Width of one head when it is not `d_model / heads` ([`Config::d_head`]).
-    pub fn head_width(mut self, d_head: Option<usize>) -> ConfigBuilder {
-        self.config.d_head = d_head;
-        self
-    }
-
-    /// Where the norms sit in each layer, and whether final norms follow both stacks.
-    pub fn norms(mut self, placement: NormPlacement, final_norm: bool) -> ConfigBuilder {
-        self.config.norm = placement;
-        self.config.final_norm = final_norm;
-        self
-    }
-
-    /// Which normalisation every norm is, and its epsilon.
-    pub fn norm_kind(mut self, kind: NormKind, eps: f32) -> ConfigBuilder {
-        self.config.norm_kind = kind;
-        self.config.layer_norm_eps = eps;
-        self
-    }
-
-    /// The feed-forward's activation, and whether it is gated.
-    pub fn feed_forward(mut self, activation: FfnActivation, gated: bool) -> ConfigBuilder {
-        self.config.activation = activation;
-        self.config.gated_ffn = gated;
-        self
-    }
-
-    /// How positions are encoded, and the rows of their tables skipped before position 0.
-    pub fn positions(mut self, positions: Positions, offset: usize) -> ConfigBuilder {
-        self.config.positions = positions;
-        self.config.position_offset = offset;
-        self
-    }
-
-    /// What the encoder reads.
-    pub fn front_end(mut self, front_end: FrontEnd) -> ConfigBuilder {
-        self.config.front_end = front_end;
-        self
-    }
-
-    /// Whether one embedding table serves both stacks.
-    pub fn share_embeddings(mut self, shared: bool) -> ConfigBuilder {
-        self.config.share_embeddings = shared;
-        self
-    }
-
-    /// Whether embeddings are multiplied by `√d_model`.
-    pub fn scale_embeddings(mut self, scaled: bool) -> ConfigBuilder {
-        self.config.scale_embeddings = scaled;
-        self
-    }
-
-    /// Whether a norm follows the embeddings.
-    pub fn embedding_norm(mut self, norm: bool) -> ConfigBuilder {
-        self.config.embedding_norm = norm;
-        self
-    }
-
-    /// Whether the output projection is the target embedding (transposed).
-    pub fn tie_output(mut self, tied: bool) -> ConfigBuilder {
-        self.config.tie_output = tied;
-        self
-    }
-
-    /// Which projections carry biases.
-    pub fn biases(mut self, biases: Biases) -> ConfigBuilder {
-        self.config.biases = biases;
-        self
-    }
-
-    /// The attention score scale; `None` is `1/√d_head`.
-    pub fn attention_scale(mut self, scale: Option<f32>) -> ConfigBuilder {
-        self.config.attention_scale = scale;
-        self
-    }
-
-    /// Relative position buckets as an attention bias; `None`: no bias.
-    pub fn relative_attention(mut self, relative: Option<RelativeAttention>) -> ConfigBuilder {
-        self.config.relative_attention = relative;
-        self
-    }
-
-    /// The config, validated ([`Config::validate`]).
-    pub fn build(self) -> Result<Config, ConfigError> {
-        self.config.validate()?;
-        Ok(self.config)
     }
 }

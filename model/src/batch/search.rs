@@ -2,31 +2,12 @@
 //! beams of every live sequence together, then each sequence's search over its own rows of
 //! the logits; a sequence whose search ends leaves the next step's products.
 
-use super::{check_prefix, check_rules, check_search, finished, Hypotheses, Next, Request, Search};
-use super::{StepLogits, StepView};
+use super::Batch;
 use crate::forward::{self, Rows, Tokens};
 use crate::layers::Group;
-use crate::session::{Batch, ModelRef, RunError};
-
-/// The requests of a batch's running slots, by slot: every slot's (`[Request]`, as
-/// [`Batch::generate`] takes them) or those of some (`[Option<Request>]`, as
-/// [`Batch::step`] takes them).
-pub trait SlotRequests<'a, P, S> {
-    /// Slot `slot`'s request, if it has one.
-    fn of(&mut self, slot: usize) -> Option<&mut Request<'a, P, S>>;
-}
-
-impl<'a, P, S> SlotRequests<'a, P, S> for [Request<'a, P, S>] {
-    fn of(&mut self, slot: usize) -> Option<&mut Request<'a, P, S>> {
-        self.get_mut(slot)
-    }
-}
-
-impl<'a, P, S> SlotRequests<'a, P, S> for [Option<Request<'a, P, S>>] {
-    fn of(&mut self, slot: usize) -> Option<&mut Request<'a, P, S>> {
-        self.get_mut(slot).and_then(Option::as_mut)
-    }
-}
+use crate::search::{check_prefix, check_rules, check_search, finished, Next, Search};
+use crate::search::{Hypotheses, Request, SlotRequests, StepLogits, StepView};
+use crate::session::{ModelRef, RunError};
 
 impl<M: ModelRef> Batch<M> {
     /// Runs `requests[i]` over slot `i` (each encoded) as [`Session::generate`] runs one,
@@ -136,7 +117,7 @@ impl<M: ModelRef> Batch<M> {
             return Err(error.clone());
         }
         let count = match &state.search {
-            Some(search) if state.done => search.tally.finished,
+            Some(search) if state.done => search.finished(),
             _ => return Err(RunError::NotEncoded),
         };
         let limits = self.session.limits();
@@ -218,7 +199,7 @@ impl<M: ModelRef> Batch<M> {
             let (Some(search), false) = (&slot.search, slot.done) else {
                 continue;
             };
-            if let Ok(group) = slot.state.group(index, search.live) {
+            if let Ok(group) = slot.state.group(index, search.live()) {
                 self.groups.push(group);
             }
         }

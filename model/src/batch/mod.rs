@@ -14,12 +14,15 @@
 
 use tessel_kernels::Isa;
 
-use super::{ModelRef, RunError, Session, SessionError};
 use crate::forward::State;
 use crate::layers::Group;
 use crate::model::Model;
 use crate::plan::{ArenaPlan, Limits};
 use crate::search::Search;
+use crate::session::{ModelRef, RunError, Session, SessionError};
+
+mod audio;
+mod search;
 
 /// One slot: its sequence's place in the decoder and its search.
 #[derive(Default)]
