@@ -437,20 +437,19 @@ fn check_arena(
     checks::fits_in_memory(plan.total_bytes(), 1)
 }
 
-/// The transcriber of `args.model`, and a session whose arena was checked to fit in memory.
+/// The transcriber of `args.model`, and a session whose arena was checked to fit in memory
+/// (made while the tokenizer is parsed).
 fn load(args: &TranscribeArgs, isa: Isa) -> Result<(Transcriber, TranscribeSession), CliError> {
-    let transcriber = transcriber(args)?;
-    check_arena(
-        args,
-        &transcriber,
-        transcriber.limits(args.beam, args.threads),
-    )?;
-    let session = if args.word_timestamps {
-        transcriber.session_with_words(isa, args.beam, args.threads)?
-    } else {
-        transcriber.session(isa, args.beam, args.threads)?
-    };
-    Ok((transcriber, session))
+    let cross_kv = args.cross_kv.map(|kind| match kind {
+        CrossKvArg::F32 => MemoryType::F32,
+        CrossKvArg::F16 => MemoryType::F16,
+    });
+    Transcriber::load_with_session(
+        (&args.model, args.beam.max(5), args.weights),
+        cross_kv,
+        (isa, args.beam, args.threads, args.word_timestamps),
+        |plan| checks::fits_in_memory(plan.total_bytes(), 1),
+    )
 }
 
 /// Runs `tessel transcribe`.

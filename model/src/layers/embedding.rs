@@ -2,9 +2,12 @@
 //! normalised (BART's `layernorm_embedding`).
 //!
 //! The table is `f32`, or `float16` as a checkpoint stores it: a `float16` row is widened to
-//! `f32` as it is read (exact), so the two give the same bits at half the memory.
+//! `f32` as it is read (exact), so the two give the same bits at half the memory. A `float16`
+//! table tied to the output projection can also be read straight from that projection's packed
+//! panels ([`EmbeddingTable::F16Panels`]): the same values, with no copy of their own.
 
 use half::f16;
+use tessel_kernels::gemm::PackedB;
 use tessel_kernels::{Isa, KernelError, ViewMut};
 
 use super::Norm;
@@ -17,6 +20,10 @@ pub enum EmbeddingTable<'w> {
     F32(Weights<'w, f32>),
     /// `float16` rows, widened as they are read.
     F16(Weights<'w, f16>),
+    /// `float16` rows read from the packed weight of the tied output projection (`k` = the
+    /// width, `n` = the vocabulary: row `t` of the table is column `t` of the panels), widened
+    /// as they are read. The memory is the projection's.
+    F16Panels(PackedB<Weights<'w, f16>, f16>),
 }
 
 impl EmbeddingTable<'_> {
@@ -25,6 +32,7 @@ impl EmbeddingTable<'_> {
         match self {
             EmbeddingTable::F32(values) => values.len(),
             EmbeddingTable::F16(values) => values.len(),
+            EmbeddingTable::F16Panels(panels) => panels.k() * panels.n(),
         }
     }
 
@@ -33,11 +41,33 @@ impl EmbeddingTable<'_> {
         self.len() == 0
     }
 
-    /// Bytes of the elements.
+    /// Bytes of the elements (for panels, the packed weight's, padding included).
     pub fn bytes(&self) -> usize {
         match self {
             EmbeddingTable::F32(values) => values.bytes(),
             EmbeddingTable::F16(values) => values.bytes(),
+            EmbeddingTable::F16Panels(panels) => core::mem::size_of_val(panels.as_slice()),
+        }
+    }
+
+    /// Whether the rows are read from the output projection's packed weight (whose bytes are
+    /// the projection's).
+    pub fn is_projection_panels(&self) -> bool {
+        matches!(self, EmbeddingTable::F16Panels(_))
+    }
+
+    /// Element `j` of row `token`, widened to `f32`, or `None` outside the table
+    /// (`width` values a row).
+    pub fn get(&self, token: usize, j: usize, width: usize) -> Option<f32> {
+        if j >= width {
+            return None;
+        }
+        match self {
+            EmbeddingTable::F32(values) => values.as_slice().get(token * width + j).copied(),
+            EmbeddingTable::F16(values) => {
+                values.as_slice().get(token * width + j).map(|h| h.to_f32())
+            }
+            EmbeddingTable::F16Panels(panels) => panels.get(j, token).map(f16::to_f32),
         }
     }
 
@@ -45,7 +75,7 @@ impl EmbeddingTable<'_> {
     pub fn as_f32(&self) -> Option<&[f32]> {
         match self {
             EmbeddingTable::F32(values) => Some(values.as_slice()),
-            EmbeddingTable::F16(_) => None,
+            EmbeddingTable::F16(_) | EmbeddingTable::F16Panels(_) => None,
         }
     }
 
@@ -55,6 +85,9 @@ impl EmbeddingTable<'_> {
         match (self, other) {
             (EmbeddingTable::F32(a), EmbeddingTable::F32(b)) => a.same_as(b),
             (EmbeddingTable::F16(a), EmbeddingTable::F16(b)) => a.same_as(b),
+            (EmbeddingTable::F16Panels(a), EmbeddingTable::F16Panels(b)) => {
+                a.storage().same_as(b.storage())
+            }
             _ => false,
         }
     }
@@ -82,6 +115,17 @@ impl EmbeddingTable<'_> {
                 }
                 None => false,
             },
+            EmbeddingTable::F16Panels(panels) => {
+                let width = panels.k();
+                let token = at / width.max(1);
+                if !at.is_multiple_of(width.max(1)) || out.len() != width || token >= panels.n() {
+                    return false;
+                }
+                for (kk, o) in out.iter_mut().enumerate() {
+                    *o = panels.get(kk, token).map_or(0.0, f16::to_f32) * scale;
+                }
+                true
+            }
         }
     }
 }
@@ -169,9 +213,11 @@ impl<'w> Embedding<'w> {
         self.table.len() / self.width.max(1)
     }
 
-    /// Bytes of the table (when not shared), the positions and the norm.
+    /// Bytes of the table (when not shared, and not the output projection's panels), the
+    /// positions and the norm.
     pub fn bytes(&self, count_table: bool) -> usize {
-        let table = if count_table { self.table.bytes() } else { 0 };
+        let own_table = count_table && !self.table.is_projection_panels();
+        let table = if own_table { self.table.bytes() } else { 0 };
         table
             + self.positions.as_ref().map_or(0, Weights::bytes)
             + self.norm.as_ref().map_or(0, Norm::bytes)
@@ -254,5 +300,33 @@ mod tests {
         assert!(f16_table
             .forward(Isa::scalar(), &[5], 0, true, &mut b)
             .is_err());
+
+        // The same rows read from the panels of a projection packing the table.
+        let len = tessel_kernels::gemm::packed_len_of::<f16>(d, vocab).unwrap();
+        let mut storage = vec![f16::ZERO; len];
+        let view = tessel_kernels::View::new(&halves, vocab, d, d).unwrap();
+        PackedB::<_, f16>::from_nk(&mut storage[..], view).unwrap();
+        let panels = PackedB::from_packed(Weights::Borrowed(&storage[..]), d, vocab).unwrap();
+        let table = EmbeddingTable::F16Panels(panels);
+        assert_eq!(table.len(), vocab * d);
+        assert!(table.is_projection_panels() && table.as_f32().is_none());
+        let from_panels = Embedding::with_table(table, d, 1.5).with_positions(&positions[..], 0);
+        assert_eq!(from_panels.vocab(), vocab);
+        assert_eq!(from_panels.bytes(true), positions.len() * 4);
+        let mut c = vec![2.0; 3 * d];
+        from_panels
+            .forward(Isa::scalar(), &tokens, 0, true, &mut c)
+            .unwrap();
+        assert_eq!(bits(&a), bits(&c));
+        assert!(from_panels
+            .forward(Isa::scalar(), &[5], 0, true, &mut c)
+            .is_err());
+        for t in 0..vocab {
+            for j in 0..d {
+                let want = f16_table.table().get(t, j, d);
+                assert_eq!(from_panels.table().get(t, j, d), want);
+            }
+        }
+        assert_eq!(from_panels.table().get(vocab, 0, d), None);
     }
 }

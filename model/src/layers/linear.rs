@@ -233,6 +233,37 @@ impl PooledWeight for Linear<'_> {
     }
 }
 
+#[cfg(feature = "std")]
+impl<'w> Linear<'w> {
+    /// The packed `float16` weight as a handle to the same elements, for an embedding tied to
+    /// this layer to read its rows from ([`crate::layers::EmbeddingTable::F16Panels`]): an
+    /// owned weight is first moved into memory shared by reference counting (no copy).
+    /// `Ok(None)`, the layer unchanged, for the other weight types.
+    pub(crate) fn share_f16_panels(
+        &mut self,
+    ) -> Result<Option<PackedB<Weights<'w, f16>, f16>>, KernelError> {
+        let PackedWeight::F16(packed) = &self.weight else {
+            return Ok(None);
+        };
+        let (k, n) = (packed.k(), packed.n());
+        if !matches!(packed.storage(), Weights::Owned(_)) {
+            return PackedB::from_packed(packed.storage().clone(), k, n).map(Some);
+        }
+        let empty = PackedWeight::F16(PackedB::from_packed(Weights::Borrowed(&[]), 0, 0)?);
+        let PackedWeight::F16(packed) = core::mem::replace(&mut self.weight, empty) else {
+            return Ok(None);
+        };
+        let storage = match packed.into_inner() {
+            Weights::Owned(buf) => Weights::Shared(Arc::new(buf)),
+            other => other,
+        };
+        // The same elements and shape the layer held: neither call can fail.
+        let handle = PackedB::from_packed(storage.clone(), k, n)?;
+        self.weight = PackedWeight::F16(PackedB::from_packed(storage, k, n)?);
+        Ok(Some(handle))
+    }
+}
+
 /// Checks that a weight of `weight_len` elements is `out_features × in_features` and that
 /// `bias`, if any, has `out_features` elements.
 #[cfg(feature = "std")]

@@ -4,6 +4,7 @@
 //! ships, and whether it says the model is English-only.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -34,28 +35,46 @@ pub fn load_dir(
     dir: &Path,
     max_beam: usize,
     weights: Option<WeightType>,
-) -> Result<(Model<'static>, WhisperTokenizer, Directory), TranscribeError> {
+) -> Result<(Arc<Model<'static>>, WhisperTokenizer, Directory), TranscribeError> {
+    let (model, tokenizer, directory, ()) =
+        load_dir_then(dir, max_beam, weights, |_, _| Ok::<_, TranscribeError>(()))?;
+    Ok((model, tokenizer, directory))
+}
+
+/// [`load_dir`], running `meanwhile` on the loaded model while the tokenizer (a few MB of
+/// JSON, parsed on another thread from the start) may still be parsing: work that needs the
+/// weights only overlaps the parse. Errors come in the order the steps would give them one
+/// after the other: the weights', the tokenizer's, then `meanwhile`'s.
+pub fn load_dir_then<T, E: From<TranscribeError>>(
+    dir: &Path,
+    max_beam: usize,
+    weights: Option<WeightType>,
+    meanwhile: impl FnOnce(&Arc<Model<'static>>, &Directory) -> Result<T, E>,
+) -> Result<(Arc<Model<'static>>, WhisperTokenizer, Directory, T), E> {
     let directory = Directory::open(dir).map_err(open_error)?;
     if directory.modality() != Some(Modality::Speech) {
         return Err(TranscribeError::NotWhisper(format!(
             "{} holds {}",
             dir.display(),
             directory.describe()
-        )));
+        ))
+        .into());
     }
     let settings = LoadSettings {
         max_beam,
         max_len: MAX_TARGET,
         weights,
     };
-    // The tokenizer (a few MB of JSON) is parsed while the weights load; an error of the
-    // weights is reported first.
     let path = dir.join("tokenizer.json");
     let (loaded, tokenizer) = std::thread::scope(|scope| {
         let tokenizer = path
             .is_file()
             .then(|| scope.spawn(|| read_tokenizer(&path)));
-        let loaded = directory.load(&settings).map_err(open_error);
+        let loaded = directory.load(&settings).map_err(open_error).map(|loaded| {
+            let model = Arc::new(loaded.model);
+            let done = meanwhile(&model, &directory);
+            (model, done)
+        });
         let tokenizer = tokenizer.map(|thread| {
             thread
                 .join()
@@ -63,12 +82,12 @@ pub fn load_dir(
         });
         (loaded, tokenizer)
     });
-    let loaded = loaded?;
+    let (model, done) = loaded?;
     let tokenizer = tokenizer.ok_or_else(|| TranscribeError::ModelDir {
         dir: dir.to_owned(),
         reason: "no tokenizer.json".into(),
     })??;
-    Ok((loaded.model, tokenizer, directory))
+    Ok((model, tokenizer, directory, done?))
 }
 
 fn read_tokenizer(path: &Path) -> Result<WhisperTokenizer, TranscribeError> {

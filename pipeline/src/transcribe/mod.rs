@@ -61,7 +61,9 @@ use std::sync::Arc;
 
 use tessel_audio::N_FRAMES;
 use tessel_kernels::Isa;
-use tessel_model::{Batch, Limits, MemoryType, Model, Session, WeightType};
+use tessel_model::{
+    ArenaPlan, Batch, Limits, MemoryType, Model, Session, SessionError, WeightType,
+};
 use tessel_text::whisper::WhisperTokenizer;
 
 use decode::Decoder;
@@ -116,10 +118,46 @@ impl Transcriber {
         let (model, tokenizer, directory) = load::load_dir(dir, max_beam, weights)?;
         let english_only = load::english_only(&directory, &model);
         let heads = load::alignment_heads(&directory, model.config())?;
-        let mut transcriber = Transcriber::new(Arc::new(model), tokenizer)?;
+        let mut transcriber = Transcriber::new(model, tokenizer)?;
         transcriber.english_only = english_only;
         transcriber.alignment_heads = heads.into();
         Ok(transcriber)
+    }
+
+    /// [`Transcriber::load`] (its cross-attention memory as `cross_kv` says, the default for
+    /// `None`: [`Transcriber::with_cross_kv`]) and a session of it: [`Transcriber::session`],
+    /// or [`Transcriber::session_with_words`] when `words`, for beams up to `beam` on
+    /// `threads` threads at `isa`. The session's arena is planned, handed to `check` (which
+    /// may refuse it, say for the memory available), allocated and made resident while the
+    /// tokenizer is still being parsed on another thread, so that the two share the cores
+    /// instead of running one after the other.
+    pub fn load_with_session<E: From<TranscribeError>>(
+        (dir, max_beam, weights): (&Path, usize, Option<WeightType>),
+        cross_kv: Option<MemoryType>,
+        (isa, beam, threads, words): (Isa, usize, usize, bool),
+        check: impl FnOnce(&ArenaPlan) -> Result<(), E>,
+    ) -> Result<(Transcriber, TranscribeSession), E> {
+        let session = |model: &Arc<Model<'static>>,
+                       directory: &tessel_model::load::directory::Directory| {
+            let heads = load::alignment_heads(directory, model.config())?;
+            let cross_kv = cross_kv.unwrap_or(default_cross_kv(model));
+            let limits = limits_of(model, beam, threads, cross_kv);
+            let planned = if words { heads.len() } else { 0 };
+            let plan = ArenaPlan::with_alignment(model.config(), limits, planned)
+                .map_err(|e| TranscribeError::Session(SessionError::from(e)))?;
+            check(&plan)?;
+            let session = Session::with_alignment(Arc::clone(model), isa, limits, planned)
+                .map_err(TranscribeError::from)?;
+            Ok::<_, E>((session, heads, cross_kv))
+        };
+        let (model, tokenizer, directory, (session, heads, cross_kv)) =
+            load::load_dir_then(dir, max_beam, weights, session)?;
+        let english_only = load::english_only(&directory, &model);
+        let mut transcriber = Transcriber::new(model, tokenizer)?.with_cross_kv(cross_kv);
+        transcriber.english_only = english_only;
+        transcriber.alignment_heads = heads.into();
+        let session = transcriber.wrap(session, words)?;
+        Ok((transcriber, session))
     }
 
     /// Over a loaded model and its tokenizer; checks that they fit.
@@ -160,10 +198,7 @@ impl Transcriber {
         let blank = tokenizer.encode(" ")?;
         let multilingual =
             config.tgt_vocab >= MULTILINGUAL_VOCAB && !tokenizer.language_tokens().is_empty();
-        let cross_kv = match model.generator().weight_type() {
-            WeightType::F32 => MemoryType::F32,
-            _ => MemoryType::F16,
-        };
+        let cross_kv = default_cross_kv(&model);
         let alignment_heads = load::default_alignment_heads(config).into();
         Ok(Transcriber {
             alignment_heads,
@@ -240,15 +275,7 @@ impl Transcriber {
     /// What [`Transcriber::session`] plans the arena for: a 30 s window, the model's target
     /// positions, beams up to `max_beam`, `threads` threads.
     pub fn limits(&self, max_beam: usize, threads: usize) -> Limits {
-        Limits {
-            max_src_len: N_FRAMES / 2,
-            max_tgt_len: self.model.config().max_tgt_len,
-            max_beam,
-            max_batch: 1,
-            encode_sources: 1,
-            threads,
-            cross_kv: self.cross_kv,
-        }
+        limits_of(&self.model, max_beam, threads, self.cross_kv)
     }
 
     /// A session for one user: the arena for beams up to `max_beam` on `threads` threads at
@@ -323,10 +350,42 @@ impl Transcriber {
         let limits = self.limits(max_beam, threads);
         let heads = if words { self.alignment_heads.len() } else { 0 };
         let session = Session::with_alignment(Arc::clone(&self.model), isa, limits, heads)?;
+        self.wrap(session, words)
+    }
+
+    /// The transcription session over the model session `session` (planned by
+    /// [`Transcriber::limits`], with the alignment heads when `words`).
+    fn wrap(
+        &self,
+        session: decode::WhisperSession,
+        words: bool,
+    ) -> Result<TranscribeSession, TranscribeError> {
         let tokenizer = Arc::clone(&self.tokenizer);
         let decoder = self.decoder();
         let heads = words.then(|| Arc::clone(&self.alignment_heads));
         TranscribeSession::new(session, tokenizer, decoder, self.multilingual, self.n_mels)
             .map(|s| s.with_words(heads))
+    }
+}
+
+/// How sessions store the cross-attention K/V of `model` by default: `f32` for `f32` weights
+/// (results as the reference computes them), `f16` for 16-bit and int8 weights.
+fn default_cross_kv(model: &Model<'_>) -> MemoryType {
+    match model.generator().weight_type() {
+        WeightType::F32 => MemoryType::F32,
+        _ => MemoryType::F16,
+    }
+}
+
+/// The limits of a one-user session of `model` ([`Transcriber::limits`]).
+fn limits_of(model: &Model<'_>, max_beam: usize, threads: usize, cross_kv: MemoryType) -> Limits {
+    Limits {
+        max_src_len: N_FRAMES / 2,
+        max_tgt_len: model.config().max_tgt_len,
+        max_beam,
+        max_batch: 1,
+        encode_sources: 1,
+        threads,
+        cross_kv,
     }
 }

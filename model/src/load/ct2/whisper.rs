@@ -16,7 +16,7 @@ use super::transformer::Builder;
 use super::vars::Vars;
 use super::{Ct2Error, Ct2Options, Vocabulary};
 use crate::config::{Config, Sizes, SpecialIds};
-use crate::layers::{Block, ConvStem, Embedding, Linear};
+use crate::layers::{Block, ConvStem, Embedding, EmbeddingTable, Linear};
 use crate::load::hf::whisper;
 use crate::load::{conv_linear, LoadError};
 use crate::model::{Model, Source, Stack};
@@ -187,20 +187,29 @@ fn blocks(
 
 /// The target embedding with its stored positions, and the output projection: the same
 /// table (`decoder/projection` is an alias of it), packed as stored (int8 kept). A `float16`
-/// table stays `float16` in the embedding (its rows widened as they are read).
+/// table stays `float16` in the embedding (its rows widened as they are read): read from the
+/// projection's packed panels when the projection is `float16` too (the same values, so the
+/// table takes no memory of its own), else copied as stored.
 fn target_and_generator(
     b: &mut Builder<'_, '_, '_>,
     config: &Config,
 ) -> Result<(Embedding<'static>, Linear<'static>), Ct2Error> {
     let (d, vocab) = (config.d_model, config.tgt_vocab);
     let name = "decoder/embeddings/weight";
-    let target = if b.vars.dtype(name) == Some(Dtype::F16) {
-        Embedding::new_f16(b.vars.table_f16(name, &[vocab, d])?, d, 1.0)
-    } else {
-        Embedding::new(Arc::new(b.table(name, &[vocab, d])?), d, 1.0)
-    };
-    let target = target.with_positions(b.positions("decoder", config.max_tgt_len)?, 0);
     b.vars.get("decoder/projection/weight");
-    let generator = b.weight(name, vocab, d, None)?;
+    let mut generator = b.weight(name, vocab, d, None)?;
+    let table = if b.vars.dtype(name) == Some(Dtype::F16) {
+        let panels = generator
+            .share_f16_panels()
+            .map_err(|e| Builder::malformed(name, e))?;
+        match panels {
+            Some(panels) => EmbeddingTable::F16Panels(panels),
+            None => EmbeddingTable::F16(b.vars.table_f16(name, &[vocab, d])?.into()),
+        }
+    } else {
+        EmbeddingTable::F32(Arc::new(b.table(name, &[vocab, d])?).into())
+    };
+    let target = Embedding::with_table(table, d, 1.0)
+        .with_positions(b.positions("decoder", config.max_tgt_len)?, 0);
     Ok((target, generator))
 }

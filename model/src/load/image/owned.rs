@@ -55,6 +55,14 @@ fn shared_table(table: &EmbeddingTable<'_>) -> Result<EmbeddingTable<'static>, L
         EmbeddingTable::F16(values) => EmbeddingTable::F16(Weights::Shared(Arc::new(
             AlignedBuf::from_slice(values.as_slice())?,
         ))),
+        EmbeddingTable::F16Panels(panels) => {
+            // Rows gathered from the panels, exact: the table as stored.
+            let (width, rows) = (panels.k(), panels.n());
+            let values: Vec<half::f16> = (0..rows)
+                .flat_map(|t| (0..width).map(move |j| panels.get(j, t).unwrap_or_default()))
+                .collect();
+            EmbeddingTable::F16(Weights::Shared(Arc::new(AlignedBuf::from_slice(&values)?)))
+        }
     })
 }
 

@@ -226,6 +226,14 @@ impl Writer {
             EmbeddingTable::F16(values) => {
                 std::borrow::Cow::Owned(values.as_slice().iter().map(|v| v.to_f32()).collect())
             }
+            table @ EmbeddingTable::F16Panels(_) => {
+                let rows = table.len() / d.max(1);
+                std::borrow::Cow::Owned(
+                    (0..rows)
+                        .flat_map(|t| (0..d).map(move |j| table.get(t, j, d).unwrap_or(0.0)))
+                        .collect(),
+                )
+            }
         };
         self.table(&table, d, layer.scale().to_bits())?;
         match layer.positions() {
