@@ -475,60 +475,82 @@ impl<'w> Block<'w> {
                 }
             }
             SelfMode::Step {
-                mut cache,
+                cache,
                 groups,
                 bias,
-            } => {
-                let mut row0 = 0;
-                for group in groups {
-                    for beam in 0..group.rows {
-                        let (k, v) = (k.slice_rows(row0 + beam, 1)?, v.slice_rows(row0 + beam, 1)?);
-                        cache.write((group.slot, beam), group.position, k, v)?;
-                    }
-                    row0 += group.rows;
-                }
-                check_rows(row0, rows)?;
-                // Each row attends its own beam's cache: one call a row.
-                let cache = &cache;
-                let longest = groups.iter().map(|g| g.position + 1).max().unwrap_or(0);
-                let part = heads.unit_scratch(1, longest);
-                let row = |r: usize| r;
-                attend_units(
-                    run,
-                    (rows, &row, Spread::Always),
-                    attn,
-                    (scratch, part),
-                    &|r, run, out, own| {
-                        let (index, beam, group) = locate(groups, r)?;
-                        let Group { slot, position, .. } = group;
-                        let bias = bias.map(|b| b.group(index, position + 1)).transpose()?;
-                        let mask = Mask { bias, ..Mask::NONE };
-                        let (k, v) = cache.beam((slot, beam), position + 1)?;
-                        heads.attend(run, (q.slice_rows(r, 1)?, k, v), &mask, out, own)
-                    },
-                )?;
-            }
-            SelfMode::Prefix {
-                mut cache,
-                group,
-                bias,
-            } => {
-                let (slot, position) = (group.slot, group.position);
-                for r in 0..rows {
-                    let (k, v) = (k.slice_rows(r, 1)?, v.slice_rows(r, 1)?);
-                    cache.write((slot, 0), position + r, k, v)?;
-                }
-                let (k, v) = cache.beam((slot, 0), position + rows)?;
-                let mask = Mask {
-                    causal_offset: Some(position),
-                    bias,
-                    ..Mask::NONE
-                };
-                heads.attend(run, (q, k, v), &mask, attn, scratch)?;
+            } => attend_step(run, heads, [q, k, v], attn, (cache, groups, bias), scratch)?,
+            SelfMode::Prefix { cache, group, bias } => {
+                attend_prefix(run, heads, [q, k, v], attn, (cache, group, bias), scratch)?
             }
         }
         self.close_attention(run, rows, work, scratch, (norm, self.attention.output()))
     }
+}
+
+/// A decoder step's self-attention: each row's key and value written to its beam's slot of
+/// the cache at its group's position, then one call a row over that beam's positions, the
+/// rows spread over the threads.
+fn attend_step(
+    run: Run<'_>,
+    heads: &Heads,
+    [q, k, v]: [View<'_>; 3],
+    attn: ViewMut<'_>,
+    (mut cache, groups, bias): (LayerCache<'_>, &[Group], Option<StepBias<'_>>),
+    scratch: &mut [f32],
+) -> Result<(), KernelError> {
+    let rows = q.rows();
+    let mut row0 = 0;
+    for group in groups {
+        for beam in 0..group.rows {
+            let (k, v) = (k.slice_rows(row0 + beam, 1)?, v.slice_rows(row0 + beam, 1)?);
+            cache.write((group.slot, beam), group.position, k, v)?;
+        }
+        row0 += group.rows;
+    }
+    check_rows(row0, rows)?;
+    // Each row attends its own beam's cache: one call a row.
+    let cache = &cache;
+    let longest = groups.iter().map(|g| g.position + 1).max().unwrap_or(0);
+    let part = heads.unit_scratch(1, longest);
+    let row = |r: usize| r;
+    attend_units(
+        run,
+        (rows, &row, Spread::Always),
+        attn,
+        (scratch, part),
+        &|r, run, out, own| {
+            let (index, beam, group) = locate(groups, r)?;
+            let Group { slot, position, .. } = group;
+            let bias = bias.map(|b| b.group(index, position + 1)).transpose()?;
+            let mask = Mask { bias, ..Mask::NONE };
+            let (k, v) = cache.beam((slot, beam), position + 1)?;
+            heads.attend(run, (q.slice_rows(r, 1)?, k, v), &mask, out, own)
+        },
+    )
+}
+
+/// A forced prefix's self-attention: its rows' keys and values written to beam 0 of the
+/// group's slot from its position, then one causal call over the cache up to the last.
+fn attend_prefix(
+    run: Run<'_>,
+    heads: &Heads,
+    [q, k, v]: [View<'_>; 3],
+    attn: ViewMut<'_>,
+    (mut cache, group, bias): (LayerCache<'_>, Group, Option<Bias<'_>>),
+    scratch: &mut [f32],
+) -> Result<(), KernelError> {
+    let (slot, position, rows) = (group.slot, group.position, q.rows());
+    for r in 0..rows {
+        let (k, v) = (k.slice_rows(r, 1)?, v.slice_rows(r, 1)?);
+        cache.write((slot, 0), position + r, k, v)?;
+    }
+    let (k, v) = cache.beam((slot, 0), position + rows)?;
+    let mask = Mask {
+        causal_offset: Some(position),
+        bias,
+        ..Mask::NONE
+    };
+    heads.attend(run, (q, k, v), &mask, attn, scratch)
 }
 
 /// The bias of a source of `rows` positions from a relative-position bias written for the
