@@ -1,7 +1,8 @@
 //! Tokenizer files from arbitrary bytes: the first byte picks the loader (SentencePiece
 //! `.model`, a SentencePiece model built field by field from the rest, `tokenizer.json`,
 //! Whisper's `tokenizer.json`, a bare `precompiled_charsmap`), the rest is the file. Every load
-//! is `Ok` or a typed `TextError`, never a panic; what loads encodes a multi-script text into
+//! is `Ok` or a typed `TextError`, never a panic; a `tokenizer.json` the direct BPE reader
+//! reads is read the same by the library; what loads encodes a multi-script text into
 //! in-range ids and decodes them, and decoding arbitrary ids is `Ok` or `UnknownId`.
 #![no_main]
 
@@ -113,6 +114,19 @@ fn check_hf(tok: &HfTokenizer, u: &mut Unstructured<'_>) {
     }
 }
 
+/// Where the direct BPE reader reads `file`, it builds what the library builds from it.
+fn check_direct_reading(file: &[u8]) {
+    let Some(direct) = HfTokenizer::read_direct(file) else {
+        return;
+    };
+    let library =
+        HfTokenizer::read_library(file).expect("the library reads what the direct reader does");
+    assert!(
+        direct.to_string(false).ok() == library.to_string(false).ok(),
+        "the direct reading differs from the library's"
+    );
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, file)) = data.split_first() else {
         return;
@@ -133,6 +147,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         2 => {
+            check_direct_reading(file);
             if let Ok(tok) = HfTokenizer::from_bytes(file, "tokenizer.json") {
                 check_hf(&tok, &mut u);
             }

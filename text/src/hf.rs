@@ -14,6 +14,8 @@ use tokenizers::Tokenizer;
 use crate::error::{read_file, TextError};
 use crate::spm::charsmap;
 
+mod bpe_json;
+
 /// A tokenizer loaded from a `tokenizer.json`.
 #[derive(Clone)]
 pub struct HfTokenizer {
@@ -36,13 +38,14 @@ impl HfTokenizer {
 
     /// Loads `tokenizer.json` content; `name` names it in errors.
     pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, TextError> {
-        // `tokenizers` panics (`expect`) on invalid JSON inside a decoder, on a Precompiled
-        // normalizer it cannot read and, when encoding, on a template naming a special token
-        // it does not define: all are checked before it sees the bytes.
-        let json: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| TextError::malformed(name, e))?;
-        validate_json(&json).map_err(|reason| TextError::malformed(name, reason))?;
-        let tokenizer = Tokenizer::from_bytes(bytes).map_err(|e| TextError::malformed(name, e))?;
+        let (tokenizer, max_model_id) = match bpe_json::read(bytes, valid_part) {
+            Some(direct) => (direct.tokenizer, direct.max_model_id),
+            None => {
+                let tokenizer = Self::read_with_library(bytes, name)?;
+                let max = tokenizer.get_vocab(false).values().copied().max();
+                (tokenizer, max)
+            }
+        };
         let added = tokenizer.get_added_tokens_decoder();
         let special = added
             .iter()
@@ -50,10 +53,10 @@ impl HfTokenizer {
             .map(|(&id, _)| id)
             .collect();
         // The largest id, not the count: a vocabulary may leave ids unused.
-        let vocab_size = tokenizer
-            .get_vocab(true)
-            .values()
-            .map(|&id| id as usize + 1)
+        let vocab_size = max_model_id
+            .into_iter()
+            .chain(added.keys().copied())
+            .map(|id| id as usize + 1)
             .max()
             .unwrap_or(0);
         Ok(Self {
@@ -62,6 +65,32 @@ impl HfTokenizer {
             vocab_size,
             name: name.to_owned(),
         })
+    }
+
+    /// Reads `tokenizer.json` content with `Tokenizer::from_bytes`, after checking what would
+    /// make the library panic.
+    fn read_with_library(bytes: &[u8], name: &str) -> Result<Tokenizer, TextError> {
+        // `tokenizers` panics (`expect`) on invalid JSON inside a decoder, on a Precompiled
+        // normalizer it cannot read and, when encoding, on a template naming a special token
+        // it does not define: all are checked before it sees the bytes.
+        let json: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| TextError::malformed(name, e))?;
+        validate_json(&json).map_err(|reason| TextError::malformed(name, reason))?;
+        Tokenizer::from_bytes(bytes).map_err(|e| TextError::malformed(name, e))
+    }
+
+    /// Whether `bytes` read through the direct BPE reader, and what it built: for tests that
+    /// hold it to the library's own reading.
+    #[doc(hidden)]
+    pub fn read_direct(bytes: &[u8]) -> Option<Tokenizer> {
+        bpe_json::read(bytes, valid_part).map(|direct| direct.tokenizer)
+    }
+
+    /// `Tokenizer::from_bytes` on `bytes` behind the same checks as [`Self::from_bytes`]: the
+    /// reference the direct reader is held to.
+    #[doc(hidden)]
+    pub fn read_library(bytes: &[u8]) -> Result<Tokenizer, TextError> {
+        Self::read_with_library(bytes, "tokenizer.json")
     }
 
     /// Encodes `text`; `add_special_tokens` applies the file's post-processor (e.g. `</s>`).
@@ -132,6 +161,11 @@ impl HfTokenizer {
     pub fn inner(&self) -> &Tokenizer {
         &self.tokenizer
     }
+}
+
+/// Whether one top-level part of a `tokenizer.json` passes [`validate_json`].
+fn valid_part(part: &str) -> bool {
+    serde_json::from_str(part).is_ok_and(|json| validate_json(&json).is_ok())
 }
 
 /// Checks what the `tokenizers` crate trusts in a `tokenizer.json`: every `Precompiled`

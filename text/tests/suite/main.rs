@@ -3,5 +3,6 @@
 mod common;
 mod families;
 mod hf;
+mod hf_direct;
 mod spm;
 mod whisper;
