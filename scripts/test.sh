@@ -170,7 +170,7 @@ run_tests_at() {
     TESSEL_ISA=$1 TESSEL_PUBLISHED_MAX_VALUES=${published_max:-} TESSEL_PUBLISHED_CT2=$published_ct2 \
         TESSEL_PUBLISHED_KEEP=$neon_published_rows \
         timeout --kill-after=30s "$x86_level_timeout" \
-        cargo test --locked --workspace --lib --bins --tests
+        cargo test --locked --no-fail-fast --workspace --lib --bins --tests
 }
 
 if step "build the workspace tests" build_tests && step "detect the ISA levels" detect_levels; then
