@@ -21,7 +21,7 @@ use serde::Deserialize;
 use super::blocks::{self, StackSizes};
 use super::tables::{self, TableNames, Tables};
 use super::{activation, bart, config_error, read_config};
-use crate::config::{Config, NormPlacement, Positions, SpecialIds};
+use crate::config::{Config, NormPlacement, Positions, SpecialIds, StackKind};
 use crate::layers::{Block, GlobalProjections, LocalAttention, SelfAttention};
 use crate::load::source::TensorSource;
 use crate::load::{malformed, LoadError, LoadOptions, Loader};
@@ -181,7 +181,8 @@ fn longformer_attention(
     p: &str,
     radius: usize,
 ) -> Result<SelfAttention<'static>, LoadError> {
-    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let encoder = StackKind::Encoder;
+    let (d, a) = (l.config.d_model, l.config.attention_width(encoder));
     let name = |part: &str| format!("{p}.longformer_self_attn.{part}");
     let qkv = l.fused(
         &[&name("query"), &name("key"), &name("value")],
@@ -198,7 +199,7 @@ fn longformer_attention(
     )?;
     let out = l.linear(&format!("{p}.output"), d, a, true)?;
     let global = GlobalProjections::new(query, kv);
-    SelfAttention::new(qkv, out, l.heads())
+    SelfAttention::new(qkv, out, l.heads(encoder))
         .and_then(|attention| attention.with_local(LocalAttention::new(radius, Some(global))))
         .map_err(malformed(p))
 }
