@@ -7,12 +7,14 @@
 use serde::Deserialize;
 
 use super::config_error;
+#[cfg(doc)]
+use crate::config::ConfigBuilder;
 use crate::config::{Sizes, StackKind};
 use crate::layers::{Block, CrossAttention, FeedForward, SelfAttention};
 use crate::load::{block, malformed, LoadError, Loader};
 
 /// The sizes of the stacks in these families' `config.json`: the width, the layers, and
-/// the heads and feed-forward widths that each stack states (tessel needs them equal).
+/// the heads and feed-forward widths that each stack states.
 #[derive(Clone, Copy, Debug, Deserialize)]
 pub(super) struct StackSizes {
     pub d_model: usize,
@@ -26,7 +28,8 @@ pub(super) struct StackSizes {
 
 impl StackSizes {
     /// The [`Sizes`] of these stacks over `(source, target)` vocabularies, planned for
-    /// `(source, target)` lengths and `max_beam` beams.
+    /// `(source, target)` lengths and `max_beam` beams: the encoder's heads and feed-forward
+    /// width (the decoder's are [`StackSizes::decoder_widths`]).
     pub(super) fn sizes(
         self,
         (src_vocab, tgt_vocab): (usize, usize),
@@ -45,6 +48,11 @@ impl StackSizes {
             max_tgt_len,
             max_beam,
         }
+    }
+
+    /// The decoder's heads and feed-forward width, for [`ConfigBuilder::decoder_widths`].
+    pub(super) fn decoder_widths(self) -> (usize, usize) {
+        (self.decoder_attention_heads, self.decoder_ffn_dim)
     }
 
     /// The stack sizes of a `config.json` (its other keys are the family's).
