@@ -11,7 +11,8 @@ family puts them, and writes under tests/translation/<name>/:
              model.safetensors, generation_config.json; plus the tokenizer
              (tokenizer.json, tokenizer_config.json) that the CTranslate2 converter reads
   ct2/       hf/ converted by ctranslate2.converters.TransformersConverter, quantization=None
-             (float32): model.bin, config.json, shared_vocabulary.json
+             (float32): model.bin, config.json, shared_vocabulary.json; none (nor the ct2_*
+             files and tokens below) for configurations with ct2=False
   expected.safetensors  `src_ids`, `decoder_input_ids`, `logits` (F64 [len, vocab],
              teacher-forced, model.double()), `encoder_output` (F64 [src_len, d_model]),
              `greedy_tokens`, `beam4_tokens` (transformers generate, float64),
@@ -80,6 +81,15 @@ CONFIGS = {
     # = target language code.
     "m2m100": dict(family="m2m100", d_model=48, heads=3, ffn=112, vocab=277, seed=14,
                    gain=3.0, embed_std=0.3, pos_std=0.0, cross_out=0.3),
+    # BART whose stacks differ: the encoder's 4 heads and feed-forward width 48, the decoder's
+    # 2 heads (self- and cross-attention) and width 80. No CTranslate2 directory: its converter
+    # writes the encoder's heads for both stacks.
+    "bart_stacks": dict(family="bart", d_model=32, heads=4, dec_heads=2, ffn=48, dec_ffn=80,
+                        vocab=263, seed=17, gain=1.5, embed_std=1.0, pos_std=1.0,
+                        cross_out=0.3, ct2=False),
+    # BART whose feed-forward widths alone differ (48 and 80), which CTranslate2 converts.
+    "bart_ffn": dict(family="bart", d_model=32, heads=4, ffn=48, dec_ffn=80, vocab=263,
+                     seed=18, gain=1.5, embed_std=1.0, pos_std=1.0, cross_out=0.3),
     # T5 v1.1 / Flan: gated-gelu, RMSNorm, relative buckets (few buckets and a short max
     # distance so the logarithmic buckets are used at these lengths), untied lm_head.
     "t5": dict(family="t5", d_model=48, heads=3, d_kv=16, ffn=96, vocab=257, seed=15,
@@ -154,8 +164,9 @@ def make_model(c):
     n = len(tokens)
     drop = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
     common = dict(vocab_size=n, d_model=c["d_model"], encoder_layers=2, decoder_layers=2,
-                  encoder_attention_heads=c["heads"], decoder_attention_heads=c["heads"],
-                  encoder_ffn_dim=c["ffn"], decoder_ffn_dim=c["ffn"],
+                  encoder_attention_heads=c["heads"],
+                  decoder_attention_heads=c.get("dec_heads", c["heads"]),
+                  encoder_ffn_dim=c["ffn"], decoder_ffn_dim=c.get("dec_ffn", c["ffn"]),
                   max_position_embeddings=64, **drop)
     gen = dict(max_length=64, num_beams=1, do_sample=False)
     if fam == "marian":
@@ -367,10 +378,12 @@ def write_names(out):
     with safe_open(os.path.join(out, "hf", "model.safetensors"), "np") as f:
         for k in sorted(f.keys()):
             lines.append("%s %s" % (k, list(f.get_slice(k).get_shape())))
-    spec, rev, variables, aliases, _ = read_model_bin(os.path.join(out, "ct2", "model.bin"))
-    lines.append("# ct2/model.bin: spec %s revision %d" % (spec, rev))
-    lines += ["%s %s %s" % (n, t, s) for n, t, s in variables]
-    lines += ["alias %s -> %s" % a for a in aliases]
+    model_bin = os.path.join(out, "ct2", "model.bin")
+    if os.path.exists(model_bin):
+        spec, rev, variables, aliases, _ = read_model_bin(model_bin)
+        lines.append("# ct2/model.bin: spec %s revision %d" % (spec, rev))
+        lines += ["%s %s %s" % (n, t, s) for n, t, s in variables]
+        lines += ["alias %s -> %s" % a for a in aliases]
     with open(os.path.join(out, "names.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -430,11 +443,14 @@ def build(name, c):
     model, ids = make_model(c)
     model.save_pretrained(hf_dir, safe_serialization=True)
     build_tokenizer(c, hf_dir)
-    ctranslate2.converters.TransformersConverter(hf_dir).convert(ct2_dir, quantization=None,
-                                                                 force=True)
-    with open(os.path.join(ct2_dir, "shared_vocabulary.json")) as f:
-        ct2_tokens = json.load(f)
+    with_ct2 = c.get("ct2", True)
     tokens, _ = vocabulary(c)
+    ct2_tokens = tokens
+    if with_ct2:
+        ctranslate2.converters.TransformersConverter(hf_dir).convert(ct2_dir, quantization=None,
+                                                                     force=True)
+        with open(os.path.join(ct2_dir, "shared_vocabulary.json")) as f:
+            ct2_tokens = json.load(f)
 
     rng = np.random.default_rng(c["seed"])
     src, forced, prefix = source_and_forced(c, ids, rng)
@@ -456,21 +472,22 @@ def build(name, c):
     assert greedy[:len(prefix)] == prefix, (greedy, prefix)
     margin = margin_along(model64, src, greedy, len(prefix))
 
-    ct2_greedy, ct2_greedy_score = ct2_translate(ct2_dir, ct2_tokens, src, prefix, 1)
-    ct2_beam, ct2_beam_score = ct2_translate(ct2_dir, ct2_tokens, src, prefix, 4)
-
     i64 = lambda xs: np.asarray(xs, dtype=np.int64)
-    save_file({
+    expected = {
         "src_ids": i64(src),
         "decoder_input_ids": i64(forced),
         "logits": log64,
         "encoder_output": enc64,
         "greedy_tokens": i64(greedy),
         "beam4_tokens": i64(beam),
-        "ct2_greedy_tokens": i64(ct2_greedy),
-        "ct2_beam4_tokens": i64(ct2_beam),
         "greedy_margin": np.asarray([margin], dtype=np.float64),
-    }, os.path.join(out, "expected.safetensors"))
+    }
+    ct2_greedy = ct2_beam = ct2_greedy_score = ct2_beam_score = None
+    if with_ct2:
+        ct2_greedy, ct2_greedy_score = ct2_translate(ct2_dir, ct2_tokens, src, prefix, 1)
+        ct2_beam, ct2_beam_score = ct2_translate(ct2_dir, ct2_tokens, src, prefix, 4)
+        expected.update(ct2_greedy_tokens=i64(ct2_greedy), ct2_beam4_tokens=i64(ct2_beam))
+    save_file(expected, os.path.join(out, "expected.safetensors"))
 
     gen = greedy[len(prefix):]
     stats = {
@@ -490,15 +507,17 @@ def build(name, c):
         "greedy_margin": margin,
         "hf_f32_greedy_equal": greedy32 == greedy,
         "hf_f32_beam4_equal": beam32 == beam,
-        "ct2_greedy_equal": ct2_greedy == greedy,
-        "ct2_beam4_equal": ct2_beam == beam,
+        "ct2_greedy_equal": ct2_greedy == greedy if with_ct2 else None,
+        "ct2_beam4_equal": ct2_beam == beam if with_ct2 else None,
         "ct2_vocab_equal_hf_prefix": ct2_tokens == tokens[:len(ct2_tokens)],
         "encoder_scale": float(np.abs(enc64).max()),
         "encoder_f32_max_abs": float(np.abs(enc32 - enc64).max()),
         "logit_scale": float(np.abs(log64).max()),
         "logits_f32_max_abs": float(np.abs(log32 - log64).max()),
     }
-    stats.update(build_ct2_expected(name, out, model64, ct2_tokens, src, forced, prefix, log64))
+    if with_ct2:
+        stats.update(build_ct2_expected(name, out, model64, ct2_tokens, src, forced, prefix,
+                                        log64))
     write_names(out)
     with open(os.path.join(out, "stats.json"), "w") as f:
         json.dump(stats, f, indent=1)

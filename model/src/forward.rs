@@ -10,6 +10,7 @@ use tessel_kernels::activation::Activation;
 use tessel_kernels::attention::SideBias;
 use tessel_kernels::{KernelError, View, ViewMut};
 
+use crate::config::StackKind;
 use crate::layers::{
     CrossAttention, CrossKv, CrossLayout, CrossMemory, Group, KvCache, LayerMemory, RelativeBias,
     Run, SelfMode, StepBias, Work,
@@ -194,7 +195,7 @@ fn encoder_stack(
     let longest = groups.iter().map(|g| g.rows).max().unwrap_or(0);
     let (local, side_region) = match model.config.global_block_size {
         Some(_) => {
-            let heads = model.config.heads;
+            let heads = model.config.heads_in(StackKind::Encoder);
             let local = RelativeBias::elements(heads, longest, longest);
             r.position_bias
                 .split_at_mut(local.min(r.position_bias.len()))
@@ -416,7 +417,7 @@ fn position_bias<'a>(
         let bias = table.fill(position, rows, position + rows, region)?;
         return Ok(Bias::Prefix(Some(bias)));
     }
-    let heads = model.config.heads;
+    let heads = model.config.heads_in(StackKind::Decoder);
     let stride = heads * plan.limits.max_tgt_len;
     for (index, group) in groups.iter().enumerate() {
         let out = region

@@ -11,7 +11,7 @@
 //! fields in declaration order, names each region after its field, and `Layout::carve`
 //! splits an arena into the same fields, so a pass takes the regions it needs by name.
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, StackKind};
 use crate::layers::{
     linear, BlockShape, ConvStem, CrossKv, CrossLayout, Heads, KvLayout, MemoryType, RelativeBias,
     Work, WorkBuffers, WorkSizes,
@@ -414,15 +414,14 @@ impl Cursor {
 
 /// The shapes of the encoder's and the decoder's blocks.
 fn block_shapes(config: &Config) -> (BlockShape, BlockShape) {
-    let heads = Heads::of(config);
-    let shape = |cross| BlockShape {
-        heads,
+    let shape = |stack| BlockShape {
+        heads: Heads::of(config, stack),
         d_model: config.d_model,
-        d_ff: config.d_ff,
-        cross,
+        d_ff: config.d_ff_in(stack),
+        cross: stack == StackKind::Decoder,
         gated: config.gated_ffn,
     };
-    (shape(false), shape(true))
+    (shape(StackKind::Encoder), shape(StackKind::Decoder))
 }
 
 /// The sizes of the regions after the working buffers for `config` within `limits`, the
@@ -463,13 +462,15 @@ fn region_sizes(
         // Encoder queries over the source, prefix chunks (up to `s` rows) over the target,
         // and a step's one query per sequence over its target positions.
         // A transient-global encoder's side bias follows, over the longest source's blocks.
+        // Each holds the heads of its stack; the most of either bounds both.
         position_bias: config.relative_attention.map_or(0, |_| {
-            let step = batch * RelativeBias::elements(config.heads, 1, t);
+            let heads = config.most_heads();
+            let step = batch * RelativeBias::elements(heads, 1, t);
             let side = config.global_block_size.map_or(0, |g| {
                 let blocks = s / g;
-                RelativeBias::elements(config.heads, blocks, blocks)
+                RelativeBias::elements(heads, blocks, blocks)
             });
-            (RelativeBias::elements(config.heads, s, s.max(t)) + side).max(step)
+            (RelativeBias::elements(heads, s, s.max(t)) + side).max(step)
         }),
         align_probs: align_heads * t * s,
     }
@@ -498,7 +499,9 @@ impl ArenaPlan {
         heads: usize,
     ) -> Result<ArenaPlan, ConfigError> {
         config.validate()?;
-        let most = config.decoder_layers.saturating_mul(config.heads);
+        let most = config
+            .decoder_layers
+            .saturating_mul(config.heads_in(StackKind::Decoder));
         if heads > most {
             return Err(ConfigError::LimitAboveConfig {
                 what: "alignment heads",
@@ -507,7 +510,8 @@ impl ArenaPlan {
             });
         }
         limits.check(config)?;
-        let a = config.attention_width();
+        // The decoder's caches and the cross K/V hold its attention's rows.
+        let a = config.attention_width(StackKind::Decoder);
         let (s, t, b) = (limits.max_src_len, limits.max_tgt_len, limits.max_beam);
         let (encoder, decoder) = block_shapes(config);
         let kv = KvLayout {
@@ -532,6 +536,7 @@ impl ArenaPlan {
         // aggregates of a source in the FFN buffer (free during self-attention).
         if let Some(g) = config.global_block_size {
             let rows = limits.encode_rows();
+            let a = config.attention_width(StackKind::Encoder);
             wide.qkv = wide.qkv.max((rows + rows / g) * 3 * a);
             wide.ffn = wide.ffn.max(s / g * config.d_model);
         }

@@ -26,6 +26,14 @@ impl ConfigBuilder {
         self
     }
 
+    /// The decoder's attention heads and feed-forward width, where they differ from the
+    /// encoder's (the sizes' `heads` and `d_ff`); equal ones leave the config as it was.
+    pub fn decoder_widths(mut self, heads: usize, d_ff: usize) -> ConfigBuilder {
+        self.config.decoder_heads = (heads != self.config.heads).then_some(heads);
+        self.config.decoder_d_ff = (d_ff != self.config.d_ff).then_some(d_ff);
+        self
+    }
+
     /// Where the norms sit in each layer, and whether final norms follow both stacks.
     pub fn norms(mut self, placement: NormPlacement, final_norm: bool) -> ConfigBuilder {
         self.config.norm = placement;

@@ -172,14 +172,44 @@ fn default_true() -> bool {
     true
 }
 
+/// One of the model's two stacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackKind {
+    /// The encoder: self-attention and feed-forward.
+    Encoder,
+    /// The decoder: masked self-attention, cross-attention over the encoder's output (with
+    /// the decoder's heads) and feed-forward.
+    Decoder,
+}
+
+impl StackKind {
+    /// [`StackKind::Decoder`] when `decoder`, else [`StackKind::Encoder`].
+    pub fn decoder_if(decoder: bool) -> StackKind {
+        if decoder {
+            StackKind::Decoder
+        } else {
+            StackKind::Encoder
+        }
+    }
+}
+
 /// Everything that shapes a model, serialised as `config.json`.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "std", derive(Serialize, Deserialize))]
 pub struct Config {
     /// Width of the residual stream.
     pub d_model: usize,
-    /// Attention heads; `d_model` must be a multiple unless `d_head` is given.
+    /// Attention heads (the encoder's, and the decoder's unless `decoder_heads` is given);
+    /// `d_model` must be a multiple unless `d_head` is given.
     pub heads: usize,
+    /// The decoder's attention heads (self- and cross-attention) when they differ from the
+    /// encoder's `heads` (BART-family models may state them apart); `d_model` must be a
+    /// multiple unless `d_head` is given.
+    #[cfg_attr(
+        feature = "std",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub decoder_heads: Option<usize>,
     /// Width of one head when it is not `d_model / heads` (T5 v1.1, Flan-T5 and mT5 small:
     /// 6 heads of 64 over a 512-wide stream). Attention then projects `d_model` to
     /// `heads × d_head` and back.
@@ -192,8 +222,16 @@ pub struct Config {
     pub encoder_layers: usize,
     /// Decoder layers.
     pub decoder_layers: usize,
-    /// Inner width of the feed-forward block.
+    /// Inner width of the feed-forward block (the encoder's, and the decoder's unless
+    /// `decoder_d_ff` is given).
     pub d_ff: usize,
+    /// Inner width of the decoder's feed-forward blocks when it differs from the encoder's
+    /// `d_ff`.
+    #[cfg_attr(
+        feature = "std",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub decoder_d_ff: Option<usize>,
     /// Source vocabulary size.
     pub src_vocab: usize,
     /// Target vocabulary size.
@@ -272,13 +310,15 @@ pub struct Config {
 pub struct Sizes {
     /// Width of the residual stream.
     pub d_model: usize,
-    /// Attention heads.
+    /// Attention heads (both stacks'; [`ConfigBuilder::decoder_widths`] sets the decoder's
+    /// apart).
     pub heads: usize,
     /// Encoder layers.
     pub encoder_layers: usize,
     /// Decoder layers.
     pub decoder_layers: usize,
-    /// Inner width of the feed-forward block.
+    /// Inner width of the feed-forward block (both stacks'; [`ConfigBuilder::decoder_widths`]
+    /// sets the decoder's apart).
     pub d_ff: usize,
     /// Source vocabulary size (1 for a model that reads audio).
     pub src_vocab: usize,
@@ -382,10 +422,12 @@ impl Config {
         Config {
             d_model: sizes.d_model,
             heads: sizes.heads,
+            decoder_heads: None,
             d_head: None,
             encoder_layers: sizes.encoder_layers,
             decoder_layers: sizes.decoder_layers,
             d_ff: sizes.d_ff,
+            decoder_d_ff: None,
             src_vocab: sizes.src_vocab,
             tgt_vocab: sizes.tgt_vocab,
             share_embeddings: false,
@@ -462,15 +504,37 @@ impl Config {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    /// Width of one head: `d_head` when given, else `d_model / heads`.
-    pub fn d_head(&self) -> usize {
-        self.d_head.unwrap_or(self.d_model / self.heads.max(1))
+    /// Attention heads of `stack`'s layers (the decoder's serve its cross-attention too).
+    pub fn heads_in(&self, stack: StackKind) -> usize {
+        match stack {
+            StackKind::Encoder => self.heads,
+            StackKind::Decoder => self.decoder_heads.unwrap_or(self.heads),
+        }
     }
 
-    /// Width of the attention's inner rows, `heads × d_head` (queries, keys, values, the
-    /// caches); `d_model` unless `d_head` is given.
-    pub fn attention_width(&self) -> usize {
-        self.heads.saturating_mul(self.d_head())
+    /// Inner width of `stack`'s feed-forward blocks.
+    pub fn d_ff_in(&self, stack: StackKind) -> usize {
+        match stack {
+            StackKind::Encoder => self.d_ff,
+            StackKind::Decoder => self.decoder_d_ff.unwrap_or(self.d_ff),
+        }
+    }
+
+    /// The most attention heads of either stack (what buffers shared by both hold).
+    pub fn most_heads(&self) -> usize {
+        self.heads.max(self.heads_in(StackKind::Decoder))
+    }
+
+    /// Width of one head of `stack`: `d_head` when given, else `d_model` over its heads.
+    pub fn d_head(&self, stack: StackKind) -> usize {
+        self.d_head
+            .unwrap_or(self.d_model / self.heads_in(stack).max(1))
+    }
+
+    /// Width of `stack`'s attention's inner rows, `heads × d_head` (queries, keys, values, the
+    /// decoder's caches); `d_model` unless `d_head` is given.
+    pub fn attention_width(&self, stack: StackKind) -> usize {
+        self.heads_in(stack).saturating_mul(self.d_head(stack))
     }
 
     /// Number of `f32` parameters and tables of the model this config describes (embeddings,
@@ -478,14 +542,24 @@ impl Config {
     /// when the count overflows `usize`. Only meaningful for positive sizes; `validate` bounds it
     /// by [`MAX_MODEL_BYTES`].
     pub fn model_f32s(&self) -> Option<usize> {
-        let (d, ff, a) = (self.d_model, self.d_ff, self.attention_width());
+        let d = self.d_model;
         let mul = |a: usize, b: usize| a.checked_mul(b);
         // Per layer: Q, K, V, output projections (+ biases), FFN, norms.
-        let attention = mul(mul(4, d)?, a)?.checked_add(3 * a + d)?;
-        let ffn = mul(2 * d, ff)?.checked_add(d + ff)?;
+        let attention = |stack| {
+            let a = self.attention_width(stack);
+            mul(mul(4, d)?, a)?.checked_add(3 * a + d)
+        };
+        let ffn = |stack| {
+            let ff = self.d_ff_in(stack);
+            mul(2 * d, ff)?.checked_add(d + ff)
+        };
         let norm = 2 * d;
-        let encoder_layer = attention.checked_add(ffn)?.checked_add(2 * norm)?;
-        let decoder_layer = mul(attention, 2)?.checked_add(ffn)?.checked_add(3 * norm)?;
+        let encoder_layer = attention(StackKind::Encoder)?
+            .checked_add(ffn(StackKind::Encoder)?)?
+            .checked_add(2 * norm)?;
+        let decoder_layer = mul(attention(StackKind::Decoder)?, 2)?
+            .checked_add(ffn(StackKind::Decoder)?)?
+            .checked_add(3 * norm)?;
         let source = match self.front_end {
             FrontEnd::Tokens => mul(self.src_vocab, d)?,
             // conv1 (3·n_mels → d) and conv2 (3d → d) with their biases.
@@ -515,7 +589,9 @@ impl Config {
         let positive = [
             ("d_model", self.d_model),
             ("heads", self.heads),
+            ("decoder_heads", self.heads_in(StackKind::Decoder)),
             ("d_ff", self.d_ff),
+            ("decoder_d_ff", self.d_ff_in(StackKind::Decoder)),
             ("src_vocab", self.src_vocab),
             ("tgt_vocab", self.tgt_vocab),
             ("max_src_len", self.max_src_len),
@@ -571,17 +647,25 @@ impl Config {
         if self.decoder_layers > 1024 {
             return Err(ConfigError::TooLarge("decoder_layers"));
         }
+        for stack in [StackKind::Encoder, StackKind::Decoder] {
+            self.validate_heads(self.heads_in(stack))?;
+        }
+        Ok(())
+    }
+
+    /// `heads` heads of `d_head` (when given) within [`MAX_DIM`], or dividing `d_model`.
+    fn validate_heads(&self, heads: usize) -> Result<(), ConfigError> {
         if let Some(d_head) = self.d_head {
             if d_head == 0 {
                 return Err(ConfigError::Zero("d_head"));
             }
-            if self.heads.checked_mul(d_head).is_none_or(|a| a > MAX_DIM) {
+            if heads.checked_mul(d_head).is_none_or(|a| a > MAX_DIM) {
                 return Err(ConfigError::TooLarge("heads × d_head"));
             }
-        } else if !self.d_model.is_multiple_of(self.heads) {
+        } else if !self.d_model.is_multiple_of(heads) {
             return Err(ConfigError::HeadsDoNotDivide {
                 d_model: self.d_model,
-                heads: self.heads,
+                heads,
             });
         }
         Ok(())
@@ -631,7 +715,7 @@ impl Config {
             .decoder_layers
             .checked_mul(self.max_beam)
             .and_then(|x| x.checked_mul(self.max_tgt_len))
-            .and_then(|x| x.checked_mul(self.attention_width()))
+            .and_then(|x| x.checked_mul(self.attention_width(StackKind::Decoder)))
             .and_then(|x| x.checked_mul(8));
         if cache.is_none_or(|x| x > isize::MAX as usize) {
             return Err(ConfigError::TooLarge(
@@ -639,5 +723,66 @@ impl Config {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_without_decoder_widths_reads_and_writes_as_before() {
+        let base = Config::transformer_base();
+        let json = base.to_json();
+        assert!(!json.contains("decoder_heads") && !json.contains("decoder_d_ff"));
+        let read = Config::from_json(&json).unwrap();
+        assert_eq!(read, base);
+        for stack in [StackKind::Encoder, StackKind::Decoder] {
+            assert_eq!((read.heads_in(stack), read.d_ff_in(stack)), (8, 2048));
+            assert_eq!(read.attention_width(stack), 512);
+        }
+    }
+
+    #[test]
+    fn the_decoder_widths_are_its_own_and_checked() {
+        let base = Config::transformer_base();
+        let ids = SpecialIds {
+            bos: base.bos_id,
+            eos: base.eos_id,
+            pad: base.pad_id,
+        };
+        let sizes = Sizes {
+            d_model: 512,
+            heads: 8,
+            encoder_layers: 6,
+            decoder_layers: 6,
+            d_ff: 2048,
+            src_vocab: 32000,
+            tgt_vocab: 32000,
+            max_src_len: 256,
+            max_tgt_len: 256,
+            max_beam: 4,
+        };
+        let same = Config::builder(sizes, ids).decoder_widths(8, 2048).build();
+        assert_eq!(same, Ok(base.clone()));
+        let config = Config::builder(sizes, ids)
+            .decoder_widths(4, 1024)
+            .build()
+            .unwrap();
+        assert_eq!(config.heads_in(StackKind::Decoder), 4);
+        assert_eq!(config.d_head(StackKind::Decoder), 128);
+        assert_eq!(config.d_ff_in(StackKind::Decoder), 1024);
+        assert_eq!(config.heads_in(StackKind::Encoder), 8);
+        assert_eq!(Config::from_json(&config.to_json()), Ok(config));
+        let bad = Config::builder(sizes, ids).decoder_widths(5, 2048).build();
+        assert_eq!(
+            bad,
+            Err(ConfigError::HeadsDoNotDivide {
+                d_model: 512,
+                heads: 5
+            })
+        );
+        let zero = Config::builder(sizes, ids).decoder_widths(8, 0).build();
+        assert_eq!(zero, Err(ConfigError::Zero("decoder_d_ff")));
     }
 }

@@ -28,12 +28,12 @@ pub struct Heads {
 }
 
 impl Heads {
-    /// The layout `config` describes: its heads, and its score scale (`1/√d_head` unless the
-    /// config sets one).
-    pub fn of(config: &crate::config::Config) -> Heads {
-        let d_head = config.d_head();
+    /// The layout `config` describes for `stack`'s attention: its heads, and its score scale
+    /// (`1/√d_head` unless the config sets one).
+    pub fn of(config: &crate::config::Config, stack: crate::config::StackKind) -> Heads {
+        let d_head = config.d_head(stack);
         Heads {
-            heads: config.heads,
+            heads: config.heads_in(stack),
             d_head,
             scale: config
                 .attention_scale

@@ -8,7 +8,7 @@ use super::error::{linear_error, malformed, out_of_memory, LoadError};
 use super::options::LoadOptions;
 use super::source::{Tensor, TensorSource};
 use crate::aligned::AlignedBuf;
-use crate::config::{Config, NormKind};
+use crate::config::{Config, NormKind, StackKind};
 use crate::layers::{
     Block, ConvStem, CrossAttention, FeedForward, Heads, Linear, Norm, SelfAttention, WeightType,
 };
@@ -184,15 +184,20 @@ impl<'a> Loader<'a> {
         Ok((Some(self.norm(encoder)?), Some(self.norm(decoder)?)))
     }
 
-    pub(crate) fn heads(&self) -> Heads {
-        Heads::of(self.config)
+    /// The head layout of `stack`'s attention.
+    pub(crate) fn heads(&self, stack: StackKind) -> Heads {
+        Heads::of(self.config, stack)
     }
 
-    /// `linear1` (with the activation) and `linear2` of `prefix`.
-    pub(super) fn feed_forward(&mut self, prefix: &str) -> Result<FeedForward<'static>, LoadError> {
+    /// `linear1` (with the activation) and `linear2` of `prefix`, a block of `stack`.
+    pub(super) fn feed_forward(
+        &mut self,
+        prefix: &str,
+        stack: StackKind,
+    ) -> Result<FeedForward<'static>, LoadError> {
         let (d, f, bias) = (
             self.config.d_model,
-            self.config.d_ff,
+            self.config.d_ff_in(stack),
             self.config.biases.ffn,
         );
         let up = self.linear(&format!("{prefix}.linear1"), f, d, bias)?;
@@ -295,14 +300,15 @@ impl<'a> Loader<'a> {
     }
 
     /// `in_proj_weight [3d, d]`, `in_proj_bias`, `out_proj.*`: the fused Q/K/V projection and
-    /// the output projection.
+    /// the output projection, of a block of `stack`.
     pub(super) fn self_attention(
         &mut self,
         prefix: &str,
+        stack: StackKind,
     ) -> Result<SelfAttention<'static>, LoadError> {
-        let a = self.config.attention_width();
-        let ([qkv], out) = self.in_out_projections(prefix, [3 * a])?;
-        SelfAttention::new(qkv, out, self.heads()).map_err(malformed(prefix))
+        let a = self.config.attention_width(stack);
+        let ([qkv], out) = self.in_out_projections(prefix, [3 * a], stack)?;
+        SelfAttention::new(qkv, out, self.heads(stack)).map_err(malformed(prefix))
     }
 
     /// As [`Loader::self_attention`], the input projection cut into the query projection (of
@@ -311,19 +317,21 @@ impl<'a> Loader<'a> {
         &mut self,
         prefix: &str,
     ) -> Result<CrossAttention<'static>, LoadError> {
-        let a = self.config.attention_width();
-        let ([q, kv], out) = self.in_out_projections(prefix, [a, 2 * a])?;
-        CrossAttention::new(q, kv, out, self.heads()).map_err(malformed(prefix))
+        let decoder = StackKind::Decoder;
+        let a = self.config.attention_width(decoder);
+        let ([q, kv], out) = self.in_out_projections(prefix, [a, 2 * a], decoder)?;
+        CrossAttention::new(q, kv, out, self.heads(decoder)).map_err(malformed(prefix))
     }
 
     /// An attention's `in_proj_weight` (and `in_proj_bias`) cut into layers of `parts` rows,
-    /// and its `out_proj`.
+    /// and its `out_proj`, in a block of `stack`.
     fn in_out_projections<const N: usize>(
         &mut self,
         prefix: &str,
         parts: [usize; N],
+        stack: StackKind,
     ) -> Result<([Linear<'static>; N], Linear<'static>), LoadError> {
-        let (d, a) = (self.config.d_model, self.config.attention_width());
+        let (d, a) = (self.config.d_model, self.config.attention_width(stack));
         let b = self.config.biases;
         let inputs = self.linears(
             &format!("{prefix}.in_proj_weight"),

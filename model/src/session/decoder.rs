@@ -2,6 +2,7 @@
 //! and the regions a search works in.
 
 use super::{check_tokens, Arena, ModelRef, RunError, Session};
+use crate::config::StackKind;
 use crate::forward::{self, Tokens};
 
 impl<M: ModelRef, A: Arena> Session<M, A> {
@@ -171,10 +172,9 @@ impl<M: ModelRef, A: Arena> Session<M, A> {
                 "more alignment heads than the session was created for",
             ));
         }
-        if heads
-            .iter()
-            .any(|&(layer, head)| layer >= config.decoder_layers || head >= config.heads)
-        {
+        if heads.iter().any(|&(layer, head)| {
+            layer >= config.decoder_layers || head >= config.heads_in(StackKind::Decoder)
+        }) {
             return Err(RunError::BadOption("alignment head outside the decoder"));
         }
         if frames == 0 || frames > src_len {

@@ -123,10 +123,15 @@ pub fn english_only(directory: &Directory, model: &Model<'_>) -> bool {
 /// Every head of the last half of the decoder layers (`layers / 2 ..`), CTranslate2's
 /// converter's default `alignment_heads`.
 pub fn default_alignment_heads(config: &tessel_model::Config) -> Vec<(usize, usize)> {
-    let layers = config.decoder_layers;
+    let (layers, heads) = (config.decoder_layers, decoder_heads(config));
     (layers / 2..layers)
-        .flat_map(|layer| (0..config.heads).map(move |head| (layer, head)))
+        .flat_map(|layer| (0..heads).map(move |head| (layer, head)))
         .collect()
+}
+
+/// The heads of the decoder's cross-attention, which word timings read.
+fn decoder_heads(config: &tessel_model::Config) -> usize {
+    config.heads_in(tessel_model::config::StackKind::Decoder)
 }
 
 /// The cross-attention heads word timings read: `alignment_heads` of a CTranslate2
@@ -148,7 +153,8 @@ pub fn alignment_heads(
     let bad = || {
         TranscribeError::NotWhisper(format!(
             "alignment_heads must be [layer, head] pairs within {} layers of {} heads",
-            config.decoder_layers, config.heads
+            config.decoder_layers,
+            decoder_heads(config)
         ))
     };
     let mut heads = Vec::new();
@@ -158,7 +164,7 @@ pub fn alignment_heads(
         let (Some(layer), Some(head)) = (index(&pair[0]), index(&pair[1])) else {
             return Err(bad());
         };
-        if layer >= config.decoder_layers || head >= config.heads {
+        if layer >= config.decoder_layers || head >= decoder_heads(config) {
             return Err(bad());
         }
         heads.push((layer, head));

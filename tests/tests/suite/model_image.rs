@@ -11,7 +11,7 @@ use tessel_kernels::Isa;
 use tessel_model::aligned::AlignedBuf;
 use tessel_model::layers::Block;
 use tessel_model::layers::PackedWeight;
-use tessel_model::load::hf::{t5, whisper};
+use tessel_model::load::hf::{bart, t5, whisper};
 use tessel_model::load::image::{self, ImageError};
 use tessel_model::session::buffer_bytes;
 use tessel_model::storage::Weights;
@@ -185,6 +185,16 @@ fn t5_fixtures_round_trip_bit_identical() {
             round_trip(&format!("{name} {weights}"), &model, &[Isa::best()]);
         }
     }
+}
+
+/// A model whose stacks differ in heads and feed-forward width (`bart_stacks`) keeps each
+/// stack's in its image (config words 26 and 27).
+#[test]
+fn bart_stacks_fixture_round_trips_bit_identical() {
+    let dir = root().join("tests/translation/bart_stacks/hf");
+    let (_, model) = bart::load_hf_dir(&dir, 2, &LoadOptions::default()).unwrap();
+    assert!(model.config().decoder_heads.is_some() && model.config().decoder_d_ff.is_some());
+    round_trip("bart_stacks", &model, &tessel_tests::isa_levels());
 }
 
 fn numbers_image() -> &'static [u8] {

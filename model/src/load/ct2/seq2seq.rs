@@ -132,8 +132,13 @@ fn blocks(
                 variable: noact,
             });
         }
-        let ffn = (spec.d_ff, spec.activation);
-        b.block(&f, stack == "decoder", ffn, config.norm)
+        let decoder = stack == "decoder";
+        let d_ff = if decoder {
+            spec.decoder_d_ff
+        } else {
+            spec.d_ff
+        };
+        b.block(&f, decoder, (d_ff, spec.activation), config.norm)
     })
 }
 
@@ -173,6 +178,7 @@ fn config(
     let eps = tokens.layer_norm_epsilon.unwrap_or(default_eps);
     let config = Config::builder(sizes(vars, spec, options), ids)
         .head_width(d_head)
+        .decoder_widths(spec.heads, spec.decoder_d_ff)
         .norms(NormPlacement::pre_if(spec.pre_norm), spec.final_norm)
         .norm_kind(spec.norm_kind, eps)
         .feed_forward(spec.activation, spec.gated_ffn)

@@ -4,7 +4,8 @@
 //!
 //! | read from | what it decides | CTranslate2's default |
 //! |---|---|---|
-//! | `{encoder,decoder}/num_heads` | heads (equal in both stacks) | – (required here) |
+//! | `{encoder,decoder}/num_heads` | heads (equal in both stacks: CTranslate2's converters write the encoder's for both) | – (required here) |
+//! | `{encoder,decoder}/layer_0/ffn/linear_0/weight` rows | each stack's feed-forward width | – |
 //! | `{encoder,decoder}/pre_norm` | pre- or post-norm (equal) | pre-norm |
 //! | `{encoder,decoder}/activation` | activation id (equal): 0 ReLU, 1 tanh-GELU, 2 swish, 3 GELU | ReLU |
 //! | `{scope}/scale_embeddings` (or `{scope}/embeddings/multiply_by_sqrt_depth`) | embedding scale: an `int8` flag (√d or 1) or the value itself | √d |
@@ -54,8 +55,10 @@ pub(super) struct Spec {
     pub encoder_layers: usize,
     /// Decoder layers.
     pub decoder_layers: usize,
-    /// Feed-forward inner width.
+    /// Feed-forward inner width (the encoder's, or the decoder's in a decoder-only file).
     pub d_ff: usize,
+    /// The decoder's feed-forward inner width.
+    pub decoder_d_ff: usize,
     /// The source embedding is the target's.
     pub share_embeddings: bool,
     /// The projection is the target embedding.
@@ -117,6 +120,23 @@ fn both(vars: &mut Vars<'_, '_>, name: &str, default: f32) -> Result<f32, Ct2Err
         });
     }
     Ok(enc)
+}
+
+/// The heads of `decoder/num_heads` (absent: `encoder`'s), which must be `encoder`'s: the
+/// converters write the encoder's heads for both stacks, so a model whose stacks differ
+/// cannot come out of them right, and tessel runs none.
+fn same_heads(vars: &mut Vars<'_, '_>, encoder: f32) -> Result<usize, Ct2Error> {
+    let decoder = vars.attribute("decoder", "num_heads")?.unwrap_or(encoder);
+    if decoder != encoder {
+        return Err(Ct2Error::UnsupportedFeature {
+            feature: format!(
+                "attention heads differing between the encoder ({encoder}) and the decoder \
+                 ({decoder})"
+            ),
+            variable: "decoder/num_heads".to_owned(),
+        });
+    }
+    Ok(encoder as usize)
 }
 
 /// Whether `{encoder,decoder}/{part}` exist, which must agree.
@@ -212,6 +232,9 @@ impl Spec {
         };
         let layer0 = |part: &str| format!("{side}/layer_0/{part}");
         let d_ff = vars.rows(&layer0("ffn/linear_0/weight")).unwrap_or(0);
+        let decoder_d_ff = vars
+            .rows("decoder/layer_0/ffn/linear_0/weight")
+            .unwrap_or(d_ff);
         let attention_width = attention_width(vars, &layer0("self_attention"), d, heads)?;
         let src_weight = format!("{source_embedding}/weight");
         let target = vars.canonical("decoder/embeddings/weight");
@@ -239,6 +262,7 @@ impl Spec {
             encoder_layers,
             decoder_layers,
             d_ff,
+            decoder_d_ff,
             share_embeddings,
             tie_output,
             final_norm,
@@ -301,7 +325,7 @@ fn stack_attributes(
     let heads = vars
         .attribute("encoder", "num_heads")?
         .ok_or_else(|| Ct2Error::Missing("encoder/num_heads".to_owned()))?;
-    let heads = both(vars, "num_heads", heads)? as usize;
+    let heads = same_heads(vars, heads)?;
     let pre_norm = both(vars, "pre_norm", 1.0)? != 0.0;
     let activation = activation_of(both(vars, "activation", 0.0)?, "encoder/activation")?;
     let encoder_scale = embedding_scale(vars, "encoder", d)?;

@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 use super::vars::Vars;
 use super::Ct2Error;
 use crate::aligned::AlignedBuf;
-use crate::config::{Config, FfnActivation, NormPlacement};
+use crate::config::{Config, FfnActivation, NormPlacement, StackKind};
 use crate::layers::{
     Block, CrossAttention, FeedForward, Heads, Linear, Norm, RelativeBias, SelfAttention,
     WeightType,
@@ -86,7 +86,9 @@ impl<'v, 'f, 'a> Builder<'v, 'f, 'a> {
         Builder {
             vars,
             d: config.d_model,
-            heads: Heads::of(config),
+            // CTranslate2's converters write the encoder's head count for both stacks (and
+            // `Spec::read` refuses differing ones), so the encoder's serve every layer.
+            heads: Heads::of(config, StackKind::Encoder),
             eps,
             weights,
         }

@@ -78,7 +78,6 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), L
     let stacks = StackSizes::from_config(text)?;
     let hf: HfConfig = serde_json::from_str(text).map_err(config_error)?;
     let family = family(&hf.model_type)?;
-    check_stacks_agree(&stacks)?;
     // Separate vocabularies are Marian's option; the other families always share one table.
     let shared = hf.share_encoder_decoder_embeddings || family != Family::Marian;
     let tgt_vocab = match hf.decoder_vocab_size {
@@ -94,7 +93,9 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), L
         pad: hf.pad_token_id,
     };
     let pre = matches!(family, Family::MBart | Family::M2m100);
+    let (decoder_heads, decoder_d_ff) = stacks.decoder_widths();
     let config = Config::builder(sizes, ids)
+        .decoder_widths(decoder_heads, decoder_d_ff)
         .norms(NormPlacement::pre_if(pre), pre)
         .feed_forward(activation, false)
         .positions(
@@ -112,29 +113,6 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), L
         })
         .build()?;
     Ok((family, config))
-}
-
-/// Refuses stacks whose heads or feed-forward widths differ.
-fn check_stacks_agree(stacks: &StackSizes) -> Result<(), LoadError> {
-    for (what, encoder, decoder) in [
-        (
-            "attention heads",
-            stacks.encoder_attention_heads,
-            stacks.decoder_attention_heads,
-        ),
-        (
-            "feed-forward widths",
-            stacks.encoder_ffn_dim,
-            stacks.decoder_ffn_dim,
-        ),
-    ] {
-        if encoder != decoder {
-            return Err(LoadError::Unsupported(format!(
-                "{what} that differ between the encoder ({encoder}) and the decoder ({decoder})"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The family of a `model_type`.

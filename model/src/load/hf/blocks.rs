@@ -7,12 +7,14 @@
 use serde::Deserialize;
 
 use super::config_error;
-use crate::config::Sizes;
+#[cfg(doc)]
+use crate::config::ConfigBuilder;
+use crate::config::{Sizes, StackKind};
 use crate::layers::{Block, CrossAttention, FeedForward, SelfAttention};
 use crate::load::{block, malformed, LoadError, Loader};
 
 /// The sizes of the stacks in these families' `config.json`: the width, the layers, and
-/// the heads and feed-forward widths that each stack states (tessel needs them equal).
+/// the heads and feed-forward widths that each stack states.
 #[derive(Clone, Copy, Debug, Deserialize)]
 pub(super) struct StackSizes {
     pub d_model: usize,
@@ -26,7 +28,8 @@ pub(super) struct StackSizes {
 
 impl StackSizes {
     /// The [`Sizes`] of these stacks over `(source, target)` vocabularies, planned for
-    /// `(source, target)` lengths and `max_beam` beams.
+    /// `(source, target)` lengths and `max_beam` beams: the encoder's heads and feed-forward
+    /// width (the decoder's are [`StackSizes::decoder_widths`]).
     pub(super) fn sizes(
         self,
         (src_vocab, tgt_vocab): (usize, usize),
@@ -47,18 +50,25 @@ impl StackSizes {
         }
     }
 
+    /// The decoder's heads and feed-forward width, for [`ConfigBuilder::decoder_widths`].
+    pub(super) fn decoder_widths(self) -> (usize, usize) {
+        (self.decoder_attention_heads, self.decoder_ffn_dim)
+    }
+
     /// The stack sizes of a `config.json` (its other keys are the family's).
     pub(super) fn from_config(text: &str) -> Result<StackSizes, LoadError> {
         serde_json::from_str(text).map_err(config_error)
     }
 }
 
+/// The self-attention `p` of a block of `stack`.
 pub(crate) fn self_attention(
     l: &mut Loader<'_>,
     p: &str,
     key_bias: bool,
+    stack: StackKind,
 ) -> Result<SelfAttention<'static>, LoadError> {
-    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let (d, a) = (l.config.d_model, l.config.attention_width(stack));
     let (q, k, v) = (
         format!("{p}.q_proj"),
         format!("{p}.k_proj"),
@@ -66,24 +76,31 @@ pub(crate) fn self_attention(
     );
     let qkv = l.fused(&[&q, &k, &v], &[true, key_bias, true], a, d)?;
     let out = l.linear(&format!("{p}.out_proj"), d, a, true)?;
-    SelfAttention::new(qkv, out, l.heads()).map_err(malformed(p))
+    SelfAttention::new(qkv, out, l.heads(stack)).map_err(malformed(p))
 }
 
+/// The cross-attention `p` of a decoder block, with the decoder's heads.
 fn cross_attention(
     l: &mut Loader<'_>,
     p: &str,
     key_bias: bool,
 ) -> Result<CrossAttention<'static>, LoadError> {
-    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let decoder = StackKind::Decoder;
+    let (d, a) = (l.config.d_model, l.config.attention_width(decoder));
     let q = l.linear(&format!("{p}.q_proj"), a, d, true)?;
     let (k, v) = (format!("{p}.k_proj"), format!("{p}.v_proj"));
     let kv = l.fused(&[&k, &v], &[key_bias, true], a, d)?;
     let out = l.linear(&format!("{p}.out_proj"), d, a, true)?;
-    CrossAttention::new(q, kv, out, l.heads()).map_err(malformed(p))
+    CrossAttention::new(q, kv, out, l.heads(decoder)).map_err(malformed(p))
 }
 
-fn feed_forward(l: &mut Loader<'_>, p: &str) -> Result<FeedForward<'static>, LoadError> {
-    let (d, f) = (l.config.d_model, l.config.d_ff);
+/// The feed-forward of block `p` of `stack`.
+fn feed_forward(
+    l: &mut Loader<'_>,
+    p: &str,
+    stack: StackKind,
+) -> Result<FeedForward<'static>, LoadError> {
+    let (d, f) = (l.config.d_model, l.config.d_ff_in(stack));
     let up = l.linear(&format!("{p}.fc1"), f, d, true)?;
     let down = l.linear(&format!("{p}.fc2"), d, f, true)?;
     FeedForward::new(up, down, l.config.activation.kernel()).map_err(malformed(p))
@@ -115,13 +132,14 @@ fn layer(
     key_bias: bool,
     cross: bool,
 ) -> Result<Block<'static>, LoadError> {
-    let attention = self_attention(l, &format!("{p}.self_attn"), key_bias)?;
+    let stack = StackKind::decoder_if(cross);
+    let attention = self_attention(l, &format!("{p}.self_attn"), key_bias, stack)?;
     layer_with(l, p, attention, (cross, key_bias))
 }
 
 /// The block `p` around its loaded self-attention `attention`: its norm, cross-attention when
-/// `cross` (`key_bias` saying whether its key projection has a bias), feed-forward and its
-/// norm.
+/// `cross` (a decoder block; `key_bias` saying whether its key projection has a bias),
+/// feed-forward and its norm.
 pub(super) fn layer_with(
     l: &mut Loader<'_>,
     p: &str,
@@ -135,7 +153,7 @@ pub(super) fn layer_with(
     } else {
         None
     };
-    let ffn = feed_forward(l, p)?;
+    let ffn = feed_forward(l, p, StackKind::decoder_if(cross.is_some()))?;
     let norm = l.norm(&format!("{p}.final_layer_norm"))?;
     block(p, l.config.norm, (norm1, attention), cross, (norm, ffn))
 }

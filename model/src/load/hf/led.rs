@@ -21,7 +21,7 @@ use serde::Deserialize;
 use super::blocks::{self, StackSizes};
 use super::tables::{self, TableNames, Tables};
 use super::{activation, bart, config_error, read_config};
-use crate::config::{Config, NormPlacement, Positions, SpecialIds};
+use crate::config::{Config, NormPlacement, Positions, SpecialIds, StackKind};
 use crate::layers::{Block, GlobalProjections, LocalAttention, SelfAttention};
 use crate::load::source::TensorSource;
 use crate::load::{malformed, LoadError, LoadOptions, Loader};
@@ -60,13 +60,6 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Config, Vec<usize>
     let stacks = StackSizes::from_config(text)?;
     let hf: HfConfig = serde_json::from_str(text).map_err(config_error)?;
     let radii = radii(&hf.attention_window, stacks.encoder_layers)?;
-    if stacks.encoder_ffn_dim != stacks.decoder_ffn_dim
-        || stacks.encoder_attention_heads != stacks.decoder_attention_heads
-    {
-        return Err(LoadError::Unsupported(
-            "heads or feed-forward widths that differ between the encoder and the decoder".into(),
-        ));
-    }
     let vocab = hf.vocab_size;
     let lengths = (
         hf.max_encoder_position_embeddings,
@@ -77,7 +70,9 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Config, Vec<usize>
         eos: hf.eos_token_id,
         pad: hf.pad_token_id,
     };
+    let (decoder_heads, decoder_d_ff) = stacks.decoder_widths();
     let config = Config::builder(stacks.sizes((vocab, vocab), lengths, max_beam), ids)
+        .decoder_widths(decoder_heads, decoder_d_ff)
         .norms(NormPlacement::Post, false)
         .feed_forward(activation(&hf.activation_function)?, false)
         .positions(Positions::Learned, 0)
@@ -181,7 +176,8 @@ fn longformer_attention(
     p: &str,
     radius: usize,
 ) -> Result<SelfAttention<'static>, LoadError> {
-    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let encoder = StackKind::Encoder;
+    let (d, a) = (l.config.d_model, l.config.attention_width(encoder));
     let name = |part: &str| format!("{p}.longformer_self_attn.{part}");
     let qkv = l.fused(
         &[&name("query"), &name("key"), &name("value")],
@@ -198,7 +194,7 @@ fn longformer_attention(
     )?;
     let out = l.linear(&format!("{p}.output"), d, a, true)?;
     let global = GlobalProjections::new(query, kv);
-    SelfAttention::new(qkv, out, l.heads())
+    SelfAttention::new(qkv, out, l.heads(encoder))
         .and_then(|attention| attention.with_local(LocalAttention::new(radius, Some(global))))
         .map_err(malformed(p))
 }

@@ -25,7 +25,7 @@ use super::tables::{self, TableNames, Tables};
 use super::{config_error, read_config};
 use crate::config::{
     Biases, Config, FfnActivation, NormKind, NormPlacement, Positions, RelativeAttention, Sizes,
-    SpecialIds,
+    SpecialIds, StackKind,
 };
 use crate::layers::{
     Block, CrossAttention, Embedding, FeedForward, Linear, LocalAttention, RelativeBias,
@@ -251,16 +251,17 @@ pub(super) fn load_with(
     })
 }
 
+/// The self-attention `p` of a block of `stack`, local as `encoder` says.
 fn self_attention(
     l: &mut Loader<'_>,
     p: &str,
-    encoder: EncoderAttention,
+    (stack, encoder): (StackKind, EncoderAttention),
 ) -> Result<SelfAttention<'static>, LoadError> {
-    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let (d, a) = (l.config.d_model, l.config.attention_width(stack));
     let (q, k, v) = (format!("{p}.q"), format!("{p}.k"), format!("{p}.v"));
     let qkv = l.fused(&[&q, &k, &v], &[false; 3], a, d)?;
     let out = l.linear(&format!("{p}.o"), d, a, false)?;
-    let attention = SelfAttention::new(qkv, out, l.heads());
+    let attention = SelfAttention::new(qkv, out, l.heads(stack));
     let local = match (encoder.radius, encoder.global_block) {
         (Some(r), Some(size)) => {
             let norm = l.norm(&format!("{p}.global_input_layer_norm"))?;
@@ -277,17 +278,24 @@ fn self_attention(
     .map_err(malformed(p))
 }
 
+/// The cross-attention `p` of a decoder block.
 fn cross_attention(l: &mut Loader<'_>, p: &str) -> Result<CrossAttention<'static>, LoadError> {
-    let (d, a) = (l.config.d_model, l.config.attention_width());
+    let decoder = StackKind::Decoder;
+    let (d, a) = (l.config.d_model, l.config.attention_width(decoder));
     let q = l.linear(&format!("{p}.q"), a, d, false)?;
     let (k, v) = (format!("{p}.k"), format!("{p}.v"));
     let kv = l.fused(&[&k, &v], &[false; 2], a, d)?;
     let out = l.linear(&format!("{p}.o"), d, a, false)?;
-    CrossAttention::new(q, kv, out, l.heads()).map_err(malformed(p))
+    CrossAttention::new(q, kv, out, l.heads(decoder)).map_err(malformed(p))
 }
 
-fn feed_forward(l: &mut Loader<'_>, p: &str) -> Result<FeedForward<'static>, LoadError> {
-    let (d, f) = (l.config.d_model, l.config.d_ff);
+/// The feed-forward `p` of a block of `stack`.
+fn feed_forward(
+    l: &mut Loader<'_>,
+    p: &str,
+    stack: StackKind,
+) -> Result<FeedForward<'static>, LoadError> {
+    let (d, f) = (l.config.d_model, l.config.d_ff_in(stack));
     let activation = l.config.activation.kernel();
     let down = |l: &mut Loader<'_>| l.linear(&format!("{p}.wo"), d, f, false);
     let layer = if l.config.gated_ffn {
@@ -310,10 +318,11 @@ fn stack(
     (decoder, attention): (bool, EncoderAttention),
 ) -> Result<Stack<'static>, LoadError> {
     let (module, encoder) = (attention.module, attention);
+    let kind = StackKind::decoder_if(decoder);
     let mut blocks: Vec<Block<'static>> = Vec::with_capacity(layers);
     for i in 0..layers {
         let p = format!("{side}.block.{i}.layer");
-        let attention = self_attention(l, &format!("{p}.0.{module}"), encoder)?;
+        let attention = self_attention(l, &format!("{p}.0.{module}"), (kind, encoder))?;
         let norm1 = l.norm(&format!("{p}.0.layer_norm"))?;
         let (cross, ffn_index) = if decoder {
             let cross = cross_attention(l, &format!("{p}.1.EncDecAttention"))?;
@@ -321,7 +330,7 @@ fn stack(
         } else {
             (None, 1)
         };
-        let ffn = feed_forward(l, &format!("{p}.{ffn_index}.DenseReluDense"))?;
+        let ffn = feed_forward(l, &format!("{p}.{ffn_index}.DenseReluDense"), kind)?;
         let norm = l.norm(&format!("{p}.{ffn_index}.layer_norm"))?;
         blocks.push(block(
             &p,
@@ -348,7 +357,7 @@ fn stack(
 }
 
 /// The bucketed bias table `name` (`[buckets × heads]`) with the config's buckets, causal
-/// unless `bidirectional`.
+/// (the decoder's, with its heads) unless `bidirectional` (the encoder's).
 fn bias_table(
     l: &mut Loader<'_>,
     name: &str,
@@ -358,7 +367,7 @@ fn bias_table(
         buckets: 32,
         max_distance: 128,
     });
-    let heads = l.config.heads;
+    let heads = l.config.heads_in(StackKind::decoder_if(!bidirectional));
     let table = l
         .stored(name, &[relative.buckets, heads])?
         .into_f32()

@@ -14,7 +14,13 @@
 //! | 21 | layer_norm_eps (`f32` bits) |
 //! | 22–24 | bos_id, eos_id, pad_id |
 //! | 25 | d_head when given (0: `d_model / heads`) |
-//! | 26–31 | zero |
+//! | 26 | decoder_heads when given (0: `heads`) |
+//! | 27 | decoder_d_ff when given (0: `d_ff`) |
+//! | 28–31 | zero |
+//!
+//! Words 26 and 27 were reserved (zero) before they held the decoder's widths: a record
+//! written before reads as it did, and a reader that predates them refuses a record with
+//! differing stacks as a reserved word not zero.
 
 use crate::config::{
     Biases, Config, FfnActivation, FrontEnd, NormKind, NormPlacement, Positions, RelativeAttention,
@@ -98,6 +104,8 @@ pub fn config_to_words(config: &Config) -> [u32; CONFIG_WORDS] {
     w[23] = config.eos_id;
     w[24] = config.pad_id;
     w[25] = config.d_head.map_or(0, size);
+    w[26] = config.decoder_heads.map_or(0, size);
+    w[27] = config.decoder_d_ff.map_or(0, size);
     w
 }
 
@@ -112,8 +120,11 @@ pub fn config_from_words(w: &[u32; CONFIG_WORDS]) -> Result<Config, ImageError> 
     };
     let norm_kind = either(on(RMS), NormKind::Rms, NormKind::Layer);
     let positions = either(on(LEARNED), Positions::Learned, Positions::Sinusoidal);
-    let config = Config::builder(sizes_from_words(w), ids)
+    let sizes = sizes_from_words(w);
+    let or = |word: u32, encoder: usize| if word == 0 { encoder } else { word as usize };
+    let config = Config::builder(sizes, ids)
         .head_width((w[25] != 0).then_some(w[25] as usize))
+        .decoder_widths(or(w[26], sizes.heads), or(w[27], sizes.d_ff))
         .norms(NormPlacement::pre_if(on(PRE_LN)), on(FINAL_NORM))
         .norm_kind(norm_kind, f32::from_bits(w[21]))
         .feed_forward(activation_from_word(w[12])?, on(GATED))
@@ -130,7 +141,7 @@ pub fn config_from_words(w: &[u32; CONFIG_WORDS]) -> Result<Config, ImageError> 
     Ok(config)
 }
 
-/// Refuses unknown flags (word 10) and biases (word 11), and reserved words not zero.
+/// Refuses unknown flags (word 10) and biases (word 11), and reserved words (28–31) not zero.
 fn check_unused_bits(w: &[u32; CONFIG_WORDS]) -> Result<(), ImageError> {
     if w[10] & !ALL_FLAGS != 0 {
         return Err(ImageError::ConfigField("flags"));
@@ -138,7 +149,7 @@ fn check_unused_bits(w: &[u32; CONFIG_WORDS]) -> Result<(), ImageError> {
     if w[11] & !31 != 0 {
         return Err(ImageError::ConfigField("biases"));
     }
-    if w[26..].iter().any(|&x| x != 0) {
+    if w[28..].iter().any(|&x| x != 0) {
         return Err(ImageError::ConfigField("reserved"));
     }
     Ok(())

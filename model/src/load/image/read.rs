@@ -12,7 +12,7 @@ use super::header::{truncated, ImageHeader};
 use super::names::SlotNames;
 use super::record::{Kind, Layout, TensorRecord, RECORD_BYTES};
 use super::{ImageError, DATA_ALIGN};
-use crate::config::{Config, FrontEnd};
+use crate::config::{Config, FrontEnd, StackKind};
 use crate::layers::linear::PackedWeight;
 use crate::layers::{
     Block, ConvStem, CrossAttention, Embedding, FeedForward, Heads, Linear, Norm, RelativeBias,
@@ -351,8 +351,9 @@ impl<'w> Reader<'w> {
 
     /// One block of the config's shape (with cross-attention in the decoder).
     fn block(&mut self, config: &Config, decoder: bool) -> Result<Block<'w>, ImageError> {
-        let (d, f, a) = (config.d_model, config.d_ff, config.attention_width());
-        let heads = Heads::of(config);
+        let stack = StackKind::decoder_if(decoder);
+        let (d, f) = (config.d_model, config.d_ff_in(stack));
+        let (a, heads) = (config.attention_width(stack), Heads::of(config, stack));
         let attention_norm = self.norm(d)?;
         let attention = SelfAttention::new(self.linear(d, 3 * a)?, self.linear(a, d)?, heads)?;
         let cross = if decoder {
@@ -412,14 +413,14 @@ impl<'w> Reader<'w> {
         let final_norm = self.optional_norm(config.d_model)?;
         let mut stack = Stack::over(Blocks::Borrowed(blocks), final_norm);
         let slot = self.next;
+        let heads = config.heads_in(StackKind::decoder_if(decoder));
         let bias = match config.relative_attention {
-            Some(r) => Some(self.table(Some(r.buckets), config.heads)?),
+            Some(r) => Some(self.table(Some(r.buckets), heads)?),
             None => self.optional_table(None, 0)?,
         };
         match (bias, config.relative_attention) {
             (Some((table, _)), Some(r)) => {
-                let bias =
-                    RelativeBias::new(table, config.heads, r.buckets, r.max_distance, !decoder)?;
+                let bias = RelativeBias::new(table, heads, r.buckets, r.max_distance, !decoder)?;
                 stack = stack.with_position_bias(bias);
             }
             (None, None) => {}

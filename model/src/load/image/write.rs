@@ -8,7 +8,7 @@ use super::header::{offsets, slot_count};
 use super::record::{Kind, Layout, TensorRecord};
 use super::{ImageError, BYTE_ORDER_MARK, DATA_ALIGN, HEADER_BYTES, MAGIC, VERSION};
 use crate::aligned::AlignedBuf;
-use crate::config::{Config, FrontEnd};
+use crate::config::{Config, FrontEnd, StackKind};
 use crate::layers::linear::PackedWeight;
 use crate::layers::{Block, Embedding, EmbeddingTable, Heads, Linear, LinearError, Norm};
 use crate::model::{Model, Source, Stack};
@@ -250,7 +250,8 @@ impl Writer {
         decoder: bool,
     ) -> Result<(), PackError> {
         let (norm, attention) = block.self_attention_layer();
-        if block.placement() != config.norm || *attention.heads() != Heads::of(config) {
+        let heads = Heads::of(config, StackKind::decoder_if(decoder));
+        if block.placement() != config.norm || *attention.heads() != heads {
             return Err(PackError::Mismatch("norm placement or heads"));
         }
         if attention.local().is_some() {
@@ -297,11 +298,12 @@ impl Writer {
             self.block(config, block, decoder)?;
         }
         self.norm(stack.final_norm())?;
+        let heads = config.heads_in(StackKind::decoder_if(decoder));
         match (stack.position_bias(), config.relative_attention) {
             (Some(bias), Some(r))
-                if bias.shape() == (config.heads, r.buckets, r.max_distance, !decoder) =>
+                if bias.shape() == (heads, r.buckets, r.max_distance, !decoder) =>
             {
-                self.table(bias.table(), config.heads, 0)
+                self.table(bias.table(), heads, 0)
             }
             (None, None) => {
                 self.absent(1);

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::aligned::AlignedBuf;
-use crate::config::{Config, Positions};
+use crate::config::{Config, Positions, StackKind};
 use crate::layers::{Block, Embedding, Linear};
 use crate::load::source::TensorSource;
 use crate::load::{
@@ -76,9 +76,9 @@ fn embeddings(
 /// Encoder block `i`: self-attention and feed-forward.
 fn encoder_block(loader: &mut Loader<'_>, i: usize) -> Result<Block<'static>, LoadError> {
     let p = format!("encoder.layers.{i}");
-    let attention = loader.self_attention(&format!("{p}.self_attn"))?;
+    let attention = loader.self_attention(&format!("{p}.self_attn"), StackKind::Encoder)?;
     let norm1 = loader.norm(&format!("{p}.norm1"))?;
-    let ffn = loader.feed_forward(&p)?;
+    let ffn = loader.feed_forward(&p, StackKind::Encoder)?;
     let norm2 = loader.norm(&format!("{p}.norm2"))?;
     let placement = loader.config.norm;
     block(&p, placement, (norm1, attention), None, (norm2, ffn))
@@ -87,11 +87,11 @@ fn encoder_block(loader: &mut Loader<'_>, i: usize) -> Result<Block<'static>, Lo
 /// Decoder block `i`: self-attention, cross-attention and feed-forward.
 fn decoder_block(loader: &mut Loader<'_>, i: usize) -> Result<Block<'static>, LoadError> {
     let p = format!("decoder.layers.{i}");
-    let attention = loader.self_attention(&format!("{p}.self_attn"))?;
+    let attention = loader.self_attention(&format!("{p}.self_attn"), StackKind::Decoder)?;
     let cross = loader.cross_attention(&format!("{p}.multihead_attn"))?;
     let norm1 = loader.norm(&format!("{p}.norm1"))?;
     let norm2 = loader.norm(&format!("{p}.norm2"))?;
-    let ffn = loader.feed_forward(&p)?;
+    let ffn = loader.feed_forward(&p, StackKind::Decoder)?;
     let norm3 = loader.norm(&format!("{p}.norm3"))?;
     let placement = loader.config.norm;
     block(
