@@ -467,7 +467,20 @@ impl Config {
     /// 8 heads, d_ff 2048, shared 32000 vocabulary with separate tables, post-LN, ReLU,
     /// sinusoidal positions; limits 256 source and target positions, beam 4.
     pub fn transformer_base() -> Config {
-        let sizes = Sizes {
+        let sizes = Self::transformer_base_sizes();
+        Config::new(
+            sizes,
+            SpecialIds {
+                bos: 1,
+                eos: 2,
+                pad: 0,
+            },
+        )
+    }
+
+    /// The sizes of [`Config::transformer_base`].
+    fn transformer_base_sizes() -> Sizes {
+        Sizes {
             d_model: 512,
             heads: 8,
             encoder_layers: 6,
@@ -478,15 +491,7 @@ impl Config {
             max_src_len: 256,
             max_tgt_len: 256,
             max_beam: 4,
-        };
-        Config::new(
-            sizes,
-            SpecialIds {
-                bos: 1,
-                eos: 2,
-                pad: 0,
-            },
-        )
+        }
     }
 
     /// Parses and validates `config.json` text.
@@ -751,18 +756,7 @@ mod tests {
             eos: base.eos_id,
             pad: base.pad_id,
         };
-        let sizes = Sizes {
-            d_model: 512,
-            heads: 8,
-            encoder_layers: 6,
-            decoder_layers: 6,
-            d_ff: 2048,
-            src_vocab: 32000,
-            tgt_vocab: 32000,
-            max_src_len: 256,
-            max_tgt_len: 256,
-            max_beam: 4,
-        };
+        let sizes = Config::transformer_base_sizes();
         let same = Config::builder(sizes, ids).decoder_widths(8, 2048).build();
         assert_eq!(same, Ok(base.clone()));
         let config = Config::builder(sizes, ids)
