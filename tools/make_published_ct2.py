@@ -120,6 +120,12 @@ def stand_in(config):
     if kind in ("bart", "mbart", "m2m_100"):
         special = {0: "<s>", 1: "<pad>", 2: "</s>", 3: "<unk>"}
         return StandIn(vocab, special, bos=0, eos=2, unk=3, pad=1)
+    if kind == "pegasus":
+        # PegasusTokenizer: pad, eos, the two masks, <unk_2> to <unk_102>, then the
+        # SentencePiece pieces shifted by 103 (its <unk> at 105).
+        special = {0: "<pad>", 1: "</s>", 2: "<mask_1>", 3: "<mask_2>", 105: "<unk>"}
+        special.update({k + 2: f"<unk_{k}>" for k in range(2, 103)})
+        return StandIn(vocab, special, eos=1, unk=105, pad=0)
     if kind in ("t5", "mt5"):
         # The published SentencePiece vocabulary, then 100 sentinels from <extra_id_99> down;
         # the converter names the rows past them <extra_id_N> again.

@@ -109,6 +109,24 @@ def longt5_base(attention, src_len, seed):
         cross_out=0.3, rel=1.0, head=1.0, untied_head=True, seed=seed, src_len=src_len)
 
 
+# pegasus-large's `task_specific_params`: (task, length_penalty, max_length, max_position_embeddings).
+PEGASUS_TASKS = [
+    ("summarization_aeslc", 0.6, 32, 512),
+    ("summarization_arxiv", 0.8, 256, 1024),
+    ("summarization_big_patent", 0.7, 256, 1024),
+    ("summarization_billsum", 0.6, 256, 1024),
+    ("summarization_cnn_dailymail", 0.8, 128, 1024),
+    ("summarization_gigaword", 0.6, 32, 128),
+    ("summarization_large", 0.8, 256, 1024),
+    ("summarization_multi_news", 0.8, 256, 1024),
+    ("summarization_newsroom", 0.8, 128, 512),
+    ("summarization_pubmed", 0.8, 256, 1024),
+    ("summarization_reddit_tifu", 0.6, 128, 512),
+    ("summarization_wikihow", 0.6, 256, 512),
+    ("summarization_xsum", 0.8, 64, 512),
+]
+
+
 # The published config.json of each checkpoint, layer counts cut to 2 per stack; the decoding
 # prompt (decoder start, then the forced BOS a user passes: the target language) and source
 # (source language code first where the tokenizer puts it), and the init gains.
@@ -210,7 +228,7 @@ ROWS = {
             "vocab_size": 32128},
         generation={"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
                     "transformers_version": "4.27.0.dev0"},
-        src_prefix=[], eos=1, pad=0, start=0, forced=None, gain=4.0, embed=0.3,
+        src_prefix=[], eos=1, pad=0, start=0, forced=None, gain=4.0, embed=0.05,
         cross_out=0.3, rel=1.0, head=1.0),
     "bart-large-cnn": dict(
         config={
@@ -319,6 +337,34 @@ ROWS = {
         # en_XX 250004 first; de_DE 250003 forced.
         src_prefix=[250004], eos=2, pad=1, start=2, forced=250003, gain=6.0, embed=0.05,
         cross_out=0.3),
+    "pegasus-large": dict(
+        config={
+            "_name_or_path": "google/pegasus-large", "activation_dropout": 0.1,
+            "activation_function": "relu", "add_bias_logits": False,
+            "add_final_layer_norm": True, "architectures": ["PegasusForConditionalGeneration"],
+            "attention_dropout": 0.1, "bos_token_id": 0, "classif_dropout": 0.0,
+            "classifier_dropout": 0.0, "d_model": 1024, "decoder_attention_heads": 16,
+            "decoder_ffn_dim": 4096, "decoder_layerdrop": 0.0, "decoder_layers": 2,
+            "decoder_start_token_id": 0, "dropout": 0.1, "encoder_attention_heads": 16,
+            "encoder_ffn_dim": 4096, "encoder_layerdrop": 0.0, "encoder_layers": 2,
+            "eos_token_id": 1, "extra_pos_embeddings": 1, "force_bos_token_to_be_generated": False,
+            "forced_eos_token_id": 1, "gradient_checkpointing": False,
+            "id2label": {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}, "init_std": 0.02,
+            "is_encoder_decoder": True, "label2id": {"LABEL_0": 0, "LABEL_1": 1, "LABEL_2": 2},
+            "length_penalty": 0.8, "max_length": 256, "max_position_embeddings": 1024,
+            "model_type": "pegasus", "normalize_before": True, "normalize_embedding": False,
+            "num_beams": 8, "num_hidden_layers": 2, "pad_token_id": 0, "scale_embedding": True,
+            "static_position_embeddings": True,
+            "task_specific_params": {k: {"length_penalty": lp, "max_length": ml,
+                                         "max_position_embeddings": mp}
+                                     for k, lp, ml, mp in PEGASUS_TASKS},
+            "transformers_version": "4.11.0.dev0", "use_cache": False, "vocab_size": 96103},
+        # Written by `transformers` from the model config (no published file found).
+        generation={"bos_token_id": 0, "decoder_start_token_id": 0, "eos_token_id": 1,
+                    "forced_eos_token_id": 1, "length_penalty": 0.8, "max_length": 256,
+                    "num_beams": 8, "pad_token_id": 0, "transformers_version": "4.27.0.dev0"},
+        src_prefix=[], eos=1, pad=0, start=0, forced=None, gain=4.0, embed=0.05,
+        cross_out=0.3, pos=0.3, stored_sinusoids=True, seed=5),
     "whisper-tiny.en": dict(
         config={
             "_name_or_path": "openai/whisper-tiny.en", "activation_dropout": 0.0,
@@ -566,8 +612,11 @@ def plan_init(model, row):
             entry.update(offset=1.0 if leaf == "weight" else 0.0, scale=uniform_scale(0.1))
         elif leaf == "relative_attention_bias" or "relative_attention_bias" in name:
             entry["scale"] = uniform_scale(row["rel"])
-        elif "Sinusoidal" in kind:
+        elif "Sinusoidal" in kind and not row.get("stored_sinusoids"):
             continue  # sinusoidal tables computed by the model
+        elif "Sinusoidal" in kind:
+            # Saved by `save_pretrained` (Pegasus), so read from the file: drawn as a table.
+            entry["scale"] = uniform_scale(row.get("pos", 1.0))
         elif isinstance(owner, torch.nn.Embedding) and "embed_positions" in name:
             entry["scale"] = uniform_scale(row.get("pos", 1.0))
         elif isinstance(owner, torch.nn.Embedding):

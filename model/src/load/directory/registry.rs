@@ -117,6 +117,12 @@ pub static FAMILIES: &[FamilyRow] = &[
         load: bart_family,
     },
     FamilyRow {
+        name: "Pegasus",
+        model_types: &["pegasus"],
+        modality: Modality::Text,
+        load: bart_family,
+    },
+    FamilyRow {
         name: "LED",
         model_types: &["led"],
         modality: Modality::Text,

@@ -9,6 +9,7 @@
 //! | `bart` | post-LN | learned, rows from 2 | `layernorm_embedding` | `final_logits_bias` |
 //! | `mbart` | pre-LN, final `layer_norm` | learned, rows from 2 | `layernorm_embedding` | `final_logits_bias` |
 //! | `m2m_100` | pre-LN, final `layer_norm` | fairseq sinusoids (halves), rows from 2, computed | – | – |
+//! | `pegasus` | pre-LN, final `layer_norm` | sinusoids as Marian's, stored (computed where absent) | – | `final_logits_bias` |
 //!
 //! Embeddings are multiplied by `√d_model` when `scale_embedding` is set.
 //!
@@ -44,6 +45,8 @@ pub enum Family {
     MBart,
     /// M2M100 and NLLB.
     M2m100,
+    /// Pegasus.
+    Pegasus,
 }
 
 /// The fields of a BART-family `config.json` that shape the graph, besides its
@@ -92,7 +95,7 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), L
         eos: hf.eos_token_id,
         pad: hf.pad_token_id,
     };
-    let pre = matches!(family, Family::MBart | Family::M2m100);
+    let pre = matches!(family, Family::MBart | Family::M2m100 | Family::Pegasus);
     let (decoder_heads, decoder_d_ff) = stacks.decoder_widths();
     let config = Config::builder(sizes, ids)
         .decoder_widths(decoder_heads, decoder_d_ff)
@@ -100,7 +103,11 @@ pub fn config_from_hf(text: &str, max_beam: usize) -> Result<(Family, Config), L
         .feed_forward(activation, false)
         .positions(
             Positions::Learned,
-            if family == Family::Marian { 0 } else { 2 },
+            if matches!(family, Family::Marian | Family::Pegasus) {
+                0
+            } else {
+                2
+            },
         )
         // Whether one table serves both stacks is known once the file is read.
         .share_embeddings(shared)
@@ -122,13 +129,14 @@ fn family(model_type: &str) -> Result<Family, LoadError> {
         "bart" => Ok(Family::Bart),
         "mbart" => Ok(Family::MBart),
         "m2m_100" => Ok(Family::M2m100),
+        "pegasus" => Ok(Family::Pegasus),
         other => Err(config_error(format_args!(
             "model_type `{other}` is not a BART-family model"
         ))),
     }
 }
 
-/// Loads a Hugging Face Marian, BART, mBART or M2M100/NLLB directory.
+/// Loads a Hugging Face Marian, BART, mBART, M2M100/NLLB or Pegasus directory.
 pub fn load_hf_dir(
     dir: &Path,
     max_beam: usize,
@@ -189,12 +197,17 @@ fn positions(l: &mut Loader<'_>, family: Family, stack: &str) -> Result<AlignedB
         l.config.d_model,
         l.config.position_offset + l.config.max_src_len,
     );
+    let name = format!("{stack}.embed_positions.weight");
     let values = match family {
         Family::Marian => marian_positions(rows, d),
         Family::M2m100 => fairseq_positions(rows, d),
-        Family::Bart | Family::MBart => {
-            return Ok(l.table(&format!("{stack}.embed_positions.weight"), rows)?.0)
-        }
+        Family::Bart | Family::MBart => return Ok(l.table(&name, rows)?.0),
+        // Pegasus files written by `transformers` 5 store the sinusoids; older ones leave
+        // them out, and `transformers` computes them as Marian's.
+        Family::Pegasus => match l.table(&name, rows) {
+            Err(LoadError::Missing { .. }) => marian_positions(rows, d),
+            stored => return Ok(stored?.0),
+        },
     };
     AlignedBuf::from_slice(&values).map_err(out_of_memory(stack))
 }
