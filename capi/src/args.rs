@@ -25,6 +25,19 @@ pub unsafe fn write<'a, T>(ptr: *mut T, what: &'static str) -> Result<&'a mut T,
     unsafe { ptr.as_mut() }.ok_or(Error::new(tessel_status::TESSEL_ERR_NULL, what))
 }
 
+/// The out-parameter of a call that creates a handle: checked as [`write`] checks it
+/// (`TESSEL_ERR_NULL`, "out is NULL"), then set to NULL so that a failed call leaves no stale
+/// handle in it.
+///
+/// # Safety
+/// As [`write`].
+pub unsafe fn handle_out<'a, H>(out: *mut *mut H) -> Result<&'a mut *mut H, Error> {
+    // SAFETY: the caller's contract.
+    let out = unsafe { write(out, "out is NULL") }?;
+    *out = std::ptr::null_mut();
+    Ok(out)
+}
+
 /// `len` elements at `ptr` as a slice; NULL is allowed only with `len == 0`.
 ///
 /// # Safety

@@ -191,16 +191,9 @@ pub unsafe extern "C" fn tessel_batch_new(
 ) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract for each pointer.
-        let (shared, limits, out) = unsafe {
-            (
-                model::share(model)?,
-                limits.as_ref(),
-                args::write(out, "out is NULL")?,
-            )
-        };
-        *out = std::ptr::null_mut();
+        let (shared, limits, out) = unsafe { model::planned(model, limits, out) }?;
         let max_batch = args::bounded("max_batch", max_batch, args::TESSEL_MAX_BATCH)?;
-        let limits = shared.limits(limits).with_batch(max_batch);
+        let limits = limits.with_batch(max_batch);
         let isa = info::session_isa()?;
         let batch = engine::new_batch(shared, isa, limits)?;
         *out = exclusive::into_raw(KIND, Inner::new(batch));

@@ -95,15 +95,7 @@ pub unsafe extern "C" fn tessel_session_new(
 ) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract for each pointer.
-        let (shared, limits, out) = unsafe {
-            (
-                model::share(model)?,
-                limits.as_ref(),
-                args::write(out, "out is NULL")?,
-            )
-        };
-        *out = std::ptr::null_mut();
-        let limits = shared.limits(limits);
+        let (shared, limits, out) = unsafe { model::planned(model, limits, out) }?;
         let isa = info::session_isa()?;
         let session = engine::new_session(Arc::clone(&shared), isa, limits)?;
         *out = into_handle(session, shared);
@@ -136,16 +128,8 @@ pub unsafe extern "C" fn tessel_session_new_in_buffer(
 ) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract for each pointer.
-        let (shared, limits, needed, out) = unsafe {
-            (
-                model::share(model)?,
-                limits.as_ref(),
-                needed.as_mut(),
-                args::write(out, "out is NULL")?,
-            )
-        };
-        *out = std::ptr::null_mut();
-        let limits = shared.limits(limits);
+        let ((shared, limits, out), needed) =
+            unsafe { (model::planned(model, limits, out)?, needed.as_mut()) };
         if limits.threads != 1 {
             return fail(
                 tessel_status::TESSEL_ERR_ARGUMENT,

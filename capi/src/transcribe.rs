@@ -332,13 +332,7 @@ pub unsafe extern "C" fn tessel_transcriber_load(
 ) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract for each pointer.
-        let (path, out) = unsafe {
-            (
-                args::text(path, "path is NULL")?,
-                args::write(out, "out is NULL")?,
-            )
-        };
-        *out = std::ptr::null_mut();
+        let (path, out) = unsafe { (args::text(path, "path is NULL")?, args::handle_out(out)?) };
         if !(-1..=1).contains(&multilingual) {
             return fail(
                 tessel_status::TESSEL_ERR_ARGUMENT,
