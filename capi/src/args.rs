@@ -38,6 +38,22 @@ pub unsafe fn handle_out<'a, H>(out: *mut *mut H) -> Result<&'a mut *mut H, Erro
     Ok(out)
 }
 
+/// Writes what `value` gives into `*out`, once `out` is checked for NULL (`TESSEL_ERR_NULL`
+/// naming `what`, before `value` runs); when `value` fails, `*out` is left as it was.
+///
+/// # Safety
+/// As [`write`].
+pub unsafe fn store<T>(
+    out: *mut T,
+    what: &'static str,
+    value: impl FnOnce() -> Result<T, Error>,
+) -> Result<(), Error> {
+    // SAFETY: the caller's contract.
+    let out = unsafe { write(out, what) }?;
+    *out = value()?;
+    Ok(())
+}
+
 /// `len` elements at `ptr` as a slice; NULL is allowed only with `len == 0`.
 ///
 /// # Safety

@@ -378,11 +378,9 @@ pub unsafe extern "C" fn tessel_batch_running(
     running: *mut bool,
 ) -> tessel_status {
     let body = |inner: &mut Inner| {
+        let value = || Ok(inner.batch.running(inner.slot(slot)?));
         // SAFETY: the caller's contract for `running`.
-        let running = unsafe { args::write(running, "running is NULL") }?;
-        let slot = inner.slot(slot)?;
-        *running = inner.batch.running(slot);
-        Ok(())
+        unsafe { args::store(running, "running is NULL", value) }
     };
     // SAFETY: the caller's contract for `batch`.
     unsafe { with_batch(batch, body) }

@@ -77,6 +77,24 @@ unsafe fn with_session(
     unsafe { exclusive::with(session, KIND, body) }
 }
 
+/// Writes what `value` reads from `session`'s state into `*out` (checked as [`args::store`]
+/// checks it, `what` naming a NULL one).
+///
+/// # Safety
+/// As [`with_session`] for `session`; `out` is NULL or writable.
+unsafe fn read_into<T>(
+    session: *mut tessel_session,
+    (out, what): (*mut T, &'static str),
+    value: impl FnOnce(&Inner) -> T,
+) -> tessel_status {
+    let body = |inner: &mut Inner| {
+        // SAFETY: the caller's contract for `out`.
+        unsafe { args::store(out, what, || Ok(value(inner))) }
+    };
+    // SAFETY: the caller's contract for `session`.
+    unsafe { with_session(session, body) }
+}
+
 /// Creates a session over `model` planned for `limits` (NULL, or zero fields: the model's
 /// maxima; threads 0: 1), at the ISA level `tessel_isa_name` reports. A length or beam above
 /// the model's (`tessel_model_get_info`), or threads above `TESSEL_MAX_THREADS` (64), is
@@ -200,14 +218,9 @@ pub unsafe extern "C" fn tessel_session_get_limits(
     session: *mut tessel_session,
     limits: *mut tessel_limits,
 ) -> tessel_status {
-    let body = |inner: &mut Inner| {
-        // SAFETY: the caller's contract for `limits`.
-        let limits = unsafe { args::write(limits, "limits is NULL") }?;
-        *limits = tessel_limits::of(inner.session.limits());
-        Ok(())
-    };
-    // SAFETY: the caller's contract for `session`.
-    unsafe { with_session(session, body) }
+    let value = |inner: &Inner| tessel_limits::of(inner.session.limits());
+    // SAFETY: the caller's contract for `session` and `limits`.
+    unsafe { read_into(session, (limits, "limits is NULL"), value) }
 }
 
 /// Writes the ISA level `session` runs at into `*name` (static, NUL-terminated).
@@ -219,14 +232,9 @@ pub unsafe extern "C" fn tessel_session_isa_name(
     session: *mut tessel_session,
     name: *mut *const c_char,
 ) -> tessel_status {
-    let body = |inner: &mut Inner| {
-        // SAFETY: the caller's contract for `name`.
-        let name = unsafe { args::write(name, "name is NULL") }?;
-        *name = info::isa_name(inner.session.isa());
-        Ok(())
-    };
-    // SAFETY: the caller's contract for `session`.
-    unsafe { with_session(session, body) }
+    let value = |inner: &Inner| info::isa_name(inner.session.isa());
+    // SAFETY: the caller's contract for `session` and `name`.
+    unsafe { read_into(session, (name, "name is NULL"), value) }
 }
 
 /// Runs the encoder over source ids `ids[0..len]` and resets the decoder. Refused with
