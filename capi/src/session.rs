@@ -95,6 +95,25 @@ unsafe fn read_into<T>(
     unsafe { with_session(session, body) }
 }
 
+/// Runs `call` on `session`'s engine session with the caller's array `ptr[0..len]` (checked
+/// as [`args::slice`] checks it, `what` naming a NULL one); its refusal is `TESSEL_ERR_RUN`.
+///
+/// # Safety
+/// As [`with_session`] for `session`; `ptr` as [`args::slice`] requires for `len` elements.
+unsafe fn with_array<T>(
+    session: *mut tessel_session,
+    (ptr, len, what): (*const T, usize, &'static str),
+    call: fn(&mut EngineSession, &[T]) -> Result<(), RunError>,
+) -> tessel_status {
+    let body = |inner: &mut Inner| {
+        // SAFETY: the caller's contract for `ptr`.
+        let array = unsafe { args::slice(ptr, len, what) }?;
+        call(&mut inner.session, array).map_err(Error::run)
+    };
+    // SAFETY: the caller's contract for `session`.
+    unsafe { with_session(session, body) }
+}
+
 /// Creates a session over `model` planned for `limits` (NULL, or zero fields: the model's
 /// maxima; threads 0: 1), at the ISA level `tessel_isa_name` reports. A length or beam above
 /// the model's (`tessel_model_get_info`), or threads above `TESSEL_MAX_THREADS` (64), is
@@ -249,13 +268,8 @@ pub unsafe extern "C" fn tessel_encode(
     ids: *const u32,
     len: usize,
 ) -> tessel_status {
-    let body = |inner: &mut Inner| {
-        // SAFETY: the caller's contract for `ids`.
-        let ids = unsafe { args::slice(ids, len, "ids is NULL") }?;
-        inner.session.encode(ids).map_err(Error::run)
-    };
-    // SAFETY: the caller's contract for `session`.
-    unsafe { with_session(session, body) }
+    // SAFETY: the caller's contract for `session` and `ids`.
+    unsafe { with_array(session, (ids, len, "ids is NULL"), EngineSession::encode) }
 }
 
 /// Forgets the decoded positions and keeps the encoded source (and its cross-attention K/V):
@@ -286,13 +300,14 @@ pub unsafe extern "C" fn tessel_encode_audio(
     mel: *const f32,
     len: usize,
 ) -> tessel_status {
-    let body = |inner: &mut Inner| {
-        // SAFETY: the caller's contract for `mel`.
-        let mel = unsafe { args::slice(mel, len, "mel is NULL") }?;
-        inner.session.encode_audio(mel).map_err(Error::run)
-    };
-    // SAFETY: the caller's contract for `session`.
-    unsafe { with_session(session, body) }
+    // SAFETY: the caller's contract for `session` and `mel`.
+    unsafe {
+        with_array(
+            session,
+            (mel, len, "mel is NULL"),
+            EngineSession::encode_audio,
+        )
+    }
 }
 
 /// Decodes one position for each of `beams` rows: row `i` continues with `tokens[i]`. The
@@ -358,13 +373,14 @@ pub unsafe extern "C" fn tessel_reorder_beams(
     parents: *const u32,
     n: usize,
 ) -> tessel_status {
-    let body = |inner: &mut Inner| {
-        // SAFETY: the caller's contract for `parents`.
-        let parents = unsafe { args::slice(parents, n, "parents is NULL") }?;
-        inner.session.reorder_beams(parents).map_err(Error::run)
-    };
-    // SAFETY: the caller's contract for `session`.
-    unsafe { with_session(session, body) }
+    // SAFETY: the caller's contract for `session` and `parents`.
+    unsafe {
+        with_array(
+            session,
+            (parents, n, "parents is NULL"),
+            EngineSession::reorder_beams,
+        )
+    }
 }
 
 /// What a step callback sees after each decoder step, before the search ranks the
