@@ -40,6 +40,18 @@ fn session_isa(session: *mut tessel_session) -> Isa {
     Isa::from_name(name).expect("the session's level runs here")
 }
 
+/// Frees `session`, then releases `model`.
+///
+/// # Safety
+/// Both are live handles, freed nowhere else.
+unsafe fn free_handles(session: *mut tessel_session, model: *mut tessel_model) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        ok(tessel_session_free(session));
+        ok(tessel_model_release(model));
+    }
+}
+
 /// Source ids of `text` through the numbers vocabulary.
 fn ids(text: &str) -> Vec<u32> {
     let (model, vocab) = Numbers::embedded().expect("embedded").into_parts();
@@ -104,10 +116,7 @@ fn greedy_and_beam_equal_the_rust_path() {
         }
     }
     // SAFETY: handles from this test, freed once.
-    unsafe {
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
-    }
+    unsafe { free_handles(s, model) };
 }
 
 #[test]
@@ -165,8 +174,7 @@ fn decode_steps_write_the_rust_logits_and_report_small_buffers() {
         ));
         rust.reset_decoder();
         assert_eq!(&logits[..len], rust.decode_step(&bos[..1]).expect("a step"));
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
+        free_handles(s, model);
     }
 }
 
@@ -234,10 +242,7 @@ fn the_step_callback_sees_tokens_edits_logits_and_cannot_reenter() {
         assert!(!hypothesis(s, i).0.contains(&seen.forbidden));
     }
     // SAFETY: handles from this test, freed once.
-    unsafe {
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
-    }
+    unsafe { free_handles(s, model) };
 }
 
 /// Sets every logit of the step to the value `user_data` points to.
@@ -284,10 +289,7 @@ fn a_callback_that_leaves_no_finite_logit_is_blamed_and_the_session_stays_usable
     }
     assert!(generate(s, &tessel_generate_options_default()) >= 1);
     // SAFETY: handles from this test, freed once.
-    unsafe {
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
-    }
+    unsafe { free_handles(s, model) };
 }
 
 #[test]
@@ -324,10 +326,7 @@ fn numbers_read_equals_the_cli_reader_and_reports_sizes() {
     assert_eq!(status, tessel_status::TESSEL_ERR_ARGUMENT);
     assert!(last_error().contains("'2'"), "{}", last_error());
     // SAFETY: handles from this test, freed once.
-    unsafe {
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
-    }
+    unsafe { free_handles(s, model) };
 }
 
 #[test]
@@ -510,8 +509,7 @@ fn versions_isa_levels_and_status_names() {
         let s = session(model, None);
         assert_eq!(session_isa(s), Isa::scalar());
         ok(tessel_isa_force(null()));
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
+        free_handles(s, model);
     }
 }
 
