@@ -61,22 +61,28 @@ fn ids(text: &str) -> Vec<u32> {
     ids
 }
 
-fn hypothesis(session: *mut tessel_session, index: usize) -> (Vec<u32>, f32) {
+/// The tokens and score of the hypothesis that `call` copies into a buffer of 64 tokens (given
+/// the buffer, its capacity, the length and the score to write).
+fn read_hypothesis(
+    call: impl FnOnce(*mut u32, usize, &mut usize, &mut f32) -> tessel_status,
+) -> (Vec<u32>, f32) {
     let mut tokens = vec![0u32; 64];
     let (mut len, mut score) = (0usize, 0f32);
-    // SAFETY: live session, buffers of the stated sizes.
-    ok(unsafe {
-        tessel_hypothesis(
-            session,
-            index,
-            tokens.as_mut_ptr(),
-            tokens.len(),
-            &mut len,
-            &mut score,
-        )
-    });
+    ok(call(
+        tokens.as_mut_ptr(),
+        tokens.len(),
+        &mut len,
+        &mut score,
+    ));
     tokens.truncate(len);
     (tokens, score)
+}
+
+fn hypothesis(session: *mut tessel_session, index: usize) -> (Vec<u32>, f32) {
+    read_hypothesis(|tokens, cap, len, score| {
+        // SAFETY: live session, buffers of the stated sizes.
+        unsafe { tessel_hypothesis(session, index, tokens, cap, len, score) }
+    })
 }
 
 fn generate(session: *mut tessel_session, options: &tessel_generate_options) -> usize {
