@@ -78,6 +78,12 @@ fn read_hypothesis(
     (tokens, score)
 }
 
+/// Runs the encoder of `session` over `src`.
+fn encode(session: *mut tessel_session, src: &[u32]) {
+    // SAFETY: live session, `src.len()` ids.
+    ok(unsafe { tessel_encode(session, src.as_ptr(), src.len()) });
+}
+
 fn hypothesis(session: *mut tessel_session, index: usize) -> (Vec<u32>, f32) {
     read_hypothesis(|tokens, cap, len, score| {
         // SAFETY: live session, buffers of the stated sizes.
@@ -101,8 +107,7 @@ fn greedy_and_beam_equal_the_rust_path() {
     for text in ["four hundred and twelve thousand and seven", "nineteen"] {
         let src = ids(text);
         for beam in [1, 3] {
-            // SAFETY: live session and `src.len()` ids.
-            ok(unsafe { tessel_encode(s, src.as_ptr(), src.len()) });
+            encode(s, &src);
             let options = tessel_generate_options {
                 beam,
                 max_steps: 12,
@@ -221,9 +226,7 @@ unsafe extern "C" fn on_step(user_data: *mut c_void, step: *mut tessel_step) {
 fn the_step_callback_sees_tokens_edits_logits_and_cannot_reenter() {
     let model = numbers_model();
     let s = session(model, None);
-    let src = ids("nine hundred ninety-nine");
-    // SAFETY: live session, `src.len()` ids.
-    ok(unsafe { tessel_encode(s, src.as_ptr(), src.len()) });
+    encode(s, &ids("nine hundred ninety-nine"));
     let free = generate(s, &tessel_generate_options_default());
     let (best, _) = hypothesis(s, 0);
     assert!(free >= 1 && !best.is_empty());
@@ -269,9 +272,7 @@ unsafe extern "C" fn poison(user_data: *mut c_void, step: *mut tessel_step) {
 fn a_callback_that_leaves_no_finite_logit_is_blamed_and_the_session_stays_usable() {
     let model = numbers_model();
     let s = session(model, None);
-    let src = ids("forty two");
-    // SAFETY: live session, `src.len()` ids.
-    ok(unsafe { tessel_encode(s, src.as_ptr(), src.len()) });
+    encode(s, &ids("forty two"));
     for mut value in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
         for beam in [1, 3] {
             let options = tessel_generate_options {
