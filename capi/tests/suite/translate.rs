@@ -387,44 +387,25 @@ fn batched_lines_report_small_buffers_and_failing_lines() {
     // SAFETY: NULL pointers, a NULL line and out-of-range counts, which the calls refuse; the
     // translator is freed once.
     unsafe {
-        let status = tessel_translate_batch(
-            translator,
-            null(),
-            2,
-            2,
-            null_mut(),
-            0,
-            offsets.as_mut_ptr(),
-            &mut len,
-            null_mut(),
-        );
-        assert_eq!(status, TESSEL_ERR_NULL);
-        let status = tessel_translate_batch(
-            translator,
-            one.as_ptr(),
-            2,
-            2,
-            null_mut(),
-            0,
-            offsets.as_mut_ptr(),
-            &mut len,
-            null_mut(),
-        );
-        assert_eq!(status, TESSEL_ERR_NULL);
-        assert!(last_error().contains("lines[1]"), "{}", last_error());
-        for max_batch in [0, 1025] {
-            let status = tessel_translate_batch(
+        // `lines` (`n` of them) in batches of `max_batch`, into no output buffer.
+        let mut batch = |lines, n, max_batch| {
+            tessel_translate_batch(
                 translator,
-                one.as_ptr(),
-                1,
+                lines,
+                n,
                 max_batch,
                 null_mut(),
                 0,
                 offsets.as_mut_ptr(),
                 &mut len,
                 null_mut(),
-            );
-            assert_eq!(status, TESSEL_ERR_ARGUMENT);
+            )
+        };
+        assert_eq!(batch(null(), 2, 2), TESSEL_ERR_NULL);
+        assert_eq!(batch(one.as_ptr(), 2, 2), TESSEL_ERR_NULL);
+        assert!(last_error().contains("lines[1]"), "{}", last_error());
+        for max_batch in [0, 1025] {
+            assert_eq!(batch(one.as_ptr(), 1, max_batch), TESSEL_ERR_ARGUMENT);
             assert!(last_error().contains("max_batch"), "{}", last_error());
         }
         ok(tessel_translator_free(translator));
