@@ -25,6 +25,12 @@ fn c(path: &Path) -> CString {
     CString::new(path.to_str().expect("UTF-8")).expect("no NUL")
 }
 
+/// The samples of the speech clip, `clip.wav`.
+pub(crate) fn clip_samples() -> Vec<f32> {
+    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).expect("reads");
+    clip.samples
+}
+
 pub(crate) fn load() -> *mut tessel_transcriber {
     let dir = c(&root().join("tiny_en_32/model"));
     let mut transcriber = null_mut();
@@ -159,9 +165,7 @@ pub(crate) fn c_isa() -> Isa {
 #[test]
 fn segments_equal_the_rust_pipeline_from_samples_and_from_the_wav() {
     let wav = root().join("clip.wav");
-    let samples = load_wav(&wav, &ReadOptions::default())
-        .expect("reads")
-        .samples;
+    let samples = clip_samples();
     let transcriber = load();
     let got = from_samples(transcriber, &samples, 64, 1 << 14).expect("transcribes");
     let path = c(&wav);
@@ -214,9 +218,7 @@ fn segments_equal_the_rust_pipeline_from_samples_and_from_the_wav() {
 
 #[test]
 fn small_arrays_keep_the_transcript_and_errors_are_typed() {
-    let samples = load_wav(&root().join("clip.wav"), &ReadOptions::default())
-        .expect("reads")
-        .samples;
+    let samples = clip_samples();
     let transcriber = load();
     let (segments, text) = from_samples(transcriber, &samples, 64, 1 << 14).expect("transcribes");
     let (n, len) = (segments.len(), text.len());

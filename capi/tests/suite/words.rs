@@ -14,14 +14,13 @@ use std::ptr::{null, null_mut};
 
 use serde_json::Value;
 use tessel::*;
-use tessel_audio::{load_wav, ReadOptions};
 use tessel_pipeline::transcribe::words::Word;
 use tessel_pipeline::transcribe::{
     open_vad, Segment, Speech, TranscribeOptions, Transcriber, VadOptions,
 };
 
 use crate::common::{last_error, ok};
-use crate::transcribe::{c_isa, load, root, transcribe_call, written};
+use crate::transcribe::{c_isa, clip_samples, load, root, transcribe_call, written};
 
 /// Segments as the C API gives them, with their texts and words.
 #[derive(Debug, PartialEq)]
@@ -168,10 +167,10 @@ fn pipeline(samples: &[f32], options: &TranscribeOptions, vad: Option<&VadOption
 
 /// clip.wav, each copy followed by 1.5 s of zeros, 4 times: the audio of words.json.
 pub(crate) fn long_audio() -> Vec<f32> {
-    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).expect("reads");
+    let clip = clip_samples();
     let mut audio = Vec::new();
     for _ in 0..4 {
-        audio.extend_from_slice(&clip.samples);
+        audio.extend_from_slice(&clip);
         audio.extend(std::iter::repeat_n(0.0, 24_000));
     }
     audio
@@ -230,7 +229,7 @@ fn words_equal_the_pipelines_and_faster_whispers() {
 
 #[test]
 fn punctuation_strings_and_voice_activity_detection_reach_the_pipeline() {
-    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).expect("reads");
+    let clip = clip_samples();
     let transcriber = load();
     // No punctuation merged: the strings are the caller's, empty.
     let empty = CString::new("").expect("no NUL");
@@ -239,7 +238,7 @@ fn punctuation_strings_and_voice_activity_detection_reach_the_pipeline() {
         append_punctuations: empty.as_ptr(),
         ..with_words()
     };
-    let got = transcribe(transcriber, &clip.samples, &options).expect("transcribes");
+    let got = transcribe(transcriber, &clip, &options).expect("transcribes");
     let rust = TranscribeOptions {
         beam: 1,
         word_timestamps: true,
@@ -247,7 +246,7 @@ fn punctuation_strings_and_voice_activity_detection_reach_the_pipeline() {
         append_punctuations: String::new(),
         ..TranscribeOptions::default()
     };
-    assert_eq!(got, pipeline(&clip.samples, &rust, None));
+    assert_eq!(got, pipeline(&clip, &rust, None));
     // The speech after 2 s of silence: words in the original audio's times.
     let mut audio = vec![0.0f32; 2 * 16_000];
     audio.extend(long_audio());
@@ -273,9 +272,7 @@ fn punctuation_strings_and_voice_activity_detection_reach_the_pipeline() {
 
 #[test]
 fn word_calls_out_of_order_and_bad_arguments_are_typed() {
-    let samples = load_wav(&root().join("clip.wav"), &ReadOptions::default())
-        .expect("reads")
-        .samples;
+    let samples = clip_samples();
     let transcriber = load();
     // No transcription yet.
     assert_eq!(
