@@ -177,10 +177,7 @@ static int misuse(tessel_batch *batch) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL_DIR\n", argv[0]);
-        return 2;
-    }
+    require_args(argc, argv, 1, "MODEL_DIR");
     tessel_load_options load = tessel_load_options_default();
     load.weights = "f32";
     tessel_model *model = NULL;

@@ -76,14 +76,8 @@ static int check_tsv(tessel_session *session, const char *path, long stride, siz
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s MODEL|embedded TSV [STRIDE]\n", argv[0]);
-        return 2;
-    }
-    long stride = argc > 3 ? strtol(argv[3], NULL, 10) : 1;
-    if (stride < 1) {
-        stride = 1;
-    }
+    require_args(argc, argv, 2, "MODEL|embedded TSV [STRIDE]");
+    long stride = stride_arg(argc, argv, 3);
 
     tessel_model *model = NULL;
     if (strcmp(argv[1], "embedded") == 0) {

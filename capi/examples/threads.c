@@ -47,14 +47,8 @@ static void *work(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s TSV [STRIDE]\n", argv[0]);
-        return 2;
-    }
-    long stride = argc > 2 ? strtol(argv[2], NULL, 10) : 1;
-    if (stride < 1) {
-        stride = 1;
-    }
+    require_args(argc, argv, 1, "TSV [STRIDE]");
+    long stride = stride_arg(argc, argv, 2);
     FILE *file = fopen(argv[1], "r");
     if (file == NULL) {
         perror(argv[1]);

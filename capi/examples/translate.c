@@ -21,11 +21,7 @@ static const char *language(const char *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 5) {
-        fprintf(stderr, "usage: %s MODEL_DIR SOURCE_LANG|- TARGET_LANG|- TEXT [EXPECTED]\n",
-                argv[0]);
-        return 2;
-    }
+    require_args(argc, argv, 4, "MODEL_DIR SOURCE_LANG|- TARGET_LANG|- TEXT [EXPECTED]");
     tessel_translate_options options = tessel_translate_options_default();
     options.source_lang = language(argv[2]);
     options.target_lang = language(argv[3]);

@@ -50,6 +50,34 @@ inline void check(tessel_status status) {
     }
 }
 
+namespace detail {
+
+/// Owns one C handle, freed by `Free` on destruction (a NULL one too, which the C calls
+/// accept): move-only. Session, Translator and Transcriber hold their handles in one.
+template <class T, tessel_status (*Free)(T *)>
+class Owned {
+  public:
+    Owned() = default;
+    Owned(const Owned &) = delete;
+    Owned &operator=(const Owned &) = delete;
+    Owned(Owned &&other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+    Owned &operator=(Owned &&other) noexcept {
+        std::swap(handle_, other.handle_);
+        return *this;
+    }
+    ~Owned() { Free(handle_); }
+
+    /// The handle, still owned.
+    T *get() const noexcept { return handle_; }
+    /// Where the C call that creates the handle writes it.
+    T **out() noexcept { return &handle_; }
+
+  private:
+    T *handle_ = nullptr;
+};
+
+}  // namespace detail
+
 /// One reference to an immutable, shared model.
 class Model {
   public:
@@ -124,20 +152,12 @@ class Session {
   public:
     /// A session over `model` planned for `limits` (null: the model's maxima).
     explicit Session(const Model &model, const tessel_limits *limits = nullptr) {
-        check(tessel_session_new(model.get(), limits, &session_));
+        check(tessel_session_new(model.get(), limits, session_.out()));
     }
-    Session(const Session &) = delete;
-    Session &operator=(const Session &) = delete;
-    Session(Session &&other) noexcept : session_(std::exchange(other.session_, nullptr)) {}
-    Session &operator=(Session &&other) noexcept {
-        std::swap(session_, other.session_);
-        return *this;
-    }
-    ~Session() { tessel_session_free(session_); }
 
     /// Runs the encoder over `len` source ids.
     void encode(const std::uint32_t *ids, std::size_t len) {
-        check(tessel_encode(session_, ids, len));
+        check(tessel_encode(get(), ids, len));
     }
     void encode(const std::vector<std::uint32_t> &ids) { encode(ids.data(), ids.size()); }
 
@@ -145,14 +165,14 @@ class Session {
     std::size_t decode_step(const std::uint32_t *tokens, std::size_t beams, float *logits,
                             std::size_t cap) {
         std::size_t len = 0;
-        check(tessel_decode_step(session_, tokens, beams, logits, cap, &len));
+        check(tessel_decode_step(get(), tokens, beams, logits, cap, &len));
         return len;
     }
 
     /// Greedy or beam search; returns the number of hypotheses.
     std::size_t generate(const tessel_generate_options &options) {
         std::size_t count = 0;
-        check(tessel_generate(session_, &options, &count));
+        check(tessel_generate(get(), &options, &count));
         return count;
     }
 
@@ -186,7 +206,7 @@ class Session {
     std::size_t hypothesis(std::size_t index, std::uint32_t *tokens, std::size_t cap,
                            float *score = nullptr) {
         std::size_t len = 0;
-        check(tessel_hypothesis(session_, index, tokens, cap, &len, score));
+        check(tessel_hypothesis(get(), index, tokens, cap, &len, score));
         return len;
     }
 
@@ -194,12 +214,12 @@ class Session {
     Hypothesis hypothesis(std::size_t index) {
         Hypothesis h{{}, 0.0f};
         std::size_t len = 0;
-        tessel_status status = tessel_hypothesis(session_, index, nullptr, 0, &len, &h.score);
+        tessel_status status = tessel_hypothesis(get(), index, nullptr, 0, &len, &h.score);
         if (status != TESSEL_ERR_BUFFER_TOO_SMALL) {
             check(status);
         }
         h.tokens.resize(len);
-        check(tessel_hypothesis(session_, index, h.tokens.data(), len, &len, &h.score));
+        check(tessel_hypothesis(get(), index, h.tokens.data(), len, &len, &h.score));
         return h;
     }
 
@@ -208,10 +228,10 @@ class Session {
         std::string out(16, '\0');
         std::size_t len = 0;
         tessel_status status =
-            tessel_numbers_read(session_, text.c_str(), out.data(), out.size(), &len);
+            tessel_numbers_read(get(), text.c_str(), out.data(), out.size(), &len);
         if (status == TESSEL_ERR_BUFFER_TOO_SMALL) {
             out.assign(len + 1, '\0');
-            status = tessel_numbers_read(session_, text.c_str(), out.data(), out.size(), &len);
+            status = tessel_numbers_read(get(), text.c_str(), out.data(), out.size(), &len);
         }
         check(status);
         out.resize(len);
@@ -219,10 +239,10 @@ class Session {
     }
 
     /// The C handle, still owned by this object.
-    tessel_session *get() const noexcept { return session_; }
+    tessel_session *get() const noexcept { return session_.get(); }
 
   private:
-    tessel_session *session_ = nullptr;
+    detail::Owned<tessel_session, tessel_session_free> session_;
 };
 
 /// The string a call writes into a caller buffer, `call(buffer, capacity, &len)`: first with
@@ -246,30 +266,21 @@ class Translator {
   public:
     /// Loads the directory `dir`; `options` may be null for the defaults.
     explicit Translator(const std::string &dir, const tessel_translate_options *options = nullptr) {
-        check(tessel_translator_load(dir.c_str(), options, &translator_));
+        check(tessel_translator_load(dir.c_str(), options, translator_.out()));
     }
-    Translator(const Translator &) = delete;
-    Translator &operator=(const Translator &) = delete;
-    Translator(Translator &&other) noexcept
-        : translator_(std::exchange(other.translator_, nullptr)) {}
-    Translator &operator=(Translator &&other) noexcept {
-        std::swap(translator_, other.translator_);
-        return *this;
-    }
-    ~Translator() { tessel_translator_free(translator_); }
 
     /// The best translation of `text`.
     std::string translate(const std::string &text) {
         return fill_string([&](char *out, std::size_t cap, std::size_t *len) {
-            return tessel_translate(translator_, text.c_str(), out, cap, len);
+            return tessel_translate(get(), text.c_str(), out, cap, len);
         });
     }
 
     /// The C handle, still owned by this object.
-    tessel_translator *get() const noexcept { return translator_; }
+    tessel_translator *get() const noexcept { return translator_.get(); }
 
   private:
-    tessel_translator *translator_ = nullptr;
+    detail::Owned<tessel_translator, tessel_translator_free> translator_;
 };
 
 /// One timed piece of a transcript.
@@ -287,24 +298,15 @@ class Transcriber {
     explicit Transcriber(const std::string &dir, std::size_t max_beam = 5, std::size_t threads = 1,
                          std::int32_t multilingual = -1) {
         check(tessel_transcriber_load(dir.c_str(), max_beam, threads, multilingual,
-                                      &transcriber_));
+                                      transcriber_.out()));
     }
-    Transcriber(const Transcriber &) = delete;
-    Transcriber &operator=(const Transcriber &) = delete;
-    Transcriber(Transcriber &&other) noexcept
-        : transcriber_(std::exchange(other.transcriber_, nullptr)) {}
-    Transcriber &operator=(Transcriber &&other) noexcept {
-        std::swap(transcriber_, other.transcriber_);
-        return *this;
-    }
-    ~Transcriber() { tessel_transcriber_free(transcriber_); }
 
     /// The segments of 16 kHz mono `samples`; `options` may be null for the defaults.
     std::vector<Segment> transcribe(const std::vector<float> &samples,
                                     const tessel_transcribe_options *options = nullptr) {
         return collect([&](tessel_segment *segments, std::size_t cap, std::size_t *n, char *text,
                            std::size_t text_cap, std::size_t *len) {
-            return tessel_transcribe(transcriber_, samples.data(), samples.size(), options,
+            return tessel_transcribe(get(), samples.data(), samples.size(), options,
                                      segments, cap, n, text, text_cap, len);
         });
     }
@@ -314,13 +316,13 @@ class Transcriber {
                                         const tessel_transcribe_options *options = nullptr) {
         return collect([&](tessel_segment *segments, std::size_t cap, std::size_t *n, char *text,
                            std::size_t text_cap, std::size_t *len) {
-            return tessel_transcribe_wav(transcriber_, path.c_str(), options, segments, cap, n,
+            return tessel_transcribe_wav(get(), path.c_str(), options, segments, cap, n,
                                          text, text_cap, len);
         });
     }
 
     /// The C handle, still owned by this object.
-    tessel_transcriber *get() const noexcept { return transcriber_; }
+    tessel_transcriber *get() const noexcept { return transcriber_.get(); }
 
   private:
     /// Calls `call` with no arrays for the sizes, then with arrays of those sizes (the
@@ -343,7 +345,7 @@ class Transcriber {
         return segments;
     }
 
-    tessel_transcriber *transcriber_ = nullptr;
+    detail::Owned<tessel_transcriber, tessel_transcriber_free> transcriber_;
 };
 
 }  // namespace tessel

@@ -25,6 +25,35 @@ pub unsafe fn write<'a, T>(ptr: *mut T, what: &'static str) -> Result<&'a mut T,
     unsafe { ptr.as_mut() }.ok_or(Error::new(tessel_status::TESSEL_ERR_NULL, what))
 }
 
+/// The out-parameter of a call that creates a handle: checked as [`write`] checks it
+/// (`TESSEL_ERR_NULL`, "out is NULL"), then set to NULL so that a failed call leaves no stale
+/// handle in it.
+///
+/// # Safety
+/// As [`write`].
+pub unsafe fn handle_out<'a, H>(out: *mut *mut H) -> Result<&'a mut *mut H, Error> {
+    // SAFETY: the caller's contract.
+    let out = unsafe { write(out, "out is NULL") }?;
+    *out = std::ptr::null_mut();
+    Ok(out)
+}
+
+/// Writes what `value` gives into `*out`, once `out` is checked for NULL (`TESSEL_ERR_NULL`
+/// naming `what`, before `value` runs); when `value` fails, `*out` is left as it was.
+///
+/// # Safety
+/// As [`write`].
+pub unsafe fn store<T>(
+    out: *mut T,
+    what: &'static str,
+    value: impl FnOnce() -> Result<T, Error>,
+) -> Result<(), Error> {
+    // SAFETY: the caller's contract.
+    let out = unsafe { write(out, what) }?;
+    *out = value()?;
+    Ok(())
+}
+
 /// `len` elements at `ptr` as a slice; NULL is allowed only with `len == 0`.
 ///
 /// # Safety

@@ -191,16 +191,9 @@ pub unsafe extern "C" fn tessel_batch_new(
 ) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract for each pointer.
-        let (shared, limits, out) = unsafe {
-            (
-                model::share(model)?,
-                limits.as_ref(),
-                args::write(out, "out is NULL")?,
-            )
-        };
-        *out = std::ptr::null_mut();
+        let (shared, limits, out) = unsafe { model::planned(model, limits, out) }?;
         let max_batch = args::bounded("max_batch", max_batch, args::TESSEL_MAX_BATCH)?;
-        let limits = shared.limits(limits).with_batch(max_batch);
+        let limits = limits.with_batch(max_batch);
         let isa = info::session_isa()?;
         let batch = engine::new_batch(shared, isa, limits)?;
         *out = exclusive::into_raw(KIND, Inner::new(batch));
@@ -385,11 +378,9 @@ pub unsafe extern "C" fn tessel_batch_running(
     running: *mut bool,
 ) -> tessel_status {
     let body = |inner: &mut Inner| {
+        let value = || Ok(inner.batch.running(inner.slot(slot)?));
         // SAFETY: the caller's contract for `running`.
-        let running = unsafe { args::write(running, "running is NULL") }?;
-        let slot = inner.slot(slot)?;
-        *running = inner.batch.running(slot);
-        Ok(())
+        unsafe { args::store(running, "running is NULL", value) }
     };
     // SAFETY: the caller's contract for `batch`.
     unsafe { with_batch(batch, body) }

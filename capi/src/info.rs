@@ -121,8 +121,6 @@ pub unsafe extern "C" fn tessel_isa_force(name: *const c_char) -> tessel_status 
 pub unsafe extern "C" fn tessel_isa_name(name: *mut *const c_char) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract.
-        let name = unsafe { args::write(name, "name is NULL") }?;
-        *name = isa_name(session_isa()?);
-        Ok(())
+        unsafe { args::store(name, "name is NULL", || Ok(isa_name(session_isa()?))) }
     })
 }

@@ -160,6 +160,23 @@ pub unsafe fn share(model: *const tessel_model) -> Result<Arc<ModelHandle>, Erro
     }
 }
 
+/// The checked arguments of a call that creates a handle over `model` planned for `limits`,
+/// in this order: a new reference to the model (as [`share`]), `limits` resolved as
+/// [`ModelHandle::limits`] resolves them, and `out` as [`args::handle_out`] gives it.
+///
+/// # Safety
+/// As [`share`] for `model`; `limits` is NULL or valid; `out` as [`args::handle_out`].
+pub unsafe fn planned<'a, H>(
+    model: *const tessel_model,
+    limits: *const tessel_limits,
+    out: *mut *mut H,
+) -> Result<(Arc<ModelHandle>, Limits, &'a mut *mut H), Error> {
+    // SAFETY: the caller's contract for each pointer.
+    let (shared, limits, out) = unsafe { (share(model)?, limits.as_ref(), args::handle_out(out)?) };
+    let limits = shared.limits(limits);
+    Ok((shared, limits, out))
+}
+
 impl ModelHandle {
     /// `limits` with zero fields replaced by the model's maxima (threads by 1).
     pub fn limits(&self, limits: Option<&tessel_limits>) -> Limits {
@@ -263,10 +280,9 @@ unsafe fn load_with(
             (
                 args::text(path, "path is NULL")?,
                 options.as_ref(),
-                args::write(out, "out is NULL")?,
+                args::handle_out(out)?,
             )
         };
-        *out = std::ptr::null_mut();
         *out = into_handle(load(Path::new(path), settings(options)?)?);
         Ok(())
     })
@@ -287,13 +303,7 @@ pub unsafe extern "C" fn tessel_model_load_file(
 ) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract for each pointer.
-        let (path, out) = unsafe {
-            (
-                args::text(path, "path is NULL")?,
-                args::write(out, "out is NULL")?,
-            )
-        };
-        *out = std::ptr::null_mut();
+        let (path, out) = unsafe { (args::text(path, "path is NULL")?, args::handle_out(out)?) };
         *out = into_handle(engine::load_image_file(Path::new(path))?);
         Ok(())
     })
@@ -319,8 +329,7 @@ pub unsafe extern "C" fn tessel_model_load_memory(
 ) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract for `out`.
-        let out = unsafe { args::write(out, "out is NULL") }?;
-        *out = std::ptr::null_mut();
+        let out = unsafe { args::handle_out(out) }?;
         if data.is_null() {
             return fail(tessel_status::TESSEL_ERR_NULL, "data is NULL");
         }
@@ -343,8 +352,7 @@ pub unsafe extern "C" fn tessel_model_load_memory(
 pub unsafe extern "C" fn tessel_model_load_numbers(out: *mut *mut tessel_model) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract.
-        let out = unsafe { args::write(out, "out is NULL") }?;
-        *out = std::ptr::null_mut();
+        let out = unsafe { args::handle_out(out) }?;
         *out = into_handle(engine::numbers()?);
         Ok(())
     })

@@ -77,6 +77,43 @@ unsafe fn with_session(
     unsafe { exclusive::with(session, KIND, body) }
 }
 
+/// Writes what `value` reads from `session`'s state into `*out` (checked as [`args::store`]
+/// checks it, `what` naming a NULL one).
+///
+/// # Safety
+/// As [`with_session`] for `session`; `out` is NULL or writable.
+unsafe fn read_into<T>(
+    session: *mut tessel_session,
+    (out, what): (*mut T, &'static str),
+    value: impl FnOnce(&Inner) -> T,
+) -> tessel_status {
+    let body = |inner: &mut Inner| {
+        // SAFETY: the caller's contract for `out`.
+        unsafe { args::store(out, what, || Ok(value(inner))) }
+    };
+    // SAFETY: the caller's contract for `session`.
+    unsafe { with_session(session, body) }
+}
+
+/// Runs `call` on `session`'s engine session with the caller's array `ptr[0..len]` (checked
+/// as [`args::slice`] checks it, `what` naming a NULL one); its refusal is `TESSEL_ERR_RUN`.
+///
+/// # Safety
+/// As [`with_session`] for `session`; `ptr` as [`args::slice`] requires for `len` elements.
+unsafe fn with_array<T>(
+    session: *mut tessel_session,
+    (ptr, len, what): (*const T, usize, &'static str),
+    call: fn(&mut EngineSession, &[T]) -> Result<(), RunError>,
+) -> tessel_status {
+    let body = |inner: &mut Inner| {
+        // SAFETY: the caller's contract for `ptr`.
+        let array = unsafe { args::slice(ptr, len, what) }?;
+        call(&mut inner.session, array).map_err(Error::run)
+    };
+    // SAFETY: the caller's contract for `session`.
+    unsafe { with_session(session, body) }
+}
+
 /// Creates a session over `model` planned for `limits` (NULL, or zero fields: the model's
 /// maxima; threads 0: 1), at the ISA level `tessel_isa_name` reports. A length or beam above
 /// the model's (`tessel_model_get_info`), or threads above `TESSEL_MAX_THREADS` (64), is
@@ -95,15 +132,7 @@ pub unsafe extern "C" fn tessel_session_new(
 ) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract for each pointer.
-        let (shared, limits, out) = unsafe {
-            (
-                model::share(model)?,
-                limits.as_ref(),
-                args::write(out, "out is NULL")?,
-            )
-        };
-        *out = std::ptr::null_mut();
-        let limits = shared.limits(limits);
+        let (shared, limits, out) = unsafe { model::planned(model, limits, out) }?;
         let isa = info::session_isa()?;
         let session = engine::new_session(Arc::clone(&shared), isa, limits)?;
         *out = into_handle(session, shared);
@@ -136,16 +165,8 @@ pub unsafe extern "C" fn tessel_session_new_in_buffer(
 ) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract for each pointer.
-        let (shared, limits, needed, out) = unsafe {
-            (
-                model::share(model)?,
-                limits.as_ref(),
-                needed.as_mut(),
-                args::write(out, "out is NULL")?,
-            )
-        };
-        *out = std::ptr::null_mut();
-        let limits = shared.limits(limits);
+        let ((shared, limits, out), needed) =
+            unsafe { (model::planned(model, limits, out)?, needed.as_mut()) };
         if limits.threads != 1 {
             return fail(
                 tessel_status::TESSEL_ERR_ARGUMENT,
@@ -216,14 +237,9 @@ pub unsafe extern "C" fn tessel_session_get_limits(
     session: *mut tessel_session,
     limits: *mut tessel_limits,
 ) -> tessel_status {
-    let body = |inner: &mut Inner| {
-        // SAFETY: the caller's contract for `limits`.
-        let limits = unsafe { args::write(limits, "limits is NULL") }?;
-        *limits = tessel_limits::of(inner.session.limits());
-        Ok(())
-    };
-    // SAFETY: the caller's contract for `session`.
-    unsafe { with_session(session, body) }
+    let value = |inner: &Inner| tessel_limits::of(inner.session.limits());
+    // SAFETY: the caller's contract for `session` and `limits`.
+    unsafe { read_into(session, (limits, "limits is NULL"), value) }
 }
 
 /// Writes the ISA level `session` runs at into `*name` (static, NUL-terminated).
@@ -235,14 +251,9 @@ pub unsafe extern "C" fn tessel_session_isa_name(
     session: *mut tessel_session,
     name: *mut *const c_char,
 ) -> tessel_status {
-    let body = |inner: &mut Inner| {
-        // SAFETY: the caller's contract for `name`.
-        let name = unsafe { args::write(name, "name is NULL") }?;
-        *name = info::isa_name(inner.session.isa());
-        Ok(())
-    };
-    // SAFETY: the caller's contract for `session`.
-    unsafe { with_session(session, body) }
+    let value = |inner: &Inner| info::isa_name(inner.session.isa());
+    // SAFETY: the caller's contract for `session` and `name`.
+    unsafe { read_into(session, (name, "name is NULL"), value) }
 }
 
 /// Runs the encoder over source ids `ids[0..len]` and resets the decoder. Refused with
@@ -257,13 +268,8 @@ pub unsafe extern "C" fn tessel_encode(
     ids: *const u32,
     len: usize,
 ) -> tessel_status {
-    let body = |inner: &mut Inner| {
-        // SAFETY: the caller's contract for `ids`.
-        let ids = unsafe { args::slice(ids, len, "ids is NULL") }?;
-        inner.session.encode(ids).map_err(Error::run)
-    };
-    // SAFETY: the caller's contract for `session`.
-    unsafe { with_session(session, body) }
+    // SAFETY: the caller's contract for `session` and `ids`.
+    unsafe { with_array(session, (ids, len, "ids is NULL"), EngineSession::encode) }
 }
 
 /// Forgets the decoded positions and keeps the encoded source (and its cross-attention K/V):
@@ -294,13 +300,14 @@ pub unsafe extern "C" fn tessel_encode_audio(
     mel: *const f32,
     len: usize,
 ) -> tessel_status {
-    let body = |inner: &mut Inner| {
-        // SAFETY: the caller's contract for `mel`.
-        let mel = unsafe { args::slice(mel, len, "mel is NULL") }?;
-        inner.session.encode_audio(mel).map_err(Error::run)
-    };
-    // SAFETY: the caller's contract for `session`.
-    unsafe { with_session(session, body) }
+    // SAFETY: the caller's contract for `session` and `mel`.
+    unsafe {
+        with_array(
+            session,
+            (mel, len, "mel is NULL"),
+            EngineSession::encode_audio,
+        )
+    }
 }
 
 /// Decodes one position for each of `beams` rows: row `i` continues with `tokens[i]`. The
@@ -366,13 +373,14 @@ pub unsafe extern "C" fn tessel_reorder_beams(
     parents: *const u32,
     n: usize,
 ) -> tessel_status {
-    let body = |inner: &mut Inner| {
-        // SAFETY: the caller's contract for `parents`.
-        let parents = unsafe { args::slice(parents, n, "parents is NULL") }?;
-        inner.session.reorder_beams(parents).map_err(Error::run)
-    };
-    // SAFETY: the caller's contract for `session`.
-    unsafe { with_session(session, body) }
+    // SAFETY: the caller's contract for `session` and `parents`.
+    unsafe {
+        with_array(
+            session,
+            (parents, n, "parents is NULL"),
+            EngineSession::reorder_beams,
+        )
+    }
 }
 
 /// What a step callback sees after each decoder step, before the search ranks the

@@ -332,13 +332,7 @@ pub unsafe extern "C" fn tessel_transcriber_load(
 ) -> tessel_status {
     guard(|| {
         // SAFETY: the caller's contract for each pointer.
-        let (path, out) = unsafe {
-            (
-                args::text(path, "path is NULL")?,
-                args::write(out, "out is NULL")?,
-            )
-        };
-        *out = std::ptr::null_mut();
+        let (path, out) = unsafe { (args::text(path, "path is NULL")?, args::handle_out(out)?) };
         if !(-1..=1).contains(&multilingual) {
             return fail(
                 tessel_status::TESSEL_ERR_ARGUMENT,
@@ -520,14 +514,122 @@ fn silence_threshold(seconds: f64) -> Result<Option<f64>, Error> {
     }
 }
 
-/// Where a transcription goes: the caller's arrays and sizes.
-struct Outputs {
-    segments: *mut tessel_segment,
-    segments_cap: usize,
-    n_segments: *mut usize,
+/// Where a list of items (segments or words) and their text go: the caller's arrays, their
+/// capacities and the sizes to write, with what a refusal calls them.
+struct Outputs<T> {
+    items: *mut T,
+    items_cap: usize,
+    n_items: *mut usize,
     text: *mut c_char,
     text_cap: usize,
     text_len: *mut usize,
+    names: &'static OutputNames,
+}
+
+/// What refusals of one kind of [`Outputs`] say.
+struct OutputNames {
+    /// A NULL item array.
+    items: &'static str,
+    /// A NULL item count.
+    n_items: &'static str,
+    /// An item array or text buffer too small.
+    too_small: &'static str,
+}
+
+impl Outputs<tessel_segment> {
+    /// The outputs of `tessel_transcribe` and `tessel_transcribe_wav`.
+    fn segments(
+        (segments, segments_cap, n_segments): (*mut tessel_segment, usize, *mut usize),
+        (text, text_cap, text_len): (*mut c_char, usize, *mut usize),
+    ) -> Self {
+        const NAMES: OutputNames = OutputNames {
+            items: "segments is NULL",
+            n_items: "n_segments is NULL",
+            too_small: "the segment array or the text buffer is too small (n_segments and \
+                        text_len were written; the transcript is kept for the retry)",
+        };
+        Outputs {
+            items: segments,
+            items_cap: segments_cap,
+            n_items: n_segments,
+            text,
+            text_cap,
+            text_len,
+            names: &NAMES,
+        }
+    }
+}
+
+impl Outputs<tessel_word> {
+    /// The outputs of `tessel_transcriber_words`.
+    fn words(
+        (words, words_cap, n_words): (*mut tessel_word, usize, *mut usize),
+        (text, text_cap, text_len): (*mut c_char, usize, *mut usize),
+    ) -> Self {
+        const NAMES: OutputNames = OutputNames {
+            items: "words is NULL",
+            n_items: "n_words is NULL",
+            too_small: "the word array or the text buffer is too small (n_words and text_len \
+                        were written)",
+        };
+        Outputs {
+            items: words,
+            items_cap: words_cap,
+            n_items: n_words,
+            text,
+            text_cap,
+            text_len,
+            names: &NAMES,
+        }
+    }
+}
+
+impl<T: Copy> Outputs<T> {
+    /// The item count and text length to write, checked for NULL.
+    ///
+    /// # Safety
+    /// `n_items` and `text_len` are NULL or writable, and not accessed otherwise meanwhile.
+    unsafe fn sizes<'a>(&self) -> Result<(&'a mut usize, &'a mut usize), Error> {
+        // SAFETY: the caller's contract for each pointer.
+        unsafe {
+            Ok((
+                args::write(self.n_items, self.names.n_items)?,
+                args::write(self.text_len, "text_len is NULL")?,
+            ))
+        }
+    }
+
+    /// Writes the sizes of `items` and `text` into `n_items` and `text_len` (from
+    /// [`Outputs::sizes`]), then copies both, the text NUL-terminated;
+    /// `TESSEL_ERR_BUFFER_TOO_SMALL`, only the sizes written, when either does not fit.
+    ///
+    /// # Safety
+    /// `items` and `text` (the pointers) are NULL or point to their capacities of writable
+    /// elements, not accessed otherwise meanwhile.
+    unsafe fn put(
+        &self,
+        (items, text): (&[T], &str),
+        n_items: &mut usize,
+        text_len: &mut usize,
+    ) -> Result<(), Error> {
+        *n_items = items.len();
+        *text_len = text.len();
+        if self.items_cap < items.len() || self.text_cap <= text.len() {
+            return fail(
+                tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
+                self.names.too_small,
+            );
+        }
+        // SAFETY: the caller's contract for the arrays and their capacities.
+        let (items_out, text_out) = unsafe {
+            (
+                args::slice_mut(self.items, self.items_cap, self.names.items)?,
+                args::slice_mut(self.text.cast::<u8>(), self.text_cap, "text is NULL")?,
+            )
+        };
+        items_out[..items.len()].copy_from_slice(items);
+        args::put_text(text, text_out, text_len)
+    }
 }
 
 /// The transcript of `samples` (of their speech, with voice activity detection) with its
@@ -674,15 +776,10 @@ unsafe fn run(
     state: &mut State,
     samples: &[f32],
     asked: Asked,
-    outputs: &Outputs,
+    outputs: &Outputs<tessel_segment>,
 ) -> Result<(), Error> {
     // SAFETY: the caller's contract for each pointer.
-    let (n_segments, text_len) = unsafe {
-        (
-            args::write(outputs.n_segments, "n_segments is NULL")?,
-            args::write(outputs.text_len, "text_len is NULL")?,
-        )
-    };
+    let (n_segments, text_len) = unsafe { outputs.sizes() }?;
     let kept = matches!(&state.last, Some(last)
         if last.asked == asked
             && last.samples.len() == samples.len()
@@ -698,24 +795,8 @@ unsafe fn run(
         },
     };
     state.current = true;
-    *n_segments = last.segments.len();
-    *text_len = last.text.len();
-    if outputs.segments_cap < last.segments.len() || outputs.text_cap <= last.text.len() {
-        return fail(
-            tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
-            "the segment array or the text buffer is too small (n_segments and text_len were \
-             written; the transcript is kept for the retry)",
-        );
-    }
     // SAFETY: the caller's contract for the arrays and their capacities.
-    let (segments, text) = unsafe {
-        (
-            args::slice_mut(outputs.segments, outputs.segments_cap, "segments is NULL")?,
-            args::slice_mut(outputs.text.cast::<u8>(), outputs.text_cap, "text is NULL")?,
-        )
-    };
-    segments[..last.segments.len()].copy_from_slice(&last.segments);
-    args::put_text(&last.text, text, text_len)
+    unsafe { outputs.put((&last.segments, &last.text), n_segments, text_len) }
 }
 
 /// The audio a transcription call names: the caller's samples or a WAV file.
@@ -735,7 +816,7 @@ unsafe fn transcribe_into<'a>(
     transcriber: *mut tessel_transcriber,
     audio: impl FnOnce() -> Result<Audio<'a>, Error>,
     options: *const tessel_transcribe_options,
-    outputs: &Outputs,
+    outputs: &Outputs<tessel_segment>,
 ) -> tessel_status {
     let body = |state: &mut State| {
         state.current = false;
@@ -796,19 +877,15 @@ pub unsafe extern "C" fn tessel_transcribe(
     text_cap: usize,
     text_len: *mut usize,
 ) -> tessel_status {
-    let outputs = Outputs {
-        segments,
-        segments_cap,
-        n_segments,
-        text,
-        text_cap,
-        text_len,
-    };
+    let out = Outputs::segments(
+        (segments, segments_cap, n_segments),
+        (text, text_cap, text_len),
+    );
     // SAFETY: the caller's contract for `samples`.
     let audio =
         || unsafe { args::slice(samples, n_samples, "samples is NULL") }.map(Audio::Samples);
     // SAFETY: the caller's contract for `transcriber`, `options` and the outputs.
-    unsafe { transcribe_into(transcriber, audio, options, &outputs) }
+    unsafe { transcribe_into(transcriber, audio, options, &out) }
 }
 
 /// `tessel_transcribe` over the WAV file at `path` (UTF-8, NUL-terminated; PCM 8/16/24/32-bit
@@ -830,18 +907,14 @@ pub unsafe extern "C" fn tessel_transcribe_wav(
     text_cap: usize,
     text_len: *mut usize,
 ) -> tessel_status {
-    let outputs = Outputs {
-        segments,
-        segments_cap,
-        n_segments,
-        text,
-        text_cap,
-        text_len,
-    };
+    let out = Outputs::segments(
+        (segments, segments_cap, n_segments),
+        (text, text_cap, text_len),
+    );
     // SAFETY: the caller's contract for `path`.
     let audio = || unsafe { args::text(path, "path is NULL") }.map(Audio::Wav);
     // SAFETY: the caller's contract for `transcriber`, `options` and the outputs.
-    unsafe { transcribe_into(transcriber, audio, options, &outputs) }
+    unsafe { transcribe_into(transcriber, audio, options, &out) }
 }
 
 /// Copies the words of the transcriber's latest transcription (`tessel_transcribe` or
@@ -868,14 +941,10 @@ pub unsafe extern "C" fn tessel_transcriber_words(
     text_cap: usize,
     text_len: *mut usize,
 ) -> tessel_status {
+    let out = Outputs::words((words, words_cap, n_words), (text, text_cap, text_len));
     let body = |state: &mut State| {
         // SAFETY: the caller's contract for each pointer.
-        let (n_words, text_len) = unsafe {
-            (
-                args::write(n_words, "n_words is NULL")?,
-                args::write(text_len, "text_len is NULL")?,
-            )
-        };
+        let (n_words, text_len) = unsafe { out.sizes() }?;
         let last = match &state.last {
             Some(last) if state.current => last,
             _ => {
@@ -893,24 +962,8 @@ pub unsafe extern "C" fn tessel_transcriber_words(
                  false)",
             );
         }
-        *n_words = last.words.len();
-        *text_len = last.words_text.len();
-        if words_cap < last.words.len() || text_cap <= last.words_text.len() {
-            return fail(
-                tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL,
-                "the word array or the text buffer is too small (n_words and text_len were \
-                 written)",
-            );
-        }
         // SAFETY: the caller's contract for the arrays and their capacities.
-        let (words, text) = unsafe {
-            (
-                args::slice_mut(words, words_cap, "words is NULL")?,
-                args::slice_mut(text.cast::<u8>(), text_cap, "text is NULL")?,
-            )
-        };
-        words[..last.words.len()].copy_from_slice(&last.words);
-        args::put_text(&last.words_text, text, text_len)
+        unsafe { out.put((&last.words, &last.words_text), n_words, text_len) }
     };
     // SAFETY: the caller's contract for `transcriber`; its state is a `State`.
     unsafe { exclusive::with(transcriber, KIND, body) }

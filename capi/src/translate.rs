@@ -216,10 +216,9 @@ pub unsafe extern "C" fn tessel_translator_load(
             (
                 args::text(path, "path is NULL")?,
                 options.as_ref().copied(),
-                args::write(out, "out is NULL")?,
+                args::handle_out(out)?,
             )
         };
-        *out = std::ptr::null_mut();
         let options = options.unwrap_or_else(|| tessel_translate_options_default());
         let state = load(Path::new(path), &options)?;
         *out = exclusive::into_raw(KIND, state);

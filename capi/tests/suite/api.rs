@@ -40,6 +40,18 @@ fn session_isa(session: *mut tessel_session) -> Isa {
     Isa::from_name(name).expect("the session's level runs here")
 }
 
+/// Frees `session`, then releases `model`.
+///
+/// # Safety
+/// Both are live handles, freed nowhere else.
+unsafe fn free_handles(session: *mut tessel_session, model: *mut tessel_model) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        ok(tessel_session_free(session));
+        ok(tessel_model_release(model));
+    }
+}
+
 /// Source ids of `text` through the numbers vocabulary.
 fn ids(text: &str) -> Vec<u32> {
     let (model, vocab) = Numbers::embedded().expect("embedded").into_parts();
@@ -49,22 +61,34 @@ fn ids(text: &str) -> Vec<u32> {
     ids
 }
 
-fn hypothesis(session: *mut tessel_session, index: usize) -> (Vec<u32>, f32) {
+/// The tokens and score of the hypothesis that `call` copies into a buffer of 64 tokens (given
+/// the buffer, its capacity, the length and the score to write).
+fn read_hypothesis(
+    call: impl FnOnce(*mut u32, usize, &mut usize, &mut f32) -> tessel_status,
+) -> (Vec<u32>, f32) {
     let mut tokens = vec![0u32; 64];
     let (mut len, mut score) = (0usize, 0f32);
-    // SAFETY: live session, buffers of the stated sizes.
-    ok(unsafe {
-        tessel_hypothesis(
-            session,
-            index,
-            tokens.as_mut_ptr(),
-            tokens.len(),
-            &mut len,
-            &mut score,
-        )
-    });
+    ok(call(
+        tokens.as_mut_ptr(),
+        tokens.len(),
+        &mut len,
+        &mut score,
+    ));
     tokens.truncate(len);
     (tokens, score)
+}
+
+/// Runs the encoder of `session` over `src`.
+fn encode(session: *mut tessel_session, src: &[u32]) {
+    // SAFETY: live session, `src.len()` ids.
+    ok(unsafe { tessel_encode(session, src.as_ptr(), src.len()) });
+}
+
+fn hypothesis(session: *mut tessel_session, index: usize) -> (Vec<u32>, f32) {
+    read_hypothesis(|tokens, cap, len, score| {
+        // SAFETY: live session, buffers of the stated sizes.
+        unsafe { tessel_hypothesis(session, index, tokens, cap, len, score) }
+    })
 }
 
 fn generate(session: *mut tessel_session, options: &tessel_generate_options) -> usize {
@@ -83,8 +107,7 @@ fn greedy_and_beam_equal_the_rust_path() {
     for text in ["four hundred and twelve thousand and seven", "nineteen"] {
         let src = ids(text);
         for beam in [1, 3] {
-            // SAFETY: live session and `src.len()` ids.
-            ok(unsafe { tessel_encode(s, src.as_ptr(), src.len()) });
+            encode(s, &src);
             let options = tessel_generate_options {
                 beam,
                 max_steps: 12,
@@ -104,10 +127,7 @@ fn greedy_and_beam_equal_the_rust_path() {
         }
     }
     // SAFETY: handles from this test, freed once.
-    unsafe {
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
-    }
+    unsafe { free_handles(s, model) };
 }
 
 #[test]
@@ -165,8 +185,7 @@ fn decode_steps_write_the_rust_logits_and_report_small_buffers() {
         ));
         rust.reset_decoder();
         assert_eq!(&logits[..len], rust.decode_step(&bos[..1]).expect("a step"));
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
+        free_handles(s, model);
     }
 }
 
@@ -207,9 +226,7 @@ unsafe extern "C" fn on_step(user_data: *mut c_void, step: *mut tessel_step) {
 fn the_step_callback_sees_tokens_edits_logits_and_cannot_reenter() {
     let model = numbers_model();
     let s = session(model, None);
-    let src = ids("nine hundred ninety-nine");
-    // SAFETY: live session, `src.len()` ids.
-    ok(unsafe { tessel_encode(s, src.as_ptr(), src.len()) });
+    encode(s, &ids("nine hundred ninety-nine"));
     let free = generate(s, &tessel_generate_options_default());
     let (best, _) = hypothesis(s, 0);
     assert!(free >= 1 && !best.is_empty());
@@ -234,10 +251,7 @@ fn the_step_callback_sees_tokens_edits_logits_and_cannot_reenter() {
         assert!(!hypothesis(s, i).0.contains(&seen.forbidden));
     }
     // SAFETY: handles from this test, freed once.
-    unsafe {
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
-    }
+    unsafe { free_handles(s, model) };
 }
 
 /// Sets every logit of the step to the value `user_data` points to.
@@ -258,9 +272,7 @@ unsafe extern "C" fn poison(user_data: *mut c_void, step: *mut tessel_step) {
 fn a_callback_that_leaves_no_finite_logit_is_blamed_and_the_session_stays_usable() {
     let model = numbers_model();
     let s = session(model, None);
-    let src = ids("forty two");
-    // SAFETY: live session, `src.len()` ids.
-    ok(unsafe { tessel_encode(s, src.as_ptr(), src.len()) });
+    encode(s, &ids("forty two"));
     for mut value in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
         for beam in [1, 3] {
             let options = tessel_generate_options {
@@ -284,10 +296,7 @@ fn a_callback_that_leaves_no_finite_logit_is_blamed_and_the_session_stays_usable
     }
     assert!(generate(s, &tessel_generate_options_default()) >= 1);
     // SAFETY: handles from this test, freed once.
-    unsafe {
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
-    }
+    unsafe { free_handles(s, model) };
 }
 
 #[test]
@@ -324,10 +333,7 @@ fn numbers_read_equals_the_cli_reader_and_reports_sizes() {
     assert_eq!(status, tessel_status::TESSEL_ERR_ARGUMENT);
     assert!(last_error().contains("'2'"), "{}", last_error());
     // SAFETY: handles from this test, freed once.
-    unsafe {
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
-    }
+    unsafe { free_handles(s, model) };
 }
 
 #[test]
@@ -510,8 +516,7 @@ fn versions_isa_levels_and_status_names() {
         let s = session(model, None);
         assert_eq!(session_isa(s), Isa::scalar());
         ok(tessel_isa_force(null()));
-        ok(tessel_session_free(s));
-        ok(tessel_model_release(model));
+        free_handles(s, model);
     }
 }
 

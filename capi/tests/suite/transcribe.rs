@@ -15,7 +15,7 @@ use tessel_kernels::isa::Isa;
 use tessel_pipeline::transcribe::{TranscribeOptions, Transcriber};
 
 use crate::common;
-use common::{last_error, ok};
+use common::{last_error, ok, refused_load};
 
 pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcribe")
@@ -23,6 +23,12 @@ pub(crate) fn root() -> PathBuf {
 
 fn c(path: &Path) -> CString {
     CString::new(path.to_str().expect("UTF-8")).expect("no NUL")
+}
+
+/// The samples of the speech clip, `clip.wav`.
+pub(crate) fn clip_samples() -> Vec<f32> {
+    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).expect("reads");
+    clip.samples
 }
 
 pub(crate) fn load() -> *mut tessel_transcriber {
@@ -44,6 +50,33 @@ fn options() -> tessel_transcribe_options {
 /// Segments (start, end, text) and the whole text from the C outputs.
 pub(crate) type Got = (Vec<(f64, f64, String)>, String);
 
+/// The items (segments or words) and the text a call wrote into arrays of `items_cap` items
+/// and `text_cap` bytes, or its status and the two sizes it reported.
+pub(crate) fn written<T: Clone + Default>(
+    call: impl FnOnce(*mut T, usize, &mut usize, *mut c_char, usize, &mut usize) -> tessel_status,
+    items_cap: usize,
+    text_cap: usize,
+) -> Result<(Vec<T>, String), (tessel_status, usize, usize)> {
+    let mut items = vec![T::default(); items_cap];
+    let mut text = vec![0u8; text_cap];
+    let (mut n, mut len) = (usize::MAX, usize::MAX);
+    let status = call(
+        items.as_mut_ptr(),
+        items_cap,
+        &mut n,
+        text.as_mut_ptr().cast(),
+        text_cap,
+        &mut len,
+    );
+    if status != tessel_status::TESSEL_OK {
+        return Err((status, n, len));
+    }
+    assert_eq!(text[len], 0, "NUL-terminated");
+    items.truncate(n);
+    let text = String::from_utf8(text[..len].to_vec()).expect("UTF-8");
+    Ok((items, text))
+}
+
 /// What a call wrote, or its status and the two sizes it reported.
 fn outputs(
     call: impl FnOnce(
@@ -57,23 +90,8 @@ fn outputs(
     segments_cap: usize,
     text_cap: usize,
 ) -> Result<Got, (tessel_status, usize, usize)> {
-    let mut segments = vec![tessel_segment::default(); segments_cap];
-    let mut text = vec![0u8; text_cap];
-    let (mut n, mut len) = (usize::MAX, usize::MAX);
-    let status = call(
-        segments.as_mut_ptr(),
-        segments_cap,
-        &mut n,
-        text.as_mut_ptr().cast(),
-        text_cap,
-        &mut len,
-    );
-    if status != tessel_status::TESSEL_OK {
-        return Err((status, n, len));
-    }
-    assert_eq!(text[len], 0, "NUL-terminated");
-    let whole = String::from_utf8(text[..len].to_vec()).expect("UTF-8");
-    let pieces = segments[..n]
+    let (segments, whole) = written(call, segments_cap, text_cap)?;
+    let pieces = segments
         .iter()
         .map(|s| {
             let piece = &whole[s.text_offset..s.text_offset + s.text_len];
@@ -92,15 +110,15 @@ fn from_samples(
     with_options(transcriber, samples, &options(), segments_cap, text_cap)
 }
 
-/// `tessel_transcribe` of `samples` with `options` into arrays of the given sizes.
-pub(crate) fn with_options(
+/// `tessel_transcribe` of `samples` with `options` on `transcriber`, as a call on the output
+/// arrays: segments, their capacity and count, text, its capacity and length.
+pub(crate) fn transcribe_call<'a>(
     transcriber: *mut tessel_transcriber,
-    samples: &[f32],
-    options: &tessel_transcribe_options,
-    segments_cap: usize,
-    text_cap: usize,
-) -> Result<Got, (tessel_status, usize, usize)> {
-    let call = |segments, cap, n: &mut usize, text, text_cap, len: &mut usize| {
+    samples: &'a [f32],
+    options: &'a tessel_transcribe_options,
+) -> impl Fn(*mut tessel_segment, usize, &mut usize, *mut c_char, usize, &mut usize) -> tessel_status + 'a
+{
+    move |segments, cap, n, text, text_cap, len| {
         // SAFETY: a live transcriber, `samples.len()` floats, arrays of the stated sizes.
         unsafe {
             tessel_transcribe(
@@ -116,16 +134,38 @@ pub(crate) fn with_options(
                 len,
             )
         }
-    };
-    outputs(call, segments_cap, text_cap)
+    }
+}
+
+/// `tessel_transcribe` of `samples` with `options` into arrays of the given sizes.
+pub(crate) fn with_options(
+    transcriber: *mut tessel_transcriber,
+    samples: &[f32],
+    options: &tessel_transcribe_options,
+    segments_cap: usize,
+    text_cap: usize,
+) -> Result<Got, (tessel_status, usize, usize)> {
+    outputs(
+        transcribe_call(transcriber, samples, options),
+        segments_cap,
+        text_cap,
+    )
+}
+
+/// The level C sessions run at.
+pub(crate) fn c_isa() -> Isa {
+    let mut name: *const c_char = null();
+    // SAFETY: a writable out-pointer; the name is static and NUL-terminated.
+    unsafe {
+        ok(tessel_isa_name(&mut name));
+        Isa::from_name(CStr::from_ptr(name).to_str().expect("ASCII")).expect("a level")
+    }
 }
 
 #[test]
 fn segments_equal_the_rust_pipeline_from_samples_and_from_the_wav() {
     let wav = root().join("clip.wav");
-    let samples = load_wav(&wav, &ReadOptions::default())
-        .expect("reads")
-        .samples;
+    let samples = clip_samples();
     let transcriber = load();
     let got = from_samples(transcriber, &samples, 64, 1 << 14).expect("transcribes");
     let path = c(&wav);
@@ -151,12 +191,7 @@ fn segments_equal_the_rust_pipeline_from_samples_and_from_the_wav() {
         got
     );
     // The Rust pipeline, same samples and options, at the level C sessions run at.
-    let mut name: *const c_char = null();
-    // SAFETY: a writable out-pointer; the name is static and NUL-terminated.
-    let isa = unsafe {
-        ok(tessel_isa_name(&mut name));
-        Isa::from_name(CStr::from_ptr(name).to_str().expect("ASCII")).expect("a level")
-    };
+    let isa = c_isa();
     let rust = Transcriber::load(&root().join("tiny_en_32/model"), 2, None).expect("loads");
     let mut session = rust.session(isa, 2, 1).expect("a session");
     let want = session
@@ -183,9 +218,7 @@ fn segments_equal_the_rust_pipeline_from_samples_and_from_the_wav() {
 
 #[test]
 fn small_arrays_keep_the_transcript_and_errors_are_typed() {
-    let samples = load_wav(&root().join("clip.wav"), &ReadOptions::default())
-        .expect("reads")
-        .samples;
+    let samples = clip_samples();
     let transcriber = load();
     let (segments, text) = from_samples(transcriber, &samples, 64, 1 << 14).expect("transcribes");
     let (n, len) = (segments.len(), text.len());
@@ -316,10 +349,7 @@ fn small_arrays_keep_the_transcript_and_errors_are_typed() {
         let got = unsafe {
             tessel_transcriber_load(dir.as_ptr(), beam, 0, multilingual, &mut transcriber)
         };
-        let message = last_error();
-        assert_eq!(got, status, "{dir:?}: {message}");
-        assert!(message.contains(says), "{dir:?}: {message}");
-        assert!(transcriber.is_null());
+        refused_load(&format!("{dir:?}"), got, transcriber, status, says);
     }
 }
 

@@ -15,7 +15,7 @@ use tessel_kernels::isa::Isa;
 use tessel_pipeline::{LoadSettings, Translator};
 
 use crate::common;
-use common::{last_error, ok};
+use common::{last_error, ok, refused_load};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -276,10 +276,13 @@ fn wrong_directories_and_absurd_beams_are_refused_at_load_with_their_status() {
         let mut translator = std::ptr::dangling_mut();
         // SAFETY: NUL-terminated strings, valid options, a writable out-pointer.
         let got = unsafe { tessel_translator_load(path.as_ptr(), &options, &mut translator) };
-        let message = last_error();
-        assert_eq!(got, status, "{path:?} beam {beam}: {message}");
-        assert!(message.contains(says), "{path:?} beam {beam}: {message}");
-        assert!(translator.is_null());
+        refused_load(
+            &format!("{path:?} beam {beam}"),
+            got,
+            translator,
+            status,
+            says,
+        );
     }
 }
 
@@ -384,44 +387,25 @@ fn batched_lines_report_small_buffers_and_failing_lines() {
     // SAFETY: NULL pointers, a NULL line and out-of-range counts, which the calls refuse; the
     // translator is freed once.
     unsafe {
-        let status = tessel_translate_batch(
-            translator,
-            null(),
-            2,
-            2,
-            null_mut(),
-            0,
-            offsets.as_mut_ptr(),
-            &mut len,
-            null_mut(),
-        );
-        assert_eq!(status, TESSEL_ERR_NULL);
-        let status = tessel_translate_batch(
-            translator,
-            one.as_ptr(),
-            2,
-            2,
-            null_mut(),
-            0,
-            offsets.as_mut_ptr(),
-            &mut len,
-            null_mut(),
-        );
-        assert_eq!(status, TESSEL_ERR_NULL);
-        assert!(last_error().contains("lines[1]"), "{}", last_error());
-        for max_batch in [0, 1025] {
-            let status = tessel_translate_batch(
+        // `lines` (`n` of them) in batches of `max_batch`, into no output buffer.
+        let mut batch = |lines, n, max_batch| {
+            tessel_translate_batch(
                 translator,
-                one.as_ptr(),
-                1,
+                lines,
+                n,
                 max_batch,
                 null_mut(),
                 0,
                 offsets.as_mut_ptr(),
                 &mut len,
                 null_mut(),
-            );
-            assert_eq!(status, TESSEL_ERR_ARGUMENT);
+            )
+        };
+        assert_eq!(batch(null(), 2, 2), TESSEL_ERR_NULL);
+        assert_eq!(batch(one.as_ptr(), 2, 2), TESSEL_ERR_NULL);
+        assert!(last_error().contains("lines[1]"), "{}", last_error());
+        for max_batch in [0, 1025] {
+            assert_eq!(batch(one.as_ptr(), 1, max_batch), TESSEL_ERR_ARGUMENT);
             assert!(last_error().contains("max_batch"), "{}", last_error());
         }
         ok(tessel_translator_free(translator));

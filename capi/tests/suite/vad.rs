@@ -9,16 +9,15 @@ use std::ptr::null_mut;
 
 use serde_json::Value;
 use tessel::*;
-use tessel_audio::{load_wav, ReadOptions};
 
 use crate::common::{last_error, ok};
-use crate::transcribe::{load, root, with_options, Got};
+use crate::transcribe::{clip_samples, load, root, with_options, Got};
 
 /// The fixture's audio (silence, the clip, silence, the clip, silence) and its reference.
 fn fixture() -> (Vec<f32>, Value) {
     let text = std::fs::read_to_string(root().join("tiny_en_32/vad.json")).expect("vad.json");
     let expected: Value = serde_json::from_str(&text).expect("JSON");
-    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).expect("reads");
+    let clip = clip_samples();
     let seconds: Vec<usize> = expected["silences_s"]
         .as_array()
         .expect("silences_s")
@@ -28,7 +27,7 @@ fn fixture() -> (Vec<f32>, Value) {
     let silence = |s: usize| std::iter::repeat_n(0.0f32, s * 16_000);
     let mut audio: Vec<f32> = silence(seconds[0]).collect();
     for &s in &seconds[1..] {
-        audio.extend_from_slice(&clip.samples);
+        audio.extend_from_slice(&clip);
         audio.extend(silence(s));
     }
     assert_eq!(Some(audio.len() as u64), expected["samples"].as_u64());

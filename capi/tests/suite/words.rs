@@ -9,20 +9,18 @@
 //! audio's times, as the pipeline's [`Speech::restore`] maps them. Calls out of order, NULL
 //! pointers, strings that are not UTF-8 and small arrays get typed statuses.
 
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, CString};
 use std::ptr::{null, null_mut};
 
 use serde_json::Value;
 use tessel::*;
-use tessel_audio::{load_wav, ReadOptions};
-use tessel_kernels::isa::Isa;
 use tessel_pipeline::transcribe::words::Word;
 use tessel_pipeline::transcribe::{
     open_vad, Segment, Speech, TranscribeOptions, Transcriber, VadOptions,
 };
 
 use crate::common::{last_error, ok};
-use crate::transcribe::{load, root};
+use crate::transcribe::{c_isa, clip_samples, load, root, transcribe_call, written};
 
 /// Segments as the C API gives them, with their texts and words.
 #[derive(Debug, PartialEq)]
@@ -42,23 +40,7 @@ pub(crate) fn segments(
     options: &tessel_transcribe_options,
 ) -> Result<(Vec<tessel_segment>, String), tessel_status> {
     let (mut n, mut len) = (0, 0);
-    let call = |segments: *mut tessel_segment, cap, n: &mut usize, text, text_cap, len| {
-        // SAFETY: a live transcriber, `samples.len()` floats, arrays of the stated sizes.
-        unsafe {
-            tessel_transcribe(
-                transcriber,
-                samples.as_ptr(),
-                samples.len(),
-                options,
-                segments,
-                cap,
-                n,
-                text,
-                text_cap,
-                len,
-            )
-        }
-    };
+    let call = transcribe_call(transcriber, samples, options);
     match call(null_mut(), 0, &mut n, null_mut(), 0, &mut len) {
         tessel_status::TESSEL_OK | tessel_status::TESSEL_ERR_BUFFER_TOO_SMALL => {}
         status => return Err(status),
@@ -86,30 +68,11 @@ fn words_into(
     words_cap: usize,
     text_cap: usize,
 ) -> Result<(Vec<tessel_word>, String), (tessel_status, usize, usize)> {
-    let mut words = vec![tessel_word::default(); words_cap];
-    let mut text = vec![0u8; text_cap];
-    let (mut n, mut len) = (usize::MAX, usize::MAX);
-    // SAFETY: a live transcriber (or one the call refuses), arrays of the stated sizes.
-    let status = unsafe {
-        tessel_transcriber_words(
-            transcriber,
-            words.as_mut_ptr(),
-            words_cap,
-            &mut n,
-            text.as_mut_ptr().cast(),
-            text_cap,
-            &mut len,
-        )
+    let call = |words, cap, n: &mut usize, text, text_cap, len: &mut usize| {
+        // SAFETY: a live transcriber (or one the call refuses), arrays of the stated sizes.
+        unsafe { tessel_transcriber_words(transcriber, words, cap, n, text, text_cap, len) }
     };
-    if status != tessel_status::TESSEL_OK {
-        return Err((status, n, len));
-    }
-    assert_eq!(text[len], 0, "NUL-terminated");
-    words.truncate(n);
-    Ok((
-        words,
-        String::from_utf8(text[..len].to_vec()).expect("UTF-8"),
-    ))
+    written(call, words_cap, text_cap)
 }
 
 /// Every word of the latest transcription, sized by a first call without arrays.
@@ -181,21 +144,11 @@ fn with_words() -> tessel_transcribe_options {
     }
 }
 
-/// The level C sessions run at.
-fn isa() -> Isa {
-    let mut name: *const c_char = null();
-    // SAFETY: a writable out-pointer; the name is static and NUL-terminated.
-    unsafe {
-        ok(tessel_isa_name(&mut name));
-        Isa::from_name(CStr::from_ptr(name).to_str().expect("ASCII")).expect("a level")
-    }
-}
-
 /// The Rust pipeline's segments for `samples` with `options` (and the speech alone, its
 /// times mapped back, with `vad`), at the C sessions' level.
 fn pipeline(samples: &[f32], options: &TranscribeOptions, vad: Option<&VadOptions>) -> Vec<Timed> {
     let rust = Transcriber::load(&root().join("tiny_en_32/model"), 2, None).expect("loads");
-    let isa = isa();
+    let isa = c_isa();
     let mut session = rust.session_with_words(isa, 2, 1).expect("a session");
     let speech = vad.map(|vad| {
         let detector = open_vad(None).expect("the built-in VAD").with_isa(isa);
@@ -214,10 +167,10 @@ fn pipeline(samples: &[f32], options: &TranscribeOptions, vad: Option<&VadOption
 
 /// clip.wav, each copy followed by 1.5 s of zeros, 4 times: the audio of words.json.
 pub(crate) fn long_audio() -> Vec<f32> {
-    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).expect("reads");
+    let clip = clip_samples();
     let mut audio = Vec::new();
     for _ in 0..4 {
-        audio.extend_from_slice(&clip.samples);
+        audio.extend_from_slice(&clip);
         audio.extend(std::iter::repeat_n(0.0, 24_000));
     }
     audio
@@ -276,7 +229,7 @@ fn words_equal_the_pipelines_and_faster_whispers() {
 
 #[test]
 fn punctuation_strings_and_voice_activity_detection_reach_the_pipeline() {
-    let clip = load_wav(&root().join("clip.wav"), &ReadOptions::default()).expect("reads");
+    let clip = clip_samples();
     let transcriber = load();
     // No punctuation merged: the strings are the caller's, empty.
     let empty = CString::new("").expect("no NUL");
@@ -285,7 +238,7 @@ fn punctuation_strings_and_voice_activity_detection_reach_the_pipeline() {
         append_punctuations: empty.as_ptr(),
         ..with_words()
     };
-    let got = transcribe(transcriber, &clip.samples, &options).expect("transcribes");
+    let got = transcribe(transcriber, &clip, &options).expect("transcribes");
     let rust = TranscribeOptions {
         beam: 1,
         word_timestamps: true,
@@ -293,7 +246,7 @@ fn punctuation_strings_and_voice_activity_detection_reach_the_pipeline() {
         append_punctuations: String::new(),
         ..TranscribeOptions::default()
     };
-    assert_eq!(got, pipeline(&clip.samples, &rust, None));
+    assert_eq!(got, pipeline(&clip, &rust, None));
     // The speech after 2 s of silence: words in the original audio's times.
     let mut audio = vec![0.0f32; 2 * 16_000];
     audio.extend(long_audio());
@@ -319,9 +272,7 @@ fn punctuation_strings_and_voice_activity_detection_reach_the_pipeline() {
 
 #[test]
 fn word_calls_out_of_order_and_bad_arguments_are_typed() {
-    let samples = load_wav(&root().join("clip.wav"), &ReadOptions::default())
-        .expect("reads")
-        .samples;
+    let samples = clip_samples();
     let transcriber = load();
     // No transcription yet.
     assert_eq!(

@@ -12,7 +12,7 @@ use std::ptr::{null, null_mut};
 
 use tessel::*;
 
-use super::{generate, hypothesis, ids, session};
+use super::{generate, hypothesis, ids, read_hypothesis, session};
 use crate::common::{last_error, ok};
 
 /// The numbers model of `assets/numbers`, its weights widened to `f32`.
@@ -63,21 +63,10 @@ fn found(batch: *mut tessel_batch, slot: usize) -> Found {
     ok(unsafe { tessel_batch_finished(batch, slot, &mut count) });
     (0..count)
         .map(|i| {
-            let mut tokens = vec![0u32; 64];
-            let (mut len, mut score) = (0usize, 0f32);
-            // SAFETY: live batch, buffers of the stated sizes.
-            ok(unsafe {
-                tessel_batch_hypothesis(
-                    batch,
-                    slot,
-                    i,
-                    tokens.as_mut_ptr(),
-                    tokens.len(),
-                    &mut len,
-                    &mut score,
-                )
+            let (tokens, score) = read_hypothesis(|tokens, cap, len, score| {
+                // SAFETY: live batch, buffers of the stated sizes.
+                unsafe { tessel_batch_hypothesis(batch, slot, i, tokens, cap, len, score) }
             });
-            tokens.truncate(len);
             (tokens, score.to_bits())
         })
         .collect()

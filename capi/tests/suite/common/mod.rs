@@ -20,6 +20,23 @@ pub fn ok(status: tessel_status) {
     assert_eq!(status, tessel_status::TESSEL_OK, "{}", last_error());
 }
 
+/// Fails the test unless a load returned `status`, with a last error message containing
+/// `says`, and left its out-pointer `loaded` NULL; `case` names the load in the failures.
+#[allow(dead_code)] // Not every test binary loads a task-level handle.
+#[track_caller]
+pub fn refused_load<T>(
+    case: &str,
+    got: tessel_status,
+    loaded: *mut T,
+    status: tessel_status,
+    says: &str,
+) {
+    let message = last_error();
+    assert_eq!(got, status, "{case}: {message}");
+    assert!(message.contains(says), "{case}: {message}");
+    assert!(loaded.is_null(), "{case}: the out-pointer is not NULL");
+}
+
 /// Runs one decoder step from `bos` on `session` into `logits` (the target vocabulary's
 /// length), without allocating.
 ///
