@@ -1,5 +1,5 @@
 //! tessel-capi: the C ABI of tessel, declared in `include/tessel.h` (generated from this crate
-//! by cbindgen; `tests/header.rs` fails when the committed header differs).
+//! by cbindgen; `tests/suite/header.rs` fails when the committed header differs).
 //!
 //! - [`status`]: status codes, the thread-local last error, the `catch_unwind` guard every
 //!   entry point runs in;
