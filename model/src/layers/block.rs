@@ -165,6 +165,16 @@ pub struct LayerMemory<'c> {
     pub layer: usize,
 }
 
+impl<'c> LayerMemory<'c> {
+    /// What `block`, layer `layer` of the decoder, reads of `memory`: nothing when it has no
+    /// cross-attention.
+    pub fn of(block: &Block<'_>, memory: CrossMemory<'c>, layer: usize) -> Option<Self> {
+        block
+            .cross_attention()
+            .map(|_| LayerMemory { memory, layer })
+    }
+}
+
 /// The sublayer input, `rows` rows: `N(hidden)` written to `normed` (pre-LN) or `hidden`
 /// itself (post-LN).
 fn sublayer_input<'w>(
