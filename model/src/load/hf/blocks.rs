@@ -62,16 +62,6 @@ impl StackSizes {
     }
 }
 
-/// The self-attention `p` of a block of `stack`.
-pub(crate) fn self_attention(
-    l: &mut Loader<'_>,
-    p: &str,
-    key_bias: bool,
-    stack: StackKind,
-) -> Result<SelfAttention<'static>, LoadError> {
-    sublayers::self_attention(l, p, stack, AttentionNames::bart(key_bias))
-}
-
 /// The blocks `{stack}.layers.{i}` of the encoder, or of the decoder (with cross-attention):
 /// `key_bias` says whether the key projections have biases.
 pub(crate) fn blocks(
@@ -99,7 +89,8 @@ fn layer(
     cross: bool,
 ) -> Result<Block<'static>, LoadError> {
     let stack = StackKind::decoder_if(cross);
-    let attention = self_attention(l, &format!("{p}.self_attn"), key_bias, stack)?;
+    let names = AttentionNames::bart(key_bias);
+    let attention = sublayers::self_attention(l, &format!("{p}.self_attn"), stack, names)?;
     layer_with(l, p, attention, (cross, key_bias))
 }
 
