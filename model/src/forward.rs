@@ -380,9 +380,7 @@ pub(crate) fn decode(
                 bias,
             },
         };
-        let memory = block
-            .cross_attention()
-            .map(|_| LayerMemory { memory, layer: i });
+        let memory = LayerMemory::of(block, memory, i);
         block.forward(run, rows, &mut work, r.scratch, mode, memory)?;
     }
     // A prefix's logits are its last row's; a step's, every beam's.
@@ -607,9 +605,7 @@ pub(crate) fn align(
             group,
             bias,
         };
-        let layer = block
-            .cross_attention()
-            .map(|_| LayerMemory { memory, layer: i });
+        let layer = LayerMemory::of(block, memory, i);
         block.forward(run, rows, &mut work, r.scratch, mode, layer)?;
         // The block's cross-attention left its projected queries in `cross_q`.
         for (pair, _) in out.heads.iter().enumerate().filter(|(_, h)| h.0 == i) {

@@ -42,57 +42,59 @@
 
 #![cfg_attr(not(feature = "std"), no_std)]
 
+/// Items that need `std`: each one compiled only with the `std` feature.
+macro_rules! with_std {
+    ($($item:item)*) => {
+        $(
+            #[cfg(feature = "std")]
+            $item
+        )*
+    };
+}
+
 pub mod aligned;
-#[cfg(feature = "std")]
-pub mod batch;
 pub mod config;
-#[cfg(feature = "std")]
-pub mod decoding;
 mod forward;
-#[cfg(feature = "std")]
-pub mod generation;
-#[cfg(feature = "std")]
-pub mod isa_env;
 pub mod layers;
 pub mod load;
 pub mod model;
 mod named;
 pub mod ops;
 pub mod plan;
-#[cfg(feature = "std")]
-pub mod processors;
 mod runner;
 pub mod sampling;
 pub mod search;
 pub mod session;
 pub mod storage;
-#[cfg(feature = "std")]
-pub mod threads;
+
+with_std! {
+    pub mod batch;
+    pub mod decoding;
+    pub mod generation;
+    pub mod isa_env;
+    pub mod processors;
+    pub mod threads;
+}
 
 pub use config::{
     Biases, Config, ConfigBuilder, ConfigError, FfnActivation, FrontEnd, NormPlacement, Positions,
 };
-pub use plan::{ArenaPlan, Limits, Region, ENCODE_ROWS, MAX_BATCH};
-
-#[cfg(feature = "std")]
-pub use batch::Batch;
-#[cfg(feature = "std")]
-pub use decoding::{Convention, DecodeOptions};
-#[cfg(feature = "std")]
-pub use generation::{Generation, GenerationError};
 pub use layers::{MemoryType, WeightType};
-#[cfg(feature = "std")]
-pub use load::directory::{Directory, LoadSettings, Modality, OpenError};
-#[cfg(feature = "std")]
-pub use load::{LoadError, LoadOptions};
 pub use model::Model;
+pub use plan::{ArenaPlan, Limits, Region, ENCODE_ROWS, MAX_BATCH};
 pub use sampling::Sampling;
-#[cfg(feature = "std")]
-pub use search::SlotRequests;
 pub use search::{
     BeamRules, EarlyStopping, Hypotheses, Hypothesis, Request, SearchOptions, StepLogits, StepView,
 };
 pub use session::{Arena, ModelRef, RunError, Session, SessionError};
 pub use storage::Weights;
-#[cfg(feature = "std")]
-pub use threads::{PoolError, ThreadPool};
+
+with_std! {
+    pub use batch::Batch;
+    pub use decoding::{Convention, DecodeOptions};
+    pub use generation::{Generation, GenerationError};
+    pub use load::directory::{Directory, LoadSettings, Modality, OpenError};
+    pub use load::{LoadError, LoadOptions};
+    pub use search::SlotRequests;
+    pub use threads::{PoolError, ThreadPool};
+}

@@ -5,6 +5,21 @@ use pulp::Simd;
 use tessel_kernels::math::exp;
 use tessel_kernels::Isa;
 
+/// `kernel(simd, values)` at `isa`'s vector width: a slice reduced to one value.
+macro_rules! reduce {
+    ($isa:expr, $values:expr, $kernel:ident) => {{
+        struct Reduce<'a>(&'a [f32]);
+        impl pulp::WithSimd for Reduce<'_> {
+            type Output = f32;
+            #[inline(always)]
+            fn with_simd<S: Simd>(self, simd: S) -> f32 {
+                $kernel(simd, self.0)
+            }
+        }
+        $isa.dispatch(Reduce($values))
+    }};
+}
+
 /// Replaces `values` by their log-softmax; returns the log of the normaliser
 /// (`max + ln Σ exp(x - max)`). Empty input returns negative infinity.
 pub fn log_softmax(isa: Isa, values: &mut [f32]) -> f32 {
@@ -34,18 +49,10 @@ pub fn log_softmax(isa: Isa, values: &mut [f32]) -> f32 {
 
 /// `ln Σ exp(values)`, computed stably; negative infinity for empty input.
 pub fn logsumexp(isa: Isa, values: &[f32]) -> f32 {
-    struct Run<'a>(&'a [f32]);
-    impl pulp::WithSimd for Run<'_> {
-        type Output = f32;
-        #[inline(always)]
-        fn with_simd<S: Simd>(self, simd: S) -> f32 {
-            log_sum_exp(simd, self.0)
-        }
-    }
     if values.is_empty() {
         return f32::NEG_INFINITY;
     }
-    isa.dispatch(Run(values))
+    reduce!(isa, values, log_sum_exp)
 }
 
 /// Index and value of the largest element (the first on ties; NaN never wins). `None` when
@@ -59,15 +66,7 @@ pub fn argmax(isa: Isa, values: &[f32]) -> Option<(usize, f32)> {
 /// The largest element, NaN ignored; negative infinity when there is none (as folding with
 /// `f32::max` gives it, up to the sign of a zero maximum).
 pub fn max(isa: Isa, values: &[f32]) -> f32 {
-    struct Max<'a>(&'a [f32]);
-    impl pulp::WithSimd for Max<'_> {
-        type Output = f32;
-        #[inline(always)]
-        fn with_simd<S: Simd>(self, simd: S) -> f32 {
-            max_value(simd, self.0)
-        }
-    }
-    isa.dispatch(Max(values))
+    reduce!(isa, values, max_value)
 }
 
 /// Values [`first_equal`] tests at once (a branch-free, vectorisable fold) before it looks
@@ -138,13 +137,6 @@ mod tests {
 
     #[test]
     fn the_lane_maximum_is_the_folded_maximum() {
-        struct Max<'a>(&'a [f32]);
-        impl pulp::WithSimd for Max<'_> {
-            type Output = f32;
-            fn with_simd<S: Simd>(self, simd: S) -> f32 {
-                max_value(simd, self.0)
-            }
-        }
         let specials = [
             f32::NAN,
             f32::NEG_INFINITY,
@@ -165,7 +157,7 @@ mod tests {
                     }
                     let want = values.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
                     for isa in Isa::supported() {
-                        let got = isa.dispatch(Max(&values));
+                        let got = reduce!(isa, &values, max_value);
                         assert_eq!(got, want, "{isa}: len {len}, {special} at {at}");
                     }
                 }
@@ -173,7 +165,11 @@ mod tests {
         }
         let all_nan = [f32::NAN; 20];
         for isa in Isa::supported() {
-            assert_eq!(isa.dispatch(Max(&all_nan)), f32::NEG_INFINITY, "{isa}");
+            assert_eq!(
+                reduce!(isa, &all_nan, max_value),
+                f32::NEG_INFINITY,
+                "{isa}"
+            );
         }
     }
 }

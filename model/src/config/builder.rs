@@ -14,16 +14,53 @@ pub struct ConfigBuilder {
     config: Config,
 }
 
+/// Builder methods that each set fields of the config from their arguments:
+/// `name(arg: Type => field, …);` sets `field` to `arg`.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty => $field:ident),+);)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $($arg: $ty),+) -> ConfigBuilder {
+                $(self.config.$field = $arg;)+
+                self
+            }
+        )*
+    };
+}
+
 impl ConfigBuilder {
     /// A builder that starts from `config` ([`Config::builder`]).
     pub(super) fn new(config: Config) -> ConfigBuilder {
         ConfigBuilder { config }
     }
 
-    /// Width of one head when it is not `d_model / heads` ([`Config::d_head`]).
-    pub fn head_width(mut self, d_head: Option<usize>) -> ConfigBuilder {
-        self.config.d_head = d_head;
-        self
+    setters! {
+        /// Width of one head when it is not `d_model / heads` ([`Config::d_head`]).
+        head_width(d_head: Option<usize> => d_head);
+        /// Where the norms sit in each layer, and whether final norms follow both stacks.
+        norms(placement: NormPlacement => norm, final_norm: bool => final_norm);
+        /// Which normalisation every norm is, and its epsilon.
+        norm_kind(kind: NormKind => norm_kind, eps: f32 => layer_norm_eps);
+        /// The feed-forward's activation, and whether it is gated.
+        feed_forward(activation: FfnActivation => activation, gated: bool => gated_ffn);
+        /// How positions are encoded, and the rows of their tables skipped before position 0.
+        positions(positions: Positions => positions, offset: usize => position_offset);
+        /// What the encoder reads.
+        front_end(front_end: FrontEnd => front_end);
+        /// Whether one embedding table serves both stacks.
+        share_embeddings(shared: bool => share_embeddings);
+        /// Whether embeddings are multiplied by `√d_model`.
+        scale_embeddings(scaled: bool => scale_embeddings);
+        /// Whether a norm follows the embeddings.
+        embedding_norm(norm: bool => embedding_norm);
+        /// Whether the output projection is the target embedding (transposed).
+        tie_output(tied: bool => tie_output);
+        /// Which projections carry biases.
+        biases(biases: Biases => biases);
+        /// The attention score scale; `None` is `1/√d_head`.
+        attention_scale(scale: Option<f32> => attention_scale);
+        /// Relative position buckets as an attention bias; `None`: no bias.
+        relative_attention(relative: Option<RelativeAttention> => relative_attention);
     }
 
     /// The decoder's attention heads and feed-forward width, where they differ from the
@@ -31,82 +68,6 @@ impl ConfigBuilder {
     pub fn decoder_widths(mut self, heads: usize, d_ff: usize) -> ConfigBuilder {
         self.config.decoder_heads = (heads != self.config.heads).then_some(heads);
         self.config.decoder_d_ff = (d_ff != self.config.d_ff).then_some(d_ff);
-        self
-    }
-
-    /// Where the norms sit in each layer, and whether final norms follow both stacks.
-    pub fn norms(mut self, placement: NormPlacement, final_norm: bool) -> ConfigBuilder {
-        self.config.norm = placement;
-        self.config.final_norm = final_norm;
-        self
-    }
-
-    /// Which normalisation every norm is, and its epsilon.
-    pub fn norm_kind(mut self, kind: NormKind, eps: f32) -> ConfigBuilder {
-        self.config.norm_kind = kind;
-        self.config.layer_norm_eps = eps;
-        self
-    }
-
-    /// The feed-forward's activation, and whether it is gated.
-    pub fn feed_forward(mut self, activation: FfnActivation, gated: bool) -> ConfigBuilder {
-        self.config.activation = activation;
-        self.config.gated_ffn = gated;
-        self
-    }
-
-    /// How positions are encoded, and the rows of their tables skipped before position 0.
-    pub fn positions(mut self, positions: Positions, offset: usize) -> ConfigBuilder {
-        self.config.positions = positions;
-        self.config.position_offset = offset;
-        self
-    }
-
-    /// What the encoder reads.
-    pub fn front_end(mut self, front_end: FrontEnd) -> ConfigBuilder {
-        self.config.front_end = front_end;
-        self
-    }
-
-    /// Whether one embedding table serves both stacks.
-    pub fn share_embeddings(mut self, shared: bool) -> ConfigBuilder {
-        self.config.share_embeddings = shared;
-        self
-    }
-
-    /// Whether embeddings are multiplied by `√d_model`.
-    pub fn scale_embeddings(mut self, scaled: bool) -> ConfigBuilder {
-        self.config.scale_embeddings = scaled;
-        self
-    }
-
-    /// Whether a norm follows the embeddings.
-    pub fn embedding_norm(mut self, norm: bool) -> ConfigBuilder {
-        self.config.embedding_norm = norm;
-        self
-    }
-
-    /// Whether the output projection is the target embedding (transposed).
-    pub fn tie_output(mut self, tied: bool) -> ConfigBuilder {
-        self.config.tie_output = tied;
-        self
-    }
-
-    /// Which projections carry biases.
-    pub fn biases(mut self, biases: Biases) -> ConfigBuilder {
-        self.config.biases = biases;
-        self
-    }
-
-    /// The attention score scale; `None` is `1/√d_head`.
-    pub fn attention_scale(mut self, scale: Option<f32>) -> ConfigBuilder {
-        self.config.attention_scale = scale;
-        self
-    }
-
-    /// Relative position buckets as an attention bias; `None`: no bias.
-    pub fn relative_attention(mut self, relative: Option<RelativeAttention>) -> ConfigBuilder {
-        self.config.relative_attention = relative;
         self
     }
 

@@ -165,6 +165,31 @@ pub struct LayerMemory<'c> {
     pub layer: usize,
 }
 
+impl<'c> LayerMemory<'c> {
+    /// What `block`, layer `layer` of the decoder, reads of `memory`: nothing when it has no
+    /// cross-attention.
+    pub fn of(block: &Block<'_>, memory: CrossMemory<'c>, layer: usize) -> Option<Self> {
+        block
+            .cross_attention()
+            .map(|_| LayerMemory { memory, layer })
+    }
+}
+
+/// A pass of a block: `rows` rows of its working buffers, on `run`, with kernel scratch.
+struct Pass<'p, 'a> {
+    run: Run<'p>,
+    rows: usize,
+    work: &'p mut Work<'a>,
+    scratch: &'p mut [f32],
+}
+
+impl<'p, 'a> Pass<'p, 'a> {
+    /// Its parts, the buffers reborrowed.
+    fn parts(&mut self) -> (Run<'p>, usize, &mut Work<'a>, &mut [f32]) {
+        (self.run, self.rows, &mut *self.work, &mut *self.scratch)
+    }
+}
+
 /// The sublayer input, `rows` rows: `N(hidden)` written to `normed` (pre-LN) or `hidden`
 /// itself (post-LN).
 fn sublayer_input<'w>(
@@ -337,10 +362,16 @@ impl<'w> Block<'w> {
                 core::slice::from_ref(&prefix_group)
             }
         };
-        self.self_attention(run, rows, work, scratch, mode)?;
+        let mut pass = Pass {
+            run,
+            rows,
+            work,
+            scratch,
+        };
+        self.self_attention(&mut pass, mode)?;
         match (&self.cross, memory) {
             (Some(cross), Some(memory)) => {
-                self.attend_memory(run, rows, work, scratch, cross, (memory, groups))?
+                self.attend_memory(&mut pass, cross, (memory, groups))?
             }
             (None, None) => {}
             _ => {
@@ -365,13 +396,11 @@ impl<'w> Block<'w> {
     /// queries over its own slot's memory.
     fn attend_memory(
         &self,
-        run: Run<'_>,
-        rows: usize,
-        work: &mut Work<'_>,
-        scratch: &mut [f32],
+        pass: &mut Pass<'_, '_>,
         (norm, cross): &(Norm<'_>, CrossAttention<'_>),
         (memory, groups): (LayerMemory<'_>, &[Group]),
     ) -> Result<(), KernelError> {
+        let (run, rows, work, scratch) = pass.parts();
         let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
         let a = cross.heads().width();
         let q = ViewMut::new(&mut *work.cross_q, rows, a, a)?;
@@ -395,19 +424,17 @@ impl<'w> Block<'w> {
             let q = q.slice_rows(first_row(unit), group.rows)?;
             cross.attend_memory(run, q, kv, out, own)
         })?;
-        self.close_attention(run, rows, work, scratch, (norm, cross.output()))
+        self.close_attention(pass, (norm, cross.output()))
     }
 
     /// Closes an attention sublayer: its output projection over the `rows` attended rows of
     /// `work.attn`, with the residual connection.
     fn close_attention(
         &self,
-        run: Run<'_>,
-        rows: usize,
-        work: &mut Work<'_>,
-        scratch: &mut [f32],
+        pass: &mut Pass<'_, '_>,
         (norm, output): (&Norm<'_>, &Linear<'_>),
     ) -> Result<(), KernelError> {
+        let (run, rows, work, scratch) = pass.parts();
         let a = output.in_features();
         let attended = View::new(&*work.attn, rows, a, a)?;
         let streams = (&mut work.hidden, &mut work.spare);
@@ -424,12 +451,10 @@ impl<'w> Block<'w> {
 
     fn self_attention(
         &self,
-        run: Run<'_>,
-        rows: usize,
-        work: &mut Work<'_>,
-        scratch: &mut [f32],
+        pass: &mut Pass<'_, '_>,
         mode: SelfMode<'_>,
     ) -> Result<(), KernelError> {
+        let (run, rows, work, scratch) = pass.parts();
         let norm = &self.attention_norm;
         let a = self.attention.heads().width();
         let input = sublayer_input(run, self.placement, norm, rows, work.hidden, work.normed)?;
@@ -443,7 +468,7 @@ impl<'w> Block<'w> {
                 transient.attend(run, layer, input, groups, biases, buffers, scratch)?;
                 check_rows(groups.iter().map(|g| g.rows).sum(), rows)?;
                 let output = self.attention.output();
-                return self.close_attention(run, rows, work, scratch, (norm, output));
+                return self.close_attention(pass, (norm, output));
             }
         }
         let qkv = ViewMut::new(&mut *work.qkv, rows, 3 * a, 3 * a)?;
@@ -478,12 +503,20 @@ impl<'w> Block<'w> {
                 cache,
                 groups,
                 bias,
-            } => attend_step(run, heads, [q, k, v], attn, (cache, groups, bias), scratch)?,
-            SelfMode::Prefix { cache, group, bias } => {
-                attend_prefix(run, heads, [q, k, v], attn, (cache, group, bias), scratch)?
-            }
+            } => attend_step(
+                run,
+                (heads, [q, k, v]),
+                (cache, groups, bias),
+                (attn, scratch),
+            )?,
+            SelfMode::Prefix { cache, group, bias } => attend_prefix(
+                run,
+                (heads, [q, k, v]),
+                (cache, group, bias),
+                (attn, scratch),
+            )?,
         }
-        self.close_attention(run, rows, work, scratch, (norm, self.attention.output()))
+        self.close_attention(pass, (norm, self.attention.output()))
     }
 }
 
@@ -492,11 +525,9 @@ impl<'w> Block<'w> {
 /// rows spread over the threads.
 fn attend_step(
     run: Run<'_>,
-    heads: &Heads,
-    [q, k, v]: [View<'_>; 3],
-    attn: ViewMut<'_>,
+    (heads, [q, k, v]): (&Heads, [View<'_>; 3]),
     (mut cache, groups, bias): (LayerCache<'_>, &[Group], Option<StepBias<'_>>),
-    scratch: &mut [f32],
+    (attn, scratch): (ViewMut<'_>, &mut [f32]),
 ) -> Result<(), KernelError> {
     let rows = q.rows();
     let mut row0 = 0;
@@ -533,11 +564,9 @@ fn attend_step(
 /// group's slot from its position, then one causal call over the cache up to the last.
 fn attend_prefix(
     run: Run<'_>,
-    heads: &Heads,
-    [q, k, v]: [View<'_>; 3],
-    attn: ViewMut<'_>,
+    (heads, [q, k, v]): (&Heads, [View<'_>; 3]),
     (mut cache, group, bias): (LayerCache<'_>, Group, Option<Bias<'_>>),
-    scratch: &mut [f32],
+    (attn, scratch): (ViewMut<'_>, &mut [f32]),
 ) -> Result<(), KernelError> {
     let (slot, position, rows) = (group.slot, group.position, q.rows());
     for r in 0..rows {

@@ -30,13 +30,9 @@ impl<'w> FeedForward<'w> {
         down: Linear<'w>,
         activation: Activation,
     ) -> Result<FeedForward<'w>, KernelError> {
-        if up.out_features() != down.in_features() || up.in_features() != down.out_features() {
-            return Err(KernelError::ShapeMismatch {
-                what: "feed-forward inner width",
-                expected: up.out_features(),
-                got: down.in_features(),
-            });
-        }
+        let inner = (down.in_features(), up.out_features());
+        let model = (down.out_features(), up.in_features());
+        check_widths("feed-forward inner width", [inner, model])?;
         Ok(FeedForward {
             up,
             gate: None,
@@ -52,13 +48,9 @@ impl<'w> FeedForward<'w> {
         down: Linear<'w>,
         activation: Activation,
     ) -> Result<FeedForward<'w>, KernelError> {
-        if gate.in_features() != up.in_features() || gate.out_features() != up.out_features() {
-            return Err(KernelError::ShapeMismatch {
-                what: "feed-forward gate width",
-                expected: up.out_features(),
-                got: gate.out_features(),
-            });
-        }
+        let inner = (gate.out_features(), up.out_features());
+        let model = (gate.in_features(), up.in_features());
+        check_widths("feed-forward gate width", [inner, model])?;
         let mut layer = FeedForward::new(up, down, activation)?;
         layer.gate = Some(gate);
         Ok(layer)
@@ -131,4 +123,17 @@ impl<'w> FeedForward<'w> {
         }
         Ok(())
     }
+}
+
+/// Each `(got, expected)` pair of widths must agree; a mismatch reports the first pair.
+fn check_widths(what: &'static str, pairs: [(usize, usize); 2]) -> Result<(), KernelError> {
+    let [(got, expected), _] = pairs;
+    if pairs.iter().any(|(got, expected)| got != expected) {
+        return Err(KernelError::ShapeMismatch {
+            what,
+            expected,
+            got,
+        });
+    }
+    Ok(())
 }

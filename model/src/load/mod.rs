@@ -22,29 +22,20 @@
 //! Where loaded tensors live once built (owned, borrowed from an image, pooled in huge
 //! pages) is [`crate::storage`]'s business, not the loaders'.
 
-#[cfg(feature = "std")]
-pub mod ct2;
-#[cfg(feature = "std")]
-pub mod directory;
-#[cfg(feature = "std")]
-mod error;
-#[cfg(feature = "std")]
-pub mod hf;
 pub mod image;
-#[cfg(feature = "std")]
-pub(crate) mod loader;
-#[cfg(feature = "std")]
-mod native;
-#[cfg(feature = "std")]
-mod options;
-#[cfg(feature = "std")]
-pub(crate) mod source;
 
-#[cfg(feature = "std")]
-pub use error::LoadError;
-#[cfg(feature = "std")]
-pub(crate) use error::{linear_error, malformed, out_of_memory};
-#[cfg(feature = "std")]
-pub(crate) use loader::{block, conv_linear, linear_rows, Loader, TokenTables};
-#[cfg(feature = "std")]
-pub use options::LoadOptions;
+with_std! {
+    pub mod ct2;
+    pub mod directory;
+    mod error;
+    pub mod hf;
+    pub(crate) mod loader;
+    mod native;
+    mod options;
+    pub(crate) mod source;
+
+    pub use error::LoadError;
+    pub(crate) use error::{linear_error, malformed, out_of_memory};
+    pub(crate) use loader::{block, conv_linear, linear_rows, Loader, TokenTables};
+    pub use options::LoadOptions;
+}

@@ -154,6 +154,16 @@ mod tests {
         }
     }
 
+    /// A full 30 s window from frame `seek` of 60 s of audio, no speech before it.
+    fn full_window(seek: usize) -> Window {
+        Window {
+            seek,
+            size: 3000,
+            content_frames: 6000,
+            last_speech: 0.0,
+        }
+    }
+
     #[test]
     fn words_score_as_faster_whisper_scores_them() {
         // Improbable: 1; 0.033 s: 1.5 more; 3 s: 1 more.
@@ -177,12 +187,7 @@ mod tests {
             vec![word(" uh", 12.0, 12.01, 0.01)],
             vec![word(" fine", 12.5, 14.0, 0.9)],
         ];
-        let at = Window {
-            seek: 1000,
-            size: 3000,
-            content_frames: 6000,
-            last_speech: 0.0,
-        };
+        let at = full_window(1000);
         assert_eq!(judge(1.0, &cuts, &words, at), Verdict::Skip(1200));
         // A threshold above the 2 s gap keeps the window: speech follows the anomaly at once.
         assert_eq!(judge(3.0, &cuts, &words, at), Verdict::Keep);
@@ -196,12 +201,7 @@ mod tests {
             vec![word(" uh", 10.0, 10.1, 0.01)],
             vec![word(" fine", 20.0, 21.0, 0.9)],
         ];
-        let at = Window {
-            seek: 0,
-            size: 3000,
-            content_frames: 6000,
-            last_speech: 0.0,
-        };
+        let at = full_window(0);
         let verdict = judge(1.0, &cuts, &words, at);
         assert_eq!(
             verdict,

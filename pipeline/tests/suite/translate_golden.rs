@@ -55,19 +55,21 @@ fn languages(expected: &Value) -> (Option<String>, Option<String>) {
     (lang("src_lang"), lang("tgt_lang"))
 }
 
+/// A copy of fixture `name` ([`model_dir`]), its expected outputs, and its translator loaded
+/// with default settings in the languages the expected outputs name.
+fn golden(name: &str) -> (PathBuf, Value, Translator) {
+    let dir = model_dir(name);
+    let expected = expected(name);
+    let (src, tgt) = languages(&expected);
+    let settings = LoadSettings::default();
+    let translator = Translator::load(&dir, settings, src.as_deref(), tgt.as_deref()).unwrap();
+    (dir, expected, translator)
+}
+
 #[test]
 fn text_to_text_matches_the_python_pipeline() {
     for name in ["marian", "nllb"] {
-        let dir = model_dir(name);
-        let expected = expected(name);
-        let (src, tgt) = languages(&expected);
-        let translator = Translator::load(
-            &dir,
-            LoadSettings::default(),
-            src.as_deref(),
-            tgt.as_deref(),
-        )
-        .unwrap();
+        let (dir, expected, translator) = golden(name);
         for_each_isa(|isa| {
             let mut session = translator.session(isa, 1).unwrap();
             for line in expected["pipeline"].as_array().unwrap() {
@@ -95,16 +97,8 @@ fn text_to_text_matches_the_python_pipeline() {
 
 #[test]
 fn other_languages_share_the_model_and_translate_as_if_loaded_with_them() {
-    let dir = model_dir("nllb");
-    let expected = expected("nllb");
+    let (dir, expected, loaded_with) = golden("nllb");
     let (src, tgt) = languages(&expected);
-    let loaded_with = Translator::load(
-        &dir,
-        LoadSettings::default(),
-        src.as_deref(),
-        tgt.as_deref(),
-    )
-    .unwrap();
     let default = Translator::load(&dir, LoadSettings::default(), None, None).unwrap();
     let switched = default
         .with_languages(src.as_deref(), tgt.as_deref())
@@ -295,11 +289,7 @@ fn ct2_vocabularies_of_copied_tokenizers_pass_the_cross_check() {
 /// with none; a text too long for the model is refused when submitted.
 #[test]
 fn a_queue_translates_texts_submitted_between_steps_as_alone() {
-    let dir = model_dir("marian");
-    let expected = expected("marian");
-    let (src, tgt) = languages(&expected);
-    let settings = LoadSettings::default();
-    let translator = Translator::load(&dir, settings, src.as_deref(), tgt.as_deref()).unwrap();
+    let (dir, expected, translator) = golden("marian");
     let greedy = translator.defaults().clone();
     let mut beam = greedy.clone();
     beam.decode.search.beam = 2;

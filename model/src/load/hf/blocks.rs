@@ -7,11 +7,12 @@
 use serde::Deserialize;
 
 use super::config_error;
+use super::sublayers::{self, AttentionNames, FeedForwardNames};
 #[cfg(doc)]
 use crate::config::ConfigBuilder;
 use crate::config::{Sizes, StackKind};
-use crate::layers::{Block, CrossAttention, FeedForward, SelfAttention};
-use crate::load::{block, malformed, LoadError, Loader};
+use crate::layers::{Block, SelfAttention};
+use crate::load::{block, LoadError, Loader};
 
 /// The sizes of the stacks in these families' `config.json`: the width, the layers, and
 /// the heads and feed-forward widths that each stack states.
@@ -61,51 +62,6 @@ impl StackSizes {
     }
 }
 
-/// The self-attention `p` of a block of `stack`.
-pub(crate) fn self_attention(
-    l: &mut Loader<'_>,
-    p: &str,
-    key_bias: bool,
-    stack: StackKind,
-) -> Result<SelfAttention<'static>, LoadError> {
-    let (d, a) = (l.config.d_model, l.config.attention_width(stack));
-    let (q, k, v) = (
-        format!("{p}.q_proj"),
-        format!("{p}.k_proj"),
-        format!("{p}.v_proj"),
-    );
-    let qkv = l.fused(&[&q, &k, &v], &[true, key_bias, true], a, d)?;
-    let out = l.linear(&format!("{p}.out_proj"), d, a, true)?;
-    SelfAttention::new(qkv, out, l.heads(stack)).map_err(malformed(p))
-}
-
-/// The cross-attention `p` of a decoder block, with the decoder's heads.
-fn cross_attention(
-    l: &mut Loader<'_>,
-    p: &str,
-    key_bias: bool,
-) -> Result<CrossAttention<'static>, LoadError> {
-    let decoder = StackKind::Decoder;
-    let (d, a) = (l.config.d_model, l.config.attention_width(decoder));
-    let q = l.linear(&format!("{p}.q_proj"), a, d, true)?;
-    let (k, v) = (format!("{p}.k_proj"), format!("{p}.v_proj"));
-    let kv = l.fused(&[&k, &v], &[key_bias, true], a, d)?;
-    let out = l.linear(&format!("{p}.out_proj"), d, a, true)?;
-    CrossAttention::new(q, kv, out, l.heads(decoder)).map_err(malformed(p))
-}
-
-/// The feed-forward of block `p` of `stack`.
-fn feed_forward(
-    l: &mut Loader<'_>,
-    p: &str,
-    stack: StackKind,
-) -> Result<FeedForward<'static>, LoadError> {
-    let (d, f) = (l.config.d_model, l.config.d_ff_in(stack));
-    let up = l.linear(&format!("{p}.fc1"), f, d, true)?;
-    let down = l.linear(&format!("{p}.fc2"), d, f, true)?;
-    FeedForward::new(up, down, l.config.activation.kernel()).map_err(malformed(p))
-}
-
 /// The blocks `{stack}.layers.{i}` of the encoder, or of the decoder (with cross-attention):
 /// `key_bias` says whether the key projections have biases.
 pub(crate) fn blocks(
@@ -133,7 +89,8 @@ fn layer(
     cross: bool,
 ) -> Result<Block<'static>, LoadError> {
     let stack = StackKind::decoder_if(cross);
-    let attention = self_attention(l, &format!("{p}.self_attn"), key_bias, stack)?;
+    let names = AttentionNames::bart(key_bias);
+    let attention = sublayers::self_attention(l, &format!("{p}.self_attn"), stack, names)?;
     layer_with(l, p, attention, (cross, key_bias))
 }
 
@@ -148,12 +105,14 @@ pub(super) fn layer_with(
 ) -> Result<Block<'static>, LoadError> {
     let norm1 = l.norm(&format!("{p}.self_attn_layer_norm"))?;
     let cross = if cross {
-        let layer = cross_attention(l, &format!("{p}.encoder_attn"), key_bias)?;
+        let names = AttentionNames::bart(key_bias);
+        let layer = sublayers::cross_attention(l, &format!("{p}.encoder_attn"), names)?;
         Some((l.norm(&format!("{p}.encoder_attn_layer_norm"))?, layer))
     } else {
         None
     };
-    let ffn = feed_forward(l, p, StackKind::decoder_if(cross.is_some()))?;
+    let stack = StackKind::decoder_if(cross.is_some());
+    let ffn = sublayers::feed_forward(l, p, stack, FeedForwardNames::BART)?;
     let norm = l.norm(&format!("{p}.final_layer_norm"))?;
     block(p, l.config.norm, (norm1, attention), cross, (norm, ffn))
 }

@@ -8,6 +8,8 @@
 //! - `longt5`: LongT5 with local encoder attention (T5's layers, named apart);
 //! - `whisper`: Whisper;
 //! - `blocks`: the block layout the BART-derived families and Whisper share;
+//! - `sublayers`: the attention and feed-forward layers of every family, from a table of
+//!   their tensor names;
 //! - `tables`: which tensors hold the token tables and the output projection, as
 //!   `transformers` ties them.
 //!
@@ -17,6 +19,7 @@ pub mod bart;
 mod blocks;
 pub mod led;
 pub mod longt5;
+mod sublayers;
 pub mod t5;
 mod tables;
 pub mod whisper;

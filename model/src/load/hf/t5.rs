@@ -21,6 +21,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::sublayers::{self, AttentionNames, FeedForwardNames};
 use super::tables::{self, TableNames, Tables};
 use super::{config_error, read_config};
 use crate::config::{
@@ -28,7 +29,7 @@ use crate::config::{
     SpecialIds, StackKind,
 };
 use crate::layers::{
-    Block, CrossAttention, Embedding, FeedForward, Linear, LocalAttention, RelativeBias,
+    Block, Embedding, Linear, LocalAttention, RelativeBias,
     SelfAttention, TransientGlobal,
 };
 use crate::load::source::TensorSource;
@@ -257,10 +258,7 @@ fn self_attention(
     p: &str,
     (stack, encoder): (StackKind, EncoderAttention),
 ) -> Result<SelfAttention<'static>, LoadError> {
-    let (d, a) = (l.config.d_model, l.config.attention_width(stack));
-    let (q, k, v) = (format!("{p}.q"), format!("{p}.k"), format!("{p}.v"));
-    let qkv = l.fused(&[&q, &k, &v], &[false; 3], a, d)?;
-    let out = l.linear(&format!("{p}.o"), d, a, false)?;
+    let (qkv, out) = sublayers::self_projections(l, p, stack, AttentionNames::T5)?;
     let attention = SelfAttention::new(qkv, out, l.heads(stack));
     let local = match (encoder.radius, encoder.global_block) {
         (Some(r), Some(size)) => {
@@ -276,37 +274,6 @@ fn self_attention(
         None => attention,
     }
     .map_err(malformed(p))
-}
-
-/// The cross-attention `p` of a decoder block.
-fn cross_attention(l: &mut Loader<'_>, p: &str) -> Result<CrossAttention<'static>, LoadError> {
-    let decoder = StackKind::Decoder;
-    let (d, a) = (l.config.d_model, l.config.attention_width(decoder));
-    let q = l.linear(&format!("{p}.q"), a, d, false)?;
-    let (k, v) = (format!("{p}.k"), format!("{p}.v"));
-    let kv = l.fused(&[&k, &v], &[false; 2], a, d)?;
-    let out = l.linear(&format!("{p}.o"), d, a, false)?;
-    CrossAttention::new(q, kv, out, l.heads(decoder)).map_err(malformed(p))
-}
-
-/// The feed-forward `p` of a block of `stack`.
-fn feed_forward(
-    l: &mut Loader<'_>,
-    p: &str,
-    stack: StackKind,
-) -> Result<FeedForward<'static>, LoadError> {
-    let (d, f) = (l.config.d_model, l.config.d_ff_in(stack));
-    let activation = l.config.activation.kernel();
-    let down = |l: &mut Loader<'_>| l.linear(&format!("{p}.wo"), d, f, false);
-    let layer = if l.config.gated_ffn {
-        let gate = l.linear(&format!("{p}.wi_0"), f, d, false)?;
-        let up = l.linear(&format!("{p}.wi_1"), f, d, false)?;
-        FeedForward::gated(gate, up, down(l)?, activation)
-    } else {
-        let up = l.linear(&format!("{p}.wi"), f, d, false)?;
-        FeedForward::new(up, down(l)?, activation)
-    };
-    layer.map_err(malformed(p))
 }
 
 /// The stack `side` of `layers` blocks (a decoder's with cross-attention), its self-attention
@@ -325,12 +292,14 @@ fn stack(
         let attention = self_attention(l, &format!("{p}.0.{module}"), (kind, encoder))?;
         let norm1 = l.norm(&format!("{p}.0.layer_norm"))?;
         let (cross, ffn_index) = if decoder {
-            let cross = cross_attention(l, &format!("{p}.1.EncDecAttention"))?;
+            let name = format!("{p}.1.EncDecAttention");
+            let cross = sublayers::cross_attention(l, &name, AttentionNames::T5)?;
             (Some((l.norm(&format!("{p}.1.layer_norm"))?, cross)), 2)
         } else {
             (None, 1)
         };
-        let ffn = feed_forward(l, &format!("{p}.{ffn_index}.DenseReluDense"), kind)?;
+        let ffn_p = format!("{p}.{ffn_index}.DenseReluDense");
+        let ffn = sublayers::feed_forward(l, &ffn_p, kind, FeedForwardNames::T5)?;
         let norm = l.norm(&format!("{p}.{ffn_index}.layer_norm"))?;
         blocks.push(block(
             &p,
