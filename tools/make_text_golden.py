@@ -13,7 +13,7 @@ tokenizer with `tiktoken` + `openai-whisper`, and records ids and decoded text a
   Whisper's special tokens (99 or 100 languages, timestamps <|0.00|>..<|30.00|>); ids from
   `tiktoken`, decoded text from `whisper.tokenizer.Tokenizer`, prompts, sot sequences,
   the non-speech token set.
-- marian/, t5/, nllb/, mbart50/, mbart/, m2m100/, bart/: model-directory files as the families ship
+- marian/, t5/, nllb/, mbart50/, mbart/, m2m100/, bart/, pegasus/: model-directory files as the families ship
   them and the ids/decoded text of the `transformers` tokenizers.
 
 Usage: python3 tools/make_text_golden.py   (needs sentencepiece, tokenizers, transformers,
@@ -115,7 +115,7 @@ RULES = (
 )
 
 
-def train_spm(tmp, name, model_type, vocab_size, byte_fallback, rules):
+def train_spm(tmp, name, model_type, vocab_size, byte_fallback, rules, **ids):
     path = os.path.join(tmp, "corpus.txt")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(corpus_lines()) + "\n")
@@ -144,6 +144,7 @@ def train_spm(tmp, name, model_type, vocab_size, byte_fallback, rules):
         num_threads=1,
         hard_vocab_limit=False,
         minloglevel=2,
+        **ids,
     )
     os.chdir(cwd)
     return prefix + ".model"
@@ -427,6 +428,10 @@ def make_families(tmp, spms, bytebpe):
         cases[f"{s_lang}-{t_lang}"]["forced_bos"] = tok.get_lang_id(t_lang)
     write_json(os.path.join(out, "expected.json"), cases)
 
+    # Pegasus's SentencePiece layout: <pad> 0, </s> 1, <unk> 2, no <s>.
+    pegasus_spm = train_spm(tmp, "pegasus", "unigram", 600, False, "custom", pad_id=0, eos_id=1,
+                            unk_id=2, bos_id=-1)
+
     # tokenizer.json families converted by transformers from the sentencepiece model, as the
     # Hugging Face directories ship them.
     for name, cls, model, fname, langs in [
@@ -434,6 +439,7 @@ def make_families(tmp, spms, bytebpe):
         ("nllb", tf.NllbTokenizer, spms["bpe"], "sentencepiece.bpe.model", [("eng_Latn", "fra_Latn"), ("rus_Cyrl", "zho_Hans")]),
         ("mbart50", tf.MBart50Tokenizer, spms["unigram_bytes"], "sentencepiece.bpe.model", [("en_XX", "fr_XX"), ("ru_RU", "zh_CN")]),
         ("mbart", tf.MBartTokenizer, spms["unigram_bytes"], "sentencepiece.bpe.model", [("en_XX", "ro_RO"), ("ru_RU", "zh_CN")]),
+        ("pegasus", tf.PegasusTokenizer, pegasus_spm, "spiece.model", [(None, None)]),
     ]:
         d = os.path.join(tmp, name)
         os.makedirs(d)

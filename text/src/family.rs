@@ -65,6 +65,9 @@ pub enum Family {
     T5,
     /// BART.
     Bart,
+    /// Pegasus: a `tokenizer.json` only (its SentencePiece pieces are numbered from 103,
+    /// after the masks and `<unk_2>` to `<unk_102>`, which `spiece.model` does not hold).
+    Pegasus,
     /// Whisper.
     Whisper,
 }
@@ -81,6 +84,7 @@ impl Family {
             Self::Mbart => "mbart",
             Self::T5 => "t5",
             Self::Bart => "bart",
+            Self::Pegasus => "pegasus",
             Self::Whisper => "whisper",
         }
     }
@@ -96,6 +100,7 @@ impl Family {
             "T5Tokenizer" => Self::T5,
             "BartTokenizer" | "RobertaTokenizer" => Self::Bart,
             "WhisperTokenizer" => Self::Whisper,
+            "PegasusTokenizer" => Self::Pegasus,
             _ => return None,
         })
     }
@@ -110,6 +115,7 @@ impl Family {
             "t5" | "mt5" | "umt5" => Self::T5,
             "bart" => Self::Bart,
             "whisper" => Self::Whisper,
+            "pegasus" => Self::Pegasus,
             _ => return None,
         })
     }
@@ -909,6 +915,14 @@ fn load_backend(dir: &Path, family: Family, config: &Value) -> Result<Backend, T
         Family::Nllb | Family::Mbart50 | Family::Mbart | Family::Bart => {
             let path = need("tokenizer.json", "tokenizer.json")?;
             Ok(Backend::Hf(HfTokenizer::from_file(&path)?))
+        }
+        Family::Pegasus => {
+            const NEEDS: &str = "tokenizer.json (spiece.model alone misses the 103 ids that \
+                                 PegasusTokenizer puts before its pieces)";
+            Ok(Backend::Hf(HfTokenizer::from_file(&need(
+                "tokenizer.json",
+                NEEDS,
+            )?)?))
         }
         Family::T5 | Family::Plain => {
             let json = dir.join("tokenizer.json");

@@ -1,5 +1,5 @@
 //! Family conventions against the `transformers` tokenizers (MarianTokenizer, M2M100Tokenizer,
-//! NllbTokenizer, MBart50Tokenizer, MBartTokenizer, T5Tokenizer, BartTokenizer): source ids, target ids,
+//! NllbTokenizer, MBart50Tokenizer, MBartTokenizer, T5Tokenizer, BartTokenizer, PegasusTokenizer): source ids, target ids,
 //! forced target-language token and decoded text with special tokens skipped, from model
 //! directories laid out as the families ship them (fixtures: tools/make_text_golden.py).
 
@@ -151,6 +151,41 @@ fn t5_matches_transformers() {
 #[test]
 fn bart_matches_transformers() {
     golden(&fixture("bart"), "bart/expected.json", Family::Bart);
+}
+
+#[test]
+fn pegasus_matches_transformers() {
+    golden(
+        &fixture("pegasus"),
+        "pegasus/expected.json",
+        Family::Pegasus,
+    );
+}
+
+/// A Pegasus directory with `spiece.model` but no `tokenizer.json` is refused: read as a bare
+/// SentencePiece model (T5's convention for that file name) every id would be 103 too low.
+#[test]
+fn pegasus_without_tokenizer_json_is_refused() {
+    let dir = temp_dir("pegasus-spiece");
+    copy_into(
+        &dir,
+        &[
+            ("spm/unigram.model", "spiece.model"),
+            ("pegasus/tokenizer_config.json", "tokenizer_config.json"),
+        ],
+    );
+    let err = TextTokenizer::from_dir(&dir).err().unwrap();
+    assert!(
+        matches!(
+            err,
+            TextError::MissingFile {
+                family: "pegasus",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("103"), "{err}");
 }
 
 #[test]
