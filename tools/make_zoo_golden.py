@@ -23,6 +23,10 @@ both sides.
                     `lm_head.weight`, byte copies of `shared.weight` under
                     `{encoder,decoder}.embed_tokens.weight`, and the unused
                     `decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight`.
+  pegasus_computed  PegasusForConditionalGeneration (pre-LN, final norms, ReLU, √d embedding
+                    scale, `final_logits_bias`, tied) whose file holds no position tables, so
+                    that `transformers` computes its sinusoids (Marian's formula) and tessel
+                    must too; `transformers` 5 itself writes the tables.
 
 The references are run on the directory as `from_pretrained` loads it (except
 marian_untied_v4, see above), in float64; CTranslate2 directories are converted from hf/ with
@@ -58,6 +62,8 @@ VARIANTS = {
     "t5_v1_1": dict(family="t5", d_model=32, heads=6, d_kv=16, ffn=64, vocab=257, seed=34,
                     ff="gated-gelu", tied=False, buckets=8, max_distance=12, gain=2.5,
                     embed_std=1.0, rel_std=1.0, cross_out=0.3, head_std=1.0),
+    "pegasus_computed": dict(family="pegasus", d_model=48, heads=3, ffn=96, vocab=301, seed=38,
+                             gain=4.0, embed_std=0.05, cross_out=1.0),
 }
 
 
@@ -161,6 +167,40 @@ def t5(c):
     return model, 0
 
 
+def pegasus(c):
+    from transformers import GenerationConfig, PegasusConfig, PegasusForConditionalGeneration
+
+    pad, eos = 0, 1
+    cfg = PegasusConfig(vocab_size=c["vocab"], d_model=c["d_model"], encoder_layers=2,
+                        decoder_layers=2, encoder_attention_heads=c["heads"],
+                        decoder_attention_heads=c["heads"], encoder_ffn_dim=c["ffn"],
+                        decoder_ffn_dim=c["ffn"], max_position_embeddings=64, dropout=0.0,
+                        attention_dropout=0.0, activation_dropout=0.0,
+                        activation_function="relu", scale_embedding=True, pad_token_id=pad,
+                        eos_token_id=eos, decoder_start_token_id=pad, forced_eos_token_id=eos,
+                        # The published configs' keys, which CTranslate2's converter reads.
+                        normalize_before=True, add_final_layer_norm=True,
+                        normalize_embedding=False, static_position_embeddings=True)
+    torch.manual_seed(c["seed"])
+    model = PegasusForConditionalGeneration(cfg).eval()
+    model.generation_config = GenerationConfig(
+        max_length=64, num_beams=1, do_sample=False, decoder_start_token_id=pad,
+        eos_token_id=eos, pad_token_id=pad, forced_eos_token_id=eos)
+    g = torch.Generator().manual_seed(c["seed"])
+    init_layers(model, c, g)
+    m = model.model
+    normal_(m.shared.weight, c["embed_std"], g)
+    normal_(model.final_logits_bias, 0.1, g)
+    with torch.no_grad():
+        m.shared.weight[pad] = 0.0
+        m.shared.weight[eos] = 0.0
+        model.final_logits_bias[0, eos] = -1.0
+        for layer in m.decoder.layers:
+            layer.encoder_attn.out_proj.weight *= c["cross_out"]
+    assert model.lm_head.weight.data_ptr() == m.shared.weight.data_ptr()
+    return model, pad
+
+
 def save_hf(name, c, model, hf_dir):
     """save_pretrained, then the file and config rewritten to the layout of the variant."""
     model.save_pretrained(hf_dir, safe_serialization=True)
@@ -169,6 +209,9 @@ def save_hf(name, c, model, hf_dir):
     if c.get("layout") == "v4":
         for k in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"):
             sd.pop(k, None)
+    if c["family"] == "pegasus":
+        for k in ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"):
+            sd.pop(k)
     if c["family"] == "t5":
         sd["lm_head.weight"] = model.lm_head.weight.detach().float().contiguous()
         for k in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):
@@ -203,7 +246,7 @@ def build(name, c):
         shutil.rmtree(out)
     hf_dir, ct2_dir = os.path.join(out, "hf"), os.path.join(out, "ct2")
     os.makedirs(hf_dir)
-    model, start = (marian if c["family"] == "marian" else t5)(c)
+    model, start = {"marian": marian, "t5": t5, "pegasus": pegasus}[c["family"]](c)
     tokenizer_c = dict(c, vocab=c.get("target_vocab", c["vocab"]))
     base.build_tokenizer(tokenizer_c, hf_dir)
     save_hf(name, c, model, hf_dir)

@@ -26,7 +26,7 @@ use tessel_tests::for_each_isa;
 use tessel_tests::golden::{assert_teacher_forced_columns, ids, values};
 
 /// Every fixture with a float32 CTranslate2 directory.
-const FIXTURES: [&str; 9] = [
+const FIXTURES: [&str; 10] = [
     "marian",
     "bart",
     "bart_ffn",
@@ -36,6 +36,7 @@ const FIXTURES: [&str; 9] = [
     "t5_tied",
     "marian_untied",
     "t5_v1_1",
+    "pegasus_computed",
 ];
 
 /// The 16-bit directories: fixture, stored type.

@@ -34,11 +34,12 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 /// Fixtures of published layouts: name, family (`None`: T5).
-const LAYOUTS: [(&str, Option<Family>); 4] = [
+const LAYOUTS: [(&str, Option<Family>); 5] = [
     ("marian_untied", Some(Family::Marian)),
     ("marian_untied_v4", Some(Family::Marian)),
     ("marian_separate", Some(Family::Marian)),
     ("t5_v1_1", None),
+    ("pegasus_computed", Some(Family::Pegasus)),
 ];
 
 struct Expected {
