@@ -10,8 +10,8 @@
 //! decoder, truncation and padding, then the added tokens with `add_tokens`.
 //!
 //! It only answers when the file is exactly in the shape it reads; anything else (another
-//! model type, a repeated key, an unknown field of the model, a part that fails to read or to
-//! validate, a bad version) returns `None`, and the caller reads the file the library's way,
+//! model type, a repeated key, an unknown field of the model, two tokens of one id, a part that
+//! fails to read or to validate, a bad version) returns `None`, and the caller reads the file the library's way,
 //! which gives the library's result or error. So where it answers, it builds what
 //! `Tokenizer::from_bytes` builds (tested by serialising both: `tests/hf.rs`, and the
 //! `tokenizer_files` fuzz target compares them on every input it reads).
@@ -148,7 +148,7 @@ struct BpeFields {
 impl BpeFields {
     /// The model, or `None` when it is not BPE or the library's builder refuses it.
     fn build(self) -> Option<ModelWrapper> {
-        if self.kind != "BPE" {
+        if self.kind != "BPE" || !ids_unique(&self.vocab) {
             return None;
         }
         let mut builder = BpeBuilder::new();
@@ -180,6 +180,14 @@ impl BpeFields {
         let bpe = builder.vocab_and_merges(self.vocab, merges).build().ok()?;
         Some(ModelWrapper::BPE(bpe))
     }
+}
+
+/// Whether no two tokens of `vocab` share an id. Where two do, the library keeps the one its
+/// hash map yields last, which changes from one reading to the next, so no other reading can
+/// build what it builds: such a file is left to it.
+fn ids_unique(vocab: &Vocab) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(vocab.len());
+    vocab.values().all(|&id| seen.insert(id))
 }
 
 /// `"a b"` merge lines as pairs, skipping `#version` lines; `None` for a line that is not

@@ -90,6 +90,29 @@ fn whisper() -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
+/// Two tokens of one id (found by the `tokenizer_files` fuzz target): the library's reading
+/// keeps either, differently from one reading to the next, so the direct reader leaves the file
+/// to it.
+#[test]
+fn tokens_sharing_an_id_are_left_to_the_library() {
+    let mut v = whisper();
+    let vocab = v["model"]["vocab"].as_object_mut().unwrap();
+    let (first, id) = vocab
+        .iter()
+        .find(|(_, id)| id.as_u64() == Some(300))
+        .map(|(t, id)| (t.clone(), id.clone()))
+        .unwrap();
+    let other = vocab
+        .iter()
+        .find(|(t, id)| **t != first && id.as_u64() == Some(301))
+        .map(|(t, _)| t.clone())
+        .unwrap();
+    vocab.insert(other, id);
+    let text = v.to_string();
+    assert!(HfTokenizer::read_direct(text.as_bytes()).is_none());
+    assert!(HfTokenizer::from_bytes(text.as_bytes(), "tokenizer.json").is_ok());
+}
+
 #[test]
 fn unusual_files_are_left_to_the_library() {
     let base = whisper();
