@@ -11,8 +11,8 @@
 //!
 //! It only answers when the file is exactly in the shape it reads; anything else (another
 //! model type, a repeated key, an unknown field of the model, two tokens of one id, a part that
-//! fails to read or to validate, a bad version) returns `None`, and the caller reads the file the library's way,
-//! which gives the library's result or error. So where it answers, it builds what
+//! fails to read or to validate, a bad version) returns `None`, and the caller reads the file
+//! the library's way, which gives the library's result or error. So where it answers, it builds what
 //! `Tokenizer::from_bytes` builds (tested by serialising both: `tests/hf.rs`, and the
 //! `tokenizer_files` fuzz target compares them on every input it reads).
 
